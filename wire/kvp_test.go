@@ -1,0 +1,184 @@
+package wire
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestKVListGolden(t *testing.T) {
+	vecs := loadVectors(t, "kvp.txt")
+	cases := map[string]KVList{
+		"empty": nil,
+		"even-and-odd": {
+			{Type: 0x02, Value: 5000},
+			{Type: 0x07, Bytes: []byte("moqt-go")},
+		},
+		"repeat-type": {
+			{Type: 0x3C, Value: 2},
+			{Type: 0x3C, Value: 3},
+		},
+		"empty-bytes": {{Type: 0x01, Bytes: []byte{}}},
+	}
+	for name, want := range cases {
+		t.Run(name, func(t *testing.T) {
+			vec, ok := vecs[name]
+			require.True(t, ok)
+			got, err := ParseKVList(vec.Bytes)
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+			enc, err := want.Append(nil)
+			require.NoError(t, err)
+			assert.Equal(t, vec.Bytes, enc)
+			// A KVP block is bounded by an outer length, so every proper
+			// prefix that cuts a pair in two must fail.
+			boundaries := map[int]bool{}
+			for k := range len(want) + 1 {
+				head, err := want[:k].Append(nil)
+				require.NoError(t, err)
+				boundaries[len(head)] = true
+			}
+			for i := range len(vec.Bytes) {
+				_, err := ParseKVList(vec.Bytes[:i])
+				if boundaries[i] {
+					assert.NoError(t, err, "prefix %d ends on a pair boundary", i)
+				} else {
+					assert.ErrorIs(t, err, ErrTruncated, "prefix %d", i)
+				}
+			}
+		})
+	}
+}
+
+func TestKVListErrors(t *testing.T) {
+	t.Run("descending types cannot be encoded", func(t *testing.T) {
+		_, err := KVList{{Type: 4}, {Type: 2}}.Append(nil)
+		requireProtocolError(t, err, ProtocolViolation)
+	})
+	t.Run("odd length over 65535", func(t *testing.T) {
+		b := AppendVarint(AppendVarint(nil, 1), MaxKVBytesLen+1)
+		b = append(b, make([]byte, MaxKVBytesLen+1)...)
+		_, err := ParseKVList(b)
+		requireProtocolError(t, err, ProtocolViolation)
+		_, err = KVList{{Type: 1, Bytes: make([]byte, MaxKVBytesLen+1)}}.Append(nil)
+		requireProtocolError(t, err, ProtocolViolation)
+	})
+	t.Run("odd length 65535 ok", func(t *testing.T) {
+		l := KVList{{Type: 1, Bytes: make([]byte, MaxKVBytesLen)}}
+		b, err := l.Append(nil)
+		require.NoError(t, err)
+		got, err := ParseKVList(b)
+		require.NoError(t, err)
+		assert.Len(t, got[0].Bytes, MaxKVBytesLen)
+	})
+	t.Run("type delta overflow", func(t *testing.T) {
+		b := AppendVarint(nil, 2)
+		b = AppendVarint(b, 0)
+		b = AppendVarint(b, MaxVarint-1) // 2 + (2^64-2) overflows
+		b = AppendVarint(b, 0)
+		_, err := ParseKVList(b)
+		requireProtocolError(t, err, ProtocolViolation)
+	})
+	t.Run("type reaching 2^64-1 exactly is fine", func(t *testing.T) {
+		b := AppendVarint(nil, 2)
+		b = AppendVarint(b, 0)
+		b = AppendVarint(b, MaxVarint-2)
+		b = appendLenBytes(b, []byte("x"))
+		got, err := ParseKVList(b)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(MaxVarint), got[1].Type)
+	})
+}
+
+func TestWalkKVAllocatesNothing(t *testing.T) {
+	b, err := KVList{{Type: 2, Value: 9}, {Type: 0x0B, Bytes: []byte("imm")}, {Type: 0x3C, Value: 1}}.Append(nil)
+	require.NoError(t, err)
+	count := 0
+	allocs := testing.AllocsPerRun(100, func() {
+		count = 0
+		_ = WalkKV(b, func(KeyValue) error { count++; return nil })
+	})
+	assert.Zero(t, allocs)
+	assert.Equal(t, 3, count)
+}
+
+func TestTokenRoundTrip(t *testing.T) {
+	vecs := loadVectors(t, "token.txt")
+	cases := map[string]Token{
+		"delete":    {AliasType: TokenDelete, Alias: 7},
+		"register":  {AliasType: TokenRegister, Alias: 1, Type: 0, Value: []byte("jwt")},
+		"use-alias": {AliasType: TokenUseAlias, Alias: 300},
+		"use-value": {AliasType: TokenUseValue, Type: 2, Value: []byte{}},
+	}
+	for name, want := range cases {
+		t.Run(name, func(t *testing.T) {
+			vec, ok := vecs[name]
+			require.True(t, ok)
+			got, err := ParseToken(vec.Bytes)
+			require.NoError(t, err)
+			if want.Value == nil {
+				assert.Nil(t, got.Value)
+			}
+			assert.Equal(t, want.AliasType, got.AliasType)
+			assert.Equal(t, want.Alias, got.Alias)
+			assert.Equal(t, want.Type, got.Type)
+			assert.Equal(t, string(want.Value), string(got.Value))
+			enc, err := want.Append(nil)
+			require.NoError(t, err)
+			assert.Equal(t, vec.Bytes, enc)
+		})
+	}
+	assert.Equal(t, uint64(19), cases["register"].CacheSize())
+}
+
+func TestTokenErrors(t *testing.T) {
+	for name, b := range map[string][]byte{
+		"empty":              {},
+		"unknown alias type": {0x04},
+		"delete no alias":    {0x00},
+		"delete with value":  {0x00, 0x01, 0x02},
+		"register no type":   {0x01, 0x01},
+		"use-value no type":  {0x03},
+		"use-alias extra":    {0x02, 0x05, 0x00},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseToken(b)
+			requireProtocolError(t, err, KeyValueFormattingError)
+		})
+	}
+	_, err := Token{AliasType: 9}.Append(nil)
+	assert.Error(t, err)
+}
+
+func TestCodesString(t *testing.T) {
+	assert.Equal(t, "PROTOCOL_VIOLATION", ProtocolViolation.String())
+	assert.Equal(t, "TOO_MANY_REQUEST_UPDATES", TooManyRequestUpdates.String())
+	assert.Equal(t, "INVALID_FILTER", ReqInvalidFilter.String())
+	assert.Equal(t, "MALFORMED_TRACK", DoneMalformedTrack.String())
+	assert.Equal(t, "DELIVERY_TIMEOUT", ResetDeliveryTimeout.String())
+	// Unknown codes stay representable.
+	assert.Equal(t, "0x9d", RequestErrorCode(0x9d).String())
+	assert.False(t, RequestErrorCode(0x9d).Known())
+	assert.False(t, PublishDoneCode(0x3).Known(), "SUBSCRIPTION_ENDED was removed in draft 20")
+	assert.False(t, SessionErrorCode(0x15).Known(), "VERSION_NEGOTIATION_FAILED was removed")
+	assert.True(t, ResetMalformedTrack.Known())
+	assert.True(t, IsGrease(0x9D))
+	assert.True(t, IsGrease(0x11C))
+	assert.True(t, IsGrease(0x3fffffffffffffde))
+	assert.False(t, IsGrease(0x9E))
+	assert.False(t, IsGrease(0x3fffffffffffffde+0x7f))
+}
+
+func TestVersion(t *testing.T) {
+	assert.Equal(t, []string{"moqt-21", "moqt-20"}, ALPNs())
+	v, ok := ParseALPN("moqt-20")
+	require.True(t, ok)
+	assert.Equal(t, Draft20, v)
+	_, ok = ParseALPN("moqt-19")
+	assert.False(t, ok)
+	_, ok = ParseALPN("h3")
+	assert.False(t, ok)
+	assert.True(t, Draft21.Supported())
+	assert.False(t, Version(19).Supported())
+}

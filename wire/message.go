@@ -1,0 +1,225 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// MessageType is the Type of a control message (§9, Table 5).
+type MessageType uint64
+
+// Control message types (§9, Table 5).
+const (
+	MsgRequestUpdate      MessageType = 0x02
+	MsgSubscribe          MessageType = 0x03
+	MsgSubscribeOK        MessageType = 0x04
+	MsgRequestError       MessageType = 0x05
+	MsgPublishNamespace   MessageType = 0x06
+	MsgRequestOK          MessageType = 0x07
+	MsgNamespace          MessageType = 0x08
+	MsgPublishDone        MessageType = 0x0B
+	MsgTrackStatus        MessageType = 0x0D
+	MsgNamespaceDone      MessageType = 0x0E
+	MsgPublishSkipped     MessageType = 0x0F
+	MsgGoaway             MessageType = 0x10
+	MsgFetch              MessageType = 0x16
+	MsgFetchOK            MessageType = 0x18
+	MsgPublish            MessageType = 0x1D
+	MsgPublishStateNotify MessageType = 0x22
+	MsgSubscribeNamespace MessageType = 0x50
+	MsgSubscribeTracks    MessageType = 0x51
+	MsgSetup              MessageType = 0x2F00
+)
+
+var messageNames = map[MessageType]string{
+	MsgRequestUpdate:      "REQUEST_UPDATE",
+	MsgSubscribe:          "SUBSCRIBE",
+	MsgSubscribeOK:        "SUBSCRIBE_OK",
+	MsgRequestError:       "REQUEST_ERROR",
+	MsgPublishNamespace:   "PUBLISH_NAMESPACE",
+	MsgRequestOK:          "REQUEST_OK",
+	MsgNamespace:          "NAMESPACE",
+	MsgPublishDone:        "PUBLISH_DONE",
+	MsgTrackStatus:        "TRACK_STATUS",
+	MsgNamespaceDone:      "NAMESPACE_DONE",
+	MsgPublishSkipped:     "PUBLISH_SKIPPED",
+	MsgGoaway:             "GOAWAY",
+	MsgFetch:              "FETCH",
+	MsgFetchOK:            "FETCH_OK",
+	MsgPublish:            "PUBLISH",
+	MsgPublishStateNotify: "PUBLISH_STATE_NOTIFY",
+	MsgSubscribeNamespace: "SUBSCRIBE_NAMESPACE",
+	MsgSubscribeTracks:    "SUBSCRIBE_TRACKS",
+	MsgSetup:              "SETUP",
+}
+
+func (t MessageType) String() string { return codeName(messageNames, t) }
+
+// Known reports whether t is a control message type of this draft.
+func (t MessageType) Known() bool { _, ok := messageNames[t]; return ok }
+
+// IsRequest reports whether t is one of the seven messages that may open a
+// request stream (§6.4.2, "Request, First" in Table 5).
+func (t MessageType) IsRequest() bool {
+	switch t {
+	case MsgSubscribe, MsgPublish, MsgFetch, MsgTrackStatus,
+		MsgPublishNamespace, MsgSubscribeNamespace, MsgSubscribeTracks:
+		return true
+	}
+	return false
+}
+
+// MaxMessageBody is the largest control message body: the Length field is 16
+// bits (§9).
+const MaxMessageBody = 1<<16 - 1
+
+// Message is a control message body. AppendBody and ParseBody handle only the
+// body; AppendMessage and MessageReader add and strip the Type and Length.
+type Message interface {
+	Type() MessageType
+	// AppendBody appends the encoded body to b.
+	AppendBody(v Version, b []byte) ([]byte, error)
+	// ParseBody decodes a whole body. Byte slices in the result alias body.
+	ParseBody(v Version, body []byte) error
+}
+
+// AppendMessage appends m framed as Type (vi64), Length (16), Body (§9). The
+// length is reserved, the body appended in place, then the length filled in,
+// so a reused buffer needs no copy and no allocation.
+func AppendMessage(v Version, b []byte, m Message) ([]byte, error) {
+	start := len(b)
+	b = AppendVarint(b, uint64(m.Type()))
+	lenAt := len(b)
+	b = append(b, 0, 0)
+	b, err := m.AppendBody(v, b)
+	if err != nil {
+		return b[:start], err
+	}
+	n := len(b) - lenAt - 2
+	if n > MaxMessageBody {
+		return b[:start], violation("%s body is %d bytes, more than %d", m.Type(), n, MaxMessageBody)
+	}
+	binary.BigEndian.PutUint16(b[lenAt:], uint16(n))
+	return b, nil
+}
+
+// NewMessage returns an empty message of type t, or a PROTOCOL_VIOLATION for
+// a type this draft does not define: an unknown message type closes the
+// session (§9).
+func NewMessage(t MessageType) (Message, error) {
+	switch t {
+	case MsgSetup:
+		return new(Setup), nil
+	case MsgGoaway:
+		return new(Goaway), nil
+	case MsgSubscribe:
+		return new(Subscribe), nil
+	case MsgSubscribeOK:
+		return new(SubscribeOK), nil
+	case MsgPublishStateNotify:
+		return new(PublishStateNotify), nil
+	case MsgPublish:
+		return new(Publish), nil
+	case MsgPublishDone:
+		return new(PublishDone), nil
+	case MsgFetch:
+		return new(Fetch), nil
+	case MsgFetchOK:
+		return new(FetchOK), nil
+	case MsgTrackStatus:
+		return new(TrackStatus), nil
+	case MsgPublishNamespace:
+		return new(PublishNamespace), nil
+	case MsgSubscribeNamespace:
+		return new(SubscribeNamespace), nil
+	case MsgSubscribeTracks:
+		return new(SubscribeTracks), nil
+	case MsgNamespace:
+		return new(NamespaceMsg), nil
+	case MsgNamespaceDone:
+		return new(NamespaceDone), nil
+	case MsgPublishSkipped:
+		return new(PublishSkipped), nil
+	case MsgRequestUpdate:
+		return new(RequestUpdate), nil
+	case MsgRequestOK:
+		return new(RequestOK), nil
+	case MsgRequestError:
+		return new(RequestError), nil
+	}
+	return nil, violation("unknown control message type 0x%x", uint64(t))
+}
+
+// ParseMessage decodes a body of type t.
+func ParseMessage(v Version, t MessageType, body []byte) (Message, error) {
+	m, err := NewMessage(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.ParseBody(v, body); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// MessageReader reads framed control messages from a stream. It never reads
+// past the end of a message, so the same stream can be handed on after any
+// message. The returned body aliases an internal buffer that the next call
+// reuses.
+type MessageReader struct {
+	r   io.Reader
+	buf [MaxMessageBody]byte
+	one [9]byte
+}
+
+// NewMessageReader returns a MessageReader over r.
+func NewMessageReader(r io.Reader) *MessageReader { return &MessageReader{r: r} }
+
+// ReadFrame reads one message's Type and Body. A clean end of stream before
+// the first byte is io.EOF; an end inside a message is a PROTOCOL_VIOLATION
+// that wraps ErrTruncated.
+func (mr *MessageReader) ReadFrame() (MessageType, []byte, error) {
+	// Read the vi64 type: its first byte gives its length.
+	if _, err := io.ReadFull(mr.r, mr.one[:1]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			err = io.EOF
+		}
+		return 0, nil, err
+	}
+	n := varintSize(mr.one[0])
+	if err := mr.readFull(mr.one[1:n], "message type"); err != nil {
+		return 0, nil, err
+	}
+	t, _ := ParseVarint(mr.one[:n])
+	var l [2]byte
+	if err := mr.readFull(l[:], "message length"); err != nil {
+		return 0, nil, err
+	}
+	body := mr.buf[:binary.BigEndian.Uint16(l[:])]
+	if err := mr.readFull(body, fmt.Sprintf("%s body", MessageType(t))); err != nil {
+		return 0, nil, err
+	}
+	return MessageType(t), body, nil
+}
+
+// ReadMessage reads and decodes one message. Byte slices in the message alias
+// the reader's buffer until the next call.
+func (mr *MessageReader) ReadMessage(v Version) (Message, error) {
+	t, body, err := mr.ReadFrame()
+	if err != nil {
+		return nil, err
+	}
+	return ParseMessage(v, t, body)
+}
+
+func (mr *MessageReader) readFull(b []byte, what string) error {
+	if _, err := io.ReadFull(mr.r, b); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return truncated(what)
+		}
+		return err
+	}
+	return nil
+}
