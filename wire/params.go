@@ -90,7 +90,7 @@ const (
 	InSubscribeNamespace
 	InSubscribeNamespaceOK // REQUEST_OK answering SUBSCRIBE_NAMESPACE
 	InSubscribeTracks
-	InSubscribeTracksOK // REQUEST_OK answering SUBSCRIBE_TRACKS
+	InSubscribeTracksOK  // REQUEST_OK answering SUBSCRIBE_TRACKS
 	InUpdateSubscription // REQUEST_UPDATE on a SUBSCRIBE or PUBLISH stream
 	InUpdateFetch
 	InUpdatePublishNamespace
@@ -109,26 +109,28 @@ const (
 )
 
 // paramAllowed lists, per parameter, the contexts whose "MAY appear in"
-// sentence in §9.20.3–§9.20.22 and §3.3.2 names it.
+// sentence in §9.20.3–§9.20.22 and §3.3.2 names it, plus SUBSCRIBE_TRACKS
+// wherever SUBSCRIBE is named: "Any Parameter that can be specified on a
+// Subscription (ie: in SUBSCRIBE) is valid in SUBSCRIBE_TRACKS" (§9.18.1).
 var paramAllowed = map[ParamType]ParamContext{
-	ParamObjectDeliveryTimeout:   InSubscribe | InPublish | InAnyUpdate,
+	ParamObjectDeliveryTimeout:   InSubscribe | InSubscribeTracks | InPublish | InAnyUpdate,
 	ParamAuthorizationToken:      InPublish | InSubscribe | InAnyUpdate | InSubscribeNamespace | InSubscribeTracks | InPublishNamespace | InTrackStatus | InFetch,
-	ParamRendezvousTimeout:       InSubscribe,
-	ParamSubgroupDeliveryTimeout: InSubscribe | InPublish | InAnyUpdate,
+	ParamRendezvousTimeout:       InSubscribe | InSubscribeTracks,
+	ParamSubgroupDeliveryTimeout: InSubscribe | InSubscribeTracks | InPublish | InAnyUpdate,
 	ParamExpires:                 InSubscribeOK | InPublish | InPublishOK | InSubscribeNamespaceOK | InSubscribeTracksOK | InPublishNamespaceOK | InUpdateOK,
 	ParamLargestObject:           InSubscribeOK | InPublish | InUpdateOK | InTrackStatusOK | InPublishStateNotify,
 	ParamFillTimeout:             InFetch | InFillParameters,
 	ParamForward:                 InSubscribe | InUpdateSubscription | InUpdateSubscribeTracks | InPublish | InSubscribeTracks | InPublishStateNotify,
-	ParamSubscriberPriority:      InSubscribe | InPublish | InFetch | InUpdateSubscription | InUpdateFetch | InFillParameters,
-	ParamLocationFilter:          InFetch | InSubscribe | InPublish | InUpdateSubscription | InPublishStateNotify | InFillParameters,
+	ParamSubscriberPriority:      InSubscribe | InSubscribeTracks | InPublish | InFetch | InUpdateSubscription | InUpdateFetch | InFillParameters,
+	ParamLocationFilter:          InFetch | InSubscribe | InSubscribeTracks | InPublish | InUpdateSubscription | InPublishStateNotify | InFillParameters,
 	ParamGroupOrder:              InSubscribe | InPublish | InSubscribeTracks | InFetch | InFillParameters,
-	ParamFillParameters:          InSubscribe | InUpdateSubscription,
+	ParamFillParameters:          InSubscribe | InSubscribeTracks | InUpdateSubscription,
 	ParamSubgroupFilter:          rangeFilterContexts,
 	ParamObjectIDFilter:          rangeFilterContexts,
 	ParamPriorityFilter:          rangeFilterContexts,
 	ParamObjectPropertyFilter:    rangeFilterContexts,
 	ParamTrackPropertyFilter:     InSubscribeTracks | InUpdateSubscribeTracks,
-	ParamNewGroupRequest:         InSubscribe | InUpdateSubscription,
+	ParamNewGroupRequest:         InSubscribe | InSubscribeTracks | InUpdateSubscription,
 	ParamTrackNamespacePrefix:    InUpdateSubscribeNamespace | InUpdateSubscribeTracks,
 	ParamIncludeProperties:       InSubscribe | InTrackStatus | InFetch | InSubscribeTracks,
 }
