@@ -1,0 +1,79 @@
+package moqt
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"time"
+)
+
+// MaxCertificateValidity is the longest validity period a browser accepts
+// for a certificate pinned with WebTransport's serverCertificateHashes
+// option (W3C WebTransport, "custom certificate requirements").
+const MaxCertificateValidity = 14 * 24 * time.Hour
+
+// certBackdate is how far before now a generated certificate becomes
+// valid, to tolerate clocks that run a little behind ours.
+const certBackdate = time.Hour
+
+// GenerateCertificate makes a fresh self-signed ECDSA P-256 certificate for
+// hosts (DNS names or IP addresses; default 127.0.0.1, ::1 and localhost),
+// valid from an hour ago for less than MaxCertificateValidity in total. It
+// returns the certificate and the SHA-256 hash of its DER encoding, which is
+// what a browser passes in serverCertificateHashes to trust it without a CA.
+//
+// Such a certificate suits development, tests and pinned deployments; a new
+// one is needed at least every two weeks.
+func GenerateCertificate(hosts ...string) (tls.Certificate, [32]byte, error) {
+	if len(hosts) == 0 {
+		hosts = []string{"127.0.0.1", "::1", "localhost"}
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, [32]byte{}, fmt.Errorf("moqt: generating key: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return tls.Certificate{}, [32]byte{}, fmt.Errorf("moqt: generating serial number: %w", err)
+	}
+	notBefore := time.Now().Add(-certBackdate).Truncate(time.Second)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "moqt self-signed"},
+		NotBefore:    notBefore,
+		// An hour short of the limit, so that rounding by the encoder or
+		// the verifier can never push it over.
+		NotAfter:              notBefore.Add(MaxCertificateValidity - time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+	}
+	for _, h := range hosts {
+		if h == "" {
+			return tls.Certificate{}, [32]byte{}, errors.New("moqt: GenerateCertificate: empty host")
+		}
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, [32]byte{}, fmt.Errorf("moqt: creating certificate: %w", err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return tls.Certificate{}, [32]byte{}, fmt.Errorf("moqt: parsing certificate: %w", err)
+	}
+	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
+	return cert, sha256.Sum256(der), nil
+}

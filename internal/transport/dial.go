@@ -1,0 +1,158 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/webtransport-go"
+)
+
+// DefaultPort is used when a URL names no port (§6.1.2).
+const DefaultPort = "443"
+
+// DialConfig configures Dial. The zero value and nil mean defaults.
+type DialConfig struct {
+	// Protocols are offered in preference order, as ALPN on raw QUIC and in
+	// WT-Available-Protocols on WebTransport. Default: DefaultProtocols().
+	Protocols []string
+	// QUIC is the base QUIC configuration; it is copied, and QUIC DATAGRAM
+	// (plus, for WebTransport, stream resets with partial delivery) is
+	// always enabled. Nil means quic-go's defaults.
+	QUIC *quic.Config
+	// Header holds extra header fields for the WebTransport CONNECT request,
+	// such as Origin. Ignored on raw QUIC.
+	Header http.Header
+}
+
+func (c *DialConfig) protocols() []string {
+	if c == nil || len(c.Protocols) == 0 {
+		return DefaultProtocols()
+	}
+	return slices.Clone(c.Protocols)
+}
+
+// ParseURL parses and checks a server URL: "moqt://authority/path?query"
+// (§6.1) for raw QUIC or "https://authority/path?query" for WebTransport.
+// The host must not be empty. The fragment, if any, is kept for the caller;
+// it is never sent.
+func ParseURL(rawURL string) (*url.URL, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("moqt transport: %w", err)
+	}
+	if u.Scheme != "moqt" && u.Scheme != "https" {
+		return nil, fmt.Errorf("moqt transport: URL %q: scheme must be moqt or https", rawURL)
+	}
+	if u.Opaque != "" || u.Hostname() == "" {
+		return nil, fmt.Errorf("moqt transport: URL %q: empty host", rawURL)
+	}
+	return u, nil
+}
+
+// hostPort returns the address to dial for u, with the default port.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = DefaultPort
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// Dial connects to rawURL: raw QUIC for moqt://, WebTransport for https://.
+// tlsConf may be nil; it is copied and its NextProtos replaced. The returned
+// Conn has negotiated one of the offered protocols and QUIC DATAGRAM.
+//
+// On raw QUIC the URL's authority, path and query are not sent; the session
+// carries them in SETUP (§6.2.2). On WebTransport they form the CONNECT
+// request (§6.2.1).
+func Dial(ctx context.Context, rawURL string, tlsConf *tls.Config, cfg *DialConfig) (Conn, error) {
+	u, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if tlsConf == nil {
+		tlsConf = &tls.Config{}
+	}
+	tlsConf = tlsConf.Clone()
+	quicConf := &quic.Config{}
+	if cfg != nil && cfg.QUIC != nil {
+		quicConf = cfg.QUIC.Clone()
+	}
+	quicConf.EnableDatagrams = true
+	if u.Scheme == "moqt" {
+		return dialQUIC(ctx, hostPort(u), tlsConf, quicConf, cfg.protocols())
+	}
+	target := *u
+	target.Fragment, target.RawFragment = "", ""
+	var header http.Header
+	if cfg != nil {
+		header = cfg.Header
+	}
+	return dialWebTransport(ctx, hostPort(u), target.String(), tlsConf, quicConf, cfg.protocols(), header)
+}
+
+func dialQUIC(ctx context.Context, addr string, tlsConf *tls.Config, quicConf *quic.Config, protocols []string) (Conn, error) {
+	tlsConf.NextProtos = protocols
+	qconn, err := quic.DialAddr(ctx, addr, tlsConf, quicConf)
+	if err != nil {
+		return nil, fromQUIC(err)
+	}
+	state := qconn.ConnectionState()
+	if !state.SupportsDatagrams.Remote {
+		const reason = "QUIC DATAGRAM not negotiated"
+		_ = qconn.CloseWithError(codeProtocolViolation, reason)
+		return nil, errors.New("moqt transport: " + reason)
+	}
+	if p := state.TLS.NegotiatedProtocol; !slices.Contains(protocols, p) {
+		// crypto/tls only lets a server pick an offered protocol; this
+		// guards against a server that picked none.
+		_ = qconn.CloseWithError(codeProtocolViolation, "no protocol negotiated")
+		return nil, fmt.Errorf("moqt transport: server negotiated ALPN %q, offered %q", p, protocols)
+	}
+	return newQUICConn(qconn), nil
+}
+
+func dialWebTransport(ctx context.Context, addr, target string, tlsConf *tls.Config, quicConf *quic.Config,
+	protocols []string, header http.Header,
+) (Conn, error) {
+	tlsConf.NextProtos = []string{http3.NextProtoH3}
+	quicConf.EnableStreamResetPartialDelivery = true // required by webtransport-go
+	qconn, err := quic.DialAddr(ctx, addr, tlsConf, quicConf)
+	if err != nil {
+		return nil, fromQUIC(err)
+	}
+	tr := &webtransport.Transport{ApplicationProtocols: protocols}
+	defer tr.Close() // only ends waiting in Dial; sessions are unaffected
+	cc, err := tr.NewClientConn(qconn)
+	if err != nil {
+		_ = qconn.CloseWithError(codeH3NoError, "")
+		return nil, passThrough(err)
+	}
+	rsp, sess, err := cc.Dial(ctx, target, header)
+	if err != nil {
+		code := quic.ApplicationErrorCode(codeH3NoError)
+		if _, ok := errors.AsType[*webtransport.RequirementsNotMetError](err); ok {
+			code = webtransport.WTRequirementsNotMetErrorCode
+		}
+		_ = qconn.CloseWithError(code, "")
+		if rsp != nil && (rsp.StatusCode < 200 || rsp.StatusCode > 299) {
+			return nil, fmt.Errorf("moqt transport: WebTransport request to %s refused with status %d", target, rsp.StatusCode)
+		}
+		return nil, passThrough(err)
+	}
+	c := newWTConn(sess, qconn)
+	if c.protocol == "" {
+		// A MoQT server must pick one of the offered identifiers (§6.2).
+		_ = c.CloseWithError(codeProtocolViolation, "no protocol negotiated")
+		return nil, fmt.Errorf("moqt transport: server negotiated no protocol, offered %q", protocols)
+	}
+	return c, nil
+}

@@ -1,0 +1,168 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"unicode/utf8"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/webtransport-go"
+)
+
+// Largest codes each transport can carry. See the package documentation.
+const (
+	MaxQUICCode         = 1<<62 - 1      // QUIC varint (RFC 9000 §16)
+	MaxWebTransportCode = math.MaxUint32 // WT_CLOSE_SESSION and WT stream codes
+)
+
+// maxReasonLen caps a close reason: MoQT's reason phrase limit (§8.5), which
+// is also WebTransport's limit for WT_CLOSE_SESSION.
+const maxReasonLen = 1024
+
+// Codes this package sends on its own.
+const (
+	// codeNoError is MoQT's NO_ERROR (§12.2), used on raw QUIC connections
+	// that the Listener closes.
+	codeNoError = 0x0
+	// codeProtocolViolation is MoQT's PROTOCOL_VIOLATION (§12.2), used when
+	// a raw QUIC peer did not negotiate QUIC DATAGRAM (§6.2).
+	codeProtocolViolation = 0x3
+	// codeH3NoError is HTTP/3's H3_NO_ERROR (RFC 9114 §8.1), used to close
+	// the QUIC connection under a WebTransport session.
+	codeH3NoError = 0x100
+	// codeH3InternalError is HTTP/3's H3_INTERNAL_ERROR.
+	codeH3InternalError = 0x102
+)
+
+// ErrListenerClosed is returned by Listener.Accept after Close. It matches
+// net.ErrClosed with errors.Is.
+var ErrListenerClosed = fmt.Errorf("moqt transport: listener closed: %w", net.ErrClosed)
+
+// A StreamError reports that a stream was reset (RESET_STREAM, seen by Read)
+// or that its reader asked it to stop (STOP_SENDING, seen by Write), with an
+// application error code. Remote is true when the peer did it.
+type StreamError struct {
+	Code   uint64
+	Remote bool
+}
+
+func (e *StreamError) Error() string {
+	return fmt.Sprintf("moqt transport: stream %s with code %#x", side(e.Remote, "reset"), e.Code)
+}
+
+// A CloseError reports that the connection (raw QUIC) or the session
+// (WebTransport) was closed with an application error code and reason.
+// Remote is true when the peer closed it. It matches net.ErrClosed with
+// errors.Is.
+type CloseError struct {
+	Code   uint64
+	Reason string
+	Remote bool
+}
+
+func (e *CloseError) Error() string {
+	s := fmt.Sprintf("moqt transport: session %s with code %#x", side(e.Remote, "closed"), e.Code)
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	return s
+}
+
+// Unwrap returns net.ErrClosed.
+func (e *CloseError) Unwrap() error { return net.ErrClosed }
+
+func side(remote bool, verb string) string {
+	if remote {
+		return verb + " by peer"
+	}
+	return verb + " locally"
+}
+
+// fromQUIC translates an error from quic-go. It is the single mapping for raw
+// QUIC connections and their streams.
+func fromQUIC(err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	if e, ok := errors.AsType[*quic.StreamError](err); ok {
+		return &StreamError{Code: uint64(e.ErrorCode), Remote: e.Remote}
+	}
+	if e, ok := errors.AsType[*quic.ApplicationError](err); ok {
+		return &CloseError{Code: uint64(e.ErrorCode), Reason: e.ErrorMessage, Remote: e.Remote}
+	}
+	return passThrough(err)
+}
+
+// fromWebTransport translates the errors of webtransport-go that carry a
+// code. It reports false for everything else, which the caller resolves
+// against the session's state (see wtConn.translate).
+func fromWebTransport(err error) (error, bool) {
+	if e, ok := errors.AsType[*webtransport.StreamError](err); ok {
+		return &StreamError{Code: uint64(e.ErrorCode), Remote: e.Remote}, true
+	}
+	if e, ok := errors.AsType[*webtransport.SessionError](err); ok {
+		return &CloseError{Code: uint64(e.ErrorCode), Reason: e.Message, Remote: e.Remote}, true
+	}
+	return nil, false
+}
+
+// translate maps an error from the session or one of its streams. Errors
+// without a WebTransport code that arrive because the session or its QUIC
+// connection ended become the session's close error, so that every call
+// after a close reports the same *CloseError.
+func (c *wtConn) translate(err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	if e, ok := fromWebTransport(err); ok {
+		return e
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	ended := errors.Is(err, net.ErrClosed) // QUIC connection-level errors
+	select {
+	case <-c.sess.Context().Done():
+		ended = true
+	default:
+	}
+	if ended {
+		// sessionEnded is running or about to run: the session's context
+		// is done, or will be once its CONNECT stream sees the connection
+		// close.
+		<-c.ctx.Done()
+		return context.Cause(c.ctx)
+	}
+	return passThrough(err)
+}
+
+// passThrough returns context errors unchanged and wraps anything else.
+func passThrough(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("moqt transport: %w", err)
+}
+
+// quicCode clamps a code to what QUIC can carry; quic-go panics on larger ones.
+func quicCode(code uint64) uint64 { return min(code, MaxQUICCode) }
+
+// wtCode clamps a code to WebTransport's 32 bits.
+func wtCode(code uint64) uint32 { return uint32(min(code, MaxWebTransportCode)) }
+
+// truncateReason cuts a reason to maxReasonLen bytes without splitting a
+// UTF-8 sequence.
+func truncateReason(s string) string {
+	if len(s) <= maxReasonLen {
+		return s
+	}
+	n := maxReasonLen
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,350 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/dunglas/httpsfv"
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/webtransport-go"
+)
+
+// ListenConfig configures Listen. The zero value and nil mean defaults.
+type ListenConfig struct {
+	// Protocols are the identifiers accepted, in the server's preference
+	// order for ALPN. Default: DefaultProtocols(). On WebTransport the first
+	// of the client's WT-Available-Protocols that is in this list wins.
+	Protocols []string
+	// QUIC is the base QUIC configuration; it is copied, and QUIC DATAGRAM
+	// and stream resets with partial delivery (needed by WebTransport) are
+	// always enabled. Nil means quic-go's defaults.
+	QUIC *quic.Config
+	// CheckOrigin decides whether a WebTransport request's Origin is
+	// acceptable. Default: accept a request with no Origin or whose
+	// Origin's host equals its :authority. Refused requests get 403.
+	CheckOrigin func(r *http.Request) bool
+}
+
+// A Listener accepts raw QUIC connections and WebTransport sessions on one
+// UDP port: ALPN moqt-* yields a raw QUIC Conn, ALPN h3 is served as HTTP/3
+// where any path accepts a WebTransport session.
+type Listener struct {
+	udp         net.PacketConn
+	tr          *quic.Transport
+	ln          *quic.Listener
+	wt          *webtransport.Server
+	protocols   []string
+	checkOrigin func(*http.Request) bool
+
+	// incoming hands accepted connections to Accept. Unbuffered: a
+	// connection is either taken by Accept or closed by its sender.
+	incoming chan accepted
+	ctx      context.Context // done once Close starts
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // every goroutine the Listener starts
+
+	mu     sync.Mutex
+	conns  map[*quic.Conn]uint64 // open connections, with the code Close uses; guarded by mu
+	closed bool                  // guarded by mu
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type accepted struct {
+	conn Conn
+	info Info
+}
+
+// qconnKey is the request context key under which the HTTP/3 server stores
+// the request's *quic.Conn.
+type qconnKey struct{}
+
+// Listen listens on the UDP address addr (such as "127.0.0.1:0"). tlsConf
+// must hold a certificate; it is copied and its NextProtos replaced.
+func Listen(addr string, tlsConf *tls.Config, cfg *ListenConfig) (*Listener, error) {
+	if tlsConf == nil {
+		return nil, errors.New("moqt transport: Listen needs a TLS configuration")
+	}
+	if cfg == nil {
+		cfg = &ListenConfig{}
+	}
+	protocols := slices.Clone(cfg.Protocols)
+	if len(protocols) == 0 {
+		protocols = DefaultProtocols()
+	}
+	if slices.Contains(protocols, http3.NextProtoH3) {
+		return nil, errors.New("moqt transport: h3 is not a MoQT protocol")
+	}
+	quicConf := &quic.Config{}
+	if cfg.QUIC != nil {
+		quicConf = cfg.QUIC.Clone()
+	}
+	quicConf.EnableDatagrams = true
+	quicConf.EnableStreamResetPartialDelivery = true
+
+	udpAddr, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, passThrough(err)
+	}
+	udp, err := net.ListenUDP("udp", udpAddr)
+	if err != nil {
+		return nil, passThrough(err)
+	}
+	tr := &quic.Transport{Conn: udp}
+	ln, err := tr.Listen(withALPN(tlsConf, slices.Concat(protocols, []string{http3.NextProtoH3})), quicConf)
+	if err != nil {
+		_ = tr.Close()
+		_ = udp.Close()
+		return nil, passThrough(err)
+	}
+
+	l := &Listener{
+		udp:         udp,
+		tr:          tr,
+		ln:          ln,
+		protocols:   protocols,
+		checkOrigin: cfg.CheckOrigin,
+		incoming:    make(chan accepted),
+		conns:       make(map[*quic.Conn]uint64),
+	}
+	if l.checkOrigin == nil {
+		l.checkOrigin = sameOrigin
+	}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.wt = &webtransport.Server{
+		H3: &http3.Server{
+			Handler: http.HandlerFunc(l.serveHTTP),
+			ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
+				return context.WithValue(ctx, qconnKey{}, c)
+			},
+		},
+		ApplicationProtocols: protocols,
+		// serveHTTP has called l.checkOrigin already.
+		CheckOrigin: func(*http.Request) bool { return true },
+	}
+	l.wg.Go(l.acceptLoop)
+	return l, nil
+}
+
+// withALPN copies tlsConf with NextProtos set, also on the configurations
+// its GetConfigForClient returns.
+func withALPN(tlsConf *tls.Config, protos []string) *tls.Config {
+	c := tlsConf.Clone()
+	c.NextProtos = protos
+	if get := c.GetConfigForClient; get != nil {
+		c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			conf, err := get(hello)
+			if conf == nil || err != nil {
+				return conf, err
+			}
+			return withALPN(conf, protos), nil
+		}
+	}
+	return c
+}
+
+// Addr returns the bound UDP address.
+func (l *Listener) Addr() net.Addr { return l.udp.LocalAddr() }
+
+// Accept waits for the next raw QUIC connection or WebTransport session.
+// After Close it returns ErrListenerClosed.
+func (l *Listener) Accept(ctx context.Context) (Conn, Info, error) {
+	select {
+	case a := <-l.incoming:
+		return a.conn, a.info, nil
+	case <-l.ctx.Done():
+		return nil, Info{}, ErrListenerClosed
+	case <-ctx.Done():
+		return nil, Info{}, ctx.Err()
+	}
+}
+
+// Close stops listening and closes every connection accepted through the
+// Listener, which share its UDP socket and cannot outlive it: raw QUIC ones
+// with MoQT's NO_ERROR, the ones carrying WebTransport with H3_NO_ERROR. A
+// session that wants its peer to see a code closes itself first. Close
+// returns once every goroutine the Listener started has ended.
+func (l *Listener) Close() error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		conns := l.conns
+		l.conns = nil
+		l.mu.Unlock()
+
+		l.cancel()
+		err := l.ln.Close()
+		var wg sync.WaitGroup
+		for c, code := range conns {
+			wg.Go(func() { _ = c.CloseWithError(quic.ApplicationErrorCode(code), "server closed") })
+		}
+		wg.Wait()
+		err = errors.Join(err, l.wt.Close())
+		l.wg.Wait()
+		err = errors.Join(err, l.tr.Close(), l.udp.Close())
+		l.closeErr = passThrough(err)
+	})
+	return l.closeErr
+}
+
+// track records an accepted connection; it reports false once Close has
+// started.
+func (l *Listener) track(c *quic.Conn, code uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.conns[c] = code
+	context.AfterFunc(c.Context(), func() {
+		l.mu.Lock()
+		delete(l.conns, c) // no-op once Close took the map
+		l.mu.Unlock()
+	})
+	return true
+}
+
+func (l *Listener) acceptLoop() {
+	for {
+		qconn, err := l.ln.Accept(l.ctx)
+		if err != nil {
+			return // the Listener is closing
+		}
+		state := qconn.ConnectionState()
+		switch proto := state.TLS.NegotiatedProtocol; {
+		case proto == http3.NextProtoH3:
+			if !l.track(qconn, codeH3NoError) {
+				_ = qconn.CloseWithError(codeH3NoError, "server closed")
+				continue
+			}
+			l.wg.Go(func() {
+				if err := l.wt.ServeQUICConn(qconn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					_ = qconn.CloseWithError(codeH3InternalError, err.Error())
+				}
+			})
+		case !state.SupportsDatagrams.Remote:
+			_ = qconn.CloseWithError(codeProtocolViolation, "QUIC DATAGRAM not negotiated")
+		default: // a MoQT ALPN: crypto/tls only negotiates offered protocols
+			if !l.track(qconn, codeNoError) {
+				_ = qconn.CloseWithError(codeNoError, "server closed")
+				continue
+			}
+			c := newQUICConn(qconn)
+			info := Info{ServerName: state.TLS.ServerName}
+			l.wg.Go(func() { l.handOff(c, info) })
+		}
+	}
+}
+
+// handOff passes c to Accept. If the Listener closes first, Close closes
+// c's connection; if c ends first, it is dropped.
+func (l *Listener) handOff(c Conn, info Info) {
+	select {
+	case l.incoming <- accepted{c, info}:
+	case <-l.ctx.Done():
+	case <-c.Context().Done():
+	}
+}
+
+// serveHTTP answers every HTTP/3 request: a WebTransport CONNECT on any path
+// that offers one of our protocols becomes a session; anything else is
+// refused.
+func (l *Listener) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodConnect {
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	if !l.checkOrigin(r) {
+		w.WriteHeader(http.StatusForbidden)
+		return
+	}
+	proto := selectProtocol(r.Header.Values("WT-Available-Protocols"), l.protocols)
+	if proto == "" {
+		// §6.2: MoQT over WebTransport negotiates its version here;
+		// accepting a session with no protocol would leave it unknown.
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	qconn, ok := r.Context().Value(qconnKey{}).(*quic.Conn)
+	if !ok {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	sess, err := l.wt.Upgrade(w, r)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	c := newWTConn(sess, qconn)
+	if c.protocol != proto {
+		_ = c.CloseWithError(codeProtocolViolation, "protocol negotiation failed")
+		return
+	}
+	var serverName string
+	if r.TLS != nil {
+		serverName = r.TLS.ServerName
+	}
+	l.handOff(c, Info{
+		WebTransport: true,
+		Authority:    r.Host,
+		Path:         r.RequestURI,
+		Header:       r.Header.Clone(),
+		ServerName:   serverName,
+	})
+}
+
+// selectProtocol returns the first identifier of a WT-Available-Protocols
+// field (a structured-field list of strings, RFC 9651) that is in ours, or
+// "" if there is none. Like webtransport-go, which writes the response's
+// WT-Protocol, it treats a list with a member that is not a string as
+// offering nothing.
+func selectProtocol(field []string, ours []string) string {
+	if len(field) == 0 {
+		return ""
+	}
+	list, err := httpsfv.UnmarshalList(field)
+	if err != nil {
+		return ""
+	}
+	offered := make([]string, 0, len(list))
+	for _, m := range list {
+		item, ok := m.(httpsfv.Item)
+		if !ok {
+			return ""
+		}
+		s, ok := item.Value.(string)
+		if !ok {
+			return ""
+		}
+		offered = append(offered, s)
+	}
+	for _, p := range offered {
+		if slices.Contains(ours, p) {
+			return p
+		}
+	}
+	return ""
+}
+
+// sameOrigin accepts a request without Origin, or whose Origin's host
+// (with port) equals the request's :authority, ignoring ASCII case.
+func sameOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	return strings.EqualFold(u.Host, r.Host)
+}

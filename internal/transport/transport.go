@@ -1,0 +1,138 @@
+// Package transport is the one place that knows about quic-go and
+// webtransport-go. It offers a single small interface, [Conn], over a raw
+// QUIC connection (§6.2.2) and a WebTransport session (§6.2.1), a [Dial]
+// function for moqt:// and https:// URLs, and a [Listener] that serves both
+// on one UDP port.
+//
+// # Errors
+//
+// Errors from the libraries are translated in one place (errors.go) into:
+//
+//   - *[StreamError]: the stream was reset (RESET_STREAM) or asked to stop
+//     (STOP_SENDING), by the peer (Remote) or by this endpoint. Returned by
+//     Read, Write and Close.
+//   - *[CloseError]: the connection (raw QUIC) or session (WebTransport) was
+//     closed with an application error code, by the peer (Remote) or by
+//     this endpoint. Returned by every call once the connection is closed,
+//     and available afterwards as context.Cause(conn.Context()).
+//
+// io.EOF and context errors are returned unchanged. Everything else (idle
+// timeout, a WebTransport connection lost under its session, a datagram too
+// large, ...) is wrapped with a "moqt transport:" prefix and keeps the
+// library error in its chain.
+//
+// # Error codes
+//
+// QUIC carries 62-bit codes; codes above [MaxQUICCode] are sent as
+// MaxQUICCode. WebTransport carries 32-bit session and stream codes; codes
+// above [MaxWebTransportCode] are sent as MaxWebTransportCode, which a MoQT
+// peer reads as an unknown code, that is, as INTERNAL_ERROR. Every code
+// registered by MoQT fits in 32 bits.
+package transport
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+)
+
+// Protocol identifiers offered and accepted by default, newest first: the
+// ALPN on raw QUIC and the WT-Available-Protocols entries on WebTransport
+// (§6.2). Draft 20 shares draft 21's wire format.
+const (
+	ProtocolDraft21 = "moqt-21"
+	ProtocolDraft20 = "moqt-20"
+)
+
+// DefaultProtocols returns the identifiers used when a configuration gives
+// none, in preference order.
+func DefaultProtocols() []string { return []string{ProtocolDraft21, ProtocolDraft20} }
+
+// Conn is a raw QUIC connection or a WebTransport session carrying one MoQT
+// session. All methods are safe for concurrent use.
+type Conn interface {
+	// AcceptStream waits for the next bidirectional stream opened by the peer.
+	AcceptStream(ctx context.Context) (Stream, error)
+	// AcceptUniStream waits for the next unidirectional stream opened by the peer.
+	AcceptUniStream(ctx context.Context) (ReceiveStream, error)
+	// OpenStreamSync opens a bidirectional stream, waiting for stream credit.
+	OpenStreamSync(ctx context.Context) (Stream, error)
+	// OpenUniStreamSync opens a unidirectional stream, waiting for stream credit.
+	OpenUniStreamSync(ctx context.Context) (SendStream, error)
+	// SendDatagram sends b in one unreliable datagram. b may be reused once
+	// it returns. A payload that does not fit one packet is an error.
+	SendDatagram(b []byte) error
+	// ReceiveDatagram waits for the next datagram from the peer. The library
+	// queues a bounded number of datagrams and drops newer ones when the
+	// queue is full, so a session reads them from a dedicated goroutine.
+	ReceiveDatagram(ctx context.Context) ([]byte, error)
+	// CloseWithError closes the connection (raw QUIC: CONNECTION_CLOSE) or
+	// session (WebTransport: WT_CLOSE_SESSION) with an application code and
+	// a reason of at most 1024 bytes (longer ones are truncated). It returns
+	// once the close has been started locally; Context is done by then.
+	CloseWithError(code uint64, reason string) error
+	// Context is done when the connection or session ends. Its cause is the
+	// translated error: a *CloseError for a close with an application code.
+	Context() context.Context
+	// Protocol is the negotiated identifier, such as "moqt-21".
+	Protocol() string
+	// WebTransport reports whether this is a WebTransport session.
+	WebTransport() bool
+	// LocalAddr and RemoteAddr are the UDP addresses of the QUIC connection.
+	LocalAddr() net.Addr
+	RemoteAddr() net.Addr
+}
+
+// SendStream is the sending half of a stream.
+type SendStream interface {
+	io.Writer
+	// Close sends FIN after the data written so far.
+	Close() error
+	// CancelWrite abandons sending and resets the stream with code
+	// (RESET_STREAM). Calling it more than once, or after Close, has no effect
+	// beyond the first call.
+	CancelWrite(code uint64)
+	// SetPriority sets the stream's send urgency (lower is more urgent) and
+	// whether it shares bandwidth round-robin with streams of equal urgency.
+	// It has no effect on WebTransport, which exposes no stream scheduling.
+	SetPriority(urgency int8, incremental bool)
+	// Context is done once the send side is finished: after Close or
+	// CancelWrite, when the peer sends STOP_SENDING, or when the connection
+	// ends. Its cause comes from the library; Write reports the translated
+	// error.
+	Context() context.Context
+}
+
+// ReceiveStream is the receiving half of a stream.
+type ReceiveStream interface {
+	io.Reader
+	// CancelRead abandons receiving and asks the peer to stop sending with
+	// code (STOP_SENDING).
+	CancelRead(code uint64)
+}
+
+// Stream is a bidirectional stream.
+type Stream interface {
+	SendStream
+	ReceiveStream
+}
+
+// Info describes an accepted connection: what the session needs to know
+// that it cannot ask the Conn.
+type Info struct {
+	// WebTransport reports whether the client reached the server over
+	// WebTransport. When false, the authority and path arrive later in the
+	// client's SETUP (§6.2.2, §9.1.1, §9.1.2).
+	WebTransport bool
+	// Authority is the CONNECT request's :authority (WebTransport only).
+	Authority string
+	// Path is the request's path and query, as in "/live?token=x"
+	// (WebTransport only).
+	Path string
+	// Header holds the CONNECT request's header fields, among them Origin
+	// (WebTransport only; nil for raw QUIC).
+	Header http.Header
+	// ServerName is the TLS server name (SNI) the client asked for, if any.
+	ServerName string
+}

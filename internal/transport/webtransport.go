@@ -1,0 +1,193 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/webtransport-go"
+)
+
+// closeLinger bounds how long the QUIC connection under a WebTransport
+// session that this endpoint closed stays open for its WT_CLOSE_SESSION
+// capsule to be delivered. A peer closes the connection as soon as it reads
+// the capsule (this package does); closing it ourselves at once could discard
+// the capsule, and the peer would never learn the code.
+const closeLinger = time.Second
+
+// wtConn is a Conn over a WebTransport session (§6.2.1). Each session has
+// its own QUIC connection: Dial opens one per session and the Listener's
+// WebTransport server accepts one session per connection.
+type wtConn struct {
+	sess     *webtransport.Session
+	qconn    *quic.Conn // the connection under sess, closed when sess ends
+	protocol string     // the negotiated WT-Protocol
+
+	// ctx is cancelled by sessionEnded, with the translated close error as
+	// its cause.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func newWTConn(sess *webtransport.Session, qconn *quic.Conn) *wtConn {
+	c := &wtConn{sess: sess, qconn: qconn, protocol: sess.SessionState().ApplicationProtocol}
+	c.ctx, c.cancel = context.WithCancelCause(context.Background())
+	context.AfterFunc(sess.Context(), c.sessionEnded)
+	return c
+}
+
+// sessionEnded runs once when the session's context is done. It records the
+// close error and closes the QUIC connection: at once if the peer ended the
+// session, after the peer closes it or closeLinger if we did.
+func (c *wtConn) sessionEnded() {
+	err := sessionError(c.sess)
+	if e, ok := errors.AsType[*webtransport.SessionError](err); ok {
+		if e.Remote {
+			c.closeQUIC()
+		} else {
+			t := time.AfterFunc(closeLinger, c.closeQUIC)
+			context.AfterFunc(c.qconn.Context(), func() { t.Stop() })
+		}
+		cause, _ := fromWebTransport(err)
+		c.cancel(cause)
+		return
+	}
+	// The CONNECT stream failed without WT_CLOSE_SESSION: the QUIC
+	// connection went away under the session, or the peer reset or ended
+	// the stream. Prefer the connection's reason when it has one.
+	c.closeQUIC()
+	if connErr := context.Cause(c.qconn.Context()); connErr != nil {
+		if e, ok := errors.AsType[*quic.ApplicationError](connErr); !ok || e.Remote {
+			err = connErr
+		}
+	}
+	c.cancel(passThrough(err))
+}
+
+func (c *wtConn) closeQUIC() { _ = c.qconn.CloseWithError(codeH3NoError, "") }
+
+// sessionError returns the error a closed session was closed with.
+// webtransport-go has no accessor for it, but every call on a closed session
+// returns it first; AcceptUniStream with a cancelled context neither blocks
+// nor changes anything.
+func sessionError(sess *webtransport.Session) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := sess.AcceptUniStream(ctx)
+	return err
+}
+
+func (c *wtConn) AcceptStream(ctx context.Context) (Stream, error) {
+	s, err := c.sess.AcceptStream(ctx)
+	if err != nil {
+		return nil, c.translate(err)
+	}
+	return wtStream{s, c}, nil
+}
+
+func (c *wtConn) AcceptUniStream(ctx context.Context) (ReceiveStream, error) {
+	s, err := c.sess.AcceptUniStream(ctx)
+	if err != nil {
+		return nil, c.translate(err)
+	}
+	return wtReceiveStream{s, c}, nil
+}
+
+func (c *wtConn) OpenStreamSync(ctx context.Context) (Stream, error) {
+	s, err := c.sess.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, c.translate(err)
+	}
+	return wtStream{s, c}, nil
+}
+
+func (c *wtConn) OpenUniStreamSync(ctx context.Context) (SendStream, error) {
+	s, err := c.sess.OpenUniStreamSync(ctx)
+	if err != nil {
+		return nil, c.translate(err)
+	}
+	return wtSendStream{s, c}, nil
+}
+
+func (c *wtConn) SendDatagram(b []byte) error { return c.translate(c.sess.SendDatagram(b)) }
+
+func (c *wtConn) ReceiveDatagram(ctx context.Context) ([]byte, error) {
+	b, err := c.sess.ReceiveDatagram(ctx)
+	if err == io.EOF {
+		// The CONNECT stream ended, and the session with it.
+		<-c.ctx.Done()
+		return nil, context.Cause(c.ctx)
+	}
+	return b, c.translate(err)
+}
+
+func (c *wtConn) CloseWithError(code uint64, reason string) error {
+	err := c.sess.CloseWithError(webtransport.SessionErrorCode(wtCode(code)), truncateReason(reason))
+	<-c.ctx.Done()
+	return c.translate(err)
+}
+
+func (c *wtConn) Context() context.Context { return c.ctx }
+func (c *wtConn) Protocol() string         { return c.protocol }
+func (c *wtConn) WebTransport() bool       { return true }
+func (c *wtConn) LocalAddr() net.Addr      { return c.sess.LocalAddr() }
+func (c *wtConn) RemoteAddr() net.Addr     { return c.sess.RemoteAddr() }
+
+// wtStream, wtSendStream and wtReceiveStream translate the codes and errors
+// of webtransport-go streams through their session.
+type wtStream struct {
+	s *webtransport.Stream
+	c *wtConn
+}
+
+func (s wtStream) Read(b []byte) (int, error) {
+	n, err := s.s.Read(b)
+	return n, s.c.translate(err)
+}
+
+func (s wtStream) Write(b []byte) (int, error) {
+	n, err := s.s.Write(b)
+	return n, s.c.translate(err)
+}
+
+func (s wtStream) Close() error { return s.c.translate(s.s.Close()) }
+func (s wtStream) CancelWrite(code uint64) {
+	s.s.CancelWrite(webtransport.StreamErrorCode(wtCode(code)))
+}
+func (s wtStream) CancelRead(code uint64)   { s.s.CancelRead(webtransport.StreamErrorCode(wtCode(code))) }
+func (s wtStream) SetPriority(int8, bool)   {}
+func (s wtStream) Context() context.Context { return s.s.Context() }
+
+type wtSendStream struct {
+	s *webtransport.SendStream
+	c *wtConn
+}
+
+func (s wtSendStream) Write(b []byte) (int, error) {
+	n, err := s.s.Write(b)
+	return n, s.c.translate(err)
+}
+
+func (s wtSendStream) Close() error { return s.c.translate(s.s.Close()) }
+func (s wtSendStream) CancelWrite(code uint64) {
+	s.s.CancelWrite(webtransport.StreamErrorCode(wtCode(code)))
+}
+func (s wtSendStream) SetPriority(int8, bool)   {}
+func (s wtSendStream) Context() context.Context { return s.s.Context() }
+
+type wtReceiveStream struct {
+	s *webtransport.ReceiveStream
+	c *wtConn
+}
+
+func (s wtReceiveStream) Read(b []byte) (int, error) {
+	n, err := s.s.Read(b)
+	return n, s.c.translate(err)
+}
+
+func (s wtReceiveStream) CancelRead(code uint64) {
+	s.s.CancelRead(webtransport.StreamErrorCode(wtCode(code)))
+}
