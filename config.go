@@ -1,0 +1,88 @@
+package moqt
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"time"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// Config configures a Session. A nil *Config and every zero field mean the
+// documented default.
+type Config struct {
+	// TLSConfig is used by Dial. Dial adds the ALPNs it needs to a clone.
+	TLSConfig *tls.Config
+
+	// Versions lists the drafts to offer or accept, preferred first.
+	// Default: wire.Versions (moqt-21, moqt-20).
+	Versions []wire.Version
+
+	// Implementation is sent as the MOQT_IMPLEMENTATION Setup Option (§9.1.5).
+	// Default: "moqt-go". Set DisableImplementation to send none.
+	Implementation        string
+	DisableImplementation bool
+
+	// MaxRequestUpdates is sent as MAX_REQUEST_UPDATES (§9.1.7): how many
+	// unanswered REQUEST_UPDATEs the peer may have on one request stream.
+	// 0, the default, means no limit.
+	MaxRequestUpdates uint64
+
+	// MaxFilterRanges is sent as MAX_FILTER_RANGES (§9.1.6): how many Ranges
+	// the peer may send in the range filters of one request. Default 0: the
+	// peer may not send range filters.
+	MaxFilterRanges uint64
+
+	// AuthorizationTokens are sent in SETUP (§9.1.4). A client may only use
+	// USE_VALUE or REGISTER tokens there.
+	AuthorizationTokens []wire.Token
+
+	// SetupTimeout bounds how long the session waits for the peer's SETUP
+	// before closing with CONTROL_MESSAGE_TIMEOUT. Default 10s.
+	SetupTimeout time.Duration
+
+	// HandshakeTimeout bounds Dial's transport handshake. Default 10s.
+	HandshakeTimeout time.Duration
+
+	// Handler serves requests the peer opens. Default: DefaultHandler.
+	Handler Handler
+
+	// Logger receives the session's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns a copy of c with every zero field set to its default.
+func (c *Config) withDefaults() *Config {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	if len(out.Versions) == 0 {
+		out.Versions = wire.Versions
+	}
+	if out.Implementation == "" {
+		out.Implementation = "moqt-go"
+	}
+	if out.SetupTimeout == 0 {
+		out.SetupTimeout = 10 * time.Second
+	}
+	if out.HandshakeTimeout == 0 {
+		out.HandshakeTimeout = 10 * time.Second
+	}
+	if out.Handler == nil {
+		out.Handler = DefaultHandler
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	return &out
+}
+
+// alpns returns the protocol identifiers of c.Versions, preferred first.
+func (c *Config) alpns() []string {
+	out := make([]string, 0, len(c.Versions))
+	for _, v := range c.Versions {
+		out = append(out, v.ALPN())
+	}
+	return out
+}

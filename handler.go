@@ -1,0 +1,113 @@
+package moqt
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// A Handler serves the requests a peer opens, in the manner of
+// net/http.Handler. ServeMOQT runs in its own goroutine per request and
+// must answer it (Accept or Reject on the concrete type) before returning;
+// a request left unanswered is rejected with INTERNAL_ERROR.
+//
+// The concrete types are *SubscribeRequest, *PublishRequest and
+// *TrackStatusRequest. A relay wraps a Handler to route requests:
+//
+//	moqt.HandlerFunc(func(r moqt.Request) {
+//		if sr, ok := r.(*moqt.SubscribeRequest); ok { … return }
+//		next.ServeMOQT(r)
+//	})
+type Handler interface {
+	ServeMOQT(r Request)
+}
+
+// HandlerFunc adapts a function to a Handler.
+type HandlerFunc func(Request)
+
+// ServeMOQT calls f(r).
+func (f HandlerFunc) ServeMOQT(r Request) { f(r) }
+
+// Request is an incoming request awaiting an answer.
+type Request interface {
+	// Session is the session the request arrived on.
+	Session() *Session
+	// RequestID is the Request ID the peer gave it (§6.4.2.1).
+	RequestID() uint64
+	// Reject answers with REQUEST_ERROR and closes the stream (§9.4).
+	Reject(code wire.RequestErrorCode, reason string) error
+	base() *incoming
+}
+
+// DefaultHandler rejects every request: SUBSCRIBE and TRACK_STATUS with
+// DOES_NOT_EXIST, PUBLISH with NOT_SUPPORTED.
+var DefaultHandler Handler = HandlerFunc(func(r Request) {
+	code := wire.ReqDoesNotExist
+	if _, ok := r.(*PublishRequest); ok {
+		code = wire.ReqNotSupported
+	}
+	_ = r.Reject(code, "no such track")
+})
+
+// incoming is the part every incoming request shares: its stream and the
+// rule that it is answered exactly once (C001, C002).
+type incoming struct {
+	sess *Session
+	rs   *requestStream
+	once sync.Once
+	// answeredCh is closed once an answer has been sent.
+	answeredCh chan struct{}
+}
+
+func newIncoming(rs *requestStream) incoming {
+	return incoming{sess: rs.sess, rs: rs, answeredCh: make(chan struct{})}
+}
+
+func (in *incoming) base() *incoming { return in }
+
+// Session is the session the request arrived on.
+func (in *incoming) Session() *Session { return in.sess }
+
+// RequestID is the Request ID the peer gave the request.
+func (in *incoming) RequestID() uint64 { return in.rs.id }
+
+// answer runs send as the request's one answer. It reports
+// errAlreadyAnswered on every later call.
+func (in *incoming) answer(send func() error) error {
+	err := errAlreadyAnswered
+	in.once.Do(func() {
+		err = send()
+		close(in.answeredCh)
+	})
+	return err
+}
+
+// waitAnswered blocks until the request is answered or the session ends.
+func (in *incoming) waitAnswered() {
+	select {
+	case <-in.answeredCh:
+	case <-in.sess.ctx.Done():
+	}
+}
+
+// Reject answers with REQUEST_ERROR and FIN (§6.4.2.3).
+func (in *incoming) Reject(code wire.RequestErrorCode, reason string) error {
+	return in.answer(func() error {
+		return in.rs.reject(&RequestError{Code: code, Reason: reason})
+	})
+}
+
+// serve runs the handler for r and rejects r if the handler did not answer.
+func (s *Session) serve(r Request) {
+	defer func() {
+		in := r.base()
+		_ = in.answer(func() error {
+			return in.rs.reject(&RequestError{Code: wire.ReqInternalError, Reason: "request not answered"})
+		})
+	}()
+	s.handler.ServeMOQT(r)
+}
+
+// errAlreadyAnswered is returned when a request is answered twice.
+var errAlreadyAnswered = errors.New("moqt: request already answered")

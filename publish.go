@@ -1,0 +1,60 @@
+package moqt
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// Publish offers track to the peer with PUBLISH (§9.8), a publisher-
+// initiated subscription, and waits for PUBLISH_OK. params are the initial
+// subscription parameters (FORWARD, LOCATION_FILTER, …; LARGEST_OBJECT
+// must be set when anything has been published, C016); props are the
+// Track Properties. A REQUEST_ERROR is returned as *RequestError.
+func (s *Session) Publish(ctx context.Context, track wire.FullTrackName, params wire.Params, props wire.KVList) (*ServedSubscription, error) {
+	if err := params.Check(wire.InPublish); err != nil {
+		return nil, err
+	}
+	if err := track.Namespace.Validate(len(track.Name)); err != nil {
+		return nil, err
+	}
+	if isSessionNamespace(track.Namespace) {
+		return nil, fmt.Errorf("moqt: applications must not publish in the .session namespace") // §6.5
+	}
+	rs, err := s.openRequest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ss := newServedSubscription(rs, track, params, StatePendingPublisher)
+	if params.LargestObject.Set {
+		ss.SetLargest(params.LargestObject.Value)
+	}
+	if params.Expires.Set {
+		ss.grant = msDuration(params.Expires.Value)
+	}
+	msg := &wire.Publish{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name,
+		TrackAlias: ss.alias, Parameters: params, TrackProperties: props}
+	if err := rs.write(msg); err != nil {
+		ss.cancel(err, wire.ResetInternalError)
+		s.untrack(rs)
+		return nil, err
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.untrack(rs)
+		if err := ss.run(); err != nil {
+			s.fail(err)
+		}
+	}()
+	select {
+	case <-ss.established:
+		return ss, nil
+	case <-ss.done:
+		return nil, ss.Err()
+	case <-ctx.Done():
+		ss.cancel(ErrCancelled, wire.ResetCancelled)
+		return nil, ctx.Err()
+	}
+}

@@ -1,0 +1,135 @@
+package moqt
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// requestStream is one bidirectional request stream (§6.4.2): the framing,
+// serialized writes, FIN and cancellation shared by every request type. Its
+// state machine belongs to the request that owns it (a subscription, a
+// TRACK_STATUS, …); requestStream only enforces the stream-level rules.
+type requestStream struct {
+	sess *Session
+	str  transport.Stream
+	mr   *wire.MessageReader
+	id   uint64 // Request ID of the message that opened the stream
+	// local reports whether this endpoint opened the stream (sent the request).
+	local bool
+
+	wmu       sync.Mutex // guards the fields below and serializes writes
+	wbuf      []byte
+	finSent   bool
+	cancelled bool
+	goawayIn  bool // a GOAWAY arrived on this stream (reader goroutine only)
+}
+
+func newRequestStream(s *Session, str transport.Stream, id uint64, local bool) *requestStream {
+	return &requestStream{
+		sess:  s,
+		str:   str,
+		mr:    wire.NewMessageReader(bufio.NewReader(str)),
+		id:    id,
+		local: local,
+	}
+}
+
+// errStreamDone reports a write after FIN or cancellation.
+var errStreamDone = errors.New("moqt: request stream already closed")
+
+// write sends one framed message in a single Write.
+func (rs *requestStream) write(m wire.Message) error {
+	rs.wmu.Lock()
+	defer rs.wmu.Unlock()
+	if rs.finSent || rs.cancelled {
+		return errStreamDone
+	}
+	b, err := wire.AppendMessage(rs.sess.version, rs.wbuf[:0], m)
+	if err != nil {
+		return err
+	}
+	rs.wbuf = b
+	if _, err := rs.str.Write(b); err != nil {
+		return rs.sess.streamError(err)
+	}
+	return nil
+}
+
+// writeAndFin sends m and then FIN, the way a final message such as
+// PUBLISH_DONE or TRACK_STATUS_OK ends a direction (§6.4.2.2).
+func (rs *requestStream) writeAndFin(m wire.Message) error {
+	if err := rs.write(m); err != nil {
+		return err
+	}
+	return rs.fin()
+}
+
+// fin closes the sending direction gracefully. Callers only reach it once
+// the request's required messages are sent (C008).
+func (rs *requestStream) fin() error {
+	rs.wmu.Lock()
+	defer rs.wmu.Unlock()
+	if rs.finSent || rs.cancelled {
+		return nil
+	}
+	rs.finSent = true
+	return rs.str.Close()
+}
+
+// cancel abruptly ends both directions: RESET_STREAM on the sending side
+// (unless a FIN was already sent) and STOP_SENDING on the receiving side
+// (§6.4.2.3).
+func (rs *requestStream) cancel(code wire.ResetCode) {
+	rs.wmu.Lock()
+	defer rs.wmu.Unlock()
+	if rs.cancelled {
+		return
+	}
+	rs.cancelled = true
+	if !rs.finSent {
+		rs.str.CancelWrite(uint64(code))
+	}
+	rs.str.CancelRead(uint64(code))
+}
+
+// readMessage reads the next message. io.EOF means the peer sent FIN at a
+// message boundary. A REQUEST_UPDATE with a request-level problem comes
+// back together with its *wire.RejectError. A GOAWAY is handled here for every request type: the
+// first is returned to the caller, a second is a PROTOCOL_VIOLATION (§9.2).
+func (rs *requestStream) readMessage() (wire.Message, error) {
+	m, err := rs.mr.ReadMessage(rs.sess.version)
+	if err != nil {
+		if errors.Is(err, io.EOF) && !errors.Is(err, wire.ErrTruncated) {
+			return nil, io.EOF
+		}
+		var pe *wire.ProtocolError
+		if errors.As(err, &pe) {
+			return nil, sessionErrorFrom(err)
+		}
+		if _, ok := err.(*wire.RejectError); ok {
+			// Only requests carry request-level rejections; mid-stream,
+			// that is REQUEST_UPDATE, which its owner answers with
+			// REQUEST_ERROR.
+			if u, isUpdate := m.(*wire.RequestUpdate); isUpdate {
+				return u, err
+			}
+			return nil, protocolViolation("unexpected %s on request stream %d", m.Type(), rs.id)
+		}
+		return nil, rs.sess.streamError(err)
+	}
+	if g, ok := m.(*wire.Goaway); ok {
+		if rs.goawayIn {
+			return nil, protocolViolation("second GOAWAY on request stream %d", rs.id)
+		}
+		rs.goawayIn = true
+		if err := rs.sess.checkGoaway(g); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,195 @@
+package moqt
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// SubscribeRequest is a peer's SUBSCRIBE (§9.6), handed to the Handler.
+type SubscribeRequest struct {
+	incoming
+	// Track is the requested track.
+	Track wire.FullTrackName
+	// Params are the SUBSCRIBE's parameters.
+	Params wire.Params
+	served *ServedSubscription
+}
+
+// AcceptOptions shape the SUBSCRIBE_OK (§9.7) or PUBLISH_OK sent when a
+// request is accepted.
+type AcceptOptions struct {
+	// Largest is the track's Largest Object; it must be set when anything
+	// has been published (C016).
+	Largest wire.Opt[wire.Location]
+	// Expires, if positive, is sent as EXPIRES: the subscription ends
+	// after it unless a REQUEST_UPDATE extends it (§9.20.17).
+	Expires time.Duration
+	// Properties are the Track Properties of SUBSCRIBE_OK.
+	Properties wire.KVList
+	// OnUpdate, if set, is called with each REQUEST_UPDATE's parameters
+	// before they apply; an error refuses the update, which ends the
+	// subscription with PUBLISH_DONE UPDATE_FAILED (§9.5.1). A
+	// *RequestError chooses the REQUEST_ERROR code.
+	OnUpdate func(ss *ServedSubscription, update *wire.Params) error
+}
+
+// Context is cancelled when the subscriber cancels the request or the
+// session ends, so that a handler waiting on an upstream can give up.
+func (r *SubscribeRequest) Context() context.Context { return r.served.ctx }
+
+// Accept answers with SUBSCRIBE_OK and returns the publisher's end of the
+// now Established subscription (§3.1).
+func (r *SubscribeRequest) Accept(opts AcceptOptions) (*ServedSubscription, error) {
+	ss := r.served
+	ss.onUpdate = opts.OnUpdate
+	ss.grant = opts.Expires
+	if opts.Largest.Set {
+		ss.SetLargest(opts.Largest.Value)
+	}
+	err := r.answer(func() error {
+		if ss.State() != StatePendingSubscriber {
+			return fmt.Errorf("moqt: SUBSCRIBE already ended: %w", ss.Err())
+		}
+		ok := &wire.SubscribeOK{TrackAlias: ss.alias, Parameters: ss.grantParams(), TrackProperties: opts.Properties}
+		if err := ss.rs.write(ok); err != nil {
+			return err
+		}
+		return ss.establish()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ss, nil
+}
+
+// Reject answers with REQUEST_ERROR (§9.4). The request is then over.
+func (r *SubscribeRequest) Reject(code wire.RequestErrorCode, reason string) error {
+	err := r.incoming.Reject(code, reason)
+	if err == nil {
+		r.served.terminate(&RequestError{Code: code, Reason: reason})
+		r.served.finish()
+	}
+	return err
+}
+
+// serveSubscribe hands a SUBSCRIBE to the Handler and reads the
+// subscriber's side of the stream until the subscription ends.
+func (s *Session) serveSubscribe(rs *requestStream, m *wire.Subscribe) error {
+	m, err := detach(s.version, m)
+	if err != nil {
+		return err
+	}
+	if uint64(m.Parameters.RangeCount()) > s.cfg.MaxFilterRanges {
+		return rs.reject(&RequestError{Code: wire.ReqInvalidFilter, Reason: "more ranges than MAX_FILTER_RANGES"}) // C026
+	}
+	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
+	req := &SubscribeRequest{
+		incoming: newIncoming(rs),
+		Track:    track,
+		Params:   m.Parameters,
+		served:   newServedSubscription(rs, track, m.Parameters, StatePendingSubscriber),
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.serve(req)
+	}()
+	return req.served.run()
+}
+
+// PublishRequest is a peer's PUBLISH (§9.8), handed to the Handler: the
+// peer offers a subscription to one of its tracks.
+type PublishRequest struct {
+	incoming
+	// Track is the offered track; TrackAlias its alias.
+	Track      wire.FullTrackName
+	TrackAlias uint64
+	// Params are the publisher's initial subscription parameters.
+	Params wire.Params
+	// Properties are the Track Properties.
+	Properties wire.KVList
+	sub        *Subscription
+}
+
+// Accept answers with PUBLISH_OK (REQUEST_OK, §9.3) and returns the
+// subscriber's end of the Established subscription. Only EXPIRES may be
+// set in params (§9.20.17).
+func (r *PublishRequest) Accept(params wire.Params) (*Subscription, error) {
+	if err := params.Check(wire.InPublishOK); err != nil {
+		return nil, err
+	}
+	sub := r.sub
+	err := r.answer(func() error {
+		if sub.State() != StatePendingPublisher {
+			return fmt.Errorf("moqt: PUBLISH already ended: %w", sub.Err())
+		}
+		if err := sub.sess.bindAlias(sub); err != nil {
+			sub.sess.fail(err)
+			return err
+		}
+		if err := sub.rs.write(&wire.RequestOK{Parameters: params}); err != nil {
+			return err
+		}
+		return sub.move(StateEstablished, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sub, nil
+}
+
+// Reject answers with REQUEST_ERROR, UNINTERESTED being the usual code
+// (§9.8).
+func (r *PublishRequest) Reject(code wire.RequestErrorCode, reason string) error {
+	err := r.incoming.Reject(code, reason)
+	if err == nil {
+		r.sub.terminate(&RequestError{Code: code, Reason: reason})
+	}
+	return err
+}
+
+// servePublish hands a PUBLISH to the Handler and reads the publisher's
+// side of the stream.
+func (s *Session) servePublish(rs *requestStream, m *wire.Publish) error {
+	m, err := detach(s.version, m)
+	if err != nil {
+		return err
+	}
+	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
+	if t, ok := unknownMandatory(m.TrackProperties); ok {
+		return rs.reject(&RequestError{Code: wire.ReqUnsupportedExtension, // C006
+			Reason: fmt.Sprintf("mandatory track property 0x%x", t)})
+	}
+	sub := &Subscription{
+		subState:   newSubState(StatePendingPublisher),
+		sess:       s,
+		rs:         rs,
+		track:      track,
+		byPublish:  true,
+		alias:      m.TrackAlias,
+		params:     m.Parameters,
+		largest:    m.Parameters.LargestObject,
+		properties: m.TrackProperties,
+	}
+	if m.Parameters.Expires.Set {
+		sub.expires = expiry(m.Parameters.Expires.Value)
+	}
+	req := &PublishRequest{
+		incoming:   newIncoming(rs),
+		Track:      track,
+		TrackAlias: m.TrackAlias,
+		Params:     m.Parameters,
+		Properties: m.TrackProperties,
+		sub:        sub,
+	}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		s.serve(req)
+	}()
+	sub.run()
+	return nil
+}

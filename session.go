@@ -1,0 +1,725 @@
+package moqt
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// Session is one MoQT session over a QUIC connection or a WebTransport
+// session (§6). It is safe for concurrent use.
+//
+// A Session runs one goroutine accepting request streams, one accepting
+// unidirectional streams, one reading the peer's control stream, one per
+// request stream and one per request handed to the Handler. All of them end
+// when the session closes.
+type Session struct {
+	conn     transport.Conn
+	version  wire.Version
+	isClient bool
+	cfg      *Config
+	log      *slog.Logger
+	handler  Handler
+	// path and authority are the URI parts the client asked for: from the
+	// WebTransport request, or from the PATH and AUTHORITY Setup Options.
+	path, authority string
+	// checkSetup lets a Server refuse a client's SETUP (INVALID_PATH, …).
+	checkSetup func(*wire.Setup) error
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+
+	setupDone chan struct{} // closed when the peer's SETUP has been accepted
+	peerSetup *wire.Setup   // written once, before setupDone is closed
+
+	ctrlMu  sync.Mutex // serializes writes to ctrl
+	ctrl    transport.SendStream
+	ctrlBuf []byte
+
+	goawayIn   chan struct{} // closed when the peer sent GOAWAY on the control stream
+	goawayURI  string        // written once, before goawayIn is closed
+	goawayOnce sync.Once
+
+	mu         sync.Mutex // guards the fields below; never held while calling out
+	nextID     uint64
+	peerIDs    requestIDs
+	active     map[*requestStream]struct{}
+	idle       chan struct{} // closed and replaced when active becomes empty
+	sentGoaway bool
+	aliases    aliasTable
+}
+
+// newSession wraps conn. The caller runs handshake next.
+func newSession(conn transport.Conn, version wire.Version, isClient bool, cfg *Config) *Session {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s := &Session{
+		conn:      conn,
+		version:   version,
+		isClient:  isClient,
+		cfg:       cfg,
+		handler:   cfg.Handler,
+		ctx:       ctx,
+		cancel:    cancel,
+		setupDone: make(chan struct{}),
+		goawayIn:  make(chan struct{}),
+		active:    map[*requestStream]struct{}{},
+		idle:      make(chan struct{}),
+	}
+	role := "server"
+	if isClient {
+		role = "client"
+		s.peerIDs = newRequestIDs(1) // the server's IDs are odd
+	} else {
+		s.nextID = 1
+		s.peerIDs = newRequestIDs(0) // the client's IDs are even
+	}
+	close(s.idle)
+	s.log = cfg.Logger.With("role", role, "version", version.String(), "remote", conn.RemoteAddr().String())
+	return s
+}
+
+// handshake opens the control stream, sends SETUP, starts the session's
+// goroutines and waits for the peer's SETUP (§6.3). On failure the session
+// is closed.
+func (s *Session) handshake(ctx context.Context, setup *wire.Setup) error {
+	s.wg.Add(3)
+	go s.watchTransport()
+	go s.acceptUniStreams()
+	go s.acceptRequestStreams()
+
+	ctrl, err := s.conn.OpenUniStreamSync(ctx)
+	if err != nil {
+		s.fail(&SessionError{Code: wire.InternalError, Reason: "opening the control stream: " + err.Error()})
+		return s.closeErr(err)
+	}
+	s.ctrl = ctrl
+	if err := s.writeControl(setup); err != nil {
+		s.fail(err)
+		return s.closeErr(err)
+	}
+	timer := time.NewTimer(s.cfg.SetupTimeout)
+	defer timer.Stop()
+	select {
+	case <-s.setupDone:
+		return nil
+	case <-s.ctx.Done():
+		return context.Cause(s.ctx)
+	case <-timer.C:
+		s.fail(&SessionError{Code: wire.ControlMessageTimeout, Reason: "no SETUP from peer"})
+		return context.Cause(s.ctx)
+	case <-ctx.Done():
+		s.fail(&SessionError{Code: wire.InternalError, Reason: "setup abandoned"})
+		return ctx.Err()
+	}
+}
+
+// closeErr returns the session's close cause if it is closed, else err.
+func (s *Session) closeErr(err error) error {
+	if cause := context.Cause(s.ctx); cause != nil {
+		return cause
+	}
+	return err
+}
+
+// ownSetup builds the SETUP this endpoint sends.
+func (s *Session) ownSetup() *wire.Setup {
+	st := &wire.Setup{}
+	if !s.cfg.DisableImplementation {
+		st.MoqtImplementation = wire.Some(s.cfg.Implementation)
+	}
+	if s.cfg.MaxRequestUpdates != 0 {
+		st.MaxRequestUpdates = wire.Some(s.cfg.MaxRequestUpdates)
+	}
+	if s.cfg.MaxFilterRanges != 0 {
+		st.MaxFilterRanges = wire.Some(s.cfg.MaxFilterRanges)
+	}
+	st.AuthorizationTokens = s.cfg.AuthorizationTokens
+	return st
+}
+
+// Context is cancelled when the session ends; its cause is the
+// *SessionError that ended it.
+func (s *Session) Context() context.Context { return s.ctx }
+
+// Version is the negotiated draft.
+func (s *Session) Version() wire.Version { return s.version }
+
+// IsClient reports whether this endpoint is the client.
+func (s *Session) IsClient() bool { return s.isClient }
+
+// WebTransport reports whether the session runs over WebTransport.
+func (s *Session) WebTransport() bool { return s.conn.WebTransport() }
+
+// Path is the path and query the client asked for.
+func (s *Session) Path() string { return s.path }
+
+// Authority is the authority the client asked for (raw QUIC only).
+func (s *Session) Authority() string { return s.authority }
+
+// PeerSetup returns the peer's SETUP: its Setup Options, including any
+// AUTHORIZATION_TOKENs, for the application to inspect.
+func (s *Session) PeerSetup() *wire.Setup { return s.peerSetup }
+
+// CloseWithError closes the session with code and reason (§6.6). The first
+// close wins; later calls return nil.
+func (s *Session) CloseWithError(code wire.SessionErrorCode, reason string) error {
+	s.fail(&SessionError{Code: code, Reason: reason})
+	return nil
+}
+
+// Close closes the session with NO_ERROR.
+func (s *Session) Close() error { return s.CloseWithError(wire.NoError, "") }
+
+// fail closes the session with the error err maps to (§12.2). It is the
+// one place where a session ends locally.
+func (s *Session) fail(err error) {
+	se := sessionErrorFrom(err)
+	if context.Cause(s.ctx) != nil {
+		return
+	}
+	s.cancel(se)
+	if context.Cause(s.ctx) != se {
+		return // another close won the race
+	}
+	if se.Code != wire.NoError {
+		s.log.Warn("closing session", "code", se.Code.String(), "reason", se.Reason)
+	}
+	reason := se.Reason
+	if len(reason) > wire.MaxReasonLen {
+		reason = reason[:wire.MaxReasonLen]
+	}
+	_ = s.conn.CloseWithError(uint64(se.Code), reason)
+}
+
+// watchTransport ends the session when the connection goes away by itself.
+func (s *Session) watchTransport() {
+	defer s.wg.Done()
+	select {
+	case <-s.ctx.Done():
+	case <-s.conn.Context().Done():
+		s.cancel(s.transportCloseError())
+	}
+}
+
+// transportCloseError turns the transport's close into a *SessionError.
+func (s *Session) transportCloseError() *SessionError {
+	cause := context.Cause(s.conn.Context())
+	var ce *transport.CloseError
+	if errors.As(cause, &ce) {
+		return &SessionError{Code: wire.SessionErrorCode(ce.Code), Reason: ce.Reason, Remote: ce.Remote}
+	}
+	reason := "connection closed"
+	if cause != nil {
+		reason = cause.Error()
+	}
+	return &SessionError{Code: wire.InternalError, Reason: reason, Remote: true}
+}
+
+// streamError maps a stream read or write error: once the session is
+// closed that is the session's error, otherwise the transport's own (a
+// *transport.StreamError for a reset or STOP_SENDING).
+func (s *Session) streamError(err error) error {
+	if cause := context.Cause(s.ctx); cause != nil {
+		return cause
+	}
+	var ce *transport.CloseError
+	if errors.As(err, &ce) {
+		se := s.transportCloseError()
+		s.cancel(se)
+		return se
+	}
+	return err
+}
+
+// writeControl sends one message on this endpoint's control stream.
+func (s *Session) writeControl(m wire.Message) error {
+	s.ctrlMu.Lock()
+	defer s.ctrlMu.Unlock()
+	b, err := wire.AppendMessage(s.version, s.ctrlBuf[:0], m)
+	if err != nil {
+		return err
+	}
+	s.ctrlBuf = b
+	if _, err := s.ctrl.Write(b); err != nil {
+		return s.streamError(err)
+	}
+	return nil
+}
+
+// acceptUniStreams dispatches the peer's unidirectional streams by their
+// stream type (§6.4.1).
+func (s *Session) acceptUniStreams() {
+	defer s.wg.Done()
+	for {
+		str, err := s.conn.AcceptUniStream(s.ctx)
+		if err != nil {
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.serveUniStream(str); err != nil {
+				s.fail(err)
+			}
+		}()
+	}
+}
+
+func (s *Session) serveUniStream(str transport.ReceiveStream) error {
+	br := bufio.NewReader(str)
+	t, err := wire.ReadVarint(br)
+	if err != nil {
+		// A stream that ends or is reset before its type carries nothing.
+		str.CancelRead(uint64(wire.ResetCancelled))
+		return nil
+	}
+	kind, err := wire.ClassifyStream(t)
+	if err != nil {
+		return err // unknown stream type closes the session (§6.4.1)
+	}
+	switch kind {
+	case wire.StreamControl:
+		prefix := wire.AppendVarint(nil, t)
+		return s.readControl(wire.NewMessageReader(io.MultiReader(bytes.NewReader(prefix), br)))
+	case wire.StreamPadding:
+		str.CancelRead(uint64(wire.ResetCancelled))
+		return nil
+	default:
+		// Data streams are routed by the data plane; until a subscription
+		// can own them the stream is refused.
+		str.CancelRead(uint64(wire.ResetCancelled))
+		return nil
+	}
+}
+
+// readControl reads the peer's control stream: SETUP first, then only
+// GOAWAY (§6.3, §9). The stream must stay open for the whole session.
+func (s *Session) readControl(mr *wire.MessageReader) error {
+	select {
+	case <-s.setupDone:
+		return protocolViolation("second control stream")
+	default:
+	}
+	m, err := mr.ReadMessage(s.version)
+	if err != nil {
+		return s.controlReadError(err)
+	}
+	setup, ok := m.(*wire.Setup)
+	if !ok {
+		return protocolViolation("control stream starts with %s", m.Type())
+	}
+	if err := s.acceptSetup(setup); err != nil {
+		return err
+	}
+	for {
+		m, err := mr.ReadMessage(s.version)
+		if err != nil {
+			return s.controlReadError(err)
+		}
+		g, ok := m.(*wire.Goaway)
+		if !ok {
+			return protocolViolation("%s on the control stream", m.Type())
+		}
+		if err := s.receiveGoaway(g); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *Session) controlReadError(err error) error {
+	if cause := context.Cause(s.ctx); cause != nil {
+		return nil // the session is already closing
+	}
+	var pe *wire.ProtocolError
+	if errors.As(err, &pe) && !errors.Is(err, wire.ErrTruncated) {
+		return err
+	}
+	var ce *transport.CloseError
+	if errors.As(err, &ce) {
+		return nil // watchTransport reports it
+	}
+	return protocolViolation("control stream closed: %v", err)
+}
+
+// acceptSetup validates the peer's SETUP (§9.1) and releases everything
+// that waited for it.
+func (s *Session) acceptSetup(st *wire.Setup) error {
+	if err := st.Check(!s.isClient, s.conn.WebTransport()); err != nil {
+		return err
+	}
+	if !s.isClient && !s.conn.WebTransport() {
+		if st.Path.Set {
+			s.path = st.Path.Value
+		}
+		if st.Authority.Set {
+			s.authority = st.Authority.Value
+		}
+	}
+	if s.checkSetup != nil {
+		if err := s.checkSetup(st); err != nil {
+			return err
+		}
+	}
+	own, err := detach(s.version, st)
+	if err != nil {
+		return err
+	}
+	s.peerSetup = own
+	close(s.setupDone)
+	s.log.Debug("peer SETUP", "implementation", st.MoqtImplementation.Value)
+	return nil
+}
+
+// receiveGoaway handles GOAWAY on the control stream (§9.2).
+func (s *Session) receiveGoaway(g *wire.Goaway) error {
+	if err := s.checkGoaway(g); err != nil {
+		return err
+	}
+	seen := true
+	s.goawayOnce.Do(func() {
+		seen = false
+		s.goawayURI = g.NewSessionURI
+		close(s.goawayIn)
+	})
+	if seen {
+		return protocolViolation("second GOAWAY on the control stream")
+	}
+	s.log.Info("peer sent GOAWAY", "uri", s.goawayURI, "timeout_ms", g.Timeout)
+	return nil
+}
+
+// checkGoaway applies the rule that a client always sends an empty URI.
+func (s *Session) checkGoaway(g *wire.Goaway) error {
+	if !s.isClient && len(g.NewSessionURI) != 0 {
+		return protocolViolation("client sent GOAWAY with a New Session URI")
+	}
+	return nil
+}
+
+// GoingAway is closed when the peer sends GOAWAY on the control stream. New
+// requests then fail with ErrGoingAway.
+func (s *Session) GoingAway() <-chan struct{} { return s.goawayIn }
+
+// GoawayURI is the New Session URI of the peer's GOAWAY, if any.
+func (s *Session) GoawayURI() string {
+	select {
+	case <-s.goawayIn:
+		return s.goawayURI
+	default:
+		return ""
+	}
+}
+
+// Shutdown drains the session (§6.6.1): it sends GOAWAY on the control
+// stream, refuses new requests from the peer with GOING_AWAY, and waits for
+// the open requests to end. It then closes with NO_ERROR, or with
+// GOAWAY_TIMEOUT when ctx ends first. The GOAWAY's Timeout is taken from
+// ctx's deadline. uri is sent only by a server.
+func (s *Session) Shutdown(ctx context.Context, uri string) error {
+	var timeout uint64
+	if d, ok := ctx.Deadline(); ok {
+		timeout = uint64(max(time.Until(d).Milliseconds(), 1))
+	}
+	if s.isClient {
+		uri = ""
+	}
+	s.mu.Lock()
+	already := s.sentGoaway
+	s.sentGoaway = true
+	s.mu.Unlock()
+	if !already {
+		if err := s.writeControl(&wire.Goaway{NewSessionURI: uri, Timeout: timeout}); err != nil {
+			return err
+		}
+	}
+	for {
+		s.mu.Lock()
+		idle := s.idle
+		n := len(s.active)
+		s.mu.Unlock()
+		if n == 0 {
+			return s.Close()
+		}
+		select {
+		case <-idle:
+		case <-s.ctx.Done():
+			return context.Cause(s.ctx)
+		case <-ctx.Done():
+			return s.CloseWithError(wire.GoawayTimeout, "requests still open after GOAWAY timeout")
+		}
+	}
+}
+
+// acceptRequestStreams serves the request streams the peer opens.
+func (s *Session) acceptRequestStreams() {
+	defer s.wg.Done()
+	for {
+		str, err := s.conn.AcceptStream(s.ctx)
+		if err != nil {
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.serveRequestStream(str); err != nil {
+				s.fail(err)
+			}
+		}()
+	}
+}
+
+// serveRequestStream reads the request that opens a peer's stream and
+// dispatches it (§6.4.2). Requests that arrive before the peer's SETUP wait
+// in their stream's flow-control window, which bounds them (§6.3).
+func (s *Session) serveRequestStream(str transport.Stream) error {
+	select {
+	case <-s.setupDone:
+	case <-s.ctx.Done():
+		return nil
+	}
+	rs := newRequestStream(s, str, 0, false)
+	t, body, err := rs.mr.ReadFrame()
+	if err != nil {
+		if errors.Is(err, wire.ErrTruncated) {
+			return err
+		}
+		str.CancelRead(uint64(wire.ResetCancelled))
+		str.CancelWrite(uint64(wire.ResetCancelled))
+		return nil // closed or reset before its first message
+	}
+	if !t.IsRequest() {
+		return protocolViolation("request stream starts with %s", t)
+	}
+	m, perr := wire.ParseMessage(s.version, t, body)
+	var rej *wire.RejectError
+	if perr != nil && !errors.As(perr, &rej) {
+		return perr
+	}
+	rs.id = requestID(m)
+	if err := s.checkPeerRequestID(rs.id); err != nil {
+		return err
+	}
+	if !s.track(rs) {
+		return nil
+	}
+	defer s.untrack(rs)
+	if rej != nil {
+		return rs.reject(&RequestError{Code: rej.Code, Reason: rej.Reason})
+	}
+	if s.goingAway() {
+		return rs.reject(&RequestError{Code: wire.ReqGoingAway, Reason: "session is draining"})
+	}
+	if track, ok := requestTrack(m); ok && isSessionNamespace(track.Namespace) {
+		// Session-level tracks are the implementation's, never the
+		// application's; none are defined, so none exist (§6.5).
+		return rs.reject(&RequestError{Code: wire.ReqDoesNotExist, Reason: "unknown session-level track"})
+	}
+	switch m := m.(type) {
+	case *wire.Subscribe:
+		return s.serveSubscribe(rs, m)
+	case *wire.Publish:
+		return s.servePublish(rs, m)
+	case *wire.TrackStatus:
+		return s.serveTrackStatus(rs, m)
+	default:
+		return rs.reject(&RequestError{Code: wire.ReqNotSupported, Reason: m.Type().String() + " is not supported"})
+	}
+}
+
+// reject answers a request with REQUEST_ERROR and FIN, then stops reading:
+// the request is complete (§6.4.2.3).
+func (rs *requestStream) reject(e *RequestError) error {
+	// A failed write means the stream or session is gone already, which
+	// ends the request just the same.
+	_ = rs.writeAndFin(e.message())
+	rs.str.CancelRead(uint64(wire.ResetCancelled))
+	return nil
+}
+
+// goingAway reports whether this endpoint sent GOAWAY.
+func (s *Session) goingAway() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sentGoaway
+}
+
+// track registers an open request, for Shutdown's drain. It reports false
+// once the session is closed.
+func (s *Session) track(rs *requestStream) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil {
+		return false
+	}
+	if len(s.active) == 0 {
+		s.idle = make(chan struct{})
+	}
+	s.active[rs] = struct{}{}
+	return true
+}
+
+func (s *Session) untrack(rs *requestStream) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.active[rs]; !ok {
+		return
+	}
+	delete(s.active, rs)
+	if len(s.active) == 0 {
+		close(s.idle)
+	}
+}
+
+// newRequestID allocates this endpoint's next Request ID (§6.4.2.1).
+func (s *Session) newRequestID() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.nextID
+	s.nextID += 2
+	return id
+}
+
+// checkPeerRequestID enforces the peer's parity and uniqueness (§6.4.2.1).
+func (s *Session) checkPeerRequestID(id uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.peerIDs.add(id); err != nil {
+		return &SessionError{Code: wire.InvalidRequestID, Reason: err.Error()}
+	}
+	return nil
+}
+
+// openRequest opens a request stream for a new request of this endpoint.
+func (s *Session) openRequest(ctx context.Context) (*requestStream, error) {
+	select {
+	case <-s.goawayIn:
+		return nil, ErrGoingAway
+	default:
+	}
+	if cause := context.Cause(s.ctx); cause != nil {
+		return nil, cause
+	}
+	str, err := s.conn.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, s.closeErr(err)
+	}
+	rs := newRequestStream(s, str, s.newRequestID(), true)
+	if !s.track(rs) {
+		str.CancelWrite(uint64(wire.ResetSessionClosed))
+		return nil, context.Cause(s.ctx)
+	}
+	return rs, nil
+}
+
+// requestIDs records the Request IDs a peer has used. IDs below floor are
+// all used; used IDs above it wait in above until the gap closes. A peer
+// that leaves a gap open cannot grow above past maxRequestIDGap: the floor
+// then moves up, treating the skipped IDs as used.
+type requestIDs struct {
+	floor uint64
+	above map[uint64]struct{}
+}
+
+const maxRequestIDGap = 1 << 12
+
+func newRequestIDs(first uint64) requestIDs {
+	return requestIDs{floor: first, above: map[uint64]struct{}{}}
+}
+
+func (r *requestIDs) add(id uint64) error {
+	if id%2 != r.floor%2 {
+		return fmt.Errorf("request ID %d has the wrong parity", id)
+	}
+	if _, dup := r.above[id]; id < r.floor || dup {
+		return fmt.Errorf("request ID %d reused", id)
+	}
+	r.above[id] = struct{}{}
+	if len(r.above) > maxRequestIDGap {
+		lowest := id
+		for k := range r.above {
+			lowest = min(lowest, k)
+		}
+		r.floor = lowest
+	}
+	for {
+		if _, ok := r.above[r.floor]; !ok {
+			return nil
+		}
+		delete(r.above, r.floor)
+		r.floor += 2
+	}
+}
+
+// requestID returns the Request ID of a request message.
+func requestID(m wire.Message) uint64 {
+	switch m := m.(type) {
+	case *wire.Subscribe:
+		return m.RequestID
+	case *wire.Publish:
+		return m.RequestID
+	case *wire.Fetch:
+		return m.RequestID
+	case *wire.TrackStatus:
+		return m.RequestID
+	case *wire.PublishNamespace:
+		return m.RequestID
+	case *wire.SubscribeNamespace:
+		return m.RequestID
+	case *wire.SubscribeTracks:
+		return m.RequestID
+	case *wire.RequestUpdate:
+		return m.RequestID
+	}
+	return 0
+}
+
+// requestTrack returns the track a track-scoped request names.
+func requestTrack(m wire.Message) (wire.FullTrackName, bool) {
+	switch m := m.(type) {
+	case *wire.Subscribe:
+		return wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}, true
+	case *wire.Publish:
+		return wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}, true
+	case *wire.Fetch:
+		return wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}, true
+	case *wire.TrackStatus:
+		return wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}, true
+	}
+	return wire.FullTrackName{}, false
+}
+
+// sessionNamespace is the reserved first namespace field ".session" (§6.5).
+var sessionNamespace = []byte(".session")
+
+func isSessionNamespace(ns wire.Namespace) bool {
+	return len(ns) > 0 && bytes.Equal(ns[0], sessionNamespace)
+}
+
+// detach returns a copy of m that owns its memory. Messages read from a
+// stream alias the reader's buffer until the next read; anything kept longer
+// is detached by encoding and decoding it again. The codec's fuzz targets
+// check that every decoded message survives this round trip; an error here
+// is an internal one.
+func detach[M wire.Message](v wire.Version, m M) (M, error) {
+	var zero M
+	b, err := m.AppendBody(v, nil)
+	if err != nil {
+		return zero, &SessionError{Code: wire.InternalError, Reason: "re-encoding " + m.Type().String() + ": " + err.Error()}
+	}
+	out, err := wire.ParseMessage(v, m.Type(), b)
+	var rej *wire.RejectError
+	if err != nil && !errors.As(err, &rej) {
+		return zero, &SessionError{Code: wire.InternalError, Reason: "re-decoding " + m.Type().String() + ": " + err.Error()}
+	}
+	return out.(M), nil
+}

@@ -1,0 +1,527 @@
+package moqt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// SubscriptionState is a subscription's place in the state machine of §3.1.
+type SubscriptionState int
+
+// Subscription states (§3.1).
+const (
+	StateIdle              SubscriptionState = iota
+	StatePendingSubscriber                   // SUBSCRIBE sent, no answer yet
+	StatePendingPublisher                    // PUBLISH sent, no answer yet
+	StateEstablished                         // SUBSCRIBE_OK or PUBLISH_OK
+	StateTerminated                          // REQUEST_ERROR, cancellation or PUBLISH_DONE
+)
+
+func (st SubscriptionState) String() string {
+	switch st {
+	case StateIdle:
+		return "Idle"
+	case StatePendingSubscriber:
+		return "Pending(Subscriber)"
+	case StatePendingPublisher:
+		return "Pending(Publisher)"
+	case StateEstablished:
+		return "Established"
+	case StateTerminated:
+		return "Terminated"
+	}
+	return fmt.Sprintf("SubscriptionState(%d)", int(st))
+}
+
+// canMove reports whether §3.1's diagram has an arrow from st to next.
+// Established → Established is REQUEST_UPDATE.
+func (st SubscriptionState) canMove(next SubscriptionState) bool {
+	switch st {
+	case StateIdle:
+		return next == StatePendingSubscriber || next == StatePendingPublisher
+	case StatePendingSubscriber, StatePendingPublisher:
+		return next == StateEstablished || next == StateTerminated
+	case StateEstablished:
+		return next == StateEstablished || next == StateTerminated
+	}
+	return false
+}
+
+// subState is the state machine shared by both ends of a subscription. It
+// closes established and done as the state passes them, records the error
+// that terminated it, and refuses moves the diagram does not have.
+type subState struct {
+	mu          sync.Mutex
+	state       SubscriptionState
+	err         error // why it terminated
+	established chan struct{}
+	done        chan struct{}
+}
+
+func newSubState(initial SubscriptionState) subState {
+	return subState{state: initial, established: make(chan struct{}), done: make(chan struct{})}
+}
+
+// move performs a transition, reporting an error for an illegal one.
+func (s *subState) move(next SubscriptionState, err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.state.canMove(next) {
+		return fmt.Errorf("subscription cannot move from %s to %s", s.state, next)
+	}
+	if s.state == next {
+		return nil
+	}
+	s.state = next
+	switch next {
+	case StateEstablished:
+		close(s.established)
+	case StateTerminated:
+		s.err = err
+		close(s.done)
+	}
+	return nil
+}
+
+// terminate moves to Terminated if not there yet; it reports whether it
+// did.
+func (s *subState) terminate(err error) bool {
+	return s.move(StateTerminated, err) == nil
+}
+
+// State returns the current state.
+func (s *subState) State() SubscriptionState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// Done is closed when the subscription is Terminated.
+func (s *subState) Done() <-chan struct{} { return s.done }
+
+// Err returns why the subscription terminated, or nil while it is live.
+func (s *subState) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Subscription is the subscriber's end of a subscription (§3.1), initiated
+// by Session.Subscribe or accepted from a peer's PUBLISH.
+type Subscription struct {
+	subState
+	sess  *Session
+	rs    *requestStream
+	track wire.FullTrackName
+	// byPublish reports a PUBLISH-initiated subscription.
+	byPublish bool
+
+	mu         sync.Mutex // guards the fields below
+	alias      uint64
+	params     wire.Params // the subscription's parameters as last agreed
+	largest    wire.Opt[wire.Location]
+	expires    time.Time
+	properties wire.KVList
+	goaway     bool
+	updates    []chan error // outstanding REQUEST_UPDATEs, oldest first
+	finished   *DoneError   // the PUBLISH_DONE, once received
+}
+
+// Subscribe subscribes to track (§9.6) and waits for SUBSCRIBE_OK. params
+// carries the subscription's parameters: FORWARD (default 1),
+// SUBSCRIBER_PRIORITY (default 128), LOCATION_FILTER, GROUP_ORDER and the
+// rest of §9.20. A REQUEST_ERROR is returned as *RequestError. If ctx ends
+// first the subscription is cancelled.
+func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, params wire.Params) (*Subscription, error) {
+	if err := params.Check(wire.InSubscribe); err != nil {
+		return nil, err
+	}
+	rs, err := s.openRequest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sub := &Subscription{
+		subState: newSubState(StatePendingSubscriber),
+		sess:     s,
+		rs:       rs,
+		track:    track,
+		params:   params,
+	}
+	if err := rs.write(&wire.Subscribe{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name, Parameters: params}); err != nil {
+		rs.cancel(wire.ResetInternalError)
+		s.untrack(rs)
+		return nil, err
+	}
+	s.wg.Add(1)
+	go sub.run()
+	select {
+	case <-sub.established:
+		return sub, nil
+	case <-sub.done:
+		return nil, sub.Err()
+	case <-ctx.Done():
+		sub.cancel(ErrCancelled)
+		return nil, ctx.Err()
+	}
+}
+
+// Track is the subscribed track.
+func (sub *Subscription) Track() wire.FullTrackName { return sub.track }
+
+// RequestID is the Request ID of the SUBSCRIBE or PUBLISH.
+func (sub *Subscription) RequestID() uint64 { return sub.rs.id }
+
+// TrackAlias is the alias the publisher chose (§3.1.2).
+func (sub *Subscription) TrackAlias() uint64 {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.alias
+}
+
+// Params returns the subscription's parameters as last agreed: those of the
+// request, the publisher's answer and PUBLISH_STATE_NOTIFY, and accepted
+// updates, each overriding the last.
+func (sub *Subscription) Params() wire.Params {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.params
+}
+
+// Forward reports the Forward State (§3.1): whether the publisher sends
+// objects.
+func (sub *Subscription) Forward() bool {
+	p := sub.Params()
+	return !p.Forward.Set || p.Forward.Value
+}
+
+// Largest returns the publisher's Largest Object, if it reported one.
+func (sub *Subscription) Largest() (wire.Location, bool) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.largest.Value, sub.largest.Set
+}
+
+// Expires returns when the publisher said it will end the subscription
+// (EXPIRES, §9.20.17); zero if it did not. Update extends it.
+func (sub *Subscription) Expires() time.Time {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.expires
+}
+
+// Properties returns the Track Properties of SUBSCRIBE_OK or PUBLISH.
+func (sub *Subscription) Properties() wire.KVList {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.properties
+}
+
+// Update sends REQUEST_UPDATE (§9.5) and waits for its answer. Parameters
+// not in params keep their values. A refused update returns *RequestError;
+// the publisher then ends the subscription with PUBLISH_DONE UPDATE_FAILED
+// (§9.5.1).
+func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
+	if err := params.Check(wire.InUpdateSubscription); err != nil {
+		return err
+	}
+	if sub.State() != StateEstablished {
+		return fmt.Errorf("moqt: update of a %s subscription", sub.State())
+	}
+	answer := make(chan error, 1)
+	sub.mu.Lock()
+	sub.updates = append(sub.updates, answer)
+	// The Request ID is allocated and the message written under sub.mu so
+	// that answers, which come back in order, match updates in order.
+	id := sub.sess.newRequestID()
+	err := sub.rs.write(&wire.RequestUpdate{RequestID: id, Parameters: params})
+	if err != nil {
+		sub.updates = sub.updates[:len(sub.updates)-1]
+	}
+	sub.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-answer:
+		if err == nil {
+			sub.mu.Lock()
+			mergeParams(&sub.params, &params)
+			sub.mu.Unlock()
+		}
+		return err
+	case <-sub.done:
+		return sub.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close cancels the subscription: STOP_SENDING and RESET_STREAM on its
+// request stream (§3.1.1, §6.4.2.3).
+func (sub *Subscription) Close() error {
+	sub.cancel(ErrCancelled)
+	return nil
+}
+
+// cancel terminates the subscription from this end.
+func (sub *Subscription) cancel(err error) {
+	if sub.terminate(err) {
+		sub.rs.cancel(wire.ResetCancelled)
+		sub.sess.unbindAlias(sub)
+	}
+}
+
+// run reads the publisher's messages until the stream ends (§3.1, §9).
+func (sub *Subscription) run() {
+	defer sub.sess.wg.Done()
+	defer sub.sess.untrack(sub.rs)
+	for {
+		m, err := sub.rs.readMessage()
+		if err == nil {
+			err = sub.handle(m)
+		}
+		if err == nil {
+			continue
+		}
+		sub.end(err)
+		return
+	}
+}
+
+// end applies the error that stopped run.
+func (sub *Subscription) end(err error) {
+	var se *SessionError
+	switch {
+	case errors.As(err, &se):
+		if !se.Remote {
+			sub.sess.fail(se)
+		}
+		sub.terminate(se)
+	case errors.Is(err, io.EOF):
+		if sub.State() == StateTerminated {
+			// The publisher finished after REQUEST_ERROR or PUBLISH_DONE:
+			// the request is complete, so this end finishes too (§6.4.2.2).
+			_ = sub.rs.fin()
+			break
+		}
+		// A FIN before the required messages fails the request (§6.4.2.2).
+		sub.cancel(fmt.Errorf("moqt: publisher closed the stream without PUBLISH_DONE: %w", ErrCancelled))
+	default:
+		sub.cancel(fmt.Errorf("%w: %v", ErrCancelled, err))
+	}
+	sub.sess.unbindAlias(sub)
+}
+
+// handle applies one message from the publisher.
+func (sub *Subscription) handle(m wire.Message) error {
+	state := sub.State()
+	if state == StateTerminated {
+		return protocolViolation("%s after the subscription ended", m.Type())
+	}
+	switch m := m.(type) {
+	case *wire.SubscribeOK:
+		if sub.byPublish || state != StatePendingSubscriber {
+			return protocolViolation("unexpected SUBSCRIBE_OK in state %s", state) // C001
+		}
+		return sub.accept(m)
+	case *wire.RequestError:
+		m, err := detach(sub.sess.version, m)
+		if err != nil {
+			return err
+		}
+		if state == StatePendingSubscriber {
+			sub.terminate(requestErrorFrom(m))
+			return nil // the publisher's FIN follows
+		}
+		return sub.answerUpdate(requestErrorFrom(m))
+	case *wire.RequestOK:
+		if err := m.Check(wire.InUpdateOK); err != nil {
+			return err
+		}
+		sub.mu.Lock()
+		if m.Parameters.LargestObject.Set {
+			sub.largest = m.Parameters.LargestObject
+		}
+		if m.Parameters.Expires.Set {
+			sub.expires = expiry(m.Parameters.Expires.Value)
+		}
+		sub.mu.Unlock()
+		return sub.answerUpdate(nil)
+	case *wire.PublishStateNotify:
+		if state != StateEstablished && state != StatePendingPublisher {
+			return protocolViolation("PUBLISH_STATE_NOTIFY in state %s", state)
+		}
+		sub.mu.Lock()
+		p := m.Parameters
+		if p.Forward.Set {
+			sub.params.Forward = p.Forward
+		}
+		if p.LocationFilter.Set {
+			sub.params.LocationFilter = p.LocationFilter
+		}
+		if p.LargestObject.Set {
+			sub.largest = p.LargestObject
+		}
+		sub.mu.Unlock()
+		return nil
+	case *wire.PublishDone:
+		if state != StateEstablished && state != StatePendingPublisher {
+			return protocolViolation("PUBLISH_DONE in state %s", state)
+		}
+		d := &DoneError{Code: m.StatusCode, StreamCount: m.StreamCount, Reason: m.ErrorReason}
+		sub.mu.Lock()
+		sub.finished = d
+		sub.mu.Unlock()
+		sub.terminate(d)
+		return nil
+	case *wire.Goaway:
+		sub.mu.Lock()
+		sub.goaway = true
+		sub.mu.Unlock()
+		return nil
+	case *wire.RequestUpdate:
+		if !sub.byPublish {
+			return protocolViolation("REQUEST_UPDATE from the publisher of a SUBSCRIBE") // §9.5
+		}
+		return sub.publisherUpdate(m)
+	}
+	return protocolViolation("unexpected %s on a subscription stream", m.Type())
+}
+
+// accept applies SUBSCRIBE_OK.
+func (sub *Subscription) accept(m *wire.SubscribeOK) error {
+	if err := m.Parameters.Check(wire.InSubscribeOK); err != nil {
+		return err
+	}
+	props, err := ownKVList(m.TrackProperties)
+	if err != nil {
+		return err
+	}
+	if t, ok := unknownMandatory(props); ok {
+		// C007: a subscription with a Mandatory Track Property this
+		// endpoint does not understand is cancelled (§3.6).
+		sub.cancel(&RequestError{Code: wire.ReqUnsupportedExtension, Reason: fmt.Sprintf("mandatory track property 0x%x", t)})
+		return io.EOF
+	}
+	sub.mu.Lock()
+	sub.alias = m.TrackAlias
+	sub.largest = m.Parameters.LargestObject
+	if m.Parameters.Expires.Set {
+		sub.expires = expiry(m.Parameters.Expires.Value)
+	}
+	sub.properties = props
+	sub.mu.Unlock()
+	if err := sub.sess.bindAlias(sub); err != nil {
+		return err
+	}
+	return sub.move(StateEstablished, nil)
+}
+
+// answerUpdate resolves the oldest outstanding REQUEST_UPDATE.
+func (sub *Subscription) answerUpdate(err error) error {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if len(sub.updates) == 0 {
+		return protocolViolation("REQUEST_OK or REQUEST_ERROR with no REQUEST_UPDATE outstanding")
+	}
+	sub.updates[0] <- err
+	sub.updates = sub.updates[1:]
+	return nil
+}
+
+// publisherUpdate answers a REQUEST_UPDATE the publisher sent on its own
+// PUBLISH (§9.5): the new values are recorded and acknowledged.
+func (sub *Subscription) publisherUpdate(m *wire.RequestUpdate) error {
+	if err := sub.sess.checkPeerRequestID(m.RequestID); err != nil {
+		return err
+	}
+	if err := m.Parameters.Check(wire.InUpdateSubscription); err != nil {
+		return err
+	}
+	sub.mu.Lock()
+	mergeParams(&sub.params, &m.Parameters)
+	sub.mu.Unlock()
+	return sub.rs.write(&wire.RequestOK{})
+}
+
+// expiry converts an EXPIRES value (ms from now; 0 means none) to a time.
+func expiry(ms uint64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(msDuration(ms))
+}
+
+// mergeParams overlays the parameters present in update onto p, the rule for
+// REQUEST_UPDATE (§9.5). FILL_PARAMETERS is never sticky (§9.20.16); a
+// range filter of a type in update replaces that type's filters, and a
+// Clear one removes them (§3.3.2).
+func mergeParams(p, update *wire.Params) {
+	set := func(dst *wire.Opt[uint64], src wire.Opt[uint64]) {
+		if src.Set {
+			*dst = src
+		}
+	}
+	set(&p.ObjectDeliveryTimeout, update.ObjectDeliveryTimeout)
+	set(&p.SubgroupDeliveryTimeout, update.SubgroupDeliveryTimeout)
+	set(&p.NewGroupRequest, update.NewGroupRequest)
+	if len(update.AuthorizationTokens) > 0 {
+		p.AuthorizationTokens = update.AuthorizationTokens
+	}
+	if update.Forward.Set {
+		p.Forward = update.Forward
+	}
+	if update.SubscriberPriority.Set {
+		p.SubscriberPriority = update.SubscriberPriority
+	}
+	if update.LocationFilter.Set {
+		p.LocationFilter = update.LocationFilter
+		if update.LocationFilter.Value.Fields == 0 {
+			p.LocationFilter = wire.Opt[wire.LocationFilter]{}
+		}
+	}
+	if len(update.RangeFilters) > 0 {
+		replaced := map[wire.ParamType]bool{}
+		for _, f := range update.RangeFilters {
+			replaced[f.Type] = true
+		}
+		kept := p.RangeFilters[:0:0]
+		for _, f := range p.RangeFilters {
+			if !replaced[f.Type] {
+				kept = append(kept, f)
+			}
+		}
+		for _, f := range update.RangeFilters {
+			if !f.Clear {
+				kept = append(kept, f)
+			}
+		}
+		p.RangeFilters = kept
+	}
+}
+
+// ownKVList copies l so that it no longer aliases a read buffer.
+func ownKVList(l wire.KVList) (wire.KVList, error) {
+	b, err := l.Append(nil)
+	if err != nil {
+		return nil, &SessionError{Code: wire.InternalError, Reason: err.Error()}
+	}
+	return wire.ParseKVList(b)
+}
+
+// unknownMandatory returns the first Mandatory Track Property in props
+// (§3.6). This implementation defines none, so every one is unknown.
+func unknownMandatory(props wire.KVList) (uint64, bool) {
+	for _, kv := range props {
+		if wire.IsMandatoryTrackProperty(kv.Type) {
+			return kv.Type, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,104 @@
+package moqt
+
+import (
+	"fmt"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// aliasTable holds both ends' Track Alias state for one session (§3.1.2).
+// It lives under Session.mu.
+//
+// As a publisher, the session gives each track one alias, shared by all
+// concurrent subscriptions to it. Numbers are never handed out twice, so an
+// alias never names another track while objects for its old track may
+// still be in flight.
+//
+// As a subscriber, it maps each alias to the Established subscriptions that
+// use it, which is how objects find their subscriptions and how a second
+// track claiming a live alias is caught (C035).
+type aliasTable struct {
+	next    uint64
+	byTrack map[string]*publishedAlias
+	subs    map[uint64][]*Subscription
+}
+
+type publishedAlias struct {
+	alias uint64
+	users int
+}
+
+// trackKey is a map key for a track: the canonical rendering of §8.8,
+// which is bijective.
+func trackKey(t wire.FullTrackName) string { return t.String() }
+
+// acquireAlias returns the alias of track for one more subscription.
+func (s *Session) acquireAlias(track wire.FullTrackName) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := &s.aliases
+	if t.byTrack == nil {
+		t.byTrack = map[string]*publishedAlias{}
+	}
+	key := trackKey(track)
+	a := t.byTrack[key]
+	if a == nil {
+		a = &publishedAlias{alias: t.next}
+		t.next++
+		t.byTrack[key] = a
+	}
+	a.users++
+	return a.alias
+}
+
+// releaseAlias drops one subscription's use of track's alias.
+func (s *Session) releaseAlias(track wire.FullTrackName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := trackKey(track)
+	if a := s.aliases.byTrack[key]; a != nil {
+		if a.users--; a.users == 0 {
+			delete(s.aliases.byTrack, key)
+		}
+	}
+}
+
+// bindAlias records an Established subscriber-side subscription under its
+// alias. An alias already used by an Established subscription to another
+// track closes the session with DUPLICATE_TRACK_ALIAS (C035).
+func (s *Session) bindAlias(sub *Subscription) error {
+	alias := sub.TrackAlias()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := &s.aliases
+	if t.subs == nil {
+		t.subs = map[uint64][]*Subscription{}
+	}
+	for _, other := range t.subs[alias] {
+		if !other.track.Equal(sub.track) {
+			return &SessionError{Code: wire.DuplicateTrackAlias,
+				Reason: fmt.Sprintf("track alias %d names %s and %s", alias, other.track, sub.track)}
+		}
+	}
+	t.subs[alias] = append(t.subs[alias], sub)
+	return nil
+}
+
+// unbindAlias forgets a subscriber-side subscription.
+func (s *Session) unbindAlias(sub *Subscription) {
+	alias := sub.TrackAlias()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	list := s.aliases.subs[alias]
+	for i, other := range list {
+		if other == sub {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(s.aliases.subs, alias)
+	} else {
+		s.aliases.subs[alias] = list
+	}
+}
