@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/moqt-go/moqt/wire"
 )
@@ -35,6 +37,15 @@ var transports = []struct {
 // serves the client's requests; clientCfg.Handler the server's.
 func newPair(t *testing.T, scheme string, serverCfg, clientCfg *Config) *pair {
 	t.Helper()
+	// Registered first, so it runs after the sessions are closed: every
+	// goroutine of both sessions and the server must be gone.
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	if serverCfg == nil {
+		serverCfg = &Config{}
+	}
+	if serverCfg.Logger == nil {
+		serverCfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	cert, _, err := GenerateCertificate()
 	require.NoError(t, err)
 	srv, err := Listen("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}}, serverCfg, nil)
@@ -47,6 +58,9 @@ func newPair(t *testing.T, scheme string, serverCfg, clientCfg *Config) *pair {
 		clientCfg = &Config{}
 	}
 	clientCfg.TLSConfig = &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
+	if clientCfg.Logger == nil {
+		clientCfg.Logger = slog.New(slog.DiscardHandler)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -176,6 +190,224 @@ func TestIntegrationSubscriberCancel(t *testing.T) {
 			}
 			assert.Equal(t, StateTerminated, ss.State())
 			assert.True(t, errors.Is(ss.Err(), ErrCancelled))
+		})
+	}
+}
+
+// acceptAll is a Handler that accepts every SUBSCRIBE and PUBLISH and hands
+// the resulting ends to the test.
+type acceptAll struct {
+	served chan *ServedSubscription
+	subs   chan *Subscription
+}
+
+func newAcceptAll() *acceptAll {
+	return &acceptAll{served: make(chan *ServedSubscription, 4), subs: make(chan *Subscription, 4)}
+}
+
+func (a *acceptAll) ServeMOQT(r Request) {
+	switch r := r.(type) {
+	case *SubscribeRequest:
+		if ss, err := r.Accept(AcceptOptions{}); err == nil {
+			a.served <- ss
+		}
+	case *PublishRequest:
+		if sub, err := r.Accept(wire.Params{}); err == nil {
+			a.subs <- sub
+		}
+	default:
+		DefaultHandler.ServeMOQT(r)
+	}
+}
+
+func waitDone(t *testing.T, ctx context.Context, done <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("%s did not end", what)
+	}
+}
+
+// TestIntegrationPublish covers the publisher-initiated subscription:
+// PUBLISH, PUBLISH_OK, an update from the subscriber, PUBLISH_DONE.
+func TestIntegrationPublish(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			h := newAcceptAll()
+			p := newPair(t, tr.scheme, nil, &Config{Handler: h})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			ss, err := p.server.Publish(ctx, testTrack, wire.Params{Forward: wire.Some(false),
+				LargestObject: wire.Some(wire.Location{Group: 9, Object: 1})},
+				wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 3}})
+			require.NoError(t, err)
+			assert.Equal(t, StateEstablished, ss.State())
+			assert.False(t, ss.Forward())
+			sub := <-h.subs
+			assert.Equal(t, StateEstablished, sub.State())
+			assert.True(t, sub.Track().Equal(testTrack))
+			assert.Equal(t, ss.TrackAlias(), sub.TrackAlias())
+			assert.False(t, sub.Forward())
+			largest, ok := sub.Largest()
+			require.True(t, ok)
+			assert.Equal(t, wire.Location{Group: 9, Object: 1}, largest)
+			assert.Equal(t, wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 3}}, sub.Properties())
+
+			require.NoError(t, sub.Update(ctx, wire.Params{Forward: wire.Some(true)}))
+			assert.True(t, ss.Forward())
+
+			require.NoError(t, ss.Done(wire.DoneGoingAway, "moving"))
+			waitDone(t, ctx, sub.Done(), "subscription")
+			var de *DoneError
+			require.ErrorAs(t, sub.Err(), &de)
+			assert.Equal(t, wire.DoneGoingAway, de.Code)
+			assert.Equal(t, "moving", de.Reason)
+		})
+	}
+}
+
+// TestIntegrationPublishRejected: the subscriber answers PUBLISH with
+// REQUEST_ERROR, which Publish returns.
+func TestIntegrationPublishRejected(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			p := newPair(t, tr.scheme, nil, nil) // the client's DefaultHandler refuses PUBLISH
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, err := p.server.Publish(ctx, testTrack, wire.Params{}, nil)
+			var re *RequestError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, wire.ReqNotSupported, re.Code)
+		})
+	}
+}
+
+// TestIntegrationPublisherCancel: the publisher resets a PUBLISH-initiated
+// subscription's stream; the subscriber sees the cancellation.
+func TestIntegrationPublisherCancel(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			h := newAcceptAll()
+			p := newPair(t, tr.scheme, nil, &Config{Handler: h})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			ss, err := p.server.Publish(ctx, testTrack, wire.Params{}, nil)
+			require.NoError(t, err)
+			sub := <-h.subs
+			ss.cancel(ErrCancelled, wire.ResetCancelled)
+			waitDone(t, ctx, sub.Done(), "subscription")
+			assert.ErrorIs(t, sub.Err(), ErrCancelled)
+			// The session itself is unharmed.
+			_, err = p.client.TrackStatus(ctx, testTrack, wire.Params{})
+			var re *RequestError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, wire.ReqDoesNotExist, re.Code)
+		})
+	}
+}
+
+// TestIntegrationTrackStatus covers TRACK_STATUS_OK with LARGEST_OBJECT and
+// Track Properties.
+func TestIntegrationTrackStatus(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			props := wire.KVList{{Type: wire.PropMaxCacheDuration, Value: 5000}}
+			serverCfg := &Config{Handler: HandlerFunc(func(r Request) {
+				if ts, ok := r.(*TrackStatusRequest); ok {
+					_ = ts.Accept(wire.Some(wire.Location{Group: 2, Object: 3}), props)
+					return
+				}
+				DefaultHandler.ServeMOQT(r)
+			})}
+			p := newPair(t, tr.scheme, serverCfg, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			st, err := p.client.TrackStatus(ctx, testTrack, wire.Params{})
+			require.NoError(t, err)
+			assert.Equal(t, wire.Some(wire.Location{Group: 2, Object: 3}), st.Largest)
+			assert.Equal(t, props, st.Properties)
+		})
+	}
+}
+
+// TestIntegrationGoaway: the server drains with Shutdown; the client sees
+// GOAWAY, cannot start new requests, and the session closes with NO_ERROR
+// once the last subscription ends.
+func TestIntegrationGoaway(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			h := newAcceptAll()
+			p := newPair(t, tr.scheme, &Config{Handler: h}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+			require.NoError(t, err)
+			<-h.served
+
+			shut := make(chan error, 1)
+			go func() { shut <- p.server.Shutdown(ctx, "moqt://elsewhere.example/live") }()
+			waitDone(t, ctx, p.client.GoingAway(), "GOAWAY")
+			assert.Equal(t, "moqt://elsewhere.example/live", p.client.GoawayURI())
+			_, err = p.client.Subscribe(ctx, testTrack, wire.Params{})
+			assert.ErrorIs(t, err, ErrGoingAway)
+
+			require.NoError(t, sub.Close()) // migrate away: the last request ends
+			require.NoError(t, <-shut)
+			waitDone(t, ctx, p.client.Context().Done(), "client session")
+			var se *SessionError
+			require.ErrorAs(t, context.Cause(p.client.Context()), &se)
+			assert.Equal(t, wire.NoError, se.Code)
+			assert.True(t, se.Remote)
+		})
+	}
+}
+
+// TestIntegrationGoawayTimeout: requests still open when Shutdown's context
+// ends close the session with GOAWAY_TIMEOUT.
+func TestIntegrationGoawayTimeout(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			h := newAcceptAll()
+			p := newPair(t, tr.scheme, &Config{Handler: h}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+			require.NoError(t, err)
+			<-h.served
+			drain, cancelDrain := context.WithCancel(ctx)
+			go func() {
+				<-p.client.GoingAway()
+				cancelDrain() // the client ignores the GOAWAY
+			}()
+			require.NoError(t, p.server.Shutdown(drain, ""))
+			waitDone(t, ctx, p.client.Context().Done(), "client session")
+			var se *SessionError
+			require.ErrorAs(t, context.Cause(p.client.Context()), &se)
+			assert.Equal(t, wire.GoawayTimeout, se.Code)
+		})
+	}
+}
+
+// TestIntegrationCloseWithError: the peer sees the code and reason, and
+// both Contexts carry the *SessionError.
+func TestIntegrationCloseWithError(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			p := newPair(t, tr.scheme, nil, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			require.NoError(t, p.client.CloseWithError(wire.Unauthorized, "token expired"))
+			waitDone(t, ctx, p.server.Context().Done(), "server session")
+			var se *SessionError
+			require.ErrorAs(t, context.Cause(p.server.Context()), &se)
+			assert.Equal(t, wire.Unauthorized, se.Code)
+			assert.Equal(t, "token expired", se.Reason)
+			assert.True(t, se.Remote)
+			require.ErrorAs(t, context.Cause(p.client.Context()), &se)
+			assert.False(t, se.Remote)
+			_, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+			assert.ErrorAs(t, err, &se)
 		})
 	}
 }

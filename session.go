@@ -234,9 +234,9 @@ func (s *Session) streamError(err error) error {
 	}
 	var ce *transport.CloseError
 	if errors.As(err, &ce) {
-		se := s.transportCloseError()
+		se := &SessionError{Code: wire.SessionErrorCode(ce.Code), Reason: ce.Reason, Remote: ce.Remote}
 		s.cancel(se)
-		return se
+		return context.Cause(s.ctx)
 	}
 	return err
 }

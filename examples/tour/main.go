@@ -1,0 +1,161 @@
+// Command tour walks through a MoQT session end to end on 127.0.0.1: a
+// server and a client in one process, over raw QUIC and then WebTransport.
+// It shows the SETUP exchange, a SUBSCRIBE refused with REQUEST_ERROR, one
+// accepted with SUBSCRIBE_OK, a REQUEST_UPDATE, TRACK_STATUS, a
+// publisher-initiated PUBLISH and the PUBLISH_DONE that ends a
+// subscription.
+//
+//	go run ./examples/tour
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+var clock = wire.FullTrackName{Namespace: wire.NewNamespace("demo"), Name: []byte("clock")}
+
+// served hands the server's end of each accepted subscription to the tour.
+var served = make(chan *moqt.ServedSubscription, 1)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "tour failed:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cert, sum, err := moqt.GenerateCertificate()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("certificate SHA-256 %x (valid < 14 days)\n", sum)
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := moqt.Listen("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}},
+		&moqt.Config{Handler: moqt.HandlerFunc(serve), Logger: quiet}, nil)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return err
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(leaf)
+
+	for _, scheme := range []string{"moqt", "https"} {
+		url := scheme + "://" + srv.Addr().String() + "/tour"
+		fmt.Printf("\n== %s\n", url)
+		if err := visit(srv, url, &moqt.Config{
+			TLSConfig: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"},
+			Logger:    quiet,
+			Handler:   moqt.HandlerFunc(acceptPublish),
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// serve is the server's Handler: it publishes demo/clock and nothing else.
+func serve(r moqt.Request) {
+	switch r := r.(type) {
+	case *moqt.SubscribeRequest:
+		if !r.Track.Equal(clock) {
+			_ = r.Reject(wire.ReqDoesNotExist, "no such track")
+			return
+		}
+		ss, err := r.Accept(moqt.AcceptOptions{Largest: wire.Some(wire.Location{Group: 41, Object: 7})})
+		if err == nil {
+			served <- ss
+		}
+	case *moqt.TrackStatusRequest:
+		_ = r.Accept(wire.Some(wire.Location{Group: 41, Object: 7}),
+			wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 64}})
+	default:
+		moqt.DefaultHandler.ServeMOQT(r)
+	}
+}
+
+// acceptPublish is the client's Handler: it takes any PUBLISH.
+func acceptPublish(r moqt.Request) {
+	if p, ok := r.(*moqt.PublishRequest); ok {
+		if sub, err := p.Accept(wire.Params{}); err == nil {
+			fmt.Printf("client: accepted PUBLISH of %s (alias %d); now %s\n", p.Track, p.TrackAlias, sub.State())
+		}
+		return
+	}
+	moqt.DefaultHandler.ServeMOQT(r)
+}
+
+func visit(srv *moqt.Server, url string, cfg *moqt.Config) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client, err := moqt.Dial(ctx, url, cfg)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	server, err := srv.Accept(ctx)
+	if err != nil {
+		return err
+	}
+	defer server.Close()
+	fmt.Printf("SETUP exchanged: %s, webtransport=%v, server sees path %q\n", client.Version(), client.WebTransport(), server.Path())
+
+	_, err = client.Subscribe(ctx, wire.FullTrackName{Namespace: wire.NewNamespace("demo"), Name: []byte("nope")}, wire.Params{})
+	var re *moqt.RequestError
+	if !errors.As(err, &re) {
+		return fmt.Errorf("expected REQUEST_ERROR, got %v", err)
+	}
+	fmt.Printf("SUBSCRIBE demo--nope -> REQUEST_ERROR %s (%q)\n", re.Code, re.Reason)
+
+	st, err := client.TrackStatus(ctx, clock, wire.Params{})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("TRACK_STATUS %s -> largest %v, properties %v\n", clock, st.Largest.Value, st.Properties)
+
+	sub, err := client.Subscribe(ctx, clock, wire.Params{SubscriberPriority: wire.Some[uint8](10)})
+	if err != nil {
+		return err
+	}
+	largest, _ := sub.Largest()
+	fmt.Printf("SUBSCRIBE %s -> SUBSCRIBE_OK alias %d, largest %v, state %s\n", clock, sub.TrackAlias(), largest, sub.State())
+	ss := <-served
+
+	if err := sub.Update(ctx, wire.Params{Forward: wire.Some(false)}); err != nil {
+		return err
+	}
+	fmt.Printf("REQUEST_UPDATE forward=0 -> REQUEST_OK; the publisher now sees forward=%v\n", ss.Forward())
+	if err := ss.Done(wire.DoneTrackEnded, "the clock stopped"); err != nil {
+		return err
+	}
+	select {
+	case <-sub.Done():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var done *moqt.DoneError
+	if errors.As(sub.Err(), &done) {
+		fmt.Printf("PUBLISH_DONE %s (%q), stream count %d; state %s\n", done.Code, done.Reason, done.StreamCount, sub.State())
+	}
+
+	pub, err := server.Publish(ctx, wire.FullTrackName{Namespace: wire.NewNamespace("demo"), Name: []byte("chat")}, wire.Params{}, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("server: PUBLISH -> PUBLISH_OK, %s\n", pub.State())
+	return pub.Done(wire.DoneTrackEnded, "")
+}
