@@ -9,7 +9,8 @@ type cursor struct {
 
 func (c *cursor) empty() bool { return len(c.b) == 0 }
 
-// varint reads a vi64; what names the field in the error.
+// varint reads a vi64; what names the field in the error. Callers pass
+// constant names: building one on the success path would allocate.
 func (c *cursor) varint(what string) (uint64, error) {
 	v, n := ParseVarint(c.b)
 	if n == 0 {
@@ -42,10 +43,11 @@ func (c *cursor) bytes(n uint64, what string) ([]byte, error) {
 // lenBytes reads a vi64 length, checks it against max, and returns that many
 // bytes, aliasing the input. A length above max is a PROTOCOL_VIOLATION.
 func (c *cursor) lenBytes(what string, max uint64) ([]byte, error) {
-	n, err := c.varint(what + " length")
-	if err != nil {
-		return nil, err
+	n, used := ParseVarint(c.b)
+	if used == 0 {
+		return nil, truncated(what + " length")
 	}
+	c.b = c.b[used:]
 	if n > max {
 		return nil, violation("%s length %d exceeds %d", what, n, max)
 	}

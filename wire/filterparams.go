@@ -166,14 +166,14 @@ func (c *cursor) rangeFilter(t ParamType) (RangeFilter, error) {
 	in := cursor{body}
 	f.SetID, _ = in.uint8("SetID")
 	if t.hasPropertyType() {
-		if f.PropertyType, err = in.varint(t.String() + " property type"); err != nil {
+		if f.PropertyType, err = in.varint("range filter property type"); err != nil {
 			return f, err
 		}
 	}
 	var rej error
 	var prevEnd uint64
 	for !in.empty() {
-		d, err := in.varint(t.String() + " range start")
+		d, err := in.varint("range filter start")
 		if err != nil {
 			return f, err
 		}
@@ -184,7 +184,7 @@ func (c *cursor) rangeFilter(t ParamType) (RangeFilter, error) {
 		if in.empty() {
 			r.Open = true
 		} else {
-			d, err := in.varint(t.String() + " range end")
+			d, err := in.varint("range filter end")
 			if err != nil {
 				return f, err
 			}

@@ -33,10 +33,14 @@ func (l Location) Append(b []byte) []byte {
 }
 
 func (c *cursor) location(what string) (Location, error) {
-	g, err := c.varint(what + " group")
-	if err != nil {
-		return Location{}, err
+	g, n := ParseVarint(c.b)
+	if n == 0 {
+		return Location{}, truncated(what + " group")
 	}
-	o, err := c.varint(what + " object")
-	return Location{Group: g, Object: o}, err
+	o, m := ParseVarint(c.b[n:])
+	if m == 0 {
+		return Location{}, truncated(what + " object")
+	}
+	c.b = c.b[n+m:]
+	return Location{Group: g, Object: o}, nil
 }
