@@ -1,10 +1,57 @@
 // Package moqt implements Media over QUIC Transport (MoQT),
 // draft-ietf-moq-transport-21 (ALPN "moqt-21"; "moqt-20" shares its wire
-// format and is negotiated too), over raw QUIC (quic-go) and WebTransport
-// (webtransport-go).
+// format and is negotiated too), over raw QUIC and WebTransport.
+//
+// # Sessions
+//
+// A client calls Dial with a "moqt://host:port/path" URL (raw QUIC; the
+// path and authority travel in SETUP) or an "https://host:port/path" URL
+// (WebTransport). A server calls Listen, which serves both on one UDP port,
+// and takes sessions from Server.Accept. Either way the SETUP exchange is
+// complete when the *Session is returned.
+//
+// # Requests
+//
+// Outgoing requests are methods: Session.Subscribe returns the subscriber's
+// end of a subscription (*Subscription), Session.Publish the publisher's end
+// of a publisher-initiated one (*ServedSubscription), Session.TrackStatus a
+// *TrackStatus. They block until the peer answers; a REQUEST_ERROR comes
+// back as *RequestError.
+//
+// Incoming requests go to Config.Handler, in the manner of net/http: one
+// goroutine per request, and the concrete type (*SubscribeRequest,
+// *PublishRequest, *TrackStatusRequest) is answered with Accept or Reject.
+// DefaultHandler rejects everything. Relays wrap handlers to route requests.
+//
+// # Concurrency
+//
+// Sessions, subscriptions and requests are safe for concurrent use. A
+// session's goroutines — the stream accept loops, the control stream
+// reader, one reader per request stream, one per handler call — all end
+// when the session closes.
+//
+// # Cancellation and errors
+//
+// Blocking calls take a context; when it ends first, the request is
+// cancelled on the wire (RESET_STREAM and STOP_SENDING, §6.4.2.3).
+// Subscription.Close cancels a subscription; ServedSubscription.Done ends
+// one with PUBLISH_DONE. Session.Context is cancelled when the session ends,
+// with the *SessionError (code, reason, which side) as its cause.
+// Session.Shutdown drains with GOAWAY.
+//
+// Two error kinds reach the application: *SessionError ends the session,
+// *RequestError ends one request. A subscription ended by its publisher
+// reports *DoneError. Bad input from the peer never panics: it closes the
+// session with the code the spec names, or rejects the one request.
+//
+// # Limits
+//
+// Control messages are at most 65535 bytes, names at most 4096, reason
+// phrases 1024 (§8, §9). Requests that arrive before the peer's SETUP wait
+// in their streams' flow-control windows; the number of streams is bounded
+// by the QUIC stream limits. MAX_REQUEST_UPDATES and MAX_FILTER_RANGES are
+// set in Config.
 //
 // The codec for every control message and data-plane format lives in the
-// wire subpackage, which imports only the standard library. The session
-// layer (setup, request streams, subscriptions, publishing, filters and track
-// aliases) is built on top of it in this package.
+// wire subpackage, which imports only the standard library.
 package moqt

@@ -14,6 +14,30 @@ fi
 echo "== go vet"
 go vet ./...
 
+echo "== interop tools: Chromium, node, interop/node_modules"
+# The browser interop test (interop/) runs @moq/net in headless Chromium. It
+# uses the system's Chromium and never downloads a browser.
+if ! command -v chromium >/dev/null 2>&1; then
+	echo "installing chromium (apt-get)"
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+	$sudo apt-get update -qq
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+# Node.js 20 or later (playwright-core's minimum) comes with the machine.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	echo "node and npm (Node.js 20 or later) are needed for the interop test"; exit 1
+fi
+# npm ci whenever node_modules was not installed from the committed lockfile.
+lock_sum=$(sha256sum interop/package-lock.json | cut -d' ' -f1)
+if [ "$(cat interop/node_modules/.moqt-lock-sha256 2>/dev/null)" != "$lock_sum" ]; then
+	echo "npm ci in interop/"
+	(cd interop && npm ci --no-audit --no-fund --loglevel=error)
+	echo "$lock_sum" >interop/node_modules/.moqt-lock-sha256
+fi
+# With this set, a missing tool fails the interop test instead of skipping it.
+export MOQT_INTEROP=1
+
 echo "== go test -race"
 go test -race -count=1 ./...
 

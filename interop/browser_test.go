@@ -1,0 +1,429 @@
+package interop
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// envInterop, set to 1 (as ./scripts/test.sh does), makes a missing tool a
+// test failure instead of a skip.
+const envInterop = "MOQT_INTEROP"
+
+// envChromium overrides where Chromium is looked for.
+const envChromium = "MOQT_CHROMIUM"
+
+const (
+	// driverTimeout bounds one run of the Node driver, browser start included.
+	driverTimeout = 60 * time.Second
+	// closeTimeout bounds the wait for a session to end once the browser is gone.
+	closeTimeout = 10 * time.Second
+	// serverPath is the path the browser connects to.
+	serverPath = "/moqt-interop"
+	// moqNetImplementation is the MOQT_IMPLEMENTATION @moq/net 0.3.4 sends
+	// (connection/handshake.js).
+	moqNetImplementation = "moq-lite-js"
+	// moqNetVersion is what @moq/net's Connection.version reports for the
+	// version moqt-20 selects.
+	moqNetVersion = "moq-transport-20"
+)
+
+// tools are the external programs and files the harness runs.
+type tools struct {
+	dir      string // the interop directory
+	node     string
+	chromium string
+	esbuild  string
+	moqNet   string // the installed @moq/net version
+}
+
+// findTools locates node, Chromium and interop/node_modules. Missing ones
+// skip the test, or fail it under MOQT_INTEROP=1.
+func findTools(t *testing.T) tools {
+	t.Helper()
+	required := os.Getenv(envInterop) == "1"
+	missing := func(format string, args ...any) {
+		t.Helper()
+		if required {
+			t.Fatalf("interop: "+format+" (%s=1 makes this a failure; ./scripts/test.sh installs everything)", append(args, envInterop)...)
+		}
+		t.Skipf("interop: "+format+"; skipping. Run ./scripts/test.sh, which installs Chromium and the npm packages and runs this test.", args...)
+	}
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	tl := tools{dir: dir}
+
+	if tl.node, err = exec.LookPath("node"); err != nil {
+		missing("node not found")
+	}
+	tl.chromium = os.Getenv(envChromium)
+	if tl.chromium == "" {
+		if tl.chromium, err = exec.LookPath("chromium"); err != nil {
+			tl.chromium = "/usr/bin/chromium"
+		}
+	}
+	if _, err := os.Stat(tl.chromium); err != nil {
+		missing("Chromium not found at %s (apt-get install chromium)", tl.chromium)
+	}
+	tl.esbuild = filepath.Join(dir, "node_modules", "esbuild", "bin", "esbuild")
+	for _, f := range []string{"node_modules/esbuild/bin/esbuild", "node_modules/playwright-core/package.json", "node_modules/@moq/net/package.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			missing("%s missing (npm ci in interop/)", f)
+		}
+	}
+	// node_modules must hold what package-lock.json pins.
+	installed := packageVersion(t, "node_modules/@moq/net/package.json", "")
+	locked := packageVersion(t, "package-lock.json", "node_modules/@moq/net")
+	if installed != locked {
+		missing("node_modules is stale: @moq/net %s installed, %s locked (npm ci in interop/)", installed, locked)
+	}
+	tl.moqNet = installed
+	return tl
+}
+
+// packageVersion reads a version from a package.json, or from the entry key
+// of a package-lock.json's "packages".
+func packageVersion(t *testing.T, file, key string) string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var v struct {
+		Version  string `json:"version"`
+		Packages map[string]struct {
+			Version string `json:"version"`
+		} `json:"packages"`
+	}
+	require.NoError(t, json.Unmarshal(b, &v), file)
+	if key == "" {
+		return v.Version
+	}
+	return v.Packages[key].Version
+}
+
+// buildBundle bundles js/client.js and @moq/net into one ES module.
+func buildBundle(t *testing.T, tl tools) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "client.js")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, tl.esbuild, "js/client.js",
+		"--bundle", "--format=esm", "--target=es2022", "--log-level=warning", "--outfile="+out)
+	cmd.Dir = tl.dir
+	cmd.WaitDelay = 5 * time.Second
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "esbuild: %s", b)
+	return out
+}
+
+// servePage serves the page and the bundle over plain HTTP on 127.0.0.1,
+// which Chromium treats as a secure context. It returns the page's URL.
+func servePage(t *testing.T, tl tools, bundle string) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFile(w, r, filepath.Join(tl.dir, "js", "index.html"))
+	})
+	mux.HandleFunc("GET /client.js", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+		http.ServeFile(w, r, bundle)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// logWriter sends slog output to t.Log until the test ends, then drops it:
+// a session goroutine may still log while it winds down.
+type logWriter struct {
+	mu   sync.Mutex
+	t    testing.TB
+	done bool
+}
+
+func newLogWriter(t testing.TB) *logWriter {
+	w := &logWriter{t: t}
+	t.Cleanup(func() { // registered first, so it runs last
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	return w
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log("go: " + strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+// driverOutput is what js/driver.js prints.
+type driverOutput struct {
+	Chromium    string    `json:"chromium"`
+	UserAgent   string    `json:"userAgent"`
+	Result      *jsResult `json:"result"`
+	Console     []string  `json:"console"`
+	PageErrors  []string  `json:"pageErrors"`
+	DriverError string    `json:"driverError"`
+}
+
+// jsResult is what window.moqtInterop (js/client.js) resolves to.
+type jsResult struct {
+	Scenario              string  `json:"scenario"`
+	WebTransportSupported bool    `json:"webTransportSupported"`
+	Established           bool    `json:"established"`
+	Error                 *string `json:"error"`
+	Version               string  `json:"version"`
+	Transport             string  `json:"transport"`
+	SubscribeClosed       bool    `json:"subscribeClosed"`
+	SubscribeError        *string `json:"subscribeError"`
+	ClosedCleanly         bool    `json:"closedCleanly"`
+	CloseError            *string `json:"closeError"`
+}
+
+// run is one scenario's outcome on both sides.
+type run struct {
+	js      *jsResult
+	session *moqt.Session // the session the server accepted, nil if none
+	// closed is why that session ended.
+	closed error
+}
+
+// harness is what every scenario shares: the tools and the page.
+type harness struct {
+	tools
+	pageURL    string
+	pageOrigin string
+}
+
+// runScenario starts a moqt server, runs the driver with scenario and
+// returns what both sides saw. handler serves the browser's requests;
+// onAccept, if set, runs in its own goroutine with each accepted session
+// while the browser is still connected.
+func (h *harness) runScenario(t *testing.T, scenario string, handler moqt.Handler, onAccept func(*moqt.Session)) run {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(newLogWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
+
+	cert, hash, err := moqt.GenerateCertificate("127.0.0.1")
+	require.NoError(t, err)
+	srv, err := moqt.Listen("127.0.0.1:0",
+		&tls.Config{Certificates: []tls.Certificate{cert}},
+		&moqt.Config{Logger: logger, Handler: handler},
+		&moqt.ServerOptions{CheckOrigin: func(r *http.Request) bool {
+			origin := r.Header.Get("Origin")
+			ok := origin == h.pageOrigin
+			logger.Debug("WebTransport CONNECT", "origin", origin, "accepted", ok, "path", r.URL.Path,
+				"wt-available-protocols", r.Header.Values("WT-Available-Protocols"))
+			return ok
+		}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), driverTimeout+closeTimeout)
+	defer cancel()
+	// Every scenario opens exactly one session; more would be a finding.
+	accepted := make(chan *moqt.Session, 1)
+	var extra []*moqt.Session // owned by the accept goroutine until acceptDone
+	acceptDone := make(chan struct{})
+	go func() {
+		defer close(acceptDone)
+		for {
+			s, err := srv.Accept(ctx)
+			if err != nil {
+				return
+			}
+			logger.Info("session accepted", "version", s.Version().String(), "path", s.Path())
+			select {
+			case accepted <- s:
+			default:
+				extra = append(extra, s)
+				_ = s.CloseWithError(wire.InternalError, "interop: one session per scenario")
+				continue
+			}
+			if onAccept != nil {
+				onAccept(s)
+			}
+		}
+	}()
+
+	serverURL := "https://" + srv.Addr().String() + serverPath
+	out := h.runDriver(t, ctx, scenario, serverURL, hex.EncodeToString(hash[:]))
+
+	var r run
+	r.js = out.Result
+	select {
+	case r.session = <-accepted:
+	case <-time.After(closeTimeout):
+	}
+	if r.session != nil {
+		// The browser has exited, which ends its WebTransport session.
+		select {
+		case <-r.session.Context().Done():
+			r.closed = context.Cause(r.session.Context())
+			logger.Info("session ended", "cause", r.closed)
+		case <-time.After(closeTimeout):
+			r.closed = errors.New("session still open after the browser exited")
+			_ = r.session.Close()
+		}
+	}
+	cancel()
+	<-acceptDone
+	require.NoError(t, srv.Close())
+	assert.Empty(t, extra, "the browser opened more than one session")
+	require.NotNil(t, r.js, "the driver produced no result: %s", out.DriverError)
+	return r
+}
+
+// runDriver runs js/driver.js and parses its JSON.
+func (h *harness) runDriver(t *testing.T, ctx context.Context, scenario, serverURL, certHash string) driverOutput {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, driverTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, h.node, "js/driver.js",
+		"--chromium", h.chromium,
+		"--page", h.pageURL+"/",
+		"--scenario", scenario,
+		"--server", serverURL,
+		"--cert-hash", certHash,
+		"--timeout-ms", "45000",
+	)
+	cmd.Dir = h.dir
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("driver: %s in %v", scenario, time.Since(start).Round(time.Millisecond))
+	if stderr.Len() > 0 {
+		t.Logf("driver stderr:\n%s", stderr.String())
+	}
+	require.NoError(t, err, "driver failed; stdout: %s", stdout.String())
+	var out driverOutput
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), "driver output: %s", stdout.String())
+	t.Logf("js: chromium %s, %s", out.Chromium, out.UserAgent)
+	for _, line := range out.Console {
+		t.Log("js console: " + line)
+	}
+	for _, e := range out.PageErrors {
+		t.Log("js page error: " + e)
+	}
+	if out.Result != nil {
+		b, _ := json.Marshal(out.Result)
+		t.Logf("js result: %s", b)
+	}
+	return out
+}
+
+func TestBrowserMoqNet(t *testing.T) {
+	tl := findTools(t)
+	t.Logf("@moq/net %s, Chromium %s, node %s", tl.moqNet, tl.chromium, tl.node)
+	bundle := buildBundle(t, tl)
+	h := &harness{tools: tl, pageURL: servePage(t, tl, bundle)}
+	h.pageOrigin = h.pageURL // httptest's URL is scheme://host:port, an origin
+
+	t.Run("setup-only", func(t *testing.T) {
+		// Once the SETUPs are exchanged the server ends the session; the
+		// browser waits for that, so its SETUP is sure to have arrived.
+		r := h.runScenario(t, "setup-only", nil, func(s *moqt.Session) {
+			_ = s.CloseWithError(wire.NoError, "interop: setup done")
+		})
+
+		// The browser's view.
+		assert.True(t, r.js.WebTransportSupported, "WebTransport is missing in the page")
+		assert.Nil(t, r.js.Error, "js error")
+		assert.True(t, r.js.Established, "@moq/net did not establish the session")
+		assert.Equal(t, moqNetVersion, r.js.Version)
+		assert.Equal(t, "webtransport", r.js.Transport)
+
+		// The server's view.
+		require.NotNil(t, r.session, "the server accepted no session")
+		assert.True(t, r.session.WebTransport())
+		assert.Equal(t, wire.Draft20, r.session.Version(), "@moq/net speaks moqt-20")
+		assert.Equal(t, serverPath, r.session.Path())
+		peer := r.session.PeerSetup()
+		require.NotNil(t, peer)
+		assert.Equal(t, wire.Some(moqNetImplementation), peer.MoqtImplementation)
+		assert.False(t, peer.Path.Set, "PATH must not be sent over WebTransport")
+		assert.False(t, peer.Authority.Set, "AUTHORITY must not be sent over WebTransport")
+		for _, kv := range peer.Unknown {
+			t.Logf("go: peer sent Setup Option 0x%x (not in draft-21, ignored): value %d, bytes %x", kv.Type, kv.Value, kv.Bytes)
+		}
+
+		// The server closed the session with NO_ERROR, and the browser saw
+		// a clean close (WT_CLOSE_SESSION), not an abrupt one.
+		var se *moqt.SessionError
+		require.ErrorAs(t, r.closed, &se)
+		assert.False(t, se.Remote, "the server should have ended the session: %v", se)
+		assert.Equal(t, wire.NoError, se.Code, "session close code")
+		assert.True(t, r.js.ClosedCleanly, "the browser did not see a clean close")
+		assert.Nil(t, r.js.CloseError, "the browser saw an abrupt close")
+	})
+
+	t.Run("subscribe-error", func(t *testing.T) {
+		type seen struct {
+			id    uint64
+			track []string
+		}
+		var mu sync.Mutex
+		var subscribes []seen
+		handler := moqt.HandlerFunc(func(r moqt.Request) {
+			if sr, ok := r.(*moqt.SubscribeRequest); ok {
+				var track []string
+				for _, f := range sr.Track.Namespace {
+					track = append(track, string(f))
+				}
+				mu.Lock()
+				subscribes = append(subscribes, seen{id: sr.RequestID(), track: append(track, string(sr.Track.Name))})
+				mu.Unlock()
+				t.Logf("go: SUBSCRIBE request %d for %s %q, parameters %+v", sr.RequestID(), sr.Track.Namespace, sr.Track.Name, sr.Params)
+			}
+			moqt.DefaultHandler.ServeMOQT(r)
+		})
+		r := h.runScenario(t, "subscribe-error", handler, nil)
+
+		// The browser's view: the subscription ended with REQUEST_ERROR
+		// DOES_NOT_EXIST (0x10) and our reason.
+		assert.Nil(t, r.js.Error, "js error")
+		assert.True(t, r.js.Established, "@moq/net did not establish the session")
+		assert.True(t, r.js.SubscribeClosed, "the subscription did not end")
+		require.NotNil(t, r.js.SubscribeError, "the subscription ended without an error")
+		assert.Contains(t, *r.js.SubscribeError, "SUBSCRIBE error: code=16 reason=no such track")
+
+		// The server's view: one SUBSCRIBE for that track, with the
+		// client's first Request ID.
+		require.NotNil(t, r.session, "the server accepted no session")
+		assert.Equal(t, wire.Draft20, r.session.Version())
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, subscribes, 1, "SUBSCRIBEs the server saw")
+		assert.Equal(t, uint64(0), subscribes[0].id, "the client's first Request ID")
+		assert.Equal(t, []string{"moqt-interop", "missing", "video"}, subscribes[0].track)
+
+		// The browser then closed the session, without an error.
+		var se *moqt.SessionError
+		require.ErrorAs(t, r.closed, &se)
+		assert.True(t, se.Remote, "the browser should have ended the session: %v", se)
+		assert.Equal(t, wire.NoError, se.Code, "session close code")
+	})
+}

@@ -1,0 +1,15 @@
+// Package interop checks the moqt server against a peer this project did not
+// write: the @moq/net JavaScript library, bundled with esbuild, running in
+// headless Chromium and connecting over WebTransport.
+//
+// The package holds tests only. Its Go test starts a moqt Server on
+// 127.0.0.1 with a fresh certificate, serves a page and the bundle over
+// plain HTTP from 127.0.0.1 (a secure context), and runs js/driver.js, which
+// opens the page with playwright-core in the system's Chromium and prints the
+// browser's results as JSON. Both sides' observations are asserted.
+//
+// It needs node, Chromium (/usr/bin/chromium, or $MOQT_CHROMIUM) and
+// interop/node_modules (npm ci). ./scripts/test.sh installs them and sets
+// MOQT_INTEROP=1, under which a missing tool fails the test; without it the
+// test skips.
+package interop
