@@ -49,6 +49,21 @@ type Config struct {
 
 	// Logger receives the session's logs. Default: slog.Default().
 	Logger *slog.Logger
+
+	// hooks lets the package's tests observe internal steps; nil outside
+	// tests.
+	hooks *sessionHooks
+}
+
+// sessionHooks are called at internal steps, for tests only. Each may be
+// nil.
+type sessionHooks struct {
+	// requestWaitsForSetup runs when a peer's request stream has arrived
+	// before the peer's SETUP and starts waiting for it (§6.3).
+	requestWaitsForSetup func()
+	// updateReceived runs when a REQUEST_UPDATE has been read from the
+	// peer, before it is answered.
+	updateReceived func()
 }
 
 // withDefaults returns a copy of c with every zero field set to its default.

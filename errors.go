@@ -90,6 +90,15 @@ type DoneError struct {
 	Reason      string
 }
 
+// EffectiveCode is Code, or INTERNAL_ERROR when Code is not defined by the
+// draft: unknown codes are read as INTERNAL_ERROR (§13).
+func (e *DoneError) EffectiveCode() wire.PublishDoneCode {
+	if e.Code.Known() {
+		return e.Code
+	}
+	return wire.DoneInternalError
+}
+
 func (e *DoneError) Error() string {
 	return fmt.Sprintf("moqt: subscription done: %s: %s", e.Code, e.Reason)
 }
@@ -116,6 +125,21 @@ func sessionErrorFrom(err error) *SessionError {
 		return &SessionError{Code: pe.Code, Reason: pe.Reason}
 	}
 	return &SessionError{Code: wire.InternalError, Reason: err.Error()}
+}
+
+// asSessionError reports whether err must close the session: a
+// *SessionError, or a codec *wire.ProtocolError (a malformed message, or a
+// parameter the message's context does not allow), which it converts.
+func asSessionError(err error) (*SessionError, bool) {
+	var se *SessionError
+	if errors.As(err, &se) {
+		return se, true
+	}
+	var pe *wire.ProtocolError
+	if errors.As(err, &pe) {
+		return &SessionError{Code: pe.Code, Reason: pe.Reason}, true
+	}
+	return nil, false
 }
 
 // protocolViolation returns a local PROTOCOL_VIOLATION session error.

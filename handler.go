@@ -58,6 +58,10 @@ type incoming struct {
 	once sync.Once
 	// answeredCh is closed once an answer has been sent.
 	answeredCh chan struct{}
+	// rejected, if set, runs right after a REQUEST_ERROR is sent, before
+	// answeredCh closes: the request's owner terminates its state there.
+	// Set before the request reaches the Handler.
+	rejected func(*RequestError)
 }
 
 func newIncoming(rs *requestStream) incoming {
@@ -93,18 +97,24 @@ func (in *incoming) waitAnswered() {
 
 // Reject answers with REQUEST_ERROR and FIN (§6.4.2.3).
 func (in *incoming) Reject(code wire.RequestErrorCode, reason string) error {
+	return in.rejectWith(&RequestError{Code: code, Reason: reason})
+}
+
+// rejectWith sends e as the request's one answer.
+func (in *incoming) rejectWith(e *RequestError) error {
 	return in.answer(func() error {
-		return in.rs.reject(&RequestError{Code: code, Reason: reason})
+		in.rs.reject(e)
+		if in.rejected != nil {
+			in.rejected(e)
+		}
+		return nil
 	})
 }
 
 // serve runs the handler for r and rejects r if the handler did not answer.
 func (s *Session) serve(r Request) {
 	defer func() {
-		in := r.base()
-		_ = in.answer(func() error {
-			return in.rs.reject(&RequestError{Code: wire.ReqInternalError, Reason: "request not answered"})
-		})
+		_ = r.base().rejectWith(&RequestError{Code: wire.ReqInternalError, Reason: "request not answered"})
 	}()
 	s.handler.ServeMOQT(r)
 }

@@ -2,6 +2,7 @@ package moqt
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"sync"
@@ -95,6 +96,57 @@ func (rs *requestStream) cancel(code wire.ResetCode) {
 		rs.str.CancelWrite(uint64(code))
 	}
 	rs.str.CancelRead(uint64(code))
+}
+
+// peerStopped reports whether the sending direction ended without this end
+// finishing or cancelling it: the peer sent STOP_SENDING (or the connection
+// is gone).
+func (rs *requestStream) peerStopped() bool {
+	rs.wmu.Lock()
+	defer rs.wmu.Unlock()
+	return rs.str.Context().Err() != nil && !rs.finSent && !rs.cancelled
+}
+
+// watchStopSending calls fn, in a goroutine of its own, if the peer sends
+// STOP_SENDING while this end is still sending. The send side's context
+// also ends on this end's FIN or reset, which fin and cancel flag first, so
+// those never call fn. The returned stop function unregisters fn; no
+// goroutine exists until the context ends, and the one that runs fn ends
+// with it.
+func (rs *requestStream) watchStopSending(fn func()) (stop func() bool) {
+	return context.AfterFunc(rs.str.Context(), func() {
+		if rs.peerStopped() && rs.sess.ctx.Err() == nil {
+			fn()
+		}
+	})
+}
+
+// drain reads and discards what the peer still sends on a request that
+// this end has completed, until its FIN or reset (§6.4.2.2). Messages the
+// peer sent before it saw the answer, such as a REQUEST_UPDATE, are no
+// error; a message this draft does not define is, as anywhere (§9).
+func (rs *requestStream) drain() error {
+	for {
+		_, err := rs.readMessage()
+		if err == nil {
+			continue
+		}
+		var re *wire.RejectError
+		if errors.As(err, &re) {
+			continue
+		}
+		if se, ok := asSessionError(err); ok && !se.Remote {
+			return se
+		}
+		return nil
+	}
+}
+
+// isCancelled reports whether this end cancelled the stream.
+func (rs *requestStream) isCancelled() bool {
+	rs.wmu.Lock()
+	defer rs.wmu.Unlock()
+	return rs.cancelled
 }
 
 // readMessage reads the next message. io.EOF means the peer sent FIN at a

@@ -44,14 +44,15 @@ func (r *SubscribeRequest) Context() context.Context { return r.served.ctx }
 // now Established subscription (§3.1).
 func (r *SubscribeRequest) Accept(opts AcceptOptions) (*ServedSubscription, error) {
 	ss := r.served
-	ss.onUpdate = opts.OnUpdate
-	ss.grant = opts.Expires
-	if opts.Largest.Set {
-		ss.SetLargest(opts.Largest.Value)
-	}
 	err := r.answer(func() error {
 		if ss.State() != StatePendingSubscriber {
 			return fmt.Errorf("moqt: SUBSCRIBE already ended: %w", ss.Err())
+		}
+		// Read by the update worker only once Established.
+		ss.onUpdate = opts.OnUpdate
+		ss.grant = opts.Expires
+		if opts.Largest.Set {
+			ss.SetLargest(opts.Largest.Value)
 		}
 		ok := &wire.SubscribeOK{TrackAlias: ss.alias, Parameters: ss.grantParams(), TrackProperties: opts.Properties}
 		if err := ss.rs.write(ok); err != nil {
@@ -67,12 +68,7 @@ func (r *SubscribeRequest) Accept(opts AcceptOptions) (*ServedSubscription, erro
 
 // Reject answers with REQUEST_ERROR (§9.4). The request is then over.
 func (r *SubscribeRequest) Reject(code wire.RequestErrorCode, reason string) error {
-	err := r.incoming.Reject(code, reason)
-	if err == nil {
-		r.served.terminate(&RequestError{Code: code, Reason: reason})
-		r.served.finish()
-	}
-	return err
+	return r.incoming.Reject(code, reason)
 }
 
 // serveSubscribe hands a SUBSCRIBE to the Handler and reads the
@@ -83,7 +79,8 @@ func (s *Session) serveSubscribe(rs *requestStream, m *wire.Subscribe) error {
 		return err
 	}
 	if uint64(m.Parameters.RangeCount()) > s.cfg.MaxFilterRanges {
-		return rs.reject(&RequestError{Code: wire.ReqInvalidFilter, Reason: "more ranges than MAX_FILTER_RANGES"}) // C026
+		rs.reject(&RequestError{Code: wire.ReqInvalidFilter, Reason: "more ranges than MAX_FILTER_RANGES"}) // C026
+		return rs.drain()
 	}
 	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
 	req := &SubscribeRequest{
@@ -91,6 +88,10 @@ func (s *Session) serveSubscribe(rs *requestStream, m *wire.Subscribe) error {
 		Track:    track,
 		Params:   m.Parameters,
 		served:   newServedSubscription(rs, track, m.Parameters, StatePendingSubscriber),
+	}
+	req.rejected = func(e *RequestError) {
+		req.served.terminate(e)
+		req.served.finish()
 	}
 	s.wg.Add(1)
 	go func() {
@@ -123,8 +124,17 @@ func (r *PublishRequest) Accept(params wire.Params) (*Subscription, error) {
 	}
 	sub := r.sub
 	err := r.answer(func() error {
-		if sub.State() != StatePendingPublisher {
+		switch sub.State() {
+		case StatePendingPublisher:
+		case StateTerminated:
+			// The publisher ended the PUBLISH before this answer
+			// (§3.1). It still gets its one response (C002) before
+			// this end's FIN (C008); the application learns that the
+			// subscription is over.
+			_ = sub.rs.write(&wire.RequestOK{Parameters: params})
 			return fmt.Errorf("moqt: PUBLISH already ended: %w", sub.Err())
+		default:
+			return fmt.Errorf("moqt: PUBLISH in state %s", sub.State())
 		}
 		if err := sub.sess.bindAlias(sub); err != nil {
 			sub.sess.fail(err)
@@ -144,11 +154,7 @@ func (r *PublishRequest) Accept(params wire.Params) (*Subscription, error) {
 // Reject answers with REQUEST_ERROR, UNINTERESTED being the usual code
 // (§9.8).
 func (r *PublishRequest) Reject(code wire.RequestErrorCode, reason string) error {
-	err := r.incoming.Reject(code, reason)
-	if err == nil {
-		r.sub.terminate(&RequestError{Code: code, Reason: reason})
-	}
-	return err
+	return r.incoming.Reject(code, reason)
 }
 
 // servePublish hands a PUBLISH to the Handler and reads the publisher's
@@ -159,9 +165,14 @@ func (s *Session) servePublish(rs *requestStream, m *wire.Publish) error {
 		return err
 	}
 	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
+	// C035 applies on receipt, whatever the application would answer.
+	if err := s.checkAlias(m.TrackAlias, track); err != nil {
+		return err
+	}
 	if t, ok := unknownMandatory(m.TrackProperties); ok {
-		return rs.reject(&RequestError{Code: wire.ReqUnsupportedExtension, // C006
+		rs.reject(&RequestError{Code: wire.ReqUnsupportedExtension, // C006
 			Reason: fmt.Sprintf("mandatory track property 0x%x", t)})
+		return rs.drain()
 	}
 	sub := &Subscription{
 		subState:   newSubState(StatePendingPublisher),
@@ -185,6 +196,8 @@ func (s *Session) servePublish(rs *requestStream, m *wire.Publish) error {
 		Properties: m.TrackProperties,
 		sub:        sub,
 	}
+	sub.answered = req.answeredCh
+	req.rejected = func(e *RequestError) { sub.terminate(e) }
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()

@@ -31,7 +31,8 @@ type ServedSubscription struct {
 	// grant is the EXPIRES this end grants (§9.20.17); 0 means none.
 	grant time.Duration
 
-	updates chan pendingUpdate // REQUEST_UPDATEs waiting for the worker
+	updates    chan pendingUpdate // REQUEST_UPDATEs waiting for the worker
+	finishOnce sync.Once
 
 	mu          sync.Mutex // guards the fields below
 	params      wire.Params
@@ -39,6 +40,18 @@ type ServedSubscription struct {
 	outstanding uint64      // REQUEST_UPDATEs received and not yet answered
 	expiry      *time.Timer // fires the EXPIRED PUBLISH_DONE
 	streams     uint64      // data streams opened for this subscription
+	// subscriberSet lists the parameters the subscriber controls, which
+	// PUBLISH_STATE_NOTIFY must not change (C013).
+	subscriberSet controlled
+}
+
+// controlled marks the subscription parameters under the subscriber's
+// control (§9.10). For a SUBSCRIBE that is all of them from the start: the
+// subscriber chose them, defaults included. For a PUBLISH the publisher
+// set the initial values and may change them until the subscriber sets one
+// with REQUEST_UPDATE.
+type controlled struct {
+	forward, locationFilter bool
 }
 
 type pendingUpdate struct {
@@ -64,6 +77,10 @@ func newServedSubscription(rs *requestStream, track wire.FullTrackName, params w
 		cancelCtx: cancel,
 		params:    params,
 		updates:   make(chan pendingUpdate, capacity),
+		subscriberSet: controlled{
+			forward:        initial == StatePendingSubscriber,
+			locationFilter: initial == StatePendingSubscriber,
+		},
 	}
 }
 
@@ -106,8 +123,15 @@ func (ss *ServedSubscription) SetLargest(l wire.Location) {
 
 // Notify sends PUBLISH_STATE_NOTIFY (§9.10) with the parameters that
 // changed at the publisher: FORWARD or LOCATION_FILTER. LARGEST_OBJECT is
-// added when known (C014). A publisher must not change a subscriber-
-// controlled value the subscriber did not ask for (C013).
+// added when known (C014).
+//
+// A publisher must not change a subscriber-controlled value the subscriber
+// did not ask for (C013), and what the subscriber asks for arrives as a
+// REQUEST_UPDATE, whose REQUEST_OK already confirms it. So Notify refuses
+// to change FORWARD or LOCATION_FILTER on a SUBSCRIBE-initiated
+// subscription, and on a PUBLISH-initiated one once the subscriber has set
+// that parameter with REQUEST_UPDATE. Restating the current value is no
+// change and is allowed.
 func (ss *ServedSubscription) Notify(params wire.Params) error {
 	if err := params.Check(wire.InPublishStateNotify); err != nil {
 		return err
@@ -116,6 +140,14 @@ func (ss *ServedSubscription) Notify(params wire.Params) error {
 		return fmt.Errorf("moqt: PUBLISH_STATE_NOTIFY on a %s subscription", st)
 	}
 	ss.mu.Lock()
+	if params.Forward.Set && ss.subscriberSet.forward && params.Forward.Value != forwardOf(&ss.params) {
+		ss.mu.Unlock()
+		return errors.New("moqt: FORWARD is the subscriber's to change (C013)")
+	}
+	if params.LocationFilter.Set && ss.subscriberSet.locationFilter && !sameFilter(ss.params.LocationFilter, params.LocationFilter.Value) {
+		ss.mu.Unlock()
+		return errors.New("moqt: LOCATION_FILTER is the subscriber's to change (C013)")
+	}
 	if ss.largest.Set {
 		params.LargestObject = ss.largest
 	}
@@ -133,6 +165,9 @@ func (ss *ServedSubscription) Notify(params wire.Params) error {
 // is the number of data streams opened for it (0 when none, C083).
 func (ss *ServedSubscription) Done(code wire.PublishDoneCode, reason string) error {
 	if st := ss.State(); st != StateEstablished && st != StatePendingPublisher {
+		if err := ss.Err(); err != nil {
+			return fmt.Errorf("moqt: PUBLISH_DONE on a %s subscription: %w", st, err)
+		}
 		return fmt.Errorf("moqt: PUBLISH_DONE on a %s subscription", st)
 	}
 	ss.mu.Lock()
@@ -155,15 +190,20 @@ func (ss *ServedSubscription) cancel(err error, code wire.ResetCode) {
 	}
 }
 
-// finish releases what the subscription held once it is Terminated.
+// finish releases what the subscription held once it is Terminated: the
+// EXPIRES timer, its context and its use of the alias. Only the first call
+// does anything. The request stays among the session's open requests until
+// its stream is closed both ways.
 func (ss *ServedSubscription) finish() {
-	ss.mu.Lock()
-	if ss.expiry != nil {
-		ss.expiry.Stop()
-	}
-	ss.mu.Unlock()
-	ss.cancelCtx()
-	ss.sess.releaseAlias(ss.track)
+	ss.finishOnce.Do(func() {
+		ss.mu.Lock()
+		if ss.expiry != nil {
+			ss.expiry.Stop()
+		}
+		ss.mu.Unlock()
+		ss.cancelCtx()
+		ss.sess.releaseAlias(ss.track)
+	})
 }
 
 // establish moves to Established and starts the EXPIRES timer.
@@ -209,11 +249,15 @@ func (ss *ServedSubscription) run() error {
 	ss.sess.wg.Add(1)
 	go ss.updateWorker()
 	defer close(ss.updates)
+	// C003: STOP_SENDING from the subscriber, even with its own direction
+	// left open, ends the subscription with a reset.
+	stop := ss.rs.watchStopSending(ss.stoppedByPeer)
+	defer stop()
 	for {
 		m, err := ss.rs.readMessage()
 		var rej *wire.RejectError
 		if errors.As(err, &rej) {
-			err = ss.enqueueUpdate(pendingUpdate{msg: m.(*wire.RequestUpdate), rej: rej})
+			err = ss.receiveUpdate(m.(*wire.RequestUpdate), rej)
 		} else if err == nil {
 			err = ss.handle(m)
 		}
@@ -224,30 +268,47 @@ func (ss *ServedSubscription) run() error {
 	}
 }
 
+// stoppedByPeer handles the subscriber's STOP_SENDING (§3.1.1). While a
+// PUBLISH awaits its answer, the subscriber is the responder: its
+// REQUEST_ERROR or reset may still be on its way and says more, so the
+// STOP_SENDING is acted on only once the PUBLISH_OK has arrived.
+func (ss *ServedSubscription) stoppedByPeer() {
+	if ss.State() == StatePendingPublisher {
+		return
+	}
+	ss.cancel(fmt.Errorf("%w: STOP_SENDING from the subscriber", ErrCancelled), wire.ResetCancelled)
+}
+
 // end applies the error that stopped run and returns the one that must
 // close the session, if any.
 func (ss *ServedSubscription) end(err error) error {
-	var se *SessionError
-	switch {
-	case errors.As(err, &se):
+	if se, ok := asSessionError(err); ok {
 		ss.terminate(se)
 		ss.finish()
 		if se.Remote {
 			return nil
 		}
 		return se
+	}
+	switch {
 	case errors.Is(err, io.EOF):
+		if ss.State() == StatePendingPublisher {
+			// The subscriber finished without answering the PUBLISH:
+			// the request failed (§6.4.2.2).
+			ss.cancel(fmt.Errorf("moqt: subscriber closed the stream without answering PUBLISH: %w", ErrCancelled), wire.ResetCancelled)
+			return nil
+		}
 		// The subscriber finished its direction: no more updates, but the
-		// subscription goes on until PUBLISH_DONE or a STOP_SENDING,
-		// which cancels the stream's context.
+		// subscription goes on until PUBLISH_DONE or a STOP_SENDING (C008,
+		// "FIN is not a cancellation").
 		select {
 		case <-ss.done:
-		case <-ss.rs.str.Context().Done():
-			ss.cancel(ErrCancelled, wire.ResetCancelled)
+		case <-ss.sess.ctx.Done():
 		}
 		return nil
 	default:
-		// A reset or STOP_SENDING from the subscriber cancels (§3.1.1).
+		// A reset from the subscriber cancels (§3.1.1); the publisher
+		// resets in turn (C003).
 		ss.cancel(fmt.Errorf("%w: %v", ErrCancelled, err), wire.ResetCancelled)
 		return nil
 	}
@@ -258,11 +319,7 @@ func (ss *ServedSubscription) handle(m wire.Message) error {
 	state := ss.State()
 	switch m := m.(type) {
 	case *wire.RequestUpdate:
-		own, err := detach(ss.sess.version, m)
-		if err != nil {
-			return err
-		}
-		return ss.enqueueUpdate(pendingUpdate{msg: own})
+		return ss.receiveUpdate(m, nil)
 	case *wire.RequestOK:
 		if !ss.byPublish || state != StatePendingPublisher {
 			return protocolViolation("unexpected REQUEST_OK in state %s", state) // C002
@@ -270,7 +327,13 @@ func (ss *ServedSubscription) handle(m wire.Message) error {
 		if err := m.Check(wire.InPublishOK); err != nil {
 			return err
 		}
-		return ss.establish()
+		if err := ss.establish(); err != nil {
+			return err
+		}
+		if ss.rs.peerStopped() {
+			ss.stoppedByPeer() // a STOP_SENDING that came before PUBLISH_OK
+		}
+		return nil
 	case *wire.RequestError:
 		if !ss.byPublish || state != StatePendingPublisher {
 			return protocolViolation("unexpected REQUEST_ERROR in state %s", state) // C002
@@ -291,15 +354,29 @@ func (ss *ServedSubscription) handle(m wire.Message) error {
 	return protocolViolation("unexpected %s from the subscriber", m.Type())
 }
 
-// enqueueUpdate hands a REQUEST_UPDATE to the worker. It checks the Request
-// ID and MAX_REQUEST_UPDATES first (§6.4.2.1, §9.1.7).
-func (ss *ServedSubscription) enqueueUpdate(u pendingUpdate) error {
-	if err := ss.sess.checkPeerRequestID(u.msg.RequestID); err != nil {
+// receiveUpdate checks a REQUEST_UPDATE from the subscriber and hands it
+// to the worker; rej is set for one that is to be refused. The Request ID,
+// the parameters and MAX_REQUEST_UPDATES are checked first (§6.4.2.1,
+// §9.1.7). On a PUBLISH the subscriber's first message is its answer
+// (§9), so an update before PUBLISH_OK is a protocol violation; on a
+// SUBSCRIBE the requester may send updates at once, and they wait for the
+// subscription to be Established.
+func (ss *ServedSubscription) receiveUpdate(m *wire.RequestUpdate, rej *wire.RejectError) error {
+	if ss.State() == StatePendingPublisher {
+		return protocolViolation("REQUEST_UPDATE before the answer to PUBLISH")
+	}
+	if err := ss.sess.checkPeerRequestID(m.RequestID); err != nil {
 		return err
 	}
-	if err := u.msg.Parameters.Check(wire.InUpdateSubscription); err != nil {
+	if err := m.Parameters.Check(wire.InUpdateSubscription); err != nil {
 		return err
 	}
+	own, err := detach(ss.sess.version, m)
+	if err != nil {
+		return err
+	}
+	ss.sess.hook(func(h *sessionHooks) func() { return h.updateReceived })
+	u := pendingUpdate{msg: own, rej: rej}
 	ss.mu.Lock()
 	limit := ss.sess.cfg.MaxRequestUpdates
 	if limit > 0 && ss.outstanding >= limit {
@@ -340,13 +417,19 @@ func (ss *ServedSubscription) updateWorker() {
 
 // applyUpdate answers one REQUEST_UPDATE. A refused update ends the
 // subscription with PUBLISH_DONE UPDATE_FAILED (§9.5.1, C080).
+//
+// MAX_FILTER_RANGES counts the Ranges the subscription would have once the
+// update applied, since the limit is on the Ranges "concurrently in all
+// Range filter parameters for a given subscription" (§9.1.6).
 func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 	var refused *RequestError
 	p := &u.msg.Parameters
+	merged := ss.Params()
+	mergeParams(&merged, p)
 	switch {
 	case u.rej != nil:
 		refused = &RequestError{Code: u.rej.Code, Reason: u.rej.Reason}
-	case uint64(p.RangeCount()) > ss.sess.cfg.MaxFilterRanges:
+	case uint64(merged.RangeCount()) > ss.sess.cfg.MaxFilterRanges:
 		refused = &RequestError{Code: wire.ReqInvalidFilter, Reason: "more ranges than MAX_FILTER_RANGES"} // C026
 	case ss.onUpdate != nil:
 		if err := ss.onUpdate(ss, p); err != nil {
@@ -361,7 +444,21 @@ func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 	}
 	ss.mu.Lock()
 	mergeParams(&ss.params, p)
+	ss.subscriberSet.forward = ss.subscriberSet.forward || p.Forward.Set
+	ss.subscriberSet.locationFilter = ss.subscriberSet.locationFilter || p.LocationFilter.Set
 	ss.mu.Unlock()
 	ss.restartExpiry()
 	_ = ss.rs.write(&wire.RequestOK{Parameters: ss.grantParams()})
+}
+
+// forwardOf is the Forward State p gives: FORWARD, default 1 (§9.20.19).
+func forwardOf(p *wire.Params) bool { return !p.Forward.Set || p.Forward.Value }
+
+// sameFilter reports whether f, as a notification would set it, leaves the
+// current filter cur as it is. The empty filter means no filter.
+func sameFilter(cur wire.Opt[wire.LocationFilter], f wire.LocationFilter) bool {
+	if f.Fields == 0 {
+		return !cur.Set || cur.Value.Fields == 0
+	}
+	return cur.Set && cur.Value == f
 }

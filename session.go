@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moqt-go/moqt/internal/transport"
@@ -41,6 +42,10 @@ type Session struct {
 
 	setupDone chan struct{} // closed when the peer's SETUP has been accepted
 	peerSetup *wire.Setup   // written once, before setupDone is closed
+
+	// peerCtrl is set by the first unidirectional stream of type SETUP:
+	// the peer's control stream. A second is a PROTOCOL_VIOLATION (§6.3).
+	peerCtrl atomic.Bool
 
 	ctrlMu  sync.Mutex // serializes writes to ctrl
 	ctrl    transport.SendStream
@@ -103,6 +108,7 @@ func (s *Session) handshake(ctx context.Context, setup *wire.Setup) error {
 		return s.closeErr(err)
 	}
 	s.ctrl = ctrl
+	context.AfterFunc(ctrl.Context(), s.controlStreamEnded)
 	if err := s.writeControl(setup); err != nil {
 		s.fail(err)
 		return s.closeErr(err)
@@ -120,6 +126,31 @@ func (s *Session) handshake(ctx context.Context, setup *wire.Setup) error {
 	case <-ctx.Done():
 		s.fail(&SessionError{Code: wire.InternalError, Reason: "setup abandoned"})
 		return ctx.Err()
+	}
+}
+
+// controlStreamEnded runs once this endpoint's control stream can no
+// longer be written. If the peer stopped it with STOP_SENDING, the stream
+// was closed at the transport layer during the session, which is a
+// PROTOCOL_VIOLATION (§6.3). An empty write reports the reason without
+// sending anything: the peer's STOP_SENDING as a remote stream error, the
+// connection's end as a close error.
+func (s *Session) controlStreamEnded() {
+	s.ctrlMu.Lock()
+	_, err := s.ctrl.Write(nil)
+	s.ctrlMu.Unlock()
+	var se *transport.StreamError
+	if errors.As(err, &se) && se.Remote {
+		s.fail(protocolViolation("peer stopped this endpoint's control stream"))
+	}
+}
+
+// hook runs the test hook pick selects, if any.
+func (s *Session) hook(pick func(*sessionHooks) func()) {
+	if h := s.cfg.hooks; h != nil {
+		if f := pick(h); f != nil {
+			f()
+		}
 	}
 }
 
@@ -275,6 +306,15 @@ func (s *Session) acceptUniStreams() {
 	}
 }
 
+// serveUniStream reads a unidirectional stream's type and routes it
+// (§6.4.1). The control stream's type is SETUP's own Type, 0x2F00, so a
+// control stream cannot start with any other message: a stream that starts
+// with another message's bytes is a stream of that type. Message types
+// that are not stream types (SUBSCRIBE 0x03, REQUEST_OK 0x07, the old
+// CLIENT_SETUP 0x20 and 0x40, …) close the session with PROTOCOL_VIOLATION;
+// those that coincide with a data stream type (GOAWAY 0x10 is a
+// SUBGROUP_HEADER type, REQUEST_ERROR 0x05 is FETCH_HEADER) are read as
+// data streams.
 func (s *Session) serveUniStream(str transport.ReceiveStream) error {
 	br := bufio.NewReader(str)
 	t, err := wire.ReadVarint(br)
@@ -305,10 +345,10 @@ func (s *Session) serveUniStream(str transport.ReceiveStream) error {
 // readControl reads the peer's control stream: SETUP first, then only
 // GOAWAY (§6.3, §9). The stream must stay open for the whole session.
 func (s *Session) readControl(mr *wire.MessageReader) error {
-	select {
-	case <-s.setupDone:
+	// Claimed before anything is read, so that two control streams racing
+	// each other cannot both deliver a SETUP.
+	if !s.peerCtrl.CompareAndSwap(false, true) {
 		return protocolViolation("second control stream")
-	default:
 	}
 	m, err := mr.ReadMessage(s.version)
 	if err != nil {
@@ -425,6 +465,13 @@ func (s *Session) GoawayURI() string {
 // the open requests to end. It then closes with NO_ERROR, or with
 // GOAWAY_TIMEOUT when ctx ends first. The GOAWAY's Timeout is taken from
 // ctx's deadline. uri is sent only by a server.
+//
+// A request is open until its stream is closed in both directions, by FIN
+// or reset: a subscription this end ended with PUBLISH_DONE stays open
+// until the subscriber finishes its side too. A QUIC close discards data
+// not yet sent, so this is what guarantees that final messages reach the
+// peer before the session closes. With nothing open the session closes at
+// once, and the GOAWAY itself may then be cut short.
 func (s *Session) Shutdown(ctx context.Context, uri string) error {
 	var timeout uint64
 	if d, ok := ctx.Deadline(); ok {
@@ -484,8 +531,13 @@ func (s *Session) acceptRequestStreams() {
 func (s *Session) serveRequestStream(str transport.Stream) error {
 	select {
 	case <-s.setupDone:
-	case <-s.ctx.Done():
-		return nil
+	default:
+		s.hook(func(h *sessionHooks) func() { return h.requestWaitsForSetup })
+		select {
+		case <-s.setupDone:
+		case <-s.ctx.Done():
+			return nil
+		}
 	}
 	rs := newRequestStream(s, str, 0, false)
 	t, body, err := rs.mr.ReadFrame()
@@ -513,16 +565,9 @@ func (s *Session) serveRequestStream(str transport.Stream) error {
 		return nil
 	}
 	defer s.untrack(rs)
-	if rej != nil {
-		return rs.reject(&RequestError{Code: rej.Code, Reason: rej.Reason})
-	}
-	if s.goingAway() {
-		return rs.reject(&RequestError{Code: wire.ReqGoingAway, Reason: "session is draining"})
-	}
-	if track, ok := requestTrack(m); ok && isSessionNamespace(track.Namespace) {
-		// Session-level tracks are the implementation's, never the
-		// application's; none are defined, so none exist (§6.5).
-		return rs.reject(&RequestError{Code: wire.ReqDoesNotExist, Reason: "unknown session-level track"})
+	if e := s.refusal(m, rej); e != nil {
+		rs.reject(e)
+		return rs.drain()
 	}
 	switch m := m.(type) {
 	case *wire.Subscribe:
@@ -532,18 +577,37 @@ func (s *Session) serveRequestStream(str transport.Stream) error {
 	case *wire.TrackStatus:
 		return s.serveTrackStatus(rs, m)
 	default:
-		return rs.reject(&RequestError{Code: wire.ReqNotSupported, Reason: m.Type().String() + " is not supported"})
+		rs.reject(&RequestError{Code: wire.ReqNotSupported, Reason: m.Type().String() + " is not supported"})
+		return rs.drain()
 	}
 }
 
-// reject answers a request with REQUEST_ERROR and FIN, then stops reading:
-// the request is complete (§6.4.2.3).
-func (rs *requestStream) reject(e *RequestError) error {
+// refusal returns the REQUEST_ERROR that answers request m without any
+// application processing, or nil when the request goes on (§6.4.2.3).
+func (s *Session) refusal(m wire.Message, rej *wire.RejectError) *RequestError {
+	if rej != nil {
+		return &RequestError{Code: rej.Code, Reason: rej.Reason}
+	}
+	if s.goingAway() {
+		return &RequestError{Code: wire.ReqGoingAway, Reason: "session is draining"}
+	}
+	if track, ok := requestTrack(m); ok && isSessionNamespace(track.Namespace) {
+		// Session-level tracks are the implementation's, never the
+		// application's; none are defined, so none exist (§6.5).
+		return &RequestError{Code: wire.ReqDoesNotExist, Reason: "unknown session-level track"}
+	}
+	return nil
+}
+
+// reject answers a request with REQUEST_ERROR and FIN (§6.4.2.3). The
+// requester finishes its direction in turn, and whoever reads the stream
+// keeps reading until it does (§6.4.2.2); the request counts as open, for
+// Shutdown, until then. A STOP_SENDING here would read as a cancellation,
+// so none is sent.
+func (rs *requestStream) reject(e *RequestError) {
 	// A failed write means the stream or session is gone already, which
 	// ends the request just the same.
 	_ = rs.writeAndFin(e.message())
-	rs.str.CancelRead(uint64(wire.ResetCancelled))
-	return nil
 }
 
 // goingAway reports whether this endpoint sent GOAWAY.

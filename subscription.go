@@ -121,6 +121,14 @@ type Subscription struct {
 	track wire.FullTrackName
 	// byPublish reports a PUBLISH-initiated subscription.
 	byPublish bool
+	// answered, for a PUBLISH-initiated subscription, is closed once this
+	// end has sent its one answer (PUBLISH_OK or REQUEST_ERROR), which
+	// must precede anything else it sends on the stream (§9).
+	answered <-chan struct{}
+	// peerEnded reports that the publisher's REQUEST_ERROR or
+	// PUBLISH_DONE ended the subscription, after which any further
+	// message from it is a protocol violation. Owned by run.
+	peerEnded bool
 
 	mu         sync.Mutex // guards the fields below
 	alias      uint64
@@ -130,7 +138,11 @@ type Subscription struct {
 	properties wire.KVList
 	goaway     bool
 	updates    []chan error // outstanding REQUEST_UPDATEs, oldest first
-	finished   *DoneError   // the PUBLISH_DONE, once received
+	// credit is closed and replaced each time an outstanding update is
+	// answered, waking an Update held back by the peer's
+	// MAX_REQUEST_UPDATES (§9.1.7).
+	credit   chan struct{}
+	finished *DoneError // the PUBLISH_DONE, once received
 }
 
 // Subscribe subscribes to track (§9.6) and waits for SUBSCRIBE_OK. params
@@ -235,6 +247,23 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 	}
 	answer := make(chan error, 1)
 	sub.mu.Lock()
+	// The peer's MAX_REQUEST_UPDATES bounds the unanswered updates on
+	// this stream (§9.1.7): wait for credit rather than exceed it.
+	for limit := sub.sess.peerSetup.MaxRequestUpdates.Value; limit > 0 && uint64(len(sub.updates)) >= limit; {
+		if sub.credit == nil {
+			sub.credit = make(chan struct{})
+		}
+		credit := sub.credit
+		sub.mu.Unlock()
+		select {
+		case <-credit:
+		case <-sub.done:
+			return sub.Err()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		sub.mu.Lock()
+	}
 	sub.updates = append(sub.updates, answer)
 	// The Request ID is allocated and the message written under sub.mu so
 	// that answers, which come back in order, match updates in order.
@@ -269,12 +298,13 @@ func (sub *Subscription) Close() error {
 	return nil
 }
 
-// cancel terminates the subscription from this end.
+// cancel terminates the subscription from this end, if it is still live,
+// and abandons whatever is left of the stream: a reset of this end's
+// direction unless it was finished, and STOP_SENDING (§6.4.2.3).
 func (sub *Subscription) cancel(err error) {
-	if sub.terminate(err) {
-		sub.rs.cancel(wire.ResetCancelled)
-		sub.sess.unbindAlias(sub)
-	}
+	sub.terminate(err)
+	sub.rs.cancel(wire.ResetCancelled)
+	sub.sess.unbindAlias(sub)
 }
 
 // run reads the publisher's messages until the stream ends (§3.1, §9).
@@ -283,7 +313,13 @@ func (sub *Subscription) run() {
 	defer sub.sess.untrack(sub.rs)
 	for {
 		m, err := sub.rs.readMessage()
-		if err == nil {
+		var rej *wire.RejectError
+		switch {
+		case errors.As(err, &rej) && sub.byPublish:
+			// A REQUEST_UPDATE from the publisher that is well formed
+			// but refused (§9.5).
+			err = sub.publisherUpdate(m.(*wire.RequestUpdate), rej)
+		case err == nil:
 			err = sub.handle(m)
 		}
 		if err == nil {
@@ -296,17 +332,26 @@ func (sub *Subscription) run() {
 
 // end applies the error that stopped run.
 func (sub *Subscription) end(err error) {
-	var se *SessionError
-	switch {
-	case errors.As(err, &se):
+	if se, ok := asSessionError(err); ok {
 		if !se.Remote {
 			sub.sess.fail(se)
 		}
 		sub.terminate(se)
+		sub.sess.unbindAlias(sub)
+		return
+	}
+	switch {
 	case errors.Is(err, io.EOF):
 		if sub.State() == StateTerminated {
 			// The publisher finished after REQUEST_ERROR or PUBLISH_DONE:
-			// the request is complete, so this end finishes too (§6.4.2.2).
+			// the request is complete, so this end finishes too
+			// (§6.4.2.2), once its own answer to a PUBLISH is out (C008).
+			if sub.answered != nil {
+				select {
+				case <-sub.answered:
+				case <-sub.sess.ctx.Done():
+				}
+			}
 			_ = sub.rs.fin()
 			break
 		}
@@ -322,7 +367,12 @@ func (sub *Subscription) end(err error) {
 func (sub *Subscription) handle(m wire.Message) error {
 	state := sub.State()
 	if state == StateTerminated {
-		return protocolViolation("%s after the subscription ended", m.Type())
+		if sub.peerEnded {
+			return protocolViolation("%s after the subscription ended", m.Type())
+		}
+		// This end refused or cancelled the request; the peer's message
+		// crossed that answer and means nothing now.
+		return nil
 	}
 	switch m := m.(type) {
 	case *wire.SubscribeOK:
@@ -336,6 +386,7 @@ func (sub *Subscription) handle(m wire.Message) error {
 			return err
 		}
 		if state == StatePendingSubscriber {
+			sub.peerEnded = true
 			sub.terminate(requestErrorFrom(m))
 			return nil // the publisher's FIN follows
 		}
@@ -378,8 +429,10 @@ func (sub *Subscription) handle(m wire.Message) error {
 		sub.mu.Lock()
 		sub.finished = d
 		sub.mu.Unlock()
+		sub.peerEnded = true
 		sub.terminate(d)
-		return nil
+		sub.sess.unbindAlias(sub)
+		return nil // the publisher's FIN follows
 	case *wire.Goaway:
 		sub.mu.Lock()
 		sub.goaway = true
@@ -389,7 +442,7 @@ func (sub *Subscription) handle(m wire.Message) error {
 		if !sub.byPublish {
 			return protocolViolation("REQUEST_UPDATE from the publisher of a SUBSCRIBE") // §9.5
 		}
-		return sub.publisherUpdate(m)
+		return sub.publisherUpdate(m, nil)
 	}
 	return protocolViolation("unexpected %s on a subscription stream", m.Type())
 }
@@ -432,20 +485,43 @@ func (sub *Subscription) answerUpdate(err error) error {
 	}
 	sub.updates[0] <- err
 	sub.updates = sub.updates[1:]
+	if sub.credit != nil {
+		close(sub.credit)
+		sub.credit = nil
+	}
 	return nil
 }
 
 // publisherUpdate answers a REQUEST_UPDATE the publisher sent on its own
-// PUBLISH (§9.5): the new values are recorded and acknowledged.
-func (sub *Subscription) publisherUpdate(m *wire.RequestUpdate) error {
+// PUBLISH (§9.5): the new values are recorded and acknowledged, or, when
+// rej is set, refused. The answer to the PUBLISH itself goes first on this
+// direction (§9), so the update waits for it; a refused PUBLISH leaves
+// nothing to update and the update goes unanswered.
+func (sub *Subscription) publisherUpdate(m *wire.RequestUpdate, rej *wire.RejectError) error {
 	if err := sub.sess.checkPeerRequestID(m.RequestID); err != nil {
 		return err
 	}
 	if err := m.Parameters.Check(wire.InUpdateSubscription); err != nil {
 		return err
 	}
+	own, err := detach(sub.sess.version, m)
+	if err != nil {
+		return err
+	}
+	sub.sess.hook(func(h *sessionHooks) func() { return h.updateReceived })
+	select {
+	case <-sub.answered:
+	case <-sub.sess.ctx.Done():
+		return nil
+	}
+	if sub.State() != StateEstablished {
+		return nil
+	}
+	if rej != nil {
+		return sub.rs.write((&RequestError{Code: rej.Code, Reason: rej.Reason}).message())
+	}
 	sub.mu.Lock()
-	mergeParams(&sub.params, &m.Parameters)
+	mergeParams(&sub.params, &own.Parameters)
 	sub.mu.Unlock()
 	return sub.rs.write(&wire.RequestOK{})
 }

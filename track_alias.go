@@ -70,17 +70,34 @@ func (s *Session) bindAlias(sub *Subscription) error {
 	alias := sub.TrackAlias()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.aliasConflict(alias, sub.track); err != nil {
+		return err
+	}
 	t := &s.aliases
 	if t.subs == nil {
 		t.subs = map[uint64][]*Subscription{}
 	}
-	for _, other := range t.subs[alias] {
-		if !other.track.Equal(sub.track) {
+	t.subs[alias] = append(t.subs[alias], sub)
+	return nil
+}
+
+// checkAlias applies C035 to a PUBLISH as it arrives: alias must not name
+// another track with an Established subscription.
+func (s *Session) checkAlias(alias uint64, track wire.FullTrackName) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.aliasConflict(alias, track)
+}
+
+// aliasConflict returns DUPLICATE_TRACK_ALIAS if alias is bound to a track
+// other than track (C035). s.mu is held.
+func (s *Session) aliasConflict(alias uint64, track wire.FullTrackName) error {
+	for _, other := range s.aliases.subs[alias] {
+		if !other.track.Equal(track) {
 			return &SessionError{Code: wire.DuplicateTrackAlias,
-				Reason: fmt.Sprintf("track alias %d names %s and %s", alias, other.track, sub.track)}
+				Reason: fmt.Sprintf("track alias %d names %s and %s", alias, other.track, track)}
 		}
 	}
-	t.subs[alias] = append(t.subs[alias], sub)
 	return nil
 }
 

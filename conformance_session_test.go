@@ -1,0 +1,269 @@
+package moqt
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// GOAWAY, Shutdown and closing (§6.6, §9.2).
+
+// A GOAWAY on the control stream stops new requests to the peer; existing
+// ones go on.
+func TestGoawayReceivedRefusesNewRequests(t *testing.T) {
+	s, fp := clientSession(t, nil)
+	sub, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
+	fp.sendControl(&wire.Goaway{NewSessionURI: "moqt://elsewhere/live", Timeout: 5000})
+	closedOrFail(t, s.GoingAway(), "GOAWAY not seen")
+	assert.Equal(t, "moqt://elsewhere/live", s.GoawayURI())
+
+	ctx := fakeCtx(t)
+	_, err := s.Subscribe(ctx, trackB, wire.Params{})
+	assert.ErrorIs(t, err, ErrGoingAway)
+	_, err = s.TrackStatus(ctx, trackB, wire.Params{})
+	assert.ErrorIs(t, err, ErrGoingAway)
+	_, err = s.Publish(ctx, trackB, wire.Params{}, nil)
+	assert.ErrorIs(t, err, ErrGoingAway)
+
+	// The existing subscription is unaffected.
+	upd := goErr(func() error { return sub.Update(ctx, wire.Params{Forward: wire.Some(false)}) })
+	expect[*wire.RequestUpdate](fs)
+	fs.send(&wire.RequestOK{})
+	require.NoError(t, recvOrFail(t, upd))
+	assert.NoError(t, s.Context().Err())
+}
+
+// Shutdown sends GOAWAY, refuses new requests with GOING_AWAY, and closes
+// with NO_ERROR once the open requests are done.
+func TestShutdownDrains(t *testing.T) {
+	h, served := servedCh(AcceptOptions{})
+	s, fp := serverSession(t, &Config{Handler: h})
+	old := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+	expect[*wire.SubscribeOK](old)
+	ss := recvOrFail(t, served)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := goErr(func() error { return s.Shutdown(ctx, "moqt://next/live") })
+	g, ok := fp.readControl().(*wire.Goaway)
+	require.True(t, ok)
+	assert.Equal(t, "moqt://next/live", g.NewSessionURI)
+	assert.Greater(t, g.Timeout, uint64(0))
+	assert.LessOrEqual(t, g.Timeout, uint64(5000))
+
+	fs := fp.open(subscribeMsg(2, trackB, wire.Params{}))
+	assert.Equal(t, wire.ReqGoingAway, expect[*wire.RequestError](fs).ErrorCode)
+	fs.expectFIN()
+	fs.fin()
+
+	require.NoError(t, ss.Done(wire.DoneGoingAway, "bye"))
+	// The last message reaches the subscriber before the close: the
+	// request is open until the subscriber finishes its direction too.
+	assert.Equal(t, wire.DoneGoingAway, expect[*wire.PublishDone](old).StatusCode)
+	old.expectFIN()
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned with a request open: %v", err)
+	default:
+	}
+	old.fin()
+	fp.expectClose(wire.NoError)
+	assert.NoError(t, recvOrFail(t, done))
+	se := expectSessionError(t, s, wire.NoError)
+	assert.False(t, se.Remote)
+}
+
+// With nothing open Shutdown closes at once. (The GOAWAY it sends first
+// may then be overtaken by the close: a QUIC close discards unsent stream
+// data.)
+func TestShutdownIdleClosesAtOnce(t *testing.T) {
+	s, fp := serverSession(t, nil)
+	require.NoError(t, s.Shutdown(fakeCtx(t), ""))
+	fp.expectClose(wire.NoError)
+	expectSessionError(t, s, wire.NoError)
+}
+
+// A subscriber's cancellation is the end of a request too.
+func TestShutdownDrainsOnCancel(t *testing.T) {
+	h, _ := servedCh(AcceptOptions{})
+	s, fp := serverSession(t, &Config{Handler: h})
+	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+	expect[*wire.SubscribeOK](fs)
+	done := goErr(func() error { return s.Shutdown(fakeCtx(t), "") })
+	_, ok := fp.readControl().(*wire.Goaway)
+	require.True(t, ok)
+	fs.cancel()
+	fp.expectClose(wire.NoError)
+	assert.NoError(t, recvOrFail(t, done))
+}
+
+// When the drain outlasts Shutdown's context the session closes with
+// GOAWAY_TIMEOUT.
+func TestShutdownTimeout(t *testing.T) {
+	h, _ := servedCh(AcceptOptions{})
+	s, fp := serverSession(t, &Config{Handler: h})
+	expect[*wire.SubscribeOK](fp.open(subscribeMsg(0, trackA, wire.Params{})))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	require.NoError(t, s.Shutdown(ctx, ""))
+	// (TestShutdownDrains reads the GOAWAY; here the close may overtake
+	// it on a slow machine.)
+	fp.expectClose(wire.GoawayTimeout)
+	expectSessionError(t, s, wire.GoawayTimeout)
+}
+
+// A client always sends an empty New Session URI (§9.2).
+func TestGoawayClientSendsEmptyURI(t *testing.T) {
+	s, fp := clientSession(t, nil)
+	_, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
+	done := goErr(func() error { return s.Shutdown(fakeCtx(t), "moqt://ignored/") })
+	g, ok := fp.readControl().(*wire.Goaway)
+	require.True(t, ok)
+	assert.Empty(t, g.NewSessionURI)
+	fs.send(&wire.PublishDone{StatusCode: wire.DoneGoingAway})
+	fs.fin()
+	// The library's own FIN may be overtaken by its close; that loses
+	// nothing, since the publisher was done.
+	fp.expectClose(wire.NoError)
+	assert.NoError(t, recvOrFail(t, done))
+}
+
+func TestGoawayProtocolViolations(t *testing.T) {
+	t.Run("second GOAWAY on the control stream", func(t *testing.T) {
+		s, fp := clientSession(t, nil)
+		fp.sendControl(&wire.Goaway{})
+		closedOrFail(t, s.GoingAway(), "GOAWAY not seen")
+		fp.sendControl(&wire.Goaway{})
+		fp.expectClose(wire.ProtocolViolation)
+	})
+	t.Run("client GOAWAY with a URI on the control stream", func(t *testing.T) {
+		_, fp := serverSession(t, nil)
+		fp.sendControl(&wire.Goaway{NewSessionURI: "moqt://x/"})
+		fp.expectClose(wire.ProtocolViolation)
+	})
+	t.Run("client GOAWAY with a URI on a request stream", func(t *testing.T) {
+		h, _ := servedCh(AcceptOptions{})
+		_, fp := serverSession(t, &Config{Handler: h})
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		expect[*wire.SubscribeOK](fs)
+		fs.send(&wire.Goaway{NewSessionURI: "moqt://x/"})
+		fp.expectClose(wire.ProtocolViolation)
+	})
+	t.Run("second GOAWAY on one request stream, from the subscriber", func(t *testing.T) {
+		h, _ := servedCh(AcceptOptions{})
+		_, fp := serverSession(t, &Config{Handler: h})
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		expect[*wire.SubscribeOK](fs)
+		fs.send(&wire.Goaway{})
+		fp.alive(2) // one is fine
+		fs.send(&wire.Goaway{})
+		fp.expectClose(wire.ProtocolViolation)
+	})
+	t.Run("second GOAWAY on one request stream, from the publisher", func(t *testing.T) {
+		s, fp := clientSession(t, nil)
+		_, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
+		fs.send(&wire.Goaway{NewSessionURI: "moqt://y/", Timeout: 10})
+		fp.alive(1)
+		fs.send(&wire.Goaway{})
+		fp.expectClose(wire.ProtocolViolation)
+	})
+	t.Run("GOAWAY on different request streams", func(t *testing.T) {
+		h, _ := servedCh(AcceptOptions{})
+		s, fp := serverSession(t, &Config{Handler: h})
+		for _, id := range []uint64{0, 2} {
+			fs := fp.open(subscribeMsg(id, trackA, wire.Params{}))
+			expect[*wire.SubscribeOK](fs)
+			fs.send(&wire.Goaway{})
+		}
+		fp.alive(4)
+		assert.NoError(t, s.Context().Err())
+	})
+}
+
+// CloseWithError reaches the peer with its code and reason; the Context's
+// cause is the *SessionError.
+func TestCloseWithError(t *testing.T) {
+	for _, scheme := range []string{"moqt", "https"} {
+		t.Run(scheme, func(t *testing.T) {
+			ls := startLibServer(t, nil, nil)
+			fp := ls.dial(scheme)
+			st := &wire.Setup{}
+			if scheme == "moqt" {
+				st = ls.clientSetup()
+			}
+			fp.sendSetup(st)
+			s := ls.accept()
+			require.NoError(t, s.CloseWithError(wire.Unauthorized, "token expired"))
+			ce := fp.expectClose(wire.Unauthorized)
+			assert.Equal(t, "token expired", ce.Reason)
+			se := expectSessionError(t, s, wire.Unauthorized)
+			assert.Equal(t, "token expired", se.Reason)
+			assert.False(t, se.Remote)
+			// The first close wins.
+			require.NoError(t, s.CloseWithError(wire.InternalError, "later"))
+			assert.Equal(t, wire.Unauthorized, expectSessionError(t, s, wire.Unauthorized).Code)
+		})
+	}
+}
+
+// A close by the peer is the cause too, and pending calls return it.
+func TestPeerCloseEndsSession(t *testing.T) {
+	s, fp := clientSession(t, nil)
+	res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
+	fp.acceptSubscribe()
+	require.NoError(t, fp.conn.CloseWithError(uint64(wire.ExpiredAuthToken), "bye"))
+	se := expectSessionError(t, s, wire.ExpiredAuthToken)
+	assert.True(t, se.Remote)
+	assert.Equal(t, "bye", se.Reason)
+	var got *SessionError
+	require.ErrorAs(t, recvOrFail(t, res).err, &got)
+	assert.Equal(t, wire.ExpiredAuthToken, got.Code)
+}
+
+// Every goroutine a session starts ends once it closes.
+func TestSessionGoroutinesEnd(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	func() {
+		h, served := servedCh(AcceptOptions{Expires: time.Hour})
+		ls := startLibServerNoCleanup(t, &Config{Handler: h})
+		defer ls.srv.Close()
+		fp := ls.dial("moqt")
+		fp.sendSetup(ls.clientSetup())
+		s, err := ls.srv.Accept(fakeCtx(t))
+		require.NoError(t, err)
+		fp.readPeerSetup()
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		expect[*wire.SubscribeOK](fs)
+		recvOrFail(t, served)
+		fs.send(&wire.RequestUpdate{RequestID: 2})
+		expect[*wire.RequestOK](fs)
+		ts := fp.open(&wire.TrackStatus{RequestID: 4, TrackNamespace: trackB.Namespace, TrackName: trackB.Name})
+		expect[*wire.RequestError](ts)
+		pub := startPublish(fakeCtx(t), s, trackB, wire.Params{}, nil)
+		pfs := fp.accept()
+		expect[*wire.Publish](pfs)
+		pfs.send(&wire.RequestOK{})
+		require.NoError(t, recvOrFail(t, pub).err)
+
+		require.NoError(t, s.Close())
+		fp.expectClose(wire.NoError)
+		_ = fp.conn.CloseWithError(0, "")
+	}()
+	goleak.VerifyNone(t, ignore)
+}
+
+// startLibServerNoCleanup is startLibServer for a test that closes the
+// server itself before checking goroutines.
+func startLibServerNoCleanup(t *testing.T, cfg *Config) *libServer {
+	t.Helper()
+	serverTLS, _ := fakeTLS()
+	srv, err := Listen("127.0.0.1:0", serverTLS, quietConfig(cfg), nil)
+	require.NoError(t, err)
+	return &libServer{t: t, srv: srv}
+}
