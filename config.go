@@ -44,6 +44,21 @@ type Config struct {
 	// HandshakeTimeout bounds Dial's transport handshake. Default 10s.
 	HandshakeTimeout time.Duration
 
+	// AliasWait bounds how long a data stream or datagram whose Track
+	// Alias is not known yet waits for the SUBSCRIBE_OK or PUBLISH that
+	// names it (§3.1.2). Default 2s.
+	AliasWait time.Duration
+	// MaxPendingStreams bounds how many such streams wait at once; more are
+	// refused with STOP_SENDING EXCESSIVE_LOAD. Waiting streams are not
+	// read, so QUIC flow control bounds their bytes. Default 64.
+	MaxPendingStreams int
+	// MaxPendingDatagrams bounds how many such datagrams are held; more are
+	// dropped, as §11.2 allows. Default 256.
+	MaxPendingDatagrams int
+	// DoneLinger is how long a subscription keeps receiving late streams
+	// after PUBLISH_DONE when they have not all arrived (§9.9). Default 2s.
+	DoneLinger time.Duration
+
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler
 
@@ -83,6 +98,18 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.HandshakeTimeout == 0 {
 		out.HandshakeTimeout = 10 * time.Second
+	}
+	if out.AliasWait == 0 {
+		out.AliasWait = 2 * time.Second
+	}
+	if out.MaxPendingStreams == 0 {
+		out.MaxPendingStreams = 64
+	}
+	if out.MaxPendingDatagrams == 0 {
+		out.MaxPendingDatagrams = 256
+	}
+	if out.DoneLinger == 0 {
+		out.DoneLinger = 2 * time.Second
 	}
 	if out.Handler == nil {
 		out.Handler = DefaultHandler

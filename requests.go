@@ -143,6 +143,11 @@ func (r *PublishRequest) Accept(params wire.Params) (*Subscription, error) {
 		if err := sub.rs.write(&wire.RequestOK{Parameters: params}); err != nil {
 			return err
 		}
+		if params.Expires.Set && params.Expires.Value > 0 {
+			// This end granted EXPIRES, so it ends the subscription when
+			// the time has passed (§9.20.17).
+			sub.expireAfter(msDuration(params.Expires.Value))
+		}
 		return sub.move(StateEstablished, nil)
 	})
 	if err != nil {
@@ -185,6 +190,8 @@ func (s *Session) servePublish(rs *requestStream, m *wire.Publish) error {
 		largest:    m.Parameters.LargestObject,
 		properties: m.TrackProperties,
 	}
+	sub.initData()
+	sub.filter = NewFilter(&sub.params, largestOf(sub.largest))
 	if m.Parameters.Expires.Set {
 		sub.expires = expiry(m.Parameters.Expires.Value)
 	}

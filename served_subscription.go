@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -37,9 +38,11 @@ type ServedSubscription struct {
 	mu          sync.Mutex // guards the fields below
 	params      wire.Params
 	largest     wire.Opt[wire.Location]
-	outstanding uint64      // REQUEST_UPDATEs received and not yet answered
-	expiry      *time.Timer // fires the EXPIRED PUBLISH_DONE
-	streams     uint64      // data streams opened for this subscription
+	outstanding uint64                            // REQUEST_UPDATEs received and not yet answered
+	expiry      *time.Timer                       // fires the EXPIRED PUBLISH_DONE
+	streams     uint64                            // data streams opened for this subscription
+	filter      *Filter                           // nil until a LocalTrack serves it
+	dataStreams map[transport.SendStream]struct{} // data streams still open
 	// subscriberSet lists the parameters the subscriber controls, which
 	// PUBLISH_STATE_NOTIFY must not change (C013).
 	subscriberSet controlled
@@ -177,6 +180,9 @@ func (ss *ServedSubscription) Done(code wire.PublishDoneCode, reason string) err
 	if !ss.terminate(d) {
 		return ss.Err()
 	}
+	// PUBLISH_DONE comes after every stream of the subscription is closed
+	// (C078, C081); subgroups still open will not be completed.
+	ss.resetDataStreams(wire.ResetCancelled)
 	defer ss.finish()
 	return ss.rs.writeAndFin(&wire.PublishDone{StatusCode: code, StreamCount: count, ErrorReason: reason})
 }
@@ -185,6 +191,7 @@ func (ss *ServedSubscription) Done(code wire.PublishDoneCode, reason string) err
 // request stream, as for a subscriber's cancellation (§3.1.1).
 func (ss *ServedSubscription) cancel(err error, code wire.ResetCode) {
 	if ss.terminate(err) {
+		ss.resetDataStreams(code) // C003
 		ss.rs.cancel(code)
 		ss.finish()
 	}
@@ -444,6 +451,11 @@ func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 	}
 	ss.mu.Lock()
 	mergeParams(&ss.params, p)
+	if ss.filter != nil {
+		// The range limit was checked above; relative forms resolve
+		// against the Largest Object now (§9.5.1).
+		_ = ss.filter.Update(p, largestOf(ss.largest), ^uint64(0))
+	}
 	ss.subscriberSet.forward = ss.subscriberSet.forward || p.Forward.Set
 	ss.subscriberSet.locationFilter = ss.subscriberSet.locationFilter || p.LocationFilter.Set
 	ss.mu.Unlock()

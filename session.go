@@ -62,23 +62,30 @@ type Session struct {
 	idle       chan struct{} // closed and replaced when active becomes empty
 	sentGoaway bool
 	aliases    aliasTable
+	// aliasBound is closed and replaced whenever an alias is bound, waking
+	// the data streams that wait for theirs.
+	aliasBound       chan struct{}
+	pendingStreams   int               // data streams waiting for their alias
+	pendingDatagrams []pendingDatagram // datagrams waiting for their alias
+	droppedDatagrams uint64            // datagrams dropped while waiting
 }
 
 // newSession wraps conn. The caller runs handshake next.
 func newSession(conn transport.Conn, version wire.Version, isClient bool, cfg *Config) *Session {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &Session{
-		conn:      conn,
-		version:   version,
-		isClient:  isClient,
-		cfg:       cfg,
-		handler:   cfg.Handler,
-		ctx:       ctx,
-		cancel:    cancel,
-		setupDone: make(chan struct{}),
-		goawayIn:  make(chan struct{}),
-		active:    map[*requestStream]struct{}{},
-		idle:      make(chan struct{}),
+		conn:       conn,
+		version:    version,
+		isClient:   isClient,
+		cfg:        cfg,
+		handler:    cfg.Handler,
+		ctx:        ctx,
+		cancel:     cancel,
+		setupDone:  make(chan struct{}),
+		goawayIn:   make(chan struct{}),
+		active:     map[*requestStream]struct{}{},
+		idle:       make(chan struct{}),
+		aliasBound: make(chan struct{}),
 	}
 	role := "server"
 	if isClient {
@@ -97,7 +104,8 @@ func newSession(conn transport.Conn, version wire.Version, isClient bool, cfg *C
 // goroutines and waits for the peer's SETUP (§6.3). On failure the session
 // is closed.
 func (s *Session) handshake(ctx context.Context, setup *wire.Setup) error {
-	s.wg.Add(3)
+	s.wg.Add(4)
+	go s.receiveDatagrams()
 	go s.watchTransport()
 	go s.acceptUniStreams()
 	go s.acceptRequestStreams()
@@ -240,6 +248,22 @@ func (s *Session) watchTransport() {
 	case <-s.conn.Context().Done():
 		s.cancel(s.transportCloseError())
 	}
+	s.abortRequests()
+}
+
+// abortRequests unblocks every request stream once the session has ended.
+// A closed QUIC connection does that by itself, but a WebTransport stream
+// can block a Read until its session is torn down, which may lag.
+func (s *Session) abortRequests() {
+	s.mu.Lock()
+	open := make([]*requestStream, 0, len(s.active))
+	for rs := range s.active {
+		open = append(open, rs)
+	}
+	s.mu.Unlock()
+	for _, rs := range open {
+		rs.cancel(wire.ResetSessionClosed)
+	}
 }
 
 // transportCloseError turns the transport's close into a *SessionError.
@@ -317,26 +341,29 @@ func (s *Session) acceptUniStreams() {
 // data streams.
 func (s *Session) serveUniStream(str transport.ReceiveStream) error {
 	br := bufio.NewReader(str)
-	t, err := wire.ReadVarint(br)
-	if err != nil {
-		// A stream that ends or is reset before its type carries nothing.
-		str.CancelRead(uint64(wire.ResetCancelled))
-		return nil
-	}
-	kind, err := wire.ClassifyStream(t)
-	if err != nil {
-		return err // unknown stream type closes the session (§6.4.1)
-	}
-	switch kind {
-	case wire.StreamControl:
-		prefix := wire.AppendVarint(nil, t)
-		return s.readControl(wire.NewMessageReader(io.MultiReader(bytes.NewReader(prefix), br)))
-	case wire.StreamPadding:
+	h, err := wire.ReadStreamHeader(br)
+	switch {
+	case err == nil:
+	case isCleanEOF(err):
+		// A stream that ends before its type carries nothing.
 		str.CancelRead(uint64(wire.ResetCancelled))
 		return nil
 	default:
-		// Data streams are routed by the data plane; until a subscription
-		// can own them the stream is refused.
+		// An unknown stream type or a malformed header closes the session
+		// (§6.4.1, §11.3.1); a reset only drops the stream.
+		return s.dataStreamError(str, err)
+	}
+	switch h.Type {
+	case wire.StreamControl:
+		// The stream type is the SETUP message's Type (§9.1): put it back
+		// in front of the message.
+		prefix := wire.AppendVarint(nil, wire.ControlStreamType)
+		return s.readControl(wire.NewMessageReader(io.MultiReader(bytes.NewReader(prefix), br)))
+	case wire.StreamSubgroup:
+		return s.receiveSubgroup(str, br, h.Subgroup)
+	default:
+		// Padding is discarded (§11.5.1). A FETCH_HEADER stream answers
+		// a FETCH; this endpoint sends none yet, so none is expected.
 		str.CancelRead(uint64(wire.ResetCancelled))
 		return nil
 	}

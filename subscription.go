@@ -143,6 +143,7 @@ type Subscription struct {
 	// MAX_REQUEST_UPDATES (§9.1.7).
 	credit   chan struct{}
 	finished *DoneError // the PUBLISH_DONE, once received
+	subData
 }
 
 // Subscribe subscribes to track (§9.6) and waits for SUBSCRIBE_OK. params
@@ -165,6 +166,7 @@ func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, param
 		track:    track,
 		params:   params,
 	}
+	sub.initData()
 	if err := rs.write(&wire.Subscribe{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name, Parameters: params}); err != nil {
 		rs.cancel(wire.ResetInternalError)
 		s.untrack(rs)
@@ -281,6 +283,7 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 		if err == nil {
 			sub.mu.Lock()
 			mergeParams(&sub.params, &params)
+			sub.updateFilterLocked(&params)
 			sub.mu.Unlock()
 		}
 		return err
@@ -304,7 +307,7 @@ func (sub *Subscription) Close() error {
 func (sub *Subscription) cancel(err error) {
 	sub.terminate(err)
 	sub.rs.cancel(wire.ResetCancelled)
-	sub.sess.unbindAlias(sub)
+	sub.release()
 }
 
 // run reads the publisher's messages until the stream ends (§3.1, §9).
@@ -337,7 +340,7 @@ func (sub *Subscription) end(err error) {
 			sub.sess.fail(se)
 		}
 		sub.terminate(se)
-		sub.sess.unbindAlias(sub)
+		sub.release()
 		return
 	}
 	switch {
@@ -360,7 +363,7 @@ func (sub *Subscription) end(err error) {
 	default:
 		sub.cancel(fmt.Errorf("%w: %v", ErrCancelled, err))
 	}
-	sub.sess.unbindAlias(sub)
+	sub.release()
 }
 
 // handle applies one message from the publisher.
@@ -419,6 +422,7 @@ func (sub *Subscription) handle(m wire.Message) error {
 		if p.LargestObject.Set {
 			sub.largest = p.LargestObject
 		}
+		sub.updateFilterLocked(&wire.Params{Forward: p.Forward, LocationFilter: p.LocationFilter})
 		sub.mu.Unlock()
 		return nil
 	case *wire.PublishDone:
@@ -431,7 +435,7 @@ func (sub *Subscription) handle(m wire.Message) error {
 		sub.mu.Unlock()
 		sub.peerEnded = true
 		sub.terminate(d)
-		sub.sess.unbindAlias(sub)
+		sub.release()
 		return nil // the publisher's FIN follows
 	case *wire.Goaway:
 		sub.mu.Lock()
@@ -465,6 +469,7 @@ func (sub *Subscription) accept(m *wire.SubscribeOK) error {
 	sub.mu.Lock()
 	sub.alias = m.TrackAlias
 	sub.largest = m.Parameters.LargestObject
+	sub.filter = NewFilter(&sub.params, largestOf(sub.largest))
 	if m.Parameters.Expires.Set {
 		sub.expires = expiry(m.Parameters.Expires.Value)
 	}
@@ -522,6 +527,7 @@ func (sub *Subscription) publisherUpdate(m *wire.RequestUpdate, rej *wire.Reject
 	}
 	sub.mu.Lock()
 	mergeParams(&sub.params, &own.Parameters)
+	sub.updateFilterLocked(&own.Parameters)
 	sub.mu.Unlock()
 	return sub.rs.write(&wire.RequestOK{})
 }

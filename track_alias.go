@@ -2,6 +2,7 @@ package moqt
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/moqt-go/moqt/wire"
 )
@@ -20,7 +21,36 @@ import (
 type aliasTable struct {
 	next    uint64
 	byTrack map[string]*publishedAlias
-	subs    map[uint64][]*Subscription
+	// subs is copy-on-write: routing reads a slice without the lock.
+	subs map[uint64][]*Subscription
+	// ended remembers aliases whose last subscription just ended, so late
+	// objects for them are discarded at once rather than held as unknown
+	// (§3.1.2). It is bounded by maxEndedAliases.
+	ended map[uint64]time.Time
+}
+
+// maxEndedAliases bounds aliasTable.ended.
+const maxEndedAliases = 1024
+
+// recentlyEnded reports whether alias belonged to a subscription that ended
+// within the alias wait. s.mu is held.
+func (t *aliasTable) recentlyEnded(alias uint64) bool {
+	_, ok := t.ended[alias]
+	return ok
+}
+
+// markEnded records that alias has no subscription left, dropping the
+// oldest records beyond the bound. s.mu is held.
+func (t *aliasTable) markEnded(alias uint64, now time.Time, keep time.Duration) {
+	if t.ended == nil {
+		t.ended = map[uint64]time.Time{}
+	}
+	for a, when := range t.ended {
+		if now.Sub(when) > keep || len(t.ended) >= maxEndedAliases {
+			delete(t.ended, a)
+		}
+	}
+	t.ended[alias] = now
 }
 
 type publishedAlias struct {
@@ -77,7 +107,15 @@ func (s *Session) bindAlias(sub *Subscription) error {
 	if t.subs == nil {
 		t.subs = map[uint64][]*Subscription{}
 	}
-	t.subs[alias] = append(t.subs[alias], sub)
+	t.subs[alias] = append(t.subs[alias][:len(t.subs[alias]):len(t.subs[alias])], sub)
+	delete(t.ended, alias)
+	// Wake the streams waiting for an alias, and hand over the datagrams
+	// held for this one.
+	close(s.aliasBound)
+	s.aliasBound = make(chan struct{})
+	for _, d := range s.releaseDatagramsLocked(alias) {
+		sub.deliverDatagram(d)
+	}
 	return nil
 }
 
@@ -107,15 +145,19 @@ func (s *Session) unbindAlias(sub *Subscription) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	list := s.aliases.subs[alias]
-	for i, other := range list {
-		if other == sub {
-			list = append(list[:i], list[i+1:]...)
-			break
+	kept := make([]*Subscription, 0, len(list))
+	for _, other := range list {
+		if other != sub {
+			kept = append(kept, other)
 		}
 	}
-	if len(list) == 0 {
+	if len(kept) == len(list) {
+		return // not bound
+	}
+	if len(kept) == 0 {
 		delete(s.aliases.subs, alias)
+		s.aliases.markEnded(alias, time.Now(), s.cfg.AliasWait)
 	} else {
-		s.aliases.subs[alias] = list
+		s.aliases.subs[alias] = kept
 	}
 }

@@ -1,0 +1,279 @@
+package moqt
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// trackServer serves one LocalTrack and hands each accepted subscription
+// to the test.
+func trackServer(t *testing.T, track *LocalTrack) (*Config, chan *ServedSubscription) {
+	t.Helper()
+	served := make(chan *ServedSubscription, 4)
+	return &Config{Handler: HandlerFunc(func(r Request) {
+		sr, ok := r.(*SubscribeRequest)
+		if !ok || !sr.Track.Equal(track.Name()) {
+			DefaultHandler.ServeMOQT(r)
+			return
+		}
+		if ss, err := track.Accept(sr, AcceptOptions{}); err == nil {
+			served <- ss
+		}
+	})}, served
+}
+
+// readSubgroup reads every object of one subgroup stream.
+func readSubgroup(t *testing.T, r *SubgroupReader) (ids []uint64, payloads [][]byte) {
+	t.Helper()
+	for {
+		h, err := r.Next()
+		if err == io.EOF {
+			return ids, payloads
+		}
+		require.NoError(t, err)
+		p, err := r.ReadPayload(1 << 20)
+		require.NoError(t, err)
+		ids = append(ids, h.Location.Object)
+		payloads = append(payloads, p)
+	}
+}
+
+// TestDataSubgroupEndToEnd publishes a subgroup through a LocalTrack and
+// reads it back; PUBLISH_DONE then counts the one stream (§9.9).
+func TestDataSubgroupEndToEnd(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			track, err := NewLocalTrack(testTrack, wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 9}})
+			require.NoError(t, err)
+			cfg, served := trackServer(t, track)
+			p := newPair(t, tr.scheme, cfg, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+			require.NoError(t, err)
+			ss := <-served
+
+			w := track.OpenSubgroup(5, 0, SubgroupOptions{EndOfGroup: true, Properties: true})
+			props, err := wire.KVList{{Type: 0x3E, Value: 1}}.Append(nil)
+			require.NoError(t, err)
+			require.NoError(t, w.WriteObject(0, nil, []byte("zero")))
+			require.NoError(t, w.WriteObject(2, props, []byte("two")))
+			require.NoError(t, w.WriteStatus(3, wire.ObjectEndOfGroup))
+			require.NoError(t, w.Close())
+			largest, ok := track.Largest()
+			require.True(t, ok)
+			assert.Equal(t, wire.Location{Group: 5, Object: 3}, largest)
+
+			r, err := sub.AcceptSubgroup(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, uint64(5), r.Header().GroupID)
+			assert.True(t, r.Header().EndOfGroup)
+			assert.True(t, r.Header().FirstObject)
+			h, err := r.Next()
+			require.NoError(t, err)
+			assert.Equal(t, wire.Location{Group: 5, Object: 0}, h.Location)
+			assert.Equal(t, uint8(9), h.Priority, "inherits DEFAULT_PUBLISHER_PRIORITY")
+			b, err := io.ReadAll(r)
+			require.NoError(t, err)
+			assert.Equal(t, "zero", string(b))
+			h, err = r.Next()
+			require.NoError(t, err)
+			assert.Equal(t, uint64(2), h.Location.Object)
+			assert.Equal(t, props, h.Properties)
+			b, err = r.ReadPayload(100)
+			require.NoError(t, err)
+			assert.Equal(t, "two", string(b))
+			h, err = r.Next()
+			require.NoError(t, err)
+			assert.Equal(t, wire.ObjectEndOfGroup, h.Status)
+			_, err = r.Next()
+			assert.Equal(t, io.EOF, err)
+
+			require.NoError(t, ss.Done(wire.DoneTrackEnded, ""))
+			waitDone(t, ctx, sub.Done(), "subscription")
+			var de *DoneError
+			require.ErrorAs(t, sub.Err(), &de)
+			assert.Equal(t, uint64(1), de.StreamCount)
+		})
+	}
+}
+
+// TestC033_SharedAliasEachSubscriptionGetsItsCopy: two subscriptions to one
+// track share its alias; an object passing both filters is sent once per
+// subscription, and each copy reaches the subscription whose filter it
+// passes.
+func TestC033_SharedAliasEachSubscriptionGetsItsCopy(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			track, err := NewLocalTrack(testTrack, nil)
+			require.NoError(t, err)
+			cfg, served := trackServer(t, track)
+			p := newPair(t, tr.scheme, cfg, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			early, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(
+				wire.RangeFilterTo(wire.Location{Group: 1, Object: 0}, 1))})
+			require.NoError(t, err)
+			<-served
+			late, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(
+				wire.StartFilter(wire.Location{Group: 2, Object: 0}))})
+			require.NoError(t, err)
+			<-served
+			assert.Equal(t, early.TrackAlias(), late.TrackAlias())
+
+			for g := uint64(1); g <= 2; g++ {
+				w := track.OpenSubgroup(g, 0, SubgroupOptions{})
+				require.NoError(t, w.WriteObject(0, nil, []byte{byte(g)}))
+				require.NoError(t, w.Close())
+			}
+			for _, c := range []struct {
+				sub   *Subscription
+				group uint64
+			}{{early, 1}, {late, 2}} {
+				r, err := c.sub.AcceptSubgroup(ctx)
+				require.NoError(t, err)
+				assert.Equal(t, c.group, r.Header().GroupID)
+				_, payloads := readSubgroup(t, r)
+				assert.Equal(t, [][]byte{{byte(c.group)}}, payloads)
+			}
+		})
+	}
+}
+
+// TestDataForwardZeroSendsNothing: with Forward=0 no stream opens; after
+// REQUEST_UPDATE Forward=1 objects flow.
+func TestDataForwardZeroSendsNothing(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			track, err := NewLocalTrack(testTrack, nil)
+			require.NoError(t, err)
+			cfg, served := trackServer(t, track)
+			p := newPair(t, tr.scheme, cfg, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{Forward: wire.Some(false)})
+			require.NoError(t, err)
+			ss := <-served
+			w := track.OpenSubgroup(1, 0, SubgroupOptions{})
+			require.NoError(t, w.WriteObject(0, nil, []byte("hidden")))
+			require.NoError(t, w.Close())
+			ss.mu.Lock()
+			assert.Zero(t, ss.streams, "no stream opens while Forward is 0")
+			ss.mu.Unlock()
+
+			require.NoError(t, sub.Update(ctx, wire.Params{Forward: wire.Some(true)}))
+			w = track.OpenSubgroup(2, 0, SubgroupOptions{})
+			require.NoError(t, w.WriteObject(0, nil, []byte("shown")))
+			require.NoError(t, w.Close())
+			r, err := sub.AcceptSubgroup(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, uint64(2), r.Header().GroupID)
+			_, payloads := readSubgroup(t, r)
+			assert.Equal(t, [][]byte{[]byte("shown")}, payloads)
+		})
+	}
+}
+
+// TestDataDatagrams sends objects as datagrams, including a status one.
+func TestDataDatagrams(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			track, err := NewLocalTrack(testTrack, nil)
+			require.NoError(t, err)
+			cfg, served := trackServer(t, track)
+			p := newPair(t, tr.scheme, cfg, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+			require.NoError(t, err)
+			<-served
+			require.NoError(t, track.WriteDatagram(DatagramObject{Group: 3, Object: 1, Priority: wire.Some[uint8](4), Payload: []byte("dgram")}))
+			require.NoError(t, track.WriteDatagram(DatagramObject{Group: 3, Object: 2, Status: wire.ObjectEndOfGroup}))
+			d, err := sub.ReadDatagram(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, wire.Location{Group: 3, Object: 1}, d.Location)
+			assert.Equal(t, uint8(4), d.Priority)
+			assert.Equal(t, "dgram", string(d.Payload))
+			assert.True(t, d.Datagram)
+			d, err = sub.ReadDatagram(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, wire.ObjectEndOfGroup, d.Status)
+		})
+	}
+}
+
+// TestDataLargeObjectStreams writes a large object in one call and reads it
+// in pieces as it arrives.
+func TestDataLargeObjectStreams(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			track, err := NewLocalTrack(testTrack, nil)
+			require.NoError(t, err)
+			cfg, served := trackServer(t, track)
+			p := newPair(t, tr.scheme, cfg, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+			require.NoError(t, err)
+			<-served
+			payload := bytes.Repeat([]byte("0123456789abcdef"), 4<<20/16)
+			go func() {
+				w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+				_ = w.WriteObject(0, nil, payload)
+				_ = w.Close()
+			}()
+			r, err := sub.AcceptSubgroup(ctx)
+			require.NoError(t, err)
+			h, err := r.Next()
+			require.NoError(t, err)
+			assert.Equal(t, uint64(len(payload)), h.PayloadLength)
+			got, err := io.ReadAll(r)
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(payload, got))
+		})
+	}
+}
+
+// TestC003_CancelResetsDataStreams: when the subscriber cancels, the
+// publisher resets the subscription's open data streams.
+func TestC003_CancelResetsDataStreams(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			track, err := NewLocalTrack(testTrack, nil)
+			require.NoError(t, err)
+			cfg, served := trackServer(t, track)
+			p := newPair(t, tr.scheme, cfg, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+			require.NoError(t, err)
+			ss := <-served
+			w := track.OpenSubgroup(1, 0, SubgroupOptions{})
+			require.NoError(t, w.WriteObject(0, nil, []byte("a")))
+			r, err := sub.AcceptSubgroup(ctx)
+			require.NoError(t, err)
+			_, err = r.Next()
+			require.NoError(t, err)
+			ss.mu.Lock()
+			assert.Len(t, ss.dataStreams, 1)
+			ss.mu.Unlock()
+
+			require.NoError(t, sub.Close())
+			waitDone(t, ctx, ss.Context().Done(), "served subscription")
+			ss.mu.Lock()
+			assert.Empty(t, ss.dataStreams, "open data streams are reset")
+			ss.mu.Unlock()
+			// Later objects go nowhere, without error.
+			require.NoError(t, w.WriteObject(1, nil, []byte("b")))
+			require.NoError(t, w.Close())
+		})
+	}
+}

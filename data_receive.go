@@ -1,0 +1,335 @@
+package moqt
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// The receiving half of the data plane: subgroup streams and datagrams
+// find their subscription by Track Alias (§3.1.2). Objects that arrive
+// before the SUBSCRIBE_OK or PUBLISH naming their alias wait, bounded in
+// count and time (Config.MaxPendingStreams, Config.MaxPendingDatagrams,
+// Config.AliasWait); a stream waits unread, so QUIC flow control bounds its
+// bytes. Objects for an alias whose subscription just ended are discarded
+// at once.
+
+// receiveSubgroup routes a subgroup stream whose header has been read.
+func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader, h wire.SubgroupHeader) error {
+	subs, code, ok := s.waitAlias(h.TrackAlias, &s.pendingStreams, s.cfg.MaxPendingStreams)
+	if !ok {
+		str.CancelRead(uint64(code))
+		return nil
+	}
+	r := &SubgroupReader{str: str, br: br, dec: wire.SubgroupDecoder{Header: h}}
+	first, err := r.dec.Read(br, nil)
+	switch {
+	case err == nil:
+		r.first = &first
+	case isCleanEOF(err):
+		// An empty subgroup: it still counts as a stream of the
+		// subscription (§9.9).
+		r.err = err
+	default:
+		return s.dataStreamError(str, err)
+	}
+	sub := routeObject(subs, h, first, r.first != nil)
+	r.sub = sub
+	return sub.deliverStream(r)
+}
+
+// routeObject picks the subscription an object belongs to: with a shared
+// alias, the first whose filter it passes (§3.1). Filters of concurrent
+// subscriptions should not overlap; an object that passes none, which an
+// update in flight can cause, goes to the first.
+func routeObject(subs []*Subscription, h wire.SubgroupHeader, o wire.SubgroupObject, known bool) *Subscription {
+	if len(subs) == 1 || !known {
+		return subs[0]
+	}
+	meta := ObjectMeta{Location: wire.Location{Group: h.GroupID, Object: o.ObjectID}, SubgroupID: h.SubgroupID,
+		PublisherPriority: h.Priority, Properties: o.Properties}
+	for _, sub := range subs {
+		if sub.accepts(meta) {
+			return sub
+		}
+	}
+	return subs[0]
+}
+
+// receiveDatagrams reads the session's datagrams until it ends (§11.2).
+func (s *Session) receiveDatagrams() {
+	defer s.wg.Done()
+	for {
+		b, err := s.conn.ReceiveDatagram(s.ctx)
+		if err != nil {
+			return
+		}
+		d, padding, err := wire.ParseDatagram(b)
+		if err != nil {
+			s.fail(err) // an unknown or invalid datagram type closes the session (§11)
+			return
+		}
+		if padding {
+			continue
+		}
+		s.routeDatagram(d)
+	}
+}
+
+// routeDatagram delivers a datagram, or holds it briefly when its alias is
+// not known yet.
+func (s *Session) routeDatagram(d wire.ObjectDatagram) {
+	subs := s.liveAliasSubs(d.TrackAlias)
+	if len(subs) == 0 {
+		s.holdDatagram(d)
+		return
+	}
+	meta := ObjectMeta{Location: wire.Location{Group: d.GroupID, Object: d.ObjectID}, Datagram: true,
+		PublisherPriority: d.Priority, Properties: d.Properties}
+	target := subs[0]
+	for _, sub := range subs {
+		if sub.accepts(meta) {
+			target = sub
+			break
+		}
+	}
+	target.deliverDatagram(d)
+}
+
+// waitAlias returns the subscriptions of alias, waiting for it to be bound
+// when it is not known yet. It reports false with a reset code when the
+// alias belongs to a subscription that just ended, when limit streams
+// already wait, or when Config.AliasWait passes.
+func (s *Session) waitAlias(alias uint64, waiting *int, limit int) ([]*Subscription, wire.ResetCode, bool) {
+	var timer *time.Timer
+	for {
+		s.mu.Lock()
+		subs := s.aliases.subs[alias]
+		ended := s.aliases.recentlyEnded(alias)
+		bound := s.aliasBound
+		if len(subs) > 0 {
+			s.mu.Unlock()
+			return subs, 0, true
+		}
+		if ended {
+			s.mu.Unlock()
+			return nil, wire.ResetCancelled, false
+		}
+		if timer == nil {
+			if *waiting >= limit {
+				s.mu.Unlock()
+				return nil, wire.ResetExcessiveLoad, false
+			}
+			*waiting++
+			defer func() {
+				s.mu.Lock()
+				*waiting--
+				s.mu.Unlock()
+			}()
+			timer = time.NewTimer(s.cfg.AliasWait)
+			defer timer.Stop()
+		}
+		s.mu.Unlock()
+		select {
+		case <-bound:
+		case <-timer.C:
+			return nil, wire.ResetCancelled, false
+		case <-s.ctx.Done():
+			return nil, wire.ResetSessionClosed, false
+		}
+	}
+}
+
+// liveAliasSubs returns the subscriptions bound to alias.
+func (s *Session) liveAliasSubs(alias uint64) []*Subscription {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.aliases.subs[alias]
+}
+
+// pendingDatagram is a datagram held until its alias is known.
+type pendingDatagram struct {
+	d    wire.ObjectDatagram
+	when time.Time
+}
+
+// holdDatagram keeps a datagram with an unknown alias for up to
+// Config.AliasWait, within Config.MaxPendingDatagrams; beyond that, or for
+// an alias that just ended, it is dropped, as §11.2 allows.
+func (s *Session) holdDatagram(d wire.ObjectDatagram) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.aliases.recentlyEnded(d.TrackAlias) {
+		return
+	}
+	now := time.Now()
+	kept := s.pendingDatagrams[:0]
+	for _, p := range s.pendingDatagrams {
+		if now.Sub(p.when) < s.cfg.AliasWait {
+			kept = append(kept, p)
+		}
+	}
+	s.pendingDatagrams = kept
+	if len(kept) >= s.cfg.MaxPendingDatagrams {
+		s.droppedDatagrams++
+		return
+	}
+	// The payload aliases the transport's buffer, which is the
+	// datagram's own; it is kept as is.
+	s.pendingDatagrams = append(s.pendingDatagrams, pendingDatagram{d: d, when: now})
+}
+
+// releaseDatagrams delivers the held datagrams of a newly bound alias.
+// s.mu is held.
+func (s *Session) releaseDatagramsLocked(alias uint64) []wire.ObjectDatagram {
+	var out []wire.ObjectDatagram
+	kept := s.pendingDatagrams[:0]
+	for _, p := range s.pendingDatagrams {
+		if p.d.TrackAlias == alias {
+			out = append(out, p.d)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	s.pendingDatagrams = kept
+	return out
+}
+
+// dataStreamError handles a data stream that failed while its header or
+// first object was read.
+func (s *Session) dataStreamError(str transport.ReceiveStream, err error) error {
+	if isCleanEOF(err) {
+		return nil
+	}
+	var pe *wire.ProtocolError
+	if asProtocolError(err, &pe) {
+		return err // closes the session
+	}
+	str.CancelRead(uint64(wire.ResetCancelled))
+	return nil
+}
+
+// deliverStream hands a subgroup stream to the subscription's reader,
+// waiting while its queue is full: the stream stays unread meanwhile, so
+// QUIC flow control pushes back on the publisher.
+func (sub *Subscription) deliverStream(r *SubgroupReader) error {
+	sub.mu.Lock()
+	sub.streamsSeen++
+	sub.mu.Unlock()
+	select {
+	case sub.incoming <- r:
+		sub.noteStream()
+		return nil
+	case <-sub.dataDone:
+		r.str.CancelRead(uint64(wire.ResetCancelled))
+		return nil
+	case <-sub.sess.ctx.Done():
+		return nil
+	}
+}
+
+// deliverDatagram queues a datagram for ReadDatagram. When the queue is
+// full the oldest datagram is dropped and counted: datagrams are unreliable
+// by design (§11.2), but never dropped without a trace.
+func (sub *Subscription) deliverDatagram(d wire.ObjectDatagram) {
+	h := ObjectHeader{
+		Location:      wire.Location{Group: d.GroupID, Object: d.ObjectID},
+		Priority:      d.Priority,
+		Status:        d.Status,
+		Properties:    d.Properties,
+		PayloadLength: uint64(len(d.Payload)),
+		Datagram:      true,
+		EndOfGroup:    d.EndOfGroup,
+	}
+	if d.DefaultPriority {
+		h.Priority = sub.publisherPriority()
+	}
+	obj := Datagram{ObjectHeader: h, Payload: d.Payload}
+	for {
+		select {
+		case sub.datagrams <- obj:
+			return
+		default:
+		}
+		select {
+		case <-sub.datagrams:
+			sub.mu.Lock()
+			sub.droppedDatagrams++
+			sub.mu.Unlock()
+		default:
+		}
+	}
+}
+
+// Datagram is an object received in an OBJECT_DATAGRAM (§11.2.1).
+type Datagram struct {
+	ObjectHeader
+	Payload []byte
+}
+
+// AcceptSubgroup returns the next subgroup stream of the subscription.
+// After the subscription ends it keeps returning the streams that arrive
+// late, until every stream PUBLISH_DONE counted has arrived or
+// Config.DoneLinger passes; then it returns the subscription's error.
+func (sub *Subscription) AcceptSubgroup(ctx context.Context) (*SubgroupReader, error) {
+	select {
+	case r := <-sub.incoming:
+		return r, nil
+	default:
+	}
+	select {
+	case r := <-sub.incoming:
+		return r, nil
+	case <-sub.dataDone:
+		select {
+		case r := <-sub.incoming:
+			return r, nil
+		default:
+		}
+		return nil, sub.Err()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// ReadDatagram returns the next object the subscription received as a
+// datagram.
+func (sub *Subscription) ReadDatagram(ctx context.Context) (Datagram, error) {
+	select {
+	case d := <-sub.datagrams:
+		return d, nil
+	case <-sub.dataDone:
+		select {
+		case d := <-sub.datagrams:
+			return d, nil
+		default:
+		}
+		return Datagram{}, sub.Err()
+	case <-ctx.Done():
+		return Datagram{}, ctx.Err()
+	}
+}
+
+// DroppedDatagrams counts datagrams dropped because ReadDatagram did not
+// keep up.
+func (sub *Subscription) DroppedDatagrams() uint64 {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.droppedDatagrams
+}
+
+// isCleanEOF reports a stream that ended at a boundary, not inside a
+// structure.
+func isCleanEOF(err error) bool {
+	return errors.Is(err, io.EOF) && !errors.Is(err, wire.ErrTruncated)
+}
+
+// asProtocolError reports a codec error that must close the session.
+func asProtocolError(err error, pe **wire.ProtocolError) bool {
+	return errors.As(err, pe)
+}

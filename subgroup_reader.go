@@ -1,0 +1,162 @@
+package moqt
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// ObjectHeader describes one received object (§11.1.1): everything but its
+// payload.
+type ObjectHeader struct {
+	Location   wire.Location
+	SubgroupID uint64 // 0 for datagrams, which have none
+	// Priority is the Publisher Priority: the subgroup's or datagram's, or
+	// the track's default when they inherit it.
+	Priority uint8
+	Status   wire.ObjectStatus
+	// Properties is the raw Object Properties block (read it with
+	// wire.WalkKV). It is only valid until the next object is read.
+	Properties []byte
+	// PayloadLength is the size of the payload in bytes.
+	PayloadLength uint64
+	// Datagram reports an object that arrived in an OBJECT_DATAGRAM.
+	Datagram bool
+	// EndOfGroup is the datagram END_OF_GROUP flag.
+	EndOfGroup bool
+}
+
+// SubgroupReader reads the objects of one subgroup stream of a
+// subscription, in order (§11.3). Next returns each object's header; Read
+// then reads its payload as it arrives, so an object can be consumed
+// before it is complete. A SubgroupReader is not safe for concurrent use.
+type SubgroupReader struct {
+	sub    *Subscription
+	str    transport.ReceiveStream
+	br     *bufio.Reader
+	dec    wire.SubgroupDecoder
+	first  *wire.SubgroupObject // read ahead to route the stream
+	cur    ObjectHeader
+	remain uint64 // payload bytes of cur not yet read
+	props  []byte
+	err    error // sticky
+}
+
+// Header is the stream's SUBGROUP_HEADER.
+func (r *SubgroupReader) Header() wire.SubgroupHeader { return r.dec.Header }
+
+// Subscription is the subscription the stream belongs to.
+func (r *SubgroupReader) Subscription() *Subscription { return r.sub }
+
+// Next returns the header of the next object, skipping whatever was left
+// of the previous one's payload. At the end of the subgroup (the
+// publisher's FIN) it returns io.EOF; a reset stream returns the reset as
+// a *transport.StreamError-wrapping error.
+func (r *SubgroupReader) Next() (ObjectHeader, error) {
+	if r.err != nil {
+		return ObjectHeader{}, r.err
+	}
+	if r.remain > 0 {
+		if _, err := io.CopyN(io.Discard, r.br, int64(r.remain)); err != nil {
+			return ObjectHeader{}, r.fail(err)
+		}
+		r.remain = 0
+	}
+	var o wire.SubgroupObject
+	if r.first != nil {
+		o, r.first = *r.first, nil
+	} else {
+		var err error
+		if o, err = r.dec.Read(r.br, r.props[:0]); err != nil {
+			return ObjectHeader{}, r.fail(err)
+		}
+		r.props = o.Properties
+	}
+	r.cur = r.header(o)
+	r.remain = o.PayloadLength
+	return r.cur, nil
+}
+
+// header builds the ObjectHeader of o from the stream's header.
+func (r *SubgroupReader) header(o wire.SubgroupObject) ObjectHeader {
+	h := r.dec.Header
+	id, _ := r.dec.SubgroupID()
+	prio := h.Priority
+	if h.DefaultPriority {
+		prio = r.sub.publisherPriority()
+	}
+	return ObjectHeader{
+		Location:      wire.Location{Group: h.GroupID, Object: o.ObjectID},
+		SubgroupID:    id,
+		Priority:      prio,
+		Status:        o.Status,
+		Properties:    o.Properties,
+		PayloadLength: o.PayloadLength,
+	}
+}
+
+// Read reads the current object's payload; it returns io.EOF at the end of
+// the payload.
+func (r *SubgroupReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if r.remain == 0 {
+		return 0, io.EOF
+	}
+	if uint64(len(p)) > r.remain {
+		p = p[:r.remain]
+	}
+	n, err := r.br.Read(p)
+	r.remain -= uint64(n)
+	if err != nil {
+		return n, r.fail(err)
+	}
+	return n, nil
+}
+
+// ReadPayload reads the whole payload of the current object into a new
+// slice. Payloads larger than max fail without reading; use Read for
+// those.
+func (r *SubgroupReader) ReadPayload(max int) ([]byte, error) {
+	if r.remain > uint64(max) {
+		return nil, fmt.Errorf("moqt: object payload of %d bytes exceeds %d", r.remain, max)
+	}
+	b := make([]byte, r.remain)
+	_, err := io.ReadFull(r, b)
+	return b, err
+}
+
+// Close stops reading the stream: STOP_SENDING, which tells the publisher
+// the subgroup is no longer of interest (§11.3.2).
+func (r *SubgroupReader) Close() error {
+	if r.err == nil {
+		r.err = io.EOF
+	}
+	r.str.CancelRead(uint64(wire.ResetCancelled))
+	return nil
+}
+
+// fail records a stream error. A FIN inside an object is a
+// PROTOCOL_VIOLATION (§11.3) and closes the session.
+func (r *SubgroupReader) fail(err error) error {
+	switch {
+	case errors.Is(err, io.EOF) && r.remain == 0 && !errors.Is(err, wire.ErrTruncated):
+		r.err = io.EOF
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, wire.ErrTruncated):
+		se := protocolViolation("subgroup stream ended inside an object")
+		r.sub.sess.fail(se)
+		r.err = se
+	default:
+		var pe *wire.ProtocolError
+		if errors.As(err, &pe) {
+			r.sub.sess.fail(err)
+		}
+		r.err = r.sub.sess.streamError(err)
+	}
+	return r.err
+}

@@ -1,0 +1,139 @@
+package moqt
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// subData is the data-plane state of a Subscription: the streams and
+// datagrams routed to it, its copy of the filters (to tell which of several
+// subscriptions sharing an alias an object belongs to, §3.1), and how long
+// it keeps receiving after PUBLISH_DONE (§9.9).
+type subData struct {
+	incoming  chan *SubgroupReader // streams not yet taken by AcceptSubgroup
+	datagrams chan Datagram        // datagrams not yet taken by ReadDatagram
+	// dataDone is closed when the subscription stops receiving objects and
+	// its alias is released.
+	dataDone    chan struct{}
+	releaseOnce sync.Once
+
+	// Guarded by Subscription.mu.
+	filter           *Filter
+	streamsSeen      uint64
+	droppedDatagrams uint64
+	linger           *time.Timer // ends the data plane after PUBLISH_DONE
+	expiry           *time.Timer // cancels when the EXPIRES this end granted passes
+}
+
+// errExpired ends a subscription whose granted EXPIRES passed.
+var errExpired = fmt.Errorf("%w: EXPIRES passed", ErrCancelled)
+
+// Queue sizes: streams wait unread beyond this (flow control pushes back);
+// datagrams beyond it drop the oldest, counted.
+const (
+	incomingStreamQueue = 32
+	datagramQueue       = 256
+)
+
+func (sub *Subscription) initData() {
+	sub.incoming = make(chan *SubgroupReader, incomingStreamQueue)
+	sub.datagrams = make(chan Datagram, datagramQueue)
+	sub.dataDone = make(chan struct{})
+}
+
+// accepts reports whether an object passes the subscription's filters.
+func (sub *Subscription) accepts(meta ObjectMeta) bool {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.filter == nil || sub.filter.Passes(meta)
+}
+
+// updateFilterLocked applies changed parameters to the routing filter.
+// sub.mu is held.
+func (sub *Subscription) updateFilterLocked(p *wire.Params) {
+	if sub.filter != nil {
+		_ = sub.filter.Update(p, largestOf(sub.largest), ^uint64(0))
+	}
+}
+
+// publisherPriority is the track's DEFAULT_PUBLISHER_PRIORITY (§10.4),
+// which subgroups and datagrams without a priority inherit.
+func (sub *Subscription) publisherPriority() uint8 {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if kv, ok := sub.properties.Get(wire.PropDefaultPublisherPriority); ok && kv.Value <= 255 {
+		return uint8(kv.Value)
+	}
+	return DefaultPublisherPriority
+}
+
+// release ends the subscription's data plane once it has terminated. After
+// PUBLISH_DONE the alias stays bound until every stream it counted has
+// arrived or Config.DoneLinger has passed, so late streams are still
+// delivered (§9.9); otherwise it ends at once.
+func (sub *Subscription) release() {
+	sub.mu.Lock()
+	d := sub.finished
+	lingering := d != nil && d.StreamCount != 0 && (d.StreamCount == ^uint64(0) || sub.streamsSeen < d.StreamCount)
+	if lingering && sub.linger == nil {
+		sub.linger = time.AfterFunc(sub.sess.cfg.DoneLinger, sub.endData)
+	}
+	sub.mu.Unlock()
+	if !lingering {
+		sub.endData()
+	}
+}
+
+// noteStream is called for each stream delivered; it ends the linger once
+// the last stream PUBLISH_DONE counted has arrived.
+func (sub *Subscription) noteStream() {
+	sub.mu.Lock()
+	d := sub.finished
+	all := d != nil && d.StreamCount != ^uint64(0) && sub.streamsSeen >= d.StreamCount
+	sub.mu.Unlock()
+	if all {
+		sub.endData()
+	}
+}
+
+// endData releases the alias and wakes readers. Streams the application
+// never took are stopped (STOP_SENDING, §9.9) when it cancelled the
+// subscription itself.
+func (sub *Subscription) endData() {
+	sub.releaseOnce.Do(func() {
+		sub.mu.Lock()
+		for _, t := range []*time.Timer{sub.linger, sub.expiry} {
+			if t != nil {
+				t.Stop()
+			}
+		}
+		finished := sub.finished != nil
+		sub.mu.Unlock()
+		sub.sess.unbindAlias(sub)
+		close(sub.dataDone)
+		if finished {
+			return // late streams stay for AcceptSubgroup
+		}
+		for {
+			select {
+			case r := <-sub.incoming:
+				r.str.CancelRead(uint64(wire.ResetCancelled))
+			default:
+				return
+			}
+		}
+	})
+}
+
+// expireAfter cancels the subscription when the EXPIRES this end granted
+// in PUBLISH_OK has passed (§9.20.17).
+func (sub *Subscription) expireAfter(d time.Duration) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	sub.expiry = time.AfterFunc(d, func() {
+		sub.cancel(errExpired)
+	})
+}

@@ -1,0 +1,199 @@
+package moqt
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// LocalTrack is a track this endpoint publishes (§2.4). It holds the
+// track's Largest Object and Track Properties and serves every Established
+// subscription to it, in any number of sessions: each object written
+// through it goes once to every subscription whose filters it passes
+// (C027, C033).
+type LocalTrack struct {
+	name     wire.FullTrackName
+	props    wire.KVList
+	priority uint8 // DEFAULT_PUBLISHER_PRIORITY (§10.4)
+
+	mu      sync.Mutex
+	largest LargestObject
+	// subs is replaced, never modified in place, so writers iterate a
+	// snapshot without holding mu.
+	subs []*ServedSubscription
+}
+
+// DefaultPublisherPriority is the publisher priority of a track that does
+// not set DEFAULT_PUBLISHER_PRIORITY (§10.4).
+const DefaultPublisherPriority = 128
+
+// NewLocalTrack returns a track named name with Track Properties props.
+func NewLocalTrack(name wire.FullTrackName, props wire.KVList) (*LocalTrack, error) {
+	if err := name.Namespace.Validate(len(name.Name)); err != nil {
+		return nil, err
+	}
+	t := &LocalTrack{name: name, props: props, priority: DefaultPublisherPriority}
+	if kv, ok := props.Get(wire.PropDefaultPublisherPriority); ok && kv.Value <= 255 {
+		t.priority = uint8(kv.Value)
+	}
+	return t, nil
+}
+
+// Name is the track's Full Track Name.
+func (t *LocalTrack) Name() wire.FullTrackName { return t.name }
+
+// Properties are the Track Properties sent in SUBSCRIBE_OK and PUBLISH.
+func (t *LocalTrack) Properties() wire.KVList { return t.props }
+
+// Largest returns the Largest Object published so far (§3.1.3).
+func (t *LocalTrack) Largest() (wire.Location, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.largest.Get()
+}
+
+// Accept answers a SUBSCRIBE for this track with SUBSCRIBE_OK, reporting
+// the Largest Object and the Track Properties, and starts serving the
+// subscription. opts.Largest and opts.Properties are filled in by the track.
+func (t *LocalTrack) Accept(r *SubscribeRequest, opts AcceptOptions) (*ServedSubscription, error) {
+	t.mu.Lock()
+	largest := t.largest
+	t.mu.Unlock()
+	opts.Largest = largest.Param()
+	opts.Properties = t.props
+	if p := r.Params.IncludeProperties; p.Set && !p.Value {
+		opts.Properties = nil // §9.20.22
+	}
+	ss, err := r.Accept(opts)
+	if err != nil {
+		return nil, err
+	}
+	t.attach(ss, largest)
+	return ss, nil
+}
+
+// Publish offers the track to the peer of s with PUBLISH (§9.8) and, once
+// PUBLISH_OK arrives, serves the subscription. LARGEST_OBJECT is added to
+// params when anything has been published (C016).
+func (t *LocalTrack) Publish(ctx context.Context, s *Session, params wire.Params) (*ServedSubscription, error) {
+	t.mu.Lock()
+	largest := t.largest
+	t.mu.Unlock()
+	params.LargestObject = largest.Param()
+	ss, err := s.Publish(ctx, t.name, params, t.props)
+	if err != nil {
+		return nil, err
+	}
+	t.attach(ss, largest)
+	return ss, nil
+}
+
+// attach starts serving an Established subscription. Its filter resolves
+// relative starts against the Largest Object its answer reported.
+func (t *LocalTrack) attach(ss *ServedSubscription, largest LargestObject) {
+	ss.attachTrack(t, largest)
+	t.mu.Lock()
+	t.subs = append(slices.Clip(t.subs), ss)
+	t.mu.Unlock()
+}
+
+// snapshot returns the subscriptions being served, pruning terminated ones.
+func (t *LocalTrack) snapshot() []*ServedSubscription {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	live := t.subs[:0:0]
+	pruned := false
+	for _, ss := range t.subs {
+		if ss.State() == StateTerminated {
+			pruned = true
+			continue
+		}
+		live = append(live, ss)
+	}
+	if pruned {
+		t.subs = live
+	}
+	return t.subs
+}
+
+// noteObject records that an object at l starts being published: Largest
+// Object moves when the first byte of a larger Location is published
+// (§3.1.3). Every served subscription learns it too.
+func (t *LocalTrack) noteObject(l wire.Location) {
+	t.mu.Lock()
+	moved := t.largest.Update(l)
+	subs := t.subs
+	t.mu.Unlock()
+	if moved {
+		for _, ss := range subs {
+			ss.SetLargest(l)
+		}
+	}
+}
+
+// End ends every subscription to the track with PUBLISH_DONE code (§9.9),
+// TRACK_ENDED for a track that is over. Subgroups still open are reset
+// first (C078).
+func (t *LocalTrack) End(code wire.PublishDoneCode, reason string) {
+	for _, ss := range t.snapshot() {
+		_ = ss.Done(code, reason)
+	}
+}
+
+// DatagramObject is an object to send as an OBJECT_DATAGRAM (§11.2.1).
+type DatagramObject struct {
+	Group, Object uint64
+	// Priority is the Publisher Priority; unset, the datagram inherits the
+	// track's default.
+	Priority wire.Opt[uint8]
+	// Properties is a raw Object Properties block; nil for none.
+	Properties []byte
+	// Status, when not Normal, makes a status datagram with no payload.
+	Status wire.ObjectStatus
+	// EndOfGroup says no larger Object ID exists in the group.
+	EndOfGroup bool
+	Payload    []byte
+}
+
+// WriteDatagram sends o as a datagram to every subscription whose filters
+// it passes (C027, C033). A datagram larger than the path allows is
+// dropped by the transport without notice (§11.2); the error reports it.
+func (t *LocalTrack) WriteDatagram(o DatagramObject) error {
+	loc := wire.Location{Group: o.Group, Object: o.Object}
+	t.noteObject(loc)
+	prio := t.priority
+	if o.Priority.Set {
+		prio = o.Priority.Value
+	}
+	meta := ObjectMeta{Location: loc, Datagram: true, PublisherPriority: prio, Properties: o.Properties}
+	d := wire.ObjectDatagram{
+		GroupID:         o.Group,
+		ObjectID:        o.Object,
+		EndOfGroup:      o.EndOfGroup,
+		DefaultPriority: !o.Priority.Set,
+		Priority:        o.Priority.Value,
+		Properties:      o.Properties,
+		HasStatus:       o.Status != wire.ObjectNormal,
+		Status:          o.Status,
+		Payload:         o.Payload,
+	}
+	var buf []byte
+	var firstErr error
+	for _, ss := range t.snapshot() {
+		if !ss.passes(meta) {
+			continue
+		}
+		d.TrackAlias = ss.alias
+		b, err := d.Append(buf[:0])
+		if err != nil {
+			return err
+		}
+		buf = b
+		if err := ss.sess.conn.SendDatagram(b); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
