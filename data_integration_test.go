@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -210,8 +211,9 @@ func TestDataDatagrams(t *testing.T) {
 	}
 }
 
-// TestDataLargeObjectStreams writes a large object in one call and reads it
-// in pieces as it arrives.
+// TestDataLargeObjectStreams writes a 10 MB object as it is produced and
+// reads its first bytes before the rest exists (§3.1: incomplete objects
+// are sent as they become available).
 func TestDataLargeObjectStreams(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
@@ -219,25 +221,95 @@ func TestDataLargeObjectStreams(t *testing.T) {
 			require.NoError(t, err)
 			cfg, served := trackServer(t, track)
 			p := newPair(t, tr.scheme, cfg, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
 			require.NoError(t, err)
 			<-served
-			payload := bytes.Repeat([]byte("0123456789abcdef"), 4<<20/16)
-			go func() {
-				w := track.OpenSubgroup(0, 0, SubgroupOptions{})
-				_ = w.WriteObject(0, nil, payload)
-				_ = w.Close()
-			}()
+			const size, chunk = 10 << 20, 64 << 10
+			payload := make([]byte, size)
+			for i := range payload {
+				payload[i] = byte(i * 7)
+			}
+			w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+			ow, err := w.BeginObject(0, size, nil)
+			require.NoError(t, err)
+			_, err = ow.Write(payload[:chunk])
+			require.NoError(t, err)
+			// Another object cannot start while this one is incomplete.
+			assert.Error(t, w.WriteObject(1, nil, nil))
+
 			r, err := sub.AcceptSubgroup(ctx)
 			require.NoError(t, err)
 			h, err := r.Next()
 			require.NoError(t, err)
-			assert.Equal(t, uint64(len(payload)), h.PayloadLength)
-			got, err := io.ReadAll(r)
+			assert.Equal(t, uint64(size), h.PayloadLength)
+			head := make([]byte, chunk)
+			_, err = io.ReadFull(r, head)
+			require.NoError(t, err, "the first chunk is readable before the object is complete")
+			assert.Equal(t, payload[:chunk], head)
+
+			writeErr := make(chan error, 1)
+			go func() {
+				for off := chunk; off < size; off += chunk {
+					if _, err := ow.Write(payload[off : off+chunk]); err != nil {
+						writeErr <- err
+						return
+					}
+				}
+				if err := ow.Close(); err != nil {
+					writeErr <- err
+					return
+				}
+				writeErr <- w.Close()
+			}()
+			rest, err := io.ReadAll(r)
 			require.NoError(t, err)
-			assert.True(t, bytes.Equal(payload, got))
+			assert.True(t, bytes.Equal(payload[chunk:], rest))
+			require.NoError(t, <-writeErr)
+			_, err = r.Next()
+			assert.Equal(t, io.EOF, err)
+		})
+	}
+}
+
+// TestDataShortObjectResets: an object closed before its declared length
+// resets its streams rather than ending them inside the object.
+func TestDataShortObjectResets(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			track, err := NewLocalTrack(testTrack, nil)
+			require.NoError(t, err)
+			cfg, served := trackServer(t, track)
+			p := newPair(t, tr.scheme, cfg, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+			require.NoError(t, err)
+			<-served
+			w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+			ow, err := w.BeginObject(0, 10, nil)
+			require.NoError(t, err)
+			_, err = ow.Write([]byte("abc"))
+			require.NoError(t, err)
+			_, err = ow.Write(make([]byte, 8))
+			assert.Error(t, err, "past the declared length")
+
+			r, err := sub.AcceptSubgroup(ctx)
+			require.NoError(t, err)
+			_, err = r.Next()
+			require.NoError(t, err)
+			head := make([]byte, 3)
+			_, err = io.ReadFull(r, head)
+			require.NoError(t, err)
+			assert.Equal(t, "abc", string(head))
+
+			assert.Error(t, ow.Close(), "3 of 10 bytes")
+			_, err = io.ReadAll(r)
+			var se *transport.StreamError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, uint64(wire.ResetCancelled), se.Code)
+			assert.NoError(t, p.client.Context().Err(), "a reset is not a protocol violation")
 		})
 	}
 }

@@ -36,7 +36,13 @@ func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader,
 		// subscription (§9.9).
 		r.err = err
 	default:
-		return s.dataStreamError(str, err)
+		var pe *wire.ProtocolError
+		if asProtocolError(err, &pe) {
+			return err // closes the session
+		}
+		// Reset before its first object: still the subscription's
+		// stream, which the reader reports as reset.
+		r.err = s.streamError(err)
 	}
 	sub := routeObject(subs, h, first, r.first != nil)
 	r.sub = sub

@@ -46,6 +46,15 @@ type SubgroupWriter struct {
 	ended   bool   // an End of Group or End of Track object was written
 	closed  bool
 	buf     []byte
+	gen     uint64   // counts objects begun, so a stale ObjectWriter fails
+	remain  uint64   // payload bytes of the current object still to write
+	targets []target // streams receiving the current object
+}
+
+// target is one subscription's stream receiving the current object.
+type target struct {
+	ss  *ServedSubscription
+	out *subgroupOut
 }
 
 // subgroupOut is one subscription's stream for the subgroup.
@@ -69,7 +78,14 @@ var ErrSubgroupClosed = errors.New("moqt: subgroup closed")
 // (a raw Key-Value-Pair block, see wire.KVList.Append; nil for none) and
 // payload.
 func (w *SubgroupWriter) WriteObject(id uint64, props, payload []byte) error {
-	return w.write(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: uint64(len(payload))}, payload)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	o := wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: uint64(len(payload))}
+	if err := w.start(o); err != nil {
+		return err
+	}
+	w.payload(payload)
+	return nil
 }
 
 // WriteStatus publishes a status object: wire.ObjectEndOfGroup or
@@ -78,12 +94,72 @@ func (w *SubgroupWriter) WriteStatus(id uint64, status wire.ObjectStatus) error 
 	if status == wire.ObjectNormal {
 		return errors.New("moqt: WriteStatus needs End of Group or End of Track")
 	}
-	return w.write(wire.SubgroupObject{ObjectID: id, Status: status}, nil)
-}
-
-func (w *SubgroupWriter) write(o wire.SubgroupObject, payload []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.start(wire.SubgroupObject{ObjectID: id, Status: status})
+}
+
+// BeginObject starts a Normal object of length payload bytes whose payload
+// is written as it is produced, through the returned ObjectWriter: the
+// header goes out at once, so subscribers can start reading an incomplete
+// object (§3.1). No other object of the subgroup can be written until this
+// one is complete or its writer closed.
+func (w *SubgroupWriter) BeginObject(id, length uint64, props []byte) (*ObjectWriter, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}); err != nil {
+		return nil, err
+	}
+	return &ObjectWriter{w: w, gen: w.gen}, nil
+}
+
+// ObjectWriter writes the payload of one object begun with BeginObject.
+type ObjectWriter struct {
+	w   *SubgroupWriter
+	gen uint64 // the object it writes; a stale writer fails
+}
+
+// Write sends payload bytes to every subscription receiving the object. It
+// fails if p goes past the declared length.
+func (ow *ObjectWriter) Write(p []byte) (int, error) {
+	w := ow.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ow.gen != w.gen || w.remain == 0 {
+		return 0, errors.New("moqt: object already complete")
+	}
+	if uint64(len(p)) > w.remain {
+		return 0, fmt.Errorf("moqt: %d bytes past the object's declared length", uint64(len(p))-w.remain)
+	}
+	w.payload(p)
+	return len(p), nil
+}
+
+// Close finishes the object. If fewer bytes than declared were written,
+// the object cannot be completed: its streams are reset (§11.3.2) and the
+// subgroup is closed.
+func (ow *ObjectWriter) Close() error {
+	w := ow.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ow.gen != w.gen || w.remain == 0 {
+		return nil
+	}
+	missing := w.remain
+	w.remain = 0
+	w.closed = true
+	for ss, out := range w.outs {
+		if !out.done {
+			w.drop(ss, out)
+		}
+	}
+	return fmt.Errorf("moqt: object closed %d bytes short", missing)
+}
+
+// start checks o, updates the Largest Object and writes o's header to the
+// stream of every subscription whose filters it passes, opening streams as
+// needed. w.mu is held.
+func (w *SubgroupWriter) start(o wire.SubgroupObject) error {
 	if err := w.check(o); err != nil {
 		return err
 	}
@@ -92,6 +168,9 @@ func (w *SubgroupWriter) write(o wire.SubgroupObject, payload []byte) error {
 	meta := ObjectMeta{Location: loc, SubgroupID: w.subgroup, PublisherPriority: w.priority(), Properties: o.Properties}
 	first := !w.started
 	w.started, w.last, w.ended = true, o.ObjectID, o.Status != wire.ObjectNormal
+	w.gen++
+	w.remain = o.PayloadLength
+	w.targets = w.targets[:0]
 	for _, ss := range w.track.snapshot() {
 		out := w.outs[ss]
 		if out != nil && out.done {
@@ -110,9 +189,43 @@ func (w *SubgroupWriter) write(o wire.SubgroupObject, payload []byte) error {
 			}
 			w.outs[ss] = out
 		}
-		w.send(ss, out, o, payload)
+		b, err := out.enc.AppendObject(w.buf[:0], o)
+		if err == nil {
+			w.buf = b
+			_, err = out.str.Write(b)
+		}
+		if err != nil {
+			w.drop(ss, out)
+			continue
+		}
+		w.targets = append(w.targets, target{ss, out})
 	}
 	return nil
+}
+
+// payload writes payload bytes of the current object to its targets. A
+// failed stream (STOP_SENDING, the subscription ending) stops only that
+// subscription's copy of the subgroup (§11.3.2). w.mu is held.
+func (w *SubgroupWriter) payload(p []byte) {
+	w.remain -= uint64(len(p))
+	if len(p) == 0 {
+		return
+	}
+	for _, t := range w.targets {
+		if t.out.done {
+			continue
+		}
+		if _, err := t.out.str.Write(p); err != nil {
+			w.drop(t.ss, t.out)
+		}
+	}
+}
+
+// drop stops sending the subgroup to one subscription, resetting its
+// stream.
+func (w *SubgroupWriter) drop(ss *ServedSubscription, out *subgroupOut) {
+	out.done = true
+	ss.closeDataStream(out.str, wire.ResetCancelled)
 }
 
 // check validates o against the subgroup's state before anything is sent.
@@ -120,6 +233,8 @@ func (w *SubgroupWriter) check(o wire.SubgroupObject) error {
 	switch {
 	case w.closed:
 		return ErrSubgroupClosed
+	case w.remain > 0:
+		return fmt.Errorf("moqt: object %d is still being written", w.last)
 	case w.ended:
 		return fmt.Errorf("moqt: object %d after the end of group %d", o.ObjectID, w.group)
 	case w.started && o.ObjectID <= w.last:
@@ -181,24 +296,6 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool) (*subgroupOut,
 	return out, nil
 }
 
-// send writes one object to one subscription's stream. A failed stream
-// (STOP_SENDING, the subscription ending) stops only that subscription's
-// copy of the subgroup (§11.3.2).
-func (w *SubgroupWriter) send(ss *ServedSubscription, out *subgroupOut, o wire.SubgroupObject, payload []byte) {
-	b, err := out.enc.AppendObject(w.buf[:0], o)
-	if err == nil {
-		w.buf = b
-		_, err = out.str.Write(b)
-	}
-	if err == nil && len(payload) > 0 {
-		_, err = out.str.Write(payload)
-	}
-	if err != nil {
-		out.done = true
-		ss.closeDataStream(out.str, wire.ResetCancelled)
-	}
-}
-
 // skip handles an object that does not pass ss's filters on a stream that
 // is already open. Past the end of the subscription's window every object
 // it will get from this subgroup has been sent, so the stream ends with a
@@ -222,6 +319,16 @@ func (w *SubgroupWriter) Close() error {
 		return nil
 	}
 	w.closed = true
+	if w.remain > 0 {
+		// A FIN inside an object would be a protocol violation (§11.3).
+		for ss, out := range w.outs {
+			if !out.done {
+				w.drop(ss, out)
+			}
+		}
+		w.remain = 0
+		return errors.New("moqt: subgroup closed inside an object; its streams were reset")
+	}
 	for ss, out := range w.outs {
 		if !out.done {
 			out.done = true
@@ -243,4 +350,5 @@ func (w *SubgroupWriter) Reset(code wire.ResetCode) {
 			ss.closeDataStream(out.str, code)
 		}
 	}
+	w.remain = 0
 }

@@ -157,7 +157,13 @@ func (s wtStream) Close() error { return s.c.translate(s.s.Close()) }
 func (s wtStream) CancelWrite(code uint64) {
 	s.s.CancelWrite(webtransport.StreamErrorCode(wtCode(code)))
 }
-func (s wtStream) CancelRead(code uint64)   { s.s.CancelRead(webtransport.StreamErrorCode(wtCode(code))) }
+
+// CancelRead also sets a past read deadline: webtransport-go's CancelRead
+// does not wake a Read that is waiting for its session to be torn down.
+func (s wtStream) CancelRead(code uint64) {
+	s.s.CancelRead(webtransport.StreamErrorCode(wtCode(code)))
+	_ = s.s.SetReadDeadline(time.Unix(1, 0))
+}
 func (s wtStream) SetPriority(int8, bool)   {}
 func (s wtStream) Context() context.Context { return s.s.Context() }
 
@@ -190,4 +196,5 @@ func (s wtReceiveStream) Read(b []byte) (int, error) {
 
 func (s wtReceiveStream) CancelRead(code uint64) {
 	s.s.CancelRead(webtransport.StreamErrorCode(wtCode(code)))
+	_ = s.s.SetReadDeadline(time.Unix(1, 0)) // see wtStream.CancelRead
 }
