@@ -49,9 +49,14 @@ type Config struct {
 	// names it (§3.1.2). Default 2s.
 	AliasWait time.Duration
 	// MaxPendingStreams bounds how many such streams wait at once; more are
-	// refused with STOP_SENDING EXCESSIVE_LOAD. Waiting streams are not
-	// read, so QUIC flow control bounds their bytes. Default 64.
+	// refused with STOP_SENDING EXCESSIVE_LOAD. Default 64.
 	MaxPendingStreams int
+	// MaxPendingBytes bounds the bytes read ahead, in total, from streams
+	// waiting for their alias. They are read rather than left unread so
+	// that they can never starve the control streams of flow control
+	// (C036); a stream that would exceed the bound is stopped with
+	// EXCESSIVE_LOAD. Default 1 MiB.
+	MaxPendingBytes int
 	// MaxPendingDatagrams bounds how many such datagrams are held; more are
 	// dropped, as §11.2 allows. Default 256.
 	MaxPendingDatagrams int
@@ -104,6 +109,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.MaxPendingStreams == 0 {
 		out.MaxPendingStreams = 64
+	}
+	if out.MaxPendingBytes == 0 {
+		out.MaxPendingBytes = 1 << 20
 	}
 	if out.MaxPendingDatagrams == 0 {
 		out.MaxPendingDatagrams = 256

@@ -14,19 +14,39 @@ import (
 // The receiving half of the data plane: subgroup streams and datagrams
 // find their subscription by Track Alias (§3.1.2). Objects that arrive
 // before the SUBSCRIBE_OK or PUBLISH naming their alias wait, bounded in
-// count and time (Config.MaxPendingStreams, Config.MaxPendingDatagrams,
-// Config.AliasWait); a stream waits unread, so QUIC flow control bounds its
-// bytes. Objects for an alias whose subscription just ended are discarded
-// at once.
+// count, bytes and time (Config.MaxPendingStreams, MaxPendingBytes,
+// MaxPendingDatagrams, AliasWait); a waiting stream is read into memory
+// (see streamPipe). Objects for an alias whose subscription just ended are
+// discarded at once.
 
 // receiveSubgroup routes a subgroup stream whose header has been read.
 func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader, h wire.SubgroupHeader) error {
-	subs, code, ok := s.waitAlias(h.TrackAlias, &s.pendingStreams, s.cfg.MaxPendingStreams)
-	if !ok {
-		str.CancelRead(uint64(code))
+	subs, ended := s.lookupAlias(h.TrackAlias)
+	var pipe *streamPipe
+	switch {
+	case ended:
+		// Late objects of a subscription that just ended are discarded
+		// at once (§3.1.2).
+		str.CancelRead(uint64(wire.ResetCancelled))
 		return nil
+	case len(subs) == 0:
+		if !s.reservePendingStream() {
+			str.CancelRead(uint64(wire.ResetExcessiveLoad))
+			return nil
+		}
+		pipe = newStreamPipe(s, str, br)
+		var code wire.ResetCode
+		var ok bool
+		subs, code, ok = s.waitAlias(h.TrackAlias)
+		s.releasePendingStream()
+		if !ok {
+			pipe.abort(code)
+			return nil
+		}
+		pipe.bind()
+		br = bufio.NewReader(pipe)
 	}
-	r := &SubgroupReader{str: str, br: br, dec: wire.SubgroupDecoder{Header: h}}
+	r := &SubgroupReader{str: str, br: br, pipe: pipe, dec: wire.SubgroupDecoder{Header: h}}
 	first, err := r.dec.Read(br, nil)
 	switch {
 	case err == nil:
@@ -107,40 +127,47 @@ func (s *Session) routeDatagram(d wire.ObjectDatagram) {
 	target.deliverDatagram(d)
 }
 
-// waitAlias returns the subscriptions of alias, waiting for it to be bound
-// when it is not known yet. It reports false with a reset code when the
-// alias belongs to a subscription that just ended, when limit streams
-// already wait, or when Config.AliasWait passes.
-func (s *Session) waitAlias(alias uint64, waiting *int, limit int) ([]*Subscription, wire.ResetCode, bool) {
-	var timer *time.Timer
+// lookupAlias returns the subscriptions bound to alias, and whether the
+// alias belongs to a subscription that just ended.
+func (s *Session) lookupAlias(alias uint64) ([]*Subscription, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	subs := s.aliases.subs[alias]
+	return subs, len(subs) == 0 && s.aliases.recentlyEnded(alias)
+}
+
+// reservePendingStream claims one of Config.MaxPendingStreams slots for a
+// stream waiting for its alias.
+func (s *Session) reservePendingStream() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pendingStreams >= s.cfg.MaxPendingStreams {
+		return false
+	}
+	s.pendingStreams++
+	return true
+}
+
+func (s *Session) releasePendingStream() {
+	s.mu.Lock()
+	s.pendingStreams--
+	s.mu.Unlock()
+}
+
+// waitAlias waits up to Config.AliasWait for alias to be bound and returns
+// its subscriptions. It reports false with a STOP_SENDING code when the
+// wait ends otherwise.
+func (s *Session) waitAlias(alias uint64) ([]*Subscription, wire.ResetCode, bool) {
+	timer := time.NewTimer(s.cfg.AliasWait)
+	defer timer.Stop()
 	for {
 		s.mu.Lock()
 		subs := s.aliases.subs[alias]
-		ended := s.aliases.recentlyEnded(alias)
 		bound := s.aliasBound
+		s.mu.Unlock()
 		if len(subs) > 0 {
-			s.mu.Unlock()
 			return subs, 0, true
 		}
-		if ended {
-			s.mu.Unlock()
-			return nil, wire.ResetCancelled, false
-		}
-		if timer == nil {
-			if *waiting >= limit {
-				s.mu.Unlock()
-				return nil, wire.ResetExcessiveLoad, false
-			}
-			*waiting++
-			defer func() {
-				s.mu.Lock()
-				*waiting--
-				s.mu.Unlock()
-			}()
-			timer = time.NewTimer(s.cfg.AliasWait)
-			defer timer.Stop()
-		}
-		s.mu.Unlock()
 		select {
 		case <-bound:
 		case <-timer.C:
@@ -232,7 +259,7 @@ func (sub *Subscription) deliverStream(r *SubgroupReader) error {
 		sub.noteStream()
 		return nil
 	case <-sub.dataDone:
-		r.str.CancelRead(uint64(wire.ResetCancelled))
+		_ = r.Close()
 		return nil
 	case <-sub.sess.ctx.Done():
 		return nil

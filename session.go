@@ -66,6 +66,7 @@ type Session struct {
 	// the data streams that wait for theirs.
 	aliasBound       chan struct{}
 	pendingStreams   int               // data streams waiting for their alias
+	pendingBytes     int               // bytes read ahead from them
 	pendingDatagrams []pendingDatagram // datagrams waiting for their alias
 	droppedDatagrams uint64            // datagrams dropped while waiting
 }

@@ -38,6 +38,7 @@ type SubgroupReader struct {
 	sub    *Subscription
 	str    transport.ReceiveStream
 	br     *bufio.Reader
+	pipe   *streamPipe // set when the stream arrived before its alias
 	dec    wire.SubgroupDecoder
 	first  *wire.SubgroupObject // read ahead to route the stream
 	cur    ObjectHeader
@@ -137,7 +138,11 @@ func (r *SubgroupReader) Close() error {
 	if r.err == nil {
 		r.err = io.EOF
 	}
-	r.str.CancelRead(uint64(wire.ResetCancelled))
+	if r.pipe != nil {
+		r.pipe.abort(wire.ResetCancelled)
+	} else {
+		r.str.CancelRead(uint64(wire.ResetCancelled))
+	}
 	return nil
 }
 

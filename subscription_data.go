@@ -120,7 +120,7 @@ func (sub *Subscription) endData() {
 		for {
 			select {
 			case r := <-sub.incoming:
-				r.str.CancelRead(uint64(wire.ResetCancelled))
+				_ = r.Close()
 			default:
 				return
 			}

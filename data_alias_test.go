@@ -1,0 +1,187 @@
+package moqt
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// These tests put the library on the subscriber side and a fake publisher
+// that controls exactly when data streams and control messages go out.
+
+// openSubgroup opens a data stream from the fake with a SUBGROUP_HEADER for
+// alias and the given objects (payloads of objects 0, 1, …).
+func (fp *fakePeer) openSubgroup(alias, group uint64, payloads ...[]byte) transport.SendStream {
+	fp.t.Helper()
+	str, err := fp.conn.OpenUniStreamSync(fakeCtx(fp.t))
+	require.NoError(fp.t, err)
+	enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: alias, GroupID: group, DefaultPriority: true}}
+	b, err := enc.Header.Append(nil)
+	require.NoError(fp.t, err)
+	for i, p := range payloads {
+		b, err = enc.AppendObject(b, wire.SubgroupObject{ObjectID: uint64(i), PayloadLength: uint64(len(p))})
+		require.NoError(fp.t, err)
+		b = append(b, p...)
+	}
+	_, err = str.Write(b)
+	require.NoError(fp.t, err)
+	return str
+}
+
+// subscribeAgainstFake starts a library Subscribe and returns the fake's end
+// of the request stream, before any answer.
+func subscribeAgainstFake(t *testing.T, s *Session, fp *fakePeer) (<-chan *Subscription, *fakeStream) {
+	t.Helper()
+	got := make(chan *Subscription, 1)
+	go func() {
+		sub, err := s.Subscribe(fakeCtx(t), testTrack, wire.Params{})
+		if err == nil {
+			got <- sub
+		}
+		close(got)
+	}()
+	req := fp.accept()
+	expect[*wire.Subscribe](req)
+	return got, req
+}
+
+// TestAliasStreamBeforeSubscribeOK: a stream whose alias arrives before the
+// SUBSCRIBE_OK naming it is held and then delivered (§3.1.2).
+func TestAliasStreamBeforeSubscribeOK(t *testing.T) {
+	s, fp := clientSession(t, &Config{AliasWait: 5 * time.Second})
+	got, req := subscribeAgainstFake(t, s, fp)
+	data := fp.openSubgroup(7, 3, []byte("early"))
+	require.NoError(t, data.Close())
+	// Let the library see the stream before the answer.
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.pendingStreams == 1
+	}, 5*time.Second, time.Millisecond)
+	req.send(&wire.SubscribeOK{TrackAlias: 7})
+	sub := recvOrFail(t, got)
+	require.NotNil(t, sub)
+	r, err := sub.AcceptSubgroup(fakeCtx(t))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), r.Header().GroupID)
+	_, payloads := readSubgroup(t, r)
+	assert.Equal(t, [][]byte{[]byte("early")}, payloads)
+}
+
+// TestAliasUnknownTimesOut: a stream whose alias never arrives is dropped
+// with STOP_SENDING once Config.AliasWait passes.
+func TestAliasUnknownTimesOut(t *testing.T) {
+	_, fp := clientSession(t, &Config{AliasWait: 50 * time.Millisecond})
+	data := fp.openSubgroup(9, 0, []byte("lost"))
+	select {
+	case <-data.Context().Done():
+	case <-time.After(fakeGuard):
+		t.Fatal("no STOP_SENDING")
+	}
+	_, err := data.Write([]byte{0})
+	var se *transport.StreamError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, uint64(wire.ResetCancelled), se.Code)
+}
+
+// TestAliasPendingStreamLimit: beyond Config.MaxPendingStreams, waiting
+// streams are refused with EXCESSIVE_LOAD.
+func TestAliasPendingStreamLimit(t *testing.T) {
+	_, fp := clientSession(t, &Config{AliasWait: 5 * time.Second, MaxPendingStreams: 2})
+	var streams []transport.SendStream
+	for range 3 {
+		streams = append(streams, fp.openSubgroup(9, 0, []byte("x")))
+	}
+	stopped := 0
+	for _, str := range streams {
+		select {
+		case <-str.Context().Done():
+			_, err := str.Write([]byte{0})
+			var se *transport.StreamError
+			if assert.ErrorAs(t, err, &se) {
+				assert.Equal(t, uint64(wire.ResetExcessiveLoad), se.Code)
+			}
+			stopped++
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	assert.Equal(t, 1, stopped, "exactly the stream beyond the limit is refused")
+}
+
+// TestAliasEndedDiscardsAtOnce: streams for the alias of a subscription
+// that just ended are stopped at once, not held as unknown (§3.1.2).
+func TestAliasEndedDiscardsAtOnce(t *testing.T) {
+	s, fp := clientSession(t, &Config{AliasWait: time.Minute})
+	got, req := subscribeAgainstFake(t, s, fp)
+	req.send(&wire.SubscribeOK{TrackAlias: 4})
+	sub := recvOrFail(t, got)
+	require.NoError(t, sub.Close())
+	data := fp.openSubgroup(4, 0, []byte("late"))
+	select {
+	case <-data.Context().Done():
+	case <-time.After(fakeGuard):
+		t.Fatal("late stream was held instead of discarded")
+	}
+}
+
+// TestC036_DataFloodCannotStarveControl: a flood of data streams for an
+// alias nobody has named, written until they stall on flow control, must
+// not keep the SUBSCRIBE_OK on the request stream from arriving. Waiting
+// streams are read into a bounded buffer, so they keep consuming
+// connection credit, and those beyond the bound are stopped. (Left unread,
+// they would hold the connection window until AliasWait passed.)
+func TestC036_DataFloodCannotStarveControl(t *testing.T) {
+	s, fp := clientSession(t, &Config{AliasWait: time.Minute, MaxPendingBytes: 256 << 10})
+	got, req := subscribeAgainstFake(t, s, fp)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	chunk := make([]byte, 16<<10)
+	var wg sync.WaitGroup
+	var written atomic.Int64
+	flood := make([]transport.SendStream, 40)
+	for i := range flood {
+		flood[i] = fp.openSubgroup(99, uint64(i))
+		wg.Add(1)
+		go func(str transport.SendStream) {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				n, err := str.Write(chunk)
+				written.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		}(flood[i])
+	}
+	// Wait until the flood makes no more progress: its streams are either
+	// blocked on flow control or stopped. Only then does the answer go out.
+	last := int64(-1)
+	for written.Load() != last {
+		last = written.Load()
+		time.Sleep(300 * time.Millisecond) // a progress probe, not synchronization of the library
+	}
+	req.send(&wire.SubscribeOK{TrackAlias: 5})
+	select {
+	case sub := <-got:
+		require.NotNil(t, sub)
+		assert.Equal(t, StateEstablished, sub.State())
+	case <-time.After(5 * time.Second):
+		t.Fatal("SUBSCRIBE_OK starved by data streams")
+	}
+	cancel()
+	for _, str := range flood {
+		str.CancelWrite(uint64(wire.ResetCancelled))
+	}
+	wg.Wait()
+	s.mu.Lock()
+	assert.LessOrEqual(t, s.pendingBytes, 256<<10, "read-ahead stays within MaxPendingBytes")
+	s.mu.Unlock()
+}
