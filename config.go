@@ -60,6 +60,10 @@ type Config struct {
 	// MaxPendingDatagrams bounds how many such datagrams are held; more are
 	// dropped, as §11.2 allows. Default 256.
 	MaxPendingDatagrams int
+	// MaxEarlyObjects bounds how many objects a PUBLISH sends before its
+	// PUBLISH_OK arrives (§3.1); later ones wait for the answer. Default
+	// 64.
+	MaxEarlyObjects int
 	// DoneLinger is how long a subscription keeps receiving late streams
 	// after PUBLISH_DONE when they have not all arrived (§9.9). Default 2s.
 	DoneLinger time.Duration
@@ -115,6 +119,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.MaxPendingDatagrams == 0 {
 		out.MaxPendingDatagrams = 256
+	}
+	if out.MaxEarlyObjects == 0 {
+		out.MaxEarlyObjects = 64
 	}
 	if out.DoneLinger == 0 {
 		out.DoneLinger = 2 * time.Second

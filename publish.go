@@ -13,6 +13,16 @@ import (
 // must be set when anything has been published, C016); props are the
 // Track Properties. A REQUEST_ERROR is returned as *RequestError.
 func (s *Session) Publish(ctx context.Context, track wire.FullTrackName, params wire.Params, props wire.KVList) (*ServedSubscription, error) {
+	ss, err := s.startPublish(ctx, track, params, props)
+	if err != nil {
+		return nil, err
+	}
+	return ss, ss.awaitPublishOK(ctx)
+}
+
+// startPublish sends PUBLISH and starts reading the subscriber's answer.
+// The subscription is Pending(Publisher) when it returns.
+func (s *Session) startPublish(ctx context.Context, track wire.FullTrackName, params wire.Params, props wire.KVList) (*ServedSubscription, error) {
 	if err := params.Check(wire.InPublish); err != nil {
 		return nil, err
 	}
@@ -48,13 +58,19 @@ func (s *Session) Publish(ctx context.Context, track wire.FullTrackName, params 
 			s.fail(err)
 		}
 	}()
+	return ss, nil
+}
+
+// awaitPublishOK waits for the answer to PUBLISH; if ctx ends first the
+// subscription is cancelled.
+func (ss *ServedSubscription) awaitPublishOK(ctx context.Context) error {
 	select {
 	case <-ss.established:
-		return ss, nil
+		return nil
 	case <-ss.done:
-		return nil, ss.Err()
+		return ss.Err()
 	case <-ctx.Done():
 		ss.cancel(ErrCancelled, wire.ResetCancelled)
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }

@@ -17,11 +17,22 @@ func (ss *ServedSubscription) attachTrack(t *LocalTrack, largest LargestObject) 
 	ss.filter = NewFilter(&ss.params, largest)
 }
 
-// passes reports whether an object goes to this subscription: it is
-// Established and the object passes FORWARD, the Location filter and the
-// range filters (C024, C027).
+// passes reports whether an object goes to this subscription: it passes
+// FORWARD, the Location filter and the range filters (C024, C027), and the
+// subscription is Established, or is this end's PUBLISH awaiting its
+// answer with early objects left (§3.1, Config.MaxEarlyObjects).
 func (ss *ServedSubscription) passes(meta ObjectMeta) bool {
-	if ss.State() != StateEstablished {
+	switch ss.State() {
+	case StateEstablished:
+	case StatePendingPublisher:
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		if ss.filter == nil || ss.early >= ss.sess.cfg.MaxEarlyObjects || !ss.filter.Passes(meta) {
+			return false
+		}
+		ss.early++
+		return true
+	default:
 		return false
 	}
 	ss.mu.Lock()

@@ -43,6 +43,7 @@ type ServedSubscription struct {
 	streams     uint64                            // data streams opened for this subscription
 	filter      *Filter                           // nil until a LocalTrack serves it
 	dataStreams map[transport.SendStream]struct{} // data streams still open
+	early       int                               // objects sent before PUBLISH_OK
 	// subscriberSet lists the parameters the subscriber controls, which
 	// PUBLISH_STATE_NOTIFY must not change (C013).
 	subscriberSet controlled
@@ -203,6 +204,8 @@ func (ss *ServedSubscription) cancel(err error, code wire.ResetCode) {
 // its stream is closed both ways.
 func (ss *ServedSubscription) finish() {
 	ss.finishOnce.Do(func() {
+		// Data streams still open will not be completed (C003, C004).
+		ss.resetDataStreams(wire.ResetCancelled)
 		ss.mu.Lock()
 		if ss.expiry != nil {
 			ss.expiry.Stop()

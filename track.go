@@ -74,24 +74,39 @@ func (t *LocalTrack) Accept(r *SubscribeRequest, opts AcceptOptions) (*ServedSub
 	return ss, nil
 }
 
-// Publish offers the track to the peer of s with PUBLISH (§9.8) and, once
-// PUBLISH_OK arrives, serves the subscription. LARGEST_OBJECT is added to
-// params when anything has been published (C016).
+// Publish offers the track to the peer of s with PUBLISH (§9.8) and serves
+// the subscription. Objects start flowing at once, before PUBLISH_OK
+// (§3.1), up to Config.MaxEarlyObjects of them, unless params sets
+// FORWARD to 0; the rest wait for the answer. LARGEST_OBJECT is added to
+// params when anything has been published (C016). A REQUEST_ERROR is
+// returned as *RequestError.
 func (t *LocalTrack) Publish(ctx context.Context, s *Session, params wire.Params) (*ServedSubscription, error) {
 	t.mu.Lock()
 	largest := t.largest
 	t.mu.Unlock()
 	params.LargestObject = largest.Param()
-	ss, err := s.Publish(ctx, t.name, params, t.props)
+	ss, err := s.startPublish(ctx, t.name, params, t.props)
 	if err != nil {
 		return nil, err
 	}
 	t.attach(ss, largest)
+	if err := ss.awaitPublishOK(ctx); err != nil {
+		return nil, err
+	}
 	return ss, nil
 }
 
-// attach starts serving an Established subscription. Its filter resolves
-// relative starts against the Largest Object its answer reported.
+// Status answers a TRACK_STATUS for this track with its Largest Object and
+// Track Properties (§9.13).
+func (t *LocalTrack) Status(r *TrackStatusRequest) error {
+	largest, known := t.Largest()
+	l := wire.Opt[wire.Location]{Value: largest, Set: known}
+	return r.Accept(l, t.props)
+}
+
+// attach starts serving a subscription: an Established one, or one of its
+// own PUBLISHes still awaiting PUBLISH_OK. Its filter resolves relative
+// starts against the Largest Object its answer or PUBLISH reported.
 func (t *LocalTrack) attach(ss *ServedSubscription, largest LargestObject) {
 	ss.attachTrack(t, largest)
 	t.mu.Lock()

@@ -1,0 +1,188 @@
+package moqt
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// collect reads every subgroup stream of sub until ctx ends or the
+// subscription's data plane ends, returning the Locations received.
+func collect(t *testing.T, ctx context.Context, sub *Subscription) []wire.Location {
+	t.Helper()
+	var got []wire.Location
+	for {
+		r, err := sub.AcceptSubgroup(ctx)
+		if err != nil {
+			return got
+		}
+		for {
+			h, err := r.Next()
+			if err != nil {
+				break
+			}
+			got = append(got, h.Location)
+		}
+	}
+}
+
+// TestC024_LiveFilterForms subscribes with each LOCATION_FILTER form while
+// the track's Largest Object is {5, 3}, publishes around it, and checks
+// that exactly the objects inside each filter arrive (§3.3.1, §9.20.10).
+func TestC024_LiveFilterForms(t *testing.T) {
+	loc := func(g, o uint64) wire.Location { return wire.Location{Group: g, Object: o} }
+	cases := []struct {
+		name   string
+		filter wire.Opt[wire.LocationFilter]
+		want   []wire.Location
+	}{
+		{"unfiltered", wire.Opt[wire.LocationFilter]{}, []wire.Location{loc(5, 4), loc(6, 0), loc(7, 0), loc(8, 0)}},
+		{"relative 0: next group", wire.Some(wire.RelativeFilter(0)), []wire.Location{loc(6, 0), loc(7, 0), loc(8, 0)}},
+		{"relative 1: current group", wire.Some(wire.RelativeFilter(1)), []wire.Location{loc(5, 4), loc(6, 0), loc(7, 0), loc(8, 0)}},
+		{"next object", wire.Some(wire.NextObjectFilter()), []wire.Location{loc(5, 4), loc(6, 0), loc(7, 0), loc(8, 0)}},
+		{"absolute start", wire.Some(wire.StartFilter(loc(7, 0))), []wire.Location{loc(7, 0), loc(8, 0)}},
+		{"start and end group", wire.Some(wire.RangeFilterTo(loc(6, 0), 7)), []wire.Location{loc(6, 0), loc(7, 0)}},
+		{"start and end object", wire.Some(wire.RangeFilterToObject(loc(5, 4), loc(6, 0))), []wire.Location{loc(5, 4), loc(6, 0)}},
+		{"entirely in the past", wire.Some(wire.RangeFilterTo(loc(1, 0), 2)), nil},
+	}
+	// One track per case: subscriptions sharing an alias with overlapping
+	// filters could not be told apart by the subscriber (§3.1).
+	tracks := make([]*LocalTrack, len(cases))
+	byName := map[string]*LocalTrack{}
+	for i := range cases {
+		name := wire.FullTrackName{Namespace: testTrack.Namespace, Name: []byte{'t', byte('a' + i)}}
+		track, err := NewLocalTrack(name, nil)
+		require.NoError(t, err)
+		// Objects published before anyone subscribes set Largest Object only.
+		w := track.OpenSubgroup(5, 0, SubgroupOptions{})
+		for id := uint64(0); id <= 3; id++ {
+			require.NoError(t, w.WriteObject(id, nil, []byte("old")))
+		}
+		tracks[i] = track
+		byName[string(name.Name)] = track
+		t.Cleanup(func() { _ = w.Close() })
+	}
+	served := make(chan *ServedSubscription, len(cases))
+	cfg := &Config{Handler: HandlerFunc(func(r Request) {
+		sr, ok := r.(*SubscribeRequest)
+		if !ok || byName[string(sr.Track.Name)] == nil {
+			DefaultHandler.ServeMOQT(r)
+			return
+		}
+		if ss, err := byName[string(sr.Track.Name)].Accept(sr, AcceptOptions{}); err == nil {
+			served <- ss
+		}
+	})}
+	p := newPair(t, "moqt", cfg, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	subs := make([]*Subscription, len(cases))
+	for i, c := range cases {
+		sub, err := p.client.Subscribe(ctx, tracks[i].Name(), wire.Params{LocationFilter: c.filter})
+		require.NoError(t, err, c.name)
+		largest, ok := sub.Largest()
+		require.True(t, ok)
+		assert.Equal(t, loc(5, 3), largest, "SUBSCRIBE_OK carries LARGEST_OBJECT (C016)")
+		subs[i] = sub
+		<-served
+	}
+	for _, track := range tracks {
+		w := track.OpenSubgroup(5, 1, SubgroupOptions{})
+		require.NoError(t, w.WriteObject(4, nil, []byte("new")))
+		require.NoError(t, w.Close())
+		for g := uint64(6); g <= 8; g++ {
+			w := track.OpenSubgroup(g, 0, SubgroupOptions{})
+			require.NoError(t, w.WriteObject(0, nil, []byte("new")))
+			require.NoError(t, w.Close())
+		}
+		track.End(wire.DoneTrackEnded, "")
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := collect(t, ctx, subs[i])
+			assert.ElementsMatch(t, c.want, got)
+		})
+	}
+}
+
+// TestDataPublishDoneCountsLateStreams: streams that arrive after
+// PUBLISH_DONE are still delivered until the Stream Count is reached
+// (§9.9), and the count is exact.
+func TestDataPublishDoneCountsLateStreams(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			track, err := NewLocalTrack(testTrack, nil)
+			require.NoError(t, err)
+			cfg, served := trackServer(t, track)
+			p := newPair(t, tr.scheme, cfg, &Config{DoneLinger: 10 * time.Second})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+			require.NoError(t, err)
+			ss := <-served
+			for g := uint64(0); g < 3; g++ {
+				w := track.OpenSubgroup(g, 0, SubgroupOptions{})
+				require.NoError(t, w.WriteObject(0, nil, []byte{byte(g)}))
+				require.NoError(t, w.Close())
+			}
+			require.NoError(t, ss.Done(wire.DoneTrackEnded, ""))
+			waitDone(t, ctx, sub.Done(), "subscription")
+			var de *DoneError
+			require.ErrorAs(t, sub.Err(), &de)
+			assert.Equal(t, uint64(3), de.StreamCount)
+			got := collect(t, ctx, sub)
+			assert.Len(t, got, 3, "every counted stream is delivered, even after PUBLISH_DONE")
+			assert.NoError(t, ctx.Err(), "the data plane ended when the count was reached, not by timeout")
+		})
+	}
+}
+
+// TestDataPublishSendsBeforePublishOK: a PUBLISH-initiated subscription
+// sends objects before PUBLISH_OK (§3.1), and they reach the subscriber
+// once it accepts.
+func TestDataPublishSendsBeforePublishOK(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			track, err := NewLocalTrack(testTrack, nil)
+			require.NoError(t, err)
+			release := make(chan struct{})
+			subs := make(chan *Subscription, 1)
+			clientCfg := &Config{Handler: HandlerFunc(func(r Request) {
+				pr, ok := r.(*PublishRequest)
+				if !ok {
+					DefaultHandler.ServeMOQT(r)
+					return
+				}
+				<-release // answer only once the publisher has sent objects
+				if sub, err := pr.Accept(wire.Params{}); err == nil {
+					subs <- sub
+				}
+			})}
+			p := newPair(t, tr.scheme, nil, clientCfg)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			published := make(chan error, 1)
+			go func() {
+				_, err := track.Publish(ctx, p.server, wire.Params{})
+				published <- err
+			}()
+			// Wait until the PUBLISH is out and the subscription attached.
+			require.Eventually(t, func() bool { return len(track.snapshot()) == 1 }, 5*time.Second, time.Millisecond)
+			w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+			require.NoError(t, w.WriteObject(0, nil, []byte("early")))
+			require.NoError(t, w.Close())
+			close(release)
+			require.NoError(t, <-published)
+			sub := <-subs
+			r, err := sub.AcceptSubgroup(ctx)
+			require.NoError(t, err)
+			_, payloads := readSubgroup(t, r)
+			assert.Equal(t, [][]byte{[]byte("early")}, payloads)
+		})
+	}
+}
