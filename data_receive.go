@@ -254,6 +254,9 @@ func (sub *Subscription) deliverStream(r *SubgroupReader) error {
 	sub.mu.Lock()
 	sub.streamsSeen++
 	sub.mu.Unlock()
+	if r.err == nil {
+		sub.trackReader(r)
+	}
 	select {
 	case sub.incoming <- r:
 		sub.noteStream()

@@ -138,17 +138,25 @@ func (r *SubgroupReader) Close() error {
 	if r.err == nil {
 		r.err = io.EOF
 	}
+	r.stop()
+	r.sub.forgetReader(r)
+	return nil
+}
+
+// stop sends STOP_SENDING. It is safe to call from another goroutine than
+// the reader's.
+func (r *SubgroupReader) stop() {
 	if r.pipe != nil {
 		r.pipe.abort(wire.ResetCancelled)
 	} else {
 		r.str.CancelRead(uint64(wire.ResetCancelled))
 	}
-	return nil
 }
 
 // fail records a stream error. A FIN inside an object is a
 // PROTOCOL_VIOLATION (§11.3) and closes the session.
 func (r *SubgroupReader) fail(err error) error {
+	defer r.sub.forgetReader(r)
 	switch {
 	case errors.Is(err, io.EOF) && r.remain == 0 && !errors.Is(err, wire.ErrTruncated):
 		r.err = io.EOF

@@ -298,6 +298,9 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 // request stream (§3.1.1, §6.4.2.3).
 func (sub *Subscription) Close() error {
 	sub.cancel(ErrCancelled)
+	// The application is done with the subscription: its data streams,
+	// taken or not, are stopped too (§9.9).
+	sub.stopReaders()
 	return nil
 }
 

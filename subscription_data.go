@@ -21,6 +21,7 @@ type subData struct {
 	releaseOnce sync.Once
 
 	// Guarded by Subscription.mu.
+	readers          map[*SubgroupReader]struct{} // delivered streams not yet ended
 	filter           *Filter
 	streamsSeen      uint64
 	droppedDatagrams uint64
@@ -117,14 +118,7 @@ func (sub *Subscription) endData() {
 		if finished {
 			return // late streams stay for AcceptSubgroup
 		}
-		for {
-			select {
-			case r := <-sub.incoming:
-				_ = r.Close()
-			default:
-				return
-			}
-		}
+		sub.stopReaders()
 	})
 }
 
@@ -136,4 +130,41 @@ func (sub *Subscription) expireAfter(d time.Duration) {
 	sub.expiry = time.AfterFunc(d, func() {
 		sub.cancel(errExpired)
 	})
+}
+
+// trackReader records a delivered stream until it ends.
+func (sub *Subscription) trackReader(r *SubgroupReader) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if sub.readers == nil {
+		sub.readers = map[*SubgroupReader]struct{}{}
+	}
+	sub.readers[r] = struct{}{}
+}
+
+// forgetReader drops a stream that ended.
+func (sub *Subscription) forgetReader(r *SubgroupReader) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	delete(sub.readers, r)
+}
+
+// stopReaders sends STOP_SENDING on every stream of the subscription still
+// open, whether or not the application has taken it.
+func (sub *Subscription) stopReaders() {
+	sub.mu.Lock()
+	open := sub.readers
+	sub.readers = nil
+	sub.mu.Unlock()
+	for r := range open {
+		r.stop()
+	}
+	for {
+		select {
+		case r := <-sub.incoming:
+			r.stop()
+		default:
+			return
+		}
+	}
 }
