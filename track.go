@@ -114,21 +114,25 @@ func (t *LocalTrack) attach(ss *ServedSubscription, largest LargestObject) {
 	t.mu.Unlock()
 }
 
-// snapshot returns the subscriptions being served, pruning terminated ones.
+// snapshot returns the subscriptions being served, pruning terminated
+// ones. It allocates only when there is something to prune.
 func (t *LocalTrack) snapshot() []*ServedSubscription {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	live := t.subs[:0:0]
-	pruned := false
-	for _, ss := range t.subs {
-		if ss.State() == StateTerminated {
-			pruned = true
+	for i, ss := range t.subs {
+		if ss.State() != StateTerminated {
 			continue
 		}
-		live = append(live, ss)
-	}
-	if pruned {
+		// A fresh slice: writers may be iterating the old one.
+		live := make([]*ServedSubscription, i, len(t.subs)-1)
+		copy(live, t.subs[:i])
+		for _, ss := range t.subs[i+1:] {
+			if ss.State() != StateTerminated {
+				live = append(live, ss)
+			}
+		}
 		t.subs = live
+		break
 	}
 	return t.subs
 }

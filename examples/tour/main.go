@@ -1,9 +1,9 @@
 // Command tour walks through a MoQT session end to end on 127.0.0.1: a
 // server and a client in one process, over raw QUIC and then WebTransport.
 // It shows the SETUP exchange, a SUBSCRIBE refused with REQUEST_ERROR, one
-// accepted with SUBSCRIBE_OK, a REQUEST_UPDATE, TRACK_STATUS, a
-// publisher-initiated PUBLISH and the PUBLISH_DONE that ends a
-// subscription.
+// accepted with SUBSCRIBE_OK, objects published through a LocalTrack and
+// read back, a REQUEST_UPDATE, TRACK_STATUS, a publisher-initiated PUBLISH
+// and the PUBLISH_DONE that ends a subscription.
 //
 //	go run ./examples/tour
 package main
@@ -14,6 +14,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -23,6 +24,9 @@ import (
 )
 
 var clock = wire.FullTrackName{Namespace: wire.NewNamespace("demo"), Name: []byte("clock")}
+
+// clockTrack is the server's published track; it is made fresh per visit.
+var clockTrack *moqt.LocalTrack
 
 // served hands the server's end of each accepted subscription to the tour.
 var served = make(chan *moqt.ServedSubscription, 1)
@@ -76,13 +80,12 @@ func serve(r moqt.Request) {
 			_ = r.Reject(wire.ReqDoesNotExist, "no such track")
 			return
 		}
-		ss, err := r.Accept(moqt.AcceptOptions{Largest: wire.Some(wire.Location{Group: 41, Object: 7})})
+		ss, err := clockTrack.Accept(r, moqt.AcceptOptions{})
 		if err == nil {
 			served <- ss
 		}
 	case *moqt.TrackStatusRequest:
-		_ = r.Accept(wire.Some(wire.Location{Group: 41, Object: 7}),
-			wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 64}})
+		_ = clockTrack.Status(r)
 	default:
 		moqt.DefaultHandler.ServeMOQT(r)
 	}
@@ -102,6 +105,22 @@ func acceptPublish(r moqt.Request) {
 func visit(srv *moqt.Server, url string, cfg *moqt.Config) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	var err error
+	clockTrack, err = moqt.NewLocalTrack(clock, wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 64}})
+	if err != nil {
+		return err
+	}
+	// One group published before anyone subscribes: it only moves the
+	// track's Largest Object.
+	w := clockTrack.OpenSubgroup(41, 0, moqt.SubgroupOptions{})
+	for id := uint64(0); id <= 7; id++ {
+		if err := w.WriteObject(id, nil, []byte("tick")); err != nil {
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
 	client, err := moqt.Dial(ctx, url, cfg)
 	if err != nil {
 		return err
@@ -134,6 +153,36 @@ func visit(srv *moqt.Server, url string, cfg *moqt.Config) error {
 	largest, _ := sub.Largest()
 	fmt.Printf("SUBSCRIBE %s -> SUBSCRIBE_OK alias %d, largest %v, state %s\n", clock, sub.TrackAlias(), largest, sub.State())
 	ss := <-served
+
+	w = clockTrack.OpenSubgroup(42, 0, moqt.SubgroupOptions{EndOfGroup: true})
+	for id := uint64(0); id < 3; id++ {
+		now := time.Now().UTC().Format("15:04:05.000")
+		if err := w.WriteObject(id, nil, []byte(now)); err != nil {
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	r, err := sub.AcceptSubgroup(ctx)
+	if err != nil {
+		return err
+	}
+	for {
+		h, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		payload, err := r.ReadPayload(1 << 10)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("object %v priority %d: %q\n", h.Location, h.Priority, payload)
+	}
+	fmt.Println("subgroup stream ended with FIN: group 42 is complete")
 
 	if err := sub.Update(ctx, wire.Params{Forward: wire.Some(false)}); err != nil {
 		return err

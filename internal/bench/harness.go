@@ -1,0 +1,584 @@
+// Package bench measures publisher → subscriber throughput of moqt against
+// raw quic-go over loopback QUIC on the same machine, in the same run
+// (DESIGN.md, "Performance targets"). Absolute numbers on a shared machine
+// are noise; the ratio moqt/raw is what is reported.
+//
+// Both paths move the same objects the same way: the server end publishes
+// n objects of one size on one unidirectional stream and finishes it; the
+// client end reads every object and the FIN. A Move returns only once the
+// reader has confirmed every byte and the end of the stream.
+//
+//   - raw-quic: each object is one Write of a 4-byte big-endian length and
+//     the payload; the reader reads the length, then exactly that many
+//     bytes, through a bufio.Reader (as moqt does).
+//   - moqt: a LocalTrack serves one subscription; each Move writes one
+//     subgroup with SubgroupWriter.WriteObject and Close; the subscriber
+//     reads it with AcceptSubgroup, Next and Read until io.EOF.
+package bench
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// Sizes are the object sizes measured.
+var Sizes = []int{100, 1 << 10, 64 << 10, 1 << 20}
+
+// SizeName names a size the way the benchmarks do: 100B, 1KiB, 64KiB, 1MiB.
+func SizeName(size int) string {
+	switch {
+	case size >= 1<<20 && size%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", size>>20)
+	case size >= 1<<10 && size%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", size>>10)
+	default:
+		return fmt.Sprintf("%dB", size)
+	}
+}
+
+// Path moves objects from a publisher to a subscriber over one loopback
+// QUIC connection. It is not safe for concurrent use.
+type Path interface {
+	// Move publishes n objects of size bytes on one new stream and returns
+	// once the subscriber has read all of them and the stream's end. With
+	// check, the subscriber also compares every payload byte with what
+	// was sent; otherwise it checks counts and lengths only.
+	Move(ctx context.Context, n, size int, check bool) error
+	// Close closes the connection and waits for its goroutines.
+	Close() error
+}
+
+// Kind is one way of moving objects.
+type Kind struct {
+	Name string
+	New  func(ctx context.Context) (Path, error)
+}
+
+// Kinds are the paths compared: raw quic-go first, as the ceiling.
+var Kinds = []Kind{
+	{Name: "raw-quic", New: func(ctx context.Context) (Path, error) { return NewRawQUIC(ctx) }},
+	{Name: "moqt", New: func(ctx context.Context) (Path, error) { return NewMoQT(ctx) }},
+}
+
+// QuietQUIC stops quic-go from logging its UDP buffer size warning. It
+// must run before the first socket is opened.
+func QuietQUIC() {
+	if os.Getenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING") == "" {
+		_ = os.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true")
+	}
+}
+
+// payload is the publisher's object buffer: room for a prefix, then a
+// fixed pattern, with the object's index stamped into its first 8 bytes so
+// that a receiver that checks can tell objects apart.
+type payload struct {
+	b            []byte
+	prefix, size int
+}
+
+// get returns a buffer of prefix+size bytes whose last size bytes hold the
+// pattern.
+func (p *payload) get(prefix, size int) []byte {
+	if cap(p.b) < prefix+size {
+		p.b = make([]byte, prefix+size)
+	}
+	if p.prefix != prefix || p.size != size {
+		p.prefix, p.size = prefix, size
+		fillPattern(p.b[prefix : prefix+size])
+	}
+	return p.b[:prefix+size]
+}
+
+func fillPattern(b []byte) {
+	for i := range b {
+		b[i] = byte(i*7 + 3)
+	}
+}
+
+func stamp(b []byte, i int) {
+	if len(b) >= 8 {
+		binary.BigEndian.PutUint64(b, uint64(i))
+	}
+}
+
+// expected returns the payload of object i into buf.
+func expected(buf []byte, i int) []byte {
+	fillPattern(buf)
+	stamp(buf, i)
+	return buf
+}
+
+// verify compares a received payload with object i's.
+func verify(got, scratch []byte, i int) error {
+	want := expected(scratch[:len(got)], i)
+	if string(got) != string(want) {
+		return fmt.Errorf("bench: object %d: payload differs from what was sent", i)
+	}
+	return nil
+}
+
+// tlsConfigs returns a server configuration with a fresh self-signed
+// certificate for 127.0.0.1 and a client configuration that trusts it.
+func tlsConfigs(alpn ...string) (server, client *tls.Config, err error) {
+	cert, _, err := moqt.GenerateCertificate("127.0.0.1")
+	if err != nil {
+		return nil, nil, err
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(leaf)
+	server = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: alpn}
+	client = &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: alpn}
+	return server, client, nil
+}
+
+// result is what a reader reports.
+type result struct {
+	objects int
+	err     error
+}
+
+// RawQUIC is the ceiling: quic-go with nothing on top. The server
+// publishes, as in the moqt path.
+type RawQUIC struct {
+	ln     *quic.Listener
+	server *quic.Conn
+	client *quic.Conn
+	pay    payload
+	rbuf   []byte
+	scr    []byte
+}
+
+// rawALPN is the raw path's application protocol.
+const rawALPN = "bench"
+
+// NewRawQUIC starts a quic-go listener on 127.0.0.1 and connects to it.
+// Both ends use the transport settings moqt's own transport uses.
+func NewRawQUIC(ctx context.Context) (*RawQUIC, error) {
+	stls, ctls, err := tlsConfigs(rawALPN)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := quic.ListenAddr("127.0.0.1:0", stls,
+		&quic.Config{EnableDatagrams: true, EnableStreamResetPartialDelivery: true})
+	if err != nil {
+		return nil, err
+	}
+	accepted := make(chan *quic.Conn, 1)
+	go func() {
+		c, err := ln.Accept(ctx)
+		if err != nil {
+			c = nil
+		}
+		accepted <- c
+	}()
+	client, err := quic.DialAddr(ctx, ln.Addr().String(), ctls, &quic.Config{EnableDatagrams: true})
+	if err != nil {
+		_ = ln.Close()
+		<-accepted
+		return nil, err
+	}
+	server := <-accepted
+	if server == nil {
+		_ = client.CloseWithError(0, "")
+		_ = ln.Close()
+		return nil, errors.New("bench: raw QUIC server accepted no connection")
+	}
+	return &RawQUIC{ln: ln, server: server, client: client}, nil
+}
+
+// Move sends n length-prefixed objects on one server-initiated
+// unidirectional stream.
+func (p *RawQUIC) Move(ctx context.Context, n, size int, check bool) error {
+	if size > 1<<31 {
+		return errors.New("bench: object too large")
+	}
+	done := make(chan result, 1)
+	go func() { done <- p.receive(ctx, n, size, check) }()
+
+	frame := p.pay.get(4, size)
+	binary.BigEndian.PutUint32(frame, uint32(size))
+	body := frame[4:]
+	str, err := p.server.OpenUniStreamSync(ctx)
+	if err != nil {
+		return p.fail(done, err)
+	}
+	for i := range n {
+		stamp(body, i)
+		if _, err := str.Write(frame); err != nil {
+			return p.fail(done, err)
+		}
+	}
+	if err := str.Close(); err != nil {
+		return p.fail(done, err)
+	}
+	r := <-done
+	return r.err
+}
+
+// fail aborts a Move whose writer failed: the connection goes, so the
+// reader stops too.
+func (p *RawQUIC) fail(done chan result, err error) error {
+	_ = p.client.CloseWithError(1, "writer failed")
+	if r := <-done; r.err != nil {
+		return fmt.Errorf("bench: raw writer: %w (reader: %v)", err, r.err)
+	}
+	return fmt.Errorf("bench: raw writer: %w", err)
+}
+
+// receive reads n objects and the FIN from the next stream. On failure it
+// closes the connection so the writer cannot block.
+func (p *RawQUIC) receive(ctx context.Context, n, size int, check bool) result {
+	got, err := p.read(ctx, n, size, check)
+	if err != nil {
+		_ = p.client.CloseWithError(1, "reader failed")
+	}
+	return result{objects: got, err: err}
+}
+
+func (p *RawQUIC) read(ctx context.Context, n, size int, check bool) (int, error) {
+	str, err := p.client.AcceptUniStream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	br := bufio.NewReader(str)
+	if cap(p.rbuf) < size {
+		p.rbuf = make([]byte, size)
+		p.scr = make([]byte, size)
+	}
+	var hdr [4]byte
+	for i := range n {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return i, fmt.Errorf("bench: raw object %d header: %w", i, err)
+		}
+		l := int(binary.BigEndian.Uint32(hdr[:]))
+		if l != size {
+			return i, fmt.Errorf("bench: raw object %d has %d bytes, want %d", i, l, size)
+		}
+		buf := p.rbuf[:l]
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return i, fmt.Errorf("bench: raw object %d payload: %w", i, err)
+		}
+		if check {
+			if err := verify(buf, p.scr, i); err != nil {
+				return i, err
+			}
+		}
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		return n, fmt.Errorf("bench: raw stream did not end after %d objects: %v", n, err)
+	}
+	return n, nil
+}
+
+// Close closes both ends and the listener.
+func (p *RawQUIC) Close() error {
+	err := p.client.CloseWithError(0, "")
+	_ = p.server.CloseWithError(0, "")
+	<-p.client.Context().Done()
+	<-p.server.Context().Done()
+	if e := p.ln.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// benchTrack is the track the moqt path publishes.
+var benchTrack = wire.FullTrackName{Namespace: wire.NewNamespace("bench"), Name: []byte("objects")}
+
+// MoQT is the moqt path: a Server whose LocalTrack serves the subscription
+// of a client over raw QUIC (moqt://).
+type MoQT struct {
+	srv    *moqt.Server
+	server *moqt.Session
+	client *moqt.Session
+	track  *moqt.LocalTrack
+	sub    *moqt.Subscription
+	group  uint64
+	pay    payload
+	rbuf   []byte
+	scr    []byte
+}
+
+// NewMoQT starts a moqt Server on 127.0.0.1 serving one LocalTrack,
+// connects to it and subscribes.
+func NewMoQT(ctx context.Context) (_ *MoQT, err error) {
+	stls, ctls, err := tlsConfigs()
+	if err != nil {
+		return nil, err
+	}
+	track, err := moqt.NewLocalTrack(benchTrack, nil)
+	if err != nil {
+		return nil, err
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	handler := moqt.HandlerFunc(func(r moqt.Request) {
+		if sr, ok := r.(*moqt.SubscribeRequest); ok && sr.Track.Equal(benchTrack) {
+			_, _ = track.Accept(sr, moqt.AcceptOptions{})
+			return
+		}
+		moqt.DefaultHandler.ServeMOQT(r)
+	})
+	srv, err := moqt.Listen("127.0.0.1:0", stls, &moqt.Config{Logger: quiet, Handler: handler}, nil)
+	if err != nil {
+		return nil, err
+	}
+	p := &MoQT{srv: srv, track: track}
+	defer func() {
+		if err != nil {
+			_ = p.Close()
+		}
+	}()
+	accepted := make(chan *moqt.Session, 1)
+	go func() {
+		s, err := srv.Accept(ctx)
+		if err != nil {
+			s = nil
+		}
+		accepted <- s
+	}()
+	// On failure the deferred Close closes srv, which ends the Accept.
+	p.client, err = moqt.Dial(ctx, "moqt://"+srv.Addr().String()+"/bench", &moqt.Config{Logger: quiet, TLSConfig: ctls})
+	if err != nil {
+		return nil, err
+	}
+	if p.server = <-accepted; p.server == nil {
+		return nil, errors.New("bench: moqt server accepted no session")
+	}
+	if p.sub, err = p.client.Subscribe(ctx, benchTrack, wire.Params{}); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Move publishes n objects as one new subgroup (group numbers increase
+// from one Move to the next) and reads it back.
+func (p *MoQT) Move(ctx context.Context, n, size int, check bool) error {
+	group := p.group
+	p.group++
+	done := make(chan result, 1)
+	go func() { done <- p.receive(ctx, group, n, size, check) }()
+
+	body := p.pay.get(0, size)
+	w := p.track.OpenSubgroup(group, 0, moqt.SubgroupOptions{})
+	for i := range n {
+		stamp(body, i)
+		if err := w.WriteObject(uint64(i), nil, body); err != nil {
+			w.Reset(wire.ResetCancelled)
+			_ = p.client.CloseWithError(wire.InternalError, "writer failed")
+			<-done
+			return fmt.Errorf("bench: moqt writer: %w", err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		_ = p.client.CloseWithError(wire.InternalError, "writer failed")
+		<-done
+		return fmt.Errorf("bench: moqt writer: %w", err)
+	}
+	r := <-done
+	return r.err
+}
+
+// receive reads the subgroup of group to its end. On failure it closes the
+// client session so the writer cannot block on flow control.
+func (p *MoQT) receive(ctx context.Context, group uint64, n, size int, check bool) result {
+	got, err := p.read(ctx, group, n, size, check)
+	if err != nil {
+		_ = p.client.CloseWithError(wire.InternalError, "reader failed")
+	}
+	return result{objects: got, err: err}
+}
+
+func (p *MoQT) read(ctx context.Context, group uint64, n, size int, check bool) (int, error) {
+	r, err := p.sub.AcceptSubgroup(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if g := r.Header().GroupID; g != group {
+		return 0, fmt.Errorf("bench: moqt subgroup of group %d, want %d", g, group)
+	}
+	if cap(p.rbuf) < size {
+		p.rbuf = make([]byte, size)
+		p.scr = make([]byte, size)
+	}
+	for i := range n {
+		h, err := r.Next()
+		if err != nil {
+			return i, fmt.Errorf("bench: moqt object %d: %w", i, err)
+		}
+		if h.Location.Object != uint64(i) || h.PayloadLength != uint64(size) {
+			return i, fmt.Errorf("bench: moqt object %d: got object %d of %d bytes, want %d bytes",
+				i, h.Location.Object, h.PayloadLength, size)
+		}
+		if check {
+			// The allocating API, as an application would use it.
+			b, err := r.ReadPayload(size)
+			if err != nil {
+				return i, fmt.Errorf("bench: moqt object %d payload: %w", i, err)
+			}
+			if err := verify(b, p.scr, i); err != nil {
+				return i, err
+			}
+			continue
+		}
+		if _, err := io.ReadFull(r, p.rbuf[:size]); err != nil {
+			return i, fmt.Errorf("bench: moqt object %d payload: %w", i, err)
+		}
+	}
+	if _, err := r.Next(); err != io.EOF {
+		return n, fmt.Errorf("bench: moqt subgroup did not end after %d objects: %v", n, err)
+	}
+	return n, nil
+}
+
+// Close ends the subscription's sessions and the server, waiting for
+// their goroutines.
+func (p *MoQT) Close() error {
+	var err error
+	if p.client != nil {
+		err = p.client.Close()
+	}
+	if p.server != nil {
+		_ = p.server.Close()
+	}
+	if p.client != nil {
+		<-p.client.Context().Done()
+	}
+	if p.server != nil {
+		<-p.server.Context().Done()
+	}
+	if e := p.srv.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// Rate is one measurement.
+type Rate struct {
+	Objects int
+	Bytes   int64
+	Elapsed time.Duration
+}
+
+// ObjectsPerSec is the object rate.
+func (r Rate) ObjectsPerSec() float64 { return float64(r.Objects) / r.Elapsed.Seconds() }
+
+// MBPerSec is the payload rate in 10^6 bytes per second, as go test -bench
+// reports MB/s.
+func (r Rate) MBPerSec() float64 { return float64(r.Bytes) / 1e6 / r.Elapsed.Seconds() }
+
+// BatchObjects is how many objects one Move carries when measuring for a
+// duration: about 16 MiB, at least 4 and at most 20000 objects.
+func BatchObjects(size int) int {
+	n := (16 << 20) / max(size, 1)
+	return min(max(n, 4), 20000)
+}
+
+// Measure runs Moves of BatchObjects(size) objects on p until d has
+// passed and returns the rate over them.
+func Measure(ctx context.Context, p Path, size int, d time.Duration) (Rate, error) {
+	batch := BatchObjects(size)
+	var r Rate
+	start := time.Now()
+	for r.Elapsed < d {
+		if err := p.Move(ctx, batch, size, false); err != nil {
+			return r, err
+		}
+		r.Objects += batch
+		r.Bytes += int64(batch) * int64(size)
+		r.Elapsed = time.Since(start)
+	}
+	return r, nil
+}
+
+// Row is one line of the comparison table.
+type Row struct {
+	Size      int
+	Raw, MoQT Rate // the median rounds
+	// Ratio is the median of the per-round ratios of moqt's object rate
+	// to raw quic-go's.
+	Ratio float64
+}
+
+// Compare measures raw quic-go and moqt for size, alternating between them
+// for rounds rounds of d each so that drift in the machine's load hits
+// both alike, and reports the medians. Each path's connection is set up
+// once and warmed up before the first round.
+func Compare(ctx context.Context, size, rounds int, d time.Duration) (Row, error) {
+	paths := make([]Path, len(Kinds))
+	var closeOnce sync.Once
+	closeAll := func() {
+		closeOnce.Do(func() {
+			for _, p := range paths {
+				if p != nil {
+					_ = p.Close()
+				}
+			}
+		})
+	}
+	defer closeAll()
+	for i, k := range Kinds {
+		p, err := k.New(ctx)
+		if err != nil {
+			return Row{}, fmt.Errorf("%s: %w", k.Name, err)
+		}
+		paths[i] = p
+		if err := p.Move(ctx, BatchObjects(size), size, false); err != nil { // warm up
+			return Row{}, fmt.Errorf("%s: %w", k.Name, err)
+		}
+	}
+	rates := make([][]Rate, len(Kinds))
+	var ratios []float64
+	for round := range rounds {
+		var this [2]Rate
+		for j := range Kinds {
+			i := j
+			if round%2 == 1 {
+				i = len(Kinds) - 1 - j // alternate which goes first
+			}
+			r, err := Measure(ctx, paths[i], size, d)
+			if err != nil {
+				return Row{}, fmt.Errorf("%s: %w", Kinds[i].Name, err)
+			}
+			rates[i] = append(rates[i], r)
+			this[i] = r
+		}
+		ratios = append(ratios, this[1].ObjectsPerSec()/this[0].ObjectsPerSec())
+	}
+	closeAll()
+	return Row{Size: size, Raw: medianRate(rates[0]), MoQT: medianRate(rates[1]), Ratio: median(ratios)}, nil
+}
+
+func medianRate(rs []Rate) Rate {
+	rs = append([]Rate(nil), rs...)
+	sort.Slice(rs, func(i, j int) bool { return rs[i].ObjectsPerSec() < rs[j].ObjectsPerSec() })
+	return rs[len(rs)/2]
+}
+
+func median(xs []float64) float64 {
+	xs = append([]float64(nil), xs...)
+	sort.Float64s(xs)
+	if len(xs)%2 == 1 {
+		return xs[len(xs)/2]
+	}
+	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+}
