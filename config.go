@@ -88,6 +88,9 @@ type sessionHooks struct {
 	// updateReceived runs when a REQUEST_UPDATE has been read from the
 	// peer, before it is answered.
 	updateReceived func()
+	// deliveryTimedOut runs when a data stream has been reset with
+	// DELIVERY_TIMEOUT (§5.2).
+	deliveryTimedOut func()
 }
 
 // withDefaults returns a copy of c with every zero field set to its default.

@@ -40,16 +40,28 @@ func (ss *ServedSubscription) passes(meta ObjectMeta) bool {
 	return ss.filter != nil && ss.filter.Passes(meta)
 }
 
-// beyondWindow reports whether l is past the end of the subscription's
-// Location filter.
-func (ss *ServedSubscription) beyondWindow(l wire.Location) bool {
+// skipAction says what an open subgroup stream does with an object at l
+// that the subscription's filters refuse.
+type skipAction int
+
+const (
+	skipReset  skipAction = iota // the stream would miss covered objects
+	skipFinish                   // past the window: the stream is complete
+	skipKeep                     // a range filter left it out; go on
+)
+
+func (ss *ServedSubscription) skipAction(l wire.Location) skipAction {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.filter == nil {
-		return false
+	switch {
+	case ss.filter == nil || !ss.filter.Forward():
+		return skipReset
+	case ss.filter.Window().Bounded && ss.filter.Window().End.Less(l):
+		return skipFinish
+	case ss.filter.Window().Contains(l):
+		return skipKeep
 	}
-	w := ss.filter.Window()
-	return w.Bounded && w.End.Less(l)
+	return skipReset
 }
 
 // openDataStream opens a unidirectional stream for this subscription and
@@ -87,6 +99,7 @@ func (ss *ServedSubscription) forgetDataStream(str transport.SendStream) {
 	ss.mu.Lock()
 	delete(ss.dataStreams, str)
 	ss.mu.Unlock()
+	ss.sess.priorities().remove(str)
 }
 
 // resetDataStreams resets every data stream still open: on cancellation
@@ -97,8 +110,10 @@ func (ss *ServedSubscription) resetDataStreams(code wire.ResetCode) {
 	open := ss.dataStreams
 	ss.dataStreams = nil
 	ss.mu.Unlock()
+	prio := ss.sess.priorities()
 	for str := range open {
 		str.CancelWrite(uint64(code))
+		prio.remove(str)
 	}
 }
 

@@ -462,6 +462,9 @@ func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 	ss.subscriberSet.forward = ss.subscriberSet.forward || p.Forward.Set
 	ss.subscriberSet.locationFilter = ss.subscriberSet.locationFilter || p.LocationFilter.Set
 	ss.mu.Unlock()
+	if p.SubscriberPriority.Set {
+		ss.refreshPriority()
+	}
 	ss.restartExpiry()
 	_ = ss.rs.write(&wire.RequestOK{Parameters: ss.grantParams()})
 }

@@ -69,6 +69,8 @@ type Session struct {
 	pendingBytes     int               // bytes read ahead from them
 	pendingDatagrams []pendingDatagram // datagrams waiting for their alias
 	droppedDatagrams uint64            // datagrams dropped while waiting
+
+	prio prioTable // urgency of this session's data streams (raw QUIC)
 }
 
 // newSession wraps conn. The caller runs handshake next.

@@ -33,11 +33,19 @@ type SubgroupOptions struct {
 // written; objects go straight to the QUIC streams, with no goroutine or
 // queue in between. A SubgroupWriter is safe for concurrent use, though
 // objects are written one at a time, in increasing Object ID order.
+//
+// On raw QUIC each stream is scheduled by the subscription's subscriber
+// priority, the subgroup's publisher priority and the group order (§5.1,
+// see priority.go). A stream that misses its OBJECT_DELIVERY_TIMEOUT or
+// SUBGROUP_DELIVERY_TIMEOUT is reset with DELIVERY_TIMEOUT (§5.2, see
+// delivery_timeout.go).
 type SubgroupWriter struct {
 	track    *LocalTrack
 	group    uint64
 	subgroup uint64
 	opts     SubgroupOptions
+	// trackOrder is the track's DEFAULT_PUBLISHER_GROUP_ORDER (§10.5).
+	trackOrder wire.GroupOrder
 
 	mu      sync.Mutex // serializes objects; guards the fields below
 	outs    map[*ServedSubscription]*subgroupOut
@@ -46,28 +54,39 @@ type SubgroupWriter struct {
 	ended   bool   // an End of Group or End of Track object was written
 	closed  bool
 	buf     []byte
-	gen     uint64   // counts objects begun, so a stale ObjectWriter fails
-	remain  uint64   // payload bytes of the current object still to write
-	targets []target // streams receiving the current object
+	gen     uint64         // counts objects begun, so a stale ObjectWriter fails
+	remain  uint64         // payload bytes of the current object still to write
+	targets []*subgroupOut // streams receiving the current object
+	// timeouts are the publisher's delivery timeouts: the Track
+	// Properties, overridden by the first object's Object Properties.
+	timeouts deliveryTimeouts
 }
 
-// target is one subscription's stream receiving the current object.
-type target struct {
-	ss  *ServedSubscription
-	out *subgroupOut
-}
-
-// subgroupOut is one subscription's stream for the subgroup.
+// subgroupOut is one subscription's stream for the subgroup. Its fields
+// are guarded by the SubgroupWriter's lock, except dl (see streamDeadline).
 type subgroupOut struct {
-	str  transport.SendStream
-	enc  wire.SubgroupEncoder
-	done bool // finished or reset; no more objects go to it
+	str        transport.SendStream
+	ss         *ServedSubscription
+	enc        wire.SubgroupEncoder
+	done       bool  // finished or reset; no more objects go to it
+	subscriber uint8 // the subscriber priority its ranking uses
+	dl         streamDeadline
+}
+
+// closed reports whether no more objects go to out: it was finished or
+// reset, or it missed a delivery timeout (which also marks it done).
+func (out *subgroupOut) closed() bool {
+	if !out.done && out.dl.expired.Load() {
+		out.done = true
+	}
+	return out.done
 }
 
 // OpenSubgroup starts publishing subgroup subgroup of group. Streams open
 // lazily, per subscription, when an object passes its filters.
 func (t *LocalTrack) OpenSubgroup(group, subgroup uint64, opts SubgroupOptions) *SubgroupWriter {
 	return &SubgroupWriter{track: t, group: group, subgroup: subgroup, opts: opts,
+		trackOrder: trackGroupOrder(t.props), timeouts: trackTimeouts(t.props),
 		outs: map[*ServedSubscription]*subgroupOut{}}
 }
 
@@ -85,6 +104,7 @@ func (w *SubgroupWriter) WriteObject(id uint64, props, payload []byte) error {
 		return err
 	}
 	w.payload(payload)
+	w.objectDone()
 	return nil
 }
 
@@ -96,7 +116,11 @@ func (w *SubgroupWriter) WriteStatus(id uint64, status wire.ObjectStatus) error 
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.start(wire.SubgroupObject{ObjectID: id, Status: status})
+	if err := w.start(wire.SubgroupObject{ObjectID: id, Status: status}); err != nil {
+		return err
+	}
+	w.objectDone()
+	return nil
 }
 
 // BeginObject starts a Normal object of length payload bytes whose payload
@@ -109,6 +133,9 @@ func (w *SubgroupWriter) BeginObject(id, length uint64, props []byte) (*ObjectWr
 	defer w.mu.Unlock()
 	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}); err != nil {
 		return nil, err
+	}
+	if length == 0 {
+		w.objectDone()
 	}
 	return &ObjectWriter{w: w, gen: w.gen}, nil
 }
@@ -132,6 +159,9 @@ func (ow *ObjectWriter) Write(p []byte) (int, error) {
 		return 0, fmt.Errorf("moqt: %d bytes past the object's declared length", uint64(len(p))-w.remain)
 	}
 	w.payload(p)
+	if w.remain == 0 {
+		w.objectDone()
+	}
 	return len(p), nil
 }
 
@@ -148,9 +178,9 @@ func (ow *ObjectWriter) Close() error {
 	missing := w.remain
 	w.remain = 0
 	w.closed = true
-	for ss, out := range w.outs {
-		if !out.done {
-			w.drop(ss, out)
+	for _, out := range w.outs {
+		if !out.closed() {
+			w.drop(out)
 		}
 	}
 	return fmt.Errorf("moqt: object closed %d bytes short", missing)
@@ -167,27 +197,45 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject) error {
 	w.track.noteObject(loc)
 	meta := ObjectMeta{Location: loc, SubgroupID: w.subgroup, PublisherPriority: w.priority(), Properties: o.Properties}
 	first := !w.started
+	if first {
+		w.timeouts = w.timeouts.withObjectProperties(o.Properties) // §10.1, §10.2
+	}
 	w.started, w.last, w.ended = true, o.ObjectID, o.Status != wire.ObjectNormal
 	w.gen++
 	w.remain = o.PayloadLength
 	w.targets = w.targets[:0]
+	var provided int64 // when the header was provided, if a timeout needs it
 	for _, ss := range w.track.snapshot() {
 		out := w.outs[ss]
-		if out != nil && out.done {
+		if out != nil && out.closed() {
 			continue
 		}
 		if !ss.passes(meta) {
 			if out != nil {
-				w.skip(ss, out, loc)
+				w.skip(out, loc)
 			}
 			continue
 		}
+		dp := ss.dataParams()
 		if out == nil {
 			var err error
-			if out, err = w.open(ss, first); err != nil {
+			if out, err = w.open(ss, first, dp); err != nil {
 				continue // the subscription is gone; it will be pruned
 			}
 			w.outs[ss] = out
+		} else if dp.priority != out.subscriber {
+			// A REQUEST_UPDATE changed the subscriber priority (§5.1.1).
+			out.subscriber = dp.priority
+			ss.sess.priorities().setSubscriber(ss.rs.id, dp.priority)
+		}
+		if timeout := effectiveTimeout(w.timeouts.object, dp.objectTimeout); timeout != 0 {
+			if provided == 0 {
+				provided = monoNow()
+			}
+			out.armObject(provided, timeout)
+		}
+		if out.late() {
+			continue
 		}
 		b, err := out.enc.AppendObject(w.buf[:0], o)
 		if err == nil {
@@ -195,12 +243,20 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject) error {
 			_, err = out.str.Write(b)
 		}
 		if err != nil {
-			w.drop(ss, out)
+			w.drop(out)
 			continue
 		}
-		w.targets = append(w.targets, target{ss, out})
+		w.targets = append(w.targets, out)
 	}
 	return nil
+}
+
+// objectDone ends the current object's delivery timeouts: all of it has
+// been passed to the transport. w.mu is held.
+func (w *SubgroupWriter) objectDone() {
+	for _, out := range w.targets {
+		out.disarmObject()
+	}
 }
 
 // payload writes payload bytes of the current object to its targets. A
@@ -211,21 +267,25 @@ func (w *SubgroupWriter) payload(p []byte) {
 	if len(p) == 0 {
 		return
 	}
-	for _, t := range w.targets {
-		if t.out.done {
+	for _, out := range w.targets {
+		if out.closed() || out.late() {
 			continue
 		}
-		if _, err := t.out.str.Write(p); err != nil {
-			w.drop(t.ss, t.out)
+		if _, err := out.str.Write(p); err != nil {
+			w.drop(out)
 		}
 	}
 }
 
 // drop stops sending the subgroup to one subscription, resetting its
-// stream.
-func (w *SubgroupWriter) drop(ss *ServedSubscription, out *subgroupOut) {
+// stream. A stream that missed its delivery timeout keeps that code.
+func (w *SubgroupWriter) drop(out *subgroupOut) {
 	out.done = true
-	ss.closeDataStream(out.str, wire.ResetCancelled)
+	out.stopTimers()
+	if out.dl.expired.Load() {
+		return
+	}
+	out.ss.closeDataStream(out.str, wire.ResetCancelled)
 }
 
 // check validates o against the subgroup's state before anything is sent.
@@ -259,7 +319,7 @@ func (w *SubgroupWriter) priority() uint8 {
 // FIRST_OBJECT is set when the stream starts at the subgroup's first
 // object (§11.3.1); a stream that joins later carries its Subgroup ID
 // explicitly, since mode 1 would name the wrong ID.
-func (w *SubgroupWriter) open(ss *ServedSubscription, first bool) (*subgroupOut, error) {
+func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, dp dataParams) (*subgroupOut, error) {
 	h := wire.SubgroupHeader{
 		TrackAlias:      ss.alias,
 		GroupID:         w.group,
@@ -282,7 +342,13 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool) (*subgroupOut,
 	if err != nil {
 		return nil, err
 	}
-	out := &subgroupOut{str: str, enc: wire.SubgroupEncoder{Header: h}}
+	order := w.trackOrder
+	if dp.order != 0 {
+		order = dp.order
+	}
+	ss.sess.priorities().add(str, streamPriority{owner: ss.rs.id, subscriber: dp.priority,
+		publisher: w.priority(), order: order, group: w.group, subgroup: w.subgroup})
+	out := &subgroupOut{str: str, ss: ss, enc: wire.SubgroupEncoder{Header: h}, subscriber: dp.priority}
 	b, err := h.Append(w.buf[:0])
 	if err != nil {
 		ss.closeDataStream(str, wire.ResetInternalError)
@@ -297,17 +363,32 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool) (*subgroupOut,
 }
 
 // skip handles an object that does not pass ss's filters on a stream that
-// is already open. Past the end of the subscription's window every object
-// it will get from this subgroup has been sent, so the stream ends with a
-// FIN; otherwise the stream would silently miss an object, so it is reset
-// (C019, C020, §11.3.2).
-func (w *SubgroupWriter) skip(ss *ServedSubscription, out *subgroupOut, loc wire.Location) {
-	out.done = true
-	if ss.beyondWindow(loc) {
-		ss.finishDataStream(out.str)
-		return
+// is already open (§11.3.2). A range filter leaving it out is expected: the
+// stream goes on, since Object ID deltas allow gaps. Past the end of the
+// Location filter every object the subscription gets from this subgroup
+// has been sent, so the stream ends with a FIN (C019). With Forward at 0
+// the stream would miss objects the subscription covers, so it is reset
+// (C020).
+func (w *SubgroupWriter) skip(out *subgroupOut, loc wire.Location) {
+	switch out.ss.skipAction(loc) {
+	case skipKeep:
+	case skipFinish:
+		out.done = true
+		out.stopTimers()
+		w.finish(out)
+	default:
+		w.drop(out)
 	}
-	ss.closeDataStream(out.str, wire.ResetCancelled)
+}
+
+// finish ends out with a FIN: every object it was to carry was passed to
+// the transport. Its SUBGROUP_DELIVERY_TIMEOUT starts now (§5.2). w.mu is
+// held.
+func (w *SubgroupWriter) finish(out *subgroupOut) {
+	out.ss.finishDataStream(out.str)
+	if timeout := effectiveTimeout(w.timeouts.subgroup, out.ss.dataParams().subgroupTimeout); timeout != 0 {
+		out.startSubgroupTimer(timeout)
+	}
 }
 
 // Close ends the subgroup: every stream gets a FIN, which tells the
@@ -321,18 +402,19 @@ func (w *SubgroupWriter) Close() error {
 	w.closed = true
 	if w.remain > 0 {
 		// A FIN inside an object would be a protocol violation (§11.3).
-		for ss, out := range w.outs {
-			if !out.done {
-				w.drop(ss, out)
+		for _, out := range w.outs {
+			if !out.closed() {
+				w.drop(out)
 			}
 		}
 		w.remain = 0
 		return errors.New("moqt: subgroup closed inside an object; its streams were reset")
 	}
-	for ss, out := range w.outs {
-		if !out.done {
+	for _, out := range w.outs {
+		if !out.closed() {
 			out.done = true
-			ss.finishDataStream(out.str)
+			out.stopTimers()
+			w.finish(out)
 		}
 	}
 	return nil
@@ -344,10 +426,11 @@ func (w *SubgroupWriter) Reset(code wire.ResetCode) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.closed = true
-	for ss, out := range w.outs {
-		if !out.done {
+	for _, out := range w.outs {
+		if !out.closed() {
 			out.done = true
-			ss.closeDataStream(out.str, code)
+			out.stopTimers()
+			out.ss.closeDataStream(out.str, code)
 		}
 	}
 	w.remain = 0

@@ -30,6 +30,7 @@ func (c *quicConn) AcceptStream(ctx context.Context) (Stream, error) {
 	if err != nil {
 		return nil, fromQUIC(err)
 	}
+	s.SetPriority(UrgencyRequest, true)
 	return quicStream{s}, nil
 }
 
@@ -46,6 +47,7 @@ func (c *quicConn) OpenStreamSync(ctx context.Context) (Stream, error) {
 	if err != nil {
 		return nil, fromQUIC(err)
 	}
+	s.SetPriority(UrgencyRequest, true)
 	return quicStream{s}, nil
 }
 
@@ -54,6 +56,7 @@ func (c *quicConn) OpenUniStreamSync(ctx context.Context) (SendStream, error) {
 	if err != nil {
 		return nil, fromQUIC(err)
 	}
+	s.SetPriority(UrgencyControl, false)
 	return quicSendStream{s}, nil
 }
 

@@ -84,6 +84,23 @@ type Conn interface {
 	RemoteAddr() net.Addr
 }
 
+// Send urgencies, lower first, that streams start with on raw QUIC (§5.1.2:
+// control streams first, then request streams, then objects). quic-go has
+// eight levels, 0 to 7; within one, incremental streams share bandwidth
+// round-robin and the others go one at a time, lowest stream ID first.
+const (
+	// UrgencyControl is where unidirectional streams start: the control
+	// stream keeps it, a data stream moves to its own level before it
+	// carries anything.
+	UrgencyControl int8 = 0
+	// UrgencyRequest is where bidirectional (request) streams start,
+	// incremental.
+	UrgencyRequest int8 = 1
+	// UrgencyDataMin and UrgencyDataMax bound the levels left for data.
+	UrgencyDataMin int8 = 2
+	UrgencyDataMax int8 = 7
+)
+
 // SendStream is the sending half of a stream.
 type SendStream interface {
 	io.Writer
@@ -93,9 +110,10 @@ type SendStream interface {
 	// (RESET_STREAM). Calling it more than once, or after Close, has no effect
 	// beyond the first call.
 	CancelWrite(code uint64)
-	// SetPriority sets the stream's send urgency (lower is more urgent) and
-	// whether it shares bandwidth round-robin with streams of equal urgency.
-	// It has no effect on WebTransport, which exposes no stream scheduling.
+	// SetPriority sets the stream's send urgency (lower is more urgent,
+	// clipped to 0–7) and whether it shares bandwidth round-robin with
+	// streams of equal urgency. It has no effect on WebTransport, which
+	// exposes no stream scheduling.
 	SetPriority(urgency int8, incremental bool)
 	// Context is done once the send side is finished: after Close or
 	// CancelWrite, when the peer sends STOP_SENDING, or when the connection

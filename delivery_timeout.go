@@ -1,0 +1,202 @@
+package moqt
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// Delivery timeouts (§5.2) for subgroups this end publishes.
+//
+// Each subscription's copy of a subgroup (one stream) has two timeouts, in
+// milliseconds, 0 for none. The publisher's value is the Object Property
+// of that type on the subgroup's first object when present, else the Track
+// Property (§10.1, §10.2); the subscriber's is its OBJECT_DELIVERY_TIMEOUT
+// or SUBGROUP_DELIVERY_TIMEOUT parameter as it stands after every
+// REQUEST_UPDATE. When both are non-zero the smaller applies
+// (effectiveTimeout).
+//
+//   - OBJECT_DELIVERY_TIMEOUT starts when an object's header is handed to
+//     the SubgroupWriter (WriteObject, WriteStatus, BeginObject: the last
+//     header byte, -20 #1844) and covers the object until all of its bytes
+//     have been passed to the transport. Each write is checked against it
+//     first, and a timer per stream (created once, reset per object) fires
+//     for a write that is stuck on flow control or a payload the
+//     application is slow to produce.
+//   - SUBGROUP_DELIVERY_TIMEOUT starts at Close, when the application says
+//     the subgroup is complete and the stream gets its FIN.
+//
+// Either way a late stream is reset with DELIVERY_TIMEOUT (§11.3.2, C020)
+// and no new stream is opened for the rest of the subgroup. quic-go copies
+// at most about one packet of a stream's data ahead of what it sends, so
+// little can slip past the object check. quic-go does not tell when a
+// stream's data has all been acknowledged, so the subgroup timer cannot
+// see "all data committed": when it fires the stream is reset even if
+// everything arrived; a subscriber that has read the whole subgroup and its
+// FIN ignores that reset (§11.3.2), one that has not loses the unread
+// part.
+
+// effectiveTimeout is the delivery timeout in force, in milliseconds: the
+// smaller of the publisher's and the subscriber's values when both are
+// non-zero, else the one that is; 0 means none (§5.2).
+func effectiveTimeout(publisher, subscriber uint64) uint64 {
+	switch {
+	case publisher == 0:
+		return subscriber
+	case subscriber == 0:
+		return publisher
+	}
+	return min(publisher, subscriber)
+}
+
+// deliveryTimeouts are a pair of timeouts in milliseconds, 0 for none.
+type deliveryTimeouts struct {
+	object, subgroup uint64
+}
+
+// trackTimeouts reads the Track Properties OBJECT_DELIVERY_TIMEOUT and
+// SUBGROUP_DELIVERY_TIMEOUT.
+func trackTimeouts(props wire.KVList) deliveryTimeouts {
+	var d deliveryTimeouts
+	if kv, ok := props.Get(wire.PropObjectDeliveryTimeout); ok {
+		d.object = kv.Value
+	}
+	if kv, ok := props.Get(wire.PropSubgroupDeliveryTimeout); ok {
+		d.subgroup = kv.Value
+	}
+	return d
+}
+
+// withObjectProperties overrides d with the timeouts set as Object
+// Properties of a subgroup's first object (§10.1, §10.2). A block that does
+// not parse overrides nothing.
+func (d deliveryTimeouts) withObjectProperties(props []byte) deliveryTimeouts {
+	if len(props) == 0 {
+		return d
+	}
+	out := d
+	err := wire.WalkKV(props, func(kv wire.KeyValue) error {
+		switch kv.Type {
+		case wire.PropObjectDeliveryTimeout:
+			out.object = kv.Value
+		case wire.PropSubgroupDeliveryTimeout:
+			out.subgroup = kv.Value
+		}
+		return nil
+	})
+	if err != nil {
+		return d
+	}
+	return out
+}
+
+// millis converts a timeout in milliseconds, capped so it cannot overflow.
+func millis(ms uint64) time.Duration {
+	const maxMS = uint64(1<<63-1) / uint64(time.Millisecond)
+	return time.Duration(min(ms, maxMS)) * time.Millisecond
+}
+
+// epoch anchors the monotonic deadlines kept in atomics.
+var epoch = time.Now()
+
+// monoNow is the time since epoch on the monotonic clock.
+func monoNow() int64 { return int64(time.Since(epoch)) }
+
+// dataParams are the subscription parameters the data path reads for each
+// object: they may change with REQUEST_UPDATE.
+type dataParams struct {
+	priority                       uint8
+	order                          wire.GroupOrder // 0 when the subscriber set none
+	objectTimeout, subgroupTimeout uint64
+}
+
+// dataParams returns the subscriber's current data parameters.
+func (ss *ServedSubscription) dataParams() dataParams {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	p := &ss.params
+	return dataParams{
+		priority:        subscriberPriority(p),
+		order:           p.GroupOrder.Value,
+		objectTimeout:   p.ObjectDeliveryTimeout.Value,
+		subgroupTimeout: p.SubgroupDeliveryTimeout.Value,
+	}
+}
+
+// streamDeadline is the delivery-timeout state of one subgroup stream. The
+// SubgroupWriter arms and disarms it under its lock; the timer fires on its
+// own goroutine and touches only the atomics and the stream.
+type streamDeadline struct {
+	timer    *time.Timer  // created on the first armed object, then reset
+	deadline atomic.Int64 // monoNow deadline of the current object; 0 when none
+	expired  atomic.Bool  // reset with DELIVERY_TIMEOUT
+}
+
+// armObject starts the OBJECT_DELIVERY_TIMEOUT of the object whose header
+// was provided at start (monoNow). w.mu is held.
+func (out *subgroupOut) armObject(start int64, timeout uint64) {
+	d := millis(timeout)
+	dl := &out.dl
+	dl.deadline.Store(max(start+int64(d), 1))
+	wait := time.Duration(dl.deadline.Load() - monoNow())
+	if dl.timer == nil {
+		dl.timer = time.AfterFunc(wait, out.objectTimerFired)
+		return
+	}
+	dl.timer.Reset(wait)
+}
+
+// disarmObject ends the current object's timeout: all of it has been passed
+// to the transport. w.mu is held.
+func (out *subgroupOut) disarmObject() {
+	if out.dl.deadline.Swap(0) != 0 {
+		out.dl.timer.Stop()
+	}
+}
+
+// late reports whether the current object's timeout has passed, resetting
+// the stream if so: the check before each write (§5.2). w.mu is held.
+func (out *subgroupOut) late() bool {
+	if out.dl.expired.Load() {
+		return true
+	}
+	if dl := out.dl.deadline.Load(); dl != 0 && monoNow() >= dl {
+		out.expire()
+		return true
+	}
+	return false
+}
+
+// objectTimerFired runs on the timer's goroutine. A timer that fires after
+// its object was complete, or once a later object re-armed it, finds no
+// deadline or one not reached yet, and does nothing.
+func (out *subgroupOut) objectTimerFired() {
+	if dl := out.dl.deadline.Load(); dl != 0 && monoNow() >= dl {
+		out.expire()
+	}
+}
+
+// startSubgroupTimer starts the SUBGROUP_DELIVERY_TIMEOUT once the stream
+// got its FIN (§5.2). w.mu is held.
+func (out *subgroupOut) startSubgroupTimer(timeout uint64) {
+	time.AfterFunc(millis(timeout), out.expire)
+}
+
+// expire resets the stream with DELIVERY_TIMEOUT, once. A Write blocked on
+// it returns at once.
+func (out *subgroupOut) expire() {
+	if out.dl.expired.Swap(true) {
+		return
+	}
+	out.ss.closeDataStream(out.str, wire.ResetDeliveryTimeout)
+	out.ss.sess.hook(func(h *sessionHooks) func() { return h.deliveryTimedOut })
+}
+
+// stopTimers stops the object timer of a stream that is done. w.mu is held.
+func (out *subgroupOut) stopTimers() {
+	out.dl.deadline.Store(0)
+	if out.dl.timer != nil {
+		out.dl.timer.Stop()
+	}
+}

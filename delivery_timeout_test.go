@@ -1,0 +1,292 @@
+package moqt
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// TestDeliveryTimeoutEffective: the smaller of the publisher's and the
+// subscriber's values applies when both are non-zero; 0 is none (§5.2).
+func TestDeliveryTimeoutEffective(t *testing.T) {
+	cases := []struct {
+		publisher, subscriber, want uint64
+	}{
+		{0, 0, 0},
+		{0, 500, 500},
+		{500, 0, 500},
+		{200, 500, 200},
+		{500, 200, 200},
+		{300, 300, 300},
+		{1, ^uint64(0), 1},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, effectiveTimeout(c.publisher, c.subscriber), "publisher %d, subscriber %d", c.publisher, c.subscriber)
+	}
+}
+
+// TestDeliveryTimeoutPublisherValue: the publisher's value of each timeout
+// is the Object Property on the subgroup's first object when present, the
+// Track Property otherwise (§5.2, §10.1, §10.2).
+func TestDeliveryTimeoutPublisherValue(t *testing.T) {
+	track := trackTimeouts(wire.KVList{
+		{Type: wire.PropObjectDeliveryTimeout, Value: 100},
+		{Type: wire.PropSubgroupDeliveryTimeout, Value: 900},
+	})
+	require.Equal(t, deliveryTimeouts{object: 100, subgroup: 900}, track)
+	assert.Equal(t, deliveryTimeouts{}, trackTimeouts(nil))
+
+	objOnly, err := wire.KVList{{Type: wire.PropObjectDeliveryTimeout, Value: 40}}.Append(nil)
+	require.NoError(t, err)
+	both, err := wire.KVList{
+		{Type: wire.PropObjectDeliveryTimeout, Value: 40},
+		{Type: wire.PropSubgroupDeliveryTimeout, Value: 5000},
+		{Type: wire.PropPriorObjectIDGap, Value: 3},
+	}.Append(nil)
+	require.NoError(t, err)
+	cases := []struct {
+		name  string
+		props []byte
+		want  deliveryTimeouts
+	}{
+		{"no properties", nil, track},
+		{"object timeout only", objOnly, deliveryTimeouts{object: 40, subgroup: 900}},
+		{"both, among others", both, deliveryTimeouts{object: 40, subgroup: 5000}},
+		{"malformed block overrides nothing", []byte{0x02}, track},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, track.withObjectProperties(c.props))
+		})
+	}
+	assert.Equal(t, time.Duration(1<<63-1)/time.Millisecond*time.Millisecond, millis(^uint64(0)), "capped, not overflowed")
+}
+
+// timeoutCase sets OBJECT_DELIVERY_TIMEOUT or SUBGROUP_DELIVERY_TIMEOUT on
+// the publisher's side (Track or first object's Property) and the
+// subscriber's. One side is short, the other none or an hour, so the test
+// ends only if the short one applies.
+type timeoutCase struct {
+	name        string
+	trackValue  uint64 // Track Property, 0 for none
+	objectValue uint64 // Object Property on the first object, 0 for none
+	subscriber  uint64 // parameter, 0 for none
+}
+
+const (
+	shortTimeout = 250 // ms
+	hour         = 3_600_000
+)
+
+var timeoutCases = []timeoutCase{
+	{name: "subscriber only", subscriber: shortTimeout},
+	{name: "track property only", trackValue: shortTimeout},
+	{name: "track shorter than subscriber", trackValue: shortTimeout, subscriber: hour},
+	{name: "subscriber shorter than track", trackValue: hour, subscriber: shortTimeout},
+	{name: "first object property overrides track", trackValue: hour, objectValue: shortTimeout, subscriber: hour},
+}
+
+// deliveryTimeoutSetup subscribes over tr to a track with c's values for
+// property prop / parameter, writes a first small object and hands back
+// the subscriber's reader of the subgroup with that object read.
+type deliverySetup struct {
+	track  *LocalTrack
+	sub    *Subscription
+	ss     *ServedSubscription
+	w      *SubgroupWriter
+	r      *SubgroupReader
+	expiry chan struct{}
+}
+
+func newDeliverySetup(t *testing.T, ctx context.Context, scheme string, prop uint64, c timeoutCase) *deliverySetup {
+	t.Helper()
+	var props wire.KVList
+	if c.trackValue != 0 {
+		props = wire.KVList{{Type: prop, Value: c.trackValue}}
+	}
+	track, err := NewLocalTrack(testTrack, props)
+	require.NoError(t, err)
+	cfg, served := trackServer(t, track)
+	expiry := make(chan struct{}, 4)
+	cfg.hooks = &sessionHooks{deliveryTimedOut: func() { expiry <- struct{}{} }}
+	p := newPair(t, scheme, cfg, nil)
+	var params wire.Params
+	if c.subscriber != 0 {
+		if prop == wire.PropObjectDeliveryTimeout {
+			params.ObjectDeliveryTimeout = wire.Some(c.subscriber)
+		} else {
+			params.SubgroupDeliveryTimeout = wire.Some(c.subscriber)
+		}
+	}
+	sub, err := p.client.Subscribe(ctx, testTrack, params)
+	require.NoError(t, err)
+	ss := <-served
+
+	w := track.OpenSubgroup(0, 0, SubgroupOptions{Properties: true})
+	var first []byte
+	if c.objectValue != 0 {
+		first, err = wire.KVList{{Type: prop, Value: c.objectValue}}.Append(nil)
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.WriteObject(0, first, []byte("first")))
+	r, err := sub.AcceptSubgroup(ctx)
+	require.NoError(t, err)
+	_, payloads := readObjects(t, r, 1)
+	require.Equal(t, [][]byte{[]byte("first")}, payloads)
+	return &deliverySetup{track: track, sub: sub, ss: ss, w: w, r: r, expiry: expiry}
+}
+
+// expectDeliveryTimeout waits for the publisher's reset, makes sure it
+// has reached the subscriber (a round trip on the request stream, which
+// the reset precedes) and reads the rest of the stream, which must end in
+// DELIVERY_TIMEOUT.
+func (d *deliverySetup) expectDeliveryTimeout(t *testing.T, ctx context.Context) {
+	t.Helper()
+	select {
+	case <-d.expiry:
+	case <-ctx.Done():
+		require.FailNow(t, "no delivery timeout")
+	}
+	require.NoError(t, d.sub.Update(ctx, wire.Params{SubscriberPriority: wire.Some[uint8](1)}))
+	var err error
+	for err == nil {
+		if _, err = d.r.Next(); err == nil {
+			_, err = io.Copy(io.Discard, d.r)
+		}
+	}
+	var se *transport.StreamError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, uint64(wire.ResetDeliveryTimeout), se.Code, "reset with DELIVERY_TIMEOUT")
+	assert.NoError(t, d.sub.Err(), "the subscription goes on")
+}
+
+// TestC020_ObjectDeliveryTimeoutResetsStream: an object that cannot be
+// passed to the transport in time, because the subscriber reads nothing
+// and flow control is exhausted, gets its stream reset with
+// DELIVERY_TIMEOUT (§5.2, §11.3.2); the effective timeout is the smaller
+// non-zero of the publisher's and the subscriber's; no new stream is
+// opened for the rest of the subgroup.
+func TestC020_ObjectDeliveryTimeoutResetsStream(t *testing.T) {
+	for _, tr := range transports {
+		for _, c := range timeoutCases {
+			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				d := newDeliverySetup(t, ctx, tr.scheme, wire.PropObjectDeliveryTimeout, c)
+
+				// Far more than the subscriber's receive windows.
+				written := make(chan error, 1)
+				go func() { written <- d.w.WriteObject(1, nil, make([]byte, 8<<20)) }()
+				select {
+				case err := <-written:
+					require.NoError(t, err, "the late copy is dropped, the write goes on")
+				case <-ctx.Done():
+					require.FailNow(t, "the blocked write was not released by the timeout")
+				}
+				d.expectDeliveryTimeout(t, ctx)
+
+				require.NoError(t, d.w.WriteObject(2, nil, []byte("later")))
+				require.NoError(t, d.w.Close())
+				d.ss.mu.Lock()
+				assert.Equal(t, uint64(1), d.ss.streams, "no new stream for the rest of the subgroup")
+				d.ss.mu.Unlock()
+			})
+		}
+	}
+}
+
+// TestC020_ObjectDeliveryTimeoutSlowPayload: an object whose payload the
+// application produces too late is reset as well: its bytes would reach
+// the transport after the timeout (§5.2).
+func TestC020_ObjectDeliveryTimeoutSlowPayload(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			d := newDeliverySetup(t, ctx, tr.scheme, wire.PropObjectDeliveryTimeout, timeoutCase{subscriber: shortTimeout})
+			ow, err := d.w.BeginObject(1, 10, nil)
+			require.NoError(t, err)
+			_, err = ow.Write([]byte("abc"))
+			require.NoError(t, err)
+			d.expectDeliveryTimeout(t, ctx)
+			_, err = ow.Write([]byte("defghij"))
+			require.NoError(t, err, "the object completes for the subscriptions still served")
+			require.NoError(t, ow.Close())
+			require.NoError(t, d.w.Close())
+		})
+	}
+}
+
+// TestC020_SubgroupDeliveryTimeoutResetsAfterFin: the subgroup timer
+// starts at the FIN (Close); a subgroup the subscriber has not taken by
+// then is reset with DELIVERY_TIMEOUT (§5.2). quic-go does not report
+// acknowledgements, so the reset comes whether or not the data arrived.
+func TestC020_SubgroupDeliveryTimeoutResetsAfterFin(t *testing.T) {
+	for _, tr := range transports {
+		for _, c := range timeoutCases {
+			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				d := newDeliverySetup(t, ctx, tr.scheme, wire.PropSubgroupDeliveryTimeout, c)
+				require.NoError(t, d.w.WriteObject(1, nil, make([]byte, 64<<10)))
+				select {
+				case <-d.expiry:
+					require.FailNow(t, "the subgroup timer started before the FIN")
+				default:
+				}
+				require.NoError(t, d.w.Close())
+				d.expectDeliveryTimeout(t, ctx)
+			})
+		}
+	}
+}
+
+// TestDeliveryTimeoutNoneKeepsStream: with no timeout on either side a
+// blocked object waits for the subscriber and is delivered whole.
+func TestDeliveryTimeoutNoneKeepsStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	d := newDeliverySetup(t, ctx, "moqt", wire.PropObjectDeliveryTimeout, timeoutCase{})
+	const size = 4 << 20
+	written := make(chan error, 1)
+	go func() { written <- d.w.WriteObject(1, nil, make([]byte, size)) }()
+	h, err := d.r.Next()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(size), h.PayloadLength)
+	n, err := io.Copy(io.Discard, d.r)
+	require.NoError(t, err)
+	assert.Equal(t, int64(size), n)
+	require.NoError(t, <-written)
+	require.NoError(t, d.w.Close())
+	_, err = d.r.Next()
+	assert.Equal(t, io.EOF, err)
+	assert.Empty(t, d.expiry)
+}
+
+// TestDeliveryTimeoutHotPathAllocs: what the object path adds per object
+// (reading the subscriber's parameters, arming, checking and disarming an
+// object timer once the stream has one) allocates nothing.
+func TestDeliveryTimeoutHotPathAllocs(t *testing.T) {
+	ss := &ServedSubscription{params: wire.Params{ObjectDeliveryTimeout: wire.Some[uint64](hour)}}
+	out := &subgroupOut{ss: ss}
+	out.armObject(monoNow(), hour) // creates the timer once
+	out.disarmObject()
+	allocs := testing.AllocsPerRun(1000, func() {
+		dp := ss.dataParams()
+		out.armObject(monoNow(), effectiveTimeout(0, dp.objectTimeout))
+		if out.late() {
+			panic("late")
+		}
+		out.disarmObject()
+	})
+	assert.Zero(t, allocs)
+	out.stopTimers()
+	assert.False(t, out.dl.expired.Load())
+}

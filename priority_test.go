@@ -1,0 +1,512 @@
+package moqt
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// fakePrioStream records the priorities set on it.
+type fakePrioStream struct {
+	transport.SendStream
+	name        string
+	urgency     int8
+	incremental bool
+	sets        int
+}
+
+func (s *fakePrioStream) SetPriority(u int8, inc bool) {
+	s.urgency, s.incremental = u, inc
+	s.sets++
+}
+
+// TestPriorityRanking checks the mapping of §5.1.2 onto quic-go urgencies:
+// subscriber priority first, then publisher priority, then group order and
+// Subgroup ID within a subscription; levels are dense from 2 and the sixth
+// and later keys share 7.
+func TestPriorityRanking(t *testing.T) {
+	type stream struct {
+		name string
+		p    streamPriority
+	}
+	asc, desc := wire.GroupOrderAscending, wire.GroupOrderDescending
+	cases := []struct {
+		name    string
+		streams []stream
+		want    map[string]int8 // urgency by stream
+		lead    []string        // streams that lead their subscription (incremental)
+	}{
+		{
+			name: "subscriber priority before publisher priority",
+			streams: []stream{
+				{name: "a", p: streamPriority{owner: 1, subscriber: 10, publisher: 250, order: asc}},
+				{name: "b", p: streamPriority{owner: 2, subscriber: 20, publisher: 0, order: asc}},
+				{name: "c", p: streamPriority{owner: 3, subscriber: 20, publisher: 5, order: asc}},
+			},
+			want: map[string]int8{"a": 2, "b": 3, "c": 4},
+			lead: []string{"a", "b", "c"},
+		},
+		{
+			name: "equal keys share a level round-robin",
+			streams: []stream{
+				{name: "a", p: streamPriority{owner: 1, subscriber: 128, publisher: 128, order: asc}},
+				{name: "b", p: streamPriority{owner: 2, subscriber: 128, publisher: 128, order: asc}},
+				{name: "c", p: streamPriority{owner: 3, subscriber: 1, publisher: 128, order: asc}},
+			},
+			want: map[string]int8{"c": 2, "a": 3, "b": 3},
+			lead: []string{"a", "b", "c"},
+		},
+		{
+			name: "ascending: the oldest group leads",
+			streams: []stream{
+				{name: "g2", p: streamPriority{owner: 1, subscriber: 128, publisher: 128, order: asc, group: 2}},
+				{name: "g1", p: streamPriority{owner: 1, subscriber: 128, publisher: 128, order: asc, group: 1}},
+				{name: "g3", p: streamPriority{owner: 1, subscriber: 128, publisher: 128, order: asc, group: 3}},
+			},
+			want: map[string]int8{"g1": 2, "g2": 3, "g3": 3},
+			lead: []string{"g1"},
+		},
+		{
+			name: "descending: the newest group leads",
+			streams: []stream{
+				{name: "g1", p: streamPriority{owner: 1, subscriber: 128, publisher: 128, order: desc, group: 1}},
+				{name: "g3", p: streamPriority{owner: 1, subscriber: 128, publisher: 128, order: desc, group: 3}},
+				{name: "g2", p: streamPriority{owner: 1, subscriber: 128, publisher: 128, order: desc, group: 2}},
+			},
+			want: map[string]int8{"g3": 2, "g1": 3, "g2": 3},
+			lead: []string{"g3"},
+		},
+		{
+			name: "lowest subgroup leads within a group",
+			streams: []stream{
+				{name: "s1", p: streamPriority{owner: 1, subscriber: 128, publisher: 128, order: asc, group: 4, subgroup: 1}},
+				{name: "s0", p: streamPriority{owner: 1, subscriber: 128, publisher: 128, order: asc, group: 4, subgroup: 0}},
+			},
+			want: map[string]int8{"s0": 2, "s1": 3},
+			lead: []string{"s0"},
+		},
+		{
+			name: "publisher priority splits a subscription",
+			streams: []stream{
+				{name: "base", p: streamPriority{owner: 1, subscriber: 128, publisher: 1, order: asc, group: 4, subgroup: 1}},
+				{name: "enh", p: streamPriority{owner: 1, subscriber: 128, publisher: 2, order: asc, group: 4, subgroup: 0}},
+			},
+			want: map[string]int8{"base": 2, "enh": 3},
+			lead: []string{"base", "enh"},
+		},
+		{
+			name: "beyond six keys the rest share the last level",
+			streams: []stream{
+				{name: "p0", p: streamPriority{owner: 1, subscriber: 0}},
+				{name: "p1", p: streamPriority{owner: 2, subscriber: 1}},
+				{name: "p2", p: streamPriority{owner: 3, subscriber: 2}},
+				{name: "p3", p: streamPriority{owner: 4, subscriber: 3}},
+				{name: "p4", p: streamPriority{owner: 5, subscriber: 4}},
+				{name: "p5", p: streamPriority{owner: 6, subscriber: 5}},
+				{name: "p6", p: streamPriority{owner: 7, subscriber: 6}},
+			},
+			want: map[string]int8{"p0": 2, "p1": 3, "p2": 4, "p3": 5, "p4": 6, "p5": 7, "p6": 7},
+			lead: []string{"p0", "p1", "p2", "p3", "p4", "p5", "p6"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tbl := &prioTable{}
+			fakes := map[string]*fakePrioStream{}
+			for _, s := range c.streams {
+				f := &fakePrioStream{name: s.name, urgency: -1}
+				fakes[s.name] = f
+				tbl.add(f, s.p)
+			}
+			for name, want := range c.want {
+				assert.Equal(t, want, fakes[name].urgency, "urgency of %s", name)
+			}
+			for name, f := range fakes {
+				assert.Equal(t, contains(c.lead, name), f.incremental, "incremental of %s", name)
+			}
+		})
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPriorityRankingFollowsChanges: streams move up when others close
+// and when a subscriber priority changes, and only streams whose level
+// changed are touched.
+func TestPriorityRankingFollowsChanges(t *testing.T) {
+	tbl := &prioTable{}
+	a := &fakePrioStream{name: "a"}
+	b := &fakePrioStream{name: "b"}
+	c := &fakePrioStream{name: "c"}
+	tbl.add(a, streamPriority{owner: 1, subscriber: 10, publisher: 128})
+	tbl.add(b, streamPriority{owner: 2, subscriber: 20, publisher: 128})
+	tbl.add(c, streamPriority{owner: 3, subscriber: 30, publisher: 128})
+	require.Equal(t, []int8{2, 3, 4}, []int8{a.urgency, b.urgency, c.urgency})
+	setsC := c.sets
+
+	tbl.remove(a)
+	tbl.remove(a) // twice is harmless
+	assert.Equal(t, []int8{2, 3}, []int8{b.urgency, c.urgency}, "b and c move up")
+	assert.Equal(t, setsC+1, c.sets)
+
+	// A REQUEST_UPDATE makes the subscription of c the most important.
+	tbl.setSubscriber(3, 1)
+	assert.Equal(t, []int8{3, 2}, []int8{b.urgency, c.urgency})
+	setsB := b.sets
+	tbl.setSubscriber(3, 1) // no change, nothing touched
+	assert.Equal(t, setsB, b.sets)
+	assert.Len(t, tbl.levels(), 2)
+
+	var none *prioTable // WebTransport: no table, every call is a no-op
+	none.add(a, streamPriority{})
+	none.remove(a)
+	none.setSubscriber(1, 1)
+}
+
+// TestPriorityTrackGroupOrder reads DEFAULT_PUBLISHER_GROUP_ORDER (§10.5).
+func TestPriorityTrackGroupOrder(t *testing.T) {
+	assert.Equal(t, wire.GroupOrderAscending, trackGroupOrder(nil))
+	assert.Equal(t, wire.GroupOrderDescending, trackGroupOrder(wire.KVList{{Type: wire.PropDefaultPublisherGroupOrder, Value: 2}}))
+	assert.Equal(t, wire.GroupOrderAscending, trackGroupOrder(wire.KVList{{Type: wire.PropDefaultPublisherGroupOrder, Value: 1}}))
+	assert.Equal(t, uint8(128), subscriberPriority(&wire.Params{}))
+	assert.Equal(t, uint8(7), subscriberPriority(&wire.Params{SubscriberPriority: wire.Some[uint8](7)}))
+}
+
+// newWindowedPair is newPair with the client's QUIC receive windows fixed:
+// connWindow for the connection, streamWindow per stream, with no
+// auto-tuning. A publishing server must then choose what to send.
+func newWindowedPair(t *testing.T, scheme string, serverCfg *Config, connWindow, streamWindow uint64) *pair {
+	t.Helper()
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	serverCfg.Logger = slog.New(slog.DiscardHandler)
+	cert, _, err := GenerateCertificate()
+	require.NoError(t, err)
+	srv, err := Listen("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}}, serverCfg, nil)
+	require.NoError(t, err)
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	roots.AddCert(leaf)
+	cfg := (&Config{Logger: slog.New(slog.DiscardHandler)}).withDefaults()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	accepted := make(chan *Session, 1)
+	go func() {
+		s, err := srv.Accept(ctx)
+		if err == nil {
+			accepted <- s
+		}
+		close(accepted)
+	}()
+	// What Dial does, with the QUIC configuration the test needs.
+	conn, err := transport.Dial(ctx, scheme+"://"+srv.Addr().String()+"/live",
+		&tls.Config{RootCAs: roots, ServerName: "127.0.0.1"},
+		&transport.DialConfig{Protocols: cfg.alpns(), QUIC: &quic.Config{
+			InitialConnectionReceiveWindow: connWindow, MaxConnectionReceiveWindow: connWindow,
+			InitialStreamReceiveWindow: streamWindow, MaxStreamReceiveWindow: streamWindow,
+		}})
+	require.NoError(t, err)
+	version, ok := wire.ParseALPN(conn.Protocol())
+	require.True(t, ok)
+	client := newSession(conn, version, true, cfg)
+	client.path = "/live"
+	setup := client.ownSetup()
+	if !conn.WebTransport() {
+		client.authority = srv.Addr().String()
+		setup.Authority = wire.Some(srv.Addr().String())
+		setup.Path = wire.Some("/live")
+	}
+	require.NoError(t, client.handshake(ctx, setup))
+	server, ok := <-accepted
+	require.True(t, ok, "server accepted no session")
+	p := &pair{client: client, server: server, srv: srv}
+	t.Cleanup(func() {
+		client.Close()
+		server.Close()
+		<-client.Context().Done()
+		<-server.Context().Done()
+		srv.Close()
+	})
+	return p
+}
+
+// tracksServer serves several LocalTracks by name and hands each accepted
+// subscription to the test.
+func tracksServer(tracks ...*LocalTrack) (*Config, chan *ServedSubscription) {
+	served := make(chan *ServedSubscription, 8)
+	return &Config{Handler: HandlerFunc(func(r Request) {
+		sr, ok := r.(*SubscribeRequest)
+		if !ok {
+			DefaultHandler.ServeMOQT(r)
+			return
+		}
+		for _, track := range tracks {
+			if sr.Track.Equal(track.Name()) {
+				if ss, err := track.Accept(sr, AcceptOptions{}); err == nil {
+					served <- ss
+				}
+				return
+			}
+		}
+		DefaultHandler.ServeMOQT(r)
+	})}, served
+}
+
+var (
+	trackHigh = wire.FullTrackName{Namespace: wire.NewNamespace("live", "prio"), Name: []byte("high")}
+	trackLow  = wire.FullTrackName{Namespace: wire.NewNamespace("live", "prio"), Name: []byte("low")}
+)
+
+// prioSetup is one way of having two subgroup streams, high and low, that
+// §5.1.2 orders high first.
+type prioSetup struct {
+	name string
+	// highProps and lowProps are the tracks' properties; one track only
+	// when same is set, with both streams in one subscription.
+	highProps, lowProps wire.KVList
+	same                bool
+	// highParams and lowParams are the SUBSCRIBE parameters.
+	highParams, lowParams wire.Params
+	// high and low are the subgroups: group, subgroup, options.
+	high, low [2]uint64
+	highOpts  SubgroupOptions
+	lowOpts   SubgroupOptions
+	// update, if set, is sent by the high subscription after the streams
+	// opened and before the contended objects are written.
+	update *wire.Params
+}
+
+// TestPriorityHigherFirstUnderFlowControl: with the subscriber's
+// connection window far smaller than what is to be sent, the publisher
+// sends the stream §5.1.2 ranks first before the other. Arrival order is
+// measured as the bytes of the low stream read by the time the high
+// stream's object has been read whole: without priorities they share the
+// connection about equally.
+func TestPriorityHigherFirstUnderFlowControl(t *testing.T) {
+	setups := []prioSetup{
+		{
+			name:       "subscriber priority",
+			highParams: wire.Params{SubscriberPriority: wire.Some[uint8](10)},
+			lowParams:  wire.Params{SubscriberPriority: wire.Some[uint8](200)},
+		},
+		{
+			name:      "publisher priority",
+			highProps: wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 1}},
+			lowProps:  wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 250}},
+		},
+		{
+			name:       "subscriber priority before publisher priority",
+			highParams: wire.Params{SubscriberPriority: wire.Some[uint8](10)},
+			lowParams:  wire.Params{SubscriberPriority: wire.Some[uint8](20)},
+			highOpts:   SubgroupOptions{Priority: wire.Some[uint8](250)},
+			lowOpts:    SubgroupOptions{Priority: wire.Some[uint8](0)},
+		},
+		{
+			name:       "subscriber priority changed by REQUEST_UPDATE",
+			highParams: wire.Params{SubscriberPriority: wire.Some[uint8](200)},
+			lowParams:  wire.Params{SubscriberPriority: wire.Some[uint8](100)},
+			update:     &wire.Params{SubscriberPriority: wire.Some[uint8](10)},
+		},
+		{
+			name: "ascending group order",
+			same: true,
+			high: [2]uint64{1, 0},
+			low:  [2]uint64{2, 0},
+		},
+		{
+			name:       "descending group order",
+			same:       true,
+			highParams: wire.Params{GroupOrder: wire.Some(wire.GroupOrderDescending)},
+			high:       [2]uint64{2, 0},
+			low:        [2]uint64{1, 0},
+		},
+		{
+			name:      "descending track default group order",
+			same:      true,
+			highProps: wire.KVList{{Type: wire.PropDefaultPublisherGroupOrder, Value: uint64(wire.GroupOrderDescending)}},
+			high:      [2]uint64{2, 0},
+			low:       [2]uint64{1, 0},
+		},
+		{
+			name: "lowest subgroup first",
+			same: true,
+			high: [2]uint64{1, 0},
+			low:  [2]uint64{1, 1},
+		},
+	}
+	for _, st := range setups {
+		t.Run(st.name, func(t *testing.T) { runPriorityCase(t, st) })
+	}
+}
+
+func runPriorityCase(t *testing.T, st prioSetup) {
+	const (
+		connWindow   = 64 << 10
+		streamWindow = 256 << 10
+		size         = 1 << 20
+		bound        = size / 4 // without priorities, about size - connWindow
+	)
+	hTrack, err := NewLocalTrack(trackHigh, st.highProps)
+	require.NoError(t, err)
+	lTrack := hTrack
+	if !st.same {
+		lTrack, err = NewLocalTrack(trackLow, st.lowProps)
+		require.NoError(t, err)
+	}
+	cfg, served := tracksServer(hTrack, lTrack)
+	p := newWindowedPair(t, "moqt", cfg, connWindow, streamWindow)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	hSub, err := p.client.Subscribe(ctx, trackHigh, st.highParams)
+	require.NoError(t, err)
+	<-served
+	lSub := hSub
+	if !st.same {
+		lSub, err = p.client.Subscribe(ctx, trackLow, st.lowParams)
+		require.NoError(t, err)
+		<-served
+	}
+
+	// Each stream opens with a small object, read at once, so the test
+	// holds both readers before the contention starts.
+	hw := hTrack.OpenSubgroup(st.high[0], st.high[1], st.highOpts)
+	lw := lTrack.OpenSubgroup(st.low[0], st.low[1], st.lowOpts)
+	require.NoError(t, hw.WriteObject(0, nil, []byte("h")))
+	require.NoError(t, lw.WriteObject(0, nil, []byte("l")))
+	var hr, lr *SubgroupReader
+	if st.same {
+		for range 2 {
+			r, err := hSub.AcceptSubgroup(ctx)
+			require.NoError(t, err)
+			if h := r.Header(); h.GroupID == st.high[0] && h.SubgroupID == st.high[1] {
+				hr = r
+			} else {
+				lr = r
+			}
+		}
+	} else {
+		hr, err = hSub.AcceptSubgroup(ctx)
+		require.NoError(t, err)
+		lr, err = lSub.AcceptSubgroup(ctx)
+		require.NoError(t, err)
+	}
+	require.NotNil(t, hr)
+	require.NotNil(t, lr)
+	for _, r := range []*SubgroupReader{hr, lr} {
+		_, payloads := readObjects(t, r, 1)
+		require.Len(t, payloads, 1)
+	}
+	if st.update != nil {
+		require.NoError(t, hSub.Update(ctx, *st.update))
+	}
+
+	// The high object is written first and is seen arriving, so its
+	// stream has data waiting at the publisher before the low object is
+	// written: from then on the publisher has both to choose from.
+	payload := make([]byte, size)
+	writes := make(chan error, 2)
+	go func() { writes <- hw.WriteObject(1, nil, payload) }()
+	hh, err := hr.Next()
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), hh.Location.Object)
+	first := make([]byte, 1)
+	_, err = io.ReadFull(hr, first)
+	require.NoError(t, err)
+	go func() { writes <- lw.WriteObject(1, nil, payload) }()
+
+	var lowRead atomic.Int64
+	var lowAtHighEnd int64
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		n, err := io.Copy(io.Discard, hr)
+		assert.NoError(t, err)
+		assert.Equal(t, int64(size-1), n)
+		lowAtHighEnd = lowRead.Load()
+	}()
+	go func() {
+		defer wg.Done()
+		lh, err := lr.Next()
+		if !assert.NoError(t, err) {
+			return
+		}
+		assert.Equal(t, uint64(1), lh.Location.Object)
+		buf := make([]byte, 16<<10)
+		for {
+			n, err := lr.Read(buf)
+			lowRead.Add(int64(n))
+			if err == io.EOF {
+				return
+			}
+			if !assert.NoError(t, err) {
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	require.NoError(t, <-writes)
+	require.NoError(t, <-writes)
+	assert.Equal(t, int64(size), lowRead.Load(), "the low stream is delivered whole too")
+	assert.LessOrEqual(t, lowAtHighEnd, int64(bound),
+		"low-priority bytes read before the high-priority object was complete")
+	t.Logf("low bytes read when high completed: %d of %d", lowAtHighEnd, size)
+	require.NoError(t, hw.Close())
+	require.NoError(t, lw.Close())
+}
+
+// readObjects reads n objects of a subgroup stream.
+func readObjects(t *testing.T, r *SubgroupReader, n int) (ids []uint64, payloads [][]byte) {
+	t.Helper()
+	for range n {
+		h, err := r.Next()
+		require.NoError(t, err)
+		p, err := r.ReadPayload(1 << 20)
+		require.NoError(t, err)
+		ids = append(ids, h.Location.Object)
+		payloads = append(payloads, p)
+	}
+	return ids, payloads
+}
+
+// TestPriorityControlBeforeData: on raw QUIC the control stream and the
+// request streams rank above every data stream (§5.1.2).
+func TestPriorityControlBeforeData(t *testing.T) {
+	assert.Less(t, transport.UrgencyControl, transport.UrgencyRequest)
+	assert.Less(t, transport.UrgencyRequest, transport.UrgencyDataMin)
+	assert.Equal(t, int8(7), transport.UrgencyDataMax, "quic-go's least urgent level")
+}
+
+// TestPriorityWebTransportHasNoTable: webtransport-go has no stream
+// priorities, so data streams are not ranked there.
+func TestPriorityWebTransportHasNoTable(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			p := newPair(t, tr.scheme, nil, nil)
+			assert.Equal(t, tr.scheme == "https", p.server.priorities() == nil)
+		})
+	}
+}
