@@ -100,10 +100,18 @@ func (w *SubgroupWriter) WriteObject(id uint64, props, payload []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	o := wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: uint64(len(payload))}
-	if err := w.start(o); err != nil {
-		return err
+	if len(payload) <= inlinePayload {
+		// Header and payload in one Write: half the stream operations
+		// for small objects.
+		if err := w.start(o, payload); err != nil {
+			return err
+		}
+	} else {
+		if err := w.start(o, nil); err != nil {
+			return err
+		}
+		w.payload(payload)
 	}
-	w.payload(payload)
 	w.objectDone()
 	return nil
 }
@@ -116,7 +124,7 @@ func (w *SubgroupWriter) WriteStatus(id uint64, status wire.ObjectStatus) error 
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.start(wire.SubgroupObject{ObjectID: id, Status: status}); err != nil {
+	if err := w.start(wire.SubgroupObject{ObjectID: id, Status: status}, nil); err != nil {
 		return err
 	}
 	w.objectDone()
@@ -131,7 +139,7 @@ func (w *SubgroupWriter) WriteStatus(id uint64, status wire.ObjectStatus) error 
 func (w *SubgroupWriter) BeginObject(id, length uint64, props []byte) (*ObjectWriter, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}); err != nil {
+	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}, nil); err != nil {
 		return nil, err
 	}
 	if length == 0 {
@@ -186,10 +194,14 @@ func (ow *ObjectWriter) Close() error {
 	return fmt.Errorf("moqt: object closed %d bytes short", missing)
 }
 
+// inlinePayload is the largest payload written together with its header.
+const inlinePayload = 1200
+
 // start checks o, updates the Largest Object and writes o's header to the
 // stream of every subscription whose filters it passes, opening streams as
-// needed. w.mu is held.
-func (w *SubgroupWriter) start(o wire.SubgroupObject) error {
+// needed. inline, if not nil, is the whole payload, written with the
+// header. w.mu is held.
+func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte) error {
 	if err := w.check(o); err != nil {
 		return err
 	}
@@ -202,7 +214,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject) error {
 	}
 	w.started, w.last, w.ended = true, o.ObjectID, o.Status != wire.ObjectNormal
 	w.gen++
-	w.remain = o.PayloadLength
+	w.remain = o.PayloadLength - uint64(len(inline))
 	w.targets = w.targets[:0]
 	var provided int64 // when the header was provided, if a timeout needs it
 	for _, ss := range w.track.snapshot() {
@@ -239,6 +251,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject) error {
 		}
 		b, err := out.enc.AppendObject(w.buf[:0], o)
 		if err == nil {
+			b = append(b, inline...)
 			w.buf = b
 			_, err = out.str.Write(b)
 		}
