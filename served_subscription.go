@@ -112,7 +112,7 @@ func (ss *ServedSubscription) Params() wire.Params {
 // is true.
 func (ss *ServedSubscription) Forward() bool {
 	p := ss.Params()
-	return !p.Forward.Set || p.Forward.Value
+	return forwardOf(&p)
 }
 
 // SetLargest records the track's Largest Object, which SUBSCRIBE_OK,

@@ -211,7 +211,7 @@ func (sub *Subscription) Params() wire.Params {
 // objects.
 func (sub *Subscription) Forward() bool {
 	p := sub.Params()
-	return !p.Forward.Set || p.Forward.Value
+	return forwardOf(&p)
 }
 
 // Largest returns the publisher's Largest Object, if it reported one.
