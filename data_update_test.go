@@ -2,12 +2,14 @@ package moqt
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -88,4 +90,84 @@ func TestDataUpdateMovesFilter(t *testing.T) {
 			assert.ElementsMatch(t, []wire.Location{{Group: 0, Object: 0}, {Group: 3, Object: 0}}, got)
 		})
 	}
+}
+
+// TestC081_PublishDoneAfterStreamsClosed: PUBLISH_DONE goes out only after
+// every stream of the subscription is closed; one still open is reset
+// first (C078, C081), and the Stream Count includes it (C083 counts 0 when
+// none: see the conformance tests).
+func TestC081_PublishDoneAfterStreamsClosed(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			track, err := NewLocalTrack(testTrack, nil)
+			require.NoError(t, err)
+			cfg, served := trackServer(t, track)
+			p := newPair(t, tr.scheme, cfg, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+			require.NoError(t, err)
+			ss := <-served
+			w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+			require.NoError(t, w.WriteObject(0, nil, []byte("open")))
+			r, err := sub.AcceptSubgroup(ctx)
+			require.NoError(t, err)
+			_, err = r.Next()
+			require.NoError(t, err)
+			payload, err := io.ReadAll(r)
+			require.NoError(t, err)
+			assert.Equal(t, "open", string(payload))
+
+			require.NoError(t, ss.Done(wire.DoneTrackEnded, ""))
+			ss.mu.Lock()
+			assert.Empty(t, ss.dataStreams, "no stream is open once PUBLISH_DONE is sent")
+			ss.mu.Unlock()
+			waitDone(t, ctx, sub.Done(), "subscription")
+			var de *DoneError
+			require.ErrorAs(t, sub.Err(), &de)
+			assert.Equal(t, uint64(1), de.StreamCount)
+			_, err = r.Next()
+			var se *transport.StreamError
+			require.ErrorAs(t, err, &se, "the unfinished subgroup was reset, not ended with a FIN")
+			// Later writes go nowhere.
+			require.NoError(t, w.WriteObject(1, nil, []byte("late")))
+		})
+	}
+}
+
+// TestC004_NoObjectsAfterRejectedPublish: objects sent before PUBLISH_OK
+// stop when the subscriber answers with REQUEST_ERROR; nothing more is
+// sent for the request (C004).
+func TestC004_NoObjectsAfterRejectedPublish(t *testing.T) {
+	track, err := NewLocalTrack(testTrack, nil)
+	require.NoError(t, err)
+	release := make(chan struct{})
+	clientCfg := &Config{Handler: HandlerFunc(func(r Request) {
+		<-release
+		_ = r.Reject(wire.ReqUninterested, "no thanks")
+	})}
+	p := newPair(t, "moqt", nil, clientCfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	published := make(chan error, 1)
+	go func() {
+		_, err := track.Publish(ctx, p.server, wire.Params{})
+		published <- err
+	}()
+	require.Eventually(t, func() bool { return len(track.snapshot()) == 1 }, 5*time.Second, time.Millisecond)
+	ss := track.snapshot()[0]
+	w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+	require.NoError(t, w.WriteObject(0, nil, []byte("early")))
+	ss.mu.Lock()
+	assert.Len(t, ss.dataStreams, 1, "an early object opened a stream")
+	ss.mu.Unlock()
+	close(release)
+	var re *RequestError
+	require.ErrorAs(t, <-published, &re)
+	assert.Equal(t, wire.ReqUninterested, re.Code)
+	ss.mu.Lock()
+	assert.Empty(t, ss.dataStreams, "the rejected request's stream was reset")
+	ss.mu.Unlock()
+	require.NoError(t, w.WriteObject(1, nil, []byte("after")))
+	assert.Empty(t, track.snapshot(), "the rejected subscription no longer receives objects")
 }

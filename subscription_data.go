@@ -80,12 +80,25 @@ func (sub *Subscription) release() {
 	d := sub.finished
 	lingering := d != nil && d.StreamCount != 0 && (d.StreamCount == ^uint64(0) || sub.streamsSeen < d.StreamCount)
 	if lingering && sub.linger == nil {
-		sub.linger = time.AfterFunc(sub.sess.cfg.DoneLinger, sub.endData)
+		sub.linger = time.AfterFunc(sub.lingerTime(), sub.endData)
 	}
 	sub.mu.Unlock()
 	if !lingering {
 		sub.endData()
 	}
+}
+
+// lingerTime is how long to wait for late streams after PUBLISH_DONE: at
+// least the larger delivery timeout of the subscription (§9.9), and at
+// least Config.DoneLinger. sub.mu is held.
+func (sub *Subscription) lingerTime() time.Duration {
+	d := sub.sess.cfg.DoneLinger
+	for _, t := range []wire.Opt[uint64]{sub.params.ObjectDeliveryTimeout, sub.params.SubgroupDeliveryTimeout} {
+		if t.Set {
+			d = max(d, msDuration(t.Value))
+		}
+	}
+	return d
 }
 
 // noteStream is called for each stream delivered; it ends the linger once
