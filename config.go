@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -40,6 +41,12 @@ type Config struct {
 	// SetupTimeout bounds how long the session waits for the peer's SETUP
 	// before closing with CONTROL_MESSAGE_TIMEOUT. Default 10s.
 	SetupTimeout time.Duration
+
+	// StreamReceiveWindow and ConnectionReceiveWindow, when set, fix the
+	// QUIC flow-control receive windows of the connections Dial and
+	// Listen make, instead of quic-go's auto-tuned defaults. Small windows
+	// make a receiver hold back its publisher.
+	StreamReceiveWindow, ConnectionReceiveWindow uint64
 
 	// HandshakeTimeout bounds Dial's transport handshake. Default 10s.
 	HandshakeTimeout time.Duration
@@ -145,4 +152,9 @@ func (c *Config) alpns() []string {
 		out = append(out, v.ALPN())
 	}
 	return out
+}
+
+// windows returns the receive windows to give the transport.
+func (c *Config) windows() transport.Windows {
+	return transport.Windows{Stream: c.StreamReceiveWindow, Connection: c.ConnectionReceiveWindow}
 }

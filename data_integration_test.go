@@ -31,6 +31,35 @@ func trackServer(t *testing.T, track *LocalTrack) (*Config, chan *ServedSubscrip
 	})}, served
 }
 
+// liveTrack is a LocalTrack on a server session and one Established
+// subscription to it from the client: the setup most data tests share.
+type liveTrack struct {
+	track *LocalTrack
+	p     *pair
+	sub   *Subscription
+	ss    *ServedSubscription
+	ctx   context.Context
+}
+
+// subscribeTrack serves testTrack over scheme and subscribes to it with
+// params. serverCfg and clientCfg may be nil.
+func subscribeTrack(t *testing.T, scheme string, params wire.Params, serverCfg, clientCfg *Config) *liveTrack {
+	t.Helper()
+	track, err := NewLocalTrack(testTrack, nil)
+	require.NoError(t, err)
+	handler, served := trackServer(t, track)
+	if serverCfg == nil {
+		serverCfg = &Config{}
+	}
+	serverCfg.Handler = handler.Handler
+	p := newPair(t, scheme, serverCfg, clientCfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	sub, err := p.client.Subscribe(ctx, testTrack, params)
+	require.NoError(t, err)
+	return &liveTrack{track: track, p: p, sub: sub, ss: <-served, ctx: ctx}
+}
+
 // readSubgroup reads every object of one subgroup stream.
 func readSubgroup(t *testing.T, r *SubgroupReader) (ids []uint64, payloads [][]byte) {
 	t.Helper()
@@ -154,15 +183,9 @@ func TestC033_SharedAliasEachSubscriptionGetsItsCopy(t *testing.T) {
 func TestDataForwardZeroSendsNothing(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
-			p := newPair(t, tr.scheme, cfg, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{Forward: wire.Some(false)})
-			require.NoError(t, err)
-			ss := <-served
+			lt := subscribeTrack(t, tr.scheme, wire.Params{Forward: wire.Some(false)}, nil, nil)
+			track, sub, ctx := lt.track, lt.sub, lt.ctx
+			ss := lt.ss
 			w := track.OpenSubgroup(1, 0, SubgroupOptions{})
 			require.NoError(t, w.WriteObject(0, nil, []byte("hidden")))
 			require.NoError(t, w.Close())
@@ -187,15 +210,8 @@ func TestDataForwardZeroSendsNothing(t *testing.T) {
 func TestDataDatagrams(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
-			p := newPair(t, tr.scheme, cfg, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			<-served
+			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
+			track, sub, ctx := lt.track, lt.sub, lt.ctx
 			require.NoError(t, track.WriteDatagram(DatagramObject{Group: 3, Object: 1, Priority: wire.Some[uint8](4), Payload: []byte("dgram")}))
 			require.NoError(t, track.WriteDatagram(DatagramObject{Group: 3, Object: 2, Status: wire.ObjectEndOfGroup}))
 			d, err := sub.ReadDatagram(ctx)
@@ -217,15 +233,8 @@ func TestDataDatagrams(t *testing.T) {
 func TestDataLargeObjectStreams(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
-			p := newPair(t, tr.scheme, cfg, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			<-served
+			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
+			track, sub, ctx := lt.track, lt.sub, lt.ctx
 			const size, chunk = 10 << 20, 64 << 10
 			payload := make([]byte, size)
 			for i := range payload {
@@ -278,15 +287,8 @@ func TestDataLargeObjectStreams(t *testing.T) {
 func TestDataShortObjectResets(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
-			p := newPair(t, tr.scheme, cfg, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			<-served
+			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
+			track, p, sub, ctx := lt.track, lt.p, lt.sub, lt.ctx
 			w := track.OpenSubgroup(0, 0, SubgroupOptions{})
 			ow, err := w.BeginObject(0, 10, nil)
 			require.NoError(t, err)
@@ -319,15 +321,9 @@ func TestDataShortObjectResets(t *testing.T) {
 func TestC003_CancelResetsDataStreams(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
-			p := newPair(t, tr.scheme, cfg, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			ss := <-served
+			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
+			track, sub, ctx := lt.track, lt.sub, lt.ctx
+			ss := lt.ss
 			w := track.OpenSubgroup(1, 0, SubgroupOptions{})
 			require.NoError(t, w.WriteObject(0, nil, []byte("a")))
 			r, err := sub.AcceptSubgroup(ctx)

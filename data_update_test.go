@@ -99,15 +99,9 @@ func TestDataUpdateMovesFilter(t *testing.T) {
 func TestC081_PublishDoneAfterStreamsClosed(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
-			p := newPair(t, tr.scheme, cfg, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			ss := <-served
+			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
+			track, sub, ctx := lt.track, lt.sub, lt.ctx
+			ss := lt.ss
 			w := track.OpenSubgroup(0, 0, SubgroupOptions{})
 			require.NoError(t, w.WriteObject(0, nil, []byte("open")))
 			r, err := sub.AcceptSubgroup(ctx)

@@ -33,7 +33,7 @@ func Dial(ctx context.Context, rawURL string, cfg *Config) (*Session, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
 	defer cancel()
-	conn, err := transport.Dial(dctx, rawURL, tlsConf, &transport.DialConfig{Protocols: cfg.alpns()})
+	conn, err := transport.Dial(dctx, rawURL, tlsConf, &transport.DialConfig{Protocols: cfg.alpns(), Windows: cfg.windows()})
 	if err != nil {
 		return nil, err
 	}

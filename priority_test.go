@@ -2,19 +2,14 @@ package moqt
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
@@ -193,63 +188,11 @@ func TestPriorityTrackGroupOrder(t *testing.T) {
 	assert.Equal(t, uint8(7), subscriberPriority(&wire.Params{SubscriberPriority: wire.Some[uint8](7)}))
 }
 
-// newWindowedPair is newPair with the client's QUIC receive windows fixed:
-// connWindow for the connection, streamWindow per stream, with no
-// auto-tuning. A publishing server must then choose what to send.
+// newWindowedPair is newPair with the client's receive windows fixed small,
+// so the publisher must choose what to send first.
 func newWindowedPair(t *testing.T, scheme string, serverCfg *Config, connWindow, streamWindow uint64) *pair {
 	t.Helper()
-	t.Cleanup(func() { goleak.VerifyNone(t) })
-	serverCfg.Logger = slog.New(slog.DiscardHandler)
-	cert, _, err := GenerateCertificate()
-	require.NoError(t, err)
-	srv, err := Listen("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}}, serverCfg, nil)
-	require.NoError(t, err)
-	leaf, err := x509.ParseCertificate(cert.Certificate[0])
-	require.NoError(t, err)
-	roots := x509.NewCertPool()
-	roots.AddCert(leaf)
-	cfg := (&Config{Logger: slog.New(slog.DiscardHandler)}).withDefaults()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	accepted := make(chan *Session, 1)
-	go func() {
-		s, err := srv.Accept(ctx)
-		if err == nil {
-			accepted <- s
-		}
-		close(accepted)
-	}()
-	// What Dial does, with the QUIC configuration the test needs.
-	conn, err := transport.Dial(ctx, scheme+"://"+srv.Addr().String()+"/live",
-		&tls.Config{RootCAs: roots, ServerName: "127.0.0.1"},
-		&transport.DialConfig{Protocols: cfg.alpns(), QUIC: &quic.Config{
-			InitialConnectionReceiveWindow: connWindow, MaxConnectionReceiveWindow: connWindow,
-			InitialStreamReceiveWindow: streamWindow, MaxStreamReceiveWindow: streamWindow,
-		}})
-	require.NoError(t, err)
-	version, ok := wire.ParseALPN(conn.Protocol())
-	require.True(t, ok)
-	client := newSession(conn, version, true, cfg)
-	client.path = "/live"
-	setup := client.ownSetup()
-	if !conn.WebTransport() {
-		client.authority = srv.Addr().String()
-		setup.Authority = wire.Some(srv.Addr().String())
-		setup.Path = wire.Some("/live")
-	}
-	require.NoError(t, client.handshake(ctx, setup))
-	server, ok := <-accepted
-	require.True(t, ok, "server accepted no session")
-	p := &pair{client: client, server: server, srv: srv}
-	t.Cleanup(func() {
-		client.Close()
-		server.Close()
-		<-client.Context().Done()
-		<-server.Context().Done()
-		srv.Close()
-	})
-	return p
+	return newPair(t, scheme, serverCfg, &Config{ConnectionReceiveWindow: connWindow, StreamReceiveWindow: streamWindow})
 }
 
 // tracksServer serves several LocalTracks by name and hands each accepted

@@ -46,7 +46,7 @@ func Listen(addr string, tlsConf *tls.Config, cfg *Config, opts *ServerOptions) 
 		opts = &ServerOptions{}
 	}
 	cfg = cfg.withDefaults()
-	ln, err := transport.Listen(addr, tlsConf, &transport.ListenConfig{Protocols: cfg.alpns(), CheckOrigin: opts.CheckOrigin})
+	ln, err := transport.Listen(addr, tlsConf, &transport.ListenConfig{Protocols: cfg.alpns(), CheckOrigin: opts.CheckOrigin, Windows: cfg.windows()})
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,8 @@ type DialConfig struct {
 	// (plus, for WebTransport, stream resets with partial delivery) is
 	// always enabled. Nil means quic-go's defaults.
 	QUIC *quic.Config
+	// Windows, if set, fix the receive windows.
+	Windows Windows
 	// Header holds extra header fields for the WebTransport CONNECT request,
 	// such as Origin. Ignored on raw QUIC.
 	Header http.Header
@@ -85,6 +87,9 @@ func Dial(ctx context.Context, rawURL string, tlsConf *tls.Config, cfg *DialConf
 	quicConf := &quic.Config{}
 	if cfg != nil && cfg.QUIC != nil {
 		quicConf = cfg.QUIC.Clone()
+	}
+	if cfg != nil {
+		cfg.Windows.apply(quicConf)
 	}
 	quicConf.EnableDatagrams = true
 	if u.Scheme == "moqt" {

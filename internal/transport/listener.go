@@ -27,6 +27,8 @@ type ListenConfig struct {
 	// and stream resets with partial delivery (needed by WebTransport) are
 	// always enabled. Nil means quic-go's defaults.
 	QUIC *quic.Config
+	// Windows, if set, fix the receive windows.
+	Windows Windows
 	// CheckOrigin decides whether a WebTransport request's Origin is
 	// acceptable. Default: accept a request with no Origin or whose
 	// Origin's host equals its :authority. Refused requests get 403.
@@ -88,6 +90,7 @@ func Listen(addr string, tlsConf *tls.Config, cfg *ListenConfig) (*Listener, err
 	if cfg.QUIC != nil {
 		quicConf = cfg.QUIC.Clone()
 	}
+	cfg.Windows.apply(quicConf)
 	quicConf.EnableDatagrams = true
 	quicConf.EnableStreamResetPartialDelivery = true
 

@@ -35,6 +35,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+
+	"github.com/quic-go/quic-go"
 )
 
 // Protocol identifiers offered and accepted by default, newest first: the
@@ -153,4 +155,19 @@ type Info struct {
 	Header http.Header
 	// ServerName is the TLS server name (SNI) the client asked for, if any.
 	ServerName string
+}
+
+// Windows are QUIC flow-control receive windows, fixed at the given sizes
+// (no auto-tuning). A zero field keeps quic-go's default.
+type Windows struct {
+	Stream, Connection uint64
+}
+
+func (w Windows) apply(c *quic.Config) {
+	if w.Stream != 0 {
+		c.InitialStreamReceiveWindow, c.MaxStreamReceiveWindow = w.Stream, w.Stream
+	}
+	if w.Connection != 0 {
+		c.InitialConnectionReceiveWindow, c.MaxConnectionReceiveWindow = w.Connection, w.Connection
+	}
 }
