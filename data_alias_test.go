@@ -185,3 +185,35 @@ func TestC036_DataFloodCannotStarveControl(t *testing.T) {
 	assert.LessOrEqual(t, s.pendingBytes, 256<<10, "read-ahead stays within MaxPendingBytes")
 	s.mu.Unlock()
 }
+
+// TestDataLingerExpiryStopsStreams: PUBLISH_DONE counts three streams but
+// only one arrives; when the linger ends the subscription drops its state
+// and stops the stream nobody took (STOP_SENDING, §9.9).
+func TestDataLingerExpiryStopsStreams(t *testing.T) {
+	s, fp := clientSession(t, &Config{DoneLinger: 50 * time.Millisecond})
+	got, req := subscribeAgainstFake(t, s, fp)
+	req.send(&wire.SubscribeOK{TrackAlias: 2})
+	sub := recvOrFail(t, got)
+	data := fp.openSubgroup(2, 0, []byte("only"))
+	require.Eventually(t, func() bool {
+		sub.mu.Lock()
+		defer sub.mu.Unlock()
+		return sub.streamsSeen == 1
+	}, 5*time.Second, time.Millisecond)
+	req.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded, StreamCount: 3})
+	req.fin()
+	closedOrFail(t, sub.dataDone, "data plane after the linger")
+	select {
+	case <-data.Context().Done():
+	case <-time.After(fakeGuard):
+		t.Fatal("the untaken stream was not stopped")
+	}
+	_, err := data.Write([]byte{0})
+	var se *transport.StreamError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, uint64(wire.ResetCancelled), se.Code)
+	_, err = sub.AcceptSubgroup(fakeCtx(t))
+	var de *DoneError
+	require.ErrorAs(t, err, &de, "after the linger only the subscription's end remains")
+	assert.Equal(t, uint64(3), de.StreamCount)
+}

@@ -80,11 +80,28 @@ func (sub *Subscription) release() {
 	d := sub.finished
 	lingering := d != nil && d.StreamCount != 0 && (d.StreamCount == ^uint64(0) || sub.streamsSeen < d.StreamCount)
 	if lingering && sub.linger == nil {
-		sub.linger = time.AfterFunc(sub.lingerTime(), sub.endData)
+		sub.linger = time.AfterFunc(sub.lingerTime(), sub.lingerExpired)
 	}
 	sub.mu.Unlock()
 	if !lingering {
 		sub.endData()
+	}
+}
+
+// lingerExpired drops the subscription's state when not every stream
+// PUBLISH_DONE counted arrived in time: streams still waiting to be taken
+// are stopped (STOP_SENDING, §9.9); streams the application holds stay
+// its own.
+func (sub *Subscription) lingerExpired() {
+	sub.endData()
+	for {
+		select {
+		case r := <-sub.incoming:
+			r.stop()
+			sub.forgetReader(r)
+		default:
+			return
+		}
 	}
 }
 
