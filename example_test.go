@@ -1,0 +1,77 @@
+package moqt_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// A publisher serves one track; a subscriber dials it over raw QUIC,
+// subscribes, and reads a subgroup.
+func Example() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	quiet := slog.New(slog.DiscardHandler)
+
+	// The publisher: a LocalTrack answers SUBSCRIBE for its name.
+	name := wire.FullTrackName{Namespace: wire.NewNamespace("example"), Name: []byte("clock")}
+	track, _ := moqt.NewLocalTrack(name, nil)
+	handler := moqt.HandlerFunc(func(r moqt.Request) {
+		if sr, ok := r.(*moqt.SubscribeRequest); ok && sr.Track.Equal(name) {
+			_, _ = track.Accept(sr, moqt.AcceptOptions{})
+			return
+		}
+		moqt.DefaultHandler.ServeMOQT(r)
+	})
+	cert, _, _ := moqt.GenerateCertificate()
+	srv, err := moqt.Listen("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}},
+		&moqt.Config{Handler: handler, Logger: quiet}, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer srv.Close()
+
+	// The subscriber trusts the self-signed certificate.
+	leaf, _ := x509.ParseCertificate(cert.Certificate[0])
+	roots := x509.NewCertPool()
+	roots.AddCert(leaf)
+	sess, err := moqt.Dial(ctx, "moqt://"+srv.Addr().String()+"/example",
+		&moqt.Config{TLSConfig: &tls.Config{RootCAs: roots}, Logger: quiet})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sess.Close()
+	server, _ := srv.Accept(ctx)
+	defer server.Close()
+
+	sub, err := sess.Subscribe(ctx, name, wire.Params{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	w := track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
+	_ = w.WriteObject(0, nil, []byte("tick"))
+	_ = w.WriteObject(1, nil, []byte("tock"))
+	_ = w.Close()
+
+	r, _ := sub.AcceptSubgroup(ctx)
+	for {
+		h, err := r.Next()
+		if err != nil {
+			break // io.EOF: the publisher's FIN ends the subgroup
+		}
+		payload, _ := r.ReadPayload(1 << 10)
+		fmt.Printf("%v %s\n", h.Location, payload)
+	}
+	// Output:
+	// {0, 0} tick
+	// {0, 1} tock
+}
