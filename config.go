@@ -74,6 +74,15 @@ type Config struct {
 	// DoneLinger is how long a subscription keeps receiving late streams
 	// after PUBLISH_DONE when they have not all arrived (§9.9). Default 2s.
 	DoneLinger time.Duration
+	// MaxSubscriberBacklog bounds the bytes held back for one subscription
+	// this end serves, across its data streams. When a track's objects go
+	// to several subscriptions, a stream that cannot take its bytes at
+	// once gets the rest queued, so that it does not hold up the others
+	// (see SubgroupWriter); a subscription whose queued bytes would pass
+	// the bound ends with PUBLISH_DONE TOO_FAR_BEHIND, its streams reset.
+	// An object larger than the bound reaches a subscriber of a shared
+	// track only if that subscriber keeps up with it. Default 4 MiB.
+	MaxSubscriberBacklog int
 
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler
@@ -98,6 +107,12 @@ type sessionHooks struct {
 	// deliveryTimedOut runs when a data stream has been reset with
 	// DELIVERY_TIMEOUT (§5.2).
 	deliveryTimedOut func()
+	// backlogEnded runs when the goroutine writing a data stream's backlog
+	// ends: the backlog was written, or dropped with its stream.
+	backlogEnded func()
+	// publisherWaits runs when a SubgroupWriter waits because every
+	// stream it writes to is backlogged.
+	publisherWaits func()
 }
 
 // withDefaults returns a copy of c with every zero field set to its default.
@@ -135,6 +150,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.DoneLinger == 0 {
 		out.DoneLinger = 2 * time.Second
+	}
+	if out.MaxSubscriberBacklog <= 0 {
+		out.MaxSubscriberBacklog = 4 << 20
 	}
 	if out.Handler == nil {
 		out.Handler = DefaultHandler

@@ -20,12 +20,14 @@ import (
 //   - OBJECT_DELIVERY_TIMEOUT starts when an object's header is handed to
 //     the SubgroupWriter (WriteObject, WriteStatus, BeginObject: the last
 //     header byte, -20 #1844) and covers the object until all of its bytes
-//     have been passed to the transport. Each write is checked against it
+//     have been passed to the transport, including bytes that wait in the
+//     stream's backlog (backlog.go). Each write is checked against it
 //     first, and a timer per stream (created once, reset per object) fires
-//     for a write that is stuck on flow control or a payload the
-//     application is slow to produce.
+//     for a write that is stuck on flow control, a backlog that is not
+//     written in time, or a payload the application is slow to produce.
 //   - SUBGROUP_DELIVERY_TIMEOUT starts at Close, when the application says
-//     the subgroup is complete and the stream gets its FIN.
+//     the subgroup is complete and the stream gets its FIN (after its
+//     backlog, if it has one).
 //
 // Either way a late stream is reset with DELIVERY_TIMEOUT (§11.3.2, C020)
 // and no new stream is opened for the rest of the subgroup. quic-go copies
@@ -125,7 +127,8 @@ func (ss *ServedSubscription) dataParams() dataParams {
 }
 
 // streamDeadline is the delivery-timeout state of one subgroup stream. The
-// SubgroupWriter arms and disarms it under its lock; the timer fires on its
+// SubgroupWriter arms and disarms it under its lock, or, while the stream
+// is backlogged, the drain under the backlog's lock; the timer fires on its
 // own goroutine and touches only the atomics and the stream.
 type streamDeadline struct {
 	timer    *time.Timer  // created on the first armed object, then reset
@@ -136,9 +139,14 @@ type streamDeadline struct {
 // armObject starts the OBJECT_DELIVERY_TIMEOUT of the object whose header
 // was provided at start (monoNow). w.mu is held.
 func (out *subgroupOut) armObject(start int64, timeout uint64) {
-	d := millis(timeout)
+	out.armAt(start + int64(millis(timeout)))
+}
+
+// armAt sets the stream's object deadline (monoNow) and its timer: by the
+// publisher, or by the drain while the stream is backlogged (backlog.go).
+func (out *subgroupOut) armAt(deadline int64) {
 	dl := &out.dl
-	dl.deadline.Store(max(start+int64(d), 1))
+	dl.deadline.Store(max(deadline, 1))
 	wait := time.Duration(dl.deadline.Load() - monoNow())
 	if dl.timer == nil {
 		dl.timer = time.AfterFunc(wait, out.objectTimerFired)
@@ -148,7 +156,7 @@ func (out *subgroupOut) armObject(start int64, timeout uint64) {
 }
 
 // disarmObject ends the current object's timeout: all of it has been passed
-// to the transport. w.mu is held.
+// to the transport.
 func (out *subgroupOut) disarmObject() {
 	if out.dl.deadline.Swap(0) != 0 {
 		out.dl.timer.Stop()
@@ -184,7 +192,7 @@ func (out *subgroupOut) startSubgroupTimer(timeout uint64) {
 }
 
 // expire resets the stream with DELIVERY_TIMEOUT, once. A Write blocked on
-// it returns at once.
+// it returns at once; a backlog's drain then drops the rest.
 func (out *subgroupOut) expire() {
 	if out.dl.expired.Swap(true) {
 		return
@@ -193,8 +201,13 @@ func (out *subgroupOut) expire() {
 	out.ss.sess.hook(func(h *sessionHooks) func() { return h.deliveryTimedOut })
 }
 
-// stopTimers stops the object timer of a stream that is done. w.mu is held.
+// stopTimers stops the object timer of a stream that is done. A backlog
+// still being written keeps it: the drain stops it once the last object
+// has been passed to the transport. w.mu is held.
 func (out *subgroupOut) stopTimers() {
+	if out.q.active.Load() {
+		return
+	}
 	out.dl.deadline.Store(0)
 	if out.dl.timer != nil {
 		out.dl.timer.Stop()

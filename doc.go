@@ -30,6 +30,11 @@
 // reader, one reader per request stream, one per handler call — all end
 // when the session closes.
 //
+// Objects go from the publisher's goroutine straight to the QUIC streams.
+// A subscriber that cannot take them promptly while others of the same
+// track can gets the rest queued and written by a goroutine of its own, so
+// it does not hold up the others; see SubgroupWriter.
+//
 // # Cancellation and errors
 //
 // Blocking calls take a context; when it ends first, the request is
@@ -50,7 +55,9 @@
 // phrases 1024 (§8, §9). Requests that arrive before the peer's SETUP wait
 // in their streams' flow-control windows; the number of streams is bounded
 // by the QUIC stream limits. MAX_REQUEST_UPDATES and MAX_FILTER_RANGES are
-// set in Config.
+// set in Config, as is MaxSubscriberBacklog, the bytes a subscription this
+// end serves may have queued before it ends with PUBLISH_DONE
+// TOO_FAR_BEHIND.
 //
 // The codec for every control message and data-plane format lives in the
 // wire subpackage, which imports only the standard library.

@@ -21,6 +21,7 @@ import (
 type pair struct {
 	client, server *Session
 	srv            *Server
+	roots          *x509.CertPool // trusts srv's certificate
 }
 
 // transports are the two ways a session can run; every integration test
@@ -50,14 +51,22 @@ func newPair(t *testing.T, scheme string, serverCfg, clientCfg *Config) *pair {
 	require.NoError(t, err)
 	srv, err := Listen("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}}, serverCfg, nil)
 	require.NoError(t, err)
+	t.Cleanup(func() { srv.Close() })
 	leaf, err := x509.ParseCertificate(cert.Certificate[0])
 	require.NoError(t, err)
 	roots := x509.NewCertPool()
 	roots.AddCert(leaf)
+	return (&pair{srv: srv, roots: roots}).connect(t, scheme, clientCfg)
+}
+
+// connect dials p's server with a new client session: another pair on the
+// same Server, closed when the test ends, before the Server.
+func (p *pair) connect(t *testing.T, scheme string, clientCfg *Config) *pair {
+	t.Helper()
 	if clientCfg == nil {
 		clientCfg = &Config{}
 	}
-	clientCfg.TLSConfig = &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
+	clientCfg.TLSConfig = &tls.Config{RootCAs: p.roots, ServerName: "127.0.0.1"}
 	if clientCfg.Logger == nil {
 		clientCfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -66,25 +75,23 @@ func newPair(t *testing.T, scheme string, serverCfg, clientCfg *Config) *pair {
 	defer cancel()
 	accepted := make(chan *Session, 1)
 	go func() {
-		s, err := srv.Accept(ctx)
+		s, err := p.srv.Accept(ctx)
 		if err == nil {
 			accepted <- s
 		}
 		close(accepted)
 	}()
-	client, err := Dial(ctx, scheme+"://"+srv.Addr().String()+"/live?x=1", clientCfg)
+	client, err := Dial(ctx, scheme+"://"+p.srv.Addr().String()+"/live?x=1", clientCfg)
 	require.NoError(t, err)
 	server, ok := <-accepted
 	require.True(t, ok, "server accepted no session")
-	p := &pair{client: client, server: server, srv: srv}
 	t.Cleanup(func() {
 		client.Close()
 		server.Close()
 		<-client.Context().Done()
 		<-server.Context().Done()
-		srv.Close()
 	})
-	return p
+	return &pair{client: client, server: server, srv: p.srv, roots: p.roots}
 }
 
 var testTrack = wire.FullTrackName{Namespace: wire.NewNamespace("live", "cam1"), Name: []byte("video")}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moqt-go/moqt/internal/transport"
@@ -34,6 +35,12 @@ type ServedSubscription struct {
 
 	updates    chan pendingUpdate // REQUEST_UPDATEs waiting for the worker
 	finishOnce sync.Once
+
+	// backlog counts the bytes waiting in the backlogs of the
+	// subscription's data streams (backlog.go); behind is set once it
+	// passed Config.MaxSubscriberBacklog.
+	backlog atomic.Int64
+	behind  atomic.Bool
 
 	mu          sync.Mutex // guards the fields below
 	params      wire.Params

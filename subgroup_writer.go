@@ -34,6 +34,12 @@ type SubgroupOptions struct {
 // queue in between. A SubgroupWriter is safe for concurrent use, though
 // objects are written one at a time, in increasing Object ID order.
 //
+// A write returns once every subscription's stream has taken the bytes or,
+// when the object goes to several subscriptions, queued what it could not
+// take at once; it blocks only while none of them keeps up. A subscriber
+// that falls more than Config.MaxSubscriberBacklog bytes behind is ended
+// with PUBLISH_DONE TOO_FAR_BEHIND (see backlog.go).
+//
 // On raw QUIC each stream is scheduled by the subscription's subscriber
 // priority, the subgroup's publisher priority and the group order (§5.1,
 // see priority.go). A stream that misses its OBJECT_DELIVERY_TIMEOUT or
@@ -60,23 +66,36 @@ type SubgroupWriter struct {
 	// timeouts are the publisher's delivery timeouts: the Track
 	// Properties, overridden by the first object's Object Properties.
 	timeouts deliveryTimeouts
+	// caughtUp is signalled when a stream's backlog goroutine ends.
+	caughtUp chan struct{}
 }
 
 // subgroupOut is one subscription's stream for the subgroup. Its fields
-// are guarded by the SubgroupWriter's lock, except dl (see streamDeadline).
+// are guarded by the SubgroupWriter's lock, except dl (see streamDeadline)
+// and q (see backlog).
 type subgroupOut struct {
 	str        transport.SendStream
 	ss         *ServedSubscription
 	enc        wire.SubgroupEncoder
+	fresh      bool  // the SUBGROUP_HEADER is still to be sent
 	done       bool  // finished or reset; no more objects go to it
 	subscriber uint8 // the subscriber priority its ranking uses
 	dl         streamDeadline
+	// deadline is the current object's delivery deadline (monoNow), 0 for
+	// none, from when the object is handed over until it is armed.
+	deadline int64
+	off      uint64 // stream offset past the last byte written or queued
+	objEnd   uint64 // stream offset past the current object's last byte
+	grace    bool   // str has a write deadline set
+	q        backlog
+	caughtUp chan<- struct{} // the SubgroupWriter's
 }
 
 // closed reports whether no more objects go to out: it was finished or
-// reset, or it missed a delivery timeout (which also marks it done).
+// reset, it missed a delivery timeout or its backlog could not be written
+// (which also mark it done).
 func (out *subgroupOut) closed() bool {
-	if !out.done && out.dl.expired.Load() {
+	if !out.done && (out.dl.expired.Load() || out.q.broken.Load()) {
 		out.done = true
 	}
 	return out.done
@@ -87,7 +106,7 @@ func (out *subgroupOut) closed() bool {
 func (t *LocalTrack) OpenSubgroup(group, subgroup uint64, opts SubgroupOptions) *SubgroupWriter {
 	return &SubgroupWriter{track: t, group: group, subgroup: subgroup, opts: opts,
 		trackOrder: trackGroupOrder(t.props), timeouts: trackTimeouts(t.props),
-		outs: map[*ServedSubscription]*subgroupOut{}}
+		outs: map[*ServedSubscription]*subgroupOut{}, caughtUp: make(chan struct{}, 1)}
 }
 
 // ErrSubgroupClosed is returned by writes after Close or Reset.
@@ -215,6 +234,8 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte) error {
 	w.started, w.last, w.ended = true, o.ObjectID, o.Status != wire.ObjectNormal
 	w.gen++
 	w.remain = o.PayloadLength - uint64(len(inline))
+	// First the streams that get the object, so that each write knows
+	// whether others wait on it.
 	w.targets = w.targets[:0]
 	var provided int64 // when the header was provided, if a timeout needs it
 	for _, ss := range w.track.snapshot() {
@@ -240,35 +261,62 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte) error {
 			out.subscriber = dp.priority
 			ss.sess.priorities().setSubscriber(ss.rs.id, dp.priority)
 		}
+		out.deadline = 0
 		if timeout := effectiveTimeout(w.timeouts.object, dp.objectTimeout); timeout != 0 {
 			if provided == 0 {
 				provided = monoNow()
 			}
-			out.armObject(provided, timeout)
+			out.deadline = provided + int64(millis(timeout))
 		}
-		if out.late() {
-			continue
-		}
-		b, err := out.enc.AppendObject(w.buf[:0], o)
+		w.targets = append(w.targets, out)
+	}
+	fanout := len(w.targets) > 1
+	sent := w.targets[:0]
+	for _, out := range w.targets {
+		b, err := w.encode(out, o)
 		if err == nil {
 			b = append(b, inline...)
 			w.buf = b
-			_, err = out.str.Write(b)
+			out.objEnd = out.off + uint64(len(b)) + w.remain
+			if out.deadline != 0 {
+				out.arm(out.deadline)
+			}
+			if out.late() {
+				continue
+			}
+			err = out.send(b, fanout)
 		}
 		if err != nil {
 			w.drop(out)
 			continue
 		}
-		w.targets = append(w.targets, out)
+		sent = append(sent, out)
 	}
+	w.targets = sent
+	w.settle()
 	return nil
 }
 
+// encode appends o's header to w.buf, after the SUBGROUP_HEADER on a new
+// stream. w.mu is held.
+func (w *SubgroupWriter) encode(out *subgroupOut, o wire.SubgroupObject) ([]byte, error) {
+	b := w.buf[:0]
+	if out.fresh {
+		var err error
+		if b, err = out.enc.Header.Append(b); err != nil {
+			return b, err
+		}
+		out.fresh = false
+	}
+	return out.enc.AppendObject(b, o)
+}
+
 // objectDone ends the current object's delivery timeouts: all of it has
-// been passed to the transport. w.mu is held.
+// been passed to the transport, or to a backlog whose drain ends them.
+// w.mu is held.
 func (w *SubgroupWriter) objectDone() {
 	for _, out := range w.targets {
-		out.disarmObject()
+		out.objectDone()
 	}
 }
 
@@ -280,25 +328,27 @@ func (w *SubgroupWriter) payload(p []byte) {
 	if len(p) == 0 {
 		return
 	}
+	fanout := len(w.targets) > 1
 	for _, out := range w.targets {
 		if out.closed() || out.late() {
 			continue
 		}
-		if _, err := out.str.Write(p); err != nil {
+		if err := out.send(p, fanout); err != nil {
 			w.drop(out)
 		}
 	}
+	w.settle()
 }
 
 // drop stops sending the subgroup to one subscription, resetting its
-// stream. A stream that missed its delivery timeout keeps that code.
+// stream and dropping its backlog. A stream that missed its delivery
+// timeout keeps that code.
 func (w *SubgroupWriter) drop(out *subgroupOut) {
 	out.done = true
-	out.stopTimers()
-	if out.dl.expired.Load() {
-		return
+	if !out.dl.expired.Load() {
+		out.ss.closeDataStream(out.str, wire.ResetCancelled)
 	}
-	out.ss.closeDataStream(out.str, wire.ResetCancelled)
+	out.discard()
 }
 
 // check validates o against the subgroup's state before anything is sent.
@@ -361,18 +411,16 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, dp dataParams)
 	}
 	ss.sess.priorities().add(str, streamPriority{owner: ss.rs.id, subscriber: dp.priority,
 		publisher: w.priority(), order: order, group: w.group, subgroup: w.subgroup})
-	out := &subgroupOut{str: str, ss: ss, enc: wire.SubgroupEncoder{Header: h}, subscriber: dp.priority}
+	// The header goes out with the first object (encode); it is checked
+	// now.
 	b, err := h.Append(w.buf[:0])
 	if err != nil {
 		ss.closeDataStream(str, wire.ResetInternalError)
 		return nil, err
 	}
 	w.buf = b
-	if _, err := str.Write(b); err != nil {
-		ss.closeDataStream(str, wire.ResetCancelled)
-		return nil, err
-	}
-	return out, nil
+	return &subgroupOut{str: str, ss: ss, enc: wire.SubgroupEncoder{Header: h}, fresh: true,
+		subscriber: dp.priority, caughtUp: w.caughtUp}, nil
 }
 
 // skip handles an object that does not pass ss's filters on a stream that
@@ -395,10 +443,12 @@ func (w *SubgroupWriter) skip(out *subgroupOut, loc wire.Location) {
 }
 
 // finish ends out with a FIN: every object it was to carry was passed to
-// the transport. Its SUBGROUP_DELIVERY_TIMEOUT starts now (§5.2). w.mu is
-// held.
+// the transport, or to its backlog, after which the drain sends the FIN.
+// Its SUBGROUP_DELIVERY_TIMEOUT starts now (§5.2). w.mu is held.
 func (w *SubgroupWriter) finish(out *subgroupOut) {
-	out.ss.finishDataStream(out.str)
+	if !out.finishAfterBacklog() {
+		out.ss.finishDataStream(out.str)
+	}
 	if timeout := effectiveTimeout(w.timeouts.subgroup, out.ss.dataParams().subgroupTimeout); timeout != 0 {
 		out.startSubgroupTimer(timeout)
 	}
@@ -442,8 +492,8 @@ func (w *SubgroupWriter) Reset(code wire.ResetCode) {
 	for _, out := range w.outs {
 		if !out.closed() {
 			out.done = true
-			out.stopTimers()
 			out.ss.closeDataStream(out.str, code)
+			out.discard()
 		}
 	}
 	w.remain = 0

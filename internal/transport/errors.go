@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
 	"unicode/utf8"
 
 	"github.com/quic-go/quic-go"
@@ -140,10 +141,14 @@ func (c *wtConn) translate(err error) error {
 	return passThrough(err)
 }
 
-// passThrough returns context errors unchanged and wraps anything else.
+// passThrough returns context errors unchanged, a passed write deadline as
+// os.ErrDeadlineExceeded, and wraps anything else.
 func passThrough(err error) error {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return err
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return os.ErrDeadlineExceeded
 	}
 	return fmt.Errorf("moqt transport: %w", err)
 }

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"net"
+	"time"
 
 	"github.com/quic-go/quic-go"
 )
@@ -98,6 +99,9 @@ func (s quicStream) CancelWrite(code uint64)    { s.s.CancelWrite(quic.StreamErr
 func (s quicStream) CancelRead(code uint64)     { s.s.CancelRead(quic.StreamErrorCode(quicCode(code))) }
 func (s quicStream) SetPriority(u int8, i bool) { s.s.SetPriority(u, i) }
 func (s quicStream) Context() context.Context   { return s.s.Context() }
+func (s quicStream) SetWriteDeadline(t time.Time) error {
+	return s.s.SetWriteDeadline(t)
+}
 
 type quicSendStream struct{ s *quic.SendStream }
 
@@ -112,6 +116,9 @@ func (s quicSendStream) CancelWrite(code uint64) {
 }
 func (s quicSendStream) SetPriority(u int8, i bool) { s.s.SetPriority(u, i) }
 func (s quicSendStream) Context() context.Context   { return s.s.Context() }
+func (s quicSendStream) SetWriteDeadline(t time.Time) error {
+	return s.s.SetWriteDeadline(t)
+}
 
 type quicReceiveStream struct{ s *quic.ReceiveStream }
 

@@ -16,7 +16,8 @@
 //     this endpoint. Returned by every call once the connection is closed,
 //     and available afterwards as context.Cause(conn.Context()).
 //
-// io.EOF and context errors are returned unchanged. Everything else (idle
+// io.EOF, context errors and os.ErrDeadlineExceeded (a Write that passed
+// its deadline) are returned unchanged. Everything else (idle
 // timeout, a WebTransport connection lost under its session, a datagram too
 // large, ...) is wrapped with a "moqt transport:" prefix and keeps the
 // library error in its chain.
@@ -35,6 +36,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/quic-go/quic-go"
 )
@@ -109,8 +111,8 @@ type SendStream interface {
 	// Close sends FIN after the data written so far.
 	Close() error
 	// CancelWrite abandons sending and resets the stream with code
-	// (RESET_STREAM). Calling it more than once, or after Close, has no effect
-	// beyond the first call.
+	// (RESET_STREAM); a Write blocked on the stream returns. Calling it more
+	// than once, or after Close, has no effect beyond the first call.
 	CancelWrite(code uint64)
 	// SetPriority sets the stream's send urgency (lower is more urgent,
 	// clipped to 0–7) and whether it shares bandwidth round-robin with
@@ -122,6 +124,11 @@ type SendStream interface {
 	// ends. Its cause comes from the library; Write reports the translated
 	// error.
 	Context() context.Context
+	// SetWriteDeadline bounds Write calls, the one blocked now included;
+	// the zero time means none. A Write that passes it returns
+	// os.ErrDeadlineExceeded with the count of bytes it did take, which
+	// were passed to the stream and are sent; the stream stays usable.
+	SetWriteDeadline(t time.Time) error
 }
 
 // ReceiveStream is the receiving half of a stream.

@@ -282,6 +282,46 @@ func TestDatagrams(t *testing.T) {
 	})
 }
 
+// TestWriteDeadline: a Write blocked on the peer's flow control returns at
+// its deadline with os.ErrDeadlineExceeded and the count of bytes it took;
+// the stream stays usable, and the peer receives exactly what was taken
+// followed by what is written next, with no gap and no repeat.
+func TestWriteDeadline(t *testing.T) {
+	msg := make([]byte, 256<<10) // far past the receive window
+	for i := range msg {
+		msg[i] = byte(i * 7)
+	}
+	forEachKind(t, func(t *testing.T, k kind) {
+		cfg := &transport.DialConfig{Windows: transport.Windows{Stream: 16 << 10, Connection: 64 << 10}}
+		client, server, _ := connect(t, listen(t, nil), k, "/", cfg)
+		ctx := guardCtx(t)
+		str, err := server.OpenUniStreamSync(ctx)
+		require.NoError(t, err)
+
+		require.NoError(t, str.SetWriteDeadline(time.Now().Add(50*time.Millisecond)))
+		n, err := str.Write(msg)
+		require.Equal(t, os.ErrDeadlineExceeded, err)
+		require.Positive(t, n)
+		require.Less(t, n, len(msg))
+
+		require.NoError(t, str.SetWriteDeadline(time.Time{}))
+		written := make(chan error, 1)
+		go func() {
+			if _, err := str.Write(msg[n:]); err != nil {
+				written <- err
+				return
+			}
+			written <- str.Close()
+		}()
+		peer, err := client.AcceptUniStream(ctx)
+		require.NoError(t, err)
+		got, err := io.ReadAll(peer)
+		require.NoError(t, err)
+		assert.Equal(t, msg, got)
+		require.NoError(t, <-written)
+	})
+}
+
 // readUntilError reads r until it fails and returns the error.
 func readUntilError(r io.Reader) error {
 	buf := make([]byte, 1024)

@@ -154,7 +154,15 @@ func (s wtStream) Write(b []byte) (int, error) {
 }
 
 func (s wtStream) Close() error { return s.c.translate(s.s.Close()) }
+
+// CancelWrite first sets a past write deadline: a Write on a stream the
+// peer stopped because its session is going away waits for this end's
+// session to be torn down, and webtransport-go's CancelWrite does not wake
+// it (nor does the session's close, once CancelWrite has forgotten the
+// stream). Set before CancelWrite, the deadline cannot cut short the
+// stream header that CancelWrite still sends on a stream never written to.
 func (s wtStream) CancelWrite(code uint64) {
+	_ = s.s.SetWriteDeadline(time.Unix(1, 0))
 	s.s.CancelWrite(webtransport.StreamErrorCode(wtCode(code)))
 }
 
@@ -166,6 +174,9 @@ func (s wtStream) CancelRead(code uint64) {
 }
 func (s wtStream) SetPriority(int8, bool)   {}
 func (s wtStream) Context() context.Context { return s.s.Context() }
+func (s wtStream) SetWriteDeadline(t time.Time) error {
+	return s.c.translate(s.s.SetWriteDeadline(t))
+}
 
 type wtSendStream struct {
 	s *webtransport.SendStream
@@ -179,10 +190,14 @@ func (s wtSendStream) Write(b []byte) (int, error) {
 
 func (s wtSendStream) Close() error { return s.c.translate(s.s.Close()) }
 func (s wtSendStream) CancelWrite(code uint64) {
+	_ = s.s.SetWriteDeadline(time.Unix(1, 0)) // see wtStream.CancelWrite
 	s.s.CancelWrite(webtransport.StreamErrorCode(wtCode(code)))
 }
 func (s wtSendStream) SetPriority(int8, bool)   {}
 func (s wtSendStream) Context() context.Context { return s.s.Context() }
+func (s wtSendStream) SetWriteDeadline(t time.Time) error {
+	return s.c.translate(s.s.SetWriteDeadline(t))
+}
 
 type wtReceiveStream struct {
 	s *webtransport.ReceiveStream
