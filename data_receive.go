@@ -251,22 +251,29 @@ func (s *Session) dataStreamError(str transport.ReceiveStream, err error) error 
 // waiting while its queue is full: the stream stays unread meanwhile, so
 // QUIC flow control pushes back on the publisher.
 func (sub *Subscription) deliverStream(r *SubgroupReader) error {
-	sub.mu.Lock()
-	sub.streamsSeen++
-	sub.mu.Unlock()
 	if r.err == nil {
 		sub.trackReader(r)
 	}
+	// A free slot is always taken first: a stream is counted for
+	// PUBLISH_DONE only once delivered, so the data plane cannot end while
+	// a counted stream waits for a slot.
 	select {
 	case sub.incoming <- r:
-		sub.noteStream()
-		return nil
-	case <-sub.dataDone:
-		_ = r.Close()
-		return nil
-	case <-sub.sess.ctx.Done():
-		return nil
+	default:
+		select {
+		case sub.incoming <- r:
+		case <-sub.dataDone:
+			_ = r.Close()
+			return nil
+		case <-sub.sess.ctx.Done():
+			return nil
+		}
 	}
+	sub.mu.Lock()
+	sub.streamsSeen++
+	sub.mu.Unlock()
+	sub.noteStream()
+	return nil
 }
 
 // deliverDatagram queues a datagram for ReadDatagram. When the queue is
