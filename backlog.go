@@ -118,8 +118,12 @@ func (out *subgroupOut) send(b []byte, fanout bool) error {
 		return err
 	case n == len(b):
 		return nil
-	case out.str.Context().Err() != nil:
-		return err // reset or stopped meanwhile: nothing to queue for
+	case !out.grace || out.late() || out.str.Context().Err() != nil:
+		// Not our grace deadline: the stream was reset meanwhile (a
+		// reset on WebTransport first sets a past deadline, see
+		// internal/transport), by a delivery timeout or a STOP_SENDING.
+		// Nothing to queue for.
+		return err
 	}
 	return out.spill(b[n:])
 }
