@@ -178,6 +178,58 @@ func TestC033_SharedAliasEachSubscriptionGetsItsCopy(t *testing.T) {
 	}
 }
 
+// TestC033_OverlappingFiltersEachGetACopy: two subscriptions with the same
+// filter share an alias; every object is sent to each, and the look-alike
+// streams and datagrams are routed one to each subscription, never both to
+// one.
+func TestC033_OverlappingFiltersEachGetACopy(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			track, err := NewLocalTrack(testTrack, nil)
+			require.NoError(t, err)
+			cfg, served := trackServer(t, track)
+			p := newPair(t, tr.scheme, cfg, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			from := wire.Some(wire.StartFilter(wire.Location{Group: 1, Object: 0}))
+			var subs []*Subscription
+			for range 2 {
+				sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: from})
+				require.NoError(t, err)
+				<-served
+				subs = append(subs, sub)
+			}
+			require.Equal(t, subs[0].TrackAlias(), subs[1].TrackAlias())
+
+			for g := uint64(1); g <= 2; g++ {
+				w := track.OpenSubgroup(g, 0, SubgroupOptions{})
+				require.NoError(t, w.WriteObject(0, nil, []byte{byte(g)}))
+				require.NoError(t, w.Close())
+			}
+			require.NoError(t, track.WriteDatagram(DatagramObject{Group: 3, Object: 0, Payload: []byte("d")}))
+			for i, sub := range subs {
+				// Streams may arrive in any order; had both group-1 copies
+				// gone to one subscription, it would see group 1 twice and
+				// the other would wait in vain.
+				var groups []uint64
+				for range 2 {
+					r, err := sub.AcceptSubgroup(ctx)
+					require.NoError(t, err, "subscription %d", i)
+					g := r.Header().GroupID
+					groups = append(groups, g)
+					_, payloads := readSubgroup(t, r)
+					assert.Equal(t, [][]byte{{byte(g)}}, payloads)
+				}
+				assert.ElementsMatch(t, []uint64{1, 2}, groups, "subscription %d", i)
+				d, err := sub.ReadDatagram(ctx)
+				require.NoError(t, err, "subscription %d", i)
+				assert.Equal(t, wire.Location{Group: 3, Object: 0}, d.Location)
+				assert.Equal(t, []byte("d"), d.Payload)
+			}
+		})
+	}
+}
+
 // TestDataForwardZeroSendsNothing: with Forward=0 no stream opens; after
 // REQUEST_UPDATE Forward=1 objects flow.
 func TestDataForwardZeroSendsNothing(t *testing.T) {

@@ -64,27 +64,18 @@ func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader,
 		// stream, which the reader reports as reset.
 		r.err = s.streamError(err)
 	}
-	sub := routeObject(subs, h, first, r.first != nil)
-	r.sub = sub
-	return sub.deliverStream(r)
-}
-
-// routeObject picks the subscription an object belongs to: with a shared
-// alias, the first whose filter it passes (§3.1). Filters of concurrent
-// subscriptions should not overlap; an object that passes none, which an
-// update in flight can cause, goes to the first.
-func routeObject(subs []*Subscription, h wire.SubgroupHeader, o wire.SubgroupObject, known bool) *Subscription {
-	if len(subs) == 1 || !known {
-		return subs[0]
-	}
-	meta := ObjectMeta{Location: wire.Location{Group: h.GroupID, Object: o.ObjectID}, SubgroupID: h.SubgroupID,
-		PublisherPriority: h.Priority, Properties: o.Properties}
-	for _, sub := range subs {
-		if sub.accepts(meta) {
-			return sub
+	var meta *ObjectMeta
+	subgroupID, _ := r.dec.SubgroupID()
+	if r.first != nil {
+		meta = &ObjectMeta{Location: wire.Location{Group: h.GroupID, Object: first.ObjectID}, SubgroupID: subgroupID,
+			PublisherPriority: h.Priority, Properties: first.Properties}
+		if h.DefaultPriority {
+			meta.PublisherPriority = subs[0].publisherPriority()
 		}
 	}
-	return subs[0]
+	sub := s.routeCopy(h.TrackAlias, subs, copyKey{group: h.GroupID, id: subgroupID}, meta)
+	r.sub = sub
+	return sub.deliverStream(r)
 }
 
 // receiveDatagrams reads the session's datagrams until it ends (§11.2).
@@ -117,14 +108,10 @@ func (s *Session) routeDatagram(d wire.ObjectDatagram) {
 	}
 	meta := ObjectMeta{Location: wire.Location{Group: d.GroupID, Object: d.ObjectID}, Datagram: true,
 		PublisherPriority: d.Priority, Properties: d.Properties}
-	target := subs[0]
-	for _, sub := range subs {
-		if sub.accepts(meta) {
-			target = sub
-			break
-		}
+	if d.DefaultPriority {
+		meta.PublisherPriority = subs[0].publisherPriority()
 	}
-	target.deliverDatagram(d)
+	s.routeCopy(d.TrackAlias, subs, copyKey{group: d.GroupID, id: d.ObjectID, datagram: true}, &meta).deliverDatagram(d)
 }
 
 // lookupAlias returns the subscriptions bound to alias, and whether the

@@ -27,6 +27,9 @@ type aliasTable struct {
 	// objects for them are discarded at once rather than held as unknown
 	// (§3.1.2). It is bounded by maxEndedAliases.
 	ended map[uint64]time.Time
+	// claims tracks which subscriptions sharing an alias took a copy of
+	// an object (see routeCopy).
+	claims map[uint64]*copyClaims
 }
 
 // maxEndedAliases bounds aliasTable.ended.
@@ -153,6 +156,9 @@ func (s *Session) unbindAlias(sub *Subscription) {
 	}
 	if len(kept) == len(list) {
 		return // not bound
+	}
+	if len(kept) <= 1 {
+		delete(s.aliases.claims, alias)
 	}
 	if len(kept) == 0 {
 		delete(s.aliases.subs, alias)

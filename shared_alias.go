@@ -1,0 +1,82 @@
+package moqt
+
+import "slices"
+
+// Concurrent subscriptions to one track share its Track Alias (§3.1.2),
+// and an object passing several of their filters arrives once per
+// subscription (C033): as look-alike streams or datagrams. Routing gives
+// each copy to a different subscription among those whose filter the
+// object passes, so every subscription receives its own copy once.
+
+// copyKey names what one copy carries: a subgroup of a group, or the
+// datagram of one object.
+type copyKey struct {
+	group, id uint64 // id is the Subgroup ID, or the Object ID of a datagram
+	datagram  bool
+}
+
+// copyClaims remembers, for one alias, which subscriptions already took a
+// copy. It keeps the newest maxCopyClaims keys: a copy older than that
+// arrives so late that its subscription has long moved on.
+type copyClaims struct {
+	taken map[copyKey][]*Subscription
+	order []copyKey // oldest first
+}
+
+const maxCopyClaims = 4096
+
+// routeCopy picks the subscription a copy of the object meta describes
+// belongs to. meta is nil when the copy is an empty stream. subs are the
+// subscriptions bound to alias, in order of binding.
+func (s *Session) routeCopy(alias uint64, subs []*Subscription, key copyKey, meta *ObjectMeta) *Subscription {
+	if len(subs) == 1 {
+		return subs[0]
+	}
+	var buf [4]*Subscription
+	cands := buf[:0]
+	for _, sub := range subs {
+		if meta == nil || sub.accepts(*meta) {
+			cands = append(cands, sub)
+		}
+	}
+	switch len(cands) {
+	case 0:
+		// A filter update in flight can leave a copy matching no filter
+		// here yet; it was sent for one of them.
+		return subs[0]
+	case 1:
+		return cands[0]
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.aliases.claims[alias]
+	if c == nil {
+		if s.aliases.claims == nil {
+			s.aliases.claims = map[uint64]*copyClaims{}
+		}
+		c = &copyClaims{taken: map[copyKey][]*Subscription{}}
+		s.aliases.claims[alias] = c
+	}
+	taken := c.taken[key]
+	for _, sub := range cands {
+		if !slices.Contains(taken, sub) {
+			c.claim(key, sub)
+			return sub
+		}
+	}
+	// Every candidate has its copy: the publisher opened the subgroup
+	// again (say after a reset); it is the first candidate's.
+	return cands[0]
+}
+
+// claim records that sub took the copy named by key.
+func (c *copyClaims) claim(key copyKey, sub *Subscription) {
+	if _, ok := c.taken[key]; !ok {
+		if len(c.order) == maxCopyClaims {
+			delete(c.taken, c.order[0])
+			c.order = c.order[1:]
+		}
+		c.order = append(c.order, key)
+	}
+	c.taken[key] = append(c.taken[key], sub)
+}
