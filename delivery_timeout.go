@@ -93,6 +93,17 @@ func (d deliveryTimeouts) withObjectProperties(props []byte) deliveryTimeouts {
 	return out
 }
 
+// datagramLate reports whether a datagram provided at start (monoNow) is
+// past its delivery timeout for a subscription with parameters p: for
+// datagrams both timeouts act alike, and the smaller applies (§5.2). The
+// datagram's Object Properties override the track's, as a subgroup's first
+// object does.
+func datagramLate(start int64, publisher deliveryTimeouts, p dataParams) bool {
+	timeout := effectiveTimeout(effectiveTimeout(publisher.object, p.objectTimeout),
+		effectiveTimeout(publisher.subgroup, p.subgroupTimeout))
+	return timeout != 0 && time.Duration(monoNow()-start) > millis(timeout)
+}
+
 // millis converts a timeout in milliseconds, capped so it cannot overflow.
 func millis(ms uint64) time.Duration {
 	const maxMS = uint64(1<<63-1) / uint64(time.Millisecond)

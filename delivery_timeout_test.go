@@ -290,3 +290,29 @@ func TestDeliveryTimeoutHotPathAllocs(t *testing.T) {
 	out.stopTimers()
 	assert.False(t, out.dl.expired.Load())
 }
+
+// TestDeliveryTimeoutDatagramLate: a datagram is dropped for a subscription
+// once the smaller of its non-zero timeouts has passed since the
+// application provided it; for datagrams SUBGROUP_DELIVERY_TIMEOUT acts as
+// OBJECT_DELIVERY_TIMEOUT does (§5.2).
+func TestDeliveryTimeoutDatagramLate(t *testing.T) {
+	start := monoNow() - int64(50*time.Millisecond)
+	cases := []struct {
+		name       string
+		publisher  deliveryTimeouts
+		subscriber dataParams
+		late       bool
+	}{
+		{"no timeouts", deliveryTimeouts{}, dataParams{}, false},
+		{"publisher object timeout passed", deliveryTimeouts{object: 10}, dataParams{}, true},
+		{"publisher object timeout ahead", deliveryTimeouts{object: 10_000}, dataParams{}, false},
+		{"subscriber subgroup timeout passed", deliveryTimeouts{}, dataParams{subgroupTimeout: 10}, true},
+		{"smaller of the two sides", deliveryTimeouts{object: 10_000}, dataParams{objectTimeout: 10}, true},
+		{"smaller of the two kinds", deliveryTimeouts{object: 10_000, subgroup: 10}, dataParams{}, true},
+		{"both ahead", deliveryTimeouts{object: 10_000, subgroup: 20_000}, dataParams{objectTimeout: 30_000}, false},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.late, datagramLate(start, c.publisher, c.subscriber), c.name)
+	}
+	assert.False(t, datagramLate(monoNow(), deliveryTimeouts{object: 10_000}, dataParams{}), "fresh datagram")
+}

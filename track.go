@@ -179,7 +179,12 @@ type DatagramObject struct {
 // WriteDatagram sends o as a datagram to every subscription whose filters
 // it passes (C027, C033). A datagram larger than the path allows is
 // dropped by the transport without notice (§11.2); the error reports it.
+// A subscription whose delivery timeout passes before its copy reaches the
+// transport (the transport's queue can block the loop) does not get it
+// (§5.2).
 func (t *LocalTrack) WriteDatagram(o DatagramObject) error {
+	start := monoNow()
+	timeouts := trackTimeouts(t.props).withObjectProperties(o.Properties)
 	loc := wire.Location{Group: o.Group, Object: o.Object}
 	t.noteObject(loc)
 	prio := t.priority
@@ -201,7 +206,7 @@ func (t *LocalTrack) WriteDatagram(o DatagramObject) error {
 	var buf []byte
 	var firstErr error
 	for _, ss := range t.snapshot() {
-		if !ss.passes(meta) {
+		if !ss.passes(meta) || datagramLate(start, timeouts, ss.dataParams()) {
 			continue
 		}
 		d.TrackAlias = ss.alias
