@@ -342,10 +342,13 @@ func (ss *ServedSubscription) addBacklog(n int) error {
 		return nil
 	}
 	ss.backlog.Add(-int64(n))
-	if ss.behind.CompareAndSwap(false, true) {
-		go func() {
-			_ = ss.Done(wire.DoneTooFarBehind, fmt.Sprintf("more than %d bytes waiting for the subscriber", limit))
-		}()
-	}
+	ss.fallBehind(fmt.Sprintf("more than %d bytes waiting for the subscriber", limit))
 	return errTooFarBehind
+}
+
+// fallBehind ends the subscription with PUBLISH_DONE TOO_FAR_BEHIND, once.
+func (ss *ServedSubscription) fallBehind(reason string) {
+	if ss.behind.CompareAndSwap(false, true) {
+		go func() { _ = ss.Done(wire.DoneTooFarBehind, reason) }()
+	}
 }

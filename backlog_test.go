@@ -1,8 +1,10 @@
 package moqt
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -407,6 +409,103 @@ func TestBacklogAllSlowHoldsPublisher(t *testing.T) {
 			}
 			assert.NoError(t, subA.Err())
 			assert.Zero(t, ssA.backlog.Load())
+		})
+	}
+}
+
+// TestBacklogStreamCreditWithheld: a subscriber that takes none of its
+// streams never returns their stream credit. The publisher does not wait
+// for it: the fast subscriber gets every subgroup while the slow one's
+// new streams wait to open, and once too many wait, the slow subscription
+// ends with PUBLISH_DONE TOO_FAR_BEHIND, counting only the streams that
+// opened (§9.9).
+func TestBacklogStreamCreditWithheld(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			// quic-go grants 100 incoming streams; the slow subscriber
+			// holds each one (a subgroup is larger than what its session
+			// reads ahead), so past 100+maxPendingOpens subgroups it is
+			// too far behind. Its connection window is ample: this is
+			// about stream credit alone.
+			const (
+				n    = 100 + maxPendingOpens + 50
+				size = 8 << 10
+			)
+			track, err := NewLocalTrack(testTrack, nil)
+			require.NoError(t, err)
+			cfg, served := trackServer(t, track)
+			fastPair := newPair(t, tr.scheme, cfg, nil)
+			slowPair := fastPair.connect(t, tr.scheme, &Config{ConnectionReceiveWindow: 16 << 20})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			fast, err := fastPair.client.Subscribe(ctx, testTrack, wire.Params{})
+			require.NoError(t, err)
+			<-served
+			slow, err := slowPair.client.Subscribe(ctx, testTrack, wire.Params{})
+			require.NoError(t, err)
+			ssSlow := <-served
+
+			groups := make(chan uint64, n)
+			readErr := goErr(func() error {
+				for range n {
+					r, err := fast.AcceptSubgroup(ctx)
+					if err != nil {
+						return err
+					}
+					g := r.Header().GroupID
+					ids, payloads, err := readAll(r)
+					if err != nil {
+						return err
+					}
+					if len(ids) != 1 || !bytes.Equal(payloads[0], payloadOf(g, size)) {
+						return fmt.Errorf("group %d: objects %v", g, ids)
+					}
+					groups <- g
+				}
+				return nil
+			})
+			writes := goErr(func() error {
+				for g := range uint64(n) {
+					w := track.OpenSubgroup(g, 0, SubgroupOptions{})
+					if err := w.WriteObject(0, nil, payloadOf(g, size)); err != nil {
+						return err
+					}
+					if err := w.Close(); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			select {
+			case err := <-writes:
+				require.NoError(t, err)
+			case <-ctx.Done():
+				require.FailNow(t, "the publisher waited for the slow subscriber's stream credit")
+			}
+			select {
+			case err := <-readErr:
+				require.NoError(t, err)
+			case <-ctx.Done():
+				require.FailNow(t, "the fast subscriber did not get every subgroup")
+			}
+			close(groups)
+			seen := map[uint64]bool{}
+			for g := range groups {
+				seen[g] = true
+			}
+			assert.Len(t, seen, n)
+			assert.NoError(t, fast.Err())
+
+			waitDone(t, ctx, slow.Done(), "slow subscription")
+			var de *DoneError
+			require.ErrorAs(t, slow.Err(), &de)
+			assert.Equal(t, wire.DoneTooFarBehind, de.Code)
+			ssSlow.mu.Lock()
+			opened := ssSlow.streams
+			ssSlow.mu.Unlock()
+			assert.Equal(t, opened, de.StreamCount, "streams abandoned before they opened are not counted")
+			assert.Less(t, de.StreamCount, uint64(n))
+			assert.Zero(t, ssSlow.pendingOpens.Load())
 		})
 	}
 }

@@ -63,14 +63,25 @@ func subscribeTrack(t *testing.T, scheme string, params wire.Params, serverCfg, 
 // readSubgroup reads every object of one subgroup stream.
 func readSubgroup(t *testing.T, r *SubgroupReader) (ids []uint64, payloads [][]byte) {
 	t.Helper()
+	ids, payloads, err := readAll(r)
+	require.NoError(t, err)
+	return ids, payloads
+}
+
+// readAll reads every object of one subgroup stream, up to its FIN.
+func readAll(r *SubgroupReader) (ids []uint64, payloads [][]byte, err error) {
 	for {
 		h, err := r.Next()
 		if err == io.EOF {
-			return ids, payloads
+			return ids, payloads, nil
 		}
-		require.NoError(t, err)
+		if err != nil {
+			return ids, payloads, err
+		}
 		p, err := r.ReadPayload(1 << 20)
-		require.NoError(t, err)
+		if err != nil {
+			return ids, payloads, err
+		}
 		ids = append(ids, h.Location.Object)
 		payloads = append(payloads, p)
 	}

@@ -1,6 +1,8 @@
 package moqt
 
 import (
+	"errors"
+	"fmt"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -66,10 +68,26 @@ func (ss *ServedSubscription) skipAction(l wire.Location) skipAction {
 
 // openDataStream opens a unidirectional stream for this subscription and
 // counts it for PUBLISH_DONE's Stream Count.
+// Without stream credit at hand it returns a pendingStream, which opens
+// in the background: a subscriber slow to grant credit must not hold up
+// the publisher. Once the subscription's streams have been reset for its
+// end, no new one opens, so the count PUBLISH_DONE reads is final.
 func (ss *ServedSubscription) openDataStream() (transport.SendStream, error) {
-	str, err := ss.sess.conn.OpenUniStreamSync(ss.ctx)
+	ss.openMu.RLock()
+	defer ss.openMu.RUnlock()
+	if ss.closing {
+		return nil, errSubscriptionClosing
+	}
+	str, err := ss.sess.conn.OpenUniStream()
 	if err != nil {
-		return nil, ss.sess.closeErr(err)
+		if ss.sess.conn.Context().Err() != nil {
+			return nil, ss.sess.closeErr(err)
+		}
+		if ss.pendingOpens.Load() >= maxPendingOpens {
+			ss.fallBehind(fmt.Sprintf("%d data streams waiting for stream credit", maxPendingOpens))
+			return nil, errTooFarBehind
+		}
+		str = ss.openLater()
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -95,6 +113,25 @@ func (ss *ServedSubscription) closeDataStream(str transport.SendStream, code wir
 	ss.forgetDataStream(str)
 }
 
+// uncountDataStream forgets a stream that was abandoned before it opened:
+// it never existed.
+func (ss *ServedSubscription) uncountDataStream(str transport.SendStream) {
+	ss.mu.Lock()
+	ss.streams--
+	delete(ss.dataStreams, str)
+	ss.mu.Unlock()
+	ss.sess.priorities().remove(str)
+}
+
+// maxPendingOpens bounds a subscription's streams waiting for stream
+// credit. A subscriber that holds back credit for that many subgroups is
+// too far behind.
+const maxPendingOpens = 64
+
+// errSubscriptionClosing refuses a data stream to a subscription that is
+// ending.
+var errSubscriptionClosing = errors.New("moqt: subscription is ending")
+
 func (ss *ServedSubscription) forgetDataStream(str transport.SendStream) {
 	ss.mu.Lock()
 	delete(ss.dataStreams, str)
@@ -106,6 +143,9 @@ func (ss *ServedSubscription) forgetDataStream(str transport.SendStream) {
 // (C003) and before PUBLISH_DONE, which must come after all the
 // subscription's streams are closed (C078, C081).
 func (ss *ServedSubscription) resetDataStreams(code wire.ResetCode) {
+	ss.openMu.Lock()
+	ss.closing = true
+	ss.openMu.Unlock()
 	ss.mu.Lock()
 	open := ss.dataStreams
 	ss.dataStreams = nil

@@ -42,6 +42,12 @@ type ServedSubscription struct {
 	backlog atomic.Int64
 	behind  atomic.Bool
 
+	// openMu orders opening data streams (read-locked) against their
+	// final reset (locked), after which closing refuses new ones.
+	openMu       sync.RWMutex
+	closing      bool
+	pendingOpens atomic.Int32 // data streams waiting for stream credit
+
 	mu          sync.Mutex // guards the fields below
 	params      wire.Params
 	largest     wire.Opt[wire.Location]
@@ -181,6 +187,10 @@ func (ss *ServedSubscription) Done(code wire.PublishDoneCode, reason string) err
 		}
 		return fmt.Errorf("moqt: PUBLISH_DONE on a %s subscription", st)
 	}
+	// PUBLISH_DONE comes after every stream of the subscription is closed
+	// (C078, C081); subgroups still open will not be completed. No stream
+	// opens after this, so the count is final.
+	ss.resetDataStreams(wire.ResetCancelled)
 	ss.mu.Lock()
 	count := ss.streams
 	ss.mu.Unlock()
@@ -188,9 +198,6 @@ func (ss *ServedSubscription) Done(code wire.PublishDoneCode, reason string) err
 	if !ss.terminate(d) {
 		return ss.Err()
 	}
-	// PUBLISH_DONE comes after every stream of the subscription is closed
-	// (C078, C081); subgroups still open will not be completed.
-	ss.resetDataStreams(wire.ResetCancelled)
 	defer ss.finish()
 	return ss.rs.writeAndFin(&wire.PublishDone{StatusCode: code, StreamCount: count, ErrorReason: reason})
 }

@@ -61,6 +61,15 @@ func (c *quicConn) OpenUniStreamSync(ctx context.Context) (SendStream, error) {
 	return quicSendStream{s}, nil
 }
 
+func (c *quicConn) OpenUniStream() (SendStream, error) {
+	s, err := c.conn.OpenUniStream()
+	if err != nil {
+		return nil, fromQUIC(err)
+	}
+	s.SetPriority(UrgencyControl, false)
+	return quicSendStream{s}, nil
+}
+
 func (c *quicConn) SendDatagram(b []byte) error { return fromQUIC(c.conn.SendDatagram(b)) }
 
 func (c *quicConn) ReceiveDatagram(ctx context.Context) ([]byte, error) {

@@ -64,6 +64,9 @@ type Conn interface {
 	OpenStreamSync(ctx context.Context) (Stream, error)
 	// OpenUniStreamSync opens a unidirectional stream, waiting for stream credit.
 	OpenUniStreamSync(ctx context.Context) (SendStream, error)
+	// OpenUniStream opens a unidirectional stream if the peer's stream
+	// credit allows it now, and fails at once otherwise.
+	OpenUniStream() (SendStream, error)
 	// SendDatagram sends b in one unreliable datagram. b may be reused once
 	// it returns. A payload that does not fit one packet is an error.
 	SendDatagram(b []byte) error

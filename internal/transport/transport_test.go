@@ -238,6 +238,39 @@ func TestUniStreams(t *testing.T) {
 	})
 }
 
+// TestOpenUniStreamNoWait: OpenUniStream opens while the peer's stream
+// credit lasts and then fails at once, leaving the connection usable; the
+// first stream carries data like any other.
+func TestOpenUniStreamNoWait(t *testing.T) {
+	forEachKind(t, func(t *testing.T, k kind) {
+		client, server, _ := connect(t, listen(t, nil), k, "/", nil)
+		first, err := client.OpenUniStream()
+		require.NoError(t, err)
+		_, err = first.Write([]byte("first"))
+		require.NoError(t, err)
+		require.NoError(t, first.Close())
+		ctx := guardCtx(t)
+		peer, err := server.AcceptUniStream(ctx)
+		require.NoError(t, err)
+		got, err := io.ReadAll(peer)
+		require.NoError(t, err)
+		assert.Equal(t, []byte("first"), got)
+
+		// The server takes no more streams, so credit runs out.
+		opened := 0
+		for ; opened < 1000; opened++ {
+			if _, err = client.OpenUniStream(); err != nil {
+				break
+			}
+		}
+		require.Error(t, err, "stream credit never ran out")
+		assert.Less(t, opened, 1000)
+		var ce *transport.CloseError
+		assert.False(t, errors.As(err, &ce), "the connection is not closed: %v", err)
+		require.NoError(t, client.Context().Err())
+	})
+}
+
 // exchangeDatagram sends payload from a until b receives it. Datagrams are
 // unreliable, so a resends on a ticker; the receiver's wait is what ends the
 // exchange.

@@ -112,6 +112,14 @@ func (c *wtConn) OpenUniStreamSync(ctx context.Context) (SendStream, error) {
 	return wtSendStream{s, c}, nil
 }
 
+func (c *wtConn) OpenUniStream() (SendStream, error) {
+	s, err := c.sess.OpenUniStream()
+	if err != nil {
+		return nil, c.translate(err)
+	}
+	return wtSendStream{s, c}, nil
+}
+
 func (c *wtConn) SendDatagram(b []byte) error { return c.translate(c.sess.SendDatagram(b)) }
 
 func (c *wtConn) ReceiveDatagram(ctx context.Context) ([]byte, error) {

@@ -1,0 +1,200 @@
+package moqt
+
+import (
+	"context"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/moqt-go/moqt/internal/transport"
+)
+
+// pendingStream is a data stream still waiting for the peer's stream
+// credit. A subscriber that does not read its streams returns that credit
+// late or never, and a publisher serving others through the same
+// SubgroupWriter must not wait for it (backlog.go): the stream opens in
+// the background, and until it has, a Write waits for it only until its
+// deadline, as a Write waits for flow control, so a fan-out write moves on
+// and the bytes go to the stream's backlog. Everything else done to the
+// stream meanwhile is remembered and applied once it opens.
+//
+// Cancelled before it opens, the stream is abandoned: it never exists, so
+// the subscription does not count it (PUBLISH_DONE's Stream Count, §9.9).
+type pendingStream struct {
+	ss      *ServedSubscription
+	ready   chan struct{}      // closed once the open has ended, either way
+	abandon context.CancelFunc // stops the open
+	ctx     context.Context    // see Context
+	done    context.CancelCauseFunc
+
+	mu       sync.Mutex
+	str      transport.SendStream // once open
+	err      error                // why it will never open
+	deadline time.Time
+	kick     chan struct{} // closed when the deadline changes
+	prio     bool          // SetPriority was called:
+	urgency  int8          // its arguments
+	incr     bool
+	closed   bool // Close was called: FIN once open
+	reset    bool // CancelWrite was called before the stream opened
+	code     uint64
+}
+
+// openLater starts opening a data stream for ss in the background.
+func (ss *ServedSubscription) openLater() *pendingStream {
+	s := ss.sess
+	p := &pendingStream{ss: ss, ready: make(chan struct{}), kick: make(chan struct{})}
+	p.ctx, p.done = context.WithCancelCause(s.ctx)
+	openCtx, abandon := context.WithCancel(s.ctx)
+	p.abandon = abandon
+	ss.pendingOpens.Add(1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer abandon()
+		str, err := s.conn.OpenUniStreamSync(openCtx)
+		if err != nil {
+			err = s.closeErr(err)
+		}
+		ss.pendingOpens.Add(-1)
+		p.opened(str, err)
+	}()
+	return p
+}
+
+// opened ends the wait: str is the stream, or err why there is none.
+func (p *pendingStream) opened(str transport.SendStream, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	defer close(p.ready)
+	switch {
+	case str != nil && p.reset:
+		// It opened as it was being abandoned: it exists, so it is
+		// counted, and reset.
+		p.str = str
+		str.CancelWrite(p.code)
+		return
+	case err != nil:
+		if p.err == nil {
+			p.err = err
+			p.done(err)
+		}
+		return
+	}
+	p.str = str
+	if p.prio {
+		str.SetPriority(p.urgency, p.incr)
+	}
+	_ = str.SetWriteDeadline(p.deadline)
+	if p.closed {
+		_ = str.Close()
+	}
+	context.AfterFunc(str.Context(), func() { p.done(context.Cause(str.Context())) })
+}
+
+// Write waits for the stream within the write deadline, then writes.
+func (p *pendingStream) Write(b []byte) (int, error) {
+	for {
+		p.mu.Lock()
+		str, err, deadline, kick := p.str, p.err, p.deadline, p.kick
+		p.mu.Unlock()
+		switch {
+		case str != nil:
+			return str.Write(b)
+		case err != nil:
+			return 0, err
+		}
+		var expired <-chan time.Time
+		var t *time.Timer
+		if !deadline.IsZero() {
+			wait := time.Until(deadline)
+			if wait <= 0 {
+				return 0, os.ErrDeadlineExceeded
+			}
+			t = time.NewTimer(wait)
+			expired = t.C
+		}
+		select {
+		case <-p.ready:
+		case <-kick:
+		case <-expired:
+			return 0, os.ErrDeadlineExceeded
+		}
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
+// Close sends FIN after the data written, once the stream is open.
+func (p *pendingStream) Close() error {
+	p.mu.Lock()
+	if str := p.str; str != nil {
+		p.mu.Unlock()
+		return str.Close()
+	}
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return p.err
+	}
+	p.closed = true
+	return nil
+}
+
+// CancelWrite resets the stream, or abandons it if it has not opened yet.
+// It returns once the open has ended, so that the subscription's stream
+// count is settled: a stream that never opened is not counted.
+func (p *pendingStream) CancelWrite(code uint64) {
+	p.mu.Lock()
+	if str := p.str; str != nil {
+		p.mu.Unlock()
+		str.CancelWrite(code)
+		return
+	}
+	first := p.err == nil && !p.reset
+	if first {
+		p.reset, p.code = true, code
+		p.err = &transport.StreamError{Code: code}
+		p.done(p.err)
+	}
+	p.mu.Unlock()
+	if !first {
+		return
+	}
+	p.abandon()
+	<-p.ready
+	p.mu.Lock()
+	opened := p.str != nil
+	p.mu.Unlock()
+	if !opened {
+		p.ss.uncountDataStream(p)
+	}
+}
+
+// SetPriority applies now or once the stream is open.
+func (p *pendingStream) SetPriority(urgency int8, incremental bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.str != nil {
+		p.str.SetPriority(urgency, incremental)
+		return
+	}
+	p.prio, p.urgency, p.incr = true, urgency, incremental
+}
+
+// Context is done when the stream is finished, as an open stream's is, or
+// will never open.
+func (p *pendingStream) Context() context.Context { return p.ctx }
+
+// SetWriteDeadline bounds Writes, including one waiting for the stream.
+func (p *pendingStream) SetWriteDeadline(t time.Time) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.deadline = t
+	if p.str != nil {
+		return p.str.SetWriteDeadline(t)
+	}
+	close(p.kick)
+	p.kick = make(chan struct{})
+	return nil
+}
