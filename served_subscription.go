@@ -344,6 +344,7 @@ func (ss *ServedSubscription) handle(m wire.Message) error {
 		if err := m.Check(wire.InPublishOK); err != nil {
 			return err
 		}
+		ss.rs.answered()
 		if err := ss.establish(); err != nil {
 			return err
 		}
@@ -359,6 +360,7 @@ func (ss *ServedSubscription) handle(m wire.Message) error {
 		if err != nil {
 			return err
 		}
+		ss.rs.answered()
 		ss.terminate(requestErrorFrom(own))
 		ss.finish()
 		_ = ss.rs.fin()
