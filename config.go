@@ -34,9 +34,19 @@ type Config struct {
 	// peer may not send range filters.
 	MaxFilterRanges uint64
 
-	// AuthorizationTokens are sent in SETUP (§9.1.4). A client may only use
-	// USE_VALUE or REGISTER tokens there.
+	// AuthorizationTokens are sent in SETUP (§9.1.4). Only USE_VALUE and
+	// REGISTER tokens may be used there, each alias and each Type and
+	// Value once; Dial and Listen refuse others. A REGISTER that does not
+	// fit in the peer's MAX_AUTH_TOKEN_CACHE_SIZE is used as USE_VALUE by
+	// the peer, and its alias is then unknown to later requests.
 	AuthorizationTokens []wire.Token
+
+	// MaxAuthTokenCacheSize is sent as MAX_AUTH_TOKEN_CACHE_SIZE (§9.1.3):
+	// how many bytes of authorization tokens (16 + the value's length
+	// each) the peer may register under aliases. A registration past it
+	// closes the session with AUTH_TOKEN_CACHE_OVERFLOW. Default 0: the
+	// peer may not use aliases.
+	MaxAuthTokenCacheSize uint64
 
 	// SetupTimeout bounds how long the session waits for the peer's SETUP
 	// before closing with CONTROL_MESSAGE_TIMEOUT. Default 10s.

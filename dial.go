@@ -23,6 +23,9 @@ import (
 // arrived.
 func Dial(ctx context.Context, rawURL string, cfg *Config) (*Session, error) {
 	cfg = cfg.withDefaults()
+	if err := checkSetupTokens(cfg.AuthorizationTokens); err != nil {
+		return nil, err
+	}
 	u, err := transport.ParseURL(rawURL)
 	if err != nil {
 		return nil, err

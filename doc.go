@@ -23,6 +23,18 @@
 // *PublishRequest, *TrackStatusRequest) is answered with Accept or Reject.
 // DefaultHandler rejects everything. Relays wrap handlers to route requests.
 //
+// # Authorization tokens
+//
+// AUTHORIZATION_TOKENs travel in SETUP (Config.AuthorizationTokens) and in
+// request parameters (wire.Params.AuthorizationTokens) (§8.9). A peer may
+// register tokens under aliases up to Config.MaxAuthTokenCacheSize bytes
+// (default 0: no aliases); the session resolves them, so handlers see each
+// request's tokens as Type and Value (Request.AuthorizationTokens,
+// Session.PeerAuthorizationTokens) and reject with UNAUTHORIZED or
+// EXPIRED_AUTH_TOKEN. Outgoing tokens are checked against what the peer has
+// registered and its limit: a request that would break §8.9's rules fails
+// with ErrAuthToken before anything is sent.
+//
 // # Concurrency
 //
 // Sessions, subscriptions and requests are safe for concurrent use. A

@@ -37,6 +37,9 @@ type Request interface {
 	RequestID() uint64
 	// Reject answers with REQUEST_ERROR and closes the stream (§9.4).
 	Reject(code wire.RequestErrorCode, reason string) error
+	// AuthorizationTokens returns the request's authorization tokens,
+	// resolved (§8.9).
+	AuthorizationTokens() []AuthToken
 	base() *incoming
 }
 
@@ -62,10 +65,11 @@ type incoming struct {
 	// answeredCh closes: the request's owner terminates its state there.
 	// Set before the request reaches the Handler.
 	rejected func(*RequestError)
+	tokens   []AuthToken
 }
 
-func newIncoming(rs *requestStream) incoming {
-	return incoming{sess: rs.sess, rs: rs, answeredCh: make(chan struct{})}
+func newIncoming(rs *requestStream, tokens []AuthToken) incoming {
+	return incoming{sess: rs.sess, rs: rs, answeredCh: make(chan struct{}), tokens: tokens}
 }
 
 func (in *incoming) base() *incoming { return in }
@@ -75,6 +79,14 @@ func (in *incoming) Session() *Session { return in.sess }
 
 // RequestID is the Request ID the peer gave the request.
 func (in *incoming) RequestID() uint64 { return in.rs.id }
+
+// AuthorizationTokens returns the request's AUTHORIZATION_TOKENs with their
+// aliases resolved, in message order; a DELETE only retires an alias and
+// is not among them (§8.9). The request's Params hold the same tokens as
+// USE_VALUE. A handler that finds one expired or invalid rejects the
+// request (EXPIRED_AUTH_TOKEN, UNAUTHORIZED, …), and may have later uses of
+// its alias refused too with Session.StoreTokenError.
+func (in *incoming) AuthorizationTokens() []AuthToken { return in.tokens }
 
 // answer runs send as the request's one answer. It reports
 // errAlreadyAnswered on every later call.

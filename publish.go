@@ -32,7 +32,7 @@ func (s *Session) startPublish(ctx context.Context, track wire.FullTrackName, pa
 	if isSessionNamespace(track.Namespace) {
 		return nil, fmt.Errorf("moqt: applications must not publish in the .session namespace") // §6.5
 	}
-	rs, err := s.openRequest(ctx)
+	rs, err := s.openRequest(ctx, params.AuthorizationTokens)
 	if err != nil {
 		return nil, err
 	}

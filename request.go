@@ -22,6 +22,11 @@ type requestStream struct {
 	id   uint64 // Request ID of the message that opened the stream
 	// local reports whether this endpoint opened the stream (sent the request).
 	local bool
+	// tokenKey identifies the stream to the session's send token cache;
+	// sentTokens is what the request that opened it did there, settled
+	// when it is answered (§8.9). Both are set before the stream is read.
+	tokenKey   *tokenStream
+	sentTokens *tokenUse
 
 	wmu       sync.Mutex // guards the fields below and serializes writes
 	wbuf      []byte
@@ -32,13 +37,19 @@ type requestStream struct {
 
 func newRequestStream(s *Session, str transport.Stream, id uint64, local bool) *requestStream {
 	return &requestStream{
-		sess:  s,
-		str:   str,
-		mr:    wire.NewMessageReader(bufio.NewReader(str)),
-		id:    id,
-		local: local,
+		sess:     s,
+		str:      str,
+		mr:       wire.NewMessageReader(bufio.NewReader(str)),
+		id:       id,
+		local:    local,
+		tokenKey: new(tokenStream),
 	}
 }
+
+// answered records that the request that opened the stream, sent by this
+// endpoint, has its response: the tokens it registered are usable from
+// other streams now (§8.9).
+func (rs *requestStream) answered() { rs.sess.sentTokens.answered(rs.sentTokens) }
 
 // errStreamDone reports a write after FIN or cancellation.
 var errStreamDone = errors.New("moqt: request stream already closed")
@@ -142,6 +153,12 @@ func (rs *requestStream) drain() error {
 	}
 }
 
+// isReject reports a request-level parse error: the message is whole.
+func isReject(err error) bool {
+	_, ok := err.(*wire.RejectError)
+	return ok
+}
+
 // isCancelled reports whether this end cancelled the stream.
 func (rs *requestStream) isCancelled() bool {
 	rs.wmu.Lock()
@@ -151,10 +168,23 @@ func (rs *requestStream) isCancelled() bool {
 
 // readMessage reads the next message. io.EOF means the peer sent FIN at a
 // message boundary. A REQUEST_UPDATE with a request-level problem comes
-// back together with its *wire.RejectError. A GOAWAY is handled here for every request type: the
-// first is returned to the caller, a second is a PROTOCOL_VIOLATION (§9.2).
+// back together with its *wire.RejectError. A GOAWAY is handled here for
+// every request type: the first is returned to the caller, a second is a
+// PROTOCOL_VIOLATION (§9.2). So are the authorization tokens of every
+// REQUEST_UPDATE, which the peer sent whoever reads it: they are resolved
+// in its parameters (§8.9), and registered even if the update is refused
+// or ignored.
 func (rs *requestStream) readMessage() (wire.Message, error) {
 	m, err := rs.mr.ReadMessage(rs.sess.version)
+	if u, ok := m.(*wire.RequestUpdate); ok && (err == nil || isReject(err)) {
+		_, tokRej, terr := rs.sess.takeTokens(&u.Parameters)
+		if terr != nil {
+			return nil, terr
+		}
+		if err == nil && tokRej != nil {
+			err = &wire.RejectError{Code: tokRej.Code, Reason: tokRej.Reason}
+		}
+	}
 	if err != nil {
 		if errors.Is(err, io.EOF) && !errors.Is(err, wire.ErrTruncated) {
 			return nil, io.EOF

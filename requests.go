@@ -13,7 +13,8 @@ type SubscribeRequest struct {
 	incoming
 	// Track is the requested track.
 	Track wire.FullTrackName
-	// Params are the SUBSCRIBE's parameters.
+	// Params are the SUBSCRIBE's parameters. Its AUTHORIZATION_TOKENs are
+	// resolved, as USE_VALUE (see AuthorizationTokens).
 	Params wire.Params
 	served *ServedSubscription
 }
@@ -32,7 +33,8 @@ type AcceptOptions struct {
 	// OnUpdate, if set, is called with each REQUEST_UPDATE's parameters
 	// before they apply; an error refuses the update, which ends the
 	// subscription with PUBLISH_DONE UPDATE_FAILED (§9.5.1). A
-	// *RequestError chooses the REQUEST_ERROR code.
+	// *RequestError chooses the REQUEST_ERROR code. The update's
+	// AUTHORIZATION_TOKENs are resolved, as USE_VALUE (§8.9).
 	OnUpdate func(ss *ServedSubscription, update *wire.Params) error
 }
 
@@ -73,7 +75,7 @@ func (r *SubscribeRequest) Reject(code wire.RequestErrorCode, reason string) err
 
 // serveSubscribe hands a SUBSCRIBE to the Handler and reads the
 // subscriber's side of the stream until the subscription ends.
-func (s *Session) serveSubscribe(rs *requestStream, m *wire.Subscribe) error {
+func (s *Session) serveSubscribe(rs *requestStream, m *wire.Subscribe, toks []AuthToken) error {
 	m, err := detach(s.version, m)
 	if err != nil {
 		return err
@@ -84,7 +86,7 @@ func (s *Session) serveSubscribe(rs *requestStream, m *wire.Subscribe) error {
 	}
 	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
 	req := &SubscribeRequest{
-		incoming: newIncoming(rs),
+		incoming: newIncoming(rs, toks),
 		Track:    track,
 		Params:   m.Parameters,
 		served:   newServedSubscription(rs, track, m.Parameters, StatePendingSubscriber),
@@ -108,7 +110,9 @@ type PublishRequest struct {
 	// Track is the offered track; TrackAlias its alias.
 	Track      wire.FullTrackName
 	TrackAlias uint64
-	// Params are the publisher's initial subscription parameters.
+	// Params are the publisher's initial subscription parameters. Its
+	// AUTHORIZATION_TOKENs are resolved, as USE_VALUE (see
+	// AuthorizationTokens).
 	Params wire.Params
 	// Properties are the Track Properties.
 	Properties wire.KVList
@@ -164,7 +168,7 @@ func (r *PublishRequest) Reject(code wire.RequestErrorCode, reason string) error
 
 // servePublish hands a PUBLISH to the Handler and reads the publisher's
 // side of the stream.
-func (s *Session) servePublish(rs *requestStream, m *wire.Publish) error {
+func (s *Session) servePublish(rs *requestStream, m *wire.Publish, toks []AuthToken) error {
 	m, err := detach(s.version, m)
 	if err != nil {
 		return err
@@ -196,7 +200,7 @@ func (s *Session) servePublish(rs *requestStream, m *wire.Publish) error {
 		sub.expires = expiry(m.Parameters.Expires.Value)
 	}
 	req := &PublishRequest{
-		incoming:   newIncoming(rs),
+		incoming:   newIncoming(rs, toks),
 		Track:      track,
 		TrackAlias: m.TrackAlias,
 		Params:     m.Parameters,

@@ -351,6 +351,7 @@ func (ss *ServedSubscription) handle(m wire.Message) error {
 		if err := m.Check(wire.InPublishOK); err != nil {
 			return err
 		}
+		ss.rs.answered()
 		if err := ss.establish(); err != nil {
 			return err
 		}
@@ -366,6 +367,7 @@ func (ss *ServedSubscription) handle(m wire.Message) error {
 		if err != nil {
 			return err
 		}
+		ss.rs.answered()
 		ss.terminate(requestErrorFrom(own))
 		ss.finish()
 		_ = ss.rs.fin()

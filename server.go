@@ -46,6 +46,9 @@ func Listen(addr string, tlsConf *tls.Config, cfg *Config, opts *ServerOptions) 
 		opts = &ServerOptions{}
 	}
 	cfg = cfg.withDefaults()
+	if err := checkSetupTokens(cfg.AuthorizationTokens); err != nil {
+		return nil, err
+	}
 	ln, err := transport.Listen(addr, tlsConf, &transport.ListenConfig{Protocols: cfg.alpns(), CheckOrigin: opts.CheckOrigin, Windows: cfg.windows()})
 	if err != nil {
 		return nil, err

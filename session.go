@@ -42,6 +42,12 @@ type Session struct {
 
 	setupDone chan struct{} // closed when the peer's SETUP has been accepted
 	peerSetup *wire.Setup   // written once, before setupDone is closed
+	// peerSetupTokens are the peer's SETUP tokens, resolved; written once,
+	// before setupDone is closed.
+	peerSetupTokens []AuthToken
+
+	peerTokens *tokenCache // the peer's token registrations (§8.9)
+	sentTokens *sentTokens // this endpoint's registrations with the peer
 
 	// peerCtrl is set by the first unidirectional stream of type SETUP:
 	// the peer's control stream. A second is a PROTOCOL_VIOLATION (§6.3).
@@ -89,6 +95,8 @@ func newSession(conn transport.Conn, version wire.Version, isClient bool, cfg *C
 		active:     map[*requestStream]struct{}{},
 		idle:       make(chan struct{}),
 		aliasBound: make(chan struct{}),
+		peerTokens: newTokenCache(cfg.MaxAuthTokenCacheSize),
+		sentTokens: newSentTokens(),
 	}
 	role := "server"
 	if isClient {
@@ -185,6 +193,9 @@ func (s *Session) ownSetup() *wire.Setup {
 	if s.cfg.MaxFilterRanges != 0 {
 		st.MaxFilterRanges = wire.Some(s.cfg.MaxFilterRanges)
 	}
+	if s.cfg.MaxAuthTokenCacheSize != 0 {
+		st.MaxAuthTokenCacheSize = wire.Some(s.cfg.MaxAuthTokenCacheSize)
+	}
 	st.AuthorizationTokens = s.cfg.AuthorizationTokens
 	return st
 }
@@ -209,7 +220,8 @@ func (s *Session) Path() string { return s.path }
 func (s *Session) Authority() string { return s.authority }
 
 // PeerSetup returns the peer's SETUP: its Setup Options, including any
-// AUTHORIZATION_TOKENs, for the application to inspect.
+// AUTHORIZATION_TOKENs as sent, for the application to inspect.
+// PeerAuthorizationTokens has the tokens resolved.
 func (s *Session) PeerSetup() *wire.Setup { return s.peerSetup }
 
 // CloseWithError closes the session with code and reason (§6.6). The first
@@ -435,6 +447,16 @@ func (s *Session) acceptSetup(st *wire.Setup) error {
 			s.authority = st.Authority.Value
 		}
 	}
+	toks, rej, err := s.peerTokens.resolve(st.AuthorizationTokens, true)
+	if err != nil {
+		return err
+	}
+	if rej != nil {
+		// Rejecting SETUP can only mean closing the session.
+		return &SessionError{Code: wire.MalformedAuthToken, Reason: "SETUP: " + rej.Reason}
+	}
+	s.peerSetupTokens = toks
+	s.sentTokens.setup(s.cfg.AuthorizationTokens, st.MaxAuthTokenCacheSize.Value)
 	if s.checkSetup != nil {
 		if err := s.checkSetup(st); err != nil {
 			return err
@@ -591,21 +613,27 @@ func (s *Session) serveRequestStream(str transport.Stream) error {
 	if err := s.checkPeerRequestID(rs.id); err != nil {
 		return err
 	}
+	// Tokens are resolved whatever becomes of the request: a REGISTER
+	// stands even if the request fails (§8.9).
+	toks, tokRej, err := s.takeTokens(requestParams(m))
+	if err != nil {
+		return err
+	}
 	if !s.track(rs) {
 		return nil
 	}
 	defer s.untrack(rs)
-	if e := s.refusal(m, rej); e != nil {
+	if e := s.refusal(m, rej, tokRej); e != nil {
 		rs.reject(e)
 		return rs.drain()
 	}
 	switch m := m.(type) {
 	case *wire.Subscribe:
-		return s.serveSubscribe(rs, m)
+		return s.serveSubscribe(rs, m, toks)
 	case *wire.Publish:
-		return s.servePublish(rs, m)
+		return s.servePublish(rs, m, toks)
 	case *wire.TrackStatus:
-		return s.serveTrackStatus(rs, m)
+		return s.serveTrackStatus(rs, m, toks)
 	default:
 		rs.reject(&RequestError{Code: wire.ReqNotSupported, Reason: m.Type().String() + " is not supported"})
 		return rs.drain()
@@ -613,10 +641,14 @@ func (s *Session) serveRequestStream(str transport.Stream) error {
 }
 
 // refusal returns the REQUEST_ERROR that answers request m without any
-// application processing, or nil when the request goes on (§6.4.2.3).
-func (s *Session) refusal(m wire.Message, rej *wire.RejectError) *RequestError {
+// application processing, or nil when the request goes on (§6.4.2.3): a
+// problem found in parsing, then one with its authorization tokens.
+func (s *Session) refusal(m wire.Message, rej *wire.RejectError, tokRej *RequestError) *RequestError {
 	if rej != nil {
 		return &RequestError{Code: rej.Code, Reason: rej.Reason}
+	}
+	if tokRej != nil {
+		return tokRej
 	}
 	if s.goingAway() {
 		return &RequestError{Code: wire.ReqGoingAway, Reason: "session is draining"}
@@ -693,8 +725,10 @@ func (s *Session) checkPeerRequestID(id uint64) error {
 	return nil
 }
 
-// openRequest opens a request stream for a new request of this endpoint.
-func (s *Session) openRequest(ctx context.Context) (*requestStream, error) {
+// openRequest opens a request stream for a new request of this endpoint,
+// whose message will carry toks. The tokens are checked against the peer's
+// token cache first (§8.9): if they break its rules, nothing is opened.
+func (s *Session) openRequest(ctx context.Context, toks []wire.Token) (*requestStream, error) {
 	select {
 	case <-s.goawayIn:
 		return nil, ErrGoingAway
@@ -703,13 +737,21 @@ func (s *Session) openRequest(ctx context.Context) (*requestStream, error) {
 	if cause := context.Cause(s.ctx); cause != nil {
 		return nil, cause
 	}
+	key := new(tokenStream)
+	use, err := s.sentTokens.prepare(toks, key)
+	if err != nil {
+		return nil, err
+	}
 	str, err := s.conn.OpenStreamSync(ctx)
 	if err != nil {
+		s.sentTokens.abort(use)
 		return nil, s.closeErr(err)
 	}
 	rs := newRequestStream(s, str, s.newRequestID(), true)
+	rs.tokenKey, rs.sentTokens = key, use
 	if !s.track(rs) {
 		str.CancelWrite(uint64(wire.ResetSessionClosed))
+		s.sentTokens.abort(use)
 		return nil, context.Cause(s.ctx)
 	}
 	return rs, nil
@@ -775,6 +817,27 @@ func requestID(m wire.Message) uint64 {
 		return m.RequestID
 	}
 	return 0
+}
+
+// requestParams returns the parameters of a request message.
+func requestParams(m wire.Message) *wire.Params {
+	switch m := m.(type) {
+	case *wire.Subscribe:
+		return &m.Parameters
+	case *wire.Publish:
+		return &m.Parameters
+	case *wire.Fetch:
+		return &m.Parameters
+	case *wire.TrackStatus:
+		return &m.Parameters
+	case *wire.PublishNamespace:
+		return &m.Parameters
+	case *wire.SubscribeNamespace:
+		return &m.Parameters
+	case *wire.SubscribeTracks:
+		return &m.Parameters
+	}
+	return nil
 }
 
 // requestTrack returns the track a track-scoped request names.

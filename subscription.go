@@ -137,7 +137,7 @@ type Subscription struct {
 	expires    time.Time
 	properties wire.KVList
 	goaway     bool
-	updates    []chan error // outstanding REQUEST_UPDATEs, oldest first
+	updates    []sentUpdate // outstanding REQUEST_UPDATEs, oldest first
 	// credit is closed and replaced each time an outstanding update is
 	// answered, waking an Update held back by the peer's
 	// MAX_REQUEST_UPDATES (§9.1.7).
@@ -146,16 +146,24 @@ type Subscription struct {
 	subData
 }
 
+// sentUpdate is a REQUEST_UPDATE awaiting its answer.
+type sentUpdate struct {
+	answer chan error
+	tokens *tokenUse // settled by the answer (§8.9)
+}
+
 // Subscribe subscribes to track (§9.6) and waits for SUBSCRIBE_OK. params
 // carries the subscription's parameters: FORWARD (default 1),
 // SUBSCRIBER_PRIORITY (default 128), LOCATION_FILTER, GROUP_ORDER and the
 // rest of §9.20. A REQUEST_ERROR is returned as *RequestError. If ctx ends
-// first the subscription is cancelled.
+// first the subscription is cancelled. AUTHORIZATION_TOKENs that would
+// break the peer's token cache rules fail with ErrAuthToken before anything
+// is sent (§8.9); so do those of Publish, TrackStatus and Update.
 func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, params wire.Params) (*Subscription, error) {
 	if err := params.Check(wire.InSubscribe); err != nil {
 		return nil, err
 	}
-	rs, err := s.openRequest(ctx)
+	rs, err := s.openRequest(ctx, params.AuthorizationTokens)
 	if err != nil {
 		return nil, err
 	}
@@ -266,12 +274,20 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 		}
 		sub.mu.Lock()
 	}
-	sub.updates = append(sub.updates, answer)
-	// The Request ID is allocated and the message written under sub.mu so
-	// that answers, which come back in order, match updates in order.
-	id := sub.sess.newRequestID()
-	err := sub.rs.write(&wire.RequestUpdate{RequestID: id, Parameters: params})
+	// The tokens are checked, the Request ID is allocated and the message
+	// written under sub.mu, so that the peer sees tokens in the order they
+	// were checked (§8.9) and answers, which come back in order, match
+	// updates in order.
+	use, err := sub.sess.sentTokens.prepare(params.AuthorizationTokens, sub.rs.tokenKey)
 	if err != nil {
+		sub.mu.Unlock()
+		return err
+	}
+	sub.updates = append(sub.updates, sentUpdate{answer: answer, tokens: use})
+	id := sub.sess.newRequestID()
+	err = sub.rs.write(&wire.RequestUpdate{RequestID: id, Parameters: params})
+	if err != nil {
+		// Whether any of it left is unknown, so the tokens stay pending.
 		sub.updates = sub.updates[:len(sub.updates)-1]
 	}
 	sub.mu.Unlock()
@@ -385,6 +401,7 @@ func (sub *Subscription) handle(m wire.Message) error {
 		if sub.byPublish || state != StatePendingSubscriber {
 			return protocolViolation("unexpected SUBSCRIBE_OK in state %s", state) // C001
 		}
+		sub.rs.answered()
 		return sub.accept(m)
 	case *wire.RequestError:
 		m, err := detach(sub.sess.version, m)
@@ -392,6 +409,7 @@ func (sub *Subscription) handle(m wire.Message) error {
 			return err
 		}
 		if state == StatePendingSubscriber {
+			sub.rs.answered()
 			sub.peerEnded = true
 			sub.terminate(requestErrorFrom(m))
 			return nil // the publisher's FIN follows
@@ -491,8 +509,10 @@ func (sub *Subscription) answerUpdate(err error) error {
 	if len(sub.updates) == 0 {
 		return protocolViolation("REQUEST_OK or REQUEST_ERROR with no REQUEST_UPDATE outstanding")
 	}
-	sub.updates[0] <- err
+	u := sub.updates[0]
 	sub.updates = sub.updates[1:]
+	sub.sess.sentTokens.answered(u.tokens)
+	u.answer <- err
 	if sub.credit != nil {
 		close(sub.credit)
 		sub.credit = nil

@@ -24,7 +24,7 @@ func (s *Session) TrackStatus(ctx context.Context, track wire.FullTrackName, par
 	if err := params.Check(wire.InTrackStatus); err != nil {
 		return nil, err
 	}
-	rs, err := s.openRequest(ctx)
+	rs, err := s.openRequest(ctx, params.AuthorizationTokens)
 	if err != nil {
 		return nil, err
 	}
@@ -69,6 +69,10 @@ func readTrackStatus(rs *requestStream) (*TrackStatus, error) {
 	}
 	var st *TrackStatus
 	var answer error
+	switch m.(type) {
+	case *wire.RequestOK, *wire.RequestError:
+		rs.answered()
+	}
 	switch m := m.(type) {
 	case *wire.RequestOK:
 		if err := m.Check(wire.InTrackStatusOK); err != nil {
@@ -103,7 +107,8 @@ type TrackStatusRequest struct {
 	incoming
 	// Track is the track asked about.
 	Track wire.FullTrackName
-	// Params are the request's parameters.
+	// Params are the request's parameters. Its AUTHORIZATION_TOKENs are
+	// resolved, as USE_VALUE (see AuthorizationTokens).
 	Params wire.Params
 }
 
@@ -120,13 +125,13 @@ func (r *TrackStatusRequest) Accept(largest wire.Opt[wire.Location], props wire.
 
 // serveTrackStatus hands a TRACK_STATUS to the Handler. Nothing more may
 // arrive from the requester (§9.13).
-func (s *Session) serveTrackStatus(rs *requestStream, m *wire.TrackStatus) error {
+func (s *Session) serveTrackStatus(rs *requestStream, m *wire.TrackStatus, toks []AuthToken) error {
 	m, err := detach(s.version, m)
 	if err != nil {
 		return err
 	}
 	req := &TrackStatusRequest{
-		incoming: newIncoming(rs),
+		incoming: newIncoming(rs, toks),
 		Track:    wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName},
 		Params:   m.Parameters,
 	}
