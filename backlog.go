@@ -26,7 +26,9 @@ import (
 // stream's backlog, followed by everything later written to that stream:
 // one goroutine per backlogged stream writes the backlog in order and
 // ends once it is empty, after which the publisher writes to the stream
-// itself again. Only one of them writes to a stream at a time, so its
+// itself again. While a subscription has anything queued, its other
+// streams queue too, new ones included: it is behind, and the publisher
+// does not spend a writeGrace per stream to find that out again. Only one of them writes to a stream at a time, so its
 // bytes keep their order. A healthy stream costs the fast path one
 // SetWriteDeadline per write, and nothing at all when an object has a
 // single subscription.
@@ -99,6 +101,12 @@ func (out *subgroupOut) send(b []byte, fanout bool) error {
 			return err
 		}
 	}
+	if fanout && out.ss.backlog.Load() > 0 {
+		// The subscription already has bytes waiting: it is behind, and
+		// its other streams queue too rather than cost the publisher a
+		// writeGrace each to find that out.
+		return out.spill(b)
+	}
 	switch {
 	case fanout:
 		if err := out.str.SetWriteDeadline(time.Now().Add(writeGrace)); err != nil {
@@ -124,6 +132,9 @@ func (out *subgroupOut) send(b []byte, fanout bool) error {
 		// internal/transport), by a delivery timeout or a STOP_SENDING.
 		// Nothing to queue for.
 		return err
+	}
+	if h := out.ss.sess.cfg.hooks; h != nil && h.graceExpired != nil {
+		h.graceExpired(out.ss)
 	}
 	return out.spill(b[n:])
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -506,6 +507,89 @@ func TestBacklogStreamCreditWithheld(t *testing.T) {
 			assert.Equal(t, opened, de.StreamCount, "streams abandoned before they opened are not counted")
 			assert.Less(t, de.StreamCount, uint64(n))
 			assert.Zero(t, ssSlow.pendingOpens.Load())
+		})
+	}
+}
+
+// TestBacklogNewStreamOfSlowSubscriber: once a subscriber is behind, each
+// new stream for it starts in its backlog instead of costing the
+// publisher a write grace; when it reads, every subgroup arrives whole.
+func TestBacklogNewStreamOfSlowSubscriber(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			const (
+				size      = 1000
+				subgroups = 20
+				perGroup  = 5 // 5 KB: past the slow subscriber's stream window
+			)
+			var slow atomic.Pointer[ServedSubscription]
+			var graces atomic.Int32 // the slow subscriber's
+			cfg := &Config{hooks: &sessionHooks{graceExpired: func(ss *ServedSubscription) {
+				if ss == slow.Load() {
+					graces.Add(1)
+				}
+			}}}
+			f := newFanOut(t, tr.scheme, cfg, wire.Params{})
+			slow.Store(f.ssSlow)
+			ctx := f.ctx
+			readAllGroups := func(sub *Subscription, n int, objects func(g uint64) uint64) <-chan error {
+				return goErr(func() error {
+					for range n {
+						r, err := sub.AcceptSubgroup(ctx)
+						if err != nil {
+							return err
+						}
+						g := r.Header().GroupID
+						ids, payloads, err := readAll(r)
+						if err != nil {
+							return err
+						}
+						if uint64(len(ids)) != objects(g) {
+							return fmt.Errorf("group %d: objects %v", g, ids)
+						}
+						for i, p := range payloads {
+							if !bytes.Equal(p, payloadOf(g*100+uint64(i), size)) {
+								return fmt.Errorf("group %d object %d: wrong payload", g, i)
+							}
+						}
+					}
+					return nil
+				})
+			}
+			objects := func(g uint64) uint64 {
+				if g == 0 {
+					return 10
+				}
+				return perGroup
+			}
+			fastDone := readAllGroups(f.fast, subgroups+1, objects)
+			write := func(g uint64) {
+				w := f.track.OpenSubgroup(g, 0, SubgroupOptions{})
+				for id := range objects(g) {
+					require.NoError(t, w.WriteObject(id, nil, payloadOf(g*100+id, size)))
+				}
+				require.NoError(t, w.Close())
+			}
+			write(0) // 10 KB: the slow subscriber falls behind
+			require.Positive(t, f.ssSlow.backlog.Load())
+			before := graces.Load()
+			for g := uint64(1); g <= subgroups; g++ {
+				write(g)
+			}
+			assert.Equal(t, before, graces.Load(), "new streams of a subscriber behind wait no write grace")
+			select {
+			case err := <-fastDone:
+				require.NoError(t, err)
+			case <-ctx.Done():
+				require.FailNow(t, "the fast subscriber did not get every subgroup")
+			}
+			select {
+			case err := <-readAllGroups(f.slow, subgroups+1, objects):
+				require.NoError(t, err)
+			case <-ctx.Done():
+				require.FailNow(t, "the slow subscriber did not catch up")
+			}
+			assert.NoError(t, f.slow.Err())
 		})
 	}
 }

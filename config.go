@@ -123,6 +123,9 @@ type sessionHooks struct {
 	// publisherWaits runs when a SubgroupWriter waits because every
 	// stream it writes to is backlogged.
 	publisherWaits func()
+	// graceExpired runs when a fan-out write to a data stream of ss passed
+	// writeGrace and the rest of it went to the stream's backlog.
+	graceExpired func(ss *ServedSubscription)
 }
 
 // withDefaults returns a copy of c with every zero field set to its default.
