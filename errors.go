@@ -103,6 +103,26 @@ func (e *DoneError) Error() string {
 	return fmt.Sprintf("moqt: subscription done: %s: %s", e.Code, e.Reason)
 }
 
+// A MalformedTrackError reports that the publisher sent a Malformed Track
+// (§12.1): objects that contradict one another or the track's rules, such
+// as an object past the final object of its group, a subgroup whose streams
+// disagree on its Publisher Priority, or an object carrying a Mandatory
+// Track Property (§3.6). The subscriber then cancels the subscription
+// (§6.4.2.3, C022), resetting and stopping its streams with MALFORMED_TRACK,
+// and drops the object that revealed it (C023).
+//
+// The subscription's Err reports it, and so does the SubgroupReader that
+// read the offending object or FIN. It wraps ErrCancelled.
+type MalformedTrackError struct {
+	// Reason says which rule the track broke, naming the objects.
+	Reason string
+}
+
+func (e *MalformedTrackError) Error() string { return "moqt: malformed track: " + e.Reason }
+
+// Unwrap returns ErrCancelled: the subscription was cancelled by this end.
+func (e *MalformedTrackError) Unwrap() error { return ErrCancelled }
+
 // ErrCancelled is returned for a request that was cancelled: by the local
 // application, or by the peer with a stream reset or STOP_SENDING
 // (§6.4.2.3).

@@ -307,9 +307,12 @@ func (sub *Subscription) Close() error {
 // cancel terminates the subscription from this end, if it is still live,
 // and abandons whatever is left of the stream: a reset of this end's
 // direction unless it was finished, and STOP_SENDING (§6.4.2.3).
-func (sub *Subscription) cancel(err error) {
+func (sub *Subscription) cancel(err error) { sub.cancelWith(err, wire.ResetCancelled) }
+
+// cancelWith is cancel with code on the request stream.
+func (sub *Subscription) cancelWith(err error, code wire.ResetCode) {
 	sub.terminate(err)
-	sub.rs.cancel(wire.ResetCancelled)
+	sub.rs.cancel(code)
 	sub.release()
 }
 
