@@ -123,6 +123,11 @@ func (e *MalformedTrackError) Error() string { return "moqt: malformed track: " 
 // Unwrap returns ErrCancelled: the subscription was cancelled by this end.
 func (e *MalformedTrackError) Unwrap() error { return ErrCancelled }
 
+// ErrNoDynamicGroups is returned by Subscription.Update for a
+// NEW_GROUP_REQUEST on a track whose properties do not include
+// DYNAMIC_GROUPS with value 1 (§9.20.20, §10.6, C018). Nothing is sent.
+var ErrNoDynamicGroups = errors.New("moqt: NEW_GROUP_REQUEST needs a track with DYNAMIC_GROUPS = 1")
+
 // ErrCancelled is returned for a request that was cancelled: by the local
 // application, or by the peer with a stream reset or STOP_SENDING
 // (§6.4.2.3).

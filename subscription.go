@@ -239,10 +239,14 @@ func (sub *Subscription) Properties() wire.KVList {
 // Update sends REQUEST_UPDATE (§9.5) and waits for its answer. Parameters
 // not in params keep their values. A refused update returns *RequestError;
 // the publisher then ends the subscription with PUBLISH_DONE UPDATE_FAILED
-// (§9.5.1).
+// (§9.5.1). NEW_GROUP_REQUEST is refused with ErrNoDynamicGroups, before
+// anything is sent, unless the track has DYNAMIC_GROUPS = 1 (§9.20.20).
 func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 	if err := params.Check(wire.InUpdateSubscription); err != nil {
 		return err
+	}
+	if params.NewGroupRequest.Set && !sub.dynamicGroups() {
+		return ErrNoDynamicGroups // C018
 	}
 	if sub.State() != StateEstablished {
 		return fmt.Errorf("moqt: update of a %s subscription", sub.State())

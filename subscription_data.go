@@ -101,6 +101,14 @@ func filterCutsSubgroups(f *Filter) bool {
 	return f.RangeCount() > 0 || w.Bounded && w.End.Object != maxID
 }
 
+// dynamicGroups reports whether the track's properties hold DYNAMIC_GROUPS
+// with value 1 (§10.6), directly or inside IMMUTABLE_PROPERTIES (§10.7).
+func (sub *Subscription) dynamicGroups() bool {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return trackPropertyIn(sub.properties, wire.PropDynamicGroups, []wire.Range{{Start: 1, End: 1}})
+}
+
 // publisherPriority is the track's DEFAULT_PUBLISHER_PRIORITY (§10.4),
 // which subgroups and datagrams without a priority inherit.
 func (sub *Subscription) publisherPriority() uint8 {
