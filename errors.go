@@ -107,12 +107,13 @@ func (e *DoneError) Error() string {
 // (§12.1): objects that contradict one another or the track's rules, such
 // as an object past the final object of its group, a subgroup whose streams
 // disagree on its Publisher Priority, or an object carrying a Mandatory
-// Track Property (§3.6). The subscriber then cancels the subscription
-// (§6.4.2.3, C022), resetting and stopping its streams with MALFORMED_TRACK,
-// and drops the object that revealed it (C023).
+// Track Property (§3.6). The subscriber then cancels every subscription
+// to the track on the session (§6.4.2.3, C022), resetting and stopping
+// their streams with MALFORMED_TRACK, and drops the object that revealed it
+// (C023).
 //
-// The subscription's Err reports it, and so does the SubgroupReader that
-// read the offending object or FIN. It wraps ErrCancelled.
+// Their Err reports it, and so does the SubgroupReader that read the
+// offending object or FIN. It wraps ErrCancelled.
 type MalformedTrackError struct {
 	// Reason says which rule the track broke, naming the objects.
 	Reason string

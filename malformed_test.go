@@ -220,6 +220,28 @@ func TestC022_PriorityDiffersWithinSubgroup(t *testing.T) {
 	assert.ErrorAs(t, err, &me, "the other stream reports why it was stopped")
 }
 
+// TestC022_EverySubscriptionToTheTrackCancelled: a Malformed Track seen
+// on one subscription cancels every subscription to that track from that
+// publisher (§12.1), whatever its alias; one to another track goes on.
+func TestC022_EverySubscriptionToTheTrackCancelled(t *testing.T) {
+	p := newFakePub(t, wire.Params{}, nil)
+	same, sameReq := p.subscribeAgain(testTrack, fakeAlias+1, wire.Params{})
+	other, _ := p.subscribeAgain(trackB, fakeAlias+2, wire.Params{})
+	p.subgroup(hdr(1, 0, 1)).objects(0).status(1, wire.ObjectEndOfTrack)
+	readIDs(t, p.stream(), 0, 1)
+	p.subgroup(hdr(2, 0, 1)).objects(0)
+	_, err := p.stream().Next()
+	me := p.expectMalformed(err)
+
+	closedOrFail(t, same.Done(), "the other subscription to the track was not cancelled")
+	var sameErr *MalformedTrackError
+	require.ErrorAs(t, same.Err(), &sameErr)
+	assert.Equal(t, me.Reason, sameErr.Reason)
+	sameReq.expectReset(wire.ResetMalformedTrack)
+	sameReq.expectStopSending(wire.ResetMalformedTrack)
+	assert.Equal(t, StateEstablished, other.State(), "another track is not affected")
+}
+
 // TestC022_ObjectAfterSubgroupFinal: condition 2, an object past the last
 // object before a FIN of its subgroup, in either order.
 func TestC022_ObjectAfterSubgroupFinal(t *testing.T) {
@@ -612,20 +634,20 @@ func TestC022_SharedAliasNotFlagged(t *testing.T) {
 	assert.ElementsMatch(t, want, got)
 }
 
-// subscribeAgain makes a second subscription to testTrack on p's session,
-// answered with the same alias: the two share it (§3.1.2).
-func (p *fakePub) subscribeAgain(params wire.Params) *Subscription {
+// subscribeAgain makes another subscription on p's session, answered with
+// alias; with fakeAlias, to testTrack, it shares p.sub's (§3.1.2).
+func (p *fakePub) subscribeAgain(track wire.FullTrackName, alias uint64, params wire.Params) (*Subscription, *fakeStream) {
 	p.t.Helper()
 	got := make(chan *Subscription, 1)
 	go func() {
-		sub, err := p.s.Subscribe(fakeCtx(p.t), testTrack, params)
+		sub, err := p.s.Subscribe(fakeCtx(p.t), track, params)
 		assert.NoError(p.t, err)
 		got <- sub
 	}()
 	req := p.fp.accept()
 	expect[*wire.Subscribe](req)
-	req.send(&wire.SubscribeOK{TrackAlias: fakeAlias})
-	return recvOrFail(p.t, got)
+	req.send(&wire.SubscribeOK{TrackAlias: alias})
+	return recvOrFail(p.t, got), req
 }
 
 // TestC022_SharedAliasCopiesNotFlagged: the fake sends one copy of a
@@ -635,7 +657,7 @@ func (p *fakePub) subscribeAgain(params wire.Params) *Subscription {
 // disagree; that is not a Malformed Track.
 func TestC022_SharedAliasCopiesNotFlagged(t *testing.T) {
 	p := newFakePub(t, wire.Params{}, nil)
-	cut := p.subscribeAgain(wire.Params{LocationFilter: wire.Some(
+	cut, _ := p.subscribeAgain(testTrack, fakeAlias, wire.Params{LocationFilter: wire.Some(
 		wire.RangeFilterToObject(wire.Location{Group: 1, Object: 1}, wire.Location{Group: 1, Object: 1}))})
 	type stream struct {
 		ids []uint64

@@ -252,15 +252,27 @@ func (sub *Subscription) stopReaders() {
 	}
 }
 
-// malformedTrack cancels the subscription on a Malformed Track (§12.1,
-// C022): RESET_STREAM and STOP_SENDING on its request stream (§6.4.2.3)
-// and STOP_SENDING on its data streams, taken or not, all with
+// malformedTrack cancels, on a Malformed Track, this subscription and
+// every other one to the same track on the session (§12.1, C022).
+func (sub *Subscription) malformedTrack(e *MalformedTrackError) {
+	others := sub.sess.boundTo(sub.track)
+	sub.cancelMalformed(e)
+	for _, other := range others {
+		if other != sub {
+			other.cancelMalformed(e)
+		}
+	}
+}
+
+// cancelMalformed cancels the subscription for a Malformed Track:
+// RESET_STREAM and STOP_SENDING on its request stream (§6.4.2.3) and
+// STOP_SENDING on its data streams, taken or not, all with
 // MALFORMED_TRACK; streams arriving later are refused, even after
 // PUBLISH_DONE. §12.5 defines MALFORMED_TRACK for a relay publisher that
 // detected a Malformed Track; no code names the subscriber that detects
 // one, and this is the relevant code §12.5 asks for (SHOULD) where
 // CANCELLED would hide why.
-func (sub *Subscription) malformedTrack(e *MalformedTrackError) {
+func (sub *Subscription) cancelMalformed(e *MalformedTrackError) {
 	sub.mu.Lock()
 	sub.stopMalformed = true
 	sub.mu.Unlock()

@@ -152,6 +152,22 @@ func (s *Session) aliasConflict(alias uint64, track wire.FullTrackName) error {
 	return nil
 }
 
+// boundTo returns the subscriber-side subscriptions to track whose alias
+// is bound, whatever the alias.
+func (s *Session) boundTo(track wire.FullTrackName) []*Subscription {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*Subscription
+	for _, subs := range s.aliases.subs {
+		for _, sub := range subs {
+			if sub.track.Equal(track) {
+				out = append(out, sub)
+			}
+		}
+	}
+	return out
+}
+
 // unbindAlias forgets a subscriber-side subscription.
 func (s *Session) unbindAlias(sub *Subscription) {
 	alias := sub.TrackAlias()
