@@ -266,7 +266,14 @@ func (sub *Subscription) deliverStream(r *SubgroupReader) error {
 // deliverDatagram queues a datagram for ReadDatagram. When the queue is
 // full the oldest datagram is dropped and counted: datagrams are unreliable
 // by design (§11.2), but never dropped without a trace.
+//
+// A datagram that reveals a Malformed Track is dropped (C023) and the
+// subscription cancelled (§12.1, C022).
 func (sub *Subscription) deliverDatagram(d wire.ObjectDatagram) {
+	if e := sub.checks.datagram(&d); e != nil {
+		sub.malformedTrack(e)
+		return
+	}
 	h := ObjectHeader{
 		Location:      wire.Location{Group: d.GroupID, Object: d.ObjectID},
 		Priority:      d.Priority,

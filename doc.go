@@ -59,7 +59,10 @@
 // Two error kinds reach the application: *SessionError ends the session,
 // *RequestError ends one request. A subscription ended by its publisher
 // reports *DoneError. Bad input from the peer never panics: it closes the
-// session with the code the spec names, or rejects the one request.
+// session with the code the spec names, or rejects the one request. A
+// publisher whose objects contradict one another sends a Malformed Track
+// (§12.1): the subscription cancels itself and reports
+// *MalformedTrackError.
 //
 // # Limits
 //

@@ -44,7 +44,9 @@ type SubgroupReader struct {
 	cur    ObjectHeader
 	remain uint64 // payload bytes of cur not yet read
 	props  []byte
-	err    error // sticky
+	prio   uint8       // the Publisher Priority, resolved at the first object
+	chk    streamCheck // Malformed Track checks (malformed.go)
+	err    error       // sticky
 }
 
 // Header is the stream's SUBGROUP_HEADER.
@@ -56,7 +58,9 @@ func (r *SubgroupReader) Subscription() *Subscription { return r.sub }
 // Next returns the header of the next object, skipping whatever was left
 // of the previous one's payload. At the end of the subgroup (the
 // publisher's FIN) it returns io.EOF; a reset stream returns the reset as
-// a *transport.StreamError-wrapping error.
+// a *transport.StreamError-wrapping error. An object or FIN that reveals a
+// Malformed Track is not returned: Next reports *MalformedTrackError, and
+// the subscription is cancelled (§12.1).
 func (r *SubgroupReader) Next() (ObjectHeader, error) {
 	if r.err != nil {
 		return ObjectHeader{}, r.err
@@ -77,23 +81,49 @@ func (r *SubgroupReader) Next() (ObjectHeader, error) {
 		}
 		r.props = o.Properties
 	}
+	if e := r.check(&o); e != nil {
+		return ObjectHeader{}, r.malformed(e)
+	}
 	r.cur = r.header(o)
 	r.remain = o.PayloadLength
 	return r.cur, nil
+}
+
+// check runs the Malformed Track checks on o (malformed.go). The first
+// object also resolves the stream's Publisher Priority: the header's, or
+// the track's default, which does not change.
+func (r *SubgroupReader) check(o *wire.SubgroupObject) *MalformedTrackError {
+	h := &r.dec.Header
+	if !r.chk.started {
+		r.prio = h.Priority
+		if h.DefaultPriority {
+			r.prio = r.sub.publisherPriority()
+		}
+	}
+	id, _ := r.dec.SubgroupID()
+	return r.chk.object(&r.sub.checks, wire.Location{Group: h.GroupID, Object: o.ObjectID}, id, r.prio, o.Status, o.Properties)
+}
+
+// malformed ends the stream on a Malformed Track: the object that revealed
+// it is dropped (C023), the stream stopped and the subscription cancelled
+// (C022).
+func (r *SubgroupReader) malformed(e *MalformedTrackError) error {
+	r.err = e
+	r.remain = 0
+	r.stopWith(wire.ResetMalformedTrack)
+	r.sub.forgetReader(r)
+	r.sub.malformedTrack(e)
+	return e
 }
 
 // header builds the ObjectHeader of o from the stream's header.
 func (r *SubgroupReader) header(o wire.SubgroupObject) ObjectHeader {
 	h := r.dec.Header
 	id, _ := r.dec.SubgroupID()
-	prio := h.Priority
-	if h.DefaultPriority {
-		prio = r.sub.publisherPriority()
-	}
 	return ObjectHeader{
 		Location:      wire.Location{Group: h.GroupID, Object: o.ObjectID},
 		SubgroupID:    id,
-		Priority:      prio,
+		Priority:      r.prio,
 		Status:        o.Status,
 		Properties:    o.Properties,
 		PayloadLength: o.PayloadLength,
@@ -143,23 +173,35 @@ func (r *SubgroupReader) Close() error {
 	return nil
 }
 
-// stop sends STOP_SENDING. It is safe to call from another goroutine than
-// the reader's.
-func (r *SubgroupReader) stop() {
+// stop sends STOP_SENDING with CANCELLED. It is safe to call from another
+// goroutine than the reader's.
+func (r *SubgroupReader) stop() { r.stopWith(wire.ResetCancelled) }
+
+// stopWith sends STOP_SENDING with code.
+func (r *SubgroupReader) stopWith(code wire.ResetCode) {
 	if r.pipe != nil {
-		r.pipe.abort(wire.ResetCancelled)
+		r.pipe.abort(code)
 	} else {
-		r.str.CancelRead(uint64(wire.ResetCancelled))
+		r.str.CancelRead(uint64(code))
 	}
 }
 
 // fail records a stream error. A FIN inside an object is a
-// PROTOCOL_VIOLATION (§11.3) and closes the session.
+// PROTOCOL_VIOLATION (§11.3) and closes the session. A FIN at an object
+// boundary ends the subgroup, unless it contradicts what the track said
+// before (§12.1). A stream stopped because the track was malformed reports
+// that.
 func (r *SubgroupReader) fail(err error) error {
 	defer r.sub.forgetReader(r)
 	switch {
 	case errors.Is(err, io.EOF) && r.remain == 0 && !errors.Is(err, wire.ErrTruncated):
 		r.err = io.EOF
+		if r.chk.started {
+			h := &r.dec.Header
+			if e := r.chk.fin(h.GroupID, h.EndOfGroup, r.sub.partialFins()); e != nil {
+				return r.malformed(e)
+			}
+		}
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, wire.ErrTruncated):
 		se := protocolViolation("subgroup stream ended inside an object")
 		r.sub.sess.fail(se)
@@ -168,8 +210,14 @@ func (r *SubgroupReader) fail(err error) error {
 		var pe *wire.ProtocolError
 		if errors.As(err, &pe) {
 			r.sub.sess.fail(err)
+			r.err = r.sub.sess.streamError(err)
+			break
 		}
 		r.err = r.sub.sess.streamError(err)
+		var me *MalformedTrackError
+		if errors.As(r.sub.Err(), &me) {
+			r.err = me // this end stopped the stream for it
+		}
 	}
 	return r.err
 }

@@ -247,10 +247,14 @@ func (sub *Subscription) Properties() wire.KVList {
 // Update sends REQUEST_UPDATE (§9.5) and waits for its answer. Parameters
 // not in params keep their values. A refused update returns *RequestError;
 // the publisher then ends the subscription with PUBLISH_DONE UPDATE_FAILED
-// (§9.5.1).
+// (§9.5.1). NEW_GROUP_REQUEST is refused with ErrNoDynamicGroups, before
+// anything is sent, unless the track has DYNAMIC_GROUPS = 1 (§9.20.20).
 func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 	if err := params.Check(wire.InUpdateSubscription); err != nil {
 		return err
+	}
+	if params.NewGroupRequest.Set && !sub.dynamicGroups() {
+		return ErrNoDynamicGroups // C018
 	}
 	if sub.State() != StateEstablished {
 		return fmt.Errorf("moqt: update of a %s subscription", sub.State())
@@ -323,9 +327,12 @@ func (sub *Subscription) Close() error {
 // cancel terminates the subscription from this end, if it is still live,
 // and abandons whatever is left of the stream: a reset of this end's
 // direction unless it was finished, and STOP_SENDING (§6.4.2.3).
-func (sub *Subscription) cancel(err error) {
+func (sub *Subscription) cancel(err error) { sub.cancelWith(err, wire.ResetCancelled) }
+
+// cancelWith is cancel with code on the request stream.
+func (sub *Subscription) cancelWith(err error, code wire.ResetCode) {
 	sub.terminate(err)
-	sub.rs.cancel(wire.ResetCancelled)
+	sub.rs.cancel(code)
 	sub.release()
 }
 

@@ -27,6 +27,13 @@ type subData struct {
 	droppedDatagrams uint64
 	linger           *time.Timer // ends the data plane after PUBLISH_DONE
 	expiry           *time.Timer // cancels when the EXPIRES this end granted passes
+	// stopMalformed makes STOP_SENDING on the data streams carry
+	// MALFORMED_TRACK: a Malformed Track cancelled the subscription.
+	stopMalformed bool
+
+	// checks is what the subscription has seen of its track, to detect a
+	// Malformed Track (malformed.go). It has its own lock.
+	checks trackCheck
 }
 
 // errExpired ends a subscription whose granted EXPIRES passed.
@@ -56,8 +63,50 @@ func (sub *Subscription) accepts(meta ObjectMeta) bool {
 // sub.mu is held.
 func (sub *Subscription) updateFilterLocked(p *wire.Params) {
 	if sub.filter != nil {
+		sub.notePartialFinsLocked()
 		_ = sub.filter.Update(p, largestOf(sub.largest), ^uint64(0))
+		sub.notePartialFinsLocked()
 	}
+}
+
+// notePartialFinsLocked records, for good, that the filter lets the
+// publisher end a subgroup's stream with a FIN before the subgroup's last
+// object: range filters leave objects out, and a Location filter ending
+// inside a group cuts its subgroups short (§3.3, §11.3.2). Such FINs are
+// not final objects (malformed.go). sub.mu is held.
+func (sub *Subscription) notePartialFinsLocked() {
+	if filterCutsSubgroups(sub.filter) {
+		sub.checks.partialFins.Store(true)
+	}
+}
+
+// partialFins reports whether a FIN on one of the subscription's streams
+// may have come before the subgroup's last object (malformed.go).
+func (sub *Subscription) partialFins() bool {
+	if sub.checks.partialFins.Load() {
+		return true
+	}
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return filterCutsSubgroups(sub.filter)
+}
+
+// filterCutsSubgroups reports whether f lets a subgroup's stream end with a
+// FIN before the subgroup's last object.
+func filterCutsSubgroups(f *Filter) bool {
+	if f == nil {
+		return false
+	}
+	w := f.Window()
+	return f.RangeCount() > 0 || w.Bounded && w.End.Object != maxID
+}
+
+// dynamicGroups reports whether the track's properties hold DYNAMIC_GROUPS
+// with value 1 (§10.6), directly or inside IMMUTABLE_PROPERTIES (§10.7).
+func (sub *Subscription) dynamicGroups() bool {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return trackPropertyIn(sub.properties, wire.PropDynamicGroups, []wire.Range{{Start: 1, End: 1}})
 }
 
 // publisherPriority is the track's DEFAULT_PUBLISHER_PRIORITY (§10.4),
@@ -185,16 +234,49 @@ func (sub *Subscription) stopReaders() {
 	sub.mu.Lock()
 	open := sub.readers
 	sub.readers = nil
+	code := wire.ResetCancelled
+	if sub.stopMalformed {
+		code = wire.ResetMalformedTrack
+	}
 	sub.mu.Unlock()
 	for r := range open {
-		r.stop()
+		r.stopWith(code)
 	}
 	for {
 		select {
 		case r := <-sub.incoming:
-			r.stop()
+			r.stopWith(code)
 		default:
 			return
 		}
 	}
+}
+
+// malformedTrack cancels, on a Malformed Track, this subscription and
+// every other one to the same track on the session (§12.1, C022).
+func (sub *Subscription) malformedTrack(e *MalformedTrackError) {
+	others := sub.sess.boundTo(sub.track)
+	sub.cancelMalformed(e)
+	for _, other := range others {
+		if other != sub {
+			other.cancelMalformed(e)
+		}
+	}
+}
+
+// cancelMalformed cancels the subscription for a Malformed Track:
+// RESET_STREAM and STOP_SENDING on its request stream (§6.4.2.3) and
+// STOP_SENDING on its data streams, taken or not, all with
+// MALFORMED_TRACK; streams arriving later are refused, even after
+// PUBLISH_DONE. §12.5 defines MALFORMED_TRACK for a relay publisher that
+// detected a Malformed Track; no code names the subscriber that detects
+// one, and this is the relevant code §12.5 asks for (SHOULD) where
+// CANCELLED would hide why.
+func (sub *Subscription) cancelMalformed(e *MalformedTrackError) {
+	sub.mu.Lock()
+	sub.stopMalformed = true
+	sub.mu.Unlock()
+	sub.cancelWith(e, wire.ResetMalformedTrack)
+	sub.endData()
+	sub.stopReaders()
 }

@@ -102,8 +102,8 @@ func (s *Session) releaseAlias(track wire.FullTrackName) {
 func (s *Session) bindAlias(sub *Subscription) error {
 	alias := sub.TrackAlias()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := s.aliasConflict(alias, sub.track); err != nil {
+		s.mu.Unlock()
 		return err
 	}
 	t := &s.aliases
@@ -111,12 +111,22 @@ func (s *Session) bindAlias(sub *Subscription) error {
 		t.subs = map[uint64][]*Subscription{}
 	}
 	t.subs[alias] = append(t.subs[alias][:len(t.subs[alias]):len(t.subs[alias])], sub)
+	if subs := t.subs[alias]; len(subs) > 1 {
+		// A copy meant for one of them can reach another, so their
+		// FINs no longer prove where a subgroup ends (malformed.go).
+		for _, other := range subs {
+			other.checks.partialFins.Store(true)
+		}
+	}
 	delete(t.ended, alias)
 	// Wake the streams waiting for an alias, and hand over the datagrams
-	// held for this one.
+	// held for this one, outside the lock: a malformed one cancels the
+	// subscription, which unbinds it.
 	close(s.aliasBound)
 	s.aliasBound = make(chan struct{})
-	for _, d := range s.releaseDatagramsLocked(alias) {
+	held := s.releaseDatagramsLocked(alias)
+	s.mu.Unlock()
+	for _, d := range held {
 		sub.deliverDatagram(d)
 	}
 	return nil
@@ -140,6 +150,22 @@ func (s *Session) aliasConflict(alias uint64, track wire.FullTrackName) error {
 		}
 	}
 	return nil
+}
+
+// boundTo returns the subscriber-side subscriptions to track whose alias
+// is bound, whatever the alias.
+func (s *Session) boundTo(track wire.FullTrackName) []*Subscription {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*Subscription
+	for _, subs := range s.aliases.subs {
+		for _, sub := range subs {
+			if sub.track.Equal(track) {
+				out = append(out, sub)
+			}
+		}
+	}
+	return out
 }
 
 // unbindAlias forgets a subscriber-side subscription.

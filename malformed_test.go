@@ -1,0 +1,786 @@
+package moqt
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// These tests put the library on the subscriber side of a fake publisher
+// that sends raw subgroup streams and datagrams, and check that a
+// Malformed Track (§12.1) cancels the subscription (C022), with
+// MALFORMED_TRACK on the wire and *MalformedTrackError for the
+// application, without delivering the object that revealed it (C023).
+// Each step waits for the library to have read what came before, so the
+// order in which the library sees objects is the order written here.
+
+// fakeAlias is the Track Alias the fake publisher gives its track.
+const fakeAlias = 1
+
+// fakePub is a library subscription to testTrack served by a fake
+// publisher.
+type fakePub struct {
+	t   *testing.T
+	s   *Session
+	fp  *fakePeer
+	req *fakeStream // the fake's end of the SUBSCRIBE stream
+	sub *Subscription
+	ctx context.Context
+}
+
+// newFakePub subscribes with params and answers with SUBSCRIBE_OK carrying
+// props.
+func newFakePub(t *testing.T, params wire.Params, props wire.KVList) *fakePub {
+	t.Helper()
+	s, fp := clientSession(t, nil)
+	type result struct {
+		sub *Subscription
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		sub, err := s.Subscribe(fakeCtx(t), testTrack, params)
+		got <- result{sub, err}
+	}()
+	req := fp.accept()
+	expect[*wire.Subscribe](req)
+	req.send(&wire.SubscribeOK{TrackAlias: fakeAlias, TrackProperties: props})
+	res := recvOrFail(t, got)
+	require.NoError(t, res.err)
+	return &fakePub{t: t, s: s, fp: fp, req: req, sub: res.sub, ctx: fakeCtx(t)}
+}
+
+// fakeSubgroup is a subgroup stream the fake publisher writes.
+type fakeSubgroup struct {
+	t   *testing.T
+	str transport.SendStream
+	enc wire.SubgroupEncoder
+}
+
+// hdr is a SUBGROUP_HEADER for group and subgroup with an explicit
+// priority.
+func hdr(group, subgroup uint64, priority uint8) wire.SubgroupHeader {
+	h := wire.SubgroupHeader{GroupID: group, SubgroupID: subgroup, Priority: priority}
+	if subgroup != 0 {
+		h.SubgroupIDMode = wire.SubgroupIDPresent
+	}
+	return h
+}
+
+// subgroup opens a stream and writes h, for the fake's alias.
+func (p *fakePub) subgroup(h wire.SubgroupHeader) *fakeSubgroup {
+	p.t.Helper()
+	h.TrackAlias = fakeAlias
+	str, err := p.fp.conn.OpenUniStreamSync(fakeCtx(p.t))
+	require.NoError(p.t, err)
+	b, err := h.Append(nil)
+	require.NoError(p.t, err)
+	_, err = str.Write(b)
+	require.NoError(p.t, err)
+	return &fakeSubgroup{t: p.t, str: str, enc: wire.SubgroupEncoder{Header: h}}
+}
+
+// write writes one object.
+func (s *fakeSubgroup) write(o wire.SubgroupObject, payload string) *fakeSubgroup {
+	s.t.Helper()
+	o.PayloadLength = uint64(len(payload))
+	b, err := s.enc.AppendObject(nil, o)
+	require.NoError(s.t, err)
+	_, err = s.str.Write(append(b, payload...))
+	require.NoError(s.t, err)
+	return s
+}
+
+// objects writes Normal objects with the given IDs.
+func (s *fakeSubgroup) objects(ids ...uint64) *fakeSubgroup {
+	s.t.Helper()
+	for _, id := range ids {
+		s.write(wire.SubgroupObject{ObjectID: id}, "payload")
+	}
+	return s
+}
+
+// status writes a status object.
+func (s *fakeSubgroup) status(id uint64, st wire.ObjectStatus) *fakeSubgroup {
+	s.t.Helper()
+	return s.write(wire.SubgroupObject{ObjectID: id, Status: st}, "")
+}
+
+// fin ends the stream.
+func (s *fakeSubgroup) fin() {
+	s.t.Helper()
+	require.NoError(s.t, s.str.Close())
+}
+
+// expectStopSending requires the library to have stopped the stream with
+// code.
+func (s *fakeSubgroup) expectStopSending(code wire.ResetCode) {
+	s.t.Helper()
+	closedOrFail(s.t, s.str.Context().Done(), "no STOP_SENDING on the data stream")
+	_, err := s.str.Write([]byte{0})
+	var se *transport.StreamError
+	require.ErrorAs(s.t, err, &se)
+	assert.True(s.t, se.Remote, "STOP_SENDING was local")
+	assert.Equal(s.t, uint64(code), se.Code, "STOP_SENDING code")
+}
+
+// datagram sends an OBJECT_DATAGRAM for the fake's alias.
+func (p *fakePub) datagram(d wire.ObjectDatagram) {
+	p.t.Helper()
+	d.TrackAlias = fakeAlias
+	b, err := d.Append(nil)
+	require.NoError(p.t, err)
+	require.NoError(p.t, p.fp.conn.SendDatagram(b))
+}
+
+// readDatagram requires the next datagram to be the object at loc.
+func (p *fakePub) readDatagram(loc wire.Location) {
+	p.t.Helper()
+	d, err := p.sub.ReadDatagram(p.ctx)
+	require.NoError(p.t, err)
+	require.Equal(p.t, loc, d.Location)
+}
+
+// stream accepts the next subgroup stream.
+func (p *fakePub) stream() *SubgroupReader {
+	p.t.Helper()
+	r, err := p.sub.AcceptSubgroup(p.ctx)
+	require.NoError(p.t, err)
+	return r
+}
+
+// readIDs requires the next objects of r to have the given Object IDs.
+func readIDs(t *testing.T, r *SubgroupReader, ids ...uint64) {
+	t.Helper()
+	for _, id := range ids {
+		h, err := r.Next()
+		require.NoError(t, err)
+		require.Equal(t, id, h.Location.Object)
+	}
+}
+
+// readEOF requires r to be at its FIN.
+func readEOF(t *testing.T, r *SubgroupReader) {
+	t.Helper()
+	_, err := r.Next()
+	require.Equal(t, io.EOF, err)
+}
+
+// expectMalformed checks what C022 asks once err reported a Malformed
+// Track: the error is typed, the subscription is cancelled with it, and its
+// request stream is reset and stopped with MALFORMED_TRACK (§6.4.2.3). The
+// session goes on.
+func (p *fakePub) expectMalformed(err error) *MalformedTrackError {
+	p.t.Helper()
+	var me *MalformedTrackError
+	require.ErrorAs(p.t, err, &me)
+	closedOrFail(p.t, p.sub.Done(), "subscription not cancelled")
+	var subErr *MalformedTrackError
+	require.ErrorAs(p.t, p.sub.Err(), &subErr)
+	assert.ErrorIs(p.t, p.sub.Err(), ErrCancelled)
+	assert.Equal(p.t, StateTerminated, p.sub.State())
+	p.req.expectReset(wire.ResetMalformedTrack)
+	p.req.expectStopSending(wire.ResetMalformedTrack)
+	assert.NoError(p.t, p.s.Context().Err(), "a Malformed Track ends the subscription, not the session")
+	return me
+}
+
+// expectMalformedDatagram waits for a datagram to reveal a Malformed
+// Track: the application learns it from ReadDatagram, which does not
+// return the offending datagram (C023).
+func (p *fakePub) expectMalformedDatagram() *MalformedTrackError {
+	p.t.Helper()
+	closedOrFail(p.t, p.sub.Done(), "subscription not cancelled")
+	_, err := p.sub.ReadDatagram(p.ctx)
+	return p.expectMalformed(err)
+}
+
+// TestC022_PriorityDiffersWithinSubgroup: condition 1 of §12.1, a subgroup
+// whose second stream carries another Publisher Priority. The open streams
+// are stopped with MALFORMED_TRACK.
+func TestC022_PriorityDiffersWithinSubgroup(t *testing.T) {
+	p := newFakePub(t, wire.Params{}, nil)
+	a := p.subgroup(hdr(1, 0, 10)).objects(0)
+	ra := p.stream()
+	readIDs(t, ra, 0)
+	b := p.subgroup(hdr(1, 0, 20)).objects(1)
+	_, err := p.stream().Next()
+	me := p.expectMalformed(err)
+	assert.Contains(t, me.Reason, "Publisher Priority")
+	a.expectStopSending(wire.ResetMalformedTrack)
+	b.expectStopSending(wire.ResetMalformedTrack)
+	_, err = ra.Next()
+	assert.ErrorAs(t, err, &me, "the other stream reports why it was stopped")
+}
+
+// TestC022_EverySubscriptionToTheTrackCancelled: a Malformed Track seen
+// on one subscription cancels every subscription to that track from that
+// publisher (§12.1), whatever its alias; one to another track goes on.
+func TestC022_EverySubscriptionToTheTrackCancelled(t *testing.T) {
+	p := newFakePub(t, wire.Params{}, nil)
+	same, sameReq := p.subscribeAgain(testTrack, fakeAlias+1, wire.Params{})
+	other, _ := p.subscribeAgain(trackB, fakeAlias+2, wire.Params{})
+	p.subgroup(hdr(1, 0, 1)).objects(0).status(1, wire.ObjectEndOfTrack)
+	readIDs(t, p.stream(), 0, 1)
+	p.subgroup(hdr(2, 0, 1)).objects(0)
+	_, err := p.stream().Next()
+	me := p.expectMalformed(err)
+
+	closedOrFail(t, same.Done(), "the other subscription to the track was not cancelled")
+	var sameErr *MalformedTrackError
+	require.ErrorAs(t, same.Err(), &sameErr)
+	assert.Equal(t, me.Reason, sameErr.Reason)
+	sameReq.expectReset(wire.ResetMalformedTrack)
+	sameReq.expectStopSending(wire.ResetMalformedTrack)
+	assert.Equal(t, StateEstablished, other.State(), "another track is not affected")
+}
+
+// TestC022_ObjectAfterSubgroupFinal: condition 2, an object past the last
+// object before a FIN of its subgroup, in either order.
+func TestC022_ObjectAfterSubgroupFinal(t *testing.T) {
+	t.Run("object after the FIN", func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		p.subgroup(hdr(1, 0, 1)).objects(0, 1, 2).fin()
+		r := p.stream()
+		readIDs(t, r, 0, 1, 2)
+		readEOF(t, r)
+		b := p.subgroup(hdr(1, 0, 1)).objects(3)
+		_, err := p.stream().Next()
+		me := p.expectMalformed(err)
+		assert.Contains(t, me.Reason, "final object 2 of subgroup 0")
+		b.expectStopSending(wire.ResetMalformedTrack)
+	})
+	t.Run("FIN after a larger object", func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		a := p.subgroup(hdr(1, 0, 1)).objects(4, 5)
+		readIDs(t, p.stream(), 4, 5)
+		p.subgroup(hdr(1, 0, 1)).objects(0, 1, 2).fin()
+		r := p.stream()
+		readIDs(t, r, 0, 1, 2)
+		_, err := r.Next()
+		me := p.expectMalformed(err)
+		assert.Contains(t, me.Reason, "object {1, 5} after the final object 2 of subgroup 0")
+		a.expectStopSending(wire.ResetMalformedTrack)
+	})
+}
+
+// TestC022_SubgroupFinalsDiffer: condition 3, one subgroup over two
+// streams that end with a FIN after different objects. The FIN that
+// reveals it is reported instead of io.EOF.
+func TestC022_SubgroupFinalsDiffer(t *testing.T) {
+	p := newFakePub(t, wire.Params{}, nil)
+	p.subgroup(hdr(1, 0, 1)).objects(0, 1, 2).fin()
+	r := p.stream()
+	readIDs(t, r, 0, 1, 2)
+	readEOF(t, r)
+	p.subgroup(hdr(1, 0, 1)).objects(0, 1).fin()
+	r = p.stream()
+	readIDs(t, r, 0, 1)
+	_, err := r.Next()
+	me := p.expectMalformed(err)
+	assert.Contains(t, me.Reason, "ends at object 2 on one stream and 1 on another")
+}
+
+// TestC022_ObjectAfterGroupFinal: condition 4, an object past the final
+// object of its group, in each form the final object is learned, on
+// streams and in datagrams, in either order.
+func TestC022_ObjectAfterGroupFinal(t *testing.T) {
+	t.Run("END_OF_GROUP status then stream", func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		p.subgroup(hdr(1, 0, 1)).objects(0, 1).status(2, wire.ObjectEndOfGroup)
+		readIDs(t, p.stream(), 0, 1, 2)
+		b := p.subgroup(hdr(1, 1, 1)).objects(3)
+		_, err := p.stream().Next()
+		p.expectMalformed(err)
+		b.expectStopSending(wire.ResetMalformedTrack)
+	})
+	t.Run("END_OF_GROUP header and FIN then stream", func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		h := hdr(1, 0, 1)
+		h.EndOfGroup = true
+		p.subgroup(h).objects(0, 1).fin()
+		r := p.stream()
+		readIDs(t, r, 0, 1)
+		readEOF(t, r)
+		p.subgroup(hdr(1, 1, 1)).objects(2)
+		_, err := p.stream().Next()
+		me := p.expectMalformed(err)
+		assert.Contains(t, me.Reason, "final object 1 of group 1")
+	})
+	t.Run("END_OF_GROUP status then datagram", func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		p.subgroup(hdr(1, 0, 1)).objects(0).status(1, wire.ObjectEndOfGroup)
+		readIDs(t, p.stream(), 0, 1)
+		p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 2, Payload: []byte("late")})
+		p.expectMalformedDatagram()
+	})
+	t.Run("datagram END_OF_GROUP flag then stream", func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 1, EndOfGroup: true, Payload: []byte("last")})
+		p.readDatagram(wire.Location{Group: 1, Object: 1})
+		p.subgroup(hdr(1, 0, 1)).objects(2)
+		_, err := p.stream().Next()
+		p.expectMalformed(err)
+	})
+	t.Run("END_OF_GROUP status after a larger object", func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		a := p.subgroup(hdr(1, 1, 1)).objects(5)
+		readIDs(t, p.stream(), 5)
+		p.subgroup(hdr(1, 0, 1)).objects(0).status(3, wire.ObjectEndOfGroup)
+		r := p.stream()
+		readIDs(t, r, 0)
+		_, err := r.Next()
+		me := p.expectMalformed(err)
+		assert.Contains(t, me.Reason, "object {1, 5} after the final object 3 of group 1")
+		a.expectStopSending(wire.ResetMalformedTrack)
+	})
+}
+
+// TestC022_ObjectAfterTrackFinal: condition 5, an object past the
+// END_OF_TRACK, in either order.
+func TestC022_ObjectAfterTrackFinal(t *testing.T) {
+	t.Run("stream in a later group", func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		p.subgroup(hdr(2, 0, 1)).objects(0).status(1, wire.ObjectEndOfTrack).fin()
+		r := p.stream()
+		readIDs(t, r, 0, 1)
+		readEOF(t, r)
+		p.subgroup(hdr(3, 0, 1)).objects(0)
+		_, err := p.stream().Next()
+		me := p.expectMalformed(err)
+		assert.Contains(t, me.Reason, "final object {2, 1} of the track")
+	})
+	t.Run("datagram in the last group", func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		p.subgroup(hdr(2, 0, 1)).status(1, wire.ObjectEndOfTrack)
+		readIDs(t, p.stream(), 1)
+		p.datagram(wire.ObjectDatagram{GroupID: 2, ObjectID: 4, Payload: []byte("late")})
+		p.expectMalformedDatagram()
+	})
+	t.Run("END_OF_TRACK after a larger object of its group", func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		p.subgroup(hdr(2, 1, 1)).objects(3)
+		readIDs(t, p.stream(), 3)
+		p.subgroup(hdr(2, 0, 1)).objects(0).status(1, wire.ObjectEndOfTrack)
+		r := p.stream()
+		readIDs(t, r, 0)
+		_, err := r.Next()
+		me := p.expectMalformed(err)
+		assert.Contains(t, me.Reason, "object {2, 3} after the final object {2, 1} of the track")
+	})
+	t.Run("END_OF_TRACK after a later group", func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		p.datagram(wire.ObjectDatagram{GroupID: 5, Payload: []byte("ahead")})
+		p.readDatagram(wire.Location{Group: 5})
+		p.subgroup(hdr(2, 0, 1)).objects(0).status(1, wire.ObjectEndOfTrack)
+		r := p.stream()
+		readIDs(t, r, 0)
+		_, err := r.Next()
+		me := p.expectMalformed(err)
+		assert.Contains(t, me.Reason, "group 5 received after the final object {2, 1}")
+	})
+}
+
+// TestC022_ForwardingPreferenceChanged: condition 7, read per Object: one
+// Location received both as a datagram and on a subgroup stream.
+func TestC022_ForwardingPreferenceChanged(t *testing.T) {
+	t.Run("datagram then stream", func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 0, Payload: []byte("d")})
+		p.readDatagram(wire.Location{Group: 1})
+		b := p.subgroup(hdr(1, 0, 1)).objects(0)
+		_, err := p.stream().Next()
+		p.expectMalformed(err)
+		b.expectStopSending(wire.ResetMalformedTrack)
+	})
+	t.Run("stream then datagram", func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		a := p.subgroup(hdr(1, 0, 1)).objects(0, 1, 2)
+		r := p.stream()
+		readIDs(t, r, 0, 1, 2)
+		p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 1, Payload: []byte("d")})
+		me := p.expectMalformedDatagram()
+		assert.Contains(t, me.Reason, "{1, 1} received as a datagram and on a subgroup stream")
+		a.expectStopSending(wire.ResetMalformedTrack)
+	})
+	t.Run("other objects of a group may differ", func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		p.subgroup(hdr(1, 0, 1)).objects(0, 2)
+		readIDs(t, p.stream(), 0, 2)
+		// Object 1 fell in the gap between 0 and 2: it is another Object,
+		// free to be a datagram (§11.1.1).
+		p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 1, Payload: []byte("d")})
+		p.readDatagram(wire.Location{Group: 1, Object: 1})
+		assert.NoError(t, p.sub.Err())
+	})
+}
+
+// propsBlock encodes Object Properties.
+func propsBlock(t *testing.T, l wire.KVList) []byte {
+	t.Helper()
+	b, err := l.Append(nil)
+	require.NoError(t, err)
+	return b
+}
+
+// TestC005_MandatoryPropertyOnObject: a Mandatory Track Property (0x4000–
+// 0x7FFF) received as an Object Property makes the track malformed (§3.6),
+// directly or inside IMMUTABLE_PROPERTIES (§10.7), on a stream or in a
+// datagram.
+func TestC005_MandatoryPropertyOnObject(t *testing.T) {
+	mandatory := propsBlock(t, wire.KVList{{Type: 0x3C, Value: 1}, {Type: 0x4000, Value: 1}})
+	nested := propsBlock(t, wire.KVList{{Type: wire.PropImmutableProperties,
+		Bytes: propsBlock(t, wire.KVList{{Type: 0x7FFF, Bytes: []byte("x")}})}})
+	for _, c := range []struct {
+		name  string
+		props []byte
+	}{{"direct", mandatory}, {"inside IMMUTABLE_PROPERTIES", nested}} {
+		t.Run("stream/"+c.name, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			h := hdr(1, 0, 1)
+			h.HasProperties = true
+			s := p.subgroup(h).write(wire.SubgroupObject{ObjectID: 0}, "ok")
+			s.write(wire.SubgroupObject{ObjectID: 1, Properties: c.props}, "bad")
+			r := p.stream()
+			readIDs(t, r, 0)
+			_, err := r.Next()
+			me := p.expectMalformed(err)
+			assert.Contains(t, me.Reason, "Mandatory Track Property")
+			s.expectStopSending(wire.ResetMalformedTrack)
+		})
+		t.Run("datagram/"+c.name, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 0, Properties: c.props, Payload: []byte("bad")})
+			me := p.expectMalformedDatagram()
+			assert.Contains(t, me.Reason, "Mandatory Track Property")
+		})
+	}
+}
+
+// TestMalformedImmutableProperties: an IMMUTABLE_PROPERTIES that nests
+// another, or whose Key-Value-Pairs cannot be parsed, makes the track
+// malformed (§10.7).
+func TestMalformedImmutableProperties(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		inner      []byte
+	}{
+		{"nested", "inside IMMUTABLE_PROPERTIES", propsBlock(t, wire.KVList{{Type: wire.PropImmutableProperties, Bytes: []byte{}}})},
+		{"unparseable", "cannot be parsed", []byte{0x02}}, // a type with no value
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			props := propsBlock(t, wire.KVList{{Type: wire.PropImmutableProperties, Bytes: c.inner}})
+			p.datagram(wire.ObjectDatagram{GroupID: 1, Properties: props, Payload: []byte("x")})
+			me := p.expectMalformedDatagram()
+			assert.Contains(t, me.Reason, c.want)
+		})
+	}
+}
+
+// TestC022_WellFormedTrackNotFlagged: a track that uses what §2, §11 and
+// §12.1 allow is not reported: objects before the subscription's start,
+// several subgroups per group, a subgroup continued on a new stream after
+// a reset and another sent twice, Object ID gaps, a header with
+// DEFAULT_PRIORITY next to one naming the same priority, datagrams mixed
+// with streams in one group, END_OF_GROUP as a status, a header flag and a
+// datagram flag, and END_OF_TRACK with earlier objects still arriving.
+func TestC022_WellFormedTrackNotFlagged(t *testing.T) {
+	p := newFakePub(t, wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 2}))},
+		wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 7}})
+	read := func(ids ...uint64) *SubgroupReader {
+		t.Helper()
+		r := p.stream()
+		readIDs(t, r, ids...)
+		return r
+	}
+	readAll := func(ids ...uint64) {
+		t.Helper()
+		readEOF(t, read(ids...))
+	}
+	// Group 1 lies before the start (a filter update may have been in
+	// flight, §3.3.1).
+	p.subgroup(hdr(1, 0, 3)).objects(0, 1).fin()
+	readAll(0, 1)
+
+	// Group 2: subgroup 0 starts with the default priority, is reset, and
+	// goes on on a new stream that names priority 7.
+	h := hdr(2, 0, 0)
+	h.DefaultPriority = true
+	a := p.subgroup(h).objects(0, 3)
+	ra := read(0, 3)
+	a.str.CancelWrite(uint64(wire.ResetDeliveryTimeout))
+	_, err := ra.Next()
+	var se *transport.StreamError
+	require.ErrorAs(t, err, &se, "the reset is reported as such")
+	p.subgroup(hdr(2, 0, 7)).objects(6, 9).fin()
+	readAll(6, 9)
+	// Subgroup 1, sent twice in full.
+	for range 2 {
+		p.subgroup(hdr(2, 1, 3)).objects(1, 2).fin()
+		readAll(1, 2)
+	}
+	// Datagrams for objects no stream carried.
+	p.datagram(wire.ObjectDatagram{GroupID: 2, ObjectID: 4, Priority: 3, Payload: []byte("d")})
+	p.readDatagram(wire.Location{Group: 2, Object: 4})
+	p.datagram(wire.ObjectDatagram{GroupID: 2, ObjectID: 5, DefaultPriority: true, Payload: []byte("d")})
+	p.readDatagram(wire.Location{Group: 2, Object: 5})
+	// Subgroup 2 holds the group's largest object: its FIN ends the group.
+	h = hdr(2, 2, 3)
+	h.EndOfGroup = true
+	p.subgroup(h).objects(10, 11).fin()
+	readAll(10, 11)
+	// Group 3 ends with an END_OF_GROUP status; group 4 with a datagram
+	// flag, after a stream object below it.
+	p.subgroup(hdr(3, 0, 1)).objects(0, 1).status(2, wire.ObjectEndOfGroup).fin()
+	readAll(0, 1, 2)
+	p.datagram(wire.ObjectDatagram{GroupID: 4, ObjectID: 1, EndOfGroup: true, Payload: []byte("d")})
+	p.readDatagram(wire.Location{Group: 4, Object: 1})
+	p.subgroup(hdr(4, 0, 1)).objects(0).fin()
+	readAll(0)
+	// The track ends at {5, 1}; objects before it may still arrive.
+	p.subgroup(hdr(5, 0, 1)).objects(0).status(1, wire.ObjectEndOfTrack).fin()
+	readAll(0, 1)
+	p.subgroup(hdr(2, 3, 1)).objects(7, 8).fin()
+	readAll(7, 8)
+	require.NoError(t, p.sub.Err(), "a well-formed track is not flagged")
+
+	p.req.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded, StreamCount: 10})
+	closedOrFail(t, p.sub.Done(), "subscription not done")
+	var de *DoneError
+	assert.ErrorAs(t, p.sub.Err(), &de)
+}
+
+// TestC022_FilterCutFinsAreNotFinal: a subscription whose Location filter
+// ends inside a group receives subgroups cut short and ended with a FIN
+// (§11.3.2); such a FIN is not the subgroup's final object, so objects past
+// it, arriving after the filter grew, are not flagged.
+func TestC022_FilterCutFinsAreNotFinal(t *testing.T) {
+	p := newFakePub(t, wire.Params{LocationFilter: wire.Some(
+		wire.RangeFilterToObject(wire.Location{Group: 1}, wire.Location{Group: 1, Object: 2}))}, nil)
+	h := hdr(1, 0, 1)
+	h.EndOfGroup = true
+	p.subgroup(h).objects(0, 1, 2).fin()
+	r := p.stream()
+	readIDs(t, r, 0, 1, 2)
+	readEOF(t, r)
+	p.subgroup(hdr(1, 0, 1)).objects(3, 4).fin()
+	r = p.stream()
+	readIDs(t, r, 3, 4)
+	readEOF(t, r)
+	p.subgroup(hdr(1, 1, 1)).objects(5).fin()
+	r = p.stream()
+	readIDs(t, r, 5)
+	readEOF(t, r)
+	assert.NoError(t, p.sub.Err())
+}
+
+// TestC022_SharedAliasNotFlagged: two subscriptions to one track share its
+// alias, with overlapping filters, one ending inside a group; each
+// receives its copies (C033) of a track with several subgroups,
+// END_OF_GROUP and END_OF_TRACK, and neither is flagged, whichever copy of
+// a subgroup, cut short by the filter or not, reaches which.
+func TestC022_SharedAliasNotFlagged(t *testing.T) {
+	track, err := NewLocalTrack(testTrack, nil)
+	require.NoError(t, err)
+	cfg, served := trackServer(t, track)
+	p := newPair(t, "moqt", cfg, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	all, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+	require.NoError(t, err)
+	<-served
+	window := LocationWindow{Start: wire.Location{Group: 1}, End: wire.Location{Group: 2, Object: 1}, Bounded: true}
+	part, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(
+		wire.RangeFilterToObject(window.Start, window.End))})
+	require.NoError(t, err)
+	<-served
+	require.Equal(t, all.TrackAlias(), part.TrackAlias(), "the publisher shares the alias")
+
+	var want []wire.Location
+	for g := uint64(0); g <= 2; g++ {
+		for sg := uint64(0); sg <= 1; sg++ {
+			w := track.OpenSubgroup(g, sg, SubgroupOptions{EndOfGroup: sg == 1})
+			for id := sg * 3; id < sg*3+3; id++ {
+				switch {
+				case g == 2 && id == 5:
+					require.NoError(t, w.WriteStatus(id, wire.ObjectEndOfTrack))
+				case g < 2 && id == 5:
+					require.NoError(t, w.WriteStatus(id, wire.ObjectEndOfGroup))
+				default:
+					require.NoError(t, w.WriteObject(id, nil, []byte{byte(g), byte(id)}))
+				}
+				loc := wire.Location{Group: g, Object: id}
+				want = append(want, loc)
+				if window.Contains(loc) {
+					want = append(want, loc) // part's copy
+				}
+			}
+			require.NoError(t, w.Close())
+		}
+	}
+	track.End(wire.DoneTrackEnded, "")
+	got := append(collect(t, ctx, all), collect(t, ctx, part)...)
+	var de *DoneError
+	assert.ErrorAs(t, all.Err(), &de, "ended by PUBLISH_DONE, not flagged")
+	assert.ErrorAs(t, part.Err(), &de, "ended by PUBLISH_DONE, not flagged")
+	assert.ElementsMatch(t, want, got)
+}
+
+// subscribeAgain makes another subscription on p's session, answered with
+// alias; with fakeAlias, to testTrack, it shares p.sub's (§3.1.2).
+func (p *fakePub) subscribeAgain(track wire.FullTrackName, alias uint64, params wire.Params) (*Subscription, *fakeStream) {
+	p.t.Helper()
+	got := make(chan *Subscription, 1)
+	go func() {
+		sub, err := p.s.Subscribe(fakeCtx(p.t), track, params)
+		assert.NoError(p.t, err)
+		got <- sub
+	}()
+	req := p.fp.accept()
+	expect[*wire.Subscribe](req)
+	req.send(&wire.SubscribeOK{TrackAlias: alias})
+	return recvOrFail(p.t, got), req
+}
+
+// TestC022_SharedAliasCopiesNotFlagged: the fake sends one copy of a
+// subgroup per subscription sharing the alias, one cut short by its
+// subscription's filter. Routing may hand both copies to one subscription
+// (§3.1: the subscriber tells them apart by filters only), whose FINs then
+// disagree; that is not a Malformed Track.
+func TestC022_SharedAliasCopiesNotFlagged(t *testing.T) {
+	p := newFakePub(t, wire.Params{}, nil)
+	cut, _ := p.subscribeAgain(testTrack, fakeAlias, wire.Params{LocationFilter: wire.Some(
+		wire.RangeFilterToObject(wire.Location{Group: 1, Object: 1}, wire.Location{Group: 1, Object: 1}))})
+	type stream struct {
+		ids []uint64
+		err error
+	}
+	got := make(chan stream, 4)
+	ctx, cancel := context.WithCancel(p.ctx)
+	done := make(chan struct{}, 2)
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		<-done
+	})
+	for _, sub := range []*Subscription{p.sub, cut} {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for {
+				r, err := sub.AcceptSubgroup(ctx)
+				if err != nil {
+					return
+				}
+				var s stream
+				for {
+					h, err := r.Next()
+					if err != nil {
+						if err != io.EOF {
+							s.err = err
+						}
+						break
+					}
+					s.ids = append(s.ids, h.Location.Object)
+				}
+				got <- s
+			}
+		}()
+	}
+	p.subgroup(hdr(1, 0, 1)).objects(1).fin() // the copy for cut
+	assert.Equal(t, stream{ids: []uint64{1}}, recvOrFail(t, got))
+	p.subgroup(hdr(1, 0, 1)).objects(0, 1, 2).fin() // the copy for p.sub
+	assert.Equal(t, stream{ids: []uint64{0, 1, 2}}, recvOrFail(t, got))
+	assert.NoError(t, p.sub.Err())
+	assert.NoError(t, cut.Err())
+}
+
+// TestMalformedCheckHotPathAllocs: once a stream has begun, checking its
+// objects allocates nothing, with Object Properties or without; nor does
+// checking a datagram of a group already seen.
+func TestMalformedCheckHotPathAllocs(t *testing.T) {
+	props := propsBlock(t, wire.KVList{{Type: wire.PropImmutableProperties,
+		Bytes: propsBlock(t, wire.KVList{{Type: 0x3E, Value: 2}})}, {Type: 0x3C, Value: 1}})
+	var tc trackCheck
+	var c streamCheck
+	require.Nil(t, c.object(&tc, wire.Location{Group: 1}, 0, 5, wire.ObjectNormal, nil))
+	id := uint64(0)
+	allocs := testing.AllocsPerRun(1000, func() {
+		id++
+		if e := c.object(&tc, wire.Location{Group: 1, Object: id}, 0, 5, wire.ObjectNormal, props); e != nil {
+			t.Fatal(e)
+		}
+	})
+	assert.Zero(t, allocs, "stream objects")
+	d := wire.ObjectDatagram{GroupID: 2, Properties: props}
+	require.Nil(t, tc.datagram(&d))
+	allocs = testing.AllocsPerRun(1000, func() {
+		d.ObjectID++
+		if e := tc.datagram(&d); e != nil {
+			t.Fatal(e)
+		}
+	})
+	assert.Zero(t, allocs, "datagrams")
+}
+
+// BenchmarkMalformedCheck measures the Malformed Track checks of one
+// object on a stream already begun, without and with Object Properties.
+func BenchmarkMalformedCheck(b *testing.B) {
+	props, err := wire.KVList{{Type: 0x3C, Value: 1}, {Type: 0x3E, Value: 2}}.Append(nil)
+	require.NoError(b, err)
+	for _, bc := range []struct {
+		name  string
+		props []byte
+	}{{"plain", nil}, {"properties", props}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var tc trackCheck
+			var c streamCheck
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if e := c.object(&tc, wire.Location{Group: 1, Object: uint64(i)}, 0, 5, wire.ObjectNormal, bc.props); e != nil {
+					b.Fatal(e)
+				}
+			}
+		})
+	}
+}
+
+// TestMalformedCheckBounded: however many groups, subgroups and datagrams
+// arrive, a subscription remembers at most checkedGroups groups, the
+// latest, each with at most checkedSubgroups subgroups and checkedDatagrams
+// datagram Object IDs; what it forgot no longer contradicts anything.
+func TestMalformedCheckBounded(t *testing.T) {
+	var tc trackCheck
+	const groups = 3 * checkedGroups
+	for g := uint64(0); g < groups; g++ {
+		for sg := uint64(0); sg < 3*checkedSubgroups; sg++ {
+			var c streamCheck
+			require.Nil(t, c.object(&tc, wire.Location{Group: g, Object: 2 * sg}, sg, 1, wire.ObjectNormal, nil))
+		}
+		for id := uint64(1); id < 6*checkedDatagrams; id += 2 {
+			require.Nil(t, tc.datagram(&wire.ObjectDatagram{GroupID: g, ObjectID: id}))
+		}
+	}
+	require.Len(t, tc.groups, checkedGroups)
+	for g := uint64(groups - checkedGroups); g < groups; g++ {
+		require.Contains(t, tc.groups, g, "the latest groups are kept")
+		assert.Equal(t, checkedDatagrams, tc.groups[g].dgCount)
+	}
+	// Group 0 and its subgroup 0 are forgotten: another priority for it is
+	// no longer seen as a contradiction, and nothing is reported.
+	var c streamCheck
+	assert.Nil(t, c.object(&tc, wire.Location{Group: 0}, 0, 2, wire.ObjectNormal, nil))
+	// In a kept group, the oldest subgroups are forgotten too.
+	c = streamCheck{}
+	assert.Nil(t, c.object(&tc, wire.Location{Group: groups - 1}, 0, 2, wire.ObjectNormal, nil))
+	c = streamCheck{}
+	assert.NotNil(t, c.object(&tc, wire.Location{Group: groups - 1, Object: 2 * (3*checkedSubgroups - 1)},
+		3*checkedSubgroups-1, 2, wire.ObjectNormal, nil), "the latest subgroup is remembered")
+}
