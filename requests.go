@@ -178,6 +178,9 @@ func (s *Session) servePublish(rs *requestStream, m *wire.Publish, toks []AuthTo
 	if err := s.checkAlias(m.TrackAlias, track); err != nil {
 		return err
 	}
+	if err := checkTrackProperties(m.TrackProperties); err != nil {
+		return err
+	}
 	if t, ok := unknownMandatory(m.TrackProperties); ok {
 		rs.reject(&RequestError{Code: wire.ReqUnsupportedExtension, // C006
 			Reason: fmt.Sprintf("mandatory track property 0x%x", t)})

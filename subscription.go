@@ -488,6 +488,9 @@ func (sub *Subscription) accept(m *wire.SubscribeOK) error {
 	if err != nil {
 		return err
 	}
+	if err := checkTrackProperties(props); err != nil {
+		return err
+	}
 	if t, ok := unknownMandatory(props); ok {
 		// C007: a subscription with a Mandatory Track Property this
 		// endpoint does not understand is cancelled (§3.6).
@@ -625,15 +628,4 @@ func ownKVList(l wire.KVList) (wire.KVList, error) {
 		return nil, &SessionError{Code: wire.InternalError, Reason: err.Error()}
 	}
 	return wire.ParseKVList(b)
-}
-
-// unknownMandatory returns the first Mandatory Track Property in props
-// (§3.6). This implementation defines none, so every one is unknown.
-func unknownMandatory(props wire.KVList) (uint64, bool) {
-	for _, kv := range props {
-		if wire.IsMandatoryTrackProperty(kv.Type) {
-			return kv.Type, true
-		}
-	}
-	return 0, false
 }

@@ -82,6 +82,9 @@ func readTrackStatus(rs *requestStream) (*TrackStatus, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := checkTrackProperties(props); err != nil {
+			return nil, err
+		}
 		st = &TrackStatus{Largest: m.Parameters.LargestObject, Properties: props}
 	case *wire.RequestError:
 		own, err := detach(rs.sess.version, m)
