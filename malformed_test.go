@@ -202,10 +202,10 @@ func (p *fakePub) expectMalformedDatagram() *MalformedTrackError {
 	return p.expectMalformed(err)
 }
 
-// TestC022_PriorityDiffersWithinSubgroup: condition 1 of §12.1, a subgroup
+// TestC022_C023_PriorityDiffersWithinSubgroup: condition 1 of §12.1, a subgroup
 // whose second stream carries another Publisher Priority. The open streams
 // are stopped with MALFORMED_TRACK.
-func TestC022_PriorityDiffersWithinSubgroup(t *testing.T) {
+func TestC022_C023_PriorityDiffersWithinSubgroup(t *testing.T) {
 	p := newFakePub(t, wire.Params{}, nil)
 	a := p.subgroup(hdr(1, 0, 10)).objects(0)
 	ra := p.stream()
