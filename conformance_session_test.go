@@ -39,8 +39,8 @@ func TestGoawayReceivedRefusesNewRequests(t *testing.T) {
 	assert.NoError(t, s.Context().Err())
 }
 
-// Shutdown sends GOAWAY, refuses new requests with GOING_AWAY, and closes
-// with NO_ERROR once the open requests are done.
+// Shutdown sends GOAWAY, refuses new requests with GOING_AWAY, and once
+// the open requests are done waits for the peer to close the session.
 func TestShutdownDrains(t *testing.T) {
 	h, served := servedCh(AcceptOptions{})
 	s, fp := serverSession(t, &Config{Handler: h})
@@ -73,20 +73,57 @@ func TestShutdownDrains(t *testing.T) {
 	default:
 	}
 	old.fin()
-	fp.expectClose(wire.NoError)
+	fp.alive(4) // the session waits for the peer to close it
+	fp.closeSession()
 	assert.NoError(t, recvOrFail(t, done))
 	se := expectSessionError(t, s, wire.NoError)
-	assert.False(t, se.Remote)
+	assert.True(t, se.Remote)
 }
 
-// With nothing open Shutdown closes at once. (The GOAWAY it sends first
-// may then be overtaken by the close: a QUIC close discards unsent stream
-// data.)
-func TestShutdownIdleClosesAtOnce(t *testing.T) {
-	s, fp := serverSession(t, nil)
-	require.NoError(t, s.Shutdown(fakeCtx(t), ""))
+// With nothing open Shutdown still waits for the peer to close: closing
+// first could cut the GOAWAY and its URI short, since a QUIC close
+// discards stream data not yet read. A peer that does not close is closed
+// with NO_ERROR, not GOAWAY_TIMEOUT, when the context ends.
+func TestShutdownIdleWaitsForPeerClose(t *testing.T) {
+	t.Run("peer closes", func(t *testing.T) {
+		s, fp := serverSession(t, nil)
+		done := goErr(func() error { return s.Shutdown(fakeCtx(t), "moqt://next/") })
+		g, ok := fp.readControl().(*wire.Goaway)
+		require.True(t, ok)
+		assert.Equal(t, "moqt://next/", g.NewSessionURI)
+		fp.closeSession()
+		assert.NoError(t, recvOrFail(t, done))
+		expectSessionError(t, s, wire.NoError)
+	})
+	t.Run("peer stays", func(t *testing.T) {
+		s, fp := serverSession(t, nil)
+		ctx, cancel := context.WithCancel(fakeCtx(t))
+		done := goErr(func() error { return s.Shutdown(ctx, "") })
+		_, ok := fp.readControl().(*wire.Goaway)
+		require.True(t, ok)
+		cancel()
+		assert.NoError(t, recvOrFail(t, done))
+		fp.expectClose(wire.NoError)
+		se := expectSessionError(t, s, wire.NoError)
+		assert.False(t, se.Remote)
+	})
+}
+
+// An endpoint that receives GOAWAY closes the session with NO_ERROR once
+// nothing is open (§6.6.1), so the peer's drain ends.
+func TestGoawayReceiverClosesWhenIdle(t *testing.T) {
+	s, fp := clientSession(t, nil)
+	_, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
+	fp.sendControl(&wire.Goaway{NewSessionURI: "moqt://next/"})
+	closedOrFail(t, s.GoingAway(), "GOAWAY not seen")
+	fp.alive(1) // a subscription is open: the session stays
+	assert.NoError(t, s.Context().Err())
+	fs.send(&wire.PublishDone{StatusCode: wire.DoneGoingAway})
+	fs.fin()
 	fp.expectClose(wire.NoError)
-	expectSessionError(t, s, wire.NoError)
+	se := expectSessionError(t, s, wire.NoError)
+	assert.False(t, se.Remote)
+	assert.Equal(t, "moqt://next/", s.GoawayURI())
 }
 
 // A subscriber's cancellation is the end of a request too.
@@ -99,7 +136,8 @@ func TestShutdownDrainsOnCancel(t *testing.T) {
 	_, ok := fp.readControl().(*wire.Goaway)
 	require.True(t, ok)
 	fs.cancel()
-	fp.expectClose(wire.NoError)
+	fp.alive(2)
+	fp.closeSession()
 	assert.NoError(t, recvOrFail(t, done))
 }
 
@@ -128,15 +166,17 @@ func TestGoawayClientSendsEmptyURI(t *testing.T) {
 	assert.Empty(t, g.NewSessionURI)
 	fs.send(&wire.PublishDone{StatusCode: wire.DoneGoingAway})
 	fs.fin()
-	// The library's own FIN may be overtaken by its close; that loses
-	// nothing, since the publisher was done.
-	fp.expectClose(wire.NoError)
+	fs.expectFIN()
+	fp.closeSession()
 	assert.NoError(t, recvOrFail(t, done))
 }
 
 func TestGoawayProtocolViolations(t *testing.T) {
 	t.Run("second GOAWAY on the control stream", func(t *testing.T) {
 		s, fp := clientSession(t, nil)
+		// An open subscription keeps the session from closing itself
+		// after the first GOAWAY.
+		establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
 		fp.sendControl(&wire.Goaway{})
 		closedOrFail(t, s.GoingAway(), "GOAWAY not seen")
 		fp.sendControl(&wire.Goaway{})

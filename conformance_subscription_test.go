@@ -772,7 +772,8 @@ func TestTrackStatusAnswered(t *testing.T) {
 		_, isGoaway := fp.readControl().(*wire.Goaway)
 		require.True(t, isGoaway)
 		fs.fin()
-		fp.expectClose(wire.NoError)
+		fp.alive(2)
+		fp.closeSession()
 		assert.NoError(t, recvOrFail(t, done))
 	})
 	t.Run("REQUEST_ERROR then FIN", func(t *testing.T) {

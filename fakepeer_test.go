@@ -93,6 +93,12 @@ func newFakePeer(t *testing.T, conn transport.Conn) *fakePeer {
 	return fp
 }
 
+// closeSession closes the fake's end with NO_ERROR, as an endpoint does
+// once a GOAWAY has left nothing open (§6.6.1).
+func (fp *fakePeer) closeSession() {
+	require.NoError(fp.t, fp.conn.CloseWithError(uint64(wire.NoError), ""))
+}
+
 // ---- connecting ----
 
 // libServer is a library Server on 127.0.0.1 that fake clients dial.

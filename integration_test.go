@@ -339,8 +339,8 @@ func TestIntegrationTrackStatus(t *testing.T) {
 }
 
 // TestIntegrationGoaway: the server drains with Shutdown; the client sees
-// GOAWAY, cannot start new requests, and the session closes with NO_ERROR
-// once the last subscription ends.
+// GOAWAY, cannot start new requests, and closes the session with NO_ERROR
+// once its last subscription ends, which ends the server's Shutdown.
 func TestIntegrationGoaway(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
@@ -364,6 +364,9 @@ func TestIntegrationGoaway(t *testing.T) {
 			waitDone(t, ctx, p.client.Context().Done(), "client session")
 			var se *SessionError
 			require.ErrorAs(t, context.Cause(p.client.Context()), &se)
+			assert.Equal(t, wire.NoError, se.Code)
+			assert.False(t, se.Remote, "the client closes")
+			require.ErrorAs(t, context.Cause(p.server.Context()), &se)
 			assert.Equal(t, wire.NoError, se.Code)
 			assert.True(t, se.Remote)
 		})

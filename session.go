@@ -487,6 +487,8 @@ func (s *Session) receiveGoaway(g *wire.Goaway) error {
 		return protocolViolation("second GOAWAY on the control stream")
 	}
 	s.log.Info("peer sent GOAWAY", "uri", s.goawayURI, "timeout_ms", g.Timeout)
+	s.wg.Add(1)
+	go s.closeWhenIdle()
 	return nil
 }
 
@@ -514,16 +516,18 @@ func (s *Session) GoawayURI() string {
 
 // Shutdown drains the session (§6.6.1): it sends GOAWAY on the control
 // stream, refuses new requests from the peer with GOING_AWAY, and waits for
-// the open requests to end. It then closes with NO_ERROR, or with
-// GOAWAY_TIMEOUT when ctx ends first. The GOAWAY's Timeout is taken from
-// ctx's deadline. uri is sent only by a server.
+// the open requests to end and then for the peer to close the session, as
+// the spec recommends it do once nothing is open (this library does). When
+// ctx ends first, Shutdown closes the session itself: with NO_ERROR if
+// nothing is open, else with GOAWAY_TIMEOUT. The GOAWAY's Timeout is taken
+// from ctx's deadline; give it one, or a peer that ignores GOAWAY keeps
+// Shutdown waiting. uri is sent only by a server.
 //
 // A request is open until its stream is closed in both directions, by FIN
 // or reset: a subscription this end ended with PUBLISH_DONE stays open
-// until the subscriber finishes its side too. A QUIC close discards data
-// not yet sent, so this is what guarantees that final messages reach the
-// peer before the session closes. With nothing open the session closes at
-// once, and the GOAWAY itself may then be cut short.
+// until the subscriber finishes its side too. A QUIC close discards stream
+// data not yet read, so waiting is what guarantees that final messages,
+// and the GOAWAY with its New Session URI, reach the peer.
 func (s *Session) Shutdown(ctx context.Context, uri string) error {
 	var timeout uint64
 	if d, ok := ctx.Deadline(); ok {
@@ -541,21 +545,59 @@ func (s *Session) Shutdown(ctx context.Context, uri string) error {
 			return err
 		}
 	}
+	if err := s.waitIdle(ctx); err != nil {
+		if s.ctx.Err() != nil {
+			return s.closedByPeer()
+		}
+		return s.CloseWithError(wire.GoawayTimeout, "requests still open after GOAWAY timeout")
+	}
+	select {
+	case <-s.ctx.Done():
+		return s.closedByPeer()
+	case <-ctx.Done():
+		return s.Close()
+	}
+}
+
+// closedByPeer is Shutdown's result once the session has ended: nil for a
+// close with NO_ERROR, else the cause.
+func (s *Session) closedByPeer() error {
+	var se *SessionError
+	if cause := context.Cause(s.ctx); !errors.As(cause, &se) || se.Code != wire.NoError {
+		return cause
+	}
+	return nil
+}
+
+// waitIdle waits until no request is open. It fails when ctx or the
+// session ends first.
+func (s *Session) waitIdle(ctx context.Context) error {
 	for {
 		s.mu.Lock()
 		idle := s.idle
 		n := len(s.active)
 		s.mu.Unlock()
 		if n == 0 {
-			return s.Close()
+			return nil
 		}
 		select {
 		case <-idle:
 		case <-s.ctx.Done():
 			return context.Cause(s.ctx)
 		case <-ctx.Done():
-			return s.CloseWithError(wire.GoawayTimeout, "requests still open after GOAWAY timeout")
+			return ctx.Err()
 		}
+	}
+}
+
+// closeWhenIdle closes the session with NO_ERROR once no request is open,
+// after the peer's GOAWAY: the close the spec recommends (§6.6.1), which
+// the peer's drain waits for.
+func (s *Session) closeWhenIdle() {
+	defer s.wg.Done()
+	if s.waitIdle(s.ctx) == nil {
+		s.log.Info("closing after the peer's GOAWAY: no request is open")
+		_ = s.Close()
 	}
 }
 

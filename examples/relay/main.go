@@ -42,13 +42,17 @@ func main() {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if err := run(*listen, *certFile, *keyFile, log); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *listen, *certFile, *keyFile, log, nil); err != nil {
 		log.Error("relay failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, certFile, keyFile string, log *slog.Logger) error {
+// run serves until ctx is done, then drains every session. ready, if set,
+// is called with the server's address once it listens.
+func run(ctx context.Context, addr, certFile, keyFile string, log *slog.Logger, ready func(net.Addr)) error {
 	cert, err := loadOrMakeCertificate(addr, certFile, keyFile, log)
 	if err != nil {
 		return err
@@ -60,9 +64,9 @@ func run(addr, certFile, keyFile string, log *slog.Logger) error {
 	}
 	log.Info("serving", "addr", srv.Addr().String(),
 		"raw_quic", "moqt://"+srv.Addr().String()+"/", "webtransport", "https://"+srv.Addr().String()+"/")
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	if ready != nil {
+		ready(srv.Addr())
+	}
 
 	var (
 		mu       sync.Mutex

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestRelayServesAndDrains: the relay serves raw QUIC and WebTransport on
+// one port with the given key pair, answers with the default handler, and
+// on shutdown sends every session GOAWAY, then returns once they are gone.
+func TestRelayServesAndDrains(t *testing.T) {
+	cert, _, err := moqt.GenerateCertificate("127.0.0.1")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600))
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	roots.AddCert(leaf)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	serveCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	addrs := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(serveCtx, "127.0.0.1:0", certFile, keyFile, slog.New(slog.DiscardHandler), func(a net.Addr) { addrs <- a })
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-addrs:
+	case err := <-done:
+		require.FailNow(t, "the relay did not start", "%v", err)
+	}
+
+	track := wire.FullTrackName{Namespace: wire.NewNamespace("demo"), Name: []byte("clock")}
+	var sessions []*moqt.Session
+	for _, scheme := range []string{"moqt", "https"} {
+		s, err := moqt.Dial(ctx, scheme+"://"+addr.String()+"/", &moqt.Config{
+			TLSConfig: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"},
+			Logger:    slog.New(slog.DiscardHandler),
+		})
+		require.NoError(t, err, scheme)
+		assert.Equal(t, scheme == "https", s.WebTransport())
+		_, err = s.Subscribe(ctx, track, wire.Params{})
+		var re *moqt.RequestError
+		require.ErrorAs(t, err, &re, scheme)
+		assert.Equal(t, wire.ReqDoesNotExist, re.Code)
+		sessions = append(sessions, s)
+	}
+
+	// On shutdown each session gets GOAWAY and, with nothing open, closes
+	// itself with NO_ERROR, which lets the relay's drain end.
+	stop()
+	for _, s := range sessions {
+		select {
+		case <-s.GoingAway():
+		case <-ctx.Done():
+			require.FailNow(t, "no GOAWAY")
+		}
+		select {
+		case <-s.Context().Done():
+		case <-ctx.Done():
+			require.FailNow(t, "the session did not close after GOAWAY")
+		}
+		var se *moqt.SessionError
+		require.ErrorAs(t, context.Cause(s.Context()), &se)
+		assert.Equal(t, wire.NoError, se.Code)
+	}
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		require.FailNow(t, "the relay did not stop")
+	}
+}
