@@ -18,18 +18,26 @@ import (
 func TestIntegrationAuthTokens(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
+			// The handlers report their answers, which the test checks in
+			// turn: an answer still being made when the test ends would
+			// see the sessions close.
+			answers := make(chan error, 16)
 			serverH, serverCalls := tokenHandler(func(r Request) {
 				if sr, ok := r.(*SubscribeRequest); ok {
 					_, err := sr.Accept(AcceptOptions{})
-					assert.NoError(t, err)
+					answers <- err
 					return
 				}
-				_ = r.Reject(wire.ReqDoesNotExist, "")
+				answers <- r.Reject(wire.ReqDoesNotExist, "")
 			})
 			clientH, clientCalls := tokenHandler(func(r Request) {
 				_, err := r.(*PublishRequest).Accept(wire.Params{})
-				assert.NoError(t, err)
+				answers <- err
 			})
+			answered := func() {
+				t.Helper()
+				require.NoError(t, recvOrFail(t, answers))
+			}
 			p := newPair(t, tr.scheme,
 				&Config{Handler: serverH, MaxAuthTokenCacheSize: 64},
 				&Config{Handler: clientH, MaxAuthTokenCacheSize: 64, AuthorizationTokens: toks(tokReg(1, "session"))})
@@ -40,11 +48,13 @@ func TestIntegrationAuthTokens(t *testing.T) {
 			_, err := p.client.Subscribe(ctx, testTrack, wire.Params{AuthorizationTokens: toks(tokReg(2, "sub"))})
 			require.NoError(t, err)
 			assert.Equal(t, []string{"sub@2"}, tokStrings(recvOrFail(t, serverCalls).tokens))
+			answered()
 
 			// The REGISTER was answered, so another stream may use it.
 			sub, err := p.client.Subscribe(ctx, trackB, wire.Params{AuthorizationTokens: toks(tokUse(2), tokUse(1))})
 			require.NoError(t, err)
 			assert.Equal(t, []string{"sub@2", "session@1"}, tokStrings(recvOrFail(t, serverCalls).tokens))
+			answered()
 			require.NoError(t, sub.Update(ctx, wire.Params{AuthorizationTokens: toks(tokUse(2))}))
 
 			// 23 + 19 of the server's 64 bytes are taken.
@@ -57,17 +67,20 @@ func TestIntegrationAuthTokens(t *testing.T) {
 			var re *RequestError
 			require.ErrorAs(t, err, &re)
 			assert.Empty(t, recvOrFail(t, serverCalls).tokens, "DELETE carries no token")
+			answered()
 			_, err = p.client.Subscribe(ctx, trackA, wire.Params{AuthorizationTokens: toks(tokUse(2))})
 			assert.ErrorIs(t, err, ErrAuthToken)
 			_, err = p.client.Subscribe(ctx, trackA, wire.Params{AuthorizationTokens: toks(tokReg(3, "0123456789"))})
 			require.NoError(t, err, "the DELETE freed its bytes")
 			recvOrFail(t, serverCalls)
+			answered()
 
 			// The server's aliases are its own: its alias 1 is not the
 			// client's.
 			_, err = p.server.Publish(ctx, trackA, wire.Params{AuthorizationTokens: toks(tokReg(1, "server"))}, nil)
 			require.NoError(t, err)
 			c := recvOrFail(t, clientCalls)
+			answered()
 			assert.Equal(t, []string{"server@1"}, tokStrings(c.tokens))
 			assert.Equal(t, toks(tokVal("server")), c.params)
 

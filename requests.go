@@ -60,7 +60,10 @@ func (r *SubscribeRequest) Accept(opts AcceptOptions) (*ServedSubscription, erro
 		if err := ss.rs.write(ok); err != nil {
 			return err
 		}
-		return ss.establish()
+		if err := ss.establish(); err != nil {
+			return endedAsAccepted(ss.Err(), err)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -152,7 +155,10 @@ func (r *PublishRequest) Accept(params wire.Params) (*Subscription, error) {
 			// the time has passed (§9.20.17).
 			sub.expireAfter(msDuration(params.Expires.Value))
 		}
-		return sub.move(StateEstablished, nil)
+		if err := sub.move(StateEstablished, nil); err != nil {
+			return endedAsAccepted(sub.Err(), err)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -219,4 +225,14 @@ func (s *Session) servePublish(rs *requestStream, m *wire.Publish, toks []AuthTo
 	}()
 	sub.run()
 	return nil
+}
+
+// endedAsAccepted explains a subscription that could not become
+// Established after its OK went out: it ended meanwhile, cancelled by the
+// peer or with the session, and cause says why.
+func endedAsAccepted(cause, err error) error {
+	if cause == nil {
+		return err
+	}
+	return fmt.Errorf("moqt: subscription ended as it was accepted: %w", cause)
 }
