@@ -414,6 +414,35 @@ func TestBacklogAllSlowHoldsPublisher(t *testing.T) {
 	}
 }
 
+// readGroups accepts n subgroups of sub and reads each in its own
+// goroutine, to its end, passing what it read to check. Reading one stream
+// to its end before taking the next could wait forever on a small
+// connection window, full of the other streams' bytes.
+func readGroups(ctx context.Context, sub *Subscription, n int, check func(g uint64, ids []uint64, payloads [][]byte) error) <-chan error {
+	return goErr(func() error {
+		errs := make(chan error, n)
+		for range n {
+			r, err := sub.AcceptSubgroup(ctx)
+			if err != nil {
+				return err
+			}
+			go func() {
+				ids, payloads, err := readAll(r)
+				if err == nil {
+					err = check(r.Header().GroupID, ids, payloads)
+				}
+				errs <- err
+			}()
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // TestBacklogStreamCreditWithheld: a subscriber that takes none of its
 // streams never returns their stream credit. The publisher does not wait
 // for it: the fast subscriber gets every subgroup while the slow one's
@@ -447,22 +476,11 @@ func TestBacklogStreamCreditWithheld(t *testing.T) {
 			ssSlow := <-served
 
 			groups := make(chan uint64, n)
-			readErr := goErr(func() error {
-				for range n {
-					r, err := fast.AcceptSubgroup(ctx)
-					if err != nil {
-						return err
-					}
-					g := r.Header().GroupID
-					ids, payloads, err := readAll(r)
-					if err != nil {
-						return err
-					}
-					if len(ids) != 1 || !bytes.Equal(payloads[0], payloadOf(g, size)) {
-						return fmt.Errorf("group %d: objects %v", g, ids)
-					}
-					groups <- g
+			readErr := readGroups(ctx, fast, n, func(g uint64, ids []uint64, payloads [][]byte) error {
+				if len(ids) != 1 || !bytes.Equal(payloads[0], payloadOf(g, size)) {
+					return fmt.Errorf("group %d: objects %v", g, ids)
 				}
+				groups <- g
 				return nil
 			})
 			writes := goErr(func() error {
@@ -533,24 +551,13 @@ func TestBacklogNewStreamOfSlowSubscriber(t *testing.T) {
 			slow.Store(f.ssSlow)
 			ctx := f.ctx
 			readAllGroups := func(sub *Subscription, n int, objects func(g uint64) uint64) <-chan error {
-				return goErr(func() error {
-					for range n {
-						r, err := sub.AcceptSubgroup(ctx)
-						if err != nil {
-							return err
-						}
-						g := r.Header().GroupID
-						ids, payloads, err := readAll(r)
-						if err != nil {
-							return err
-						}
-						if uint64(len(ids)) != objects(g) {
-							return fmt.Errorf("group %d: objects %v", g, ids)
-						}
-						for i, p := range payloads {
-							if !bytes.Equal(p, payloadOf(g*100+uint64(i), size)) {
-								return fmt.Errorf("group %d object %d: wrong payload", g, i)
-							}
+				return readGroups(ctx, sub, n, func(g uint64, ids []uint64, payloads [][]byte) error {
+					if uint64(len(ids)) != objects(g) {
+						return fmt.Errorf("group %d: objects %v", g, ids)
+					}
+					for i, p := range payloads {
+						if !bytes.Equal(p, payloadOf(g*100+uint64(i), size)) {
+							return fmt.Errorf("group %d object %d: wrong payload", g, i)
 						}
 					}
 					return nil

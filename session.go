@@ -260,6 +260,13 @@ func (s *Session) watchTransport() {
 	defer s.wg.Done()
 	select {
 	case <-s.ctx.Done():
+		// Closed from this end: fail closes the connection next. The
+		// resets below wait for that, or they could reach the peer
+		// before the close and read as the end of single requests.
+		select {
+		case <-s.conn.Context().Done():
+		case <-time.After(time.Second):
+		}
 	case <-s.conn.Context().Done():
 		s.cancel(s.transportCloseError())
 	}
