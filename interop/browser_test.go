@@ -37,6 +37,8 @@ const (
 	driverTimeout = 60 * time.Second
 	// closeTimeout bounds the wait for a session to end once the browser is gone.
 	closeTimeout = 10 * time.Second
+	// scenarioTimeout is the page's own bound on a scenario (client.js).
+	scenarioTimeout = 15 * time.Second
 	// serverPath is the path the browser connects to.
 	serverPath = "/moqt-interop"
 	// moqNetImplementation is the MOQT_IMPLEMENTATION @moq/net 0.3.4 sends
@@ -136,9 +138,18 @@ func buildBundle(t *testing.T, tl tools) string {
 
 // servePage serves the page and the bundle over plain HTTP on 127.0.0.1,
 // which Chromium treats as a secure context. It returns the page's URL.
-func servePage(t *testing.T, tl tools, bundle string) string {
+// established, signalled by the page, tells the test that @moq/net has
+// read the server's SETUP.
+func servePage(t *testing.T, tl tools, bundle string, established chan<- struct{}) string {
 	t.Helper()
 	mux := http.NewServeMux()
+	mux.HandleFunc("POST /established", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case established <- struct{}{}:
+		default:
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFile(w, r, filepath.Join(tl.dir, "js", "index.html"))
 	})
@@ -339,13 +350,22 @@ func TestBrowserMoqNet(t *testing.T) {
 	tl := findTools(t)
 	t.Logf("@moq/net %s, Chromium %s, node %s", tl.moqNet, tl.chromium, tl.node)
 	bundle := buildBundle(t, tl)
-	h := &harness{tools: tl, pageURL: servePage(t, tl, bundle)}
+	established := make(chan struct{}, 1)
+	h := &harness{tools: tl, pageURL: servePage(t, tl, bundle, established)}
 	h.pageOrigin = h.pageURL // httptest's URL is scheme://host:port, an origin
 
 	t.Run("setup-only", func(t *testing.T) {
 		// Once the SETUPs are exchanged the server ends the session; the
-		// browser waits for that, so its SETUP is sure to have arrived.
+		// browser waits for that, so its SETUP is sure to have arrived. The
+		// server waits in turn for the page to say it has read the
+		// server's SETUP: a close can discard stream data not yet read.
 		r := h.runScenario(t, "setup-only", nil, func(s *moqt.Session) {
+			select {
+			case <-established:
+			case <-s.Context().Done():
+				return
+			case <-time.After(scenarioTimeout):
+			}
 			_ = s.CloseWithError(wire.NoError, "interop: setup done")
 		})
 

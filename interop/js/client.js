@@ -46,6 +46,10 @@ async function setupOnly(params, result) {
 	result.established = true;
 	result.version = conn.version;
 	result.transport = conn.transport;
+	// Tell the test, through the page's own server, that the server's SETUP
+	// has been read: only then does the server close the session, since a
+	// close can discard stream data not yet read.
+	await fetch("/established", { method: "POST" });
 	try {
 		// Resolves on a clean close (WT_CLOSE_SESSION), rejects on an abrupt one.
 		await withTimeout(conn.closed, SCENARIO_TIMEOUT_MS, "the server to close the session");
