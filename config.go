@@ -94,6 +94,22 @@ type Config struct {
 	// track only if that subscriber keeps up with it. Default 4 MiB.
 	MaxSubscriberBacklog int
 
+	// Subscription lifecycle (publisher side).
+	//
+	// PublishDoneTimeout bounds the write of a PUBLISH_DONE (§9.9) to a
+	// subscriber that does not read its request stream; past it the
+	// stream is reset with TOO_FAR_BEHIND, so that ending a subscription
+	// (LocalTrack.End, ServedSubscription.Done) never waits longer.
+	// Default 2s.
+	PublishDoneTimeout time.Duration
+	// SharedTrackAliases makes concurrent subscriptions to one track in a
+	// session share a Track Alias, as §3.1 allows. By default each
+	// subscription gets an alias of its own: with a shared one, objects
+	// still in flight for a subscription that is ending can pass for
+	// those of a new one, and the subscriber must tell look-alike copies
+	// apart by filter (§3.1.2).
+	SharedTrackAliases bool
+
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler
 
@@ -166,6 +182,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.MaxSubscriberBacklog <= 0 {
 		out.MaxSubscriberBacklog = 4 << 20
+	}
+	if out.PublishDoneTimeout <= 0 {
+		out.PublishDoneTimeout = 2 * time.Second
 	}
 	if out.Handler == nil {
 		out.Handler = DefaultHandler

@@ -585,12 +585,13 @@ func TestExpiresSeenBySubscriber(t *testing.T) {
 
 // ---- several subscriptions, aliases ----
 
-// Concurrent subscriptions to one track: each its own Request ID, one
-// shared Track Alias (§3.1, §3.1.2).
+// Concurrent subscriptions to one track: each its own Request ID; with
+// Config.SharedTrackAliases the library publisher gives them one Track
+// Alias (§3.1, §3.1.2), and a peer may do so too.
 func TestConcurrentSubscriptionsShareAlias(t *testing.T) {
 	t.Run("library publisher", func(t *testing.T) {
 		h, served := servedCh(AcceptOptions{})
-		_, fp := serverSession(t, &Config{Handler: h})
+		_, fp := serverSession(t, &Config{Handler: h, SharedTrackAliases: true})
 		fs1 := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 		fs2 := fp.open(subscribeMsg(2, trackA, wire.Params{Forward: wire.Some(false)}))
 		fs3 := fp.open(subscribeMsg(4, trackB, wire.Params{}))

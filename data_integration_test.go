@@ -157,6 +157,7 @@ func TestC033_SharedAliasEachSubscriptionGetsItsCopy(t *testing.T) {
 			track, err := NewLocalTrack(testTrack, nil)
 			require.NoError(t, err)
 			cfg, served := trackServer(t, track)
+			cfg.SharedTrackAliases = true
 			p := newPair(t, tr.scheme, cfg, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -199,6 +200,7 @@ func TestC033_OverlappingFiltersEachGetACopy(t *testing.T) {
 			track, err := NewLocalTrack(testTrack, nil)
 			require.NoError(t, err)
 			cfg, served := trackServer(t, track)
+			cfg.SharedTrackAliases = true
 			p := newPair(t, tr.scheme, cfg, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

@@ -591,6 +591,7 @@ func TestC022_SharedAliasNotFlagged(t *testing.T) {
 	track, err := NewLocalTrack(testTrack, nil)
 	require.NoError(t, err)
 	cfg, served := trackServer(t, track)
+	cfg.SharedTrackAliases = true
 	p := newPair(t, "moqt", cfg, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -13,7 +13,7 @@ import (
 // must be set when anything has been published, C016); props are the
 // Track Properties. A REQUEST_ERROR is returned as *RequestError.
 func (s *Session) Publish(ctx context.Context, track wire.FullTrackName, params wire.Params, props wire.KVList) (*ServedSubscription, error) {
-	ss, err := s.startPublish(ctx, track, params, props)
+	ss, err := s.startPublish(ctx, track, params, props, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -21,8 +21,11 @@ func (s *Session) Publish(ctx context.Context, track wire.FullTrackName, params 
 }
 
 // startPublish sends PUBLISH and starts reading the subscriber's answer.
-// The subscription is Pending(Publisher) when it returns.
-func (s *Session) startPublish(ctx context.Context, track wire.FullTrackName, params wire.Params, props wire.KVList) (*ServedSubscription, error) {
+// The subscription is Pending(Publisher) when it returns. join, if set,
+// starts serving the subscription before the PUBLISH is written and
+// returns the LARGEST_OBJECT it reports (LocalTrack.join).
+func (s *Session) startPublish(ctx context.Context, track wire.FullTrackName, params wire.Params, props wire.KVList,
+	join func(*ServedSubscription) (wire.Opt[wire.Location], error)) (*ServedSubscription, error) {
 	if err := params.Check(wire.InPublish); err != nil {
 		return nil, err
 	}
@@ -37,11 +40,20 @@ func (s *Session) startPublish(ctx context.Context, track wire.FullTrackName, pa
 		return nil, err
 	}
 	ss := newServedSubscription(rs, track, params, StatePendingPublisher)
-	if params.LargestObject.Set {
-		ss.SetLargest(params.LargestObject.Value)
-	}
 	if params.Expires.Set {
 		ss.grant = msDuration(params.Expires.Value)
+	}
+	if join != nil {
+		largest, err := join(ss)
+		if err != nil {
+			ss.cancel(err, wire.ResetInternalError)
+			s.untrack(rs)
+			return nil, err
+		}
+		params.LargestObject = largest
+	}
+	if params.LargestObject.Set {
+		ss.SetLargest(params.LargestObject.Value)
 	}
 	msg := &wire.Publish{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name,
 		TrackAlias: ss.alias, Parameters: params, TrackProperties: props}
@@ -49,6 +61,11 @@ func (s *Session) startPublish(ctx context.Context, track wire.FullTrackName, pa
 		ss.cancel(err, wire.ResetInternalError)
 		s.untrack(rs)
 		return nil, err
+	}
+	if err := ss.markOpened(); err != nil {
+		// The subscription ended before its PUBLISH went out, and its
+		// PUBLISH_DONE could not follow; awaitPublishOK reports the end.
+		s.log.Debug("PUBLISH_DONE after PUBLISH not sent", "request", rs.id, "err", err)
 	}
 	s.wg.Add(1)
 	go func() {

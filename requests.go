@@ -45,6 +45,16 @@ func (r *SubscribeRequest) Context() context.Context { return r.served.ctx }
 // Accept answers with SUBSCRIBE_OK and returns the publisher's end of the
 // now Established subscription (§3.1).
 func (r *SubscribeRequest) Accept(opts AcceptOptions) (*ServedSubscription, error) {
+	return r.accept(opts, nil)
+}
+
+// accept answers with SUBSCRIBE_OK. join, if set, starts serving the
+// subscription before the answer is written: it moves it to Established
+// and returns the Largest Object the answer reports, which is then exactly
+// what the subscription's filter resolved against (LocalTrack.join).
+// Objects sent meanwhile may reach the subscriber first (§3.1.2); nothing
+// else is written to the request stream before the SUBSCRIBE_OK.
+func (r *SubscribeRequest) accept(opts AcceptOptions, join func(*ServedSubscription) (wire.Opt[wire.Location], error)) (*ServedSubscription, error) {
 	ss := r.served
 	err := r.answer(func() error {
 		if ss.State() != StatePendingSubscriber {
@@ -53,14 +63,30 @@ func (r *SubscribeRequest) Accept(opts AcceptOptions) (*ServedSubscription, erro
 		// Read by the update worker only once Established.
 		ss.onUpdate = opts.OnUpdate
 		ss.grant = opts.Expires
-		if opts.Largest.Set {
-			ss.SetLargest(opts.Largest.Value)
+		largest := opts.Largest
+		if join != nil {
+			var err error
+			if largest, err = join(ss); err != nil {
+				return err
+			}
+		} else if largest.Set {
+			ss.SetLargest(largest.Value)
 		}
-		ok := &wire.SubscribeOK{TrackAlias: ss.alias, Parameters: ss.grantParams(), TrackProperties: opts.Properties}
+		params := ss.grantParams()
+		params.LargestObject = largest
+		ok := &wire.SubscribeOK{TrackAlias: ss.alias, Parameters: params, TrackProperties: opts.Properties}
 		if err := ss.rs.write(ok); err != nil {
+			if join != nil {
+				ss.cancel(err, wire.ResetInternalError)
+			}
 			return err
 		}
-		if err := ss.establish(); err != nil {
+		if join == nil {
+			if err := ss.establish(); err != nil {
+				return endedAsAccepted(ss.Err(), err)
+			}
+		}
+		if err := ss.markOpened(); err != nil {
 			return endedAsAccepted(ss.Err(), err)
 		}
 		return nil

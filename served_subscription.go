@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,8 +25,21 @@ type ServedSubscription struct {
 	track     wire.FullTrackName
 	alias     uint64
 	byPublish bool
+	// ctx is cancelled, with Err as its cause, when the subscription
+	// terminates, the session's end included (see watchSession).
 	ctx       context.Context
-	cancelCtx context.CancelFunc
+	cancelCtx context.CancelCauseFunc
+	// stopWatch unregisters the watch on the session's end.
+	stopWatch func() bool
+	// local is the LocalTrack serving the subscription, if any: the
+	// Largest Object comes from it, and the subscription leaves it when
+	// it terminates. Set once, by LocalTrack.join.
+	local atomic.Pointer[LocalTrack]
+	// opened is closed once the message that tells the subscriber about
+	// the subscription (SUBSCRIBE_OK, or this end's PUBLISH) is written.
+	// Nothing else is written to the request stream before it, though the
+	// subscription may already be served and even Terminated.
+	opened chan struct{}
 
 	// onUpdate, if set, may refuse an update; it sees the new parameters
 	// before they apply.
@@ -33,8 +47,9 @@ type ServedSubscription struct {
 	// grant is the EXPIRES this end grants (§9.20.17); 0 means none.
 	grant time.Duration
 
-	updates    chan pendingUpdate // REQUEST_UPDATEs waiting for the worker
-	finishOnce sync.Once
+	updates     chan pendingUpdate // REQUEST_UPDATEs waiting for the worker
+	finishOnce  sync.Once
+	releaseOnce sync.Once
 
 	// backlog counts the bytes waiting in the backlogs of the
 	// subscription's data streams (backlog.go); behind is set once it
@@ -57,6 +72,9 @@ type ServedSubscription struct {
 	filter      *Filter                           // nil until a LocalTrack serves it
 	dataStreams map[transport.SendStream]struct{} // data streams still open
 	early       int                               // objects sent before PUBLISH_OK
+	// pendingDone is the PUBLISH_DONE of a subscription that terminated
+	// before opened: it goes out right after the opening message.
+	pendingDone *wire.PublishDone
 	// subscriberSet lists the parameters the subscriber controls, which
 	// PUBLISH_STATE_NOTIFY must not change (C013).
 	subscriberSet controlled
@@ -78,20 +96,23 @@ type pendingUpdate struct {
 
 func newServedSubscription(rs *requestStream, track wire.FullTrackName, params wire.Params, initial SubscriptionState) *ServedSubscription {
 	s := rs.sess
-	ctx, cancel := context.WithCancel(s.ctx)
+	// Not a child of the session's context: the subscription's context
+	// ends only once Err is set, the session's end included.
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(s.ctx))
 	capacity := 16
 	if s.cfg.MaxRequestUpdates > 0 {
 		capacity = int(min(s.cfg.MaxRequestUpdates, 1024))
 	}
-	return &ServedSubscription{
+	ss := &ServedSubscription{
 		subState:  newSubState(initial),
 		sess:      s,
 		rs:        rs,
 		track:     track,
-		alias:     s.acquireAlias(track),
+		alias:     s.publisherAlias(track),
 		byPublish: initial == StatePendingPublisher,
 		ctx:       ctx,
 		cancelCtx: cancel,
+		opened:    make(chan struct{}),
 		params:    params,
 		updates:   make(chan pendingUpdate, capacity),
 		subscriberSet: controlled{
@@ -99,7 +120,26 @@ func newServedSubscription(rs *requestStream, track wire.FullTrackName, params w
 			locationFilter: initial == StatePendingSubscriber,
 		},
 	}
+	ss.stopWatch = context.AfterFunc(s.ctx, ss.watchSession)
+	return ss
 }
+
+// watchSession terminates the subscription when its session ends, with
+// the session's error. It sends and resets nothing: the connection's
+// close ends the streams (a reset sent first could reach the peer as the
+// end of this one subscription). The rest of finish follows when the
+// request stream's reader stops.
+func (ss *ServedSubscription) watchSession() {
+	if ss.terminate(context.Cause(ss.sess.ctx)) {
+		ss.release()
+	}
+}
+
+// Err returns why the subscription terminated, or nil while it is live.
+// Once Context is done, Err is set and is the context's cause: the
+// context ends when the subscription's state is released, right after its
+// PUBLISH_DONE is sent, or at once when the session ends.
+func (ss *ServedSubscription) Err() error { return ss.subState.Err() }
 
 // Track is the track being served.
 func (ss *ServedSubscription) Track() wire.FullTrackName { return ss.track }
@@ -129,13 +169,29 @@ func (ss *ServedSubscription) Forward() bool {
 }
 
 // SetLargest records the track's Largest Object, which SUBSCRIBE_OK,
-// REQUEST_OK and PUBLISH_STATE_NOTIFY then report (§9.20.18).
+// REQUEST_OK and PUBLISH_STATE_NOTIFY then report (§9.20.18). A
+// subscription served by a LocalTrack follows the track's by itself.
 func (ss *ServedSubscription) SetLargest(l wire.Location) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if !ss.largest.Set || ss.largest.Value.Less(l) {
 		ss.largest = wire.Some(l)
 	}
+}
+
+// largestNow is the Largest Object to report now: the larger of what
+// SetLargest recorded and the serving track's. ss.mu is not held (the
+// track's lock comes first).
+func (ss *ServedSubscription) largestNow() wire.Opt[wire.Location] {
+	ss.mu.Lock()
+	l := ss.largest
+	ss.mu.Unlock()
+	if t := ss.local.Load(); t != nil {
+		if tl, ok := t.Largest(); ok && (!l.Set || l.Value.Less(tl)) {
+			l = wire.Some(tl)
+		}
+	}
+	return l
 }
 
 // Notify sends PUBLISH_STATE_NOTIFY (§9.10) with the parameters that
@@ -156,6 +212,7 @@ func (ss *ServedSubscription) Notify(params wire.Params) error {
 	if st := ss.State(); st != StateEstablished {
 		return fmt.Errorf("moqt: PUBLISH_STATE_NOTIFY on a %s subscription", st)
 	}
+	largest := ss.largestNow()
 	ss.mu.Lock()
 	if params.Forward.Set && ss.subscriberSet.forward && params.Forward.Value != forwardOf(&ss.params) {
 		ss.mu.Unlock()
@@ -165,8 +222,8 @@ func (ss *ServedSubscription) Notify(params wire.Params) error {
 		ss.mu.Unlock()
 		return errors.New("moqt: LOCATION_FILTER is the subscriber's to change (C013)")
 	}
-	if ss.largest.Set {
-		params.LargestObject = ss.largest
+	if largest.Set {
+		params.LargestObject = largest
 	}
 	if params.Forward.Set {
 		ss.params.Forward = params.Forward
@@ -179,7 +236,12 @@ func (ss *ServedSubscription) Notify(params wire.Params) error {
 }
 
 // Done ends the subscription with PUBLISH_DONE and FIN (§9.9). Stream Count
-// is the number of data streams opened for it (0 when none, C083).
+// is the number of data streams opened for it (0 when none, C083). A
+// subscriber that does not take the PUBLISH_DONE within
+// Config.PublishDoneTimeout has its request stream reset with
+// TOO_FAR_BEHIND instead, so Done never waits longer on a stalled peer.
+// On a subscription whose SUBSCRIBE_OK or PUBLISH is still being written,
+// the PUBLISH_DONE follows it, and Done does not wait for either.
 func (ss *ServedSubscription) Done(code wire.PublishDoneCode, reason string) error {
 	if st := ss.State(); st != StateEstablished && st != StatePendingPublisher {
 		if err := ss.Err(); err != nil {
@@ -198,8 +260,55 @@ func (ss *ServedSubscription) Done(code wire.PublishDoneCode, reason string) err
 	if !ss.terminate(d) {
 		return ss.Err()
 	}
+	msg := &wire.PublishDone{StatusCode: code, StreamCount: count, ErrorReason: reason}
+	ss.mu.Lock()
+	select {
+	case <-ss.opened:
+	default:
+		// The opening message is still being written; its writer sends
+		// this after it and then releases the state (see markOpened).
+		ss.pendingDone = msg
+		ss.mu.Unlock()
+		return nil
+	}
+	ss.mu.Unlock()
+	defer ss.finish() // the state is kept until PUBLISH_DONE is sent (C082)
+	return ss.writeDone(msg)
+}
+
+// writeDone writes PUBLISH_DONE and FIN, bounded by
+// Config.PublishDoneTimeout: a subscriber that leaves its request stream
+// unread cannot hold up the caller (LocalTrack.End, a writer ending a
+// subscription TOO_FAR_BEHIND, an expiry). Past the bound the stream is
+// reset with TOO_FAR_BEHIND (§12.5): the subscriber cannot keep up even
+// with the control messages.
+func (ss *ServedSubscription) writeDone(msg *wire.PublishDone) error {
+	str := ss.rs.str
+	// The deadline also bounds a write of this stream already blocked,
+	// which holds the stream's write lock.
+	_ = str.SetWriteDeadline(time.Now().Add(ss.sess.cfg.PublishDoneTimeout))
+	err := ss.rs.writeAndFin(msg)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		ss.rs.cancel(wire.ResetTooFarBehind)
+		return fmt.Errorf("moqt: PUBLISH_DONE not taken within %v: request stream reset: %w", ss.sess.cfg.PublishDoneTimeout, err)
+	}
+	return err
+}
+
+// markOpened records that the opening message (SUBSCRIBE_OK or PUBLISH)
+// was written, and sends the PUBLISH_DONE of a subscription that ended
+// meanwhile.
+func (ss *ServedSubscription) markOpened() error {
+	ss.mu.Lock()
+	close(ss.opened)
+	msg := ss.pendingDone
+	ss.pendingDone = nil
+	ss.mu.Unlock()
+	if msg == nil {
+		return nil
+	}
 	defer ss.finish()
-	return ss.rs.writeAndFin(&wire.PublishDone{StatusCode: code, StreamCount: count, ErrorReason: reason})
+	return ss.writeDone(msg)
 }
 
 // cancel terminates from this end without PUBLISH_DONE: a reset of the
@@ -212,21 +321,35 @@ func (ss *ServedSubscription) cancel(err error, code wire.ResetCode) {
 	}
 }
 
-// finish releases what the subscription held once it is Terminated: the
-// EXPIRES timer, its context and its use of the alias. Only the first call
-// does anything. The request stays among the session's open requests until
-// its stream is closed both ways.
+// finish closes what the subscription left open once it is Terminated:
+// its data streams, and what release frees. Only the first call does
+// anything. The request stays among the session's open requests until its
+// stream is closed both ways.
 func (ss *ServedSubscription) finish() {
 	ss.finishOnce.Do(func() {
 		// Data streams still open will not be completed (C003, C004).
 		ss.resetDataStreams(wire.ResetCancelled)
+		ss.release()
+	})
+}
+
+// release frees what a Terminated subscription holds, without I/O: the
+// EXPIRES timer, the watch on the session, its place in the LocalTrack
+// serving it (and through it, this session), its use of a shared alias.
+// Only the first call does anything.
+func (ss *ServedSubscription) release() {
+	ss.releaseOnce.Do(func() {
 		ss.mu.Lock()
 		if ss.expiry != nil {
 			ss.expiry.Stop()
 		}
 		ss.mu.Unlock()
-		ss.cancelCtx()
-		ss.sess.releaseAlias(ss.track)
+		ss.stopWatch()
+		ss.cancelCtx(ss.Err())
+		if t := ss.local.Load(); t != nil {
+			t.leave(ss)
+		}
+		ss.sess.releaseAlias(ss.track, ss.alias)
 	})
 }
 
@@ -261,9 +384,7 @@ func (ss *ServedSubscription) grantParams() wire.Params {
 	if ss.grant > 0 {
 		p.Expires = wire.Some(uint64(ss.grant.Milliseconds()))
 	}
-	ss.mu.Lock()
-	p.LargestObject = ss.largest
-	ss.mu.Unlock()
+	p.LargestObject = ss.largestNow()
 	return p
 }
 
@@ -422,13 +543,15 @@ func (ss *ServedSubscription) receiveUpdate(m *wire.RequestUpdate, rej *wire.Rej
 
 // updateWorker answers REQUEST_UPDATEs in order, each with exactly one
 // REQUEST_OK or REQUEST_ERROR (§9.5). Updates wait until the subscription
-// is Established.
+// is Established and its SUBSCRIBE_OK written.
 func (ss *ServedSubscription) updateWorker() {
 	defer ss.sess.wg.Done()
-	select {
-	case <-ss.established:
-	case <-ss.done:
-		return
+	for _, ch := range []<-chan struct{}{ss.established, ss.opened} {
+		select {
+		case <-ch:
+		case <-ss.done:
+			return
+		}
 	}
 	for u := range ss.updates {
 		if ss.State() != StateEstablished {
@@ -452,6 +575,7 @@ func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 	p := &u.msg.Parameters
 	merged := ss.Params()
 	mergeParams(&merged, p)
+	largest := ss.largestNow()
 	switch {
 	case u.rej != nil:
 		refused = &RequestError{Code: u.rej.Code, Reason: u.rej.Reason}
@@ -473,7 +597,7 @@ func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 	if ss.filter != nil {
 		// The range limit was checked above; relative forms resolve
 		// against the Largest Object now (§9.5.1).
-		_ = ss.filter.Update(p, largestOf(ss.largest), ^uint64(0))
+		_ = ss.filter.Update(p, largestOf(largest), ^uint64(0))
 	}
 	ss.subscriberSet.forward = ss.subscriberSet.forward || p.Forward.Set
 	ss.subscriberSet.locationFilter = ss.subscriberSet.locationFilter || p.LocationFilter.Set

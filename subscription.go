@@ -158,9 +158,14 @@ type sentUpdate struct {
 // rest of §9.20. A REQUEST_ERROR is returned as *RequestError. If ctx ends
 // first the subscription is cancelled. AUTHORIZATION_TOKENs that would
 // break the peer's token cache rules fail with ErrAuthToken before anything
-// is sent (§8.9); so do those of Publish, TrackStatus and Update.
+// is sent (§8.9); so do those of Publish, TrackStatus and Update. Range
+// filters with more Ranges than the peer's MAX_FILTER_RANGES allows fail
+// with ErrFilterRanges, before anything is sent (§9.1.6).
 func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, params wire.Params) (*Subscription, error) {
 	if err := params.Check(wire.InSubscribe); err != nil {
+		return nil, err
+	}
+	if err := s.checkFilterRanges(&params); err != nil {
 		return nil, err
 	}
 	rs, err := s.openRequest(ctx, params.AuthorizationTokens)
@@ -249,12 +254,22 @@ func (sub *Subscription) Properties() wire.KVList {
 // the publisher then ends the subscription with PUBLISH_DONE UPDATE_FAILED
 // (§9.5.1). NEW_GROUP_REQUEST is refused with ErrNoDynamicGroups, before
 // anything is sent, unless the track has DYNAMIC_GROUPS = 1 (§9.20.20).
+// An update that would leave the subscription with more Ranges in its
+// range filters than the peer's MAX_FILTER_RANGES allows fails with
+// ErrFilterRanges, before anything is sent (§9.1.6).
 func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 	if err := params.Check(wire.InUpdateSubscription); err != nil {
 		return err
 	}
 	if params.NewGroupRequest.Set && !sub.dynamicGroups() {
 		return ErrNoDynamicGroups // C018
+	}
+	// The limit is on the Ranges the subscription has once the update
+	// applies (§9.1.6), as the publisher counts them.
+	merged := sub.Params()
+	mergeParams(&merged, &params)
+	if err := sub.sess.checkFilterRanges(&merged); err != nil {
+		return err
 	}
 	if sub.State() != StateEstablished {
 		return fmt.Errorf("moqt: update of a %s subscription", sub.State())
@@ -563,6 +578,25 @@ func (sub *Subscription) publisherUpdate(m *wire.RequestUpdate, rej *wire.Reject
 	sub.updateFilterLocked(&own.Parameters)
 	sub.mu.Unlock()
 	return sub.rs.write(&wire.RequestOK{})
+}
+
+// ErrFilterRanges is returned by Session.Subscribe and Subscription.Update
+// for range filters with more Ranges than the peer's MAX_FILTER_RANGES
+// Setup Option allows (§9.1.6; 0, the default, allows none). The peer
+// would refuse them with INVALID_FILTER; nothing is sent.
+var ErrFilterRanges = errors.New("moqt: more filter Ranges than the peer's MAX_FILTER_RANGES")
+
+// checkFilterRanges refuses range filters in p beyond the peer's
+// MAX_FILTER_RANGES.
+func (s *Session) checkFilterRanges(p *wire.Params) error {
+	n, limit := uint64(p.RangeCount()), uint64(0)
+	if s.peerSetup != nil {
+		limit = s.peerSetup.MaxFilterRanges.Value
+	}
+	if n > limit {
+		return fmt.Errorf("%w: %d Ranges, the peer allows %d", ErrFilterRanges, n, limit)
+	}
+	return nil
 }
 
 // expiry converts an EXPIRES value (ms from now; 0 means none) to a time.

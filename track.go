@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/moqt-go/moqt/wire"
 )
@@ -13,16 +14,22 @@ import (
 // subscription to it, in any number of sessions: each object written
 // through it goes once to every subscription whose filters it passes
 // (C027, C033).
+//
+// A subscription joins the track in one step with the Largest Object its
+// answer reports, so it receives every object published after that
+// Largest (that its filters pass), and leaves the track as soon as it is
+// Terminated, so the track holds no ended subscription (nor, through it,
+// its session).
 type LocalTrack struct {
 	name     wire.FullTrackName
 	props    wire.KVList
 	priority uint8 // DEFAULT_PUBLISHER_PRIORITY (§10.4)
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards largest and serializes replacing subs
 	largest LargestObject
-	// subs is replaced, never modified in place, so writers iterate a
-	// snapshot without holding mu.
-	subs []*ServedSubscription
+	// subs lists the subscriptions being served. It is replaced under mu,
+	// never modified in place, so that writers load it without a lock.
+	subs atomic.Pointer[[]*ServedSubscription]
 }
 
 // DefaultPublisherPriority is the publisher priority of a track that does
@@ -56,40 +63,36 @@ func (t *LocalTrack) Largest() (wire.Location, bool) {
 
 // Accept answers a SUBSCRIBE for this track with SUBSCRIBE_OK, reporting
 // the Largest Object and the Track Properties, and starts serving the
-// subscription. opts.Largest and opts.Properties are filled in by the track.
+// subscription. opts.Largest and opts.Properties are filled in by the
+// track. The subscription receives every object published after the
+// Largest Object its SUBSCRIBE_OK reports; the first of them may reach the
+// subscriber before the SUBSCRIBE_OK does, which it buffers (§3.1.2).
 func (t *LocalTrack) Accept(r *SubscribeRequest, opts AcceptOptions) (*ServedSubscription, error) {
-	t.mu.Lock()
-	largest := t.largest
-	t.mu.Unlock()
-	opts.Largest = largest.Param()
 	opts.Properties = t.props
 	if p := r.Params.IncludeProperties; p.Set && !p.Value {
 		opts.Properties = nil // §9.20.22
 	}
-	ss, err := r.Accept(opts)
-	if err != nil {
-		return nil, err
-	}
-	t.attach(ss, largest)
-	return ss, nil
+	return r.accept(opts, func(ss *ServedSubscription) (wire.Opt[wire.Location], error) {
+		largest, err := t.join(ss, true)
+		return largest.Param(), err
+	})
 }
 
 // Publish offers the track to the peer of s with PUBLISH (§9.8) and serves
 // the subscription. Objects start flowing at once, before PUBLISH_OK
 // (§3.1), up to Config.MaxEarlyObjects of them, unless params sets
 // FORWARD to 0; the rest wait for the answer. LARGEST_OBJECT is added to
-// params when anything has been published (C016). A REQUEST_ERROR is
-// returned as *RequestError.
+// params when anything has been published (C016), and the subscription
+// receives every object published after it. A REQUEST_ERROR is returned
+// as *RequestError.
 func (t *LocalTrack) Publish(ctx context.Context, s *Session, params wire.Params) (*ServedSubscription, error) {
-	t.mu.Lock()
-	largest := t.largest
-	t.mu.Unlock()
-	params.LargestObject = largest.Param()
-	ss, err := s.startPublish(ctx, t.name, params, t.props)
+	ss, err := s.startPublish(ctx, t.name, params, t.props, func(ss *ServedSubscription) (wire.Opt[wire.Location], error) {
+		largest, err := t.join(ss, false)
+		return largest.Param(), err
+	})
 	if err != nil {
 		return nil, err
 	}
-	t.attach(ss, largest)
 	if err := ss.awaitPublishOK(ctx); err != nil {
 		return nil, err
 	}
@@ -104,61 +107,86 @@ func (t *LocalTrack) Status(r *TrackStatusRequest) error {
 	return r.Accept(l, t.props)
 }
 
-// attach starts serving a subscription: an Established one, or one of its
-// own PUBLISHes still awaiting PUBLISH_OK. Its filter resolves relative
-// starts against the Largest Object its answer or PUBLISH reported.
-func (t *LocalTrack) attach(ss *ServedSubscription, largest LargestObject) {
-	ss.attachTrack(t, largest)
-	t.mu.Lock()
-	t.subs = append(slices.Clip(t.subs), ss)
-	t.mu.Unlock()
-}
-
-// snapshot returns the subscriptions being served, pruning terminated
-// ones. It allocates only when there is something to prune.
-func (t *LocalTrack) snapshot() []*ServedSubscription {
+// join starts serving ss, which its answer (SUBSCRIBE_OK, or this end's
+// PUBLISH) has not reported yet: establish moves a SUBSCRIBE's
+// subscription to Established. In one step under t.mu, ss's filter
+// resolves against the Largest Object, which join returns for the answer
+// to report, and ss joins the list writers deliver to. Every object whose
+// first byte is published after that (a larger Location, §3.1.3) finds ss
+// in the list. Nothing here does network I/O.
+func (t *LocalTrack) join(ss *ServedSubscription, establish bool) (LargestObject, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for i, ss := range t.subs {
-		if ss.State() != StateTerminated {
-			continue
+	largest := t.largest
+	// Stored before the state is checked, so that a termination racing
+	// this either sees the track and leaves it, or is seen here.
+	ss.local.Store(t)
+	if establish {
+		if err := ss.establish(); err != nil {
+			return largest, endedAsAccepted(ss.Err(), err)
 		}
-		// A fresh slice: writers may be iterating the old one.
-		live := make([]*ServedSubscription, i, len(t.subs)-1)
-		copy(live, t.subs[:i])
-		for _, ss := range t.subs[i+1:] {
-			if ss.State() != StateTerminated {
-				live = append(live, ss)
-			}
-		}
-		t.subs = live
-		break
+	} else if ss.State() == StateTerminated {
+		return largest, ss.Err()
 	}
-	return t.subs
+	if l, ok := largest.Get(); ok {
+		ss.SetLargest(l)
+	}
+	ss.attachTrack(t, largest)
+	subs := t.snapshot()
+	next := make([]*ServedSubscription, len(subs), len(subs)+1)
+	copy(next, subs)
+	next = append(next, ss)
+	t.subs.Store(&next)
+	return largest, nil
+}
+
+// leave stops serving ss: it is Terminated.
+func (t *LocalTrack) leave(ss *ServedSubscription) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	subs := t.snapshot()
+	i := slices.Index(subs, ss)
+	if i < 0 {
+		return
+	}
+	// A fresh slice: writers may be iterating the old one.
+	next := make([]*ServedSubscription, 0, len(subs)-1)
+	next = append(next, subs[:i]...)
+	next = append(next, subs[i+1:]...)
+	t.subs.Store(&next)
+}
+
+// snapshot returns the subscriptions being served, without a lock: the
+// list is never modified in place. Subscriptions leave it when they
+// terminate, so one may still be in a list a writer is iterating.
+func (t *LocalTrack) snapshot() []*ServedSubscription {
+	if p := t.subs.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // noteObject records that an object at l starts being published: Largest
 // Object moves when the first byte of a larger Location is published
-// (§3.1.3). Every served subscription learns it too.
+// (§3.1.3). The subscriptions read it from the track when they report it.
 func (t *LocalTrack) noteObject(l wire.Location) {
 	t.mu.Lock()
-	moved := t.largest.Update(l)
-	subs := t.subs
+	t.largest.Update(l)
 	t.mu.Unlock()
-	if moved {
-		for _, ss := range subs {
-			ss.SetLargest(l)
-		}
-	}
 }
 
 // End ends every subscription to the track with PUBLISH_DONE code (§9.9),
 // TRACK_ENDED for a track that is over. Subgroups still open are reset
-// first (C078).
+// first (C078). The subscriptions end in parallel, so a subscriber that
+// does not read its request stream delays no other; End returns once
+// each PUBLISH_DONE is written or, past Config.PublishDoneTimeout, its
+// request stream reset.
 func (t *LocalTrack) End(code wire.PublishDoneCode, reason string) {
+	var wg sync.WaitGroup
 	for _, ss := range t.snapshot() {
-		_ = ss.Done(code, reason)
+		wg.Go(func() { _ = ss.Done(code, reason) })
 	}
+	wg.Wait()
 }
 
 // DatagramObject is an object to send as an OBJECT_DATAGRAM (§11.2.1).

@@ -10,16 +10,21 @@ import (
 // aliasTable holds both ends' Track Alias state for one session (§3.1.2).
 // It lives under Session.mu.
 //
-// As a publisher, the session gives each track one alias, shared by all
-// concurrent subscriptions to it. Numbers are never handed out twice, so an
-// alias never names another track while objects for its old track may
-// still be in flight.
+// As a publisher, the session gives each subscription an alias of its
+// own, so objects of a subscription that is ending never pass for those of
+// a new one, and no two streams open at once with the same header (§3.1.2,
+// §11.3). Numbers are never handed out twice, so an alias never names
+// another track while objects for its old track may still be in flight
+// (C034). With Config.SharedTrackAliases, concurrent subscriptions to one
+// track share its alias instead, as §3.1 allows.
 //
 // As a subscriber, it maps each alias to the Established subscriptions that
 // use it, which is how objects find their subscriptions and how a second
-// track claiming a live alias is caught (C035).
+// track claiming a live alias is caught (C035). A peer may share an alias
+// between subscriptions to one track (§3.1), so several can be bound.
 type aliasTable struct {
-	next    uint64
+	next uint64
+	// byTrack holds the shared aliases, with Config.SharedTrackAliases.
 	byTrack map[string]*publishedAlias
 	// subs is copy-on-write: routing reads a slice without the lock.
 	subs map[uint64][]*Subscription
@@ -65,11 +70,18 @@ type publishedAlias struct {
 // which is bijective.
 func trackKey(t wire.FullTrackName) string { return t.String() }
 
-// acquireAlias returns the alias of track for one more subscription.
-func (s *Session) acquireAlias(track wire.FullTrackName) uint64 {
+// publisherAlias returns the alias of a new subscription this end serves
+// to track: a fresh one, or with Config.SharedTrackAliases the one the
+// track's live subscriptions use.
+func (s *Session) publisherAlias(track wire.FullTrackName) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := &s.aliases
+	if !s.cfg.SharedTrackAliases {
+		a := t.next
+		t.next++
+		return a
+	}
 	if t.byTrack == nil {
 		t.byTrack = map[string]*publishedAlias{}
 	}
@@ -84,12 +96,12 @@ func (s *Session) acquireAlias(track wire.FullTrackName) uint64 {
 	return a.alias
 }
 
-// releaseAlias drops one subscription's use of track's alias.
-func (s *Session) releaseAlias(track wire.FullTrackName) {
+// releaseAlias drops one ended subscription's use of a shared alias.
+func (s *Session) releaseAlias(track wire.FullTrackName, alias uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key := trackKey(track)
-	if a := s.aliases.byTrack[key]; a != nil {
+	if a := s.aliases.byTrack[key]; a != nil && a.alias == alias {
 		if a.users--; a.users == 0 {
 			delete(s.aliases.byTrack, key)
 		}
