@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -458,4 +459,49 @@ func TestFilterRangesRefusedBeforeSending(t *testing.T) {
 		fs.send(&wire.RequestOK{})
 		require.NoError(t, recvOrFail(t, res))
 	})
+}
+
+// TestEndDuringAccept: a track ended while a SUBSCRIBE_OK is still being
+// written ends that subscription too: its PUBLISH_DONE follows the
+// SUBSCRIBE_OK, and End does not wait for either. A subscriber that takes
+// neither within Config.PublishDoneTimeout has its request stream reset.
+func TestEndDuringAccept(t *testing.T) {
+	for _, reads := range []bool{true, false} {
+		t.Run(fmt.Sprintf("subscriber reads %v", reads), func(t *testing.T) {
+			// A SUBSCRIBE_OK too large to be buffered blocks the write
+			// until the subscriber reads it.
+			track, err := NewLocalTrack(testTrack, wire.KVList{{Type: 0x3b, Bytes: make([]byte, 4000)}})
+			require.NoError(t, err)
+			accepted := make(chan error, 1)
+			h := HandlerFunc(func(r Request) {
+				_, err := track.Accept(r.(*SubscribeRequest), AcceptOptions{})
+				accepted <- err
+			})
+			ls := startLibServer(t, &Config{Handler: h, PublishDoneTimeout: time.Second}, nil)
+			fp := stalledSubscriber(t, ls, 256)
+			ls.accept()
+			fs := fp.open(subscribeMsg(0, testTrack, wire.Params{}))
+			require.Eventually(t, func() bool { return len(track.snapshot()) == 1 }, 5*time.Second, time.Millisecond)
+
+			ended := goErr(func() error { track.End(wire.DoneTrackEnded, "over"); return nil })
+			select {
+			case <-ended:
+			case <-time.After(5 * time.Second):
+				require.FailNow(t, "End waits for a SUBSCRIBE_OK being written")
+			}
+			if !reads {
+				// Read nothing until the publisher gave up.
+				assert.ErrorIs(t, recvOrFail(t, accepted), os.ErrDeadlineExceeded)
+				fs.expectReset(wire.ResetTooFarBehind)
+				assert.Empty(t, track.snapshot())
+				return
+			}
+			expect[*wire.SubscribeOK](fs)
+			done := expect[*wire.PublishDone](fs)
+			assert.Equal(t, wire.DoneTrackEnded, done.StatusCode)
+			fs.expectFIN()
+			require.NoError(t, recvOrFail(t, accepted))
+			assert.Empty(t, track.snapshot())
+		})
+	}
 }

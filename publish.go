@@ -46,7 +46,7 @@ func (s *Session) startPublish(ctx context.Context, track wire.FullTrackName, pa
 	if join != nil {
 		largest, err := join(ss)
 		if err != nil {
-			ss.cancel(err, wire.ResetInternalError)
+			ss.abort(err)
 			s.untrack(rs)
 			return nil, err
 		}
@@ -58,7 +58,7 @@ func (s *Session) startPublish(ctx context.Context, track wire.FullTrackName, pa
 	msg := &wire.Publish{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name,
 		TrackAlias: ss.alias, Parameters: params, TrackProperties: props}
 	if err := rs.write(msg); err != nil {
-		ss.cancel(err, wire.ResetInternalError)
+		ss.abort(err)
 		s.untrack(rs)
 		return nil, err
 	}

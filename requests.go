@@ -77,7 +77,7 @@ func (r *SubscribeRequest) accept(opts AcceptOptions, join func(*ServedSubscript
 		ok := &wire.SubscribeOK{TrackAlias: ss.alias, Parameters: params, TrackProperties: opts.Properties}
 		if err := ss.rs.write(ok); err != nil {
 			if join != nil {
-				ss.cancel(err, wire.ResetInternalError)
+				ss.abort(err) // it is served already
 			}
 			return err
 		}

@@ -267,8 +267,11 @@ func (ss *ServedSubscription) Done(code wire.PublishDoneCode, reason string) err
 	default:
 		// The opening message is still being written; its writer sends
 		// this after it and then releases the state (see markOpened).
+		// The deadline bounds that write too, should the subscriber
+		// not take it.
 		ss.pendingDone = msg
 		ss.mu.Unlock()
+		_ = ss.rs.str.SetWriteDeadline(time.Now().Add(ss.sess.cfg.PublishDoneTimeout))
 		return nil
 	}
 	ss.mu.Unlock()
@@ -309,6 +312,23 @@ func (ss *ServedSubscription) markOpened() error {
 	}
 	defer ss.finish()
 	return ss.writeDone(msg)
+}
+
+// abort ends a subscription whose opening message (SUBSCRIBE_OK or
+// PUBLISH) could not be written because of err: the request stream is
+// reset, also when a Done terminated the subscription first and left its
+// PUBLISH_DONE to follow that message.
+func (ss *ServedSubscription) abort(err error) {
+	code := wire.ResetInternalError
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		code = wire.ResetTooFarBehind // see writeDone
+	}
+	ss.cancel(err, code)
+	ss.mu.Lock()
+	ss.pendingDone = nil
+	ss.mu.Unlock()
+	ss.rs.cancel(code)
+	ss.finish()
 }
 
 // cancel terminates from this end without PUBLISH_DONE: a reset of the
