@@ -148,9 +148,9 @@ func TestDataSubgroupEndToEnd(t *testing.T) {
 }
 
 // TestC033_SharedAliasEachSubscriptionGetsItsCopy: two subscriptions to one
-// track share its alias; an object passing both filters is sent once per
-// subscription, and each copy reaches the subscription whose filter it
-// passes.
+// track share its alias (Config.SharedTrackAliases); an object passing both
+// filters is sent once per subscription, and each copy reaches the
+// subscription whose filter it passes.
 func TestC033_SharedAliasEachSubscriptionGetsItsCopy(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
@@ -191,9 +191,9 @@ func TestC033_SharedAliasEachSubscriptionGetsItsCopy(t *testing.T) {
 }
 
 // TestC033_OverlappingFiltersEachGetACopy: two subscriptions with the same
-// filter share an alias; every object is sent to each, and the look-alike
-// streams and datagrams are routed one to each subscription, never both to
-// one.
+// filter share an alias (Config.SharedTrackAliases); every object is sent
+// to each, and the look-alike streams and datagrams are routed one to each
+// subscription, never both to one.
 func TestC033_OverlappingFiltersEachGetACopy(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {

@@ -52,8 +52,12 @@
 // Blocking calls take a context; when it ends first, the request is
 // cancelled on the wire (RESET_STREAM and STOP_SENDING, §6.4.2.3).
 // Subscription.Close cancels a subscription; ServedSubscription.Done ends
-// one with PUBLISH_DONE. Session.Context is cancelled when the session ends,
-// with the *SessionError (code, reason, which side) as its cause.
+// one with PUBLISH_DONE, and LocalTrack.End all of a track's, in parallel:
+// a subscriber that leaves its request stream unread has it reset with
+// TOO_FAR_BEHIND after Config.PublishDoneTimeout. Session.Context is
+// cancelled when the session ends, with the *SessionError (code, reason,
+// which side) as its cause; a ServedSubscription's Context ends with its
+// Err as cause, whatever ended it, the session included.
 // Session.Shutdown drains with GOAWAY.
 //
 // Two error kinds reach the application: *SessionError ends the session,
@@ -70,7 +74,8 @@
 // phrases 1024 (§8, §9). Requests that arrive before the peer's SETUP wait
 // in their streams' flow-control windows; the number of streams is bounded
 // by the QUIC stream limits. MAX_REQUEST_UPDATES and MAX_FILTER_RANGES are
-// set in Config, as is MaxSubscriberBacklog, the bytes a subscription this
+// set in Config (the peer's MAX_FILTER_RANGES is kept: range filters past
+// it fail with ErrFilterRanges before they are sent), as is MaxSubscriberBacklog, the bytes a subscription this
 // end serves may have queued before it ends with PUBLISH_DONE
 // TOO_FAR_BEHIND.
 //
