@@ -300,30 +300,32 @@ func TestServedSubscriptionErrMatchesContext(t *testing.T) {
 		{name: "expired", opts: AcceptOptions{Expires: 50 * time.Millisecond},
 			check: doneWith(wire.DoneExpired)},
 	}
-	for _, e := range endings {
-		t.Run(e.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			served := make(chan *ServedSubscription, 1)
-			p := newPair(t, "moqt", &Config{Handler: serveTrack(track, e.opts, served)}, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			ss := recvOrFail(t, served)
-			if e.end != nil {
-				e.end(p, sub, ss)
-			}
-			closedOrFail(t, ss.Context().Done(), "the subscription's context did not end")
-			err = ss.Err()
-			require.Error(t, err, "Err is nil once the context is done")
-			assert.Same(t, err, context.Cause(ss.Context()), "the context's cause is not Err")
-			assert.Equal(t, StateTerminated, ss.State())
-			e.check(t, err)
+	for _, tr := range transports {
+		for _, e := range endings {
+			t.Run(tr.name+": "+e.name, func(t *testing.T) {
+				track, err := NewLocalTrack(testTrack, nil)
+				require.NoError(t, err)
+				served := make(chan *ServedSubscription, 1)
+				p := newPair(t, tr.scheme, &Config{Handler: serveTrack(track, e.opts, served)}, nil)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+				require.NoError(t, err)
+				ss := recvOrFail(t, served)
+				if e.end != nil {
+					e.end(p, sub, ss)
+				}
+				closedOrFail(t, ss.Context().Done(), "the subscription's context did not end")
+				err = ss.Err()
+				require.Error(t, err, "Err is nil once the context is done")
+				assert.Same(t, err, context.Cause(ss.Context()), "the context's cause is not Err")
+				assert.Equal(t, StateTerminated, ss.State())
+				e.check(t, err)
 
-			closedOrFail(t, sub.Done(), "the subscriber's end did not end")
-			assert.Error(t, sub.Err(), "the subscriber's Err is nil once Done is closed")
-		})
+				closedOrFail(t, sub.Done(), "the subscriber's end did not end")
+				assert.Error(t, sub.Err(), "the subscriber's Err is nil once Done is closed")
+			})
+		}
 	}
 	t.Run("PUBLISH refused", func(t *testing.T) {
 		refuse := HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqUninterested, "no") })
@@ -340,16 +342,21 @@ func TestServedSubscriptionErrMatchesContext(t *testing.T) {
 	})
 }
 
-// stalledSubscriber is a fake client whose request streams take at most
-// window bytes: it never reads them.
-func stalledSubscriber(t *testing.T, ls *libServer, window uint64) *fakePeer {
+// windowedClient is a fake client, over scheme's transport, whose streams
+// take at most window bytes until it reads them (0 keeps the default): a
+// stalled subscriber, if it never reads.
+func windowedClient(t *testing.T, ls *libServer, scheme string, window uint64) *fakePeer {
 	t.Helper()
 	_, clientTLS := fakeTLS()
-	conn, err := transport.Dial(fakeCtx(t), "moqt://"+ls.srv.Addr().String()+"/live", clientTLS,
+	conn, err := transport.Dial(fakeCtx(t), scheme+"://"+ls.srv.Addr().String()+"/live", clientTLS,
 		&transport.DialConfig{Windows: transport.Windows{Stream: window}})
 	require.NoError(t, err)
 	fp := newFakePeer(t, conn)
-	fp.sendSetup(ls.clientSetup())
+	if scheme == "moqt" {
+		fp.sendSetup(ls.clientSetup())
+	} else {
+		fp.sendSetup(&wire.Setup{}) // PATH and AUTHORITY are raw QUIC's
+	}
 	fp.readPeerSetup()
 	return fp
 }
@@ -359,42 +366,44 @@ func stalledSubscriber(t *testing.T, ls *libServer, window uint64) *fakePeer {
 // one's PUBLISH_DONE cannot be written, so after Config.PublishDoneTimeout
 // its request stream is reset with TOO_FAR_BEHIND, and End returns.
 func TestEndNotHeldByStalledSubscriber(t *testing.T) {
-	// A SUBSCRIBE_OK larger than the stalled subscriber's window leaves
-	// no room to buffer the PUBLISH_DONE after it.
-	track, err := NewLocalTrack(testTrack, wire.KVList{{Type: 0x3b, Bytes: make([]byte, 1300)}})
-	require.NoError(t, err)
-	served := make(chan *ServedSubscription, 4)
-	cfg := &Config{Handler: serveTrack(track, AcceptOptions{}, served), PublishDoneTimeout: 200 * time.Millisecond}
-	ls := startLibServer(t, cfg, nil)
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			// A SUBSCRIBE_OK larger than the stalled subscriber's window leaves
+			// no room to buffer the PUBLISH_DONE after it.
+			track, err := NewLocalTrack(testTrack, wire.KVList{{Type: 0x3b, Bytes: make([]byte, 1300)}})
+			require.NoError(t, err)
+			served := make(chan *ServedSubscription, 4)
+			cfg := &Config{Handler: serveTrack(track, AcceptOptions{}, served), PublishDoneTimeout: 200 * time.Millisecond}
+			ls := startLibServer(t, cfg, nil)
 
-	// The stalled subscriber first: End used to wait for it before the
-	// others. Its window takes the SUBSCRIBE_OK, not the PUBLISH_DONE.
-	stalled := stalledSubscriber(t, ls, 256)
+			// The stalled subscriber first: End used to wait for it before the
+			// others. Its window takes the SUBSCRIBE_OK, not the PUBLISH_DONE.
+			stalled := windowedClient(t, ls, tr.scheme, 256)
 
-	fs := stalled.open(subscribeMsg(0, testTrack, wire.Params{}))
-	recvOrFail(t, served)
-	ls.accept()
-	healthy := ls.dial("moqt")
-	healthy.sendSetup(ls.clientSetup())
-	healthy.readPeerSetup()
-	hs := healthy.open(subscribeMsg(0, testTrack, wire.Params{}))
-	expect[*wire.SubscribeOK](hs)
-	recvOrFail(t, served)
-	ls.accept()
+			fs := stalled.open(subscribeMsg(0, testTrack, wire.Params{}))
+			recvOrFail(t, served)
+			ls.accept()
+			healthy := windowedClient(t, ls, tr.scheme, 0)
+			hs := healthy.open(subscribeMsg(0, testTrack, wire.Params{}))
+			expect[*wire.SubscribeOK](hs)
+			recvOrFail(t, served)
+			ls.accept()
 
-	reason := strings.Repeat("r", wire.MaxReasonLen)
-	ended := goErr(func() error { track.End(wire.DoneTrackEnded, reason); return nil })
-	done := expect[*wire.PublishDone](hs)
-	assert.Equal(t, wire.DoneTrackEnded, done.StatusCode)
-	hs.expectFIN()
-	select {
-	case <-ended:
-	case <-time.After(5 * time.Second):
-		require.FailNow(t, "End is held up by the stalled subscriber")
+			reason := strings.Repeat("r", wire.MaxReasonLen)
+			ended := goErr(func() error { track.End(wire.DoneTrackEnded, reason); return nil })
+			done := expect[*wire.PublishDone](hs)
+			assert.Equal(t, wire.DoneTrackEnded, done.StatusCode)
+			hs.expectFIN()
+			select {
+			case <-ended:
+			case <-time.After(5 * time.Second):
+				require.FailNow(t, "End is held up by the stalled subscriber")
+			}
+			// The stalled one's request stream ends in a reset, not a FIN.
+			fs.expectReset(wire.ResetTooFarBehind)
+			assert.Empty(t, track.snapshot())
+		})
 	}
-	// The stalled one's request stream ends in a reset, not a FIN.
-	fs.expectReset(wire.ResetTooFarBehind)
-	assert.Empty(t, track.snapshot())
 }
 
 // TestFreshAliasPerSubscription: the library publisher gives every
@@ -466,8 +475,12 @@ func TestFilterRangesRefusedBeforeSending(t *testing.T) {
 // SUBSCRIBE_OK, and End does not wait for either. A subscriber that takes
 // neither within Config.PublishDoneTimeout has its request stream reset.
 func TestEndDuringAccept(t *testing.T) {
-	for _, reads := range []bool{true, false} {
-		t.Run(fmt.Sprintf("subscriber reads %v", reads), func(t *testing.T) {
+	for _, c := range []struct {
+		tr    string
+		reads bool
+	}{{"moqt", true}, {"moqt", false}, {"https", true}, {"https", false}} {
+		reads := c.reads
+		t.Run(fmt.Sprintf("%s, subscriber reads %v", c.tr, reads), func(t *testing.T) {
 			// A SUBSCRIBE_OK too large to be buffered blocks the write
 			// until the subscriber reads it.
 			track, err := NewLocalTrack(testTrack, wire.KVList{{Type: 0x3b, Bytes: make([]byte, 4000)}})
@@ -478,7 +491,7 @@ func TestEndDuringAccept(t *testing.T) {
 				accepted <- err
 			})
 			ls := startLibServer(t, &Config{Handler: h, PublishDoneTimeout: time.Second}, nil)
-			fp := stalledSubscriber(t, ls, 256)
+			fp := windowedClient(t, ls, c.tr, 256)
 			ls.accept()
 			fs := fp.open(subscribeMsg(0, testTrack, wire.Params{}))
 			require.Eventually(t, func() bool { return len(track.snapshot()) == 1 }, 5*time.Second, time.Millisecond)
