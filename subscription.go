@@ -314,19 +314,24 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 		return err
 	}
 	select {
-	case err := <-answer:
-		if err == nil {
-			sub.mu.Lock()
-			mergeParams(&sub.params, &params)
-			sub.updateFilterLocked(&params)
-			sub.mu.Unlock()
-		}
-		return err
+	case err = <-answer:
 	case <-sub.done:
-		return sub.Err()
+		// An answer that came before the end is the update's result.
+		select {
+		case err = <-answer:
+		default:
+			return sub.Err()
+		}
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if err == nil {
+		sub.mu.Lock()
+		mergeParams(&sub.params, &params)
+		sub.updateFilterLocked(&params)
+		sub.mu.Unlock()
+	}
+	return err
 }
 
 // Close cancels the subscription: STOP_SENDING and RESET_STREAM on its
