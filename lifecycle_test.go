@@ -106,7 +106,7 @@ func collectLocations(ctx context.Context, wg *sync.WaitGroup, sub *Subscription
 // Next Object, so a subgroup joined midway is complete from there
 // (§11.3.2).
 func TestJoinWhilePublishing(t *testing.T) {
-	const joins = 40
+	const joins, joiners = 40, 4
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			track, err := NewLocalTrack(testTrack, nil)
@@ -150,14 +150,33 @@ func TestJoinWhilePublishing(t *testing.T) {
 				largest wire.Location
 				got     *receivedSet
 			}
-			var subs []joined
-			for range joins {
-				sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter())})
-				require.NoError(t, err)
-				l, ok := sub.Largest()
-				require.True(t, ok, "LARGEST_OBJECT missing though objects were published (C016)")
-				subs = append(subs, joined{sub: sub, largest: l, got: collectLocations(readCtx, &readers, sub)})
+			// Joins run concurrently, from two sessions.
+			clients := []*Session{p.client, p.connect(t, tr.scheme, nil).client}
+			var (
+				mu     sync.Mutex
+				subs   []joined
+				joiner sync.WaitGroup
+			)
+			for g := range joiners {
+				joiner.Go(func() {
+					for range joins / joiners {
+						sub, err := clients[g%2].Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter())})
+						if !assert.NoError(t, err) {
+							return
+						}
+						l, ok := sub.Largest()
+						if !ok {
+							// Nothing published yet: everything is after it.
+							l = wire.Location{Group: 0, Object: ^uint64(0)}
+						}
+						mu.Lock()
+						subs = append(subs, joined{sub: sub, largest: l, got: collectLocations(readCtx, &readers, sub)})
+						mu.Unlock()
+					}
+				})
 			}
+			joiner.Wait()
+			require.Len(t, subs, joins)
 			close(stop)
 			require.NoError(t, <-pubDone)
 			end := *last.Load()
