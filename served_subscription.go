@@ -25,8 +25,9 @@ type ServedSubscription struct {
 	track     wire.FullTrackName
 	alias     uint64
 	byPublish bool
-	// ctx is cancelled, with Err as its cause, when the subscription
-	// terminates, the session's end included (see watchSession).
+	// ctx is cancelled, with Err as its cause, when the subscription's
+	// state is released: after its PUBLISH_DONE, on cancellation, or when
+	// the session ends (see watchSession).
 	ctx       context.Context
 	cancelCtx context.CancelCauseFunc
 	// stopWatch unregisters the watch on the session's end.

@@ -25,7 +25,10 @@ type LocalTrack struct {
 	props    wire.KVList
 	priority uint8 // DEFAULT_PUBLISHER_PRIORITY (§10.4)
 
-	mu      sync.Mutex // guards largest and serializes replacing subs
+	// mu guards largest and serializes replacing subs. It is taken
+	// before a ServedSubscription's locks (its state's and its mu), never
+	// after them.
+	mu      sync.Mutex
 	largest LargestObject
 	// subs lists the subscriptions being served. It is replaced under mu,
 	// never modified in place, so that writers load it without a lock.
