@@ -94,6 +94,18 @@ type Config struct {
 	// track only if that subscriber keeps up with it. Default 4 MiB.
 	MaxSubscriberBacklog int
 
+	// Request streams, bounded against the peer.
+	//
+	// ControlMessageTimeout bounds how long a control message on a request
+	// stream takes to arrive whole: from the opening of a peer's request
+	// stream to the end of its request, and from the first byte of any
+	// later message, on any request stream, to its last. A message left
+	// half sent holds a goroutine and a buffer for nothing, so the session
+	// closes with CONTROL_MESSAGE_TIMEOUT (§12.2); the draft has no stream
+	// reset code for it (§12.5). How long the peer takes to answer a
+	// request is not bounded here: the request's context is. Default 10s.
+	ControlMessageTimeout time.Duration
+
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler
 
@@ -166,6 +178,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.MaxSubscriberBacklog <= 0 {
 		out.MaxSubscriberBacklog = 4 << 20
+	}
+	if out.ControlMessageTimeout <= 0 {
+		out.ControlMessageTimeout = 10 * time.Second
 	}
 	if out.Handler == nil {
 		out.Handler = DefaultHandler

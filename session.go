@@ -641,7 +641,11 @@ func (s *Session) serveRequestStream(str transport.Stream) error {
 		}
 	}
 	rs := newRequestStream(s, str, 0, false)
+	// The peer opened the stream to send its request: it has
+	// ControlMessageTimeout to get it here whole.
+	rs.startTimer()
 	t, body, err := rs.mr.ReadFrame()
+	rs.stopTimer()
 	if err != nil {
 		if errors.Is(err, wire.ErrTruncated) {
 			return err
@@ -653,6 +657,7 @@ func (s *Session) serveRequestStream(str transport.Stream) error {
 	if !t.IsRequest() {
 		return protocolViolation("request stream starts with %s", t)
 	}
+	rs.typ = t
 	m, perr := wire.ParseMessage(s.version, t, body)
 	var rej *wire.RejectError
 	if perr != nil && !errors.As(perr, &rej) {
