@@ -329,3 +329,34 @@ func pipedRequestStream(t *testing.T, request wire.MessageType, m wire.Message) 
 	rs.typ = request
 	return rs
 }
+
+// A namespace request for a session-level namespace is refused with
+// DOES_NOT_EXIST, like one for a session-level track, not with the
+// NOT_SUPPORTED of other namespace requests (§6.5).
+func TestSessionLevelNamespaceDoesNotExist(t *testing.T) {
+	session := wire.NewNamespace(".session", "x")
+	for _, tc := range []struct {
+		m    func(id uint64, ns wire.Namespace) wire.Message
+		name string
+	}{
+		{func(id uint64, ns wire.Namespace) wire.Message {
+			return &wire.PublishNamespace{RequestID: id, TrackNamespace: ns}
+		}, "PUBLISH_NAMESPACE"},
+		{func(id uint64, ns wire.Namespace) wire.Message {
+			return &wire.SubscribeNamespace{RequestID: id, TrackNamespacePrefix: ns}
+		}, "SUBSCRIBE_NAMESPACE"},
+		{func(id uint64, ns wire.Namespace) wire.Message {
+			return &wire.SubscribeTracks{RequestID: id, TrackNamespacePrefix: ns}
+		}, "SUBSCRIBE_TRACKS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, fp := serverSession(t, nil)
+			fs := fp.open(tc.m(0, session))
+			assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
+			fs.expectFIN()
+			// Any other namespace is simply not supported yet.
+			fs = fp.open(tc.m(2, trackA.Namespace))
+			assert.Equal(t, wire.ReqNotSupported, expect[*wire.RequestError](fs).ErrorCode)
+		})
+	}
+}

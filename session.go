@@ -712,6 +712,20 @@ func (s *Session) refusal(m wire.Message, rej *wire.RejectError, tokRej *Request
 		// application's; none are defined, so none exist (§6.5).
 		return &RequestError{Code: wire.ReqDoesNotExist, Reason: "unknown session-level track"}
 	}
+	var ns wire.Namespace
+	switch m := m.(type) {
+	case *wire.PublishNamespace:
+		ns = m.TrackNamespace
+	case *wire.SubscribeNamespace:
+		ns = m.TrackNamespacePrefix
+	case *wire.SubscribeTracks:
+		ns = m.TrackNamespacePrefix
+	}
+	if isSessionNamespace(ns) {
+		// The same for session-level namespaces: DOES_NOT_EXIST, not
+		// the NOT_SUPPORTED of other namespace requests (§6.5).
+		return &RequestError{Code: wire.ReqDoesNotExist, Reason: "unknown session-level namespace"}
+	}
 	return nil
 }
 
