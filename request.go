@@ -25,6 +25,9 @@ type requestStream struct {
 	// message's first byte. It and timer belong to the reader goroutine.
 	in    timedReader
 	timer *time.Timer // CONTROL_MESSAGE_TIMEOUT of the message being read
+	// unanswered counts the peer's REQUEST_UPDATEs discarded by crossed
+	// (reader goroutine only).
+	unanswered uint64
 	// local reports whether this endpoint opened the stream (sent the request).
 	local bool
 	// tokenKey identifies the stream to the session's send token cache;
@@ -201,13 +204,10 @@ func (rs *requestStream) watchStopSending(fn func()) (stop func() bool) {
 // this end refused, until its FIN or reset (§6.4.2.2). Messages the peer
 // sent before it saw the answer, such as a REQUEST_UPDATE, are no error;
 // but they are held to the same rules as on a live request: who may send
-// them (checkSender), a REQUEST_UPDATE's Request ID and parameters
-// (§6.4.2.1, §9.20) and MAX_REQUEST_UPDATES, which such an update, never
-// answered, counts against for good (§9.1.7). This end sends no
-// REQUEST_UPDATE here, so a REQUEST_OK or REQUEST_ERROR answers nothing,
-// and nothing may follow a PUBLISH_DONE.
+// them (checkSender, in readMessage) and those of crossed. This end sends
+// no REQUEST_UPDATE here, so a REQUEST_OK or REQUEST_ERROR answers
+// nothing, and nothing may follow a PUBLISH_DONE.
 func (rs *requestStream) drain() error {
-	var updates uint64
 	ended := false
 	for {
 		m, err := rs.readMessage()
@@ -220,25 +220,41 @@ func (rs *requestStream) drain() error {
 		if ended {
 			return protocolViolation("%s after PUBLISH_DONE on request stream %d", m.Type(), rs.id)
 		}
-		switch m := m.(type) {
-		case *wire.RequestUpdate:
-			if err := rs.sess.checkPeerRequestID(m.RequestID); err != nil {
-				return err
-			}
-			if err := m.Parameters.Check(updateContext(rs.requestType())); err != nil {
-				return sessionErrorFrom(err)
-			}
-			if limit := rs.sess.cfg.MaxRequestUpdates; limit > 0 && updates >= limit {
-				return &SessionError{Code: wire.TooManyRequestUpdates,
-					Reason: fmt.Sprintf("more than %d outstanding REQUEST_UPDATEs on request stream %d", limit, rs.id)}
-			}
-			updates++
+		if err := rs.crossed(m); err != nil {
+			return err
+		}
+		switch m.(type) {
 		case *wire.RequestOK, *wire.RequestError:
 			return protocolViolation("%s with no REQUEST_UPDATE outstanding on request stream %d", m.Type(), rs.id)
 		case *wire.PublishDone:
 			ended = true
 		}
 	}
+}
+
+// crossed applies, to a message the peer sent on a request this end has
+// ended (refused or cancelled) and that is otherwise discarded, the rules
+// that hold whatever the request's state: a REQUEST_UPDATE consumes a
+// Request ID (§6.4.2.1), its parameters must fit the request (§9.20.1),
+// and, never answered, it stays outstanding against MAX_REQUEST_UPDATES
+// (§9.1.7). Only the stream's reader calls it.
+func (rs *requestStream) crossed(m wire.Message) error {
+	u, ok := m.(*wire.RequestUpdate)
+	if !ok {
+		return nil
+	}
+	if err := rs.sess.checkPeerRequestID(u.RequestID); err != nil {
+		return err
+	}
+	if err := u.Parameters.Check(updateContext(rs.requestType())); err != nil {
+		return sessionErrorFrom(err)
+	}
+	if limit := rs.sess.cfg.MaxRequestUpdates; limit > 0 && rs.unanswered >= limit {
+		return &SessionError{Code: wire.TooManyRequestUpdates,
+			Reason: fmt.Sprintf("more than %d outstanding REQUEST_UPDATEs on request stream %d", limit, rs.id)}
+	}
+	rs.unanswered++
+	return nil
 }
 
 // updateContext is where a REQUEST_UPDATE's parameters are checked, by

@@ -360,3 +360,48 @@ func TestSessionLevelNamespaceDoesNotExist(t *testing.T) {
 		})
 	}
 }
+
+// A PUBLISH the application rejected is read on until the publisher's
+// FIN; a REQUEST_UPDATE that crossed the answer still consumes a Request
+// ID (§6.4.2.1) and must fit the request.
+func TestRejectedPublishUpdatesFollowTheRules(t *testing.T) {
+	reject := HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqUninterested, "no") })
+	for _, tc := range []struct {
+		name string
+		cfg  *Config
+		then []wire.Message
+		code wire.SessionErrorCode
+	}{
+		{"wrong parity", nil, []wire.Message{&wire.RequestUpdate{RequestID: 3}}, wire.InvalidRequestID},
+		{"reused", nil, []wire.Message{&wire.RequestUpdate{RequestID: 0}}, wire.InvalidRequestID},
+		{"parameter not allowed", nil, []wire.Message{&wire.RequestUpdate{RequestID: 2,
+			Parameters: wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("x"))}}}, wire.ProtocolViolation},
+		{"more than MAX_REQUEST_UPDATES", &Config{MaxRequestUpdates: 1},
+			[]wire.Message{&wire.RequestUpdate{RequestID: 2}, &wire.RequestUpdate{RequestID: 4}}, wire.TooManyRequestUpdates},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			if cfg == nil {
+				cfg = &Config{}
+			}
+			cfg.Handler = reject
+			_, fp := serverSession(t, cfg)
+			fs := fp.open(publishMsg(0, trackA, 7, wire.Params{}, nil))
+			assert.Equal(t, wire.ReqUninterested, expect[*wire.RequestError](fs).ErrorCode)
+			for _, m := range tc.then {
+				fs.send(m)
+			}
+			fp.expectClose(tc.code)
+		})
+	}
+	t.Run("a valid one is discarded", func(t *testing.T) {
+		s, fp := serverSession(t, &Config{Handler: reject})
+		fs := fp.open(publishMsg(0, trackA, 7, wire.Params{}, nil))
+		expect[*wire.RequestError](fs)
+		fs.send(&wire.RequestUpdate{RequestID: 2})
+		fs.fin()
+		fs.expectFIN()
+		fp.alive(4)
+		assert.NoError(t, s.Context().Err())
+	})
+}
