@@ -405,3 +405,56 @@ func TestRejectedPublishUpdatesFollowTheRules(t *testing.T) {
 		assert.NoError(t, s.Context().Err())
 	})
 }
+
+// A GOAWAY may come on any request stream (§9.2), TRACK_STATUS's included:
+// before the answer it is no protocol violation, and a stream that ends
+// after it without an answer is a migration, not a failure of the session.
+func TestTrackStatusAcceptsGoaway(t *testing.T) {
+	ask := func(s *Session) <-chan error {
+		return goErr(func() error {
+			_, err := s.TrackStatus(context.Background(), trackA, wire.Params{})
+			return err
+		})
+	}
+	t.Run("then the answer", func(t *testing.T) {
+		s, fp := clientSession(t, nil)
+		done := ask(s)
+		fs := fp.accept()
+		expect[*wire.TrackStatus](fs)
+		fs.send(&wire.Goaway{NewSessionURI: "moqt://elsewhere.example/live"})
+		fs.send(&wire.RequestOK{Parameters: wire.Params{LargestObject: wire.Some(wire.Location{Group: 3})}})
+		fs.fin()
+		require.NoError(t, recvOrFail(t, done))
+		assert.NoError(t, s.Context().Err())
+	})
+	t.Run("then FIN", func(t *testing.T) {
+		s, fp := clientSession(t, nil)
+		done := ask(s)
+		fs := fp.accept()
+		expect[*wire.TrackStatus](fs)
+		fs.send(&wire.Goaway{})
+		fs.fin()
+		assert.ErrorIs(t, recvOrFail(t, done), ErrGoingAway)
+		assert.NoError(t, s.Context().Err())
+	})
+	t.Run("a second GOAWAY", func(t *testing.T) {
+		s, fp := clientSession(t, nil)
+		done := ask(s)
+		fs := fp.accept()
+		expect[*wire.TrackStatus](fs)
+		fs.send(&wire.Goaway{})
+		fs.send(&wire.Goaway{})
+		fp.expectClose(wire.ProtocolViolation)
+		assert.Error(t, recvOrFail(t, done))
+	})
+	t.Run("from the requester", func(t *testing.T) {
+		s, fp := serverSession(t, nil)
+		fs := fp.open(&wire.TrackStatus{RequestID: 0, TrackNamespace: trackA.Namespace, TrackName: trackA.Name})
+		fs.send(&wire.Goaway{})
+		fs.fin()
+		expect[*wire.RequestError](fs)
+		fs.expectFIN()
+		fp.alive(2)
+		assert.NoError(t, s.Context().Err())
+	})
+}
