@@ -277,14 +277,16 @@ func TestRefusedRequestStreamFollowsTheRules(t *testing.T) {
 		{"a second GOAWAY", nil, fetch,
 			[]wire.Message{&wire.Goaway{}, &wire.Goaway{}}, wire.ProtocolViolation},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, fp := serverSession(t, tc.cfg)
-			fs := refused(t, fp, tc.request(0))
-			for _, m := range tc.then {
-				fs.send(m)
-			}
-			fp.expectClose(tc.code)
-		})
+		for _, scheme := range schemes {
+			t.Run(scheme+"/"+tc.name, func(t *testing.T) {
+				_, fp := serverSessionOver(t, scheme, tc.cfg)
+				fs := refused(t, fp, tc.request(0))
+				for _, m := range tc.then {
+					fs.send(m)
+				}
+				fp.expectClose(tc.code)
+			})
+		}
 	}
 	t.Run("what the requester may send is discarded", func(t *testing.T) {
 		s, fp := serverSession(t, &Config{MaxRequestUpdates: 2})
