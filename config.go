@@ -109,6 +109,17 @@ type Config struct {
 	// those of a new one, and the subscriber must tell look-alike copies
 	// apart by filter (§3.1.2).
 	SharedTrackAliases bool
+	// Request streams, bounded against the peer.
+	//
+	// ControlMessageTimeout bounds how long a control message on a request
+	// stream takes to arrive whole: from the opening of a peer's request
+	// stream to the end of its request, and from the first byte of any
+	// later message, on any request stream, to its last. A message left
+	// half sent holds a goroutine and a buffer for nothing, so the session
+	// closes with CONTROL_MESSAGE_TIMEOUT (§12.2); the draft has no stream
+	// reset code for it (§12.5). How long the peer takes to answer a
+	// request is not bounded here: the request's context is. Default 10s.
+	ControlMessageTimeout time.Duration
 
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler
@@ -185,6 +196,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.PublishDoneTimeout <= 0 {
 		out.PublishDoneTimeout = 2 * time.Second
+	}
+	if out.ControlMessageTimeout <= 0 {
+		out.ControlMessageTimeout = 10 * time.Second
 	}
 	if out.Handler == nil {
 		out.Handler = DefaultHandler

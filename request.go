@@ -1,11 +1,12 @@
 package moqt
 
 import (
-	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
@@ -20,6 +21,13 @@ type requestStream struct {
 	str  transport.Stream
 	mr   *wire.MessageReader
 	id   uint64 // Request ID of the message that opened the stream
+	// in is str as mr reads it: it starts the message timer at a
+	// message's first byte. It and timer belong to the reader goroutine.
+	in    timedReader
+	timer *time.Timer // CONTROL_MESSAGE_TIMEOUT of the message being read
+	// unanswered counts the peer's REQUEST_UPDATEs discarded by crossed
+	// (reader goroutine only).
+	unanswered uint64
 	// local reports whether this endpoint opened the stream (sent the request).
 	local bool
 	// tokenKey identifies the stream to the session's send token cache;
@@ -28,22 +36,79 @@ type requestStream struct {
 	tokenKey   *tokenStream
 	sentTokens *tokenUse
 
-	wmu       sync.Mutex // guards the fields below and serializes writes
+	wmu sync.Mutex // guards the fields below and serializes writes
+	// typ is the type of the request that opened the stream: set before
+	// the first read on a peer's stream, by the first write on this
+	// end's.
+	typ       wire.MessageType
 	wbuf      []byte
 	finSent   bool
 	cancelled bool
 	goawayIn  bool // a GOAWAY arrived on this stream (reader goroutine only)
 }
 
+// newRequestStream wraps str. Nothing is allocated for reading until
+// bytes arrive: the message buffer grows with them (wire.MessageReader),
+// and there is no read-ahead buffer, so an idle stream costs little.
 func newRequestStream(s *Session, str transport.Stream, id uint64, local bool) *requestStream {
-	return &requestStream{
+	rs := &requestStream{
 		sess:     s,
 		str:      str,
-		mr:       wire.NewMessageReader(bufio.NewReader(str)),
 		id:       id,
 		local:    local,
 		tokenKey: new(tokenStream),
 	}
+	rs.in.rs = rs
+	rs.mr = wire.NewMessageReader(&rs.in)
+	return rs
+}
+
+// timedReader reads a request stream for its MessageReader. The first
+// byte of a message starts the message's timer.
+type timedReader struct {
+	rs *requestStream
+	// armed reports that the message being read is timed.
+	armed bool
+}
+
+func (r *timedReader) Read(p []byte) (int, error) {
+	n, err := r.rs.str.Read(p)
+	if n > 0 && !r.armed {
+		r.rs.startTimer()
+	}
+	return n, err
+}
+
+// startTimer starts the CONTROL_MESSAGE_TIMEOUT for the message being
+// read (§12.2). A message that has begun must arrive whole without the
+// peer's help being awaited: a peer that leaves one half sent holds this
+// stream's goroutine and buffer for nothing, so the session closes.
+func (rs *requestStream) startTimer() {
+	rs.in.armed = true
+	d := rs.sess.cfg.ControlMessageTimeout
+	if rs.timer != nil {
+		rs.timer.Reset(d)
+		return
+	}
+	rs.timer = time.AfterFunc(d, func() {
+		rs.sess.fail(&SessionError{Code: wire.ControlMessageTimeout,
+			Reason: fmt.Sprintf("control message on a request stream not complete after %v", d)})
+	})
+}
+
+// stopTimer ends the timing of the message just read.
+func (rs *requestStream) stopTimer() {
+	if rs.in.armed {
+		rs.in.armed = false
+		rs.timer.Stop()
+	}
+}
+
+// requestType is the type of the request that opened the stream.
+func (rs *requestStream) requestType() wire.MessageType {
+	rs.wmu.Lock()
+	defer rs.wmu.Unlock()
+	return rs.typ
 }
 
 // answered records that the request that opened the stream, sent by this
@@ -60,6 +125,9 @@ func (rs *requestStream) write(m wire.Message) error {
 	defer rs.wmu.Unlock()
 	if rs.finSent || rs.cancelled {
 		return errStreamDone
+	}
+	if rs.typ == 0 && m.Type().IsRequest() {
+		rs.typ = m.Type()
 	}
 	b, err := wire.AppendMessage(rs.sess.version, rs.wbuf[:0], m)
 	if err != nil {
@@ -133,24 +201,119 @@ func (rs *requestStream) watchStopSending(fn func()) (stop func() bool) {
 }
 
 // drain reads and discards what the peer still sends on a request that
-// this end has completed, until its FIN or reset (§6.4.2.2). Messages the
-// peer sent before it saw the answer, such as a REQUEST_UPDATE, are no
-// error; a message this draft does not define is, as anywhere (§9).
+// this end refused, until its FIN or reset (§6.4.2.2). Messages the peer
+// sent before it saw the answer, such as a REQUEST_UPDATE, are no error;
+// but they are held to the same rules as on a live request: who may send
+// them (checkSender, in readMessage) and those of crossed. This end sends
+// no REQUEST_UPDATE here, so a REQUEST_OK or REQUEST_ERROR answers
+// nothing, and nothing may follow a PUBLISH_DONE.
 func (rs *requestStream) drain() error {
+	ended := false
 	for {
-		_, err := rs.readMessage()
-		if err == nil {
-			continue
+		m, err := rs.readMessage()
+		if err != nil && !isReject(err) {
+			if se, ok := asSessionError(err); ok && !se.Remote {
+				return se
+			}
+			return nil
 		}
-		var re *wire.RejectError
-		if errors.As(err, &re) {
-			continue
+		if ended {
+			return protocolViolation("%s after PUBLISH_DONE on request stream %d", m.Type(), rs.id)
 		}
-		if se, ok := asSessionError(err); ok && !se.Remote {
-			return se
+		if err := rs.crossed(m); err != nil {
+			return err
 		}
+		switch m.(type) {
+		case *wire.RequestOK, *wire.RequestError:
+			return protocolViolation("%s with no REQUEST_UPDATE outstanding on request stream %d", m.Type(), rs.id)
+		case *wire.PublishDone:
+			ended = true
+		}
+	}
+}
+
+// crossed applies, to a message the peer sent on a request this end has
+// ended (refused or cancelled) and that is otherwise discarded, the rules
+// that hold whatever the request's state: a REQUEST_UPDATE consumes a
+// Request ID (§6.4.2.1), its parameters must fit the request (§9.20.1),
+// and, never answered, it stays outstanding against MAX_REQUEST_UPDATES
+// (§9.1.7). Only the stream's reader calls it.
+func (rs *requestStream) crossed(m wire.Message) error {
+	u, ok := m.(*wire.RequestUpdate)
+	if !ok {
 		return nil
 	}
+	if err := rs.sess.checkPeerRequestID(u.RequestID); err != nil {
+		return err
+	}
+	if err := u.Parameters.Check(updateContext(rs.requestType())); err != nil {
+		return sessionErrorFrom(err)
+	}
+	if limit := rs.sess.cfg.MaxRequestUpdates; limit > 0 && rs.unanswered >= limit {
+		return &SessionError{Code: wire.TooManyRequestUpdates,
+			Reason: fmt.Sprintf("more than %d outstanding REQUEST_UPDATEs on request stream %d", limit, rs.id)}
+	}
+	rs.unanswered++
+	return nil
+}
+
+// updateContext is where a REQUEST_UPDATE's parameters are checked, by
+// the type of the request it updates (§9.20.2).
+func updateContext(request wire.MessageType) wire.ParamContext {
+	switch request {
+	case wire.MsgFetch:
+		return wire.InUpdateFetch
+	case wire.MsgPublishNamespace:
+		return wire.InUpdatePublishNamespace
+	case wire.MsgSubscribeNamespace:
+		return wire.InUpdateSubscribeNamespace
+	case wire.MsgSubscribeTracks:
+		return wire.InUpdateSubscribeTracks
+	}
+	return wire.InUpdateSubscription
+}
+
+// checkSender applies the rules on which end of a request may send which
+// message (§9, Table 5), whatever state the request is in; the request's
+// owner applies those that depend on its state. Only the responder
+// answers, except that the publisher of a PUBLISH answers its
+// subscriber's REQUEST_UPDATEs. REQUEST_UPDATE comes from the requester
+// of anything but TRACK_STATUS, or from the subscriber of a PUBLISH
+// (§9.5, §9.13). PUBLISH_STATE_NOTIFY and PUBLISH_DONE come from a
+// subscription's publisher only (§9.10, §9.9). Each other response
+// belongs to its request. GOAWAY may come from either end (§9.2). A
+// request message past the first is out of place (§9): all of these are
+// a PROTOCOL_VIOLATION.
+func (rs *requestStream) checkSender(t wire.MessageType) error {
+	typ := rs.requestType()
+	fromRequester := !rs.local
+	var ok bool
+	switch t {
+	case wire.MsgGoaway:
+		ok = true
+	case wire.MsgRequestUpdate:
+		ok = fromRequester && typ != wire.MsgTrackStatus || !fromRequester && typ == wire.MsgPublish
+	case wire.MsgRequestOK, wire.MsgRequestError:
+		ok = !fromRequester || typ == wire.MsgPublish
+	case wire.MsgPublishStateNotify, wire.MsgPublishDone:
+		ok = !fromRequester && typ == wire.MsgSubscribe || fromRequester && typ == wire.MsgPublish
+	case wire.MsgSubscribeOK:
+		ok = !fromRequester && typ == wire.MsgSubscribe
+	case wire.MsgFetchOK:
+		ok = !fromRequester && typ == wire.MsgFetch
+	case wire.MsgNamespace, wire.MsgNamespaceDone:
+		ok = !fromRequester && typ == wire.MsgSubscribeNamespace
+	case wire.MsgPublishSkipped:
+		ok = !fromRequester && typ == wire.MsgSubscribeTracks
+	}
+	if ok {
+		return nil
+	}
+	from := "responder"
+	if fromRequester {
+		from = "requester"
+	}
+	return protocolViolation("%s from the %s of %s on request stream %d", t, from, typ, rs.id)
 }
 
 // isReject reports a request-level parse error: the message is whole.
@@ -173,9 +336,17 @@ func (rs *requestStream) isCancelled() bool {
 // PROTOCOL_VIOLATION (§9.2). So are the authorization tokens of every
 // REQUEST_UPDATE, which the peer sent whoever reads it: they are resolved
 // in its parameters (§8.9), and registered even if the update is refused
-// or ignored.
+// or ignored. Every message is held to checkSender first, and every
+// REQUEST_ERROR to the Redirect rules (§9.4.1), so that no reader, live
+// or draining, can miss them.
 func (rs *requestStream) readMessage() (wire.Message, error) {
 	m, err := rs.mr.ReadMessage(rs.sess.version)
+	rs.stopTimer()
+	if m != nil {
+		if serr := rs.checkSender(m.Type()); serr != nil {
+			return nil, serr
+		}
+	}
 	if u, ok := m.(*wire.RequestUpdate); ok && (err == nil || isReject(err)) {
 		_, tokRej, terr := rs.sess.takeTokens(&u.Parameters)
 		if terr != nil {
@@ -204,13 +375,20 @@ func (rs *requestStream) readMessage() (wire.Message, error) {
 		}
 		return nil, rs.sess.streamError(err)
 	}
-	if g, ok := m.(*wire.Goaway); ok {
+	switch m := m.(type) {
+	case *wire.Goaway:
 		if rs.goawayIn {
 			return nil, protocolViolation("second GOAWAY on request stream %d", rs.id)
 		}
 		rs.goawayIn = true
-		if err := rs.sess.checkGoaway(g); err != nil {
+		if err := rs.sess.checkGoaway(m); err != nil {
 			return nil, err
+		}
+	case *wire.RequestError:
+		// A Redirect's rules depend on who receives it and on what it
+		// answers (§9.4.1); every REQUEST_ERROR passes here.
+		if err := m.Check(!rs.sess.isClient, rs.requestType()); err != nil {
+			return nil, sessionErrorFrom(err)
 		}
 	}
 	return m, nil

@@ -641,7 +641,11 @@ func (s *Session) serveRequestStream(str transport.Stream) error {
 		}
 	}
 	rs := newRequestStream(s, str, 0, false)
+	// The peer opened the stream to send its request: it has
+	// ControlMessageTimeout to get it here whole.
+	rs.startTimer()
 	t, body, err := rs.mr.ReadFrame()
+	rs.stopTimer()
 	if err != nil {
 		if errors.Is(err, wire.ErrTruncated) {
 			return err
@@ -653,6 +657,7 @@ func (s *Session) serveRequestStream(str transport.Stream) error {
 	if !t.IsRequest() {
 		return protocolViolation("request stream starts with %s", t)
 	}
+	rs.typ = t
 	m, perr := wire.ParseMessage(s.version, t, body)
 	var rej *wire.RejectError
 	if perr != nil && !errors.As(perr, &rej) {
@@ -706,6 +711,20 @@ func (s *Session) refusal(m wire.Message, rej *wire.RejectError, tokRej *Request
 		// Session-level tracks are the implementation's, never the
 		// application's; none are defined, so none exist (§6.5).
 		return &RequestError{Code: wire.ReqDoesNotExist, Reason: "unknown session-level track"}
+	}
+	var ns wire.Namespace
+	switch m := m.(type) {
+	case *wire.PublishNamespace:
+		ns = m.TrackNamespace
+	case *wire.SubscribeNamespace:
+		ns = m.TrackNamespacePrefix
+	case *wire.SubscribeTracks:
+		ns = m.TrackNamespacePrefix
+	}
+	if isSessionNamespace(ns) {
+		// The same for session-level namespaces: DOES_NOT_EXIST, not
+		// the NOT_SUPPORTED of other namespace requests (§6.5).
+		return &RequestError{Code: wire.ReqDoesNotExist, Reason: "unknown session-level namespace"}
 	}
 	return nil
 }

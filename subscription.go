@@ -421,7 +421,7 @@ func (sub *Subscription) handle(m wire.Message) error {
 		}
 		// This end refused or cancelled the request; the peer's message
 		// crossed that answer and means nothing now.
-		return nil
+		return sub.rs.crossed(m)
 	}
 	switch m := m.(type) {
 	case *wire.SubscribeOK:

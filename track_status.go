@@ -3,6 +3,7 @@ package moqt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -19,7 +20,9 @@ type TrackStatus struct {
 }
 
 // TrackStatus asks the peer for the status of track (§9.13). A
-// REQUEST_ERROR is returned as *RequestError.
+// REQUEST_ERROR is returned as *RequestError. A peer that sends GOAWAY on
+// the request's stream and ends it unanswered migrates the request (§9.2):
+// the error wraps ErrGoingAway.
 func (s *Session) TrackStatus(ctx context.Context, track wire.FullTrackName, params wire.Params) (*TrackStatus, error) {
 	if err := params.Check(wire.InTrackStatus); err != nil {
 		return nil, err
@@ -59,9 +62,14 @@ func (s *Session) TrackStatus(ctx context.Context, track wire.FullTrackName, par
 }
 
 // readTrackStatus reads the one answer and the FIN that must follow it.
+// A GOAWAY may come first (§9.2): the peer then means to close the stream
+// without an answer, asking for the request elsewhere.
 func readTrackStatus(rs *requestStream) (*TrackStatus, error) {
-	m, err := rs.readMessage()
+	m, err := readPastGoaway(rs)
 	if err != nil {
+		if rs.goawayIn && !isSessionErr(err) {
+			return nil, fmt.Errorf("moqt: TRACK_STATUS migrated by the peer's GOAWAY: %w", ErrGoingAway)
+		}
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("moqt: TRACK_STATUS stream closed without an answer")
 		}
@@ -95,13 +103,30 @@ func readTrackStatus(rs *requestStream) (*TrackStatus, error) {
 	default:
 		return nil, protocolViolation("unexpected %s answering TRACK_STATUS", m.Type())
 	}
-	if _, err := rs.readMessage(); !errors.Is(err, io.EOF) {
+	if _, err := readPastGoaway(rs); !errors.Is(err, io.EOF) {
 		if err == nil {
 			err = protocolViolation("message after the TRACK_STATUS answer")
 		}
 		return nil, err
 	}
 	return st, answer
+}
+
+// readPastGoaway reads the next message other than GOAWAY, which may come
+// on any request stream (§9.2); readMessage refuses a second one.
+func readPastGoaway(rs *requestStream) (wire.Message, error) {
+	for {
+		m, err := rs.readMessage()
+		if _, ok := m.(*wire.Goaway); !ok || err != nil {
+			return m, err
+		}
+	}
+}
+
+// isSessionErr reports whether err ends the session.
+func isSessionErr(err error) bool {
+	_, ok := asSessionError(err)
+	return ok
 }
 
 // TrackStatusRequest is a peer's TRACK_STATUS (§9.13), handed to the
@@ -143,7 +168,7 @@ func (s *Session) serveTrackStatus(rs *requestStream, m *wire.TrackStatus, toks 
 		defer s.wg.Done()
 		s.serve(req)
 	}()
-	extra, err := rs.readMessage()
+	extra, err := readPastGoaway(rs)
 	switch {
 	case err == nil:
 		return protocolViolation("%s after TRACK_STATUS", extra.Type())

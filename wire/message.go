@@ -3,7 +3,6 @@ package wire
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 )
 
@@ -168,11 +167,26 @@ func ParseMessage(v Version, t MessageType, body []byte) (Message, error) {
 // past the end of a message, so the same stream can be handed on after any
 // message. The returned body aliases an internal buffer that the next call
 // reuses.
+//
+// The buffer grows with the bytes that actually arrive, never ahead of
+// them: a peer that declares a 64 KiB message and sends three bytes costs
+// a few hundred. A buffer grown past keepBuffer for one large message is
+// dropped when the next read starts, so an idle reader holds little.
 type MessageReader struct {
 	r   io.Reader
-	buf [MaxMessageBody]byte
-	one [9]byte
+	buf []byte
+	hdr [maxVarintLen + 2]byte // the Type and Length fields
 }
+
+const (
+	// minBuffer is the first size the body buffer takes: most control
+	// messages fit.
+	minBuffer = 256
+	// keepBuffer is the largest buffer kept between messages.
+	keepBuffer = 2048
+	// maxVarintLen is the longest vi64 (§8.1).
+	maxVarintLen = 9
+)
 
 // NewMessageReader returns a MessageReader over r.
 func NewMessageReader(r io.Reader) *MessageReader { return &MessageReader{r: r} }
@@ -181,26 +195,37 @@ func NewMessageReader(r io.Reader) *MessageReader { return &MessageReader{r: r} 
 // the first byte is io.EOF; an end inside a message is a PROTOCOL_VIOLATION
 // that wraps ErrTruncated.
 func (mr *MessageReader) ReadFrame() (MessageType, []byte, error) {
-	// Read the vi64 type: its first byte gives its length.
-	if _, err := io.ReadFull(mr.r, mr.one[:1]); err != nil {
+	if cap(mr.buf) > keepBuffer {
+		mr.buf = nil // the previous body is no longer in use (see ReadMessage)
+	}
+	// Read the vi64 type: its first byte gives its length. The rest of it
+	// and the 16-bit length follow in one read.
+	if _, err := io.ReadFull(mr.r, mr.hdr[:1]); err != nil {
 		if err == io.ErrUnexpectedEOF {
 			err = io.EOF
 		}
 		return 0, nil, err
 	}
-	n := varintSize(mr.one[0])
-	if err := mr.readFull(mr.one[1:n], "message type"); err != nil {
+	n := varintSize(mr.hdr[0])
+	if err := mr.readFull(mr.hdr[1:n+2], 0, "message type and length"); err != nil {
 		return 0, nil, err
 	}
-	t, _ := ParseVarint(mr.one[:n])
-	var l [2]byte
-	if err := mr.readFull(l[:], "message length"); err != nil {
-		return 0, nil, err
+	t, _ := ParseVarint(mr.hdr[:n])
+	l := int(binary.BigEndian.Uint16(mr.hdr[n:]))
+	body := mr.buf[:0]
+	for len(body) < l {
+		if len(body) == cap(body) {
+			grown := make([]byte, len(body), min(l, max(2*cap(body), minBuffer)))
+			copy(grown, body)
+			body = grown
+		}
+		chunk := body[len(body):min(cap(body), l)]
+		if err := mr.readFull(chunk, MessageType(t), " body"); err != nil {
+			return 0, nil, err
+		}
+		body = body[:len(body)+len(chunk)]
 	}
-	body := mr.buf[:binary.BigEndian.Uint16(l[:])]
-	if err := mr.readFull(body, fmt.Sprintf("%s body", MessageType(t))); err != nil {
-		return 0, nil, err
-	}
+	mr.buf = body[:0]
 	return MessageType(t), body, nil
 }
 
@@ -214,9 +239,15 @@ func (mr *MessageReader) ReadMessage(v Version) (Message, error) {
 	return ParseMessage(v, t, body)
 }
 
-func (mr *MessageReader) readFull(b []byte, what string) error {
+// readFull fills b. A truncation names what was being read: the message
+// type t followed by what, or what alone when t is 0. The name is built
+// only then, so reading costs no allocation.
+func (mr *MessageReader) readFull(b []byte, t MessageType, what string) error {
 	if _, err := io.ReadFull(mr.r, b); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			if t != 0 {
+				what = t.String() + what
+			}
 			return truncated(what)
 		}
 		return err

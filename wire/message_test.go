@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"runtime"
 	"sort"
 	"testing"
 
@@ -456,4 +457,69 @@ func TestAppendMessageAllocatesNothing(t *testing.T) {
 		require.NoError(t, err, name)
 		assert.Equal(t, m, got, name)
 	}
+}
+
+// framed returns a frame of type t whose Length field says declared and
+// whose body is the first len(body) bytes actually sent.
+func framed(t MessageType, declared int, body []byte) []byte {
+	b := AppendVarint(nil, uint64(t))
+	b = binary.BigEndian.AppendUint16(b, uint16(declared))
+	return append(b, body...)
+}
+
+// allocatedBytes is the heap allocated while f runs, the least of a few
+// runs so that a stray allocation elsewhere cannot fail a check.
+func allocatedBytes(f func()) uint64 {
+	least := ^uint64(0)
+	for range 5 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
+	}
+	return least
+}
+
+// A reader costs what the peer actually sent, not what it declared: a
+// frame that declares 65535 bytes and stops after 100 allocates a few
+// hundred bytes, and a new reader almost nothing.
+func TestMessageReaderGrowsWithInput(t *testing.T) {
+	partial := framed(MsgSubscribe, MaxMessageBody, make([]byte, 100))
+	n := allocatedBytes(func() {
+		_, _, err := NewMessageReader(bytes.NewReader(partial)).ReadFrame()
+		assertCloses(t, err, ProtocolViolation)
+	})
+	assert.Less(t, n, uint64(2048), "bytes allocated for a 100-byte prefix of a 64 KiB frame")
+
+	// A whole large message is read, and its buffer let go when the next
+	// read starts.
+	big := make([]byte, 60000)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	stream := append(framed(MsgSubscribe, len(big), big), framed(MsgSubscribe, 3, []byte{1, 2, 3})...)
+	mr := NewMessageReader(bytes.NewReader(stream))
+	typ, body, err := mr.ReadFrame()
+	require.NoError(t, err)
+	assert.Equal(t, MsgSubscribe, typ)
+	assert.Equal(t, big, body)
+	_, body, err = mr.ReadFrame()
+	require.NoError(t, err)
+	assert.Equal(t, []byte{1, 2, 3}, body)
+	assert.LessOrEqual(t, cap(mr.buf), keepBuffer, "buffer kept after a large message")
+}
+
+// Reading small messages from a reader that exists allocates nothing.
+func TestMessageReaderSteadyStateAllocatesNothing(t *testing.T) {
+	msg := framed(MsgRequestUpdate, 40, make([]byte, 40))
+	src := bytes.NewReader(msg)
+	mr := NewMessageReader(src)
+	allocs := testing.AllocsPerRun(100, func() {
+		src.Reset(msg)
+		if _, _, err := mr.ReadFrame(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs)
 }
