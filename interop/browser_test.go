@@ -483,7 +483,11 @@ func (h *harness) runDriver(t *testing.T, ctx context.Context, sc scenario, serv
 			for i, f := range g.Frames {
 				sizes[i] = len(f.Payload) / 2
 			}
-			t.Logf("js result: group %d: objects of %v bytes, error %v", g.Sequence, sizes, g.Error)
+			ended := "a FIN"
+			if g.Error != nil {
+				ended = *g.Error
+			}
+			t.Logf("js result: group %d: objects of %v bytes, ended by %s", g.Sequence, sizes, ended)
 		}
 	}
 	return out
@@ -592,5 +596,7 @@ func TestBrowserMoqNet(t *testing.T) {
 	})
 
 	t.Run("subscribe-objects", func(t *testing.T) { testSubscribeObjects(t, h) })
+	t.Run("largest-object", func(t *testing.T) { testLargestObject(t, h) })
+	t.Run("object-status", func(t *testing.T) { testObjectStatus(t, h) })
 	t.Run("browser-killed", func(t *testing.T) { testBrowserKilled(t, h) })
 }

@@ -590,3 +590,182 @@ func peerKind(s *moqt.Session) string {
 	}
 	return "Go"
 }
+
+// testLargestObject: the browser subscribes to a track that already has
+// objects, so SUBSCRIBE_OK must carry LARGEST_OBJECT (§9.20.18), a
+// Location: two vi64s (§9.20). @moq/net 0.3.4 reads it with a length
+// prefix first (ietf/parameters.js, "location"), so it cannot read the
+// message. The library sends the spec's encoding regardless; this pins
+// what then happens, and fails once @moq/net reads it.
+func testLargestObject(t *testing.T, h *harness) {
+	name := wire.FullTrackName{Namespace: wire.NewNamespace("moqt-interop", "largest"), Name: []byte("video")}
+	track, err := moqt.NewLocalTrack(name, nil)
+	require.NoError(t, err)
+	w := track.OpenSubgroup(0, 0, moqt.SubgroupOptions{EndOfGroup: true})
+	for o := range uint64(3) {
+		require.NoError(t, w.WriteObject(o, nil, objectPayload(0, o)))
+	}
+	require.NoError(t, w.Close())
+	largest, ok := track.Largest()
+	require.True(t, ok)
+	require.Equal(t, wire.Location{Group: 0, Object: 2}, largest)
+
+	accepted := make(chan *moqt.ServedSubscription, 1)
+	handler := moqt.HandlerFunc(func(r moqt.Request) {
+		sr, ok := r.(*moqt.SubscribeRequest)
+		if !ok || !sr.Track.Equal(name) {
+			moqt.DefaultHandler.ServeMOQT(r)
+			return
+		}
+		ss, err := track.Accept(sr, moqt.AcceptOptions{})
+		if err != nil {
+			t.Errorf("go: accepting the SUBSCRIBE: %v", err)
+			return
+		}
+		accepted <- ss
+	})
+	r := h.runScenario(t, scenario{
+		name:      "subscribe-error", // subscribe, and report how the subscription ends
+		namespace: "moqt-interop/largest",
+		track:     "video",
+		cfg:       moqt.Config{Handler: handler},
+	})
+
+	var ss *moqt.ServedSubscription
+	select {
+	case ss = <-accepted:
+	default:
+	}
+	require.NotNil(t, ss, "the server accepted no SUBSCRIBE")
+	assert.Nil(t, r.js.Error, "js error")
+	assert.True(t, r.js.SubscribeClosed, "the subscription did not end: @moq/net now reads LARGEST_OBJECT? Update the Interop section of README.md")
+	require.NotNil(t, r.js.SubscribeError, "the subscription ended without an error: @moq/net now reads LARGEST_OBJECT? Update the Interop section of README.md")
+	t.Logf("js: @moq/net on a SUBSCRIBE_OK with LARGEST_OBJECT %v: %s", largest, *r.js.SubscribeError)
+	// The parameter's value is 00 02: @moq/net takes the 00 (Group 0) for
+	// a Length, and finds no bytes for the Location it expects inside.
+	assert.Contains(t, *r.js.SubscribeError, "buffer is empty", "how @moq/net fails on LARGEST_OBJECT")
+
+	// @moq/net then cancels the request (STOP_SENDING), which ends the
+	// served subscription; the session survives and the browser closes it.
+	select {
+	case <-ss.Context().Done():
+	case <-time.After(closeTimeout):
+	}
+	assert.Error(t, ss.Context().Err(), "the served subscription outlived the browser's cancel")
+	t.Logf("go: the served subscription ended: %v", ss.Err())
+	var se *moqt.SessionError
+	require.ErrorAs(t, r.closed, &se)
+	assert.True(t, se.Remote, "the browser should have ended the session: %v", se)
+	assert.Equal(t, wire.NoError, se.Code, "session close code")
+}
+
+// statusGroup is one group of object-status: how it is published and what
+// @moq/net 0.3.4 makes of it.
+type statusGroup struct {
+	endOfGroup bool     // the subgroup's END_OF_GROUP flag (§11.3.1)
+	objects    []string // payloads; "" is an empty Normal object
+	endStatus  bool     // an End of Group status object follows them (§11.1.2)
+	// want is the payloads @moq/net delivers, wantErr part of the error it
+	// ends the group with ("" for a clean end).
+	want    []string
+	wantErr string
+}
+
+// statusGroups are object-status' groups. @moq/net reads a zero Payload
+// Length's Object Status as moq-lite does (ietf/object.js Frame.decode):
+// without END_OF_GROUP, Normal (0) ends the group, so the objects after an
+// empty one are lost without an error; with it, the End of Group status is
+// refused. The spec has an empty Normal object an object like any other,
+// and End of Group valid in any subgroup (§11.1.2).
+var statusGroups = []statusGroup{
+	{endOfGroup: true, objects: []string{"a", "", "c"}, want: []string{"a", "", "c"}},
+	{endOfGroup: false, objects: []string{"a", "", "c"}, want: []string{"a"}},
+	{endOfGroup: false, objects: []string{"a", "b"}, endStatus: true, want: []string{"a", "b"}},
+	{endOfGroup: true, objects: []string{"a", "b"}, endStatus: true, want: []string{"a", "b"}, wantErr: "Unsupported object status: 3"},
+}
+
+// testObjectStatus publishes statusGroups to the browser, as
+// subscribe-objects does, and checks what @moq/net delivered of each.
+func testObjectStatus(t *testing.T, h *harness) {
+	name := wire.FullTrackName{Namespace: wire.NewNamespace("moqt-interop", "status"), Name: []byte("video")}
+	track, err := moqt.NewLocalTrack(name, nil)
+	require.NoError(t, err)
+	accepted := make(chan *moqt.ServedSubscription, 1)
+	handler := moqt.HandlerFunc(func(r moqt.Request) {
+		sr, ok := r.(*moqt.SubscribeRequest)
+		if !ok || !sr.Track.Equal(name) {
+			moqt.DefaultHandler.ServeMOQT(r)
+			return
+		}
+		ss, err := track.Accept(sr, moqt.AcceptOptions{})
+		if err != nil {
+			t.Errorf("go: accepting the SUBSCRIBE: %v", err)
+			return
+		}
+		accepted <- ss
+	})
+	received := h.signals.take("received")
+	var publishErrs []error // set by onAccept
+	onAccept := func(s *moqt.Session) {
+		select {
+		case <-accepted:
+		case <-s.Context().Done():
+			return
+		case <-time.After(scenarioTimeout):
+			return
+		}
+		for g, sg := range statusGroups {
+			w := track.OpenSubgroup(uint64(g), 0, moqt.SubgroupOptions{EndOfGroup: sg.endOfGroup})
+			for o, p := range sg.objects {
+				if err := w.WriteObject(uint64(o), nil, []byte(p)); err != nil {
+					publishErrs = append(publishErrs, fmt.Errorf("group %d object %d: %w", g, o, err))
+				}
+			}
+			if sg.endStatus {
+				if err := w.WriteStatus(uint64(len(sg.objects)), wire.ObjectEndOfGroup); err != nil {
+					publishErrs = append(publishErrs, fmt.Errorf("group %d end: %w", g, err))
+				}
+			}
+			if err := w.Close(); err != nil {
+				publishErrs = append(publishErrs, fmt.Errorf("closing group %d: %w", g, err))
+			}
+		}
+		select {
+		case <-received:
+		case <-s.Context().Done():
+		case <-time.After(scenarioTimeout):
+		}
+	}
+	r := h.runScenario(t, scenario{
+		name:      "subscribe-objects",
+		namespace: "moqt-interop/status",
+		track:     "video",
+		params:    map[string]any{"groups": len(statusGroups), "doneWaitMs": 0},
+		cfg:       moqt.Config{Handler: handler},
+		onAccept:  onAccept,
+	})
+
+	assert.Empty(t, publishErrs, "the publisher's writes")
+	assert.Nil(t, r.js.Error, "js error")
+	got := map[uint64]jsGroup{}
+	for _, g := range r.js.Groups {
+		got[g.Sequence] = g
+	}
+	require.Len(t, got, len(statusGroups), "groups the page read")
+	for seq, sg := range statusGroups {
+		g := got[uint64(seq)]
+		var payloads []string
+		for _, f := range g.Frames {
+			b, err := hex.DecodeString(f.Payload)
+			require.NoError(t, err)
+			payloads = append(payloads, string(b))
+		}
+		assert.Equal(t, sg.want, payloads, "group %d (END_OF_GROUP %v, objects %q, End of Group status %v): what @moq/net delivered",
+			seq, sg.endOfGroup, sg.objects, sg.endStatus)
+		if sg.wantErr == "" {
+			assert.Nil(t, g.Error, "group %d: @moq/net ended it with an error", seq)
+		} else if assert.NotNil(t, g.Error, "group %d: @moq/net ended it cleanly", seq) {
+			assert.Contains(t, *g.Error, sg.wantErr, "group %d: how @moq/net ended it", seq)
+		}
+	}
+}
