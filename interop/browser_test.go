@@ -446,14 +446,14 @@ func (h *harness) runDriver(t *testing.T, ctx context.Context, sc scenario, serv
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	var err2 error
+	var waitErr error
 	select {
-	case err2 = <-exited:
+	case waitErr = <-exited:
 	case <-sc.kill:
 		r.killedAt = time.Now()
 		require.NoError(t, killTree(cmd.Process.Pid), "killing the browser")
-		err2 = <-exited
-		t.Logf("driver: killed after %v: %v", r.killedAt.Sub(start).Round(time.Millisecond), err2)
+		waitErr = <-exited
+		t.Logf("driver: killed after %v: %v", r.killedAt.Sub(start).Round(time.Millisecond), waitErr)
 	}
 	t.Logf("driver: %s in %v", sc.name, time.Since(start).Round(time.Millisecond))
 	if stderr.Len() > 0 {
@@ -462,7 +462,7 @@ func (h *harness) runDriver(t *testing.T, ctx context.Context, sc scenario, serv
 	if !r.killedAt.IsZero() {
 		return driverOutput{DriverError: "killed"}
 	}
-	require.NoError(t, err2, "driver failed; stdout: %s", stdout.String())
+	require.NoError(t, waitErr, "driver failed; stdout: %s", stdout.String())
 	var out driverOutput
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), "driver output: %s", stdout.String())
 	t.Logf("js: chromium %s, %s", out.Chromium, out.UserAgent)
