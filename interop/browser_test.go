@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -136,17 +137,46 @@ func buildBundle(t *testing.T, tl tools) string {
 	return out
 }
 
+// signals are the page's notices to the test: a POST to /signal/{name}
+// fires the channel that signals.take(name) last handed out.
+type signals struct {
+	mu sync.Mutex
+	ch map[string]chan struct{}
+}
+
+// take returns a fresh channel for name, so that a notice from an earlier
+// scenario is not mistaken for this one's.
+func (s *signals) take(name string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := make(chan struct{}, 1)
+	s.ch[name] = c
+	return c
+}
+
+func (s *signals) fire(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.ch[name]
+	if ok {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	return ok
+}
+
 // servePage serves the page and the bundle over plain HTTP on 127.0.0.1,
 // which Chromium treats as a secure context. It returns the page's URL.
-// established, signalled by the page, tells the test that @moq/net has
-// read the server's SETUP.
-func servePage(t *testing.T, tl tools, bundle string, established chan<- struct{}) string {
+// The page's notices (POST /signal/{name}) go to sig.
+func servePage(t *testing.T, tl tools, bundle string, sig *signals) string {
 	t.Helper()
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /established", func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case established <- struct{}{}:
-		default:
+	mux.HandleFunc("POST /signal/{name}", func(w http.ResponseWriter, r *http.Request) {
+		if !sig.fire(r.PathValue("name")) {
+			http.NotFound(w, r)
+			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
@@ -201,16 +231,60 @@ type driverOutput struct {
 
 // jsResult is what window.moqtInterop (js/client.js) resolves to.
 type jsResult struct {
-	Scenario              string  `json:"scenario"`
-	WebTransportSupported bool    `json:"webTransportSupported"`
-	Established           bool    `json:"established"`
-	Error                 *string `json:"error"`
-	Version               string  `json:"version"`
-	Transport             string  `json:"transport"`
-	SubscribeClosed       bool    `json:"subscribeClosed"`
-	SubscribeError        *string `json:"subscribeError"`
-	ClosedCleanly         bool    `json:"closedCleanly"`
-	CloseError            *string `json:"closeError"`
+	Scenario              string    `json:"scenario"`
+	WebTransportSupported bool      `json:"webTransportSupported"`
+	Established           bool      `json:"established"`
+	Error                 *string   `json:"error"`
+	Version               string    `json:"version"`
+	Transport             string    `json:"transport"`
+	SubscribeClosed       bool      `json:"subscribeClosed"`
+	SubscribeError        *string   `json:"subscribeError"`
+	ClosedCleanly         bool      `json:"closedCleanly"`
+	CloseError            *string   `json:"closeError"`
+	Groups                []jsGroup `json:"groups"`
+}
+
+// jsGroup is a group as @moq/net delivered it (client.js readGroup).
+type jsGroup struct {
+	Sequence uint64    `json:"sequence"`
+	Frames   []jsFrame `json:"frames"`
+	// Error is how the group ended: nil for a FIN, else the reset or
+	// decoding error.
+	Error *string `json:"error"`
+}
+
+// jsFrame is one object of a group: its index in the group and its
+// payload, in hex.
+type jsFrame struct {
+	Index   uint64 `json:"index"`
+	Payload string `json:"payload"`
+}
+
+// scenario is one run of the page against a fresh moqt server.
+type scenario struct {
+	// name is the page's scenario (client.js).
+	name string
+	// namespace and track are what the page subscribes to. Default:
+	// moqt-interop/missing and video.
+	namespace, track string
+	// params are more fields for the page's parameters.
+	params map[string]any
+	// cfg is the server's Config; the harness sets its Logger.
+	cfg moqt.Config
+	// onListen, if set, runs before the browser starts, with the server's
+	// raw QUIC URL and the roots that trust its certificate.
+	onListen func(url string, roots *x509.CertPool)
+	// onAccept, if set, runs in the accept goroutine with the browser's
+	// session, while the browser is still connected.
+	onAccept func(*moqt.Session)
+	// kill, when it fires, SIGKILLs the driver and the browser.
+	kill <-chan struct{}
+	// sessionEnd bounds the wait for the browser's session to end once
+	// the driver is gone. Default closeTimeout.
+	sessionEnd time.Duration
+	// beforeClose, if set, runs once the browser's session has ended (or
+	// the wait for it has), before the server closes.
+	beforeClose func(r *run)
 }
 
 // run is one scenario's outcome on both sides.
@@ -219,6 +293,10 @@ type run struct {
 	session *moqt.Session // the session the server accepted, nil if none
 	// closed is why that session ended.
 	closed error
+	// killedAt is when the browser was killed, zero if it was not.
+	killedAt time.Time
+	// endedAt is when the server saw the browser's session end.
+	endedAt time.Time
 }
 
 // harness is what every scenario shares: the tools and the page.
@@ -226,21 +304,23 @@ type harness struct {
 	tools
 	pageURL    string
 	pageOrigin string
+	signals    *signals
 }
 
-// runScenario starts a moqt server, runs the driver with scenario and
-// returns what both sides saw. handler serves the browser's requests;
-// onAccept, if set, runs in its own goroutine with each accepted session
-// while the browser is still connected.
-func (h *harness) runScenario(t *testing.T, scenario string, handler moqt.Handler, onAccept func(*moqt.Session)) run {
+// runScenario starts a moqt server, runs the driver with sc and returns
+// what both sides saw. Raw QUIC sessions (the test's own Go peers) are
+// accepted alongside the browser's and closed with the server.
+func (h *harness) runScenario(t *testing.T, sc scenario) run {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(newLogWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	cert, hash, err := moqt.GenerateCertificate("127.0.0.1")
 	require.NoError(t, err)
+	cfg := sc.cfg
+	cfg.Logger = logger
 	srv, err := moqt.Listen("127.0.0.1:0",
 		&tls.Config{Certificates: []tls.Certificate{cert}},
-		&moqt.Config{Logger: logger, Handler: handler},
+		&cfg,
 		&moqt.ServerOptions{CheckOrigin: func(r *http.Request) bool {
 			origin := r.Header.Get("Origin")
 			ok := origin == h.pageOrigin
@@ -251,9 +331,14 @@ func (h *harness) runScenario(t *testing.T, scenario string, handler moqt.Handle
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
 
-	ctx, cancel := context.WithTimeout(context.Background(), driverTimeout+closeTimeout)
+	sessionEnd := sc.sessionEnd
+	if sessionEnd == 0 {
+		sessionEnd = closeTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), driverTimeout+sessionEnd)
 	defer cancel()
-	// Every scenario opens exactly one session; more would be a finding.
+	// Every scenario opens exactly one WebTransport session; more would be
+	// a finding.
 	accepted := make(chan *moqt.Session, 1)
 	var extra []*moqt.Session // owned by the accept goroutine until acceptDone
 	acceptDone := make(chan struct{})
@@ -264,7 +349,10 @@ func (h *harness) runScenario(t *testing.T, scenario string, handler moqt.Handle
 			if err != nil {
 				return
 			}
-			logger.Info("session accepted", "version", s.Version().String(), "path", s.Path())
+			logger.Info("session accepted", "version", s.Version().String(), "path", s.Path(), "webtransport", s.WebTransport())
+			if !s.WebTransport() {
+				continue // a Go peer of the test's; the server closes it
+			}
 			select {
 			case accepted <- s:
 			default:
@@ -272,64 +360,109 @@ func (h *harness) runScenario(t *testing.T, scenario string, handler moqt.Handle
 				_ = s.CloseWithError(wire.InternalError, "interop: one session per scenario")
 				continue
 			}
-			if onAccept != nil {
-				onAccept(s)
+			if sc.onAccept != nil {
+				sc.onAccept(s)
 			}
 		}
 	}()
 
-	serverURL := "https://" + srv.Addr().String() + serverPath
-	out := h.runDriver(t, ctx, scenario, serverURL, hex.EncodeToString(hash[:]))
+	if sc.onListen != nil {
+		leaf, err := x509.ParseCertificate(cert.Certificate[0])
+		require.NoError(t, err)
+		roots := x509.NewCertPool()
+		roots.AddCert(leaf)
+		sc.onListen("moqt://"+srv.Addr().String()+serverPath, roots)
+	}
 
 	var r run
+	serverURL := "https://" + srv.Addr().String() + serverPath
+	out := h.runDriver(t, ctx, sc, serverURL, hex.EncodeToString(hash[:]), &r)
 	r.js = out.Result
 	select {
 	case r.session = <-accepted:
 	case <-time.After(closeTimeout):
 	}
 	if r.session != nil {
-		// The browser has exited, which ends its WebTransport session.
+		// The browser has exited, which ends its WebTransport session:
+		// at once when it closed it, after the idle timeout when it was
+		// killed.
 		select {
 		case <-r.session.Context().Done():
+			r.endedAt = time.Now()
 			r.closed = context.Cause(r.session.Context())
 			logger.Info("session ended", "cause", r.closed)
-		case <-time.After(closeTimeout):
+		case <-time.After(sessionEnd):
 			r.closed = errors.New("session still open after the browser exited")
-			_ = r.session.Close()
 		}
+	}
+	if sc.beforeClose != nil {
+		sc.beforeClose(&r)
+	}
+	if r.session != nil {
+		_ = r.session.Close()
 	}
 	cancel()
 	<-acceptDone
 	require.NoError(t, srv.Close())
 	assert.Empty(t, extra, "the browser opened more than one session")
-	require.NotNil(t, r.js, "the driver produced no result: %s", out.DriverError)
+	if r.killedAt.IsZero() {
+		require.NotNil(t, r.js, "the driver produced no result: %s", out.DriverError)
+	}
 	return r
 }
 
-// runDriver runs js/driver.js and parses its JSON.
-func (h *harness) runDriver(t *testing.T, ctx context.Context, scenario, serverURL, certHash string) driverOutput {
+// runDriver runs js/driver.js and parses its JSON. When sc.kill fires it
+// kills the driver and the browser instead, and notes when in r.
+func (h *harness) runDriver(t *testing.T, ctx context.Context, sc scenario, serverURL, certHash string, r *run) driverOutput {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, driverTimeout)
 	defer cancel()
+	namespace, track := sc.namespace, sc.track
+	if namespace == "" {
+		namespace = "moqt-interop/missing"
+	}
+	if track == "" {
+		track = "video"
+	}
+	params, err := json.Marshal(sc.params)
+	require.NoError(t, err)
 	cmd := exec.CommandContext(ctx, h.node, "js/driver.js",
 		"--chromium", h.chromium,
 		"--page", h.pageURL+"/",
-		"--scenario", scenario,
+		"--scenario", sc.name,
 		"--server", serverURL,
 		"--cert-hash", certHash,
+		"--namespace", namespace,
+		"--track", track,
+		"--params", string(params),
 		"--timeout-ms", "45000",
 	)
 	cmd.Dir = h.dir
 	cmd.WaitDelay = 5 * time.Second
+	ownProcessGroup(cmd)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err := cmd.Run()
-	t.Logf("driver: %s in %v", scenario, time.Since(start).Round(time.Millisecond))
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var waitErr error
+	select {
+	case waitErr = <-exited:
+	case <-sc.kill:
+		r.killedAt = time.Now()
+		require.NoError(t, killTree(cmd.Process.Pid), "killing the browser")
+		waitErr = <-exited
+		t.Logf("driver: killed after %v: %v", r.killedAt.Sub(start).Round(time.Millisecond), waitErr)
+	}
+	t.Logf("driver: %s in %v", sc.name, time.Since(start).Round(time.Millisecond))
 	if stderr.Len() > 0 {
 		t.Logf("driver stderr:\n%s", stderr.String())
 	}
-	require.NoError(t, err, "driver failed; stdout: %s", stdout.String())
+	if !r.killedAt.IsZero() {
+		return driverOutput{DriverError: "killed"}
+	}
+	require.NoError(t, waitErr, "driver failed; stdout: %s", stdout.String())
 	var out driverOutput
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), "driver output: %s", stdout.String())
 	t.Logf("js: chromium %s, %s", out.Chromium, out.UserAgent)
@@ -340,8 +473,22 @@ func (h *harness) runDriver(t *testing.T, ctx context.Context, scenario, serverU
 		t.Log("js page error: " + e)
 	}
 	if out.Result != nil {
-		b, _ := json.Marshal(out.Result)
+		// Payloads are logged by size only.
+		logged := *out.Result
+		logged.Groups = nil
+		b, _ := json.Marshal(logged)
 		t.Logf("js result: %s", b)
+		for _, g := range out.Result.Groups {
+			sizes := make([]int, len(g.Frames))
+			for i, f := range g.Frames {
+				sizes[i] = len(f.Payload) / 2
+			}
+			ended := "a FIN"
+			if g.Error != nil {
+				ended = *g.Error
+			}
+			t.Logf("js result: group %d: objects of %v bytes, ended by %s", g.Sequence, sizes, ended)
+		}
 	}
 	return out
 }
@@ -350,8 +497,8 @@ func TestBrowserMoqNet(t *testing.T) {
 	tl := findTools(t)
 	t.Logf("@moq/net %s, Chromium %s, node %s", tl.moqNet, tl.chromium, tl.node)
 	bundle := buildBundle(t, tl)
-	established := make(chan struct{}, 1)
-	h := &harness{tools: tl, pageURL: servePage(t, tl, bundle, established)}
+	sig := &signals{ch: map[string]chan struct{}{}}
+	h := &harness{tools: tl, pageURL: servePage(t, tl, bundle, sig), signals: sig}
 	h.pageOrigin = h.pageURL // httptest's URL is scheme://host:port, an origin
 
 	t.Run("setup-only", func(t *testing.T) {
@@ -359,7 +506,8 @@ func TestBrowserMoqNet(t *testing.T) {
 		// browser waits for that, so its SETUP is sure to have arrived. The
 		// server waits in turn for the page to say it has read the
 		// server's SETUP: a close can discard stream data not yet read.
-		r := h.runScenario(t, "setup-only", nil, func(s *moqt.Session) {
+		established := h.signals.take("established")
+		r := h.runScenario(t, scenario{name: "setup-only", onAccept: func(s *moqt.Session) {
 			select {
 			case <-established:
 			case <-s.Context().Done():
@@ -367,7 +515,7 @@ func TestBrowserMoqNet(t *testing.T) {
 			case <-time.After(scenarioTimeout):
 			}
 			_ = s.CloseWithError(wire.NoError, "interop: setup done")
-		})
+		}})
 
 		// The browser's view.
 		assert.True(t, r.js.WebTransportSupported, "WebTransport is missing in the page")
@@ -420,7 +568,7 @@ func TestBrowserMoqNet(t *testing.T) {
 			}
 			moqt.DefaultHandler.ServeMOQT(r)
 		})
-		r := h.runScenario(t, "subscribe-error", handler, nil)
+		r := h.runScenario(t, scenario{name: "subscribe-error", cfg: moqt.Config{Handler: handler}})
 
 		// The browser's view: the subscription ended with REQUEST_ERROR
 		// DOES_NOT_EXIST (0x10) and our reason.
@@ -446,4 +594,9 @@ func TestBrowserMoqNet(t *testing.T) {
 		assert.True(t, se.Remote, "the browser should have ended the session: %v", se)
 		assert.Equal(t, wire.NoError, se.Code, "session close code")
 	})
+
+	t.Run("subscribe-objects", func(t *testing.T) { testSubscribeObjects(t, h) })
+	t.Run("largest-object", func(t *testing.T) { testLargestObject(t, h) })
+	t.Run("object-status", func(t *testing.T) { testObjectStatus(t, h) })
+	t.Run("browser-killed", func(t *testing.T) { testBrowserKilled(t, h) })
 }

@@ -8,6 +8,14 @@
 // opens the page with playwright-core in the system's Chromium and prints the
 // browser's results as JSON. Both sides' observations are asserted.
 //
+// The scenarios: setup-only and subscribe-error (the session and a refused
+// request); subscribe-objects (groups of objects published to the browser,
+// checked byte for byte); largest-object and object-status (pinning how
+// @moq/net 0.3.4 misreads LARGEST_OBJECT and some Object Status uses); and
+// browser-killed (the browser SIGKILLed mid-stream while a Go subscriber
+// reads the same track). README.md's Interop section sums up what they
+// found.
+//
 // It needs node, Chromium (/usr/bin/chromium, or $MOQT_CHROMIUM) and
 // interop/node_modules (npm ci). ./scripts/test.sh installs them and sets
 // MOQT_INTEROP=1, under which a missing tool fails the test; without it the

@@ -11,7 +11,10 @@
 //
 //	node driver.js --chromium /usr/bin/chromium --page http://127.0.0.1:P/ \
 //	    --scenario setup-only --server https://127.0.0.1:Q/interop --cert-hash HEX \
-//	    [--namespace a/b] [--track t] [--timeout-ms 60000]
+//	    [--namespace a/b] [--track t] [--params JSON] [--timeout-ms 60000]
+//
+// --params is a JSON object whose fields are added to the scenario's
+// parameters (window.moqtInterop's argument).
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -27,6 +30,7 @@ const { values: opts } = parseArgs({
 		"cert-hash": { type: "string" },
 		namespace: { type: "string", default: "moqt-interop/missing" },
 		track: { type: "string", default: "video" },
+		params: { type: "string", default: "{}" },
 		"timeout-ms": { type: "string", default: "60000" },
 	},
 	strict: true,
@@ -75,6 +79,7 @@ try {
 	await page.waitForFunction(() => window.moqtInteropReady === true);
 	out.userAgent = await page.evaluate(() => navigator.userAgent);
 	out.result = await page.evaluate((params) => window.moqtInterop(params), {
+		...JSON.parse(opts.params),
 		scenario: opts.scenario,
 		url: opts.server,
 		certHash: opts["cert-hash"],
