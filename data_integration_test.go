@@ -378,33 +378,3 @@ func TestDataShortObjectResets(t *testing.T) {
 		})
 	}
 }
-
-// TestC003_CancelResetsDataStreams: when the subscriber cancels, the
-// publisher resets the subscription's open data streams.
-func TestC003_CancelResetsDataStreams(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
-			track, sub, ctx := lt.track, lt.sub, lt.ctx
-			ss := lt.ss
-			w := track.OpenSubgroup(1, 0, SubgroupOptions{})
-			require.NoError(t, w.WriteObject(0, nil, []byte("a")))
-			r, err := sub.AcceptSubgroup(ctx)
-			require.NoError(t, err)
-			_, err = r.Next()
-			require.NoError(t, err)
-			ss.mu.Lock()
-			assert.Len(t, ss.dataStreams, 1)
-			ss.mu.Unlock()
-
-			require.NoError(t, sub.Close())
-			waitDone(t, ctx, ss.Context().Done(), "served subscription")
-			ss.mu.Lock()
-			assert.Empty(t, ss.dataStreams, "open data streams are reset")
-			ss.mu.Unlock()
-			// Later objects go nowhere, without error.
-			require.NoError(t, w.WriteObject(1, nil, []byte("b")))
-			require.NoError(t, w.Close())
-		})
-	}
-}
