@@ -106,7 +106,7 @@ type stressReceived struct {
 	// fins are the objects of each stream that ended with a FIN.
 	fins    map[uint64][]uint64
 	bad     []string
-	resets  []string // how streams that did not end with a FIN ended
+	resets  []string      // how streams that did not end with a FIN ended
 	changed chan struct{} // signalled on each object
 }
 
