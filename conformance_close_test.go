@@ -74,25 +74,39 @@ func (d *fakeData) expectResetAfterAny() {
 // application closes the subgroup, which would otherwise end it with a FIN.
 func TestC003_CancelResetsDataStreams(t *testing.T) {
 	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			track, fp, served := fakeSubscriberTrack(t, tr.scheme)
-			fs, _, ss := subscribeFake(t, fp, served, wire.Params{})
-			w := track.OpenSubgroup(1, 0, SubgroupOptions{})
-			require.NoError(t, w.WriteObject(0, nil, []byte("a")))
-			d := fp.acceptData()
-			d.expectObjects(0)
-
-			fs.cancel()
-			closedOrFail(t, ss.Context().Done(), "publisher did not see the cancellation")
-			// The application goes on writing and closes the subgroup;
-			// none of it reaches the cancelled subscription, and its
-			// stream stays reset.
-			require.NoError(t, w.WriteObject(1, nil, []byte("b")))
-			require.NoError(t, w.Close())
-			d.expectReset(wire.ResetCancelled)
-			fp.alive(2)
-		})
+		for _, how := range []struct {
+			name   string
+			cancel func(fs *fakeStream)
+		}{
+			{"STOP_SENDING", func(fs *fakeStream) { fs.stopSending(wire.ResetCancelled) }},
+			{"STOP_SENDING and RESET_STREAM", (*fakeStream).cancel},
+		} {
+			t.Run(tr.name+"/"+how.name, func(t *testing.T) {
+				testCancelResetsDataStreams(t, tr.scheme, how.cancel)
+			})
+		}
 	}
+}
+
+// testCancelResetsDataStreams runs TestC003_CancelResetsDataStreams with
+// one way of cancelling.
+func testCancelResetsDataStreams(t *testing.T, scheme string, cancel func(*fakeStream)) {
+	track, fp, served := fakeSubscriberTrack(t, scheme)
+	fs, _, ss := subscribeFake(t, fp, served, wire.Params{})
+	w := track.OpenSubgroup(1, 0, SubgroupOptions{})
+	require.NoError(t, w.WriteObject(0, nil, []byte("a")))
+	d := fp.acceptData()
+	d.expectObjects(0)
+
+	cancel(fs)
+	closedOrFail(t, ss.Context().Done(), "publisher did not see the cancellation")
+	// The application goes on writing and closes the subgroup;
+	// none of it reaches the cancelled subscription, and its
+	// stream stays reset.
+	require.NoError(t, w.WriteObject(1, nil, []byte("b")))
+	require.NoError(t, w.Close())
+	d.expectReset(wire.ResetCancelled)
+	fp.alive(2)
 }
 
 // TestC016_LocalTrackReportsLargestObject: once objects have been
