@@ -339,3 +339,30 @@ func TestC020_JoinMidSubgroupDoesNotFIN(t *testing.T) {
 		})
 	}
 }
+
+// TestC084_UnknownStreamCountWaitsForLateStreams: the library's publisher
+// always knows how many streams it opened (pending opens are settled before
+// PUBLISH_DONE, see pendingStream.CancelWrite), so it never needs C084's
+// 2^64-1. The subscriber side must read that value as "unknown", not as
+// "none" nor as a count to wait for without end: a stream arriving after
+// PUBLISH_DONE is still delivered, and the data plane ends once
+// Config.DoneLinger has passed.
+func TestC084_UnknownStreamCountWaitsForLateStreams(t *testing.T) {
+	s, fp := clientSession(t, &Config{DoneLinger: 300 * time.Millisecond})
+	got, req := subscribeAgainstFake(t, s, fp)
+	req.send(&wire.SubscribeOK{TrackAlias: 2})
+	sub := recvOrFail(t, got)
+	req.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded, StreamCount: wire.MaxVarint})
+	req.fin()
+	closedOrFail(t, sub.Done(), "subscription not terminated by PUBLISH_DONE")
+	require.NoError(t, fp.openSubgroup(2, 0, []byte("late")).Close())
+	r, err := sub.AcceptSubgroup(fakeCtx(t))
+	require.NoError(t, err, "a stream after PUBLISH_DONE with an unknown Stream Count is delivered")
+	_, payloads := readSubgroup(t, r)
+	assert.Equal(t, [][]byte{[]byte("late")}, payloads)
+	closedOrFail(t, sub.dataDone, "the data plane did not end after DoneLinger")
+	var de *DoneError
+	_, err = sub.AcceptSubgroup(fakeCtx(t))
+	require.ErrorAs(t, err, &de)
+	assert.Equal(t, uint64(wire.MaxVarint), de.StreamCount)
+}
