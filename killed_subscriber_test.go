@@ -160,34 +160,23 @@ type arrivals struct {
 	at map[wire.Location]time.Time
 }
 
-// readAllStreams reads every stream of sub until ctx ends.
-func (a *arrivals) readAllStreams(ctx context.Context, sub *Subscription, wg *sync.WaitGroup) {
-	defer wg.Done()
+// record reads one stream, noting when each object arrived.
+func (a *arrivals) record(r *SubgroupReader) {
 	for {
-		r, err := sub.AcceptSubgroup(ctx)
+		h, err := r.Next()
 		if err != nil {
 			return
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				h, err := r.Next()
-				if err != nil {
-					return
-				}
-				p, err := r.ReadPayload(1 << 20)
-				if err != nil {
-					return
-				}
-				now := time.Now()
-				a.mu.Lock()
-				if strings.HasPrefix(string(p), string(stressPayload(h.Location))) {
-					a.at[h.Location] = now
-				}
-				a.mu.Unlock()
-			}
-		}()
+		p, err := r.ReadPayload(1 << 20)
+		if err != nil {
+			return
+		}
+		now := time.Now()
+		a.mu.Lock()
+		if strings.HasPrefix(string(p), string(stressPayload(h.Location))) {
+			a.at[h.Location] = now
+		}
+		a.mu.Unlock()
 	}
 }
 
@@ -223,17 +212,8 @@ func TestKilledSubscriber(t *testing.T) {
 				DefaultHandler.ServeMOQT(r)
 			})
 
-			cert, _, err := GenerateCertificate()
-			require.NoError(t, err)
-			srv, err := Listen("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}},
-				&Config{Handler: handler, Logger: slog.New(slog.DiscardHandler)}, nil)
-			require.NoError(t, err)
-			t.Cleanup(func() { srv.Close() })
-			leaf, err := x509.ParseCertificate(cert.Certificate[0])
-			require.NoError(t, err)
-			roots := x509.NewCertPool()
-			roots.AddCert(leaf)
-			base := &pair{srv: srv, roots: roots}
+			base, certDER := listenLoopback(t, &Config{Handler: handler, Logger: slog.New(slog.DiscardHandler)})
+			srv := base.srv
 
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -320,10 +300,10 @@ func TestKilledSubscriber(t *testing.T) {
 			for i, sub := range live {
 				got[i] = &arrivals{at: map[wire.Location]time.Time{}}
 				readers.Add(1)
-				go got[i].readAllStreams(readCtx, sub, &readers)
+				go readEveryStream(readCtx, sub, &readers, got[i].record)
 			}
 
-			child := startHelperSubscriber(t, tr.scheme, srv, cert.Certificate[0], "solo")
+			child := startHelperSubscriber(t, tr.scheme, srv, certDER, "solo")
 			time.Sleep(200 * time.Millisecond) // mid-stream
 			require.NoError(t, child.Process.Kill())
 			_ = child.Wait()

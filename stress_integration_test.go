@@ -164,6 +164,24 @@ func (r *stressReceived) readStream(sr *SubgroupReader) {
 	}
 }
 
+// readEveryStream accepts every subgroup stream of sub until ctx ends and
+// reads each with read in a goroutine of its own, counted in wg, which
+// already counts this call.
+func readEveryStream(ctx context.Context, sub *Subscription, wg *sync.WaitGroup, read func(*SubgroupReader)) {
+	defer wg.Done()
+	for {
+		r, err := sub.AcceptSubgroup(ctx)
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			read(r)
+		}()
+	}
+}
+
 // stressFilter is one of the Location filter forms a subscription uses;
 // cur is the track's Largest Object just before subscribing.
 type stressFilter struct {
@@ -227,20 +245,7 @@ func subscribeAndCheck(ctx context.Context, s *Session, track *LocalTrack, f str
 	readCtx, stopReading := context.WithCancel(ctx)
 	var readers sync.WaitGroup
 	readers.Add(1)
-	go func() {
-		defer readers.Done()
-		for {
-			sr, err := sub.AcceptSubgroup(readCtx)
-			if err != nil {
-				return
-			}
-			readers.Add(1)
-			go func() {
-				defer readers.Done()
-				rcv.readStream(sr)
-			}()
-		}
-	}()
+	go readEveryStream(readCtx, sub, &readers, rcv.readStream)
 	// Generous: the publisher writes a group every few milliseconds.
 	deadline := time.After(10 * time.Second)
 wait:
