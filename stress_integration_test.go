@@ -256,6 +256,16 @@ wait:
 			break wait
 		case <-ctx.Done():
 			break wait
+		case <-sub.Done():
+			// The publisher ended it (say TOO_FAR_BEHIND): told with a
+			// code, yet this test's subscribers read fast and must not
+			// be ended.
+			if !rcv.has(want) {
+				rcv.mu.Lock()
+				rcv.bad = append(rcv.bad, fmt.Sprintf("%s: ended before its objects came: %v", f.name, sub.Err()))
+				rcv.mu.Unlock()
+			}
+			break wait
 		}
 	}
 	// Streams that already ended are checked; the rest are cut by leaving.
