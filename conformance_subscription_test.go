@@ -486,9 +486,11 @@ func TestC017_ForwardOutOfRange(t *testing.T) {
 
 // ---- LARGEST_OBJECT, Stream Count ----
 
-// C016: when objects have been published, SUBSCRIBE_OK carries
-// LARGEST_OBJECT; TRACK_STATUS_OK and REQUEST_UPDATE_OK too.
-func TestC016_LargestObjectReported(t *testing.T) {
+// The Largest Object an application passes in AcceptOptions is reported in
+// SUBSCRIBE_OK, and SetLargest moves what REQUEST_OK reports, never back.
+// TestC016_LocalTrackReportsLargestObject checks that the library fills it
+// in itself.
+func TestLargestObjectFromAcceptOptions(t *testing.T) {
 	h, served := servedCh(AcceptOptions{Largest: wire.Some(wire.Location{Group: 7, Object: 3})})
 	_, fp := serverSession(t, &Config{Handler: h})
 	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
@@ -501,11 +503,12 @@ func TestC016_LargestObjectReported(t *testing.T) {
 	assert.Equal(t, wire.Some(wire.Location{Group: 8, Object: 0}), expect[*wire.RequestOK](fs).Parameters.LargestObject)
 }
 
+// C016's converse: a LocalTrack with nothing published reports no Largest
+// Object, rather than some made-up Location.
 func TestC016_NoLargestObjectWhenNothingPublished(t *testing.T) {
-	h, _ := servedCh(AcceptOptions{})
-	_, fp := serverSession(t, &Config{Handler: h})
-	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-	assert.False(t, expect[*wire.SubscribeOK](fs).Parameters.LargestObject.Set)
+	_, fp, served := servedTrack(t)
+	_, ok, _ := subscribeFake(t, fp, served, wire.Params{})
+	assert.False(t, ok.Parameters.LargestObject.Set)
 }
 
 // C083: with no data streams opened, PUBLISH_DONE's Stream Count is 0.

@@ -695,7 +695,9 @@ func TestFilterUpdate(t *testing.T) {
 	})
 }
 
-func TestC026_FilterMaxRanges(t *testing.T) {
+// TestCheckFilterRanges covers the exported helper; TestC026_MaxFilterRanges
+// checks that the session enforces the limit.
+func TestCheckFilterRanges(t *testing.T) {
 	two := rf(wire.ParamObjectIDFilter, 0, rng(0, 0), from(5))
 	tests := []struct {
 		name string

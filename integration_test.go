@@ -47,6 +47,15 @@ func newPair(t *testing.T, scheme string, serverCfg, clientCfg *Config) *pair {
 	if serverCfg.Logger == nil {
 		serverCfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	p, _ := listenLoopback(t, serverCfg)
+	return p.connect(t, scheme, clientCfg)
+}
+
+// listenLoopback starts a Server on 127.0.0.1 with a fresh certificate,
+// closed when the test ends. It returns the pair to connect clients with
+// and the certificate (DER), for clients in other processes.
+func listenLoopback(t *testing.T, serverCfg *Config) (*pair, []byte) {
+	t.Helper()
 	cert, _, err := GenerateCertificate()
 	require.NoError(t, err)
 	srv, err := Listen("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}}, serverCfg, nil)
@@ -56,7 +65,7 @@ func newPair(t *testing.T, scheme string, serverCfg, clientCfg *Config) *pair {
 	require.NoError(t, err)
 	roots := x509.NewCertPool()
 	roots.AddCert(leaf)
-	return (&pair{srv: srv, roots: roots}).connect(t, scheme, clientCfg)
+	return &pair{srv: srv, roots: roots}, cert.Certificate[0]
 }
 
 // connect dials p's server with a new client session: another pair on the

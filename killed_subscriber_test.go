@@ -1,0 +1,361 @@
+package moqt
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// A subscriber in another process is killed with SIGKILL while it
+// receives: its connection goes silent, with no CONNECTION_CLOSE, and QUIC
+// only notices at the idle timeout. Meanwhile the publisher must go on:
+// no write waits on the dead subscriber beyond a bounded grace, and the
+// other subscribers keep receiving everything.
+
+// Environment of the helper process (TestHelperProcess).
+const (
+	helperEnv      = "MOQT_HELPER_PROCESS" // "subscriber" in the child
+	helperURLEnv   = "MOQT_HELPER_URL"
+	helperCAEnv    = "MOQT_HELPER_CA" // PEM file of the server's certificate
+	helperTrackEnv = "MOQT_HELPER_TRACK"
+)
+
+// TestHelperProcess is not a test: re-executed by TestKilledSubscriber
+// with MOQT_HELPER_PROCESS=subscriber, it dials the publisher, subscribes
+// to a track, says "receiving" on stdout once the first object arrived,
+// and reads until it is killed.
+func TestHelperProcess(t *testing.T) {
+	if os.Getenv(helperEnv) != "subscriber" {
+		return
+	}
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(2)
+	}
+	pemBytes, err := os.ReadFile(os.Getenv(helperCAEnv))
+	if err != nil {
+		fail(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pemBytes)
+	cfg := &Config{
+		TLSConfig: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"},
+		Logger:    slog.New(slog.DiscardHandler),
+	}
+	ctx := context.Background()
+	s, err := Dial(ctx, os.Getenv(helperURLEnv), cfg)
+	if err != nil {
+		fail(err)
+	}
+	track := wire.FullTrackName{Namespace: testTrack.Namespace, Name: []byte(os.Getenv(helperTrackEnv))}
+	sub, err := s.Subscribe(ctx, track, wire.Params{})
+	if err != nil {
+		fail(err)
+	}
+	said := false
+	for {
+		r, err := sub.AcceptSubgroup(ctx)
+		if err != nil {
+			fail(err)
+		}
+		for {
+			if _, err := r.Next(); err != nil {
+				break
+			}
+			if !said {
+				fmt.Println("receiving")
+				said = true
+			}
+		}
+	}
+}
+
+// killedSubscriberGrace is how long the test lets the publisher's writes,
+// and the delivery of each group to the live subscribers, take. Far less
+// than QUIC's idle timeout, after which the dead connection would be
+// noticed anyway.
+const killedSubscriberGrace = 5 * time.Second
+
+// startHelperSubscriber starts a subscriber process for track on srv and
+// returns once it receives objects.
+func startHelperSubscriber(t *testing.T, scheme string, srv *Server, certDER []byte, track string) *exec.Cmd {
+	t.Helper()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: certDER}), 0o600))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(),
+		helperEnv+"=subscriber",
+		helperURLEnv+"="+scheme+"://"+srv.Addr().String()+"/live",
+		helperCAEnv+"="+caFile,
+		helperTrackEnv+"="+track,
+	)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == "receiving" {
+				ready <- true
+				return
+			}
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		require.True(t, ok, "helper subscriber ended: %s", stderr.String())
+	case <-time.After(20 * time.Second):
+		require.FailNow(t, "helper subscriber never received", stderr.String())
+	}
+	return cmd
+}
+
+// groupLog records when each group of a track was fully written.
+type groupLog struct {
+	mu      sync.Mutex
+	written []time.Time
+}
+
+func (l *groupLog) add(at time.Time) {
+	l.mu.Lock()
+	l.written = append(l.written, at)
+	l.mu.Unlock()
+}
+
+func (l *groupLog) times() []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.written)
+}
+
+// arrivals records when each object reached one live subscriber.
+type arrivals struct {
+	mu sync.Mutex
+	at map[wire.Location]time.Time
+}
+
+// record reads one stream, noting when each object arrived.
+func (a *arrivals) record(r *SubgroupReader) {
+	for {
+		h, err := r.Next()
+		if err != nil {
+			return
+		}
+		p, err := r.ReadPayload(1 << 20)
+		if err != nil {
+			return
+		}
+		now := time.Now()
+		a.mu.Lock()
+		if strings.HasPrefix(string(p), string(stressPayload(h.Location))) {
+			a.at[h.Location] = now
+		}
+		a.mu.Unlock()
+	}
+}
+
+// TestKilledSubscriber: a publisher writes two tracks from one loop, as a
+// live source does. A subscriber process takes one of them alone and is
+// killed with SIGKILL; two in-process subscribers in their own sessions
+// take the other. The publisher's writes must keep returning within the
+// grace, and the live subscribers must get every object of every group,
+// each within the grace of its writing.
+func TestKilledSubscriber(t *testing.T) {
+	if os.Getenv(helperEnv) != "" {
+		t.Skip("in the helper process")
+	}
+	skipUntilFixed(t, "issue 7 (one subscriber must never hold up the publisher): a write to a lone "+
+		"subscriber that stopped reading blocks with no deadline, so a killed subscriber freezes the "+
+		"publisher's loop until QUIC's idle timeout; fixed on branch wp-writepath")
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			t.Cleanup(func() { goleak.VerifyNone(t) })
+			solo, err := NewLocalTrack(wire.FullTrackName{Namespace: testTrack.Namespace, Name: []byte("solo")}, nil)
+			require.NoError(t, err)
+			shared, err := NewLocalTrack(wire.FullTrackName{Namespace: testTrack.Namespace, Name: []byte("shared")}, nil)
+			require.NoError(t, err)
+			handler := HandlerFunc(func(r Request) {
+				if sr, ok := r.(*SubscribeRequest); ok {
+					for _, track := range []*LocalTrack{solo, shared} {
+						if sr.Track.Equal(track.Name()) {
+							_, _ = track.Accept(sr, AcceptOptions{})
+							return
+						}
+					}
+				}
+				DefaultHandler.ServeMOQT(r)
+			})
+
+			base, certDER := listenLoopback(t, &Config{Handler: handler, Logger: slog.New(slog.DiscardHandler)})
+			srv := base.srv
+
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			var live [2]*Subscription
+			for i := range live {
+				p := base.connect(t, tr.scheme, nil)
+				live[i], err = p.client.Subscribe(ctx, shared.Name(), wire.Params{})
+				require.NoError(t, err)
+			}
+			// Both are served before the first object, so that the join
+			// race (see TestStressJoinLeave) plays no part here.
+			require.Eventually(t, func() bool { return len(shared.snapshot()) == len(live) }, 10*time.Second, time.Millisecond)
+			// The helper's session is accepted too, as a server would.
+			childSession := make(chan *Session, 1)
+			go func() {
+				s, err := srv.Accept(ctx)
+				if err == nil {
+					childSession <- s
+				}
+				close(childSession)
+			}()
+			t.Cleanup(func() {
+				if s, ok := <-childSession; ok {
+					s.Close()
+					<-s.Context().Done()
+				}
+			})
+
+			// The publisher's loop: a group to each track in turn.
+			const payloadSize = 16 << 10
+			pad := make([]byte, payloadSize)
+			var (
+				slowest   time.Duration
+				writeErr  error
+				sharedLog groupLog
+			)
+			stop := make(chan struct{})
+			stopped := make(chan struct{})
+			started := make(chan struct{})
+			go func() {
+				defer close(stopped)
+				timed := func(f func() error) bool {
+					start := time.Now()
+					err := f()
+					slowest = max(slowest, time.Since(start))
+					if err != nil && writeErr == nil {
+						writeErr = err
+					}
+					return err == nil
+				}
+				for g := uint64(0); ; g++ {
+					if g == 1 {
+						close(started)
+					}
+					for _, track := range []*LocalTrack{solo, shared} {
+						w := track.OpenSubgroup(g, 0, SubgroupOptions{EndOfGroup: true})
+						for o := uint64(0); o < stressObjects; o++ {
+							loc := wire.Location{Group: g, Object: o}
+							payload := append(stressPayload(loc), pad[16:]...)
+							if !timed(func() error { return w.WriteObject(o, nil, payload) }) {
+								return
+							}
+						}
+						if !timed(w.Close) {
+							return
+						}
+						if track == shared {
+							sharedLog.add(time.Now())
+						}
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+			}()
+			<-started
+
+			var readers sync.WaitGroup
+			readCtx, stopReading := context.WithCancel(ctx)
+			defer stopReading()
+			got := [2]*arrivals{}
+			for i, sub := range live {
+				got[i] = &arrivals{at: map[wire.Location]time.Time{}}
+				readers.Add(1)
+				go readEveryStream(readCtx, sub, &readers, got[i].record)
+			}
+
+			child := startHelperSubscriber(t, tr.scheme, srv, certDER, "solo")
+			time.Sleep(200 * time.Millisecond) // mid-stream
+			require.NoError(t, child.Process.Kill())
+			_ = child.Wait()
+
+			// Long enough for the dead subscriber's windows and backlog to
+			// fill, and for a write stuck on it to exceed the grace.
+			time.Sleep(killedSubscriberGrace + 3*time.Second)
+			close(stop)
+			select {
+			case <-stopped:
+			case <-time.After(killedSubscriberGrace):
+				stopReading()
+				require.FailNow(t, "the publisher's write is still blocked on the killed subscriber")
+			}
+			require.NoError(t, writeErr)
+			assert.LessOrEqual(t, slowest, killedSubscriberGrace, "the slowest write")
+
+			// Every group written reaches both live subscribers, each
+			// within the grace.
+			written := sharedLog.times()
+			require.NotEmpty(t, written)
+			deadline := time.Now().Add(killedSubscriberGrace)
+			for i := range got {
+				for time.Now().Before(deadline) {
+					got[i].mu.Lock()
+					_, done := got[i].at[wire.Location{Group: uint64(len(written) - 1), Object: stressObjects - 1}]
+					got[i].mu.Unlock()
+					if done {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			stopReading()
+			readers.Wait()
+			for i := range got {
+				var missing, late []string
+				for g, at := range written {
+					for o := uint64(0); o < stressObjects; o++ {
+						loc := wire.Location{Group: uint64(g), Object: o}
+						arrived, ok := got[i].at[loc]
+						switch {
+						case !ok:
+							missing = append(missing, loc.String())
+						case arrived.Sub(at) > killedSubscriberGrace:
+							late = append(late, fmt.Sprintf("%v after %v", loc, arrived.Sub(at).Round(time.Millisecond)))
+						}
+					}
+				}
+				assert.Empty(t, missing, "objects live subscriber %d never got (of %d groups)", i, len(written))
+				assert.Empty(t, late, "objects that reached live subscriber %d late", i)
+			}
+		})
+	}
+}
