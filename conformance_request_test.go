@@ -723,12 +723,6 @@ func rangeFilter(t wire.ParamType, set uint8, n int) wire.RangeFilter {
 	return f
 }
 
-// skipSessionRangeCheck names the gap between the session's
-// MAX_FILTER_RANGES check and §3.3.2/§9.1.6 while it lasts.
-const skipSessionRangeCheck = "issue 7 (spec rules, MAX_FILTER_RANGES §9.1.6): the session counts Ranges with " +
-	"wire.Params.RangeCount (requests.go serveSubscribe) instead of CheckFilterRanges, so a Range filter " +
-	"without Ranges at limit 0 and FILL_PARAMETERS Ranges pass; needs a library fix (reported by wp-tests)"
-
 // C026: more Ranges than MAX_FILTER_RANGES is INVALID_FILTER, in SUBSCRIBE
 // and in REQUEST_UPDATE, counting the subscription's filters after the
 // update.
@@ -751,7 +745,6 @@ func TestC026_MaxFilterRanges(t *testing.T) {
 		// "Range Filters are only allowed if the setup option
 		// MAX_FILTER_RANGES is non-zero" (§3.3.2): with 0, any filter
 		// parameter is refused, even one without Ranges.
-		skipUntilFixed(t, skipSessionRangeCheck)
 		_, fp := serverSession(t, &Config{Handler: h})
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{RangeFilters: []wire.RangeFilter{{Type: wire.ParamSubgroupFilter}}}))
 		assert.Equal(t, wire.ReqInvalidFilter, expect[*wire.RequestError](fs).ErrorCode)
@@ -762,7 +755,6 @@ func TestC026_MaxFilterRanges(t *testing.T) {
 		// with FILL_PARAMETERS' filters of the same type replacing them
 		// (§3.4): 2 subscription Ranges of one type and 2 fill Ranges of
 		// another make 4 for the fill fetch.
-		skipUntilFixed(t, skipSessionRangeCheck)
 		_, fp := serverSession(t, &Config{Handler: h, MaxFilterRanges: 3})
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{
 			RangeFilters:   []wire.RangeFilter{rangeFilter(wire.ParamSubgroupFilter, 0, 2)},

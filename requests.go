@@ -109,8 +109,8 @@ func (s *Session) serveSubscribe(rs *requestStream, m *wire.Subscribe, toks []Au
 	if err != nil {
 		return err
 	}
-	if uint64(m.Parameters.RangeCount()) > s.cfg.MaxFilterRanges {
-		rs.reject(&RequestError{Code: wire.ReqInvalidFilter, Reason: "more ranges than MAX_FILTER_RANGES"}) // C026
+	if err := CheckFilterRanges(&m.Parameters, s.cfg.MaxFilterRanges); err != nil {
+		rs.reject(asRequestError(err)) // C026
 		return rs.drain()
 	}
 	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}

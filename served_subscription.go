@@ -597,11 +597,12 @@ func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 	merged := ss.Params()
 	mergeParams(&merged, p)
 	largest := ss.largestNow()
+	rangeErr := CheckFilterRanges(&merged, ss.sess.cfg.MaxFilterRanges) // C026
 	switch {
 	case u.rej != nil:
 		refused = &RequestError{Code: u.rej.Code, Reason: u.rej.Reason}
-	case uint64(merged.RangeCount()) > ss.sess.cfg.MaxFilterRanges:
-		refused = &RequestError{Code: wire.ReqInvalidFilter, Reason: "more ranges than MAX_FILTER_RANGES"} // C026
+	case rangeErr != nil:
+		refused = asRequestError(rangeErr)
 	case ss.onUpdate != nil:
 		if err := ss.onUpdate(ss, p); err != nil {
 			refused = asRequestError(err)

@@ -594,12 +594,12 @@ var ErrFilterRanges = errors.New("moqt: more filter Ranges than the peer's MAX_F
 // checkFilterRanges refuses range filters in p beyond the peer's
 // MAX_FILTER_RANGES.
 func (s *Session) checkFilterRanges(p *wire.Params) error {
-	n, limit := uint64(p.RangeCount()), uint64(0)
+	limit := uint64(0)
 	if s.peerSetup != nil {
 		limit = s.peerSetup.MaxFilterRanges.Value
 	}
-	if n > limit {
-		return fmt.Errorf("%w: %d Ranges, the peer allows %d", ErrFilterRanges, n, limit)
+	if err := CheckFilterRanges(p, limit); err != nil {
+		return fmt.Errorf("%w: %v", ErrFilterRanges, err)
 	}
 	return nil
 }
