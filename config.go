@@ -3,6 +3,7 @@ package moqt
 import (
 	"crypto/tls"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/moqt-go/moqt/internal/transport"
@@ -94,6 +95,28 @@ type Config struct {
 	// track only if that subscriber keeps up with it. Default 4 MiB.
 	MaxSubscriberBacklog int
 
+	// Transport: how long a quiet session lives, and how many streams the
+	// peer may open. Applied to raw QUIC and WebTransport, by Dial and
+	// Listen alike.
+	//
+	// KeepAlivePeriod is how often an idle connection sends a PING, so
+	// that a session with nothing to say outlives the idle timeout for as
+	// long as the peer is reachable. It is capped at half the idle
+	// timeout. Default 10s; negative disables keep-alive.
+	KeepAlivePeriod time.Duration
+	// MaxIdleTimeout ends a session whose connection received nothing for
+	// this long (the smaller of both endpoints' values applies, RFC 9000
+	// §10.1); the session then ends with a *SessionError whose Transport
+	// says idle timeout. Default 30s.
+	MaxIdleTimeout time.Duration
+	// MaxIncomingStreams bounds the request streams the peer may have open
+	// at once, MaxIncomingUniStreams its control and data streams
+	// (WebTransport's HTTP/3 needs 3 of them besides). Default 100 each.
+	MaxIncomingStreams, MaxIncomingUniStreams int64
+	// packetConn, if set, carries Dial's connection instead of a socket
+	// of its own: tests close it to play a process that exits.
+	packetConn net.PacketConn
+
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler
 
@@ -167,6 +190,19 @@ func (c *Config) withDefaults() *Config {
 	if out.MaxSubscriberBacklog <= 0 {
 		out.MaxSubscriberBacklog = 4 << 20
 	}
+	// Transport.
+	if out.KeepAlivePeriod == 0 {
+		out.KeepAlivePeriod = 10 * time.Second
+	}
+	if out.MaxIdleTimeout <= 0 {
+		out.MaxIdleTimeout = 30 * time.Second
+	}
+	if out.MaxIncomingStreams <= 0 {
+		out.MaxIncomingStreams = 100
+	}
+	if out.MaxIncomingUniStreams <= 0 {
+		out.MaxIncomingUniStreams = 100
+	}
 	if out.Handler == nil {
 		out.Handler = DefaultHandler
 	}
@@ -183,6 +219,12 @@ func (c *Config) alpns() []string {
 		out = append(out, v.ALPN())
 	}
 	return out
+}
+
+// transportOptions returns the QUIC settings to give the transport.
+func (c *Config) transportOptions() transport.Options {
+	return transport.Options{KeepAlivePeriod: max(c.KeepAlivePeriod, 0), MaxIdleTimeout: c.MaxIdleTimeout,
+		MaxIncomingStreams: c.MaxIncomingStreams, MaxIncomingUniStreams: c.MaxIncomingUniStreams}
 }
 
 // windows returns the receive windows to give the transport.

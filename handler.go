@@ -2,6 +2,8 @@ package moqt
 
 import (
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"sync"
 
 	"github.com/moqt-go/moqt/wire"
@@ -123,12 +125,30 @@ func (in *incoming) rejectWith(e *RequestError) error {
 	})
 }
 
-// serve runs the handler for r and rejects r if the handler did not answer.
+// serve starts the Handler for r in a goroutine of its own, which Close
+// does not wait for, and rejects r if the handler did not answer.
+//
+// A panicking Handler is recovered, as net/http does, and logged with its
+// stack: the session stays up, and the request alone ends with
+// INTERNAL_ERROR, as a REQUEST_ERROR if it was not answered yet, else as a
+// reset of its stream.
 func (s *Session) serve(r Request) {
-	defer func() {
-		_ = r.base().rejectWith(&RequestError{Code: wire.ReqInternalError, Reason: "request not answered"})
-	}()
-	s.handler.ServeMOQT(r)
+	s.handlers.Go(func() {
+		defer func() {
+			in := r.base()
+			if v := recover(); v != nil {
+				s.log.Error("moqt: Handler panicked", "request_id", in.rs.id, "request", fmt.Sprintf("%T", r),
+					"panic", v, "stack", string(debug.Stack()))
+				e := &RequestError{Code: wire.ReqInternalError, Reason: "internal error"}
+				if in.rejectWith(e) == errAlreadyAnswered {
+					in.rs.cancel(wire.ResetInternalError)
+				}
+				return
+			}
+			_ = in.rejectWith(&RequestError{Code: wire.ReqInternalError, Reason: "request not answered"})
+		}()
+		s.handler.ServeMOQT(r)
+	})
 }
 
 // errAlreadyAnswered is returned when a request is answered twice.

@@ -173,6 +173,34 @@ type Windows struct {
 	Stream, Connection uint64
 }
 
+// Options are QUIC settings of the connections Dial and Listen make. A
+// zero field keeps quic-go's default.
+type Options struct {
+	// KeepAlivePeriod, when positive, makes an idle connection send a PING
+	// this often (at least twice per idle timeout), so that it outlives
+	// MaxIdleTimeout. Zero sends none.
+	KeepAlivePeriod time.Duration
+	// MaxIdleTimeout is this endpoint's idle timeout; the connection's is
+	// the smaller of both endpoints' (RFC 9000 §10.1).
+	MaxIdleTimeout time.Duration
+	// MaxIncomingStreams and MaxIncomingUniStreams bound the streams of
+	// each kind the peer may have open at once.
+	MaxIncomingStreams, MaxIncomingUniStreams int64
+}
+
+func (o Options) apply(c *quic.Config) {
+	c.KeepAlivePeriod = max(o.KeepAlivePeriod, 0)
+	if o.MaxIdleTimeout > 0 {
+		c.MaxIdleTimeout = o.MaxIdleTimeout
+	}
+	if o.MaxIncomingStreams > 0 {
+		c.MaxIncomingStreams = o.MaxIncomingStreams
+	}
+	if o.MaxIncomingUniStreams > 0 {
+		c.MaxIncomingUniStreams = o.MaxIncomingUniStreams
+	}
+}
+
 func (w Windows) apply(c *quic.Config) {
 	if w.Stream != 0 {
 		c.InitialStreamReceiveWindow, c.MaxStreamReceiveWindow = w.Stream, w.Stream
