@@ -149,6 +149,9 @@ type sessionHooks struct {
 	// graceExpired runs when a fan-out write to a data stream of ss passed
 	// writeGrace and the rest of it went to the stream's backlog.
 	graceExpired func(ss *ServedSubscription)
+	// sessionEnded runs in watchTransport once the session has ended,
+	// before it unblocks the open requests.
+	sessionEnded func()
 }
 
 // withDefaults returns a copy of c with every zero field set to its default.

@@ -304,6 +304,7 @@ func (s *Session) watchTransport() {
 	case <-s.conn.Context().Done():
 		s.cancel(s.transportCloseError())
 	}
+	s.hook(func(h *sessionHooks) func() { return h.sessionEnded })
 	s.abortRequests()
 }
 

@@ -183,15 +183,21 @@ func closeBeforeExit(t *testing.T, scheme string) {
 	assert.Equal(t, SessionError{Code: wire.Unauthorized, Reason: "bye", Remote: true}, *se)
 }
 
-// sessionGoroutines counts the goroutines running a method of Session,
-// Handler calls aside.
-func sessionGoroutines() []string {
+// sessionGoroutines returns the stacks of the goroutines running a method
+// of s, Handler calls aside: a method's receiver is printed in its frame.
+func sessionGoroutines(s *Session) []string {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
 	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		if strings.Contains(g, "moqt.(*Session).") && !strings.Contains(g, ".ServeMOQT(") {
-			out = append(out, g)
+		if strings.Contains(g, ".ServeMOQT(") {
+			continue
+		}
+		for line := range strings.SplitSeq(g, "\n") {
+			if strings.Contains(line, "(*Session).") && strings.Contains(line, fmt.Sprintf("(%p", s)) {
+				out = append(out, g)
+				break
+			}
 		}
 	}
 	return out
@@ -213,19 +219,17 @@ func TestCloseWaitsForGoroutines(t *testing.T) {
 			var once sync.Once
 			unblock := func() { once.Do(func() { close(release) }) }
 			t.Cleanup(unblock)
-			p := newPair(t, tr.scheme, &Config{Handler: handler}, nil)
+			// A goroutine of the client's session that takes its time to
+			// end: Close must wait for it.
+			slow := &sessionHooks{sessionEnded: func() { time.Sleep(300 * time.Millisecond) }}
+			p := newPair(t, tr.scheme, &Config{Handler: handler}, &Config{hooks: slow})
 			go func() { _, _ = p.client.TrackStatus(context.Background(), testTrack, wire.Params{}) }()
 			<-stuck
+			require.NotEmpty(t, sessionGoroutines(p.client), "the check sees the session's goroutines")
 			start := time.Now()
-			var wg sync.WaitGroup
-			wg.Go(func() { _ = p.client.Close() })
-			wg.Go(func() {
-				<-p.server.Context().Done()
-				_ = p.server.Close()
-			})
-			wg.Wait()
+			require.NoError(t, p.client.Close())
+			left := sessionGoroutines(p.client)
 			assert.Less(t, time.Since(start), closeWait, "a stuck Handler does not hold Close up")
-			left := sessionGoroutines()
 			assert.Empty(t, left, "session goroutines left after Close")
 			unblock()
 		})
@@ -268,7 +272,7 @@ func TestHandlerPanicRecovered(t *testing.T) {
 				case 1:
 					panic("boom")
 				case 2:
-					_ = r.(*TrackStatusRequest).Accept(wire.Opt[wire.Location]{}, nil)
+					_, _ = r.(*SubscribeRequest).Accept(AcceptOptions{})
 					panic("after the answer")
 				}
 				_ = r.Reject(wire.ReqDoesNotExist, "none")
@@ -284,10 +288,20 @@ func TestHandlerPanicRecovered(t *testing.T) {
 			assert.Contains(t, logs.String(), "Handler panicked")
 			assert.Contains(t, logs.String(), "boom")
 
-			_, err = p.client.TrackStatus(ctx, testTrack, wire.Params{})
-			assert.NoError(t, err, "answered before the panic")
-			assert.Eventually(t, func() bool { return strings.Contains(logs.String(), "after the answer") },
-				5*time.Second, 10*time.Millisecond)
+			// Answered, then reset: the reset may overtake SUBSCRIBE_OK.
+			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+			if err == nil {
+				select {
+				case <-sub.Done():
+				case <-ctx.Done():
+					require.FailNow(t, "the panicking handler's subscription stays up")
+				}
+				err = sub.Err()
+			}
+			var se *StreamError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, wire.ResetInternalError, se.Code)
+			assert.Contains(t, logs.String(), "after the answer")
 
 			_, err = p.client.TrackStatus(ctx, testTrack, wire.Params{})
 			require.ErrorAs(t, err, &re, "the session still serves requests")
