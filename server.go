@@ -41,6 +41,8 @@ type ServerOptions struct {
 	// Path and Authority, its AUTHORIZATION_TOKENs. A returned
 	// *SessionError closes the session with its code (INVALID_PATH,
 	// UNAUTHORIZED, …); any other error closes it with UNAUTHORIZED.
+	// It runs on a goroutine of the session: to refuse, return an error
+	// rather than call Session.Close, which would wait for it.
 	CheckSetup func(s *Session, setup *wire.Setup) error
 	// MaxPendingSessions bounds the sessions connected but not yet taken
 	// by Accept: those in their SETUP exchange (at most SetupTimeout each)
