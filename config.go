@@ -110,8 +110,11 @@ type Config struct {
 	// says idle timeout. Default 30s.
 	MaxIdleTimeout time.Duration
 	// MaxIncomingStreams bounds the request streams the peer may have open
-	// at once, MaxIncomingUniStreams its control and data streams
-	// (WebTransport's HTTP/3 needs 3 of them besides). Default 100 each.
+	// at once, MaxIncomingUniStreams its control and data streams; a
+	// request or data stream past them waits for credit. On WebTransport
+	// they count HTTP/3's streams too: a server's MaxIncomingStreams the
+	// CONNECT stream, and MaxIncomingUniStreams HTTP/3's 3 unidirectional
+	// streams. Default 100 each.
 	MaxIncomingStreams, MaxIncomingUniStreams int64
 	// packetConn, if set, carries Dial's connection instead of a socket
 	// of its own: tests close it to play a process that exits.

@@ -392,3 +392,28 @@ func TestStreamErrorTyped(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxIncomingStreams: the peer may have no more request streams open
+// than Config.MaxIncomingStreams allows; the next waits for credit.
+func TestMaxIncomingStreams(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			limit := int64(1)
+			if tr.scheme == "https" {
+				limit = 2 // the CONNECT stream is one of them
+			}
+			started := make(chan struct{}, 1)
+			p := newPair(t, tr.scheme, &Config{Handler: blockingTrackStatus(started), MaxIncomingStreams: limit}, nil)
+			_ = startBlockedCall(t, p, started)
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			_, err := p.client.TrackStatus(ctx, testTrack, wire.Params{})
+			assert.ErrorIs(t, err, context.DeadlineExceeded, "no stream credit for a second request")
+			select {
+			case <-started:
+				assert.Fail(t, "a second request reached the handler")
+			default:
+			}
+		})
+	}
+}
