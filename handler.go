@@ -136,9 +136,20 @@ func (s *Session) serve(r Request) {
 	s.handlers.Go(func() {
 		defer func() {
 			in := r.base()
-			if v := recover(); v != nil {
-				s.log.Error("moqt: Handler panicked", "request_id", in.rs.id, "request", fmt.Sprintf("%T", r),
-					"panic", v, "stack", string(debug.Stack()))
+			v := recover()
+			if s.ctx.Err() != nil {
+				// The request ended with the session. An answer now could
+				// still slip out before the connection's close, between
+				// the session's cancellation and it, and reach the peer
+				// as the request's end instead of the session's.
+				in.answer(func() error { return nil })
+				if v != nil {
+					s.logPanic(r, v)
+				}
+				return
+			}
+			if v != nil {
+				s.logPanic(r, v)
 				e := &RequestError{Code: wire.ReqInternalError, Reason: "internal error"}
 				if in.rejectWith(e) == errAlreadyAnswered {
 					in.rs.cancel(wire.ResetInternalError)
@@ -149,6 +160,12 @@ func (s *Session) serve(r Request) {
 		}()
 		s.handler.ServeMOQT(r)
 	})
+}
+
+// logPanic logs a Handler's panic with its stack, as net/http does.
+func (s *Session) logPanic(r Request, v any) {
+	s.log.Error("moqt: Handler panicked", "request_id", r.RequestID(), "request", fmt.Sprintf("%T", r),
+		"panic", v, "stack", string(debug.Stack()))
 }
 
 // errAlreadyAnswered is returned when a request is answered twice.
