@@ -3,6 +3,7 @@ package moqt
 import (
 	"crypto/tls"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/moqt-go/moqt/internal/transport"
@@ -109,6 +110,7 @@ type Config struct {
 	// those of a new one, and the subscriber must tell look-alike copies
 	// apart by filter (§3.1.2).
 	SharedTrackAliases bool
+
 	// Request streams, bounded against the peer.
 	//
 	// ControlMessageTimeout bounds how long a control message on a request
@@ -120,6 +122,31 @@ type Config struct {
 	// reset code for it (§12.5). How long the peer takes to answer a
 	// request is not bounded here: the request's context is. Default 10s.
 	ControlMessageTimeout time.Duration
+
+	// Transport: how long a quiet session lives, and how many streams the
+	// peer may open. Applied to raw QUIC and WebTransport, by Dial and
+	// Listen alike.
+	//
+	// KeepAlivePeriod is how often an idle connection sends a PING, so
+	// that a session with nothing to say outlives the idle timeout for as
+	// long as the peer is reachable. It is capped at half the idle
+	// timeout. Default 10s; negative disables keep-alive.
+	KeepAlivePeriod time.Duration
+	// MaxIdleTimeout ends a session whose connection received nothing for
+	// this long (the smaller of both endpoints' values applies, RFC 9000
+	// §10.1); the session then ends with a *SessionError whose Transport
+	// says idle timeout. Default 30s.
+	MaxIdleTimeout time.Duration
+	// MaxIncomingStreams bounds the request streams the peer may have open
+	// at once, MaxIncomingUniStreams its control and data streams; a
+	// request or data stream past them waits for credit. On WebTransport
+	// they count HTTP/3's streams too: a server's MaxIncomingStreams the
+	// CONNECT stream, and MaxIncomingUniStreams HTTP/3's 3 unidirectional
+	// streams. Default 100 each.
+	MaxIncomingStreams, MaxIncomingUniStreams int64
+	// packetConn, if set, carries Dial's connection instead of a socket
+	// of its own: tests close it to play a process that exits.
+	packetConn net.PacketConn
 
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler
@@ -153,6 +180,9 @@ type sessionHooks struct {
 	// graceExpired runs when a fan-out write to a data stream of ss passed
 	// writeGrace and the rest of it went to the stream's backlog.
 	graceExpired func(ss *ServedSubscription)
+	// sessionEnded runs in watchTransport once the session has ended,
+	// before it unblocks the open requests.
+	sessionEnded func()
 }
 
 // withDefaults returns a copy of c with every zero field set to its default.
@@ -200,6 +230,19 @@ func (c *Config) withDefaults() *Config {
 	if out.ControlMessageTimeout <= 0 {
 		out.ControlMessageTimeout = 10 * time.Second
 	}
+	// Transport.
+	if out.KeepAlivePeriod == 0 {
+		out.KeepAlivePeriod = 10 * time.Second
+	}
+	if out.MaxIdleTimeout <= 0 {
+		out.MaxIdleTimeout = 30 * time.Second
+	}
+	if out.MaxIncomingStreams <= 0 {
+		out.MaxIncomingStreams = 100
+	}
+	if out.MaxIncomingUniStreams <= 0 {
+		out.MaxIncomingUniStreams = 100
+	}
 	if out.Handler == nil {
 		out.Handler = DefaultHandler
 	}
@@ -216,6 +259,12 @@ func (c *Config) alpns() []string {
 		out = append(out, v.ALPN())
 	}
 	return out
+}
+
+// transportOptions returns the QUIC settings to give the transport.
+func (c *Config) transportOptions() transport.Options {
+	return transport.Options{KeepAlivePeriod: max(c.KeepAlivePeriod, 0), MaxIdleTimeout: c.MaxIdleTimeout,
+		MaxIncomingStreams: c.MaxIncomingStreams, MaxIncomingUniStreams: c.MaxIncomingUniStreams}
 }
 
 // windows returns the receive windows to give the transport.

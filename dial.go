@@ -20,7 +20,9 @@ import (
 //     in WT-Available-Protocols (§6.2.1).
 //
 // The default port is 443. Dial returns once the server's SETUP has
-// arrived.
+// arrived. A connection that fails without a MoQT close is reported as a
+// *TransportError: a server too busy to take it refuses it, which matches
+// ErrConnectionRefused.
 func Dial(ctx context.Context, rawURL string, cfg *Config) (*Session, error) {
 	cfg = cfg.withDefaults()
 	if err := checkSetupTokens(cfg.AuthorizationTokens); err != nil {
@@ -36,9 +38,10 @@ func Dial(ctx context.Context, rawURL string, cfg *Config) (*Session, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
 	defer cancel()
-	conn, err := transport.Dial(dctx, rawURL, tlsConf, &transport.DialConfig{Protocols: cfg.alpns(), Windows: cfg.windows()})
+	conn, err := transport.Dial(dctx, rawURL, tlsConf, &transport.DialConfig{Protocols: cfg.alpns(), Windows: cfg.windows(),
+		Options: cfg.transportOptions(), PacketConn: cfg.packetConn})
 	if err != nil {
-		return nil, err
+		return nil, publicError(err)
 	}
 	version, ok := wire.ParseALPN(conn.Protocol())
 	if !ok {

@@ -10,6 +10,13 @@
 // and takes sessions from Server.Accept. Either way the SETUP exchange is
 // complete when the *Session is returned.
 //
+// A session stays up while it is idle: keep-alive PINGs
+// (Config.KeepAlivePeriod, default 10 s) keep its connection within the
+// idle timeout (Config.MaxIdleTimeout, default 30 s) for as long as the
+// peer is reachable. Session.Close returns once the close is on the wire
+// and the session's goroutines have ended, so a program may exit right
+// after it.
+//
 // # Requests
 //
 // Outgoing requests are methods: Session.Subscribe returns the subscriber's
@@ -22,6 +29,10 @@
 // goroutine per request, and the concrete type (*SubscribeRequest,
 // *PublishRequest, *TrackStatusRequest) is answered with Accept or Reject.
 // DefaultHandler rejects everything. Relays wrap handlers to route requests.
+// A Handler that panics is recovered, as in net/http: the panic is logged
+// with its stack to Config.Logger, the request ends with INTERNAL_ERROR (a
+// REQUEST_ERROR if it was not answered yet, else a reset of its stream),
+// and the session stays up.
 //
 // # Authorization tokens
 //
@@ -40,7 +51,10 @@
 // Sessions, subscriptions and requests are safe for concurrent use. A
 // session's goroutines — the stream accept loops, the control stream
 // reader, one reader per request stream, one per handler call — all end
-// when the session closes.
+// when the session closes. Session.Close waits for them (at most 5 s, a
+// guard against bugs), except the Handler calls: they are user code, may
+// be the caller of Close, and learn of the end from the session's Context
+// and the errors of their calls.
 //
 // Objects go from the publisher's goroutine straight to the QUIC streams.
 // A subscriber that cannot take them promptly while others of the same
@@ -56,13 +70,22 @@
 // a subscriber that leaves its request stream unread has it reset with
 // TOO_FAR_BEHIND after Config.PublishDoneTimeout. Session.Context is
 // cancelled when the session ends, with the *SessionError (code, reason,
-// which side) as its cause; a ServedSubscription's Context ends with its
-// Err as cause, whatever ended it, the session included.
+// which side) as its cause; every call blocked on the session, or made
+// after, returns that same error, whether the session was closed here, by
+// the peer, or died with its connection. A ServedSubscription's Context
+// ends with its Err as cause, whatever ended it, the session included.
 // Session.Shutdown drains with GOAWAY.
 //
 // Two error kinds reach the application: *SessionError ends the session,
-// *RequestError ends one request. A subscription ended by its publisher
-// reports *DoneError. Bad input from the peer never panics: it closes the
+// *RequestError ends one request. A session whose connection died without a
+// MoQT close (an idle timeout, a stateless reset, a QUIC transport error)
+// ends with a *SessionError whose Transport field, a *TransportError, says
+// how; Dial returns a *TransportError for a connection it could not make,
+// and a server too busy to take one refuses it with QUIC's
+// CONNECTION_REFUSED, which matches ErrConnectionRefused. A reset stream
+// reports a *StreamError with its reset code (§12.5), from SubgroupReader
+// reads and inside the error of a cancelled request. A subscription ended by
+// its publisher reports *DoneError. Bad input from the peer never panics: it closes the
 // session with the code the spec names, or rejects the one request. A
 // publisher whose objects contradict one another sends a Malformed Track
 // (§12.1): the subscription cancels itself and reports
@@ -73,9 +96,14 @@
 // Control messages are at most 65535 bytes, names at most 4096, reason
 // phrases 1024 (§8, §9). Requests that arrive before the peer's SETUP wait
 // in their streams' flow-control windows; the number of streams is bounded
-// by the QUIC stream limits. MAX_REQUEST_UPDATES and MAX_FILTER_RANGES are
+// by the QUIC stream limits (Config.MaxIncomingStreams and
+// MaxIncomingUniStreams, 100 each by default). A Server holds at most
+// ServerOptions.MaxPendingSessions (default 64) sessions that are in SETUP
+// or wait for Accept, and refuses connections past it; accepting is
+// therefore not optional. MAX_REQUEST_UPDATES and MAX_FILTER_RANGES are
 // set in Config (the peer's MAX_FILTER_RANGES is kept: range filters past
-// it fail with ErrFilterRanges before they are sent), as is MaxSubscriberBacklog, the bytes a subscription this
+// it fail with ErrFilterRanges before they are sent), as is
+// MaxSubscriberBacklog, the bytes a subscription this
 // end serves may have queued before it ends with PUBLISH_DONE
 // TOO_FAR_BEHIND.
 //

@@ -3,7 +3,9 @@ package moqt
 import (
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -14,9 +16,26 @@ type SessionError struct {
 	Reason string
 	// Remote reports whether the peer closed the session.
 	Remote bool
+	// Transport is set when no MoQT close ended the session: its
+	// connection died beneath it (an idle timeout, a stateless reset, a
+	// QUIC transport error, a WebTransport connection lost). Code is then
+	// INTERNAL_ERROR and Reason the transport's description, and
+	// errors.As finds the *TransportError too.
+	Transport *TransportError
+}
+
+// Unwrap returns Transport, if set.
+func (e *SessionError) Unwrap() error {
+	if e.Transport == nil {
+		return nil
+	}
+	return e.Transport
 }
 
 func (e *SessionError) Error() string {
+	if e.Transport != nil {
+		return "moqt: session ended: " + e.Transport.Error()
+	}
 	who := "local"
 	if e.Remote {
 		who = "peer"
@@ -171,4 +190,127 @@ func asSessionError(err error) (*SessionError, bool) {
 // protocolViolation returns a local PROTOCOL_VIOLATION session error.
 func protocolViolation(format string, args ...any) *SessionError {
 	return &SessionError{Code: wire.ProtocolViolation, Reason: fmt.Sprintf(format, args...)}
+}
+
+// A TransportError reports that a session's QUIC connection ended, or
+// could not be made, without a MoQT close: Dial returns it for a
+// connection that failed (a server that refused it, a handshake that timed
+// out), and a session whose connection died beneath it ends with a
+// *SessionError whose Transport it is. It wraps quic-go's error, so that
+// errors.As also finds *quic.IdleTimeoutError and the like, and matches
+// net.ErrClosed with errors.Is.
+type TransportError struct {
+	Kind TransportErrorKind
+	// Code is the QUIC transport error code (RFC 9000 §20.1) for
+	// TransportClosed, such as CONNECTION_REFUSED (0x2); for
+	// TransportApplicationClosed it is the application code of the QUIC
+	// connection under a WebTransport session (HTTP/3's, RFC 9114 §8.1).
+	// Otherwise 0.
+	Code   uint64
+	Reason string
+	// Remote reports whether the peer sent the close or the reset.
+	Remote bool
+	err    error
+}
+
+// TransportErrorKind says how a connection ended without a MoQT close.
+type TransportErrorKind int
+
+// The ways a connection ends without a MoQT close.
+const (
+	// TransportLost is any other failure; Error describes it.
+	TransportLost TransportErrorKind = iota
+	// TransportIdleTimeout: nothing arrived within the idle timeout
+	// (Config.MaxIdleTimeout; keep-alive prevents it while the peer is
+	// reachable).
+	TransportIdleTimeout
+	// TransportHandshakeTimeout: the QUIC handshake did not complete.
+	TransportHandshakeTimeout
+	// TransportStatelessReset: the peer no longer knew the connection,
+	// typically because its process restarted.
+	TransportStatelessReset
+	// TransportClosed: a CONNECTION_CLOSE with a QUIC transport error code.
+	TransportClosed
+	// TransportApplicationClosed: the QUIC connection under a
+	// WebTransport session closed without WT_CLOSE_SESSION.
+	TransportApplicationClosed
+)
+
+// quicConnectionRefused is QUIC's CONNECTION_REFUSED (RFC 9000 §20.1).
+const quicConnectionRefused = 0x2
+
+// ErrConnectionRefused matches, with errors.Is, the *TransportError of a
+// connection the server refused with QUIC's CONNECTION_REFUSED: a busy
+// server (see ServerOptions.MaxPendingSessions). Trying again later may
+// succeed.
+var ErrConnectionRefused = errors.New("moqt: connection refused by the server")
+
+func (e *TransportError) Error() string {
+	return "moqt: " + strings.TrimPrefix(e.err.Error(), "moqt transport: ")
+}
+
+// String names the kind, as in "idle timeout".
+func (k TransportErrorKind) String() string { return transport.ConnErrorKind(k).String() }
+
+// Unwrap returns the QUIC library's error.
+func (e *TransportError) Unwrap() error { return errors.Unwrap(e.err) }
+
+// Is reports whether target is ErrConnectionRefused and e a refusal.
+func (e *TransportError) Is(target error) bool {
+	return target == ErrConnectionRefused && e.Kind == TransportClosed && e.Code == quicConnectionRefused && e.Remote
+}
+
+// Timeout reports whether e is an idle or handshake timeout, as a
+// net.Error does.
+func (e *TransportError) Timeout() bool {
+	return e.Kind == TransportIdleTimeout || e.Kind == TransportHandshakeTimeout
+}
+
+// A StreamError reports that a stream of the session was reset
+// (RESET_STREAM, seen by reads) or that its reader asked it to stop
+// (STOP_SENDING, seen by writes), with a reset code (§12.5). Remote is
+// true when the peer did it. SubgroupReader reads return it for a reset
+// data stream.
+type StreamError struct {
+	Code   wire.ResetCode
+	Remote bool
+	err    *transport.StreamError
+}
+
+func (e *StreamError) Error() string {
+	verb := "reset"
+	if e.Remote {
+		verb = "reset by peer"
+	}
+	return fmt.Sprintf("moqt: stream %s: %s", verb, e.Code)
+}
+
+// Unwrap returns the transport's error.
+func (e *StreamError) Unwrap() error {
+	if e.err == nil {
+		return nil
+	}
+	return e.err
+}
+
+// publicError converts the transport's errors that applications may see
+// into this package's types: *StreamError and *TransportError. Others
+// are returned as they are.
+func publicError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if e, ok := errors.AsType[*transport.StreamError](err); ok {
+		return &StreamError{Code: wire.ResetCode(e.Code), Remote: e.Remote, err: e}
+	}
+	if e, ok := errors.AsType[*transport.ConnError](err); ok {
+		return transportError(e)
+	}
+	return err
+}
+
+// transportError converts e; TransportErrorKind mirrors
+// transport.ConnErrorKind value for value.
+func transportError(e *transport.ConnError) *TransportError {
+	return &TransportError{Kind: TransportErrorKind(e.Kind), Code: e.Code, Reason: e.Reason, Remote: e.Remote, err: e}
 }

@@ -475,7 +475,7 @@ func (ss *ServedSubscription) end(err error) error {
 	default:
 		// A reset from the subscriber cancels (§3.1.1); the publisher
 		// resets in turn (C003).
-		ss.cancel(fmt.Errorf("%w: %v", ErrCancelled, err), wire.ResetCancelled)
+		ss.cancel(fmt.Errorf("%w: %w", ErrCancelled, err), wire.ResetCancelled)
 		return nil
 	}
 }

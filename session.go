@@ -22,7 +22,7 @@ import (
 // A Session runs one goroutine accepting request streams, one accepting
 // unidirectional streams, one reading the peer's control stream, one per
 // request stream and one per request handed to the Handler. All of them end
-// when the session closes.
+// when the session closes; Close waits for all but the Handler calls.
 type Session struct {
 	conn     transport.Conn
 	version  wire.Version
@@ -38,7 +38,10 @@ type Session struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the session's own goroutines, which Close waits for
+	// handlers counts running Handler calls, which Close does not wait
+	// for: user code, possibly the caller of Close.
+	handlers sync.WaitGroup
 
 	setupDone chan struct{} // closed when the peer's SETUP has been accepted
 	peerSetup *wire.Setup   // written once, before setupDone is closed
@@ -224,15 +227,46 @@ func (s *Session) Authority() string { return s.authority }
 // PeerAuthorizationTokens has the tokens resolved.
 func (s *Session) PeerSetup() *wire.Setup { return s.peerSetup }
 
+// closeWait bounds how long Close waits for the session's goroutines.
+// They end as soon as the connection is closed; the bound only guards
+// against a bug, or a CheckSetup callback that calls Close itself.
+const closeWait = 5 * time.Second
+
 // CloseWithError closes the session with code and reason (§6.6). The first
 // close wins; later calls return nil.
+//
+// It returns once the close is on the wire (raw QUIC: CONNECTION_CLOSE has
+// been sent; WebTransport: the peer has closed the connection after reading
+// WT_CLOSE_SESSION, or a second has passed and the connection was closed
+// with H3_NO_ERROR), so that a process may exit right after, and once the
+// session's goroutines have ended (at most closeWait). Handler calls still
+// running are not waited for: a Handler may call Close itself. Their
+// requests end with the session.
 func (s *Session) CloseWithError(code wire.SessionErrorCode, reason string) error {
 	s.fail(&SessionError{Code: code, Reason: reason})
+	<-s.conn.Context().Done()
+	s.waitGoroutines()
 	return nil
 }
 
-// Close closes the session with NO_ERROR.
+// Close closes the session with NO_ERROR; see CloseWithError.
 func (s *Session) Close() error { return s.CloseWithError(wire.NoError, "") }
+
+// waitGoroutines waits, at most closeWait, for the session's goroutines.
+func (s *Session) waitGoroutines() {
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		s.log.Warn("session goroutines still running after close", "waited", closeWait)
+	}
+}
 
 // fail closes the session with the error err maps to (§12.2). It is the
 // one place where a session ends locally.
@@ -270,6 +304,7 @@ func (s *Session) watchTransport() {
 	case <-s.conn.Context().Done():
 		s.cancel(s.transportCloseError())
 	}
+	s.hook(func(h *sessionHooks) func() { return h.sessionEnded })
 	s.abortRequests()
 }
 
@@ -291,9 +326,8 @@ func (s *Session) abortRequests() {
 // transportCloseError turns the transport's close into a *SessionError.
 func (s *Session) transportCloseError() *SessionError {
 	cause := context.Cause(s.conn.Context())
-	var ce *transport.CloseError
-	if errors.As(cause, &ce) {
-		return &SessionError{Code: wire.SessionErrorCode(ce.Code), Reason: ce.Reason, Remote: ce.Remote}
+	if se := connEnded(cause); se != nil {
+		return se
 	}
 	reason := "connection closed"
 	if cause != nil {
@@ -302,20 +336,35 @@ func (s *Session) transportCloseError() *SessionError {
 	return &SessionError{Code: wire.InternalError, Reason: reason, Remote: true}
 }
 
+// connEnded returns the *SessionError for an error that says the
+// connection ended: a close with a MoQT code (*transport.CloseError), or
+// its death without one (*transport.ConnError). Otherwise nil.
+func connEnded(err error) *SessionError {
+	if ce, ok := errors.AsType[*transport.CloseError](err); ok {
+		return &SessionError{Code: wire.SessionErrorCode(ce.Code), Reason: ce.Reason, Remote: ce.Remote}
+	}
+	if ce, ok := errors.AsType[*transport.ConnError](err); ok {
+		te := transportError(ce)
+		return &SessionError{Code: wire.InternalError, Reason: te.Error(), Remote: te.Remote, Transport: te}
+	}
+	return nil
+}
+
 // streamError maps a stream read or write error: once the session is
-// closed that is the session's error, otherwise the transport's own (a
-// *transport.StreamError for a reset or STOP_SENDING).
+// closed that is the session's error, the same one its Context has as
+// cause, however it ended; otherwise a *StreamError for a reset or
+// STOP_SENDING, or the error as it is.
 func (s *Session) streamError(err error) error {
 	if cause := context.Cause(s.ctx); cause != nil {
 		return cause
 	}
-	var ce *transport.CloseError
-	if errors.As(err, &ce) {
-		se := &SessionError{Code: wire.SessionErrorCode(ce.Code), Reason: ce.Reason, Remote: ce.Remote}
+	if se := connEnded(err); se != nil {
+		// Read before watchTransport saw the connection end: this is
+		// its cause, unless another won the race.
 		s.cancel(se)
 		return context.Cause(s.ctx)
 	}
-	return err
+	return publicError(err)
 }
 
 // writeControl sends one message on this endpoint's control stream.
@@ -433,9 +482,9 @@ func (s *Session) controlReadError(err error) error {
 	if errors.As(err, &pe) && !errors.Is(err, wire.ErrTruncated) {
 		return err
 	}
-	var ce *transport.CloseError
-	if errors.As(err, &ce) {
-		return nil // watchTransport reports it
+	if connEnded(err) != nil {
+		_ = s.streamError(err) // the connection's end, not the stream's
+		return nil
 	}
 	return protocolViolation("control stream closed: %v", err)
 }
@@ -604,7 +653,7 @@ func (s *Session) closeWhenIdle() {
 	defer s.wg.Done()
 	if s.waitIdle(s.ctx) == nil {
 		s.log.Info("closing after the peer's GOAWAY: no request is open")
-		_ = s.Close()
+		s.fail(&SessionError{Code: wire.NoError}) // not Close, which would wait for this goroutine
 	}
 }
 

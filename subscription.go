@@ -407,7 +407,7 @@ func (sub *Subscription) end(err error) {
 		// A FIN before the required messages fails the request (§6.4.2.2).
 		sub.cancel(fmt.Errorf("moqt: publisher closed the stream without PUBLISH_DONE: %w", ErrCancelled))
 	default:
-		sub.cancel(fmt.Errorf("%w: %v", ErrCancelled, err))
+		sub.cancel(fmt.Errorf("%w: %w", ErrCancelled, err))
 	}
 	sub.release()
 }

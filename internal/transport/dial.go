@@ -29,6 +29,11 @@ type DialConfig struct {
 	QUIC *quic.Config
 	// Windows, if set, fix the receive windows.
 	Windows Windows
+	// Options are applied over QUIC.
+	Options Options
+	// PacketConn, if set, carries the connection instead of a socket of
+	// its own; it stays open when the connection closes.
+	PacketConn net.PacketConn
 	// Header holds extra header fields for the WebTransport CONNECT request,
 	// such as Origin. Ignored on raw QUIC.
 	Header http.Header
@@ -88,12 +93,23 @@ func Dial(ctx context.Context, rawURL string, tlsConf *tls.Config, cfg *DialConf
 	if cfg != nil && cfg.QUIC != nil {
 		quicConf = cfg.QUIC.Clone()
 	}
+	var dial dialer = quic.DialAddr
 	if cfg != nil {
 		cfg.Windows.apply(quicConf)
+		cfg.Options.apply(quicConf)
+		if pc := cfg.PacketConn; pc != nil {
+			dial = func(ctx context.Context, addr string, tlsConf *tls.Config, conf *quic.Config) (*quic.Conn, error) {
+				udpAddr, err := net.ResolveUDPAddr("udp", addr)
+				if err != nil {
+					return nil, err
+				}
+				return quic.Dial(ctx, pc, udpAddr, tlsConf, conf)
+			}
+		}
 	}
 	quicConf.EnableDatagrams = true
 	if u.Scheme == "moqt" {
-		return dialQUIC(ctx, hostPort(u), tlsConf, quicConf, cfg.protocols())
+		return dialQUIC(ctx, dial, hostPort(u), tlsConf, quicConf, cfg.protocols())
 	}
 	target := *u
 	target.Fragment, target.RawFragment = "", ""
@@ -101,12 +117,15 @@ func Dial(ctx context.Context, rawURL string, tlsConf *tls.Config, cfg *DialConf
 	if cfg != nil {
 		header = cfg.Header
 	}
-	return dialWebTransport(ctx, hostPort(u), target.String(), tlsConf, quicConf, cfg.protocols(), header)
+	return dialWebTransport(ctx, dial, hostPort(u), target.String(), tlsConf, quicConf, cfg.protocols(), header)
 }
 
-func dialQUIC(ctx context.Context, addr string, tlsConf *tls.Config, quicConf *quic.Config, protocols []string) (Conn, error) {
+// dialer makes a QUIC connection, as quic.DialAddr does.
+type dialer func(ctx context.Context, addr string, tlsConf *tls.Config, conf *quic.Config) (*quic.Conn, error)
+
+func dialQUIC(ctx context.Context, dial dialer, addr string, tlsConf *tls.Config, quicConf *quic.Config, protocols []string) (Conn, error) {
 	tlsConf.NextProtos = protocols
-	qconn, err := quic.DialAddr(ctx, addr, tlsConf, quicConf)
+	qconn, err := dial(ctx, addr, tlsConf, quicConf)
 	if err != nil {
 		return nil, fromQUIC(err)
 	}
@@ -125,12 +144,12 @@ func dialQUIC(ctx context.Context, addr string, tlsConf *tls.Config, quicConf *q
 	return newQUICConn(qconn), nil
 }
 
-func dialWebTransport(ctx context.Context, addr, target string, tlsConf *tls.Config, quicConf *quic.Config,
+func dialWebTransport(ctx context.Context, dial dialer, addr, target string, tlsConf *tls.Config, quicConf *quic.Config,
 	protocols []string, header http.Header,
 ) (Conn, error) {
 	tlsConf.NextProtos = []string{http3.NextProtoH3}
 	quicConf.EnableStreamResetPartialDelivery = true // required by webtransport-go
-	qconn, err := quic.DialAddr(ctx, addr, tlsConf, quicConf)
+	qconn, err := dial(ctx, addr, tlsConf, quicConf)
 	if err != nil {
 		return nil, fromQUIC(err)
 	}

@@ -76,6 +76,102 @@ func (e *CloseError) Error() string {
 // Unwrap returns net.ErrClosed.
 func (e *CloseError) Unwrap() error { return net.ErrClosed }
 
+// A ConnError reports that a QUIC connection ended, or could not be made,
+// without a close that carries an application code for the session: an
+// idle timeout, a stateless reset, a CONNECTION_CLOSE with a QUIC
+// transport error code (such as CONNECTION_REFUSED from a busy server), or,
+// under a WebTransport session, its QUIC connection closing or failing
+// without WT_CLOSE_SESSION. Err is the library's error; ConnError matches
+// net.ErrClosed with errors.Is through it.
+type ConnError struct {
+	Kind ConnErrorKind
+	// Code is the QUIC transport error code (RFC 9000 §20.1) for
+	// ConnTransportClose, the application code (HTTP/3's, under
+	// WebTransport) for ConnApplicationClose, and 0 otherwise.
+	Code   uint64
+	Reason string
+	Remote bool
+	Err    error
+}
+
+// ConnErrorKind says how a connection ended without a session close.
+type ConnErrorKind int
+
+// The ways a connection ends without a session close.
+const (
+	ConnLost             ConnErrorKind = iota // anything else, described by Err
+	ConnIdleTimeout                           // no packet within the idle timeout
+	ConnHandshakeTimeout                      // the QUIC handshake did not finish
+	ConnStatelessReset                        // the peer lost the connection's state
+	ConnTransportClose                        // CONNECTION_CLOSE with a QUIC transport error code
+	ConnApplicationClose                      // the QUIC connection under a WebTransport session closed with an application code
+)
+
+var connKindNames = [...]string{
+	ConnLost:             "connection lost",
+	ConnIdleTimeout:      "idle timeout",
+	ConnHandshakeTimeout: "handshake timeout",
+	ConnStatelessReset:   "stateless reset",
+	ConnTransportClose:   "connection closed with a transport error",
+	ConnApplicationClose: "connection closed",
+}
+
+func (k ConnErrorKind) String() string {
+	if k >= 0 && int(k) < len(connKindNames) {
+		return connKindNames[k]
+	}
+	return fmt.Sprintf("ConnErrorKind(%d)", int(k))
+}
+
+func (e *ConnError) Error() string {
+	s := "moqt transport: " + e.Kind.String()
+	switch e.Kind {
+	case ConnTransportClose, ConnApplicationClose:
+		who := "locally"
+		if e.Remote {
+			who = "by peer"
+		}
+		s += fmt.Sprintf(" %s, code %#x", who, e.Code)
+		if e.Reason != "" {
+			s += ": " + e.Reason
+		}
+	case ConnLost:
+		if e.Err != nil {
+			s += ": " + e.Err.Error()
+		}
+	}
+	return s
+}
+
+// Unwrap returns the library's error.
+func (e *ConnError) Unwrap() error { return e.Err }
+
+// connError translates an error that ended a QUIC connection, or kept one
+// from being made, into a *ConnError; it reports false for errors that are
+// not about the connection. An application close is a ConnError only
+// where the caller says the connection's code is not the session's.
+func connError(err error) (*ConnError, bool) {
+	if e, ok := errors.AsType[*quic.IdleTimeoutError](err); ok {
+		return &ConnError{Kind: ConnIdleTimeout, Err: e}, true
+	}
+	if e, ok := errors.AsType[*quic.HandshakeTimeoutError](err); ok {
+		return &ConnError{Kind: ConnHandshakeTimeout, Err: e}, true
+	}
+	if e, ok := errors.AsType[*quic.StatelessResetError](err); ok {
+		return &ConnError{Kind: ConnStatelessReset, Remote: true, Err: e}, true
+	}
+	if e, ok := errors.AsType[*quic.TransportError](err); ok {
+		return &ConnError{Kind: ConnTransportClose, Code: uint64(e.ErrorCode), Reason: e.ErrorMessage, Remote: e.Remote, Err: e}, true
+	}
+	if e, ok := errors.AsType[*quic.ApplicationError](err); ok {
+		return &ConnError{Kind: ConnApplicationClose, Code: uint64(e.ErrorCode), Reason: e.ErrorMessage, Remote: e.Remote, Err: e}, true
+	}
+	if e, ok := errors.AsType[*quic.VersionNegotiationError](err); ok {
+		return &ConnError{Kind: ConnLost, Err: e}, true
+	}
+	return nil, false
+}
+
 func side(remote bool, verb string) string {
 	if remote {
 		return verb + " by peer"
@@ -94,6 +190,9 @@ func fromQUIC(err error) error {
 	}
 	if e, ok := errors.AsType[*quic.ApplicationError](err); ok {
 		return &CloseError{Code: uint64(e.ErrorCode), Reason: e.ErrorMessage, Remote: e.Remote}
+	}
+	if e, ok := connError(err); ok {
+		return e
 	}
 	return passThrough(err)
 }

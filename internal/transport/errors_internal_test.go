@@ -41,21 +41,39 @@ func TestFromQUIC(t *testing.T) {
 		})
 	}
 
-	t.Run("idle timeout passes through wrapped", func(t *testing.T) {
+	t.Run("idle timeout is a ConnError", func(t *testing.T) {
 		err := fromQUIC(idle)
 		require.Error(t, err)
 		assert.NotErrorAs(t, err, new(*CloseError))
+		var ce *ConnError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, ConnIdleTimeout, ce.Kind)
+		assert.Equal(t, "moqt transport: idle timeout", err.Error())
 		assert.ErrorIs(t, err, net.ErrClosed)
 		var nerr net.Error
 		require.ErrorAs(t, err, &nerr)
 		assert.True(t, nerr.Timeout())
 		assert.True(t, strings.HasPrefix(err.Error(), "moqt transport: "), err.Error())
 	})
-	t.Run("transport error passes through wrapped", func(t *testing.T) {
-		in := &quic.TransportError{ErrorCode: quic.ProtocolViolation, Remote: true}
+	t.Run("transport error is a ConnError", func(t *testing.T) {
+		in := &quic.TransportError{ErrorCode: quic.ConnectionRefused, ErrorMessage: "busy", Remote: true}
 		err := fromQUIC(in)
 		assert.ErrorIs(t, err, in)
 		assert.NotErrorAs(t, err, new(*CloseError))
+		assert.Equal(t, &ConnError{Kind: ConnTransportClose, Code: 0x2, Reason: "busy", Remote: true, Err: in}, err)
+		assert.Equal(t, "moqt transport: connection closed with a transport error by peer, code 0x2: busy", err.Error())
+	})
+	t.Run("other connection ends are ConnErrors", func(t *testing.T) {
+		for in, kind := range map[error]ConnErrorKind{
+			&quic.HandshakeTimeoutError{}:   ConnHandshakeTimeout,
+			&quic.StatelessResetError{}:     ConnStatelessReset,
+			&quic.VersionNegotiationError{}: ConnLost,
+		} {
+			var ce *ConnError
+			require.ErrorAs(t, fromQUIC(in), &ce, "%T", in)
+			assert.Equal(t, kind, ce.Kind, "%T", in)
+			assert.ErrorIs(t, ce, in)
+		}
 	})
 }
 

@@ -29,11 +29,21 @@ type ListenConfig struct {
 	QUIC *quic.Config
 	// Windows, if set, fix the receive windows.
 	Windows Windows
+	// Options are applied over QUIC.
+	Options Options
+	// Refuse, if set, is asked about each new connection before its
+	// handshake; true refuses it with QUIC's CONNECTION_REFUSED, which is
+	// what a busy server sends (RFC 9000 §20.1).
+	Refuse func() bool
 	// CheckOrigin decides whether a WebTransport request's Origin is
 	// acceptable. Default: accept a request with no Origin or whose
 	// Origin's host equals its :authority. Refused requests get 403.
 	CheckOrigin func(r *http.Request) bool
 }
+
+// errServerBusy makes quic-go refuse a connection with CONNECTION_REFUSED;
+// the client sees only the code.
+var errServerBusy = errors.New("moqt transport: server busy")
 
 // A Listener accepts raw QUIC connections and WebTransport sessions on one
 // UDP port: ALPN moqt-* yields a raw QUIC Conn, ALPN h3 is served as HTTP/3
@@ -91,8 +101,23 @@ func Listen(addr string, tlsConf *tls.Config, cfg *ListenConfig) (*Listener, err
 		quicConf = cfg.QUIC.Clone()
 	}
 	cfg.Windows.apply(quicConf)
+	cfg.Options.apply(quicConf)
 	quicConf.EnableDatagrams = true
 	quicConf.EnableStreamResetPartialDelivery = true
+	if refuse := cfg.Refuse; refuse != nil {
+		// What GetConfigForClient returns replaces the whole
+		// configuration, so by default it returns a copy of this one.
+		base, get := quicConf.Clone(), quicConf.GetConfigForClient
+		quicConf.GetConfigForClient = func(info *quic.ClientInfo) (*quic.Config, error) {
+			if refuse() {
+				return nil, errServerBusy
+			}
+			if get != nil {
+				return get(info)
+			}
+			return base, nil
+		}
+	}
 
 	udpAddr, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {

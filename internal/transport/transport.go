@@ -15,10 +15,13 @@
 //     closed with an application error code, by the peer (Remote) or by
 //     this endpoint. Returned by every call once the connection is closed,
 //     and available afterwards as context.Cause(conn.Context()).
+//   - *[ConnError]: the connection ended, or could not be made, without
+//     such a close: an idle timeout, a stateless reset, a QUIC transport
+//     error such as CONNECTION_REFUSED, a WebTransport connection lost
+//     under its session. Returned and recorded as a CloseError is.
 //
 // io.EOF, context errors and os.ErrDeadlineExceeded (a Write that passed
-// its deadline) are returned unchanged. Everything else (idle
-// timeout, a WebTransport connection lost under its session, a datagram too
+// its deadline) are returned unchanged. Everything else (a datagram too
 // large, ...) is wrapped with a "moqt transport:" prefix and keeps the
 // library error in its chain.
 //
@@ -77,7 +80,10 @@ type Conn interface {
 	// CloseWithError closes the connection (raw QUIC: CONNECTION_CLOSE) or
 	// session (WebTransport: WT_CLOSE_SESSION) with an application code and
 	// a reason of at most 1024 bytes (longer ones are truncated). It returns
-	// once the close has been started locally; Context is done by then.
+	// once the close is on the wire, so that the process may exit: raw
+	// QUIC's CONNECTION_CLOSE has been sent; WebTransport's QUIC connection
+	// is closed, by the peer after reading WT_CLOSE_SESSION or by this end
+	// after a second. Context is done by then.
 	CloseWithError(code uint64, reason string) error
 	// Context is done when the connection or session ends. Its cause is the
 	// translated error: a *CloseError for a close with an application code.
@@ -171,6 +177,34 @@ type Info struct {
 // (no auto-tuning). A zero field keeps quic-go's default.
 type Windows struct {
 	Stream, Connection uint64
+}
+
+// Options are QUIC settings of the connections Dial and Listen make. A
+// zero field keeps quic-go's default.
+type Options struct {
+	// KeepAlivePeriod, when positive, makes an idle connection send a PING
+	// this often (at least twice per idle timeout), so that it outlives
+	// MaxIdleTimeout. Zero sends none.
+	KeepAlivePeriod time.Duration
+	// MaxIdleTimeout is this endpoint's idle timeout; the connection's is
+	// the smaller of both endpoints' (RFC 9000 §10.1).
+	MaxIdleTimeout time.Duration
+	// MaxIncomingStreams and MaxIncomingUniStreams bound the streams of
+	// each kind the peer may have open at once.
+	MaxIncomingStreams, MaxIncomingUniStreams int64
+}
+
+func (o Options) apply(c *quic.Config) {
+	c.KeepAlivePeriod = max(o.KeepAlivePeriod, 0)
+	if o.MaxIdleTimeout > 0 {
+		c.MaxIdleTimeout = o.MaxIdleTimeout
+	}
+	if o.MaxIncomingStreams > 0 {
+		c.MaxIncomingStreams = o.MaxIncomingStreams
+	}
+	if o.MaxIncomingUniStreams > 0 {
+		c.MaxIncomingUniStreams = o.MaxIncomingUniStreams
+	}
 }
 
 func (w Windows) apply(c *quic.Config) {

@@ -64,7 +64,11 @@ func (c *wtConn) sessionEnded() {
 			err = connErr
 		}
 	}
-	c.cancel(passThrough(err))
+	if e, ok := connError(err); ok {
+		c.cancel(e)
+		return
+	}
+	c.cancel(&ConnError{Kind: ConnLost, Err: err})
 }
 
 func (c *wtConn) closeQUIC() { _ = c.qconn.CloseWithError(codeH3NoError, "") }
@@ -132,9 +136,14 @@ func (c *wtConn) ReceiveDatagram(ctx context.Context) ([]byte, error) {
 	return b, c.translate(err)
 }
 
+// CloseWithError returns once the QUIC connection under the session is
+// closed too: when the peer, having read WT_CLOSE_SESSION, closes it, or
+// after closeLinger. Until then the capsule may sit in a send buffer, and
+// a process that exits once Close returns would never send it.
 func (c *wtConn) CloseWithError(code uint64, reason string) error {
 	err := c.sess.CloseWithError(webtransport.SessionErrorCode(wtCode(code)), truncateReason(reason))
 	<-c.ctx.Done()
+	<-c.qconn.Context().Done()
 	return c.translate(err)
 }
 

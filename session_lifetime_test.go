@@ -1,0 +1,427 @@
+package moqt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// blockingTrackStatus is a Handler that answers nothing until its
+// request's session ends, so that a TrackStatus call stays blocked.
+func blockingTrackStatus(started chan<- struct{}) Handler {
+	return HandlerFunc(func(r Request) {
+		started <- struct{}{}
+		<-r.Session().Context().Done()
+	})
+}
+
+// startBlockedCall starts a TrackStatus on p.client that the server never
+// answers, and returns its eventual error.
+func startBlockedCall(t *testing.T, p *pair, started <-chan struct{}) <-chan error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.client.TrackStatus(context.Background(), testTrack, wire.Params{})
+		errc <- err
+	}()
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "the request did not reach the handler")
+	}
+	return errc
+}
+
+// endedWith waits for s to end and for the blocked call to return, and
+// checks that the call's error is the session's cause.
+func endedWith(t *testing.T, s *Session, errc <-chan error, within time.Duration) *SessionError {
+	t.Helper()
+	select {
+	case <-s.Context().Done():
+	case <-time.After(within):
+		require.FailNow(t, "session still up")
+	}
+	var err error
+	select {
+	case err = <-errc:
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "blocked call did not return")
+	}
+	cause := context.Cause(s.Context())
+	var se *SessionError
+	require.ErrorAs(t, cause, &se)
+	assert.Same(t, cause, err, "the blocked call reports the session's cause")
+	return se
+}
+
+// TestIdleSessionStaysUp: with keep-alive on by default, a session idle for
+// longer than its idle timeout stays up.
+func TestIdleSessionStaysUp(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			p := newPair(t, tr.scheme, &Config{MaxIdleTimeout: time.Second}, &Config{MaxIdleTimeout: time.Second})
+			time.Sleep(3 * time.Second)
+			assert.NoError(t, p.client.Context().Err(), "client session")
+			assert.NoError(t, p.server.Context().Err(), "server session")
+			_, err := p.client.TrackStatus(context.Background(), testTrack, wire.Params{})
+			var re *RequestError
+			assert.ErrorAs(t, err, &re, "the session still serves requests")
+		})
+	}
+}
+
+// TestIdleTimeoutIsTransportError: without keep-alive an idle session
+// dies, and says it was an idle timeout, not a protocol violation; the
+// blocked call and the session's cause agree.
+func TestIdleTimeoutIsTransportError(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			started := make(chan struct{}, 1)
+			cfg := func(h Handler) *Config {
+				return &Config{MaxIdleTimeout: time.Second, KeepAlivePeriod: -1, Handler: h}
+			}
+			p := newPair(t, tr.scheme, cfg(blockingTrackStatus(started)), cfg(nil))
+			errc := startBlockedCall(t, p, started)
+			for _, s := range []*Session{p.client, p.server} {
+				errs := errc
+				if s == p.server {
+					errs = nil
+				}
+				var se *SessionError
+				if errs != nil {
+					se = endedWith(t, s, errs, 10*time.Second)
+				} else {
+					select {
+					case <-s.Context().Done():
+					case <-time.After(10 * time.Second):
+						require.FailNow(t, "server session still up")
+					}
+					require.ErrorAs(t, context.Cause(s.Context()), &se)
+				}
+				assert.Equal(t, wire.InternalError, se.Code, "no MoQT code: %v", se)
+				require.NotNil(t, se.Transport, "a transport death: %v", se)
+				assert.Equal(t, TransportIdleTimeout, se.Transport.Kind)
+				assert.True(t, se.Transport.Timeout())
+				assert.Contains(t, se.Error(), "idle timeout")
+				var te *TransportError
+				assert.ErrorAs(t, se, &te)
+				var qe *quic.IdleTimeoutError
+				assert.ErrorAs(t, se, &qe, "quic-go's error is in the chain")
+				assert.ErrorIs(t, se, net.ErrClosed)
+			}
+		})
+	}
+}
+
+// TestSessionEndsAgreeWithBlockedCalls: a call blocked when the session
+// ends, by a local or a peer close, returns the session's cause.
+func TestSessionEndsAgreeWithBlockedCalls(t *testing.T) {
+	for _, tr := range transports {
+		for _, local := range []bool{true, false} {
+			name := tr.name + "/peer"
+			if local {
+				name = tr.name + "/local"
+			}
+			t.Run(name, func(t *testing.T) {
+				started := make(chan struct{}, 1)
+				p := newPair(t, tr.scheme, &Config{Handler: blockingTrackStatus(started)}, nil)
+				errc := startBlockedCall(t, p, started)
+				if local {
+					require.NoError(t, p.client.CloseWithError(wire.GoawayTimeout, "bye"))
+				} else {
+					require.NoError(t, p.server.CloseWithError(wire.GoawayTimeout, "bye"))
+				}
+				se := endedWith(t, p.client, errc, 5*time.Second)
+				assert.Equal(t, SessionError{Code: wire.GoawayTimeout, Reason: "bye", Remote: !local}, *se)
+			})
+		}
+	}
+}
+
+// TestCloseReachesPeerBeforeExit: a client that closes and then loses its
+// socket at once, as a process that exits, still tells the server: the
+// server's session ends promptly with the client's code, not after an
+// idle timeout.
+func TestCloseReachesPeerBeforeExit(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			for i := range 5 {
+				t.Run(fmt.Sprint(i), func(t *testing.T) { closeBeforeExit(t, tr.scheme) })
+			}
+		})
+	}
+}
+
+func closeBeforeExit(t *testing.T, scheme string) {
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	p := newPair(t, scheme, nil, &Config{packetConn: udp})
+	require.NoError(t, p.client.CloseWithError(wire.Unauthorized, "bye"))
+	require.NoError(t, udp.Close())
+	select {
+	case <-p.server.Context().Done():
+	case <-time.After(3 * time.Second):
+		require.FailNow(t, "the server did not learn of the close")
+	}
+	var se *SessionError
+	require.ErrorAs(t, context.Cause(p.server.Context()), &se)
+	assert.Equal(t, SessionError{Code: wire.Unauthorized, Reason: "bye", Remote: true}, *se)
+}
+
+// sessionGoroutines returns the stacks of the goroutines running a method
+// of s, Handler calls aside: a method's receiver is printed in its frame.
+func sessionGoroutines(s *Session) []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, ".ServeMOQT(") {
+			continue
+		}
+		for line := range strings.SplitSeq(g, "\n") {
+			if strings.Contains(line, "(*Session).") && strings.Contains(line, fmt.Sprintf("(%p", s)) {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// TestCloseWaitsForGoroutines: once both ends' Close returned, none of the
+// sessions' goroutines runs, while a Handler stuck in user code does not
+// hold Close up.
+func TestCloseWaitsForGoroutines(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			release := make(chan struct{})
+			stuck := make(chan struct{}, 1)
+			handler := HandlerFunc(func(r Request) {
+				stuck <- struct{}{}
+				<-release // ignores the session's end
+				_ = r.Reject(wire.ReqInternalError, "late")
+			})
+			var once sync.Once
+			unblock := func() { once.Do(func() { close(release) }) }
+			t.Cleanup(unblock)
+			// A goroutine of the client's session that takes its time to
+			// end: Close must wait for it.
+			slow := &sessionHooks{sessionEnded: func() { time.Sleep(300 * time.Millisecond) }}
+			p := newPair(t, tr.scheme, &Config{Handler: handler}, &Config{hooks: slow})
+			go func() { _, _ = p.client.TrackStatus(context.Background(), testTrack, wire.Params{}) }()
+			<-stuck
+			require.NotEmpty(t, sessionGoroutines(p.client), "the check sees the session's goroutines")
+			start := time.Now()
+			require.NoError(t, p.client.Close())
+			assert.Less(t, time.Since(start), closeWait, "a stuck Handler does not hold Close up")
+			// A goroutine that has called wg.Done may still be on its
+			// way out; one still in the 300 ms hook is not.
+			var left []string
+			for range 10 {
+				if left = sessionGoroutines(p.client); len(left) == 0 {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			assert.Empty(t, left, "session goroutines left after Close")
+			unblock()
+		})
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestHandlerPanicRecovered: a panicking Handler is recovered and logged;
+// its request alone ends with INTERNAL_ERROR (REQUEST_ERROR before an
+// answer, a reset after one) and the session stays up.
+func TestHandlerPanicRecovered(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			var logs syncBuffer
+			calls := 0
+			var mu sync.Mutex
+			handler := HandlerFunc(func(r Request) {
+				mu.Lock()
+				calls++
+				n := calls
+				mu.Unlock()
+				switch n {
+				case 1:
+					panic("boom")
+				case 2:
+					_, _ = r.(*SubscribeRequest).Accept(AcceptOptions{})
+					panic("after the answer")
+				}
+				_ = r.Reject(wire.ReqDoesNotExist, "none")
+			})
+			p := newPair(t, tr.scheme, &Config{Handler: handler, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+
+			_, err := p.client.TrackStatus(ctx, testTrack, wire.Params{})
+			var re *RequestError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, wire.ReqInternalError, re.Code)
+			assert.Contains(t, logs.String(), "Handler panicked")
+			assert.Contains(t, logs.String(), "boom")
+
+			// Answered, then reset: the reset may overtake SUBSCRIBE_OK.
+			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+			if err == nil {
+				select {
+				case <-sub.Done():
+				case <-ctx.Done():
+					require.FailNow(t, "the panicking handler's subscription stays up")
+				}
+				err = sub.Err()
+			}
+			var se *StreamError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, wire.ResetInternalError, se.Code)
+			assert.Contains(t, logs.String(), "after the answer")
+
+			_, err = p.client.TrackStatus(ctx, testTrack, wire.Params{})
+			require.ErrorAs(t, err, &re, "the session still serves requests")
+			assert.Equal(t, wire.ReqDoesNotExist, re.Code)
+			assert.NoError(t, p.server.Context().Err())
+			assert.NoError(t, p.client.Context().Err())
+		})
+	}
+}
+
+// TestAcceptQueueBounded: sessions waiting for Accept are bounded; past
+// the bound the server refuses connections with CONNECTION_REFUSED, which
+// Dial reports as a typed error, and takes them again once Accept made room.
+func TestAcceptQueueBounded(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			ls := startLibServer(t, quietConfig(nil), &ServerOptions{MaxPendingSessions: 1})
+			cfg := func() *Config {
+				_, clientTLS := fakeTLS()
+				return quietConfig(&Config{TLSConfig: clientTLS})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			url := tr.scheme + "://" + ls.srv.Addr().String() + "/"
+			first, err := Dial(ctx, url, cfg())
+			require.NoError(t, err)
+			defer first.Close()
+
+			var refused error
+			for range 50 {
+				s, err := Dial(ctx, url, cfg())
+				if err == nil {
+					// It passed the handshake before the first was
+					// queued: it is closed as busy.
+					<-s.Context().Done()
+					continue
+				}
+				if errors.Is(err, ErrConnectionRefused) {
+					refused = err
+					break
+				}
+				var se *SessionError
+				require.ErrorAs(t, err, &se, "a busy server closes a session that got in: %v", err)
+				assert.Equal(t, wire.InternalError, se.Code)
+				time.Sleep(20 * time.Millisecond)
+			}
+			require.Error(t, refused, "the server never refused a connection")
+			var te *TransportError
+			require.ErrorAs(t, refused, &te)
+			assert.Equal(t, TransportClosed, te.Kind)
+			assert.Equal(t, uint64(0x2), te.Code)
+			assert.True(t, te.Remote)
+			var qe *quic.TransportError
+			assert.ErrorAs(t, refused, &qe)
+
+			s, err := ls.srv.Accept(ctx)
+			require.NoError(t, err)
+			defer s.Close()
+			second, err := Dial(ctx, url, cfg())
+			require.NoError(t, err, "room again after Accept")
+			second.Close()
+		})
+	}
+}
+
+// TestStreamErrorTyped: a reset data stream reaches the subscriber's reads
+// as a *StreamError with the publisher's code.
+func TestStreamErrorTyped(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
+			w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
+			require.NoError(t, w.WriteObject(0, nil, []byte("abc")))
+			r, err := lt.sub.AcceptSubgroup(lt.ctx)
+			require.NoError(t, err)
+			_, err = r.Next()
+			require.NoError(t, err)
+			w.Reset(wire.ResetExcessiveLoad)
+			_, err = io.ReadAll(r)
+			if err == nil {
+				_, err = r.Next()
+			}
+			var se *StreamError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, wire.ResetExcessiveLoad, se.Code)
+			assert.True(t, se.Remote)
+			assert.Contains(t, se.Error(), "EXCESSIVE_LOAD")
+		})
+	}
+}
+
+// TestMaxIncomingStreams: the peer may have no more request streams open
+// than Config.MaxIncomingStreams allows; the next waits for credit.
+func TestMaxIncomingStreams(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			limit := int64(1)
+			if tr.scheme == "https" {
+				limit = 2 // the CONNECT stream is one of them
+			}
+			started := make(chan struct{}, 1)
+			p := newPair(t, tr.scheme, &Config{Handler: blockingTrackStatus(started), MaxIncomingStreams: limit}, nil)
+			_ = startBlockedCall(t, p, started)
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			_, err := p.client.TrackStatus(ctx, testTrack, wire.Params{})
+			assert.ErrorIs(t, err, context.DeadlineExceeded, "no stream credit for a second request")
+			select {
+			case <-started:
+				assert.Fail(t, "a second request reached the handler")
+			default:
+			}
+		})
+	}
+}
