@@ -205,9 +205,12 @@ const (
 	// stallGrace bounds how long one write, or the wait between two
 	// groups at the Go subscriber, may take whatever the browser does.
 	stallGrace = 5 * time.Second
+	// liveIdle is the server's Config.MaxIdleTimeout: a killed browser's
+	// session ends after it (keep-alive only helps a live peer).
+	liveIdle = 4 * time.Second
 	// idleBound bounds how long the server keeps a killed browser's
-	// session: QUIC's idle timeout (30 s, quic-go's default) and slack.
-	idleBound = 40 * time.Second
+	// session: the idle timeout and slack.
+	idleBound = liveIdle + 10*time.Second
 )
 
 // livePayload is object o of group g in browser-killed.
@@ -443,7 +446,7 @@ func testBrowserKilled(t *testing.T, h *harness) {
 		name:       "receive-until-killed",
 		namespace:  "moqt-interop/live",
 		track:      "video",
-		cfg:        moqt.Config{Handler: handler, MaxSubscriberBacklog: liveBacklog},
+		cfg:        moqt.Config{Handler: handler, MaxSubscriberBacklog: liveBacklog, MaxIdleTimeout: liveIdle},
 		kill:       kill,
 		sessionEnd: idleBound,
 		onListen: func(url string, roots *x509.CertPool) {
@@ -526,12 +529,15 @@ func testBrowserKilled(t *testing.T, h *harness) {
 	require.Empty(t, stalled, "the dead browser held up the publisher or the Go subscriber")
 
 	// The browser was killed, and the server ended its session within the
-	// idle timeout. How it reports that ending (an idle timeout, not a
-	// protocol violation) is issue 7's, not asserted here.
+	// idle timeout, reported as what it is: the transport's idle timeout.
 	require.False(t, r.killedAt.IsZero(), "the browser was never killed: it did not read a group (js %+v)", r.js)
 	require.NotNil(t, r.session, "the server accepted no session from the browser")
 	require.False(t, r.endedAt.IsZero(), "the browser's session outlived the idle timeout: %v", r.closed)
 	t.Logf("go: the browser's session ended %v after the kill: %v", r.endedAt.Sub(r.killedAt).Round(time.Millisecond), r.closed)
+	var te *moqt.TransportError
+	if assert.ErrorAs(t, r.closed, &te, "the killed browser's session ends as a transport death") {
+		assert.Equal(t, moqt.TransportIdleTimeout, te.Kind, "how the killed browser's session ended: %v", r.closed)
+	}
 	mu.Lock()
 	require.NotNil(t, browserSS, "the browser's subscription")
 	require.NotNil(t, goSS, "the Go subscriber's subscription")
