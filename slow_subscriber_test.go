@@ -413,4 +413,3 @@ func TestSlowSubscriberPauseWithinGrace(t *testing.T) {
 	require.NoError(t, <-writes)
 	assert.NoError(t, lt.sub.Err())
 }
-
