@@ -413,3 +413,23 @@ func TestSlowSubscriberPauseWithinGrace(t *testing.T) {
 	require.NoError(t, <-writes)
 	assert.NoError(t, lt.sub.Err())
 }
+
+// TestDoneResetsWithMatchingCode: PUBLISH_DONE resets the subscription's
+// open data streams first, with the §12.5 code matching its status.
+func TestDoneResetsWithMatchingCode(t *testing.T) {
+	for _, tr := range transports {
+		for _, code := range []wire.PublishDoneCode{wire.DoneTooFarBehind, wire.DoneGoingAway, wire.DoneExpired} {
+			t.Run(tr.name+"/"+code.String(), func(t *testing.T) {
+				lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
+				ctx := lt.ctx
+				w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
+				got := readSubgroupAsync(ctx, lt.sub)
+				writeObjects(t, ctx, w, 0, 1, fixedSize(10))
+				expectObjects(t, ctx, got, 0, 1, fixedSize(10))
+				require.NoError(t, lt.ss.Done(code, "test"))
+				requireReset(t, lastErr(t, ctx, got), resetCodeFor(code))
+				waitDone(t, ctx, lt.sub.Done(), "subscription")
+			})
+		}
+	}
+}
