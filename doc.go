@@ -70,9 +70,12 @@
 // phrases 1024 (§8, §9). Requests that arrive before the peer's SETUP wait
 // in their streams' flow-control windows; the number of streams is bounded
 // by the QUIC stream limits. MAX_REQUEST_UPDATES and MAX_FILTER_RANGES are
-// set in Config, as is MaxSubscriberBacklog, the bytes a subscription this
-// end serves may have queued before it ends with PUBLISH_DONE
-// TOO_FAR_BEHIND.
+// set in Config. No subscriber holds up a publisher's write for longer
+// than Config.SubscriberGrace, even when it is the only one: what it cannot
+// take is queued, and a subscription whose queue would pass
+// MaxSubscriberBacklog, or that takes nothing for a whole grace, ends with
+// PUBLISH_DONE TOO_FAR_BEHIND, its streams reset with TOO_FAR_BEHIND.
+// SubgroupWriter.Close and Reset interrupt a write in progress.
 //
 // The codec for every control message and data-plane format lives in the
 // wire subpackage, which imports only the standard library.
