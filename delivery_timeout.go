@@ -30,7 +30,8 @@ import (
 //     written in time, or a payload the application is slow to produce.
 //   - SUBGROUP_DELIVERY_TIMEOUT starts at Close, when the application says
 //     the subgroup is complete and the stream gets its FIN (after its
-//     backlog, if it has one).
+//     backlog, if it has one). At most maxSubgroupTimers run per
+//     subscription, and all stop when it ends (subgroupTimers).
 //
 // Either way a late stream is reset with DELIVERY_TIMEOUT (§11.3.2, C020)
 // and no new stream is opened for the rest of the subgroup. quic-go copies

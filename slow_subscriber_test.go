@@ -89,12 +89,7 @@ func TestSlowLoneSubscriberTooFarBehind(t *testing.T) {
 			assert.Equal(t, wire.DoneTooFarBehind, de.Code)
 			require.ErrorAs(t, lt.ss.Err(), &de)
 			assert.Equal(t, wire.DoneTooFarBehind, de.Code)
-			var rerr error
-			for rerr == nil {
-				if _, rerr = r.Next(); rerr == nil {
-					_, rerr = r.ReadPayload(1 << 20)
-				}
-			}
+			_, _, rerr := readAll(r)
 			requireReset(t, rerr, wire.ResetTooFarBehind)
 
 			// A later subscriber, which reads, gets everything.
@@ -174,12 +169,7 @@ func TestSubgroupInterruptStuckWrite(t *testing.T) {
 				case <-ctx.Done():
 					require.FailNow(t, "the stuck write was not interrupted")
 				}
-				var rerr error
-				for rerr == nil {
-					if _, rerr = r.Next(); rerr == nil {
-						_, rerr = r.ReadPayload(1 << 20)
-					}
-				}
+				_, _, rerr := readAll(r)
 				requireReset(t, rerr, code)
 				assert.NoError(t, lt.sub.Err(), "the subscription goes on")
 			})
