@@ -38,8 +38,10 @@ import (
 // per stream to find that out again. Only one of them writes to a stream
 // at a time, so its bytes keep their order. The fast path costs one
 // time.Now per call and, for a shared object, one SetWriteDeadline per
-// stream per write; with one subscription the deadline is set again only
-// when it has drifted (deadlineSlack).
+// stream per write. A single subscription's stream has no deadline (quic-go
+// would allocate a timer for each Write that blocks): the writer's
+// watchdog, a timer that runs while writes go on, sets a past deadline on
+// a Write still blocked when its wait is over.
 //
 // A Write that passes its deadline returns how many bytes it took, and the
 // stream stays usable: quic-go drops its reference to the rest of the
@@ -124,15 +126,11 @@ type objectMark struct {
 	deadline int64  // monoNow deadline
 }
 
-// deadlineSlack is how far a single subscription's write deadline may lag
-// behind the one a call wants before it is set again: setting it on every
-// write would cost the fast path a lock in quic-go.
-func deadlineSlack(grace time.Duration) time.Duration { return grace / 8 }
-
 // send passes b, the next bytes of out's stream, to the transport, or
 // queues them behind its backlog. With fanout (the object goes to other
 // subscriptions too) a Write that blocks longer than writeGrace queues the
-// rest; otherwise one that blocks past waitUntil does. It returns
+// rest; otherwise one that blocks past waitUntil does, woken by the
+// writer's watchdog. It returns
 // ErrSubgroupClosed when Close or Reset interrupted it. The caller holds
 // the turn.
 func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun time.Time) error {
@@ -152,21 +150,40 @@ func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun tim
 		if g := time.Now().Add(writeGrace); g.Before(until) {
 			until = g
 		}
-	}
-	if d := until.Sub(out.wdl); fanout || d < 0 || d > deadlineSlack(out.ss.sess.cfg.SubscriberGrace) {
 		if err := out.str.SetWriteDeadline(until); err != nil {
 			return err
 		}
 		out.wdl = until
+	} else {
+		// No stream deadline, which would cost a timer in quic-go each
+		// time the Write blocks: the writer's watchdog wakes a Write
+		// still blocked at until.
+		if !out.wdl.IsZero() {
+			if err := out.str.SetWriteDeadline(time.Time{}); err != nil {
+				return err
+			}
+			out.wdl = time.Time{}
+		}
+		w.overdue.Store(false)
+		w.until.Store(until.UnixNano())
+		w.watch()
 	}
-	// Interruption: Close and Reset set stop, then a past deadline on cur.
+	// Interruption: Close and Reset set stop, the watchdog overdue, then
+	// a past deadline on cur.
 	w.cur.Store(out)
-	if w.stop.Load() {
-		w.cur.Store(nil)
-		return ErrSubgroupClosed
+	if w.stop.Load() || !fanout && w.overdue.Load() {
+		w.cur.CompareAndSwap(out, nil)
+		w.until.Store(0)
+		if w.stop.Load() {
+			return ErrSubgroupClosed
+		}
+		return out.spill(b) // the call's wait is over already
 	}
 	n, err := out.str.Write(b)
-	w.cur.Store(nil)
+	if !w.cur.CompareAndSwap(out, nil) {
+		out.wdl = time.Unix(1, 0) // the watchdog or an interruption set this past deadline
+	}
+	w.until.Store(0)
 	out.off += uint64(n)
 	if n > 0 {
 		out.ss.wp.taken.Add(1)
@@ -235,7 +252,7 @@ func (out *subgroupOut) spill(rest []byte) error {
 	}
 	q.active.Store(true)
 	q.mu.Unlock()
-	out.wdl = time.Time{} // the drain sets its own
+	out.wdl = time.Unix(1, 0) // unknown: the drain sets its own
 	go out.drain()
 	return nil
 }
@@ -482,4 +499,57 @@ func (ss *ServedSubscription) fallBehind(reason string) {
 	if ss.behind.CompareAndSwap(false, true) {
 		go func() { _ = ss.Done(wire.DoneTooFarBehind, reason) }()
 	}
+}
+
+// watch makes sure the writer's watchdog runs: it wakes a single
+// subscription's Write still blocked at w.until. It costs an atomic load
+// while it runs; it stops once no write is in progress when it fires.
+func (w *SubgroupWriter) watch() {
+	if w.watching.Load() {
+		return
+	}
+	w.watchMu.Lock()
+	defer w.watchMu.Unlock()
+	if w.watching.Load() || w.stop.Load() {
+		return
+	}
+	w.watching.Store(true)
+	wait := time.Until(time.Unix(0, w.until.Load()))
+	if w.watchdog == nil {
+		w.watchdog = time.AfterFunc(wait, w.watchFired)
+		return
+	}
+	w.watchdog.Reset(wait)
+}
+
+// watchFired runs on the watchdog's goroutine. A Write blocked past its
+// wait gets a past deadline, and returns what it took: the rest goes to
+// the stream's backlog. While writes go on the watchdog is re-armed for
+// the current one.
+func (w *SubgroupWriter) watchFired() {
+	w.watchMu.Lock()
+	defer w.watchMu.Unlock()
+	u := w.until.Load()
+	now := time.Now().UnixNano()
+	if u != 0 && now >= u {
+		w.overdue.Store(true)
+		if out := w.cur.Swap(nil); out != nil {
+			_ = out.str.SetWriteDeadline(time.Unix(1, 0))
+		}
+	}
+	if u != 0 && now < u && !w.stop.Load() {
+		w.watchdog.Reset(time.Duration(u - now))
+		return
+	}
+	w.watching.Store(false)
+}
+
+// stopWatch stops the watchdog for good, once the subgroup is closing.
+func (w *SubgroupWriter) stopWatch() {
+	w.watchMu.Lock()
+	defer w.watchMu.Unlock()
+	if w.watchdog != nil {
+		w.watchdog.Stop()
+	}
+	w.watching.Store(false)
 }

@@ -97,6 +97,14 @@ type SubgroupWriter struct {
 	cur atomic.Pointer[subgroupOut]
 	// userDeadline is SetWriteDeadline's, in Unix nanoseconds; 0 for none.
 	userDeadline atomic.Int64
+	// until is when the Write to cur, if it goes to a single subscription,
+	// must be woken (Unix nanoseconds; 0 for none), by the watchdog, a
+	// timer that runs while watching, under watchMu.
+	until    atomic.Int64
+	overdue  atomic.Bool // the watchdog found the current wait over
+	watching atomic.Bool
+	watchMu  sync.Mutex
+	watchdog *time.Timer
 	// caughtUp is signalled when a stream's backlog goroutine ends.
 	caughtUp chan struct{}
 }
@@ -117,8 +125,9 @@ type subgroupOut struct {
 	deadline int64
 	off      uint64 // stream offset past the last byte written or queued
 	objEnd   uint64 // stream offset past the current object's last byte
-	// wdl is the write deadline the publisher last set on str; zero when
-	// unknown (the stream's backlog goroutine sets its own).
+	// wdl is the write deadline the publisher last set on str, zero for
+	// none; a past one when it is unknown (after a backlog, which sets its
+	// own, or the watchdog).
 	wdl time.Time
 	// incomplete marks a stream that lacks objects of the subgroup its
 	// subscription covers (it joined mid-subgroup, or objects were withheld
@@ -621,6 +630,7 @@ func (w *SubgroupWriter) interrupt(code wire.ResetCode) {
 	if out := w.cur.Load(); out != nil {
 		_ = out.str.SetWriteDeadline(time.Unix(1, 0))
 	}
+	w.stopWatch()
 }
 
 // Close ends the subgroup: every stream gets a FIN, which tells the
