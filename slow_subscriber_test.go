@@ -381,9 +381,9 @@ func TestSubgroupDeliveryTimersReleased(t *testing.T) {
 	}
 }
 
-// TestSlowSubscriberBacklogReadsAfterStall is a control: a subscriber that
-// pauses for less than a grace and then reads gets every object, with no
-// TOO_FAR_BEHIND.
+// TestSlowSubscriberPauseWithinGrace is a control: a lone subscriber that
+// pauses for less than a grace and then reads holds the publisher back
+// without being cut off, and gets every object.
 func TestSlowSubscriberPauseWithinGrace(t *testing.T) {
 	lt := subscribeTrack(t, "moqt", wire.Params{}, &Config{SubscriberGrace: 5 * time.Second}, slowClient())
 	ctx := lt.ctx
