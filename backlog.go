@@ -12,43 +12,59 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// Backlogs: a slow subscriber must not hold up the others (DESIGN.md,
-// "Concurrency model").
+// Backlogs: no subscriber holds up the publisher, or any other subscriber,
+// beyond a bounded grace (DESIGN.md, "Concurrency model").
 //
 // A SubgroupWriter passes each object to the streams of its subscriptions
 // in turn, from the publisher's goroutine, straight to the transport. A
 // QUIC stream's Write blocks while the stream or the connection is out of
 // flow-control credit (quic-go takes at most about one packet beyond what
-// it can send), so one subscriber that does not read would stall every
-// other one. Hence, when an object goes to more than one subscription,
-// each Write has a deadline writeGrace away. A stream that has not taken
-// all of its bytes by then keeps what it took, and the rest goes to the
-// stream's backlog, followed by everything later written to that stream:
-// one goroutine per backlogged stream writes the backlog in order and
-// ends once it is empty, after which the publisher writes to the stream
-// itself again. While a subscription has anything queued, its other
-// streams queue too, new ones included: it is behind, and the publisher
-// does not spend a writeGrace per stream to find that out again. Only one of them writes to a stream at a time, so its
-// bytes keep their order. A healthy stream costs the fast path one
-// SetWriteDeadline per write, and nothing at all when an object has a
-// single subscription.
+// it can send), so every Write has a deadline:
+//
+//   - when the object goes to more than one subscription, writeGrace
+//     (1 ms) away, so that one subscriber that does not read costs the
+//     others almost nothing;
+//   - when it goes to one, Config.SubscriberGrace after the call began (or
+//     the writer's SetWriteDeadline): no one else waits, so the publisher
+//     is held back, as by any flow control, but no longer than that.
+//
+// A stream that has not taken all of its bytes by then keeps what it took,
+// and the rest goes to the stream's backlog, followed by everything later
+// written to that stream: one goroutine per backlogged stream writes the
+// backlog in order and ends once it is empty, after which the publisher
+// writes to the stream itself again. While a subscription has anything
+// queued, its other streams queue too, new ones included, when the object
+// is shared: it is behind, and the publisher does not spend a writeGrace
+// per stream to find that out again. Only one of them writes to a stream
+// at a time, so its bytes keep their order. The fast path costs one
+// time.Now per call and, for a shared object, one SetWriteDeadline per
+// stream per write. A single subscription's stream has no deadline (quic-go
+// would allocate a timer for each Write that blocks): the writer's
+// watchdog, a timer that runs while writes go on, sets a past deadline on
+// a Write still blocked when its wait is over.
 //
 // A Write that passes its deadline returns how many bytes it took, and the
 // stream stays usable: quic-go drops its reference to the rest of the
 // buffer before returning, and webtransport-go does not treat a timeout
 // as the stream's end (see transport.SendStream.SetWriteDeadline).
 //
-// The backlogs of one subscription share Config.MaxSubscriberBacklog: when
-// queuing more would pass it, the subscription ends with PUBLISH_DONE
-// TOO_FAR_BEHIND, its streams reset first (C081). Nothing is dropped
+// After a write whose every subscription had to queue, the writer waits
+// until one of them has caught up, up to the same grace, so that a
+// publisher faster than all its subscribers goes at the pace of the
+// fastest, rather than queuing until they are all cut off.
+//
+// A subscription is too far behind, and ends with PUBLISH_DONE
+// TOO_FAR_BEHIND, its streams reset with TOO_FAR_BEHIND first (C081,
+// §12.5), when queuing more would pass Config.MaxSubscriberBacklog (bytes
+// across its streams), or when one of its backlogs has had no byte taken
+// for a whole Config.SubscriberGrace while none of its other streams took
+// any either: a subscriber that stopped reading, or was killed, is cut off
+// after about one grace, not QUIC's idle timeout. Nothing is dropped
 // without the subscriber being told.
 //
-// The publisher goes at the pace of its fastest subscriber: an object with
-// one subscription is written without a deadline, blocking as before (no
-// one else waits on it), and after a write that every subscription queued
-// the writer waits until one of them has caught up. So a publisher that
-// produces faster than any subscriber takes is slowed down, not cut off
-// with TOO_FAR_BEHIND.
+// Objects of this end's PUBLISH past Config.MaxEarlyObjects wait for
+// PUBLISH_OK in their streams' backlogs (§3.1), within the same bound; the
+// writer does not wait for them.
 //
 // Delivery timeouts cover bytes in a backlog (§5.2): an object's timeout
 // runs until its last byte has been passed to the transport. While a
@@ -61,26 +77,45 @@ import (
 // before the rest of its bytes goes to the stream's backlog.
 const writeGrace = time.Millisecond
 
-// errTooFarBehind reports a write refused because the subscription's
-// backlog would pass Config.MaxSubscriberBacklog.
+// defaultSubscriberGrace is Config.SubscriberGrace's default.
+const defaultSubscriberGrace = 2 * time.Second
+
+// errTooFarBehind reports a write refused because the subscription is too
+// far behind.
 var errTooFarBehind = errors.New("moqt: subscriber too far behind")
+
+// servedWritePath is a ServedSubscription's share of the write path.
+type servedWritePath struct {
+	// joined is the Largest Object when the subscription started being
+	// served: objects up to it were published before it saw any. Guarded
+	// by the subscription's mu.
+	joined LargestObject
+	// taken counts the writes to its data streams that took bytes: a
+	// stalled backlog checks it to tell a stalled subscriber from a
+	// stream that waits its turn behind the others.
+	taken atomic.Uint64
+	// timers are its streams' running SUBGROUP_DELIVERY_TIMEOUTs.
+	timers subgroupTimers
+}
 
 // backlog is what one subgroup stream has queued.
 //
 // While active, the stream belongs to its drain goroutine: it alone writes
 // to the stream and arms the stream's object timer, the publisher only
-// appends under mu. Otherwise both belong to the publisher, under the
-// SubgroupWriter's lock. Only the publisher sets active; only the drain
-// clears it, under mu.
+// appends under mu. Otherwise both belong to the publisher, the holder of
+// the SubgroupWriter's turn. Only the publisher sets active; only the
+// drain clears it, under mu.
 type backlog struct {
 	active atomic.Bool
 	broken atomic.Bool // a write failed: the stream is reset or gone
 
-	mu      sync.Mutex // guards the fields below; taken after the SubgroupWriter's lock, never before
+	mu      sync.Mutex // guards the fields below
 	buf     []byte     // bytes not yet passed to the transport, oldest first
 	sent    uint64     // the stream offset of buf[0]
 	marks   []objectMark
-	fin     bool // the subgroup is complete: FIN once buf is written
+	fin     bool // the subgroup is over: FIN (or finCode) once buf is written
+	reset   bool // end with a reset with finCode rather than a FIN
+	finCode wire.ResetCode
 	dropped bool // the stream was reset: write nothing more
 }
 
@@ -94,41 +129,75 @@ type objectMark struct {
 // send passes b, the next bytes of out's stream, to the transport, or
 // queues them behind its backlog. With fanout (the object goes to other
 // subscriptions too) a Write that blocks longer than writeGrace queues the
-// rest. w.mu is held.
-func (out *subgroupOut) send(b []byte, fanout bool) error {
+// rest; otherwise one that blocks past waitUntil does, woken by the
+// writer's watchdog. It returns
+// ErrSubgroupClosed when Close or Reset interrupted it. The caller holds
+// the turn.
+func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun time.Time) error {
 	if out.q.active.Load() {
 		if queued, err := out.enqueue(b); queued || err != nil {
 			return err
 		}
 	}
-	if fanout && out.ss.backlog.Load() > 0 {
-		// The subscription already has bytes waiting: it is behind, and
-		// its other streams queue too rather than cost the publisher a
-		// writeGrace each to find that out.
+	if out.hold || fanout && out.ss.backlog.Load() > 0 {
+		// Held for PUBLISH_OK; or the subscription already has bytes
+		// waiting: it is behind, and its other streams queue too rather
+		// than cost the publisher a writeGrace each to find that out.
 		return out.spill(b)
 	}
-	switch {
-	case fanout:
-		if err := out.str.SetWriteDeadline(time.Now().Add(writeGrace)); err != nil {
+	until := w.waitUntil(out.ss, begun)
+	if fanout {
+		if g := time.Now().Add(writeGrace); g.Before(until) {
+			until = g
+		}
+		if err := out.str.SetWriteDeadline(until); err != nil {
 			return err
 		}
-		out.grace = true
-	case out.grace:
-		if err := out.str.SetWriteDeadline(time.Time{}); err != nil {
-			return err
+		out.wdl = until
+	} else {
+		// No stream deadline, which would cost a timer in quic-go each
+		// time the Write blocks: the writer's watchdog wakes a Write
+		// still blocked at until.
+		if !out.wdl.IsZero() {
+			if err := out.str.SetWriteDeadline(time.Time{}); err != nil {
+				return err
+			}
+			out.wdl = time.Time{}
 		}
-		out.grace = false
+		w.overdue.Store(false)
+		w.until.Store(until.UnixNano())
+		w.watch()
+	}
+	// Interruption: Close and Reset set stop, the watchdog overdue, then
+	// a past deadline on cur.
+	w.cur.Store(out)
+	if w.stop.Load() || !fanout && w.overdue.Load() {
+		w.cur.CompareAndSwap(out, nil)
+		w.until.Store(0)
+		if w.stop.Load() {
+			return ErrSubgroupClosed
+		}
+		return out.spill(b) // the call's wait is over already
 	}
 	n, err := out.str.Write(b)
+	if !w.cur.CompareAndSwap(out, nil) {
+		out.wdl = time.Unix(1, 0) // the watchdog or an interruption set this past deadline
+	}
+	w.until.Store(0)
 	out.off += uint64(n)
+	if n > 0 {
+		out.ss.wp.taken.Add(1)
+	}
 	switch {
 	case !errors.Is(err, os.ErrDeadlineExceeded):
 		return err
 	case n == len(b):
 		return nil
-	case !out.grace || out.late() || out.str.Context().Err() != nil:
-		// Not our grace deadline: the stream was reset meanwhile (a
-		// reset on WebTransport first sets a past deadline, see
+	case w.stop.Load():
+		return ErrSubgroupClosed
+	case out.late() || out.str.Context().Err() != nil:
+		// Not our deadline: the stream was reset meanwhile (a reset on
+		// WebTransport first sets a past deadline, see
 		// internal/transport), by a delivery timeout or a STOP_SENDING.
 		// Nothing to queue for.
 		return err
@@ -139,8 +208,17 @@ func (out *subgroupOut) send(b []byte, fanout bool) error {
 	return out.spill(b[n:])
 }
 
+// resetCode is the code out's stream is reset with after a write to it
+// failed with err.
+func (out *subgroupOut) resetCode(err error) wire.ResetCode {
+	if errors.Is(err, errTooFarBehind) || out.ss.behind.Load() {
+		return wire.ResetTooFarBehind
+	}
+	return wire.ResetCancelled
+}
+
 // enqueue appends b to out's backlog. It reports false if the backlog has
-// just been written and its goroutine is gone. w.mu is held.
+// just been written and its goroutine is gone. The caller holds the turn.
 func (out *subgroupOut) enqueue(b []byte) (bool, error) {
 	q := &out.q
 	q.mu.Lock()
@@ -158,7 +236,7 @@ func (out *subgroupOut) enqueue(b []byte) (bool, error) {
 
 // spill starts out's backlog with rest, what a Write did not take in
 // time, and the goroutine that writes it. The current object's timeout,
-// if armed, now covers it there. w.mu is held.
+// if armed, now covers it there. The caller holds the turn.
 func (out *subgroupOut) spill(rest []byte) error {
 	if err := out.ss.addBacklog(len(rest)); err != nil {
 		return err
@@ -174,14 +252,14 @@ func (out *subgroupOut) spill(rest []byte) error {
 	}
 	q.active.Store(true)
 	q.mu.Unlock()
-	out.grace = false // the drain clears the deadline
+	out.wdl = time.Unix(1, 0) // unknown: the drain sets its own
 	go out.drain()
 	return nil
 }
 
 // arm starts the delivery timeout of a new object on out, whose last byte
 // will be at stream offset out.objEnd. On a backlogged stream the object
-// waits its turn behind the others. w.mu is held.
+// waits its turn behind the others. The caller holds the turn.
 func (out *subgroupOut) arm(deadline int64) {
 	if q := &out.q; q.active.Load() {
 		q.mu.Lock()
@@ -200,33 +278,37 @@ func (out *subgroupOut) arm(deadline int64) {
 
 // objectDone ends the current object's timeout once all of it has been
 // passed to the transport; on a backlogged stream the drain does that
-// when it writes the object's last byte. w.mu is held.
+// when it writes the object's last byte. The caller holds the turn.
 func (out *subgroupOut) objectDone() {
 	if !out.q.active.Load() {
 		out.disarmObject()
 	}
 }
 
-// finishAfterBacklog asks the drain to end out's stream with a FIN once its
-// backlog is written. It reports false when there is no backlog. w.mu is
-// held.
-func (out *subgroupOut) finishAfterBacklog() bool {
+// finishAfterBacklog asks the drain to end out's stream once its backlog
+// is written: with a FIN, or with a reset with code when reset is set. It
+// reports false when there is no backlog; a reset is then made at once.
+// The caller holds the turn.
+func (out *subgroupOut) finishAfterBacklog(code wire.ResetCode, reset bool) bool {
 	q := &out.q
-	if !q.active.Load() {
-		return false
+	if q.active.Load() {
+		q.mu.Lock()
+		if q.active.Load() {
+			q.fin, q.reset, q.finCode = true, reset, code
+			q.mu.Unlock()
+			return true
+		}
+		q.mu.Unlock()
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.active.Load() {
-		return false
+	if reset {
+		out.ss.closeDataStream(out.str, code)
+		out.stopTimers()
 	}
-	q.fin = true
-	return true
+	return false
 }
 
 // discard drops out's backlog and stops its object timer, once its stream
-// has been reset. A drain goroutine ends without writing more. w.mu is
-// held.
+// has been reset. A drain goroutine ends without writing more.
 func (out *subgroupOut) discard() {
 	q := &out.q
 	q.mu.Lock()
@@ -238,19 +320,31 @@ func (out *subgroupOut) discard() {
 	}
 }
 
-// drain writes out's backlog to its stream, oldest bytes first, without a
-// deadline, until the backlog is empty or the stream fails. A stream with
-// objects under a delivery timeout is written up to the end of the oldest
-// one at a time, so that its timer moves on as soon as that object has
-// been passed to the transport.
+// drain writes out's backlog to its stream, oldest bytes first, until the
+// backlog is empty or the stream fails. A stream with objects under a
+// delivery timeout is written up to the end of the oldest one at a time,
+// so that its timer moves on as soon as that object has been passed to
+// the transport. Objects held for PUBLISH_OK wait for it first. Each Write
+// has a deadline a grace away: one that takes nothing, while no other
+// stream of the subscription takes anything either, finds the subscriber
+// stalled, too far behind.
 func (out *subgroupOut) drain() {
 	q := &out.q
+	ss := out.ss
 	defer out.drained()
-	err := out.str.SetWriteDeadline(time.Time{})
+	var err error
+	if ss.State() == StatePendingPublisher {
+		select {
+		case <-ss.established:
+		case <-ss.done:
+			err = errSubscriptionClosing
+		}
+	}
+	grace := ss.sess.cfg.SubscriberGrace
 	q.mu.Lock()
 	for {
 		if err != nil || q.dropped {
-			out.ss.backlog.Add(-int64(len(q.buf)))
+			ss.backlog.Add(-int64(len(q.buf)))
 			q.buf, q.marks = nil, nil
 			out.dl.deadline.Store(0)
 			if out.dl.timer != nil {
@@ -260,9 +354,10 @@ func (out *subgroupOut) drain() {
 			q.active.Store(false)
 			q.mu.Unlock()
 			// The stream was reset, stopped by the peer or lost with the
-			// session: forget it (a no-op on a stream already reset).
+			// session, or the subscriber is too far behind: forget it (a
+			// no-op on a stream already reset).
 			if !out.dl.expired.Load() {
-				out.ss.closeDataStream(out.str, wire.ResetCancelled)
+				ss.closeDataStream(out.str, out.resetCode(err))
 			}
 			return
 		}
@@ -279,12 +374,15 @@ func (out *subgroupOut) drain() {
 		if len(q.buf) == 0 {
 			// Caught up. A mark left is the current object's, not all
 			// written yet: its timer goes on, now the publisher's.
-			fin := q.fin
+			fin, reset, code := q.fin, q.reset, q.finCode
 			q.buf, q.marks = nil, q.marks[:0]
 			q.active.Store(false)
 			q.mu.Unlock()
-			if fin {
-				out.ss.finishDataStream(out.str)
+			switch {
+			case fin && reset:
+				ss.closeDataStream(out.str, code)
+			case fin:
+				ss.finishDataStream(out.str)
 			}
 			return
 		}
@@ -294,18 +392,35 @@ func (out *subgroupOut) drain() {
 		}
 		q.mu.Unlock()
 
-		// Not on a stream already reset: clearing the deadline above may
-		// have undone the past one CancelWrite sets to wake a WebTransport
-		// Write (see the transport's wtStream.CancelWrite).
+		// Not on a stream already reset: setting the deadline may undo
+		// the past one CancelWrite sets to wake a WebTransport Write (see
+		// the transport's wtStream.CancelWrite).
 		n := 0
 		if err = context.Cause(out.str.Context()); err == nil {
-			n, err = out.str.Write(chunk)
+			before := ss.wp.taken.Load()
+			until := time.Now().Add(grace)
+			if err = out.str.SetWriteDeadline(until); err == nil {
+				n, err = out.str.Write(chunk)
+			}
+			if n > 0 {
+				ss.wp.taken.Add(1)
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				err = nil
+				// Taking nothing is a stall, unless the deadline was
+				// not ours (an interrupted publisher's) or the
+				// subscription's other streams are taking bytes.
+				if n == 0 && !time.Now().Before(until) && ss.wp.taken.Load() == before {
+					ss.fallBehind(fmt.Sprintf("no data taken for %v", grace))
+					err = errTooFarBehind
+				}
+			}
 		}
 
 		q.mu.Lock()
 		q.buf = q.buf[n:]
 		q.sent += uint64(n)
-		out.ss.backlog.Add(-int64(n))
+		ss.backlog.Add(-int64(n))
 	}
 }
 
@@ -320,11 +435,13 @@ func (out *subgroupOut) drained() {
 }
 
 // settle returns once a target of the write just made has taken it, or
-// has caught up with its backlog, or none is left: the publisher goes at
-// the pace of its fastest subscriber. w.mu is held.
-func (w *SubgroupWriter) settle() {
+// has caught up with its backlog, or none is left, or the write's wait is
+// over (waitUntil), or Close or Reset interrupt it: within that bound the
+// publisher goes at the pace of its fastest subscriber. Targets holding
+// objects for PUBLISH_OK are not waited for. The caller holds the turn.
+func (w *SubgroupWriter) settle(begun time.Time) {
 	for {
-		waiting := false
+		var until time.Time
 		for _, out := range w.targets {
 			if out.closed() {
 				continue
@@ -332,21 +449,39 @@ func (w *SubgroupWriter) settle() {
 			if !out.q.active.Load() {
 				return
 			}
-			waiting = true
+			if out.hold {
+				continue
+			}
+			if u := w.waitUntil(out.ss, begun); until.IsZero() || u.After(until) {
+				until = u
+			}
 		}
-		if !waiting {
+		wait := time.Until(until)
+		if until.IsZero() || wait <= 0 || w.stop.Load() {
 			return
 		}
 		w.targets[0].ss.sess.hook(func(h *sessionHooks) func() { return h.publisherWaits })
-		<-w.caughtUp
+		if w.timer == nil {
+			w.timer = time.NewTimer(wait)
+		} else {
+			w.timer.Reset(wait)
+		}
+		select {
+		case <-w.caughtUp:
+			w.timer.Stop()
+		case <-w.stopCh:
+			w.timer.Stop()
+			return
+		case <-w.timer.C:
+			return
+		}
 	}
 }
 
 // addBacklog counts n more bytes queued for the subscription. If that
 // would pass Config.MaxSubscriberBacklog the bytes are refused and the
 // subscription ends with PUBLISH_DONE TOO_FAR_BEHIND, which resets its
-// streams first. PUBLISH_DONE is sent from its own goroutine: its write
-// may wait for the subscriber's flow control, and the publisher must not.
+// streams first.
 func (ss *ServedSubscription) addBacklog(n int) error {
 	limit := int64(ss.sess.cfg.MaxSubscriberBacklog)
 	if ss.backlog.Add(int64(n)) <= limit {
@@ -358,8 +493,63 @@ func (ss *ServedSubscription) addBacklog(n int) error {
 }
 
 // fallBehind ends the subscription with PUBLISH_DONE TOO_FAR_BEHIND, once.
+// PUBLISH_DONE is sent from its own goroutine: its write may wait for the
+// subscriber's flow control, and the publisher must not.
 func (ss *ServedSubscription) fallBehind(reason string) {
 	if ss.behind.CompareAndSwap(false, true) {
 		go func() { _ = ss.Done(wire.DoneTooFarBehind, reason) }()
 	}
+}
+
+// watch makes sure the writer's watchdog runs: it wakes a single
+// subscription's Write still blocked at w.until. It costs an atomic load
+// while it runs; it stops once no write is in progress when it fires.
+func (w *SubgroupWriter) watch() {
+	if w.watching.Load() {
+		return
+	}
+	w.watchMu.Lock()
+	defer w.watchMu.Unlock()
+	if w.watching.Load() || w.stop.Load() {
+		return
+	}
+	w.watching.Store(true)
+	wait := time.Until(time.Unix(0, w.until.Load()))
+	if w.watchdog == nil {
+		w.watchdog = time.AfterFunc(wait, w.watchFired)
+		return
+	}
+	w.watchdog.Reset(wait)
+}
+
+// watchFired runs on the watchdog's goroutine. A Write blocked past its
+// wait gets a past deadline, and returns what it took: the rest goes to
+// the stream's backlog. While writes go on the watchdog is re-armed for
+// the current one.
+func (w *SubgroupWriter) watchFired() {
+	w.watchMu.Lock()
+	defer w.watchMu.Unlock()
+	u := w.until.Load()
+	now := time.Now().UnixNano()
+	if u != 0 && now >= u {
+		w.overdue.Store(true)
+		if out := w.cur.Swap(nil); out != nil {
+			_ = out.str.SetWriteDeadline(time.Unix(1, 0))
+		}
+	}
+	if u != 0 && now < u && !w.stop.Load() {
+		w.watchdog.Reset(time.Duration(u - now))
+		return
+	}
+	w.watching.Store(false)
+}
+
+// stopWatch stops the watchdog for good, once the subgroup is closing.
+func (w *SubgroupWriter) stopWatch() {
+	w.watchMu.Lock()
+	defer w.watchMu.Unlock()
+	if w.watchdog != nil {
+		w.watchdog.Stop()
+	}
+	w.watching.Store(false)
 }

@@ -85,15 +85,27 @@ type Config struct {
 	// DoneLinger is how long a subscription keeps receiving late streams
 	// after PUBLISH_DONE when they have not all arrived (§9.9). Default 2s.
 	DoneLinger time.Duration
-	// MaxSubscriberBacklog bounds the bytes held back for one subscription
-	// this end serves, across its data streams. When a track's objects go
-	// to several subscriptions, a stream that cannot take its bytes at
-	// once gets the rest queued, so that it does not hold up the others
-	// (see SubgroupWriter); a subscription whose queued bytes would pass
-	// the bound ends with PUBLISH_DONE TOO_FAR_BEHIND, its streams reset.
-	// An object larger than the bound reaches a subscriber of a shared
-	// track only if that subscriber keeps up with it. Default 4 MiB.
+	// Slow subscribers (see SubgroupWriter). No subscriber holds up the
+	// publisher, or another subscriber, for longer than SubscriberGrace:
+	// what its streams cannot take by then is queued for it, and a
+	// subscription that falls too far behind ends with PUBLISH_DONE
+	// TOO_FAR_BEHIND, its data streams reset with TOO_FAR_BEHIND first.
+	//
+	// MaxSubscriberBacklog bounds the bytes queued for one subscription
+	// this end serves, across its data streams (objects of a PUBLISH
+	// waiting for its answer included); a subscription whose queue would
+	// pass it is too far behind. Default 4 MiB.
 	MaxSubscriberBacklog int
+	// SubscriberGrace bounds how long a write to a track waits for its
+	// subscribers. An object going to one subscription is written with
+	// back-pressure: the write blocks while that subscriber is slow, up to
+	// the grace, so a bulk publisher goes at its subscriber's pace. An
+	// object going to several waits at most 1 ms for each, then, if every
+	// one of them had to queue, up to the grace for the first to catch up.
+	// A subscription whose queued bytes are taken by none of its streams
+	// for a whole grace (a subscriber that stopped reading, or died) is
+	// too far behind. Default 2s.
+	SubscriberGrace time.Duration
 
 	// Subscription lifecycle (publisher side).
 	//
@@ -242,6 +254,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.MaxIncomingUniStreams <= 0 {
 		out.MaxIncomingUniStreams = 100
+	}
+	if out.SubscriberGrace <= 0 {
+		out.SubscriberGrace = defaultSubscriberGrace
 	}
 	if out.Handler == nil {
 		out.Handler = DefaultHandler

@@ -1,6 +1,9 @@
 package moqt
 
 import (
+	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,7 +30,8 @@ import (
 //     written in time, or a payload the application is slow to produce.
 //   - SUBGROUP_DELIVERY_TIMEOUT starts at Close, when the application says
 //     the subgroup is complete and the stream gets its FIN (after its
-//     backlog, if it has one).
+//     backlog, if it has one). At most maxSubgroupTimers run per
+//     subscription, and all stop when it ends (subgroupTimers).
 //
 // Either way a late stream is reset with DELIVERY_TIMEOUT (§11.3.2, C020)
 // and no new stream is opened for the rest of the subgroup. quic-go copies
@@ -143,6 +147,7 @@ func (ss *ServedSubscription) dataParams() dataParams {
 // own goroutine and touches only the atomics and the stream.
 type streamDeadline struct {
 	timer    *time.Timer  // created on the first armed object, then reset
+	subgroup *time.Timer  // the SUBGROUP_DELIVERY_TIMEOUT, once the stream is finished
 	deadline atomic.Int64 // monoNow deadline of the current object; 0 when none
 	expired  atomic.Bool  // reset with DELIVERY_TIMEOUT
 }
@@ -196,10 +201,80 @@ func (out *subgroupOut) objectTimerFired() {
 	}
 }
 
+// maxSubgroupTimers bounds the SUBGROUP_DELIVERY_TIMEOUTs running for one
+// subscription. quic-go does not tell when a stream's data has all been
+// acknowledged, so each timer runs its full course; a subscriber choosing
+// a long timeout would otherwise keep one per finished subgroup, each
+// holding its stream. Past the bound the oldest fires early: §5.2 lets a
+// publisher give up on delivery before the timeout.
+const maxSubgroupTimers = 64
+
+// subgroupTimers are a subscription's running SUBGROUP_DELIVERY_TIMEOUTs,
+// oldest first. All are stopped, and their streams released, when the
+// subscription ends, with its session or otherwise.
+type subgroupTimers struct {
+	mu      sync.Mutex
+	running []*subgroupOut
+	ended   bool        // the subscription is over: start no more
+	watch   func() bool // stops the context.AfterFunc that ends them
+}
+
 // startSubgroupTimer starts the SUBGROUP_DELIVERY_TIMEOUT once the stream
-// got its FIN (§5.2). w.mu is held.
+// got its FIN (§5.2). The caller holds the turn.
 func (out *subgroupOut) startSubgroupTimer(timeout uint64) {
-	time.AfterFunc(millis(timeout), out.expire)
+	ts := &out.ss.wp.timers
+	ts.mu.Lock()
+	if ts.ended {
+		ts.mu.Unlock()
+		return
+	}
+	if ts.watch == nil {
+		ts.watch = context.AfterFunc(out.ss.ctx, ts.end)
+	}
+	var oldest *subgroupOut
+	if len(ts.running) >= maxSubgroupTimers {
+		oldest = ts.running[0]
+		ts.running = slices.Delete(ts.running, 0, 1)
+		oldest.dl.subgroup.Stop()
+	}
+	out.dl.subgroup = time.AfterFunc(millis(timeout), out.subgroupTimerFired)
+	ts.running = append(ts.running, out)
+	ts.mu.Unlock()
+	if oldest != nil {
+		oldest.expire()
+	}
+}
+
+// subgroupTimerFired resets a stream whose SUBGROUP_DELIVERY_TIMEOUT
+// passed, and forgets its timer.
+func (out *subgroupOut) subgroupTimerFired() {
+	ts := &out.ss.wp.timers
+	ts.mu.Lock()
+	if i := slices.Index(ts.running, out); i >= 0 {
+		ts.running = slices.Delete(ts.running, i, i+1)
+	}
+	ts.mu.Unlock()
+	out.expire()
+}
+
+// end stops every running timer once the subscription is over: its
+// streams were reset with it, and the timers must not keep it, or its
+// session, in memory.
+func (ts *subgroupTimers) end() {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.ended = true
+	for _, out := range ts.running {
+		out.dl.subgroup.Stop()
+	}
+	ts.running = nil
+}
+
+// count returns how many timers run.
+func (ts *subgroupTimers) count() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return len(ts.running)
 }
 
 // expire resets the stream with DELIVERY_TIMEOUT, once. A Write blocked on

@@ -102,10 +102,13 @@
 // or wait for Accept, and refuses connections past it; accepting is
 // therefore not optional. MAX_REQUEST_UPDATES and MAX_FILTER_RANGES are
 // set in Config (the peer's MAX_FILTER_RANGES is kept: range filters past
-// it fail with ErrFilterRanges before they are sent), as is
-// MaxSubscriberBacklog, the bytes a subscription this
-// end serves may have queued before it ends with PUBLISH_DONE
-// TOO_FAR_BEHIND.
+// it fail with ErrFilterRanges before they are sent). No subscriber holds
+// up a publisher's write for longer than Config.SubscriberGrace, even when
+// it is the only one: what it cannot take is queued, and a subscription
+// whose queue would pass MaxSubscriberBacklog, or that takes nothing for a
+// whole grace, ends with PUBLISH_DONE TOO_FAR_BEHIND, its streams reset
+// with TOO_FAR_BEHIND. SubgroupWriter.Close and Reset interrupt a write in
+// progress.
 //
 // The codec for every control message and data-plane format lives in the
 // wire subpackage, which imports only the standard library.

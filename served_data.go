@@ -12,34 +12,98 @@ import (
 // cancellation resets (C003).
 
 // attachTrack starts serving objects of t: the subscription's filter
-// resolves against largest, the Largest Object its answer reported.
+// resolves against largest, the Largest Object its answer reported, and
+// objects up to it were published before the subscription saw any.
 func (ss *ServedSubscription) attachTrack(t *LocalTrack, largest LargestObject) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.filter = NewFilter(&ss.params, largest)
+	ss.wp.joined = largest
 }
 
-// passes reports whether an object goes to this subscription: it passes
+// admission is what becomes of an object for one subscription.
+type admission int
+
+const (
+	admitSkip admission = iota // its filters refuse it
+	admitSend                  // send it now
+	// admitHold: this end's PUBLISH awaits its answer and has sent
+	// Config.MaxEarlyObjects already; the object waits for PUBLISH_OK in
+	// its stream's backlog (§3.1).
+	admitHold
+)
+
+// admit decides whether an object goes to this subscription: it must pass
 // FORWARD, the Location filter and the range filters (C024, C027), and the
-// subscription is Established, or is this end's PUBLISH awaiting its
-// answer with early objects left (§3.1, Config.MaxEarlyObjects).
-func (ss *ServedSubscription) passes(meta ObjectMeta) bool {
+// subscription must be Established, or be this end's PUBLISH awaiting its
+// answer, whose objects past Config.MaxEarlyObjects are held back.
+func (ss *ServedSubscription) admit(meta ObjectMeta) admission {
 	switch ss.State() {
 	case StateEstablished:
 	case StatePendingPublisher:
 		ss.mu.Lock()
 		defer ss.mu.Unlock()
-		if ss.filter == nil || ss.early >= ss.sess.cfg.MaxEarlyObjects || !ss.filter.Passes(meta) {
-			return false
+		switch {
+		case ss.filter == nil || !ss.filter.Passes(meta):
+			return admitSkip
+		case ss.early >= ss.sess.cfg.MaxEarlyObjects:
+			return admitHold
 		}
 		ss.early++
-		return true
+		return admitSend
 	default:
-		return false
+		return admitSkip
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	return ss.filter != nil && ss.filter.Passes(meta)
+	if ss.filter != nil && ss.filter.Passes(meta) {
+		return admitSend
+	}
+	return admitSkip
+}
+
+// passes reports whether an object is sent to this subscription now. A
+// datagram that would have to wait for PUBLISH_OK is not sent (§11.2).
+func (ss *ServedSubscription) passes(meta ObjectMeta) bool {
+	return ss.admit(meta) == admitSend
+}
+
+// withheld reports whether an object at l that the subscription refused
+// is one it covers, held back only by its Forward State (§11.3.2).
+func (ss *ServedSubscription) withheld(l wire.Location) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.filter != nil && !ss.filter.Forward() && ss.filter.Window().Contains(l)
+}
+
+// missedBefore reports whether a stream opening now for objects first to
+// prev of a subgroup of group, all published, may lack some the
+// subscription covers: those published before it was served that are not
+// before its Start Location (§11.3.2). Range filters are not consulted,
+// so a stream may be reset that held everything its ranges wanted.
+func (ss *ServedSubscription) missedBefore(group, first, prev uint64) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	j, ok := ss.wp.joined.Get()
+	if !ok || j.Group < group || ss.filter == nil {
+		return false // nothing of the group was published before
+	}
+	last := prev
+	if j.Group == group {
+		last = min(prev, j.Object)
+	}
+	return last >= first && !(wire.Location{Group: group, Object: last}).Less(ss.filter.Window().Start)
+}
+
+// window returns the resolved Location filter; the zero window without a
+// filter.
+func (ss *ServedSubscription) window() LocationWindow {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.filter == nil {
+		return LocationWindow{}
+	}
+	return ss.filter.Window()
 }
 
 // skipAction says what an open subgroup stream does with an object at l
@@ -52,18 +116,43 @@ const (
 	skipKeep                     // a range filter left it out; go on
 )
 
-func (ss *ServedSubscription) skipAction(l wire.Location) skipAction {
+// skipAction decides for a stream opened when the Location filter ended at
+// end (if bounded). Only that end completes the stream: one that a
+// REQUEST_UPDATE moved below l, like a start moved past it or Forward
+// at 0, leaves objects undelivered (§11.3.2, C020).
+func (ss *ServedSubscription) skipAction(l, end wire.Location, bounded bool) skipAction {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	switch {
 	case ss.filter == nil || !ss.filter.Forward():
 		return skipReset
-	case ss.filter.Window().Bounded && ss.filter.Window().End.Less(l):
-		return skipFinish
 	case ss.filter.Window().Contains(l):
 		return skipKeep
+	case bounded && end.Less(l):
+		return skipFinish
 	}
 	return skipReset
+}
+
+// resetCodeFor is the stream reset code (§12.5) for the data streams of a
+// subscription ending with PUBLISH_DONE code: the matching code where
+// §12.5 has one, else CANCELLED, which §12.5 gives for subscriptions whose
+// PUBLISH_DONE says more. §12.5 has none for EXPIRED: EXPIRED_AUTH_TOKEN
+// is about a token, not the subscription's EXPIRES.
+func resetCodeFor(code wire.PublishDoneCode) wire.ResetCode {
+	switch code {
+	case wire.DoneTooFarBehind:
+		return wire.ResetTooFarBehind
+	case wire.DoneGoingAway:
+		return wire.ResetGoingAway
+	case wire.DoneExcessiveLoad:
+		return wire.ResetExcessiveLoad
+	case wire.DoneMalformedTrack:
+		return wire.ResetMalformedTrack
+	case wire.DoneInternalError:
+		return wire.ResetInternalError
+	}
+	return wire.ResetCancelled
 }
 
 // openDataStream opens a unidirectional stream for this subscription and

@@ -57,6 +57,7 @@ type ServedSubscription struct {
 	// passed Config.MaxSubscriberBacklog.
 	backlog atomic.Int64
 	behind  atomic.Bool
+	wp      servedWritePath // the rest of its write-path state (backlog.go)
 
 	// openMu orders opening data streams (read-locked) against their
 	// final reset (locked), after which closing refuses new ones.
@@ -253,7 +254,7 @@ func (ss *ServedSubscription) Done(code wire.PublishDoneCode, reason string) err
 	// PUBLISH_DONE comes after every stream of the subscription is closed
 	// (C078, C081); subgroups still open will not be completed. No stream
 	// opens after this, so the count is final.
-	ss.resetDataStreams(wire.ResetCancelled)
+	ss.resetDataStreams(resetCodeFor(code))
 	ss.mu.Lock()
 	count := ss.streams
 	ss.mu.Unlock()

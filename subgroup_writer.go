@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
@@ -31,14 +33,20 @@ type SubgroupOptions struct {
 // subscription of its track. Each subscription whose filters an object
 // passes gets its own stream (C033), opened when the first such object is
 // written; objects go straight to the QUIC streams, with no goroutine or
-// queue in between. A SubgroupWriter is safe for concurrent use, though
-// objects are written one at a time, in increasing Object ID order.
+// queue in between while the subscribers keep up. A SubgroupWriter is safe
+// for concurrent use, though objects are written one at a time, in
+// increasing Object ID order.
 //
-// A write returns once every subscription's stream has taken the bytes or,
-// when the object goes to several subscriptions, queued what it could not
-// take at once; it blocks only while none of them keeps up. A subscriber
-// that falls more than Config.MaxSubscriberBacklog bytes behind is ended
-// with PUBLISH_DONE TOO_FAR_BEHIND (see backlog.go).
+// A write never waits on its subscribers for longer than
+// Config.SubscriberGrace (or the writer's SetWriteDeadline, if earlier):
+// what a subscription's stream has not taken by then is queued for it,
+// and a subscription that falls too far behind (its queue would pass
+// Config.MaxSubscriberBacklog, or it takes nothing for a whole grace) is
+// ended with PUBLISH_DONE TOO_FAR_BEHIND, its streams reset with
+// TOO_FAR_BEHIND (see backlog.go). Within that bound the publisher goes at
+// the pace of its fastest subscriber: a bulk publisher faster than its
+// only subscriber is held back, not cut off, while that subscriber makes
+// progress. Close and Reset interrupt a write in progress.
 //
 // On raw QUIC each stream is scheduled by the subscription's subscriber
 // priority, the subgroup's publisher priority and the group order (§5.1,
@@ -53,26 +61,57 @@ type SubgroupWriter struct {
 	// trackOrder is the track's DEFAULT_PUBLISHER_GROUP_ORDER (§10.5).
 	trackOrder wire.GroupOrder
 
-	mu      sync.Mutex // serializes objects; guards the fields below
+	// turn is held by the call that writes an object's bytes, so objects
+	// go out one at a time. It is held across stream writes, each bounded
+	// by the call's deadline; Close and Reset interrupt the holder (stop,
+	// cur) before they take it. The fields below belong to its holder.
+	turn    sync.Mutex
 	outs    map[*ServedSubscription]*subgroupOut
 	started bool   // an object has been written
-	last    uint64 // its Object ID
+	firstID uint64 // the first one's Object ID
+	last    uint64 // the last one's
 	ended   bool   // an End of Group or End of Track object was written
 	closed  bool
 	buf     []byte
 	gen     uint64         // counts objects begun, so a stale ObjectWriter fails
 	remain  uint64         // payload bytes of the current object still to write
 	targets []*subgroupOut // streams receiving the current object
+	// omitted lists subscriptions that had objects of this subgroup
+	// withheld by their Forward State before they had a stream: a stream
+	// opened for them later cannot end with a FIN (§11.3.2).
+	omitted map[*ServedSubscription]bool
 	// timeouts are the publisher's delivery timeouts: the Track
 	// Properties, overridden by the first object's Object Properties.
 	timeouts deliveryTimeouts
+	timer    *time.Timer // bounds settle's wait
+
+	// stop is set, and stopCh closed, when Close or Reset begins: the
+	// holder of turn writes nothing more. stopCode is the code its
+	// interrupted streams are reset with.
+	stop     atomic.Bool
+	stopCh   chan struct{}
+	stopOnce sync.Once
+	stopCode atomic.Uint64
+	// cur is the stream the holder of turn writes to; an interruption
+	// sets a past write deadline on it.
+	cur atomic.Pointer[subgroupOut]
+	// userDeadline is SetWriteDeadline's, in Unix nanoseconds; 0 for none.
+	userDeadline atomic.Int64
+	// until is when the Write to cur, if it goes to a single subscription,
+	// must be woken (Unix nanoseconds; 0 for none), by the watchdog, a
+	// timer that runs while watching, under watchMu.
+	until    atomic.Int64
+	overdue  atomic.Bool // the watchdog found the current wait over
+	watching atomic.Bool
+	watchMu  sync.Mutex
+	watchdog *time.Timer
 	// caughtUp is signalled when a stream's backlog goroutine ends.
 	caughtUp chan struct{}
 }
 
 // subgroupOut is one subscription's stream for the subgroup. Its fields
-// are guarded by the SubgroupWriter's lock, except dl (see streamDeadline)
-// and q (see backlog).
+// belong to the holder of the SubgroupWriter's turn, except dl (see
+// streamDeadline) and q (see backlog).
 type subgroupOut struct {
 	str        transport.SendStream
 	ss         *ServedSubscription
@@ -86,7 +125,20 @@ type subgroupOut struct {
 	deadline int64
 	off      uint64 // stream offset past the last byte written or queued
 	objEnd   uint64 // stream offset past the current object's last byte
-	grace    bool   // str has a write deadline set
+	// wdl is the write deadline the publisher last set on str, zero for
+	// none; a past one when it is unknown (after a backlog, which sets its
+	// own, or the watchdog).
+	wdl time.Time
+	// incomplete marks a stream that lacks objects of the subgroup its
+	// subscription covers (it joined mid-subgroup, or objects were withheld
+	// by Forward 0): it ends with a reset, never a FIN (§11.3.2).
+	incomplete bool
+	// end is the Location filter's end when the stream opened, so that an
+	// end moved below it by REQUEST_UPDATE is told from the original one.
+	end     wire.Location
+	bounded bool
+	// hold sends the current object to the backlog, to wait for PUBLISH_OK.
+	hold     bool
 	q        backlog
 	caughtUp chan<- struct{} // the SubgroupWriter's
 }
@@ -106,30 +158,70 @@ func (out *subgroupOut) closed() bool {
 func (t *LocalTrack) OpenSubgroup(group, subgroup uint64, opts SubgroupOptions) *SubgroupWriter {
 	return &SubgroupWriter{track: t, group: group, subgroup: subgroup, opts: opts,
 		trackOrder: trackGroupOrder(t.props), timeouts: trackTimeouts(t.props),
-		outs: map[*ServedSubscription]*subgroupOut{}, caughtUp: make(chan struct{}, 1)}
+		outs: map[*ServedSubscription]*subgroupOut{}, caughtUp: make(chan struct{}, 1),
+		stopCh: make(chan struct{})}
 }
 
-// ErrSubgroupClosed is returned by writes after Close or Reset.
+// ErrSubgroupClosed is returned by writes after Close or Reset, and by a
+// write that Close or Reset interrupted.
 var ErrSubgroupClosed = errors.New("moqt: subgroup closed")
+
+// SetWriteDeadline bounds how long later writes of w wait for slow
+// subscribers, as Config.SubscriberGrace does for each write, whichever
+// comes first; the zero time removes it. A write that reaches it does not
+// fail: what a subscription has not taken yet is queued for it (see
+// Config.MaxSubscriberBacklog), so nothing is dropped. It may be called
+// from any goroutine; it does not shorten a wait already in progress.
+func (w *SubgroupWriter) SetWriteDeadline(t time.Time) {
+	if t.IsZero() {
+		w.userDeadline.Store(0)
+		return
+	}
+	w.userDeadline.Store(max(t.UnixNano(), 1))
+}
+
+// waitUntil is the latest a write begun at start waits for ss: its
+// session's Config.SubscriberGrace later, or the writer's deadline.
+func (w *SubgroupWriter) waitUntil(ss *ServedSubscription, start time.Time) time.Time {
+	d := start.Add(ss.sess.cfg.SubscriberGrace)
+	if u := w.userDeadline.Load(); u != 0 && u < d.UnixNano() {
+		d = time.Unix(0, u)
+	}
+	return d
+}
+
+// acquire takes the turn, or fails once the subgroup is closing.
+func (w *SubgroupWriter) acquire() error {
+	if w.stop.Load() {
+		return ErrSubgroupClosed
+	}
+	w.turn.Lock()
+	return nil
+}
 
 // WriteObject publishes a Normal object with the given Object Properties
 // (a raw Key-Value-Pair block, see wire.KVList.Append; nil for none) and
 // payload.
 func (w *SubgroupWriter) WriteObject(id uint64, props, payload []byte) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	if err := w.acquire(); err != nil {
+		return err
+	}
+	defer w.turn.Unlock()
+	start := time.Now()
 	o := wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: uint64(len(payload))}
 	if len(payload) <= inlinePayload {
 		// Header and payload in one Write: half the stream operations
 		// for small objects.
-		if err := w.start(o, payload); err != nil {
+		if err := w.start(o, payload, start); err != nil {
 			return err
 		}
 	} else {
-		if err := w.start(o, nil); err != nil {
+		if err := w.start(o, nil, start); err != nil {
 			return err
 		}
-		w.payload(payload)
+		if err := w.payload(payload, start); err != nil {
+			return err
+		}
 	}
 	w.objectDone()
 	return nil
@@ -141,9 +233,11 @@ func (w *SubgroupWriter) WriteStatus(id uint64, status wire.ObjectStatus) error 
 	if status == wire.ObjectNormal {
 		return errors.New("moqt: WriteStatus needs End of Group or End of Track")
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err := w.start(wire.SubgroupObject{ObjectID: id, Status: status}, nil); err != nil {
+	if err := w.acquire(); err != nil {
+		return err
+	}
+	defer w.turn.Unlock()
+	if err := w.start(wire.SubgroupObject{ObjectID: id, Status: status}, nil, time.Now()); err != nil {
 		return err
 	}
 	w.objectDone()
@@ -156,9 +250,11 @@ func (w *SubgroupWriter) WriteStatus(id uint64, status wire.ObjectStatus) error 
 // object (§3.1). No other object of the subgroup can be written until this
 // one is complete or its writer closed.
 func (w *SubgroupWriter) BeginObject(id, length uint64, props []byte) (*ObjectWriter, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}, nil); err != nil {
+	if err := w.acquire(); err != nil {
+		return nil, err
+	}
+	defer w.turn.Unlock()
+	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}, nil, time.Now()); err != nil {
 		return nil, err
 	}
 	if length == 0 {
@@ -174,18 +270,25 @@ type ObjectWriter struct {
 }
 
 // Write sends payload bytes to every subscription receiving the object. It
-// fails if p goes past the declared length.
+// fails if p goes past the declared length. Like every write it waits for
+// slow subscribers within the SubgroupWriter's bound.
 func (ow *ObjectWriter) Write(p []byte) (int, error) {
 	w := ow.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if ow.gen != w.gen || w.remain == 0 {
-		return 0, errors.New("moqt: object already complete")
+	if err := w.acquire(); err != nil {
+		return 0, err
 	}
-	if uint64(len(p)) > w.remain {
+	defer w.turn.Unlock()
+	switch {
+	case w.closed:
+		return 0, ErrSubgroupClosed
+	case ow.gen != w.gen || w.remain == 0:
+		return 0, errors.New("moqt: object already complete")
+	case uint64(len(p)) > w.remain:
 		return 0, fmt.Errorf("moqt: %d bytes past the object's declared length", uint64(len(p))-w.remain)
 	}
-	w.payload(p)
+	if err := w.payload(p, time.Now()); err != nil {
+		return 0, err
+	}
 	if w.remain == 0 {
 		w.objectDone()
 	}
@@ -197,8 +300,8 @@ func (ow *ObjectWriter) Write(p []byte) (int, error) {
 // subgroup is closed.
 func (ow *ObjectWriter) Close() error {
 	w := ow.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.turn.Lock()
+	defer w.turn.Unlock()
 	if ow.gen != w.gen || w.remain == 0 {
 		return nil
 	}
@@ -207,7 +310,7 @@ func (ow *ObjectWriter) Close() error {
 	w.closed = true
 	for _, out := range w.outs {
 		if !out.closed() {
-			w.drop(out)
+			w.drop(out, wire.ResetCancelled)
 		}
 	}
 	return fmt.Errorf("moqt: object closed %d bytes short", missing)
@@ -219,8 +322,9 @@ const inlinePayload = 1200
 // start checks o, updates the Largest Object and writes o's header to the
 // stream of every subscription whose filters it passes, opening streams as
 // needed. inline, if not nil, is the whole payload, written with the
-// header. w.mu is held.
-func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte) error {
+// header. Writes begun at begun wait for slow subscribers until
+// waitUntil. The caller holds the turn.
+func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun time.Time) error {
 	if err := w.check(o); err != nil {
 		return err
 	}
@@ -228,8 +332,10 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte) error {
 	w.track.noteObject(loc)
 	meta := ObjectMeta{Location: loc, SubgroupID: w.subgroup, PublisherPriority: w.priority(), Properties: o.Properties}
 	first := !w.started
+	prev := w.last // the object before o, if any
 	if first {
 		w.timeouts = w.timeouts.withObjectProperties(o.Properties) // §10.1, §10.2
+		w.firstID = o.ObjectID
 	}
 	w.started, w.last, w.ended = true, o.ObjectID, o.Status != wire.ObjectNormal
 	w.gen++
@@ -243,9 +349,15 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte) error {
 		if out != nil && out.closed() {
 			continue
 		}
-		if !ss.passes(meta) {
+		adm := ss.admit(meta)
+		if adm == admitSkip {
 			if out != nil {
 				w.skip(out, loc)
+			} else if ss.withheld(loc) {
+				if w.omitted == nil {
+					w.omitted = map[*ServedSubscription]bool{}
+				}
+				w.omitted[ss] = true
 			}
 			continue
 		}
@@ -255,12 +367,16 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte) error {
 			if out, err = w.open(ss, first, dp); err != nil {
 				continue // the subscription is gone; it will be pruned
 			}
+			out.incomplete = w.omitted[ss] || (!first && ss.missedBefore(w.group, w.firstID, prev))
 			w.outs[ss] = out
 		} else if dp.priority != out.subscriber {
 			// A REQUEST_UPDATE changed the subscriber priority (§5.1.1).
 			out.subscriber = dp.priority
 			ss.sess.priorities().setSubscriber(ss.rs.id, dp.priority)
 		}
+		// Past Config.MaxEarlyObjects before PUBLISH_OK, the object
+		// waits in the stream's backlog for the answer.
+		out.hold = adm == admitHold
 		out.deadline = 0
 		if timeout := effectiveTimeout(w.timeouts.object, dp.objectTimeout); timeout != 0 {
 			if provided == 0 {
@@ -272,7 +388,13 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte) error {
 	}
 	fanout := len(w.targets) > 1
 	sent := w.targets[:0]
-	for _, out := range w.targets {
+	for i, out := range w.targets {
+		if w.stop.Load() {
+			w.interrupted(w.targets[i:])
+			w.targets = sent
+			w.remain = 0
+			return ErrSubgroupClosed
+		}
 		b, err := w.encode(out, o)
 		if err == nil {
 			b = append(b, inline...)
@@ -284,21 +406,39 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte) error {
 			if out.late() {
 				continue
 			}
-			err = out.send(b, fanout)
+			err = w.send(out, b, fanout, begun)
 		}
 		if err != nil {
-			w.drop(out)
+			if errors.Is(err, ErrSubgroupClosed) {
+				w.interrupted(w.targets[i:])
+				w.targets = sent
+				w.remain = 0
+				return err
+			}
+			w.drop(out, out.resetCode(err))
 			continue
 		}
 		sent = append(sent, out)
 	}
 	w.targets = sent
-	w.settle()
+	w.settle(begun)
 	return nil
 }
 
+// interrupted resets the streams that will not get the current object
+// whole because Close or Reset stopped the write: a FIN or a later object
+// on them would hide the hole (§11.3.2).
+func (w *SubgroupWriter) interrupted(outs []*subgroupOut) {
+	code := wire.ResetCode(w.stopCode.Load())
+	for _, out := range outs {
+		if !out.closed() {
+			w.drop(out, code)
+		}
+	}
+}
+
 // encode appends o's header to w.buf, after the SUBGROUP_HEADER on a new
-// stream. w.mu is held.
+// stream. The caller holds the turn.
 func (w *SubgroupWriter) encode(out *subgroupOut, o wire.SubgroupObject) ([]byte, error) {
 	b := w.buf[:0]
 	if out.fresh {
@@ -313,7 +453,7 @@ func (w *SubgroupWriter) encode(out *subgroupOut, o wire.SubgroupObject) ([]byte
 
 // objectDone ends the current object's delivery timeouts: all of it has
 // been passed to the transport, or to a backlog whose drain ends them.
-// w.mu is held.
+// The caller holds the turn.
 func (w *SubgroupWriter) objectDone() {
 	for _, out := range w.targets {
 		out.objectDone()
@@ -322,31 +462,46 @@ func (w *SubgroupWriter) objectDone() {
 
 // payload writes payload bytes of the current object to its targets. A
 // failed stream (STOP_SENDING, the subscription ending) stops only that
-// subscription's copy of the subgroup (§11.3.2). w.mu is held.
-func (w *SubgroupWriter) payload(p []byte) {
+// subscription's copy of the subgroup (§11.3.2). Interrupted by Close or
+// Reset, it resets the streams that did not take p, and every stream when
+// the object stays incomplete. The caller holds the turn.
+func (w *SubgroupWriter) payload(p []byte, begun time.Time) error {
 	w.remain -= uint64(len(p))
 	if len(p) == 0 {
-		return
+		return nil
 	}
 	fanout := len(w.targets) > 1
-	for _, out := range w.targets {
+	for i, out := range w.targets {
 		if out.closed() || out.late() {
 			continue
 		}
-		if err := out.send(p, fanout); err != nil {
-			w.drop(out)
+		err := ErrSubgroupClosed
+		if !w.stop.Load() {
+			err = w.send(out, p, fanout, begun)
+		}
+		if errors.Is(err, ErrSubgroupClosed) {
+			w.interrupted(w.targets[i:])
+			if w.remain > 0 {
+				w.interrupted(w.targets[:i])
+			}
+			w.remain = 0
+			return err
+		}
+		if err != nil {
+			w.drop(out, out.resetCode(err))
 		}
 	}
-	w.settle()
+	w.settle(begun)
+	return nil
 }
 
 // drop stops sending the subgroup to one subscription, resetting its
-// stream and dropping its backlog. A stream that missed its delivery
-// timeout keeps that code.
-func (w *SubgroupWriter) drop(out *subgroupOut) {
+// stream with code and dropping its backlog. A stream that missed its
+// delivery timeout keeps that code.
+func (w *SubgroupWriter) drop(out *subgroupOut, code wire.ResetCode) {
 	out.done = true
 	if !out.dl.expired.Load() {
-		out.ss.closeDataStream(out.str, wire.ResetCancelled)
+		out.ss.closeDataStream(out.str, code)
 	}
 	out.discard()
 }
@@ -354,7 +509,7 @@ func (w *SubgroupWriter) drop(out *subgroupOut) {
 // check validates o against the subgroup's state before anything is sent.
 func (w *SubgroupWriter) check(o wire.SubgroupObject) error {
 	switch {
-	case w.closed:
+	case w.closed || w.stop.Load():
 		return ErrSubgroupClosed
 	case w.remain > 0:
 		return fmt.Errorf("moqt: object %d is still being written", w.last)
@@ -419,34 +574,42 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, dp dataParams)
 		return nil, err
 	}
 	w.buf = b
+	win := ss.window()
 	return &subgroupOut{str: str, ss: ss, enc: wire.SubgroupEncoder{Header: h}, fresh: true,
-		subscriber: dp.priority, caughtUp: w.caughtUp}, nil
+		subscriber: dp.priority, caughtUp: w.caughtUp, end: win.End, bounded: win.Bounded}, nil
 }
 
 // skip handles an object that does not pass ss's filters on a stream that
 // is already open (§11.3.2). A range filter leaving it out is expected: the
-// stream goes on, since Object ID deltas allow gaps. Past the end of the
-// Location filter every object the subscription gets from this subgroup
-// has been sent, so the stream ends with a FIN (C019). With Forward at 0
-// the stream would miss objects the subscription covers, so it is reset
-// (C020).
+// stream goes on, since Object ID deltas allow gaps. Past the end the
+// Location filter had when the stream opened, every object the
+// subscription gets from this subgroup has been sent, so the stream ends
+// with a FIN (C019). Otherwise the stream would miss objects it was to
+// carry (Forward at 0, a REQUEST_UPDATE moving the end below the object or
+// the start past it), so it is reset (C020).
 func (w *SubgroupWriter) skip(out *subgroupOut, loc wire.Location) {
-	switch out.ss.skipAction(loc) {
+	switch out.ss.skipAction(loc, out.end, out.bounded) {
 	case skipKeep:
 	case skipFinish:
 		out.done = true
 		out.stopTimers()
 		w.finish(out)
 	default:
-		w.drop(out)
+		w.drop(out, wire.ResetCancelled)
 	}
 }
 
 // finish ends out with a FIN: every object it was to carry was passed to
 // the transport, or to its backlog, after which the drain sends the FIN.
-// Its SUBGROUP_DELIVERY_TIMEOUT starts now (§5.2). w.mu is held.
+// A stream that lacks objects its subscription covers is reset instead
+// (§11.3.2). Its SUBGROUP_DELIVERY_TIMEOUT starts now (§5.2). The caller
+// holds the turn.
 func (w *SubgroupWriter) finish(out *subgroupOut) {
-	if !out.finishAfterBacklog() {
+	if out.incomplete {
+		out.finishAfterBacklog(wire.ResetCancelled, true)
+		return
+	}
+	if !out.finishAfterBacklog(0, false) {
 		out.ss.finishDataStream(out.str)
 	}
 	if timeout := effectiveTimeout(w.timeouts.subgroup, out.ss.dataParams().subgroupTimeout); timeout != 0 {
@@ -454,11 +617,30 @@ func (w *SubgroupWriter) finish(out *subgroupOut) {
 	}
 }
 
+// interrupt stops the holder of the turn: it writes nothing more, a stream
+// write it is blocked in returns (a past write deadline wakes it), and so
+// does a wait in settle. Streams it leaves without the whole current
+// object are reset with code.
+func (w *SubgroupWriter) interrupt(code wire.ResetCode) {
+	w.stopOnce.Do(func() {
+		w.stopCode.Store(uint64(code))
+		w.stop.Store(true)
+		close(w.stopCh)
+	})
+	if out := w.cur.Load(); out != nil {
+		_ = out.str.SetWriteDeadline(time.Unix(1, 0))
+	}
+	w.stopWatch()
+}
+
 // Close ends the subgroup: every stream gets a FIN, which tells the
-// subscribers it is complete (§11.3.2).
+// subscribers it is complete (§11.3.2). A write in progress is
+// interrupted, and returns ErrSubgroupClosed; the streams that did not
+// take its object whole are reset.
 func (w *SubgroupWriter) Close() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.interrupt(wire.ResetCancelled)
+	w.turn.Lock()
+	defer w.turn.Unlock()
 	if w.closed {
 		return nil
 	}
@@ -467,7 +649,7 @@ func (w *SubgroupWriter) Close() error {
 		// A FIN inside an object would be a protocol violation (§11.3).
 		for _, out := range w.outs {
 			if !out.closed() {
-				w.drop(out)
+				w.drop(out, wire.ResetCancelled)
 			}
 		}
 		w.remain = 0
@@ -484,16 +666,16 @@ func (w *SubgroupWriter) Close() error {
 }
 
 // Reset abandons the subgroup: every open stream is reset with code, as
-// when objects will not be delivered (§11.3.2).
+// when objects will not be delivered (§11.3.2). A write in progress is
+// interrupted, and returns ErrSubgroupClosed.
 func (w *SubgroupWriter) Reset(code wire.ResetCode) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.interrupt(code)
+	w.turn.Lock()
+	defer w.turn.Unlock()
 	w.closed = true
 	for _, out := range w.outs {
 		if !out.closed() {
-			out.done = true
-			out.ss.closeDataStream(out.str, code)
-			out.discard()
+			w.drop(out, code)
 		}
 	}
 	w.remain = 0
