@@ -64,16 +64,25 @@ func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader,
 		// stream, which the reader reports as reset.
 		r.err = s.streamError(err)
 	}
-	var meta *ObjectMeta
 	subgroupID, _ := r.dec.SubgroupID()
+	accepts := func(sub *Subscription) bool { return sub.acceptsGroup(h.GroupID) }
 	if r.first != nil {
-		meta = &ObjectMeta{Location: wire.Location{Group: h.GroupID, Object: first.ObjectID}, SubgroupID: subgroupID,
+		meta := ObjectMeta{Location: wire.Location{Group: h.GroupID, Object: first.ObjectID}, SubgroupID: subgroupID,
 			PublisherPriority: h.Priority, Properties: first.Properties}
 		if h.DefaultPriority {
 			meta.PublisherPriority = subs[0].publisherPriority()
 		}
+		accepts = func(sub *Subscription) bool { return sub.accepts(meta) }
 	}
-	sub := s.routeCopy(h.TrackAlias, subs, copyKey{group: h.GroupID, id: subgroupID}, meta)
+	sub := s.routeCopy(h.TrackAlias, subs, copyKey{group: h.GroupID, id: subgroupID}, accepts)
+	if sub == nil {
+		// Its first object passes no subscription's filters: a late
+		// stream of an ended subscription that had the alias, or one
+		// sent before a narrowing update (see Subscription.accepts).
+		// It is stopped, not delivered nor counted for PUBLISH_DONE.
+		r.stopWith(wire.ResetCancelled)
+		return nil
+	}
 	r.sub = sub
 	return sub.deliverStream(r)
 }
@@ -111,7 +120,13 @@ func (s *Session) routeDatagram(d wire.ObjectDatagram) {
 	if d.DefaultPriority {
 		meta.PublisherPriority = subs[0].publisherPriority()
 	}
-	s.routeCopy(d.TrackAlias, subs, copyKey{group: d.GroupID, id: d.ObjectID, datagram: true}, &meta).deliverDatagram(d)
+	sub := s.routeCopy(d.TrackAlias, subs, copyKey{group: d.GroupID, id: d.ObjectID, datagram: true},
+		func(sub *Subscription) bool { return sub.accepts(meta) })
+	if sub != nil {
+		sub.deliverDatagram(d)
+	}
+	// Otherwise it passes no subscription's filters and is not theirs
+	// (see Subscription.accepts).
 }
 
 // lookupAlias returns the subscriptions bound to alias, and whether the
@@ -285,6 +300,9 @@ func (sub *Subscription) deliverDatagram(d wire.ObjectDatagram) {
 	}
 	if d.DefaultPriority {
 		h.Priority = sub.publisherPriority()
+	}
+	if !sub.accepts(ObjectMeta{Location: h.Location, Datagram: true, PublisherPriority: h.Priority, Properties: h.Properties}) {
+		return // held before its alias was known, and not this subscription's
 	}
 	obj := Datagram{ObjectHeader: h, Payload: d.Payload}
 	for {

@@ -61,32 +61,42 @@ func (r *SubgroupReader) Subscription() *Subscription { return r.sub }
 // a *transport.StreamError-wrapping error. An object or FIN that reveals a
 // Malformed Track is not returned: Next reports *MalformedTrackError, and
 // the subscription is cancelled (§12.1).
+//
+// Objects outside the subscription's filters when they are read are
+// skipped (see Subscription.accepts); they still count for the Malformed
+// Track checks. The first object was checked when the stream arrived.
 func (r *SubgroupReader) Next() (ObjectHeader, error) {
-	if r.err != nil {
-		return ObjectHeader{}, r.err
-	}
-	if r.remain > 0 {
-		if _, err := io.CopyN(io.Discard, r.br, int64(r.remain)); err != nil {
-			return ObjectHeader{}, r.fail(err)
+	for {
+		if r.err != nil {
+			return ObjectHeader{}, r.err
 		}
-		r.remain = 0
-	}
-	var o wire.SubgroupObject
-	if r.first != nil {
-		o, r.first = *r.first, nil
-	} else {
-		var err error
-		if o, err = r.dec.Read(r.br, r.props[:0]); err != nil {
-			return ObjectHeader{}, r.fail(err)
+		if r.remain > 0 {
+			if _, err := io.CopyN(io.Discard, r.br, int64(r.remain)); err != nil {
+				return ObjectHeader{}, r.fail(err)
+			}
+			r.remain = 0
 		}
-		r.props = o.Properties
+		var o wire.SubgroupObject
+		routed := r.first != nil // the stream was routed by it
+		if routed {
+			o, r.first = *r.first, nil
+		} else {
+			var err error
+			if o, err = r.dec.Read(r.br, r.props[:0]); err != nil {
+				return ObjectHeader{}, r.fail(err)
+			}
+			r.props = o.Properties
+		}
+		if e := r.check(&o); e != nil {
+			return ObjectHeader{}, r.malformed(e)
+		}
+		r.cur = r.header(o)
+		r.remain = o.PayloadLength
+		if routed || r.sub.accepts(ObjectMeta{Location: r.cur.Location, SubgroupID: r.cur.SubgroupID,
+			PublisherPriority: r.cur.Priority, Properties: r.cur.Properties}) {
+			return r.cur, nil
+		}
 	}
-	if e := r.check(&o); e != nil {
-		return ObjectHeader{}, r.malformed(e)
-	}
-	r.cur = r.header(o)
-	r.remain = o.PayloadLength
-	return r.cur, nil
 }
 
 // check runs the Malformed Track checks on o (malformed.go). The first

@@ -52,11 +52,56 @@ func (sub *Subscription) initData() {
 	sub.dataDone = make(chan struct{})
 }
 
-// accepts reports whether an object passes the subscription's filters.
+// accepts reports whether a received object belongs to the subscription:
+// it passes the subscription's filters (§3.3.3), or those an outstanding
+// REQUEST_UPDATE asks for, since the publisher may apply an update before
+// its answer arrives (§9.5.1). Every received object is checked, whether
+// or not the alias is shared: a publisher sends nothing outside the
+// filters (§3.3.1), so what fails them is either late, for a filter
+// narrowed since, or a late object of an ended subscription that had the
+// same alias (§3.1.2), and neither belongs to this one.
 func (sub *Subscription) accepts(meta ObjectMeta) bool {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	return sub.filter == nil || sub.filter.Passes(meta)
+	return sub.passesLocked(func(f *Filter) bool { return f.Passes(meta) })
+}
+
+// acceptsGroup reports whether a subgroup stream of group that carries no
+// object belongs to the subscription: some object of group can pass its
+// filters or those of an outstanding update.
+func (sub *Subscription) acceptsGroup(group uint64) bool {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.passesLocked(func(f *Filter) bool {
+		w := f.Window()
+		return f.Forward() && !w.Empty() && w.Start.Group <= group && (!w.Bounded || group <= w.End.Group)
+	})
+}
+
+// passesLocked reports whether pass holds for the subscription's filter or
+// for the one an outstanding REQUEST_UPDATE would make. sub.mu is held.
+func (sub *Subscription) passesLocked(pass func(*Filter) bool) bool {
+	if sub.filter == nil || pass(sub.filter) {
+		return true
+	}
+	for _, u := range sub.updates {
+		if u.filter != nil && pass(u.filter) {
+			return true
+		}
+	}
+	return false
+}
+
+// updatedFilterLocked returns the filter the subscription will have once
+// the REQUEST_UPDATE carrying p is accepted, resolved against the Largest
+// Object known now. sub.mu is held.
+func (sub *Subscription) updatedFilterLocked(p *wire.Params) *Filter {
+	if sub.filter == nil {
+		return nil
+	}
+	f := *sub.filter // Update replaces, never mutates, what a copy shares
+	_ = f.Update(p, largestOf(sub.largest), ^uint64(0))
+	return &f
 }
 
 // updateFilterLocked applies changed parameters to the routing filter.

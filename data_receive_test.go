@@ -1,0 +1,130 @@
+package moqt
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// subscribeFakeWith subscribes to testTrack with params against the fake
+// publisher, answers with SUBSCRIBE_OK on alias and returns the
+// subscription and the fake's end of its request stream.
+func subscribeFakeWith(t *testing.T, s *Session, fp *fakePeer, params wire.Params, alias uint64) (*Subscription, *fakeStream) {
+	t.Helper()
+	got := make(chan *Subscription, 1)
+	go func() {
+		sub, err := s.Subscribe(fakeCtx(t), testTrack, params)
+		if err == nil {
+			got <- sub
+		}
+		close(got)
+	}()
+	req := fp.accept()
+	expect[*wire.Subscribe](req)
+	req.send(&wire.SubscribeOK{TrackAlias: alias})
+	sub := recvOrFail(t, got)
+	require.NotNil(t, sub)
+	return sub, req
+}
+
+// expectStopped waits for STOP_SENDING on a stream the fake opened and
+// returns its code.
+func expectStopped(t *testing.T, str transport.SendStream) uint64 {
+	t.Helper()
+	select {
+	case <-str.Context().Done():
+	case <-time.After(fakeGuard):
+		t.Fatal("stream not stopped")
+	}
+	_, err := str.Write([]byte{0})
+	var se *transport.StreamError
+	require.ErrorAs(t, err, &se)
+	return se.Code
+}
+
+// TestReceiveFilterAppliesOnReusedAlias: a subscription ended, and the
+// publisher gave the next subscription to the track the same alias. The
+// late objects of the first, outside the second's filter, must not reach
+// the second, whether on streams or in datagrams; objects past its filter's
+// end inside one of its streams are skipped too (§3.3.1, §3.1.2). Before,
+// a lone subscription on an alias received whatever carried it.
+func TestReceiveFilterAppliesOnReusedAlias(t *testing.T) {
+	s, fp := clientSession(t, nil)
+	old, oldReq := subscribeFakeWith(t, s, fp, wire.Params{}, 3)
+	oldReq.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
+	oldReq.fin()
+	closedOrFail(t, old.dataDone, "first subscription's data plane")
+
+	filter := wire.LocationFilter{Fields: 4, StartGroup: 5, StartObject: 0, EndGroup: 6, EndObject: 2}
+	sub, _ := subscribeFakeWith(t, s, fp, wire.Params{LocationFilter: wire.Some(filter)}, 3)
+
+	// Late objects of the first subscription: group 2, before the filter.
+	late := fp.openSubgroup(3, 2, []byte("old-0"), []byte("old-1"))
+	assert.Equal(t, uint64(wire.ResetCancelled), expectStopped(t, late), "a stream outside the filter is stopped")
+	for _, d := range []wire.ObjectDatagram{
+		{TrackAlias: 3, GroupID: 1, ObjectID: 0, DefaultPriority: true, Payload: []byte("old")},
+		{TrackAlias: 3, GroupID: 6, ObjectID: 7, DefaultPriority: true, Payload: []byte("past the end")},
+		{TrackAlias: 3, GroupID: 5, ObjectID: 1, DefaultPriority: true, Payload: []byte("in")},
+	} {
+		b, err := d.Append(nil)
+		require.NoError(t, err)
+		require.NoError(t, fp.conn.SendDatagram(b))
+	}
+
+	// The second subscription's own stream, with objects past its end.
+	own := fp.openSubgroup(3, 6, []byte("a"), []byte("b"), []byte("c"), []byte("d"), []byte("e"))
+	require.NoError(t, own.Close())
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	r, err := sub.AcceptSubgroup(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(6), r.Header().GroupID, "the late stream was not delivered")
+	ids, payloads := readSubgroup(t, r)
+	assert.Equal(t, []uint64{0, 1, 2}, ids)
+	assert.Equal(t, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, payloads)
+
+	d, err := sub.ReadDatagram(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, wire.Location{Group: 5, Object: 1}, d.Location, "only the datagram inside the filter arrives")
+
+	short, cancelShort := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancelShort()
+	_, err = sub.AcceptSubgroup(short)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "no other stream was delivered")
+	_, err = sub.ReadDatagram(short)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "no other datagram was delivered")
+	sub.mu.Lock()
+	assert.Equal(t, uint64(1), sub.streamsSeen, "the late stream is not counted for PUBLISH_DONE")
+	sub.mu.Unlock()
+}
+
+// TestReceiveWideningUpdateInFlight: objects the publisher sends under a
+// widened filter before its REQUEST_OK arrives belong to the subscription
+// (§9.5.1); checking every object against the filter must not drop them.
+func TestReceiveWideningUpdateInFlight(t *testing.T) {
+	s, fp := clientSession(t, nil)
+	filter := wire.LocationFilter{Fields: 3, StartGroup: 5, StartObject: 0, EndGroup: 5}
+	sub, req := subscribeFakeWith(t, s, fp, wire.Params{LocationFilter: wire.Some(filter)}, 4)
+	wider := wire.LocationFilter{Fields: 3, StartGroup: 5, StartObject: 0, EndGroup: 9}
+	updated := goErr(func() error {
+		return sub.Update(fakeCtx(t), wire.Params{LocationFilter: wire.Some(wider)})
+	})
+	expect[*wire.RequestUpdate](req)
+	// The publisher applies the update and sends group 7 before answering.
+	str := fp.openSubgroup(4, 7, []byte("x"))
+	require.NoError(t, str.Close())
+	r, err := sub.AcceptSubgroup(fakeCtx(t))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(7), r.Header().GroupID)
+	ids, _ := readSubgroup(t, r)
+	assert.Equal(t, []uint64{0}, ids)
+	req.send(&wire.RequestOK{})
+	require.NoError(t, recvOrFail(t, updated))
+}
