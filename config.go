@@ -71,8 +71,9 @@ type Config struct {
 	// MaxPendingBytes bounds the bytes read ahead, in total, from streams
 	// waiting for their alias. They are read rather than left unread so
 	// that they can never starve the control streams of flow control
-	// (C036); a stream that would exceed the bound is stopped with
-	// EXCESSIVE_LOAD. Default 1 MiB.
+	// (C036); the bytes count until the application reads them, even
+	// after the alias is known, and a stream that would exceed the bound
+	// is stopped with EXCESSIVE_LOAD. Default 1 MiB.
 	MaxPendingBytes int
 	// MaxPendingDatagrams bounds how many such datagrams are held; more are
 	// dropped, as §11.2 allows. Default 256.

@@ -2,6 +2,8 @@ package moqt
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,4 +129,94 @@ func TestReceiveWideningUpdateInFlight(t *testing.T) {
 	assert.Equal(t, []uint64{0}, ids)
 	req.send(&wire.RequestOK{})
 	require.NoError(t, recvOrFail(t, updated))
+}
+
+// TestReceiveEarlyStreamsShareOneBudget: streams that arrive before their
+// alias are read ahead within Config.MaxPendingBytes, and the bytes stay
+// charged to it until the application reads them: binding the alias
+// neither frees the budget nor lets a pipe read further ahead (before,
+// each bound stream read 256 KiB ahead, uncounted). A later early stream
+// that would pass the budget is stopped with EXCESSIVE_LOAD.
+func TestReceiveEarlyStreamsShareOneBudget(t *testing.T) {
+	const (
+		budget  = 64 << 10
+		window  = 32 << 10
+		streams = 4
+		first   = 12 << 10 // each early stream's first object
+	)
+	s, fp := clientSession(t, &Config{AliasWait: time.Minute, MaxPendingBytes: budget,
+		StreamReceiveWindow: window, ConnectionReceiveWindow: 16 << 20})
+	got, req := subscribeAgainstFake(t, s, fp)
+	var early []transport.SendStream
+	for g := range uint64(streams) {
+		early = append(early, fp.openSubgroup(5, g, make([]byte, first)))
+	}
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.pendingBytes >= streams*first
+	}, 5*time.Second, time.Millisecond, "the early streams are read ahead")
+	req.send(&wire.SubscribeOK{TrackAlias: 5})
+	sub := recvOrFail(t, got)
+	require.NotNil(t, sub)
+
+	// The publisher keeps writing on the bound streams; nobody reads them.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var written [streams]atomic.Int64
+	var wg sync.WaitGroup
+	for i, str := range early {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 5, GroupID: uint64(i), DefaultPriority: true}}
+			// Past object 0, which openSubgroup sent: deltas follow it.
+			_, err := enc.AppendObject(nil, wire.SubgroupObject{ObjectID: 0, PayloadLength: first})
+			if !assert.NoError(t, err) {
+				return
+			}
+			for id := uint64(1); ctx.Err() == nil; id++ {
+				b, err := enc.AppendObject(nil, wire.SubgroupObject{ObjectID: id, PayloadLength: 4 << 10})
+				if !assert.NoError(t, err) {
+					return
+				}
+				b = append(b, make([]byte, 4<<10)...)
+				n, err := str.Write(b)
+				written[i].Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for _, str := range early {
+			str.CancelWrite(uint64(wire.ResetCancelled))
+		}
+		wg.Wait()
+	})
+
+	// A new early stream for another alias does not fit what is left.
+	late := fp.openSubgroup(6, 0, make([]byte, 32<<10))
+	assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, late))
+
+	total := func() int64 {
+		var n int64
+		for i := range written {
+			n += written[i].Load()
+		}
+		return n
+	}
+	last := int64(-1)
+	for total() != last {
+		last = total()
+		time.Sleep(300 * time.Millisecond) // a progress probe, not synchronization of the library
+	}
+	// What the publisher could write past the first objects is what the
+	// stream windows allow; a pipe reading ahead would have taken more.
+	assert.LessOrEqual(t, last, int64(streams*window), "bound pipes read no further ahead")
+	s.mu.Lock()
+	assert.LessOrEqual(t, s.pendingBytes, budget, "what the pipes hold stays within MaxPendingBytes")
+	s.mu.Unlock()
 }
