@@ -95,6 +95,13 @@ type Config struct {
 	// track only if that subscriber keeps up with it. Default 4 MiB.
 	MaxSubscriberBacklog int
 
+	// The subscriber's receive side.
+
+	// DataStreamTimeout bounds how long a unidirectional stream from the
+	// peer may take to deliver its type and header; past it the session
+	// is closed with DATA_STREAM_TIMEOUT (§12.2). Default 10s.
+	DataStreamTimeout time.Duration
+
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler
 
@@ -167,6 +174,10 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.MaxSubscriberBacklog <= 0 {
 		out.MaxSubscriberBacklog = 4 << 20
+	}
+	// The subscriber's receive side.
+	if out.DataStreamTimeout <= 0 {
+		out.DataStreamTimeout = 10 * time.Second
 	}
 	if out.Handler == nil {
 		out.Handler = DefaultHandler

@@ -220,3 +220,29 @@ func TestReceiveEarlyStreamsShareOneBudget(t *testing.T) {
 	assert.LessOrEqual(t, s.pendingBytes, budget, "what the pipes hold stays within MaxPendingBytes")
 	s.mu.Unlock()
 }
+
+// TestReceiveStalledStreamHeaderTimesOut: a unidirectional stream that
+// stops inside its type or its header closes the session with
+// DATA_STREAM_TIMEOUT once Config.DataStreamTimeout passes (§12.2), rather
+// than holding its goroutine and buffer until the connection ends.
+func TestReceiveStalledStreamHeaderTimesOut(t *testing.T) {
+	cases := []struct {
+		name string
+		b    []byte
+	}{
+		{"inside the type", []byte{0x80}},         // the first byte of a two-byte vi64
+		{"after the type", []byte{0x10}},          // SUBGROUP_HEADER, nothing more
+		{"inside the header", []byte{0x10, 0x07}}, // Track Alias, no Group ID
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, fp := clientSession(t, &Config{DataStreamTimeout: 200 * time.Millisecond})
+			str, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
+			require.NoError(t, err)
+			_, err = str.Write(c.b)
+			require.NoError(t, err)
+			fp.expectClose(wire.DataStreamTimeout)
+			expectSessionError(t, s, wire.DataStreamTimeout)
+		})
+	}
+}
