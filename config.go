@@ -101,6 +101,18 @@ type Config struct {
 	// peer may take to deliver its type and header; past it the session
 	// is closed with DATA_STREAM_TIMEOUT (§12.2). Default 10s.
 	DataStreamTimeout time.Duration
+	// ReadStallTimeout bounds how long a subscription's received data may
+	// wait for its application: a stream AcceptSubgroup has not returned,
+	// or one it returned whose data is left unread (not inside Next or
+	// Read, with payload or buffered bytes waiting). Past it the
+	// subscription is cancelled, its streams stopped with EXCESSIVE_LOAD,
+	// and it ends with an error wrapping ErrFellBehind. Unread streams
+	// would otherwise fill the connection's flow-control window and stall
+	// every other subscription and the control messages, the publisher's
+	// PUBLISH_DONE TOO_FAR_BEHIND included. A stream taken and not wanted
+	// must be read to its end or closed. Default 10s; negative disables
+	// the check.
+	ReadStallTimeout time.Duration
 
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler
@@ -178,6 +190,9 @@ func (c *Config) withDefaults() *Config {
 	// The subscriber's receive side.
 	if out.DataStreamTimeout <= 0 {
 		out.DataStreamTimeout = 10 * time.Second
+	}
+	if out.ReadStallTimeout == 0 {
+		out.ReadStallTimeout = 10 * time.Second
 	}
 	if out.Handler == nil {
 		out.Handler = DefaultHandler

@@ -198,7 +198,14 @@ func TestReceiveEarlyStreamsShareOneBudget(t *testing.T) {
 	})
 
 	// A new early stream for another alias does not fit what is left.
-	late := fp.openSubgroup(6, 0, make([]byte, 32<<10))
+	late, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
+	require.NoError(t, err)
+	enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 6, DefaultPriority: true}}
+	b, err := enc.Header.Append(nil)
+	require.NoError(t, err)
+	b, err = enc.AppendObject(b, wire.SubgroupObject{ObjectID: 0, PayloadLength: 32 << 10})
+	require.NoError(t, err)
+	_, _ = late.Write(append(b, make([]byte, 32<<10)...)) // may be stopped before it is all written
 	assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, late))
 
 	total := func() int64 {
@@ -214,8 +221,10 @@ func TestReceiveEarlyStreamsShareOneBudget(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // a progress probe, not synchronization of the library
 	}
 	// What the publisher could write past the first objects is what the
-	// stream windows allow; a pipe reading ahead would have taken more.
-	assert.LessOrEqual(t, last, int64(streams*window), "bound pipes read no further ahead")
+	// stream windows allow, and the one read of at most a bufio buffer
+	// (4 KiB) a pipe may have had in progress when the alias was bound; a
+	// pipe reading ahead would have taken more.
+	assert.LessOrEqual(t, last, int64(streams*(window+4<<10)), "bound pipes read no further ahead")
 	s.mu.Lock()
 	assert.LessOrEqual(t, s.pendingBytes, budget, "what the pipes hold stays within MaxPendingBytes")
 	s.mu.Unlock()
@@ -245,4 +254,178 @@ func TestReceiveStalledStreamHeaderTimesOut(t *testing.T) {
 			expectSessionError(t, s, wire.DataStreamTimeout)
 		})
 	}
+}
+
+// TestReceiveStalledApplicationFallsBehind: one subscription's application
+// never takes its streams while the publisher writes continuously; another
+// subscription on the same session reads. The stalled one must end, within
+// Config.ReadStallTimeout and a few ticks, with ErrFellBehind, and its
+// stopped streams must return their flow-control credit so that the other
+// keeps receiving. Before, its unread streams filled the connection window
+// and it never ended, while the other starved.
+func TestReceiveStalledApplicationFallsBehind(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			stalledName := testTrack
+			liveName := wire.FullTrackName{Namespace: testTrack.Namespace, Name: []byte("audio")}
+			tracks := map[string]*LocalTrack{}
+			for _, n := range []wire.FullTrackName{stalledName, liveName} {
+				lt, err := NewLocalTrack(n, nil)
+				require.NoError(t, err)
+				tracks[string(n.Name)] = lt
+			}
+			handler := HandlerFunc(func(r Request) {
+				if sr, ok := r.(*SubscribeRequest); ok {
+					if lt := tracks[string(sr.Track.Name)]; lt != nil {
+						_, _ = lt.Accept(sr, AcceptOptions{})
+						return
+					}
+				}
+				DefaultHandler.ServeMOQT(r)
+			})
+			p := newPair(t, tr.scheme, &Config{Handler: handler}, &Config{ReadStallTimeout: 500 * time.Millisecond,
+				ConnectionReceiveWindow: 1 << 20, StreamReceiveWindow: 256 << 10})
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			stalled, err := p.client.Subscribe(ctx, stalledName, wire.Params{})
+			require.NoError(t, err)
+			live, err := p.client.Subscribe(ctx, liveName, wire.Params{})
+			require.NoError(t, err)
+
+			// Both tracks are written continuously, paced so that an
+			// ended subscription does not spin its writer.
+			var wg sync.WaitGroup
+			payload := make([]byte, 16<<10)
+			for _, lt := range tracks {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for g := uint64(0); ctx.Err() == nil; g++ {
+						w := lt.OpenSubgroup(g, 0, SubgroupOptions{})
+						for id := uint64(0); id < 8 && ctx.Err() == nil; id++ {
+							if w.WriteObject(id, nil, payload) != nil {
+								break
+							}
+							time.Sleep(time.Millisecond)
+						}
+						_ = w.Close()
+					}
+				}()
+			}
+			var received atomic.Int64
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					r, err := live.AcceptSubgroup(ctx)
+					if err != nil {
+						return
+					}
+					for {
+						if _, err := r.Next(); err != nil {
+							break
+						}
+						if _, err := r.ReadPayload(1 << 20); err != nil {
+							break
+						}
+						received.Add(1)
+					}
+				}
+			}()
+			t.Cleanup(func() {
+				cancel()
+				p.client.Close()
+				p.server.Close()
+				wg.Wait()
+			})
+
+			select {
+			case <-stalled.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the stalled subscription never ended")
+			}
+			assert.ErrorIs(t, stalled.Err(), ErrFellBehind)
+			assert.ErrorIs(t, stalled.Err(), ErrCancelled)
+			_, err = stalled.AcceptSubgroup(ctx)
+			assert.ErrorIs(t, err, ErrFellBehind, "its queued streams were stopped")
+
+			before := received.Load()
+			assert.Eventually(t, func() bool { return received.Load() >= before+100 }, 10*time.Second, 10*time.Millisecond,
+				"the other subscription keeps receiving")
+			assert.Equal(t, StateEstablished, live.State())
+			assert.NoError(t, context.Cause(p.client.Context()), "the session is up")
+		})
+	}
+}
+
+// TestReceiveTakenStreamStall: a stream the application took but leaves
+// unread, with payload waiting, cancels the subscription once
+// Config.ReadStallTimeout passes, its stream stopped with EXCESSIVE_LOAD;
+// a taken stream with nothing waiting, or one the application is blocked
+// reading, is left alone.
+func TestReceiveTakenStreamStall(t *testing.T) {
+	const stall = 200 * time.Millisecond
+	t.Run("unread payload", func(t *testing.T) {
+		s, fp := clientSession(t, &Config{ReadStallTimeout: stall})
+		sub, _ := subscribeFakeWith(t, s, fp, wire.Params{}, 2)
+		str := fp.openSubgroup(2, 0, make([]byte, 1<<10))
+		r, err := sub.AcceptSubgroup(fakeCtx(t))
+		require.NoError(t, err)
+		_, err = r.Next() // the payload is left unread
+		require.NoError(t, err)
+		closedOrFail(t, sub.Done(), "the stalled subscription")
+		assert.ErrorIs(t, sub.Err(), ErrFellBehind)
+		assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, str))
+	})
+	t.Run("idle or reading", func(t *testing.T) {
+		s, fp := clientSession(t, &Config{ReadStallTimeout: stall})
+		sub, _ := subscribeFakeWith(t, s, fp, wire.Params{}, 2)
+		idle := fp.openSubgroup(2, 0, []byte("x"))
+		r, err := sub.AcceptSubgroup(fakeCtx(t))
+		require.NoError(t, err)
+		_, err = r.Next()
+		require.NoError(t, err)
+		_, err = r.ReadPayload(16)
+		require.NoError(t, err) // nothing more has come: idle, not behind
+		reading := fp.openSubgroup(2, 1, []byte("z"))
+		r2, err := sub.AcceptSubgroup(fakeCtx(t))
+		require.NoError(t, err)
+		ids, _, err := readAllN(r2, 1)
+		require.NoError(t, err)
+		require.Equal(t, []uint64{0}, ids)
+		next := goErr(func() error { _, err := r2.Next(); return err }) // blocks: nothing more yet
+		select {
+		case <-sub.Done():
+			t.Fatalf("cancelled: %v", sub.Err())
+		case <-time.After(5 * stall):
+		}
+		assert.Equal(t, StateEstablished, sub.State())
+		// The blocked reader gets what comes next.
+		enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 2, GroupID: 1, DefaultPriority: true}}
+		_, err = enc.AppendObject(nil, wire.SubgroupObject{ObjectID: 0, PayloadLength: 1}) // sent already
+		require.NoError(t, err)
+		b, err := enc.AppendObject(nil, wire.SubgroupObject{ObjectID: 1, PayloadLength: 1})
+		require.NoError(t, err)
+		_, err = reading.Write(append(b, 'y'))
+		require.NoError(t, err)
+		assert.NoError(t, recvOrFail(t, next))
+		_ = idle
+	})
+}
+
+// readAllN reads n objects of r.
+func readAllN(r *SubgroupReader, n int) (ids []uint64, payloads [][]byte, err error) {
+	for range n {
+		h, err := r.Next()
+		if err != nil {
+			return ids, payloads, err
+		}
+		p, err := r.ReadPayload(1 << 20)
+		if err != nil {
+			return ids, payloads, err
+		}
+		ids = append(ids, h.Location.Object)
+		payloads = append(payloads, p)
+	}
+	return ids, payloads, nil
 }

@@ -71,6 +71,12 @@ func (p *streamPipe) fill() {
 		_, err := p.src.Peek(1) // waits for bytes
 		n := p.src.Buffered()
 		p.mu.Lock()
+		if p.bound && n > 0 {
+			// Left in src for the reader, which takes the stream over:
+			// a bound stream is not stopped for the budget.
+			p.mu.Unlock()
+			return
+		}
 		if n > 0 {
 			if !p.s.reservePendingBytes(n) {
 				p.mu.Unlock()

@@ -46,6 +46,7 @@ type SubgroupReader struct {
 	props  []byte
 	prio   uint8       // the Publisher Priority, resolved at the first object
 	chk    streamCheck // Malformed Track checks (malformed.go)
+	watch  readWatch   // what the stall watchdog sees (receive_stall.go)
 	err    error       // sticky
 }
 
@@ -66,6 +67,8 @@ func (r *SubgroupReader) Subscription() *Subscription { return r.sub }
 // skipped (see Subscription.accepts); they still count for the Malformed
 // Track checks. The first object was checked when the stream arrived.
 func (r *SubgroupReader) Next() (ObjectHeader, error) {
+	r.watch.enter()
+	defer r.leave()
 	for {
 		if r.err != nil {
 			return ObjectHeader{}, r.err
@@ -143,6 +146,8 @@ func (r *SubgroupReader) header(o wire.SubgroupObject) ObjectHeader {
 // Read reads the current object's payload; it returns io.EOF at the end of
 // the payload.
 func (r *SubgroupReader) Read(p []byte) (int, error) {
+	r.watch.enter()
+	defer r.leave()
 	if r.err != nil {
 		return 0, r.err
 	}
@@ -170,6 +175,12 @@ func (r *SubgroupReader) ReadPayload(max int) ([]byte, error) {
 	b := make([]byte, r.remain)
 	_, err := io.ReadFull(r, b)
 	return b, err
+}
+
+// leave ends a call for the stall watchdog: data is left unread when the
+// current object's payload is not read yet or bytes are buffered.
+func (r *SubgroupReader) leave() {
+	r.watch.leave(r.err == nil && (r.remain > 0 || r.br.Buffered() > 0))
 }
 
 // Close stops reading the stream: STOP_SENDING, which tells the publisher

@@ -23,13 +23,20 @@ type subData struct {
 	// Guarded by Subscription.mu.
 	readers          map[*SubgroupReader]struct{} // delivered streams not yet ended
 	filter           *Filter
+	superseded       []supersededFilter // filters updates replaced, newest last
 	streamsSeen      uint64
 	droppedDatagrams uint64
 	linger           *time.Timer // ends the data plane after PUBLISH_DONE
 	expiry           *time.Timer // cancels when the EXPIRES this end granted passes
-	// stopMalformed makes STOP_SENDING on the data streams carry
-	// MALFORMED_TRACK: a Malformed Track cancelled the subscription.
-	stopMalformed bool
+	// stopCode, when set, is the STOP_SENDING code on the data streams
+	// instead of CANCELLED: MALFORMED_TRACK when a Malformed Track
+	// cancelled the subscription, EXCESSIVE_LOAD when it fell behind
+	// (receive_stall.go). INTERNAL_ERROR, the zero value, is never used
+	// here.
+	stopCode wire.ResetCode
+	// stallTimer runs the stall watchdog while streams are open
+	// (receive_stall.go).
+	stallTimer *time.Timer
 
 	// checks is what the subscription has seen of its track, to detect a
 	// Malformed Track (malformed.go). It has its own lock.
@@ -78,8 +85,11 @@ func (sub *Subscription) acceptsGroup(group uint64) bool {
 	})
 }
 
-// passesLocked reports whether pass holds for the subscription's filter or
-// for the one an outstanding REQUEST_UPDATE would make. sub.mu is held.
+// passesLocked reports whether pass holds for the subscription's filter,
+// for the one an outstanding REQUEST_UPDATE would make, or for one an
+// update replaced within Config.AliasWait: objects the publisher sent
+// before it processed the update may still be arriving (§9.5.1). sub.mu is
+// held.
 func (sub *Subscription) passesLocked(pass func(*Filter) bool) bool {
 	if sub.filter == nil || pass(sub.filter) {
 		return true
@@ -89,7 +99,41 @@ func (sub *Subscription) passesLocked(pass func(*Filter) bool) bool {
 			return true
 		}
 	}
+	now := time.Now()
+	for _, old := range sub.superseded {
+		if now.Before(old.until) && pass(old.f) {
+			return true
+		}
+	}
 	return false
+}
+
+// supersededFilter is a filter an update replaced, still honoured until
+// the objects sent under it have had time to arrive.
+type supersededFilter struct {
+	f     *Filter
+	until time.Time
+}
+
+// maxSupersededFilters bounds subData.superseded: updates in quicker
+// succession than Config.AliasWait keep only the newest ones.
+const maxSupersededFilters = 4
+
+// supersedeLocked keeps a copy of the filter an update is about to
+// change. sub.mu is held.
+func (sub *Subscription) supersedeLocked() {
+	now := time.Now()
+	kept := sub.superseded[:0]
+	for _, old := range sub.superseded {
+		if now.Before(old.until) {
+			kept = append(kept, old)
+		}
+	}
+	if len(kept) == maxSupersededFilters {
+		kept = append(kept[:0], kept[1:]...)
+	}
+	f := *sub.filter // Update replaces, never mutates, what a copy shares
+	sub.superseded = append(kept, supersededFilter{f: &f, until: now.Add(sub.sess.cfg.AliasWait)})
 }
 
 // updatedFilterLocked returns the filter the subscription will have once
@@ -108,6 +152,7 @@ func (sub *Subscription) updatedFilterLocked(p *wire.Params) *Filter {
 // sub.mu is held.
 func (sub *Subscription) updateFilterLocked(p *wire.Params) {
 	if sub.filter != nil {
+		sub.supersedeLocked()
 		sub.notePartialFinsLocked()
 		_ = sub.filter.Update(p, largestOf(sub.largest), ^uint64(0))
 		sub.notePartialFinsLocked()
@@ -230,7 +275,7 @@ func (sub *Subscription) noteStream() {
 func (sub *Subscription) endData() {
 	sub.releaseOnce.Do(func() {
 		sub.mu.Lock()
-		for _, t := range []*time.Timer{sub.linger, sub.expiry} {
+		for _, t := range []*time.Timer{sub.linger, sub.expiry, sub.stallTimer} {
 			if t != nil {
 				t.Stop()
 			}
@@ -264,6 +309,8 @@ func (sub *Subscription) trackReader(r *SubgroupReader) {
 		sub.readers = map[*SubgroupReader]struct{}{}
 	}
 	sub.readers[r] = struct{}{}
+	r.watch.touched.Store(time.Now().UnixNano())
+	sub.watchStallsLocked()
 }
 
 // forgetReader drops a stream that ended.
@@ -280,8 +327,8 @@ func (sub *Subscription) stopReaders() {
 	open := sub.readers
 	sub.readers = nil
 	code := wire.ResetCancelled
-	if sub.stopMalformed {
-		code = wire.ResetMalformedTrack
+	if sub.stopCode != 0 {
+		code = sub.stopCode
 	}
 	sub.mu.Unlock()
 	for r := range open {
@@ -319,7 +366,7 @@ func (sub *Subscription) malformedTrack(e *MalformedTrackError) {
 // CANCELLED would hide why.
 func (sub *Subscription) cancelMalformed(e *MalformedTrackError) {
 	sub.mu.Lock()
-	sub.stopMalformed = true
+	sub.stopCode = wire.ResetMalformedTrack
 	sub.mu.Unlock()
 	sub.cancelWith(e, wire.ResetMalformedTrack)
 	sub.endData()
