@@ -160,6 +160,19 @@ func TestReceiveEarlyStreamsShareOneBudget(t *testing.T) {
 	sub := recvOrFail(t, got)
 	require.NotNil(t, sub)
 
+	// A new early stream for another alias does not fit what is left.
+	late, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
+	require.NoError(t, err)
+	enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 6, DefaultPriority: true}}
+	b, err := enc.Header.Append(nil)
+	require.NoError(t, err)
+	// More than the budget minus the bytes the bound streams still hold
+	// (their first objects, less what routing read of them).
+	b, err = enc.AppendObject(b, wire.SubgroupObject{ObjectID: 0, PayloadLength: budget - 4<<10})
+	require.NoError(t, err)
+	_, _ = late.Write(append(b, make([]byte, budget-4<<10)...)) // may be stopped before it is all written
+	assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, late))
+
 	// The publisher keeps writing on the bound streams; nobody reads them.
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -196,17 +209,6 @@ func TestReceiveEarlyStreamsShareOneBudget(t *testing.T) {
 		}
 		wg.Wait()
 	})
-
-	// A new early stream for another alias does not fit what is left.
-	late, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
-	require.NoError(t, err)
-	enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 6, DefaultPriority: true}}
-	b, err := enc.Header.Append(nil)
-	require.NoError(t, err)
-	b, err = enc.AppendObject(b, wire.SubgroupObject{ObjectID: 0, PayloadLength: 32 << 10})
-	require.NoError(t, err)
-	_, _ = late.Write(append(b, make([]byte, 32<<10)...)) // may be stopped before it is all written
-	assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, late))
 
 	total := func() int64 {
 		var n int64
