@@ -3,6 +3,8 @@ package moqt
 import (
 	"bufio"
 	"errors"
+	"io"
+	"slices"
 	"sync"
 
 	"github.com/moqt-go/moqt/internal/transport"
@@ -84,11 +86,17 @@ func (p *streamPipe) fill() {
 				return
 			}
 			p.reserved += n
-			b, _ := p.src.Peek(n)
-			p.buf = append(p.buf, b...)
-			_, _ = p.src.Discard(n)
+			// Copied from src's buffer: no I/O under the lock.
+			start := len(p.buf)
+			p.buf = slices.Grow(p.buf, n)[:start+n]
+			if k, rerr := io.ReadFull(p.src, p.buf[start:]); rerr != nil {
+				p.buf = p.buf[:start+k]
+				p.reserved -= n - k
+				p.s.releasePendingBytes(n - k)
+				err = rerr
+			}
 		}
-		if err != nil && n == 0 {
+		if err != nil {
 			p.err = err
 		}
 		done := p.err != nil || p.bound
