@@ -77,9 +77,9 @@ func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader,
 	sub := s.routeCopy(h.TrackAlias, subs, copyKey{group: h.GroupID, id: subgroupID}, accepts)
 	if sub == nil {
 		// Its first object passes no subscription's filters: a late
-		// stream of an ended subscription that had the alias, or one
-		// sent before a narrowing update (see Subscription.accepts).
-		// It is stopped, not delivered nor counted for PUBLISH_DONE.
+		// stream of an ended subscription that had the alias (see
+		// Subscription.accepts). It is stopped, not delivered nor
+		// counted for PUBLISH_DONE.
 		r.stopWith(wire.ResetCancelled)
 		return nil
 	}

@@ -60,13 +60,13 @@ func (sub *Subscription) initData() {
 }
 
 // accepts reports whether a received object belongs to the subscription:
-// it passes the subscription's filters (§3.3.3), or those an outstanding
-// REQUEST_UPDATE asks for, since the publisher may apply an update before
-// its answer arrives (§9.5.1). Every received object is checked, whether
-// or not the alias is shared: a publisher sends nothing outside the
-// filters (§3.3.1), so what fails them is either late, for a filter
-// narrowed since, or a late object of an ended subscription that had the
-// same alias (§3.1.2), and neither belongs to this one.
+// it passes the subscription's filters (§3.3.3), those an outstanding
+// REQUEST_UPDATE asks for, or those an update lately replaced (see
+// passesLocked). Every received object is checked, whether or not the
+// alias is shared: a publisher sends nothing outside the filters (§3.3.1),
+// so what fails them all is a late object of an ended subscription that
+// had the same alias (§3.1.2), or one sent under a filter replaced long
+// ago, and neither belongs to this one.
 func (sub *Subscription) accepts(meta ObjectMeta) bool {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
