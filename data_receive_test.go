@@ -14,6 +14,19 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
+// clientSessionOver is clientSession over scheme: "moqt" for raw QUIC,
+// "https" for WebTransport.
+func clientSessionOver(t *testing.T, scheme string, cfg *Config) (*Session, *fakePeer) {
+	t.Helper()
+	fs := startFakeServer(t)
+	fp, dial := fs.dialLib(scheme, cfg)
+	fp.readPeerSetup()
+	fp.sendSetup(&wire.Setup{})
+	s, err := dial.wait()
+	require.NoError(t, err)
+	return s, fp
+}
+
 // subscribeFakeWith subscribes to testTrack with params against the fake
 // publisher, answers with SUBSCRIBE_OK on alias and returns the
 // subscription and the fake's end of its request stream.
@@ -57,7 +70,13 @@ func expectStopped(t *testing.T, str transport.SendStream) uint64 {
 // end inside one of its streams are skipped too (§3.3.1, §3.1.2). Before,
 // a lone subscription on an alias received whatever carried it.
 func TestReceiveFilterAppliesOnReusedAlias(t *testing.T) {
-	s, fp := clientSession(t, nil)
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testFilterOnReusedAlias(t, tr.scheme) })
+	}
+}
+
+func testFilterOnReusedAlias(t *testing.T, scheme string) {
+	s, fp := clientSessionOver(t, scheme, nil)
 	old, oldReq := subscribeFakeWith(t, s, fp, wire.Params{}, 3)
 	oldReq.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
 	oldReq.fin()
@@ -245,16 +264,18 @@ func TestReceiveStalledStreamHeaderTimesOut(t *testing.T) {
 		{"after the type", []byte{0x10}},          // SUBGROUP_HEADER, nothing more
 		{"inside the header", []byte{0x10, 0x07}}, // Track Alias, no Group ID
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			s, fp := clientSession(t, &Config{DataStreamTimeout: 200 * time.Millisecond})
-			str, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
-			require.NoError(t, err)
-			_, err = str.Write(c.b)
-			require.NoError(t, err)
-			fp.expectClose(wire.DataStreamTimeout)
-			expectSessionError(t, s, wire.DataStreamTimeout)
-		})
+	for _, tr := range transports {
+		for _, c := range cases {
+			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
+				s, fp := clientSessionOver(t, tr.scheme, &Config{DataStreamTimeout: 200 * time.Millisecond})
+				str, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
+				require.NoError(t, err)
+				_, err = str.Write(c.b)
+				require.NoError(t, err)
+				fp.expectClose(wire.DataStreamTimeout)
+				expectSessionError(t, s, wire.DataStreamTimeout)
+			})
+		}
 	}
 }
 
