@@ -377,6 +377,10 @@ func TestReceiveStalledApplicationFallsBehind(t *testing.T) {
 				"the other subscription keeps receiving")
 			assert.Equal(t, StateEstablished, live.State())
 			assert.NoError(t, context.Cause(p.client.Context()), "the session is up")
+			// What an application watching Done does: subscribe again.
+			again, err := p.client.Subscribe(ctx, stalledName, wire.Params{})
+			require.NoError(t, err, "control messages get through")
+			require.NoError(t, again.Close())
 		})
 	}
 }
