@@ -72,8 +72,9 @@ type Config struct {
 	// MaxPendingBytes bounds the bytes read ahead, in total, from streams
 	// waiting for their alias. They are read rather than left unread so
 	// that they can never starve the control streams of flow control
-	// (C036); a stream that would exceed the bound is stopped with
-	// EXCESSIVE_LOAD. Default 1 MiB.
+	// (C036); the bytes count until the application reads them, even
+	// after the alias is known, and a stream that would exceed the bound
+	// is stopped with EXCESSIVE_LOAD. Default 1 MiB.
 	MaxPendingBytes int
 	// MaxPendingDatagrams bounds how many such datagrams are held; more are
 	// dropped, as §11.2 allows. Default 256.
@@ -159,6 +160,25 @@ type Config struct {
 	// packetConn, if set, carries Dial's connection instead of a socket
 	// of its own: tests close it to play a process that exits.
 	packetConn net.PacketConn
+
+	// The subscriber's receive side.
+
+	// DataStreamTimeout bounds how long a unidirectional stream from the
+	// peer may take to deliver its type and header; past it the session
+	// is closed with DATA_STREAM_TIMEOUT (§12.2). Default 10s.
+	DataStreamTimeout time.Duration
+	// ReadStallTimeout bounds how long a subscription's received data may
+	// wait for its application: a stream AcceptSubgroup has not returned,
+	// or one it returned whose data is left unread (not inside Next or
+	// Read, with payload or buffered bytes waiting). Past it the
+	// subscription is cancelled, its streams stopped with EXCESSIVE_LOAD,
+	// and it ends with an error wrapping ErrFellBehind. Unread streams
+	// would otherwise fill the connection's flow-control window and stall
+	// every other subscription and the control messages, the publisher's
+	// PUBLISH_DONE TOO_FAR_BEHIND included. A stream taken and not wanted
+	// must be read to its end or closed. Default 10s; negative disables
+	// the check.
+	ReadStallTimeout time.Duration
 
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler
@@ -257,6 +277,13 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.SubscriberGrace <= 0 {
 		out.SubscriberGrace = defaultSubscriberGrace
+	}
+	// The subscriber's receive side.
+	if out.DataStreamTimeout <= 0 {
+		out.DataStreamTimeout = 10 * time.Second
+	}
+	if out.ReadStallTimeout == 0 {
+		out.ReadStallTimeout = 10 * time.Second
 	}
 	if out.Handler == nil {
 		out.Handler = DefaultHandler

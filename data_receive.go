@@ -64,16 +64,25 @@ func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader,
 		// stream, which the reader reports as reset.
 		r.err = s.streamError(err)
 	}
-	var meta *ObjectMeta
 	subgroupID, _ := r.dec.SubgroupID()
+	accepts := func(sub *Subscription) bool { return sub.acceptsGroup(h.GroupID) }
 	if r.first != nil {
-		meta = &ObjectMeta{Location: wire.Location{Group: h.GroupID, Object: first.ObjectID}, SubgroupID: subgroupID,
+		meta := ObjectMeta{Location: wire.Location{Group: h.GroupID, Object: first.ObjectID}, SubgroupID: subgroupID,
 			PublisherPriority: h.Priority, Properties: first.Properties}
 		if h.DefaultPriority {
 			meta.PublisherPriority = subs[0].publisherPriority()
 		}
+		accepts = func(sub *Subscription) bool { return sub.accepts(meta) }
 	}
-	sub := s.routeCopy(h.TrackAlias, subs, copyKey{group: h.GroupID, id: subgroupID}, meta)
+	sub := s.routeCopy(h.TrackAlias, subs, copyKey{group: h.GroupID, id: subgroupID}, accepts)
+	if sub == nil {
+		// Its first object passes no subscription's filters: a late
+		// stream of an ended subscription that had the alias (see
+		// Subscription.accepts). It is stopped, not delivered nor
+		// counted for PUBLISH_DONE.
+		r.stopWith(wire.ResetCancelled)
+		return nil
+	}
 	r.sub = sub
 	return sub.deliverStream(r)
 }
@@ -111,7 +120,13 @@ func (s *Session) routeDatagram(d wire.ObjectDatagram) {
 	if d.DefaultPriority {
 		meta.PublisherPriority = subs[0].publisherPriority()
 	}
-	s.routeCopy(d.TrackAlias, subs, copyKey{group: d.GroupID, id: d.ObjectID, datagram: true}, &meta).deliverDatagram(d)
+	sub := s.routeCopy(d.TrackAlias, subs, copyKey{group: d.GroupID, id: d.ObjectID, datagram: true},
+		func(sub *Subscription) bool { return sub.accepts(meta) })
+	if sub != nil {
+		sub.deliverDatagram(d)
+	}
+	// Otherwise it passes no subscription's filters and is not theirs
+	// (see Subscription.accepts).
 }
 
 // lookupAlias returns the subscriptions bound to alias, and whether the
@@ -243,12 +258,24 @@ func (sub *Subscription) deliverStream(r *SubgroupReader) error {
 	}
 	// A free slot is always taken first: a stream is counted for
 	// PUBLISH_DONE only once delivered, so the data plane cannot end while
-	// a counted stream waits for a slot.
+	// a counted stream waits for a slot. Once the data plane has ended,
+	// nothing is queued any more.
+	select {
+	case <-sub.dataDone:
+		_ = r.Close()
+		return nil
+	default:
+	}
 	select {
 	case sub.incoming <- r:
 	default:
 		select {
 		case sub.incoming <- r:
+			select {
+			case <-sub.dataDone:
+				// Both were ready: stopped like the rest below.
+			default:
+			}
 		case <-sub.dataDone:
 			_ = r.Close()
 			return nil
@@ -258,7 +285,17 @@ func (sub *Subscription) deliverStream(r *SubgroupReader) error {
 	}
 	sub.mu.Lock()
 	sub.streamsSeen++
+	finished := sub.finished != nil
 	sub.mu.Unlock()
+	select {
+	case <-sub.dataDone:
+		if !finished {
+			// Cancelled here as the stream went in: endData may have
+			// drained the queue before it, and nobody would stop it.
+			sub.stopReaders()
+		}
+	default:
+	}
 	sub.noteStream()
 	return nil
 }
@@ -286,6 +323,9 @@ func (sub *Subscription) deliverDatagram(d wire.ObjectDatagram) {
 	if d.DefaultPriority {
 		h.Priority = sub.publisherPriority()
 	}
+	if !sub.accepts(ObjectMeta{Location: h.Location, Datagram: true, PublisherPriority: h.Priority, Properties: h.Properties}) {
+		return // held before its alias was known, and not this subscription's
+	}
 	obj := Datagram{ObjectHeader: h, Payload: d.Payload}
 	for {
 		select {
@@ -312,26 +352,47 @@ type Datagram struct {
 // AcceptSubgroup returns the next subgroup stream of the subscription.
 // After the subscription ends it keeps returning the streams that arrive
 // late, until every stream PUBLISH_DONE counted has arrived or
-// Config.DoneLinger passes; then it returns the subscription's error.
+// Config.DoneLinger passes; then it returns the subscription's error. A
+// subscription whose streams wait here, or taken but unread, for longer
+// than Config.ReadStallTimeout is cancelled (ErrFellBehind).
 func (sub *Subscription) AcceptSubgroup(ctx context.Context) (*SubgroupReader, error) {
-	select {
-	case r := <-sub.incoming:
-		return r, nil
-	default:
-	}
-	select {
-	case r := <-sub.incoming:
-		return r, nil
-	case <-sub.dataDone:
+	for {
+		var r *SubgroupReader
 		select {
-		case r := <-sub.incoming:
-			return r, nil
+		case r = <-sub.incoming:
 		default:
+			select {
+			case r = <-sub.incoming:
+			case <-sub.dataDone:
+				select {
+				case r = <-sub.incoming:
+				default:
+					return nil, sub.Err()
+				}
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		}
-		return nil, sub.Err()
-	case <-ctx.Done():
-		return nil, ctx.Err()
+		if r = sub.take(r); r != nil {
+			return r, nil
+		}
 	}
+}
+
+// take hands r to the application, unless this end cancelled the
+// subscription for falling behind or a Malformed Track: its queued streams
+// are being stopped, and one taken now would be stopped too.
+func (sub *Subscription) take(r *SubgroupReader) *SubgroupReader {
+	sub.mu.Lock()
+	code := sub.stopCode
+	sub.mu.Unlock()
+	if code != 0 {
+		r.stopWith(code)
+		sub.forgetReader(r)
+		return nil
+	}
+	r.watch.take()
+	return r
 }
 
 // ReadDatagram returns the next object the subscription received as a

@@ -89,7 +89,11 @@
 // session with the code the spec names, or rejects the one request. A
 // publisher whose objects contradict one another sends a Malformed Track
 // (§12.1): the subscription cancels itself and reports
-// *MalformedTrackError.
+// *MalformedTrackError. A subscription whose application leaves received
+// data unread for longer than Config.ReadStallTimeout cancels itself too,
+// so that its streams stop holding the connection's flow control, and
+// reports an error wrapping ErrFellBehind. Objects outside a
+// subscription's filters are never delivered to it.
 //
 // # Limits
 //
@@ -109,6 +113,9 @@
 // whole grace, ends with PUBLISH_DONE TOO_FAR_BEHIND, its streams reset
 // with TOO_FAR_BEHIND. SubgroupWriter.Close and Reset interrupt a write in
 // progress.
+// On the receive side, MaxPendingBytes bounds the memory of all streams
+// that arrived before their Track Alias, and a unidirectional stream must
+// deliver its header within DataStreamTimeout.
 //
 // The codec for every control message and data-plane format lives in the
 // wire subpackage, which imports only the standard library.

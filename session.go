@@ -410,9 +410,26 @@ func (s *Session) acceptUniStreams() {
 // those that coincide with a data stream type (GOAWAY 0x10 is a
 // SUBGROUP_HEADER type, REQUEST_ERROR 0x05 is FETCH_HEADER) are read as
 // data streams.
+//
+// The type and the header must arrive within Config.DataStreamTimeout;
+// otherwise the session is closed with DATA_STREAM_TIMEOUT (§12.2), which
+// ends the read: a stream stalled there would hold its goroutine and
+// buffer for the rest of the session.
 func (s *Session) serveUniStream(str transport.ReceiveStream) error {
+	var state atomic.Int32 // 0 reading, 1 timed out, 2 read
+	timer := time.AfterFunc(s.cfg.DataStreamTimeout, func() {
+		if state.CompareAndSwap(0, 1) {
+			s.fail(&SessionError{Code: wire.DataStreamTimeout,
+				Reason: "a unidirectional stream's type or header did not arrive in time"})
+		}
+	})
 	br := bufio.NewReader(str)
 	h, err := wire.ReadStreamHeader(br)
+	timer.Stop()
+	if !state.CompareAndSwap(0, 2) {
+		str.CancelRead(uint64(wire.ResetSessionClosed))
+		return nil // the session is closing for it
+	}
 	switch {
 	case err == nil:
 	case isCleanEOF(err):

@@ -25,25 +25,22 @@ type copyClaims struct {
 
 const maxCopyClaims = 4096
 
-// routeCopy picks the subscription a copy of the object meta describes
-// belongs to. meta is nil when the copy is an empty stream. subs are the
-// subscriptions bound to alias, in order of binding.
-func (s *Session) routeCopy(alias uint64, subs []*Subscription, key copyKey, meta *ObjectMeta) *Subscription {
-	if len(subs) == 1 {
-		return subs[0]
-	}
+// routeCopy picks the subscription a copy belongs to among subs, those
+// bound to alias in order of binding: one whose filters the copy passes
+// (accepts), and of several such, one that has not taken this copy yet.
+// It returns nil when the copy passes no subscription's filters: it is not
+// theirs (see Subscription.accepts).
+func (s *Session) routeCopy(alias uint64, subs []*Subscription, key copyKey, accepts func(*Subscription) bool) *Subscription {
 	var buf [4]*Subscription
 	cands := buf[:0]
 	for _, sub := range subs {
-		if meta == nil || sub.accepts(*meta) {
+		if accepts(sub) {
 			cands = append(cands, sub)
 		}
 	}
 	switch len(cands) {
 	case 0:
-		// A filter update in flight can leave a copy matching no filter
-		// here yet; it was sent for one of them.
-		return subs[0]
+		return nil
 	case 1:
 		return cands[0]
 	}

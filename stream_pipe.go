@@ -1,8 +1,10 @@
 package moqt
 
 import (
+	"bufio"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/moqt-go/moqt/internal/transport"
@@ -12,39 +14,41 @@ import (
 // streamPipe reads a data stream whose Track Alias is not known yet into
 // memory while it waits, so the stream keeps consuming connection flow
 // control and can never starve the control and request streams that will
-// name its alias (C036, §11.3.1). While waiting its bytes count against the
-// session's Config.MaxPendingBytes; a stream that would exceed it is
-// stopped with EXCESSIVE_LOAD. Once the alias is known the pipe keeps
-// filling, up to pipeLimit bytes ahead of the reader.
+// name its alias (C036, §11.3.1). Its buffer grows as bytes arrive, and
+// every byte in it counts against the session's Config.MaxPendingBytes
+// until the subscription's reader takes it: that budget, shared by all
+// pipes, is what bounds their memory. A stream whose next bytes would pass
+// it is stopped with EXCESSIVE_LOAD (§12.5).
 //
-// A pipe costs one goroutine for the rest of its stream's life; only
-// streams that arrive before their alias get one.
+// Once the alias is known the pipe stops reading ahead: the reader drains
+// the buffer, then reads the stream itself, as it does any stream whose
+// alias was known on arrival.
+//
+// A pipe costs one goroutine until its alias is known or its stream ends;
+// only streams that arrive before their alias get one.
 type streamPipe struct {
 	s   *Session
 	str transport.ReceiveStream
-	src io.Reader
+	src *bufio.Reader // the stream; fill's alone until filled is closed
 
-	ready chan struct{} // signalled when bytes or an error arrive
-	space chan struct{} // signalled when the reader takes bytes
-	quit  chan struct{} // closed when the pipe is abandoned
-	once  sync.Once
+	ready  chan struct{} // signalled when bytes or an error arrive
+	quit   chan struct{} // closed when the pipe is abandoned
+	filled chan struct{} // closed when fill returns
+	once   sync.Once
 
 	mu       sync.Mutex // guards the fields below
 	buf      []byte
 	err      error // the stream's terminal read error
 	bound    bool  // the alias is known
-	reserved int   // bytes counted against the session's pending budget
+	reserved int   // bytes of buf counted against the session's budget
 }
-
-// pipeLimit is how far a bound pipe reads ahead of its reader.
-const pipeLimit = 256 << 10
 
 // errPipeClosed is returned by Read after the pipe was abandoned.
 var errPipeClosed = errors.New("moqt: data stream abandoned")
 
-func newStreamPipe(s *Session, str transport.ReceiveStream, src io.Reader) *streamPipe {
+func newStreamPipe(s *Session, str transport.ReceiveStream, src *bufio.Reader) *streamPipe {
 	p := &streamPipe{s: s, str: str, src: src,
-		ready: make(chan struct{}, 1), space: make(chan struct{}, 1), quit: make(chan struct{})}
+		ready: make(chan struct{}, 1), quit: make(chan struct{}), filled: make(chan struct{})}
 	s.wg.Add(1)
 	go p.fill()
 	return p
@@ -57,54 +61,63 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// fill copies the stream into the buffer until it ends or is abandoned.
+// fill copies the stream into the buffer until its alias is known, it
+// ends or it is abandoned. Bytes are charged to the session's budget
+// before they are copied, so the budget is never exceeded, not even
+// briefly; the only other memory is the stream's bufio.Reader.
 func (p *streamPipe) fill() {
 	defer p.s.wg.Done()
-	chunk := make([]byte, 16<<10)
+	defer close(p.filled)
+	defer signal(p.ready)
 	for {
+		_, err := p.src.Peek(1) // waits for bytes
+		n := p.src.Buffered()
 		p.mu.Lock()
-		full := p.bound && len(p.buf) >= pipeLimit
-		p.mu.Unlock()
-		if full {
-			select {
-			case <-p.space:
-				continue
-			case <-p.quit:
-				return
-			case <-p.s.ctx.Done():
-				return
-			}
+		if p.bound && n > 0 {
+			// Left in src for the reader, which takes the stream over:
+			// a bound stream is not stopped for the budget.
+			p.mu.Unlock()
+			return
 		}
-		n, err := p.src.Read(chunk)
-		p.mu.Lock()
-		if n > 0 && !p.bound {
+		if n > 0 {
 			if !p.s.reservePendingBytes(n) {
 				p.mu.Unlock()
 				p.abort(wire.ResetExcessiveLoad)
 				return
 			}
 			p.reserved += n
+			// Copied from src's buffer: no I/O under the lock.
+			start := len(p.buf)
+			p.buf = slices.Grow(p.buf, n)[:start+n]
+			if k, rerr := io.ReadFull(p.src, p.buf[start:]); rerr != nil {
+				p.buf = p.buf[:start+k]
+				p.reserved -= n - k
+				p.s.releasePendingBytes(n - k)
+				err = rerr
+			}
 		}
-		p.buf = append(p.buf, chunk[:n]...)
 		if err != nil {
 			p.err = err
 		}
+		done := p.err != nil || p.bound
 		p.mu.Unlock()
 		signal(p.ready)
-		if err != nil {
+		if done {
 			return
+		}
+		select {
+		case <-p.quit:
+			return
+		default:
 		}
 	}
 }
 
-// bind marks the alias known: the buffered bytes now belong to the
-// subscription, not the session's pending budget.
+// bind marks the alias known: the pipe stops reading ahead.
 func (p *streamPipe) bind() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.bound = true
-	p.s.releasePendingBytes(p.reserved)
-	p.reserved = 0
 }
 
 // abort abandons the stream with STOP_SENDING code.
@@ -120,7 +133,7 @@ func (p *streamPipe) abort(code wire.ResetCode) {
 	})
 }
 
-// Read reads buffered stream bytes, waiting for more.
+// Read reads the buffered bytes, then, once fill has returned, the stream.
 func (p *streamPipe) Read(b []byte) (int, error) {
 	for {
 		p.mu.Lock()
@@ -130,8 +143,9 @@ func (p *streamPipe) Read(b []byte) (int, error) {
 			if len(p.buf) == 0 {
 				p.buf = nil
 			}
+			p.reserved -= n
+			p.s.releasePendingBytes(n)
 			p.mu.Unlock()
-			signal(p.space)
 			return n, nil
 		}
 		err := p.err
@@ -140,6 +154,25 @@ func (p *streamPipe) Read(b []byte) (int, error) {
 			return 0, err
 		}
 		select {
+		case <-p.quit:
+			return 0, errPipeClosed
+		default:
+		}
+		select {
+		case <-p.filled:
+			// Fill has handed the stream over (or was abandoned,
+			// which the next pass reports).
+			select {
+			case <-p.quit:
+				return 0, errPipeClosed
+			default:
+			}
+			p.mu.Lock()
+			empty := len(p.buf) == 0 && p.err == nil
+			p.mu.Unlock()
+			if empty {
+				return p.src.Read(b)
+			}
 		case <-p.ready:
 		case <-p.quit:
 			return 0, errPipeClosed

@@ -46,6 +46,7 @@ type SubgroupReader struct {
 	props  []byte
 	prio   uint8       // the Publisher Priority, resolved at the first object
 	chk    streamCheck // Malformed Track checks (malformed.go)
+	watch  readWatch   // what the stall watchdog sees (receive_stall.go)
 	err    error       // sticky
 }
 
@@ -61,32 +62,44 @@ func (r *SubgroupReader) Subscription() *Subscription { return r.sub }
 // a *transport.StreamError-wrapping error. An object or FIN that reveals a
 // Malformed Track is not returned: Next reports *MalformedTrackError, and
 // the subscription is cancelled (§12.1).
+//
+// Objects outside the subscription's filters when they are read are
+// skipped (see Subscription.accepts); they still count for the Malformed
+// Track checks. The first object was checked when the stream arrived.
 func (r *SubgroupReader) Next() (ObjectHeader, error) {
-	if r.err != nil {
-		return ObjectHeader{}, r.err
-	}
-	if r.remain > 0 {
-		if _, err := io.CopyN(io.Discard, r.br, int64(r.remain)); err != nil {
-			return ObjectHeader{}, r.fail(err)
+	r.watch.enter()
+	defer r.leave()
+	for {
+		if r.err != nil {
+			return ObjectHeader{}, r.err
 		}
-		r.remain = 0
-	}
-	var o wire.SubgroupObject
-	if r.first != nil {
-		o, r.first = *r.first, nil
-	} else {
-		var err error
-		if o, err = r.dec.Read(r.br, r.props[:0]); err != nil {
-			return ObjectHeader{}, r.fail(err)
+		if r.remain > 0 {
+			if _, err := io.CopyN(io.Discard, r.br, int64(r.remain)); err != nil {
+				return ObjectHeader{}, r.fail(err)
+			}
+			r.remain = 0
 		}
-		r.props = o.Properties
+		var o wire.SubgroupObject
+		routed := r.first != nil // the stream was routed by it
+		if routed {
+			o, r.first = *r.first, nil
+		} else {
+			var err error
+			if o, err = r.dec.Read(r.br, r.props[:0]); err != nil {
+				return ObjectHeader{}, r.fail(err)
+			}
+			r.props = o.Properties
+		}
+		if e := r.check(&o); e != nil {
+			return ObjectHeader{}, r.malformed(e)
+		}
+		r.cur = r.header(o)
+		r.remain = o.PayloadLength
+		if routed || r.sub.accepts(ObjectMeta{Location: r.cur.Location, SubgroupID: r.cur.SubgroupID,
+			PublisherPriority: r.cur.Priority, Properties: r.cur.Properties}) {
+			return r.cur, nil
+		}
 	}
-	if e := r.check(&o); e != nil {
-		return ObjectHeader{}, r.malformed(e)
-	}
-	r.cur = r.header(o)
-	r.remain = o.PayloadLength
-	return r.cur, nil
 }
 
 // check runs the Malformed Track checks on o (malformed.go). The first
@@ -133,6 +146,8 @@ func (r *SubgroupReader) header(o wire.SubgroupObject) ObjectHeader {
 // Read reads the current object's payload; it returns io.EOF at the end of
 // the payload.
 func (r *SubgroupReader) Read(p []byte) (int, error) {
+	r.watch.enter()
+	defer r.leave()
 	if r.err != nil {
 		return 0, r.err
 	}
@@ -160,6 +175,12 @@ func (r *SubgroupReader) ReadPayload(max int) ([]byte, error) {
 	b := make([]byte, r.remain)
 	_, err := io.ReadFull(r, b)
 	return b, err
+}
+
+// leave ends a call for the stall watchdog: data is left unread when the
+// current object's payload is not read yet or bytes are buffered.
+func (r *SubgroupReader) leave() {
+	r.watch.leave(r.err == nil && (r.remain > 0 || r.br.Buffered() > 0))
 }
 
 // Close stops reading the stream: STOP_SENDING, which tells the publisher

@@ -150,6 +150,11 @@ type Subscription struct {
 type sentUpdate struct {
 	answer chan error
 	tokens *tokenUse // settled by the answer (§8.9)
+	// params are the update's; filter is what they make of the filter
+	// meanwhile, to accept objects the publisher sends under them before
+	// its answer arrives (subscription_data.go).
+	params *wire.Params
+	filter *Filter
 }
 
 // Subscribe subscribes to track (§9.6) and waits for SUBSCRIBE_OK. params
@@ -302,7 +307,7 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 		sub.mu.Unlock()
 		return err
 	}
-	sub.updates = append(sub.updates, sentUpdate{answer: answer, tokens: use})
+	sub.updates = append(sub.updates, sentUpdate{answer: answer, tokens: use, params: &params, filter: sub.updatedFilterLocked(&params)})
 	id := sub.sess.newRequestID()
 	err = sub.rs.write(&wire.RequestUpdate{RequestID: id, Parameters: params})
 	if err != nil {
@@ -328,7 +333,6 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 	if err == nil {
 		sub.mu.Lock()
 		mergeParams(&sub.params, &params)
-		sub.updateFilterLocked(&params)
 		sub.mu.Unlock()
 	}
 	return err
@@ -541,6 +545,11 @@ func (sub *Subscription) answerUpdate(err error) error {
 	}
 	u := sub.updates[0]
 	sub.updates = sub.updates[1:]
+	if err == nil {
+		// Applied with the answer, under the same lock that drops the
+		// update's provisional filter, so no object falls between them.
+		sub.updateFilterLocked(u.params)
+	}
 	sub.sess.sentTokens.answered(u.tokens)
 	u.answer <- err
 	if sub.credit != nil {

@@ -23,13 +23,20 @@ type subData struct {
 	// Guarded by Subscription.mu.
 	readers          map[*SubgroupReader]struct{} // delivered streams not yet ended
 	filter           *Filter
+	superseded       []supersededFilter // filters updates replaced, newest last
 	streamsSeen      uint64
 	droppedDatagrams uint64
 	linger           *time.Timer // ends the data plane after PUBLISH_DONE
 	expiry           *time.Timer // cancels when the EXPIRES this end granted passes
-	// stopMalformed makes STOP_SENDING on the data streams carry
-	// MALFORMED_TRACK: a Malformed Track cancelled the subscription.
-	stopMalformed bool
+	// stopCode, when set, is the STOP_SENDING code on the data streams
+	// instead of CANCELLED: MALFORMED_TRACK when a Malformed Track
+	// cancelled the subscription, EXCESSIVE_LOAD when it fell behind
+	// (receive_stall.go). INTERNAL_ERROR, the zero value, is never used
+	// here.
+	stopCode wire.ResetCode
+	// stallTimer runs the stall watchdog while streams are open
+	// (receive_stall.go).
+	stallTimer *time.Timer
 
 	// checks is what the subscription has seen of its track, to detect a
 	// Malformed Track (malformed.go). It has its own lock.
@@ -52,17 +59,100 @@ func (sub *Subscription) initData() {
 	sub.dataDone = make(chan struct{})
 }
 
-// accepts reports whether an object passes the subscription's filters.
+// accepts reports whether a received object belongs to the subscription:
+// it passes the subscription's filters (§3.3.3), those an outstanding
+// REQUEST_UPDATE asks for, or those an update lately replaced (see
+// passesLocked). Every received object is checked, whether or not the
+// alias is shared: a publisher sends nothing outside the filters (§3.3.1),
+// so what fails them all is a late object of an ended subscription that
+// had the same alias (§3.1.2), or one sent under a filter replaced long
+// ago, and neither belongs to this one.
 func (sub *Subscription) accepts(meta ObjectMeta) bool {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	return sub.filter == nil || sub.filter.Passes(meta)
+	return sub.passesLocked(func(f *Filter) bool { return f.Passes(meta) })
+}
+
+// acceptsGroup reports whether a subgroup stream of group that carries no
+// object belongs to the subscription: some object of group can pass its
+// filters or those of an outstanding update.
+func (sub *Subscription) acceptsGroup(group uint64) bool {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.passesLocked(func(f *Filter) bool {
+		w := f.Window()
+		return f.Forward() && !w.Empty() && w.Start.Group <= group && (!w.Bounded || group <= w.End.Group)
+	})
+}
+
+// passesLocked reports whether pass holds for the subscription's filter,
+// for the one an outstanding REQUEST_UPDATE would make, or for one an
+// update replaced within Config.AliasWait: objects the publisher sent
+// before it processed the update may still be arriving (§9.5.1). sub.mu is
+// held.
+func (sub *Subscription) passesLocked(pass func(*Filter) bool) bool {
+	if sub.filter == nil || pass(sub.filter) {
+		return true
+	}
+	for _, u := range sub.updates {
+		if u.filter != nil && pass(u.filter) {
+			return true
+		}
+	}
+	now := time.Now()
+	for _, old := range sub.superseded {
+		if now.Before(old.until) && pass(old.f) {
+			return true
+		}
+	}
+	return false
+}
+
+// supersededFilter is a filter an update replaced, still honoured until
+// the objects sent under it have had time to arrive.
+type supersededFilter struct {
+	f     *Filter
+	until time.Time
+}
+
+// maxSupersededFilters bounds subData.superseded: updates in quicker
+// succession than Config.AliasWait keep only the newest ones.
+const maxSupersededFilters = 4
+
+// supersedeLocked keeps a copy of the filter an update is about to
+// change. sub.mu is held.
+func (sub *Subscription) supersedeLocked() {
+	now := time.Now()
+	kept := sub.superseded[:0]
+	for _, old := range sub.superseded {
+		if now.Before(old.until) {
+			kept = append(kept, old)
+		}
+	}
+	if len(kept) == maxSupersededFilters {
+		kept = append(kept[:0], kept[1:]...)
+	}
+	f := *sub.filter // Update replaces, never mutates, what a copy shares
+	sub.superseded = append(kept, supersededFilter{f: &f, until: now.Add(sub.sess.cfg.AliasWait)})
+}
+
+// updatedFilterLocked returns the filter the subscription will have once
+// the REQUEST_UPDATE carrying p is accepted, resolved against the Largest
+// Object known now. sub.mu is held.
+func (sub *Subscription) updatedFilterLocked(p *wire.Params) *Filter {
+	if sub.filter == nil {
+		return nil
+	}
+	f := *sub.filter // Update replaces, never mutates, what a copy shares
+	_ = f.Update(p, largestOf(sub.largest), ^uint64(0))
+	return &f
 }
 
 // updateFilterLocked applies changed parameters to the routing filter.
 // sub.mu is held.
 func (sub *Subscription) updateFilterLocked(p *wire.Params) {
 	if sub.filter != nil {
+		sub.supersedeLocked()
 		sub.notePartialFinsLocked()
 		_ = sub.filter.Update(p, largestOf(sub.largest), ^uint64(0))
 		sub.notePartialFinsLocked()
@@ -185,7 +275,7 @@ func (sub *Subscription) noteStream() {
 func (sub *Subscription) endData() {
 	sub.releaseOnce.Do(func() {
 		sub.mu.Lock()
-		for _, t := range []*time.Timer{sub.linger, sub.expiry} {
+		for _, t := range []*time.Timer{sub.linger, sub.expiry, sub.stallTimer} {
 			if t != nil {
 				t.Stop()
 			}
@@ -219,6 +309,8 @@ func (sub *Subscription) trackReader(r *SubgroupReader) {
 		sub.readers = map[*SubgroupReader]struct{}{}
 	}
 	sub.readers[r] = struct{}{}
+	r.watch.touched.Store(time.Now().UnixNano())
+	sub.watchStallsLocked()
 }
 
 // forgetReader drops a stream that ended.
@@ -235,8 +327,8 @@ func (sub *Subscription) stopReaders() {
 	open := sub.readers
 	sub.readers = nil
 	code := wire.ResetCancelled
-	if sub.stopMalformed {
-		code = wire.ResetMalformedTrack
+	if sub.stopCode != 0 {
+		code = sub.stopCode
 	}
 	sub.mu.Unlock()
 	for r := range open {
@@ -274,7 +366,7 @@ func (sub *Subscription) malformedTrack(e *MalformedTrackError) {
 // CANCELLED would hide why.
 func (sub *Subscription) cancelMalformed(e *MalformedTrackError) {
 	sub.mu.Lock()
-	sub.stopMalformed = true
+	sub.stopCode = wire.ResetMalformedTrack
 	sub.mu.Unlock()
 	sub.cancelWith(e, wire.ResetMalformedTrack)
 	sub.endData()

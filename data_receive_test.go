@@ -1,0 +1,458 @@
+package moqt
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// clientSessionOver is clientSession over scheme: "moqt" for raw QUIC,
+// "https" for WebTransport.
+func clientSessionOver(t *testing.T, scheme string, cfg *Config) (*Session, *fakePeer) {
+	t.Helper()
+	fs := startFakeServer(t)
+	fp, dial := fs.dialLib(scheme, cfg)
+	fp.readPeerSetup()
+	fp.sendSetup(&wire.Setup{})
+	s, err := dial.wait()
+	require.NoError(t, err)
+	return s, fp
+}
+
+// subscribeFakeWith subscribes to testTrack with params against the fake
+// publisher, answers with SUBSCRIBE_OK on alias and returns the
+// subscription and the fake's end of its request stream.
+func subscribeFakeWith(t *testing.T, s *Session, fp *fakePeer, params wire.Params, alias uint64) (*Subscription, *fakeStream) {
+	t.Helper()
+	got := make(chan *Subscription, 1)
+	go func() {
+		sub, err := s.Subscribe(fakeCtx(t), testTrack, params)
+		if err == nil {
+			got <- sub
+		}
+		close(got)
+	}()
+	req := fp.accept()
+	expect[*wire.Subscribe](req)
+	req.send(&wire.SubscribeOK{TrackAlias: alias})
+	sub := recvOrFail(t, got)
+	require.NotNil(t, sub)
+	return sub, req
+}
+
+// expectStopped waits for STOP_SENDING on a stream the fake opened and
+// returns its code.
+func expectStopped(t *testing.T, str transport.SendStream) uint64 {
+	t.Helper()
+	select {
+	case <-str.Context().Done():
+	case <-time.After(fakeGuard):
+		t.Fatal("stream not stopped")
+	}
+	_, err := str.Write([]byte{0})
+	var se *transport.StreamError
+	require.ErrorAs(t, err, &se)
+	return se.Code
+}
+
+// TestReceiveFilterAppliesOnReusedAlias: a subscription ended, and the
+// publisher gave the next subscription to the track the same alias. The
+// late objects of the first, outside the second's filter, must not reach
+// the second, whether on streams or in datagrams; objects past its filter's
+// end inside one of its streams are skipped too (§3.3.1, §3.1.2). Before,
+// a lone subscription on an alias received whatever carried it.
+func TestReceiveFilterAppliesOnReusedAlias(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testFilterOnReusedAlias(t, tr.scheme) })
+	}
+}
+
+func testFilterOnReusedAlias(t *testing.T, scheme string) {
+	s, fp := clientSessionOver(t, scheme, nil)
+	old, oldReq := subscribeFakeWith(t, s, fp, wire.Params{}, 3)
+	oldReq.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
+	oldReq.fin()
+	closedOrFail(t, old.dataDone, "first subscription's data plane")
+
+	filter := wire.LocationFilter{Fields: 4, StartGroup: 5, StartObject: 0, EndGroup: 6, EndObject: 2}
+	sub, _ := subscribeFakeWith(t, s, fp, wire.Params{LocationFilter: wire.Some(filter)}, 3)
+
+	// Late objects of the first subscription: group 2, before the filter.
+	late := fp.openSubgroup(3, 2, []byte("old-0"), []byte("old-1"))
+	assert.Equal(t, uint64(wire.ResetCancelled), expectStopped(t, late), "a stream outside the filter is stopped")
+	for _, d := range []wire.ObjectDatagram{
+		{TrackAlias: 3, GroupID: 1, ObjectID: 0, DefaultPriority: true, Payload: []byte("old")},
+		{TrackAlias: 3, GroupID: 6, ObjectID: 7, DefaultPriority: true, Payload: []byte("past the end")},
+		{TrackAlias: 3, GroupID: 5, ObjectID: 1, DefaultPriority: true, Payload: []byte("in")},
+	} {
+		b, err := d.Append(nil)
+		require.NoError(t, err)
+		require.NoError(t, fp.conn.SendDatagram(b))
+	}
+
+	// The second subscription's own stream, with objects past its end.
+	own := fp.openSubgroup(3, 6, []byte("a"), []byte("b"), []byte("c"), []byte("d"), []byte("e"))
+	require.NoError(t, own.Close())
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	r, err := sub.AcceptSubgroup(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(6), r.Header().GroupID, "the late stream was not delivered")
+	ids, payloads := readSubgroup(t, r)
+	assert.Equal(t, []uint64{0, 1, 2}, ids)
+	assert.Equal(t, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, payloads)
+
+	d, err := sub.ReadDatagram(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, wire.Location{Group: 5, Object: 1}, d.Location, "only the datagram inside the filter arrives")
+
+	short, cancelShort := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancelShort()
+	_, err = sub.AcceptSubgroup(short)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "no other stream was delivered")
+	_, err = sub.ReadDatagram(short)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "no other datagram was delivered")
+	sub.mu.Lock()
+	assert.Equal(t, uint64(1), sub.streamsSeen, "the late stream is not counted for PUBLISH_DONE")
+	sub.mu.Unlock()
+}
+
+// TestReceiveWideningUpdateInFlight: objects the publisher sends under a
+// widened filter before its REQUEST_OK arrives belong to the subscription
+// (§9.5.1); checking every object against the filter must not drop them.
+func TestReceiveWideningUpdateInFlight(t *testing.T) {
+	s, fp := clientSession(t, nil)
+	filter := wire.LocationFilter{Fields: 3, StartGroup: 5, StartObject: 0, EndGroup: 5}
+	sub, req := subscribeFakeWith(t, s, fp, wire.Params{LocationFilter: wire.Some(filter)}, 4)
+	wider := wire.LocationFilter{Fields: 3, StartGroup: 5, StartObject: 0, EndGroup: 9}
+	updated := goErr(func() error {
+		return sub.Update(fakeCtx(t), wire.Params{LocationFilter: wire.Some(wider)})
+	})
+	expect[*wire.RequestUpdate](req)
+	// The publisher applies the update and sends group 7 before answering.
+	str := fp.openSubgroup(4, 7, []byte("x"))
+	require.NoError(t, str.Close())
+	r, err := sub.AcceptSubgroup(fakeCtx(t))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(7), r.Header().GroupID)
+	ids, _ := readSubgroup(t, r)
+	assert.Equal(t, []uint64{0}, ids)
+	req.send(&wire.RequestOK{})
+	require.NoError(t, recvOrFail(t, updated))
+}
+
+// TestReceiveEarlyStreamsShareOneBudget: streams that arrive before their
+// alias are read ahead within Config.MaxPendingBytes, and the bytes stay
+// charged to it until the application reads them: binding the alias
+// neither frees the budget nor lets a pipe read further ahead (before,
+// each bound stream read 256 KiB ahead, uncounted). A later early stream
+// that would pass the budget is stopped with EXCESSIVE_LOAD.
+func TestReceiveEarlyStreamsShareOneBudget(t *testing.T) {
+	const (
+		budget  = 64 << 10
+		window  = 32 << 10
+		streams = 4
+		first   = 12 << 10 // each early stream's first object
+	)
+	s, fp := clientSession(t, &Config{AliasWait: time.Minute, MaxPendingBytes: budget,
+		StreamReceiveWindow: window, ConnectionReceiveWindow: 16 << 20})
+	got, req := subscribeAgainstFake(t, s, fp)
+	var early []transport.SendStream
+	for g := range uint64(streams) {
+		early = append(early, fp.openSubgroup(5, g, make([]byte, first)))
+	}
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.pendingBytes >= streams*first
+	}, 5*time.Second, time.Millisecond, "the early streams are read ahead")
+	req.send(&wire.SubscribeOK{TrackAlias: 5})
+	sub := recvOrFail(t, got)
+	require.NotNil(t, sub)
+
+	// A new early stream for another alias does not fit what is left.
+	late, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
+	require.NoError(t, err)
+	enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 6, DefaultPriority: true}}
+	b, err := enc.Header.Append(nil)
+	require.NoError(t, err)
+	// More than the budget minus the bytes the bound streams still hold
+	// (their first objects, less what routing read of them).
+	b, err = enc.AppendObject(b, wire.SubgroupObject{ObjectID: 0, PayloadLength: budget - 4<<10})
+	require.NoError(t, err)
+	_, _ = late.Write(append(b, make([]byte, budget-4<<10)...)) // may be stopped before it is all written
+	assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, late))
+
+	// The publisher keeps writing on the bound streams; nobody reads them.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var written [streams]atomic.Int64
+	var wg sync.WaitGroup
+	for i, str := range early {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 5, GroupID: uint64(i), DefaultPriority: true}}
+			// Past object 0, which openSubgroup sent: deltas follow it.
+			_, err := enc.AppendObject(nil, wire.SubgroupObject{ObjectID: 0, PayloadLength: first})
+			if !assert.NoError(t, err) {
+				return
+			}
+			for id := uint64(1); ctx.Err() == nil; id++ {
+				b, err := enc.AppendObject(nil, wire.SubgroupObject{ObjectID: id, PayloadLength: 4 << 10})
+				if !assert.NoError(t, err) {
+					return
+				}
+				b = append(b, make([]byte, 4<<10)...)
+				n, err := str.Write(b)
+				written[i].Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for _, str := range early {
+			str.CancelWrite(uint64(wire.ResetCancelled))
+		}
+		wg.Wait()
+	})
+
+	total := func() int64 {
+		var n int64
+		for i := range written {
+			n += written[i].Load()
+		}
+		return n
+	}
+	last := int64(-1)
+	for total() != last {
+		last = total()
+		time.Sleep(300 * time.Millisecond) // a progress probe, not synchronization of the library
+	}
+	// What the publisher could write past the first objects is what the
+	// stream windows allow, and the one read of at most a bufio buffer
+	// (4 KiB) a pipe may have had in progress when the alias was bound; a
+	// pipe reading ahead would have taken more.
+	assert.LessOrEqual(t, last, int64(streams*(window+4<<10)), "bound pipes read no further ahead")
+	s.mu.Lock()
+	assert.LessOrEqual(t, s.pendingBytes, budget, "what the pipes hold stays within MaxPendingBytes")
+	s.mu.Unlock()
+}
+
+// TestReceiveStalledStreamHeaderTimesOut: a unidirectional stream that
+// stops inside its type or its header closes the session with
+// DATA_STREAM_TIMEOUT once Config.DataStreamTimeout passes (§12.2), rather
+// than holding its goroutine and buffer until the connection ends.
+func TestReceiveStalledStreamHeaderTimesOut(t *testing.T) {
+	cases := []struct {
+		name string
+		b    []byte
+	}{
+		{"inside the type", []byte{0x80}},         // the first byte of a two-byte vi64
+		{"after the type", []byte{0x10}},          // SUBGROUP_HEADER, nothing more
+		{"inside the header", []byte{0x10, 0x07}}, // Track Alias, no Group ID
+	}
+	for _, tr := range transports {
+		for _, c := range cases {
+			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
+				s, fp := clientSessionOver(t, tr.scheme, &Config{DataStreamTimeout: 200 * time.Millisecond})
+				str, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
+				require.NoError(t, err)
+				_, err = str.Write(c.b)
+				require.NoError(t, err)
+				fp.expectClose(wire.DataStreamTimeout)
+				expectSessionError(t, s, wire.DataStreamTimeout)
+			})
+		}
+	}
+}
+
+// TestReceiveStalledApplicationFallsBehind: one subscription's application
+// never takes its streams while the publisher writes continuously; another
+// subscription on the same session reads. The stalled one must end, within
+// Config.ReadStallTimeout and a few ticks, with ErrFellBehind, and its
+// stopped streams must return their flow-control credit so that the other
+// keeps receiving. Before, its unread streams filled the connection window
+// and it never ended, while the other starved.
+func TestReceiveStalledApplicationFallsBehind(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			stalledName := testTrack
+			liveName := wire.FullTrackName{Namespace: testTrack.Namespace, Name: []byte("audio")}
+			tracks := map[string]*LocalTrack{}
+			for _, n := range []wire.FullTrackName{stalledName, liveName} {
+				lt, err := NewLocalTrack(n, nil)
+				require.NoError(t, err)
+				tracks[string(n.Name)] = lt
+			}
+			handler := HandlerFunc(func(r Request) {
+				if sr, ok := r.(*SubscribeRequest); ok {
+					if lt := tracks[string(sr.Track.Name)]; lt != nil {
+						_, _ = lt.Accept(sr, AcceptOptions{})
+						return
+					}
+				}
+				DefaultHandler.ServeMOQT(r)
+			})
+			p := newPair(t, tr.scheme, &Config{Handler: handler}, &Config{ReadStallTimeout: 500 * time.Millisecond,
+				ConnectionReceiveWindow: 1 << 20, StreamReceiveWindow: 256 << 10})
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			stalled, err := p.client.Subscribe(ctx, stalledName, wire.Params{})
+			require.NoError(t, err)
+			live, err := p.client.Subscribe(ctx, liveName, wire.Params{})
+			require.NoError(t, err)
+
+			// Both tracks are written continuously, paced so that an
+			// ended subscription does not spin its writer.
+			var wg sync.WaitGroup
+			payload := make([]byte, 16<<10)
+			for _, lt := range tracks {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for g := uint64(0); ctx.Err() == nil; g++ {
+						w := lt.OpenSubgroup(g, 0, SubgroupOptions{})
+						for id := uint64(0); id < 8 && ctx.Err() == nil; id++ {
+							if w.WriteObject(id, nil, payload) != nil {
+								break
+							}
+							time.Sleep(time.Millisecond)
+						}
+						_ = w.Close()
+					}
+				}()
+			}
+			var received atomic.Int64
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					r, err := live.AcceptSubgroup(ctx)
+					if err != nil {
+						return
+					}
+					for {
+						if _, err := r.Next(); err != nil {
+							break
+						}
+						if _, err := r.ReadPayload(1 << 20); err != nil {
+							break
+						}
+						received.Add(1)
+					}
+				}
+			}()
+			t.Cleanup(func() {
+				cancel()
+				p.client.Close()
+				p.server.Close()
+				wg.Wait()
+			})
+
+			select {
+			case <-stalled.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the stalled subscription never ended")
+			}
+			assert.ErrorIs(t, stalled.Err(), ErrFellBehind)
+			assert.ErrorIs(t, stalled.Err(), ErrCancelled)
+			_, err = stalled.AcceptSubgroup(ctx)
+			assert.ErrorIs(t, err, ErrFellBehind, "its queued streams were stopped")
+
+			before := received.Load()
+			assert.Eventually(t, func() bool { return received.Load() >= before+100 }, 10*time.Second, 10*time.Millisecond,
+				"the other subscription keeps receiving")
+			assert.Equal(t, StateEstablished, live.State())
+			assert.NoError(t, context.Cause(p.client.Context()), "the session is up")
+			// What an application watching Done does: subscribe again.
+			again, err := p.client.Subscribe(ctx, stalledName, wire.Params{})
+			require.NoError(t, err, "control messages get through")
+			require.NoError(t, again.Close())
+		})
+	}
+}
+
+// TestReceiveTakenStreamStall: a stream the application took but leaves
+// unread, with payload waiting, cancels the subscription once
+// Config.ReadStallTimeout passes, its stream stopped with EXCESSIVE_LOAD;
+// a taken stream with nothing waiting, or one the application is blocked
+// reading, is left alone.
+func TestReceiveTakenStreamStall(t *testing.T) {
+	const stall = 200 * time.Millisecond
+	t.Run("unread payload", func(t *testing.T) {
+		s, fp := clientSession(t, &Config{ReadStallTimeout: stall})
+		sub, _ := subscribeFakeWith(t, s, fp, wire.Params{}, 2)
+		str := fp.openSubgroup(2, 0, make([]byte, 1<<10))
+		r, err := sub.AcceptSubgroup(fakeCtx(t))
+		require.NoError(t, err)
+		_, err = r.Next() // the payload is left unread
+		require.NoError(t, err)
+		closedOrFail(t, sub.Done(), "the stalled subscription")
+		assert.ErrorIs(t, sub.Err(), ErrFellBehind)
+		assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, str))
+	})
+	t.Run("idle or reading", func(t *testing.T) {
+		s, fp := clientSession(t, &Config{ReadStallTimeout: stall})
+		sub, _ := subscribeFakeWith(t, s, fp, wire.Params{}, 2)
+		idle := fp.openSubgroup(2, 0, []byte("x"))
+		r, err := sub.AcceptSubgroup(fakeCtx(t))
+		require.NoError(t, err)
+		_, err = r.Next()
+		require.NoError(t, err)
+		_, err = r.ReadPayload(16)
+		require.NoError(t, err) // nothing more has come: idle, not behind
+		reading := fp.openSubgroup(2, 1, []byte("z"))
+		r2, err := sub.AcceptSubgroup(fakeCtx(t))
+		require.NoError(t, err)
+		ids, _, err := readAllN(r2, 1)
+		require.NoError(t, err)
+		require.Equal(t, []uint64{0}, ids)
+		next := goErr(func() error { _, err := r2.Next(); return err }) // blocks: nothing more yet
+		select {
+		case <-sub.Done():
+			t.Fatalf("cancelled: %v", sub.Err())
+		case <-time.After(5 * stall):
+		}
+		assert.Equal(t, StateEstablished, sub.State())
+		// The blocked reader gets what comes next.
+		enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 2, GroupID: 1, DefaultPriority: true}}
+		_, err = enc.AppendObject(nil, wire.SubgroupObject{ObjectID: 0, PayloadLength: 1}) // sent already
+		require.NoError(t, err)
+		b, err := enc.AppendObject(nil, wire.SubgroupObject{ObjectID: 1, PayloadLength: 1})
+		require.NoError(t, err)
+		_, err = reading.Write(append(b, 'y'))
+		require.NoError(t, err)
+		assert.NoError(t, recvOrFail(t, next))
+		_ = idle
+	})
+}
+
+// readAllN reads n objects of r.
+func readAllN(r *SubgroupReader, n int) (ids []uint64, payloads [][]byte, err error) {
+	for range n {
+		h, err := r.Next()
+		if err != nil {
+			return ids, payloads, err
+		}
+		p, err := r.ReadPayload(1 << 20)
+		if err != nil {
+			return ids, payloads, err
+		}
+		ids = append(ids, h.Location.Object)
+		payloads = append(payloads, p)
+	}
+	return ids, payloads, nil
+}
