@@ -301,7 +301,7 @@ func (out *subgroupOut) finishAfterBacklog(code wire.ResetCode, reset bool) bool
 		q.mu.Unlock()
 	}
 	if reset {
-		out.ss.closeDataStream(out.str, code)
+		out.ss.cutDataStream(out.str, code)
 		out.stopTimers()
 	}
 	return false
@@ -380,7 +380,7 @@ func (out *subgroupOut) drain() {
 			q.mu.Unlock()
 			switch {
 			case fin && reset:
-				ss.closeDataStream(out.str, code)
+				ss.cutDataStream(out.str, code)
 			case fin:
 				ss.finishDataStream(out.str)
 			}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"os"
 	"testing"
 	"time"
 
@@ -198,8 +197,6 @@ type c020Case struct {
 	// change is done after object 0 reached the fake; objects 1 and 2
 	// follow, then the subgroup closes.
 	change func(t *testing.T, fs *fakeStream, ss *ServedSubscription)
-	// skip names the issue item while today's code fails the case.
-	skip string
 }
 
 func update(params wire.Params) func(t *testing.T, fs *fakeStream, ss *ServedSubscription) {
@@ -208,21 +205,6 @@ func update(params wire.Params) func(t *testing.T, fs *fakeStream, ss *ServedSub
 		expect[*wire.RequestOK](fs)
 	}
 }
-
-// skipUntilFixed skips a test that today's code fails because of a bug
-// another branch of issue 7 fixes. MOQT_ISSUE7_UNSKIP=1 runs it anyway, to
-// check the fix once merged (the skip is then removed).
-func skipUntilFixed(t *testing.T, reason string) {
-	t.Helper()
-	if os.Getenv("MOQT_ISSUE7_UNSKIP") == "" {
-		t.Skip(reason)
-	}
-}
-
-// skipFINOverHole is the reason the FIN-over-missing-objects tests are
-// skipped until the write path is fixed.
-const skipFINOverHole = "issue 7 (FIN over missing objects, §11.3.2): an open subgroup whose " +
-	"objects the subscription no longer gets, or never got, ends with FIN; fixed on branch wp-writepath"
 
 var c020Cases = []c020Case{
 	{
@@ -233,7 +215,6 @@ var c020Cases = []c020Case{
 		name:   "End Group moved below the open subgroup",
 		params: wire.Params{LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{Group: 1}, 9))},
 		change: update(wire.Params{LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{Group: 1}, 1))}),
-		skip:   skipFINOverHole,
 	},
 	{
 		name:   "Start Location moved past the open subgroup",
@@ -251,9 +232,6 @@ func TestC020_StreamsCutShortAreReset(t *testing.T) {
 	for _, tr := range transports {
 		for _, c := range c020Cases {
 			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
-				if c.skip != "" {
-					skipUntilFixed(t, c.skip)
-				}
 				track, fp, served := fakeSubscriberTrack(t, tr.scheme)
 				fs, _, ss := subscribeFake(t, fp, served, c.params)
 				w := track.OpenSubgroup(2, 0, SubgroupOptions{})
@@ -302,7 +280,6 @@ func TestC020_ForwardZeroThenCloseResets(t *testing.T) {
 func TestC020_JoinMidSubgroupDoesNotFIN(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			skipUntilFixed(t, skipFINOverHole)
 			track, fp, served := fakeSubscriberTrack(t, tr.scheme)
 			w := track.OpenSubgroup(5, 0, SubgroupOptions{})
 			require.NoError(t, w.WriteObject(0, nil, []byte("before")))

@@ -190,9 +190,6 @@ func TestKilledSubscriber(t *testing.T) {
 	if os.Getenv(helperEnv) != "" {
 		t.Skip("in the helper process")
 	}
-	skipUntilFixed(t, "issue 7 (one subscriber must never hold up the publisher): a write to a lone "+
-		"subscriber that stopped reading blocks with no deadline, so a killed subscriber freezes the "+
-		"publisher's loop until QUIC's idle timeout; fixed on branch wp-writepath")
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			t.Cleanup(func() { goleak.VerifyNone(t) })

@@ -171,6 +171,17 @@ func (p *pendingStream) CancelWrite(code uint64) {
 	}
 }
 
+// SetReliableBoundary marks what was written as reliable. Nothing is
+// written before the stream opens, so there is nothing to mark before.
+func (p *pendingStream) SetReliableBoundary() {
+	p.mu.Lock()
+	str := p.str
+	p.mu.Unlock()
+	if str != nil {
+		str.SetReliableBoundary()
+	}
+}
+
 // SetPriority applies now or once the stream is open.
 func (p *pendingStream) SetPriority(urgency int8, incremental bool) {
 	p.mu.Lock()

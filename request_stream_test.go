@@ -314,6 +314,7 @@ type bytesStream struct {
 func (bytesStream) Write(p []byte) (int, error)      { return len(p), nil }
 func (bytesStream) Close() error                     { return nil }
 func (bytesStream) CancelWrite(uint64)               {}
+func (bytesStream) SetReliableBoundary()             {}
 func (bytesStream) CancelRead(uint64)                {}
 func (bytesStream) SetPriority(int8, bool)           {}
 func (bytesStream) SetWriteDeadline(time.Time) error { return nil }

@@ -3,6 +3,7 @@ package moqt
 import (
 	"errors"
 	"fmt"
+	"time"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -200,6 +201,27 @@ func (ss *ServedSubscription) finishDataStream(str transport.SendStream) {
 func (ss *ServedSubscription) closeDataStream(str transport.SendStream, code wire.ResetCode) {
 	str.CancelWrite(uint64(code))
 	ss.forgetDataStream(str)
+}
+
+// cutLinger is how long, without RESET_STREAM_AT, a cut stream stays open
+// before its reset, so that a subscriber reading at pace takes its last
+// objects first: a plain reset discards what the peer has not read.
+const cutLinger = time.Second
+
+// cutDataStream resets a data stream that lacks objects of its subgroup
+// (§11.3.2) but whose written objects are all whole and belong to the
+// subscription: joined mid-subgroup, or cut short by Forward 0 or a
+// REQUEST_UPDATE. The reset keeps what was written: RESET_STREAM_AT with
+// a reliable size covering it, where both ends support it, or else a
+// reset after cutLinger. A PUBLISH_DONE or session end meanwhile resets
+// it at once, as it does every open stream.
+func (ss *ServedSubscription) cutDataStream(str transport.SendStream, code wire.ResetCode) {
+	if ss.sess.conn.ReliableReset() {
+		str.SetReliableBoundary()
+		ss.closeDataStream(str, code)
+		return
+	}
+	time.AfterFunc(cutLinger, func() { ss.closeDataStream(str, code) })
 }
 
 // uncountDataStream forgets a stream that was abandoned before it opened:

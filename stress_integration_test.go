@@ -314,18 +314,11 @@ wait:
 	return problems
 }
 
-// joinRaceSkip is the reason TestStressJoinLeave is skipped until the
-// fixes it needs are merged.
-const joinRaceSkip = "join race, issue 7: subscriptions that join while the publisher writes miss objects " +
-	"after the Largest Object their SUBSCRIBE_OK reported, or get a FIN over objects they lack; " +
-	"fixed on branches wp-lifecycle (attach and snapshot in one step) and wp-writepath (no FIN over a hole)"
-
 // TestStressJoinLeave: a publisher writes continuously while 100
 // subscriptions, in 4 sessions, join and leave concurrently with every
 // Location filter form. Each must receive exactly what its filter and the
 // Largest Object its SUBSCRIBE_OK reported promise.
 func TestStressJoinLeave(t *testing.T) {
-	skipUntilFixed(t, joinRaceSkip)
 	if testing.Short() {
 		t.Skip("stress test")
 	}

@@ -595,7 +595,12 @@ func (w *SubgroupWriter) skip(out *subgroupOut, loc wire.Location) {
 		out.stopTimers()
 		w.finish(out)
 	default:
-		w.drop(out, wire.ResetCancelled)
+		// What it carries is whole and the subscription's: a reset that
+		// keeps it, once its backlog is written.
+		out.done = true
+		out.stopTimers()
+		out.incomplete = true
+		w.finish(out)
 	}
 }
 

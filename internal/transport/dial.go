@@ -108,6 +108,9 @@ func Dial(ctx context.Context, rawURL string, tlsConf *tls.Config, cfg *DialConf
 		}
 	}
 	quicConf.EnableDatagrams = true
+	// RESET_STREAM_AT lets a publisher reset a subgroup stream without
+	// discarding the objects it did send (§11.3.2).
+	quicConf.EnableStreamResetPartialDelivery = true
 	if u.Scheme == "moqt" {
 		return dialQUIC(ctx, dial, hostPort(u), tlsConf, quicConf, cfg.protocols())
 	}

@@ -86,8 +86,12 @@ func (c *quicConn) CloseWithError(code uint64, reason string) error {
 func (c *quicConn) Context() context.Context { return c.ctx }
 func (c *quicConn) Protocol() string         { return c.protocol }
 func (c *quicConn) WebTransport() bool       { return false }
-func (c *quicConn) LocalAddr() net.Addr      { return c.conn.LocalAddr() }
-func (c *quicConn) RemoteAddr() net.Addr     { return c.conn.RemoteAddr() }
+func (c *quicConn) ReliableReset() bool {
+	st := c.conn.ConnectionState().SupportsStreamResetPartialDelivery
+	return st.Local && st.Remote
+}
+func (c *quicConn) LocalAddr() net.Addr  { return c.conn.LocalAddr() }
+func (c *quicConn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
 
 // quicStream, quicSendStream and quicReceiveStream translate the codes and
 // errors of quic-go streams; they add no state.
@@ -108,6 +112,7 @@ func (s quicStream) CancelWrite(code uint64)    { s.s.CancelWrite(quic.StreamErr
 func (s quicStream) CancelRead(code uint64)     { s.s.CancelRead(quic.StreamErrorCode(quicCode(code))) }
 func (s quicStream) SetPriority(u int8, i bool) { s.s.SetPriority(u, i) }
 func (s quicStream) Context() context.Context   { return s.s.Context() }
+func (s quicStream) SetReliableBoundary()       { s.s.SetReliableBoundary() }
 func (s quicStream) SetWriteDeadline(t time.Time) error {
 	return s.s.SetWriteDeadline(t)
 }
@@ -125,6 +130,7 @@ func (s quicSendStream) CancelWrite(code uint64) {
 }
 func (s quicSendStream) SetPriority(u int8, i bool) { s.s.SetPriority(u, i) }
 func (s quicSendStream) Context() context.Context   { return s.s.Context() }
+func (s quicSendStream) SetReliableBoundary()       { s.s.SetReliableBoundary() }
 func (s quicSendStream) SetWriteDeadline(t time.Time) error {
 	return s.s.SetWriteDeadline(t)
 }

@@ -92,6 +92,10 @@ type Conn interface {
 	Protocol() string
 	// WebTransport reports whether this is a WebTransport session.
 	WebTransport() bool
+	// ReliableReset reports whether SendStream.SetReliableBoundary takes
+	// effect: both ends negotiated RESET_STREAM_AT. Never on WebTransport,
+	// whose streams (webtransport-go v0.13) keep only their header.
+	ReliableReset() bool
 	// LocalAddr and RemoteAddr are the UDP addresses of the QUIC connection.
 	LocalAddr() net.Addr
 	RemoteAddr() net.Addr
@@ -138,6 +142,11 @@ type SendStream interface {
 	// os.ErrDeadlineExceeded with the count of bytes it did take, which
 	// were passed to the stream and are sent; the stream stays usable.
 	SetWriteDeadline(t time.Time) error
+	// SetReliableBoundary marks the data written so far as data a later
+	// CancelWrite does not discard: the reset is a RESET_STREAM_AT whose
+	// reliable size covers it (quic-go's SendStream.SetReliableBoundary).
+	// It has an effect only where Conn.ReliableReset reports true.
+	SetReliableBoundary()
 }
 
 // ReceiveStream is the receiving half of a stream.

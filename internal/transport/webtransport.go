@@ -150,6 +150,7 @@ func (c *wtConn) CloseWithError(code uint64, reason string) error {
 func (c *wtConn) Context() context.Context { return c.ctx }
 func (c *wtConn) Protocol() string         { return c.protocol }
 func (c *wtConn) WebTransport() bool       { return true }
+func (c *wtConn) ReliableReset() bool      { return false }
 func (c *wtConn) LocalAddr() net.Addr      { return c.sess.LocalAddr() }
 func (c *wtConn) RemoteAddr() net.Addr     { return c.sess.RemoteAddr() }
 
@@ -190,6 +191,7 @@ func (s wtStream) CancelRead(code uint64) {
 	_ = s.s.SetReadDeadline(time.Unix(1, 0))
 }
 func (s wtStream) SetPriority(int8, bool)   {}
+func (s wtStream) SetReliableBoundary()     {} // not exposed by webtransport-go
 func (s wtStream) Context() context.Context { return s.s.Context() }
 func (s wtStream) SetWriteDeadline(t time.Time) error {
 	return s.c.translate(s.s.SetWriteDeadline(t))
@@ -211,6 +213,7 @@ func (s wtSendStream) CancelWrite(code uint64) {
 	s.s.CancelWrite(webtransport.StreamErrorCode(wtCode(code)))
 }
 func (s wtSendStream) SetPriority(int8, bool)   {}
+func (s wtSendStream) SetReliableBoundary()     {} // not exposed by webtransport-go
 func (s wtSendStream) Context() context.Context { return s.s.Context() }
 func (s wtSendStream) SetWriteDeadline(t time.Time) error {
 	return s.c.translate(s.s.SetWriteDeadline(t))
