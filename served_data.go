@@ -3,9 +3,10 @@ package moqt
 import (
 	"errors"
 	"fmt"
+	"time"
+
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
-	"time"
 )
 
 // The data-plane side of ServedSubscription: its filter and the data
