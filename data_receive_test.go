@@ -456,3 +456,20 @@ func readAllN(r *SubgroupReader, n int) (ids []uint64, payloads [][]byte, err er
 	}
 	return ids, payloads, nil
 }
+
+// TestReceiveIgnoresForwardState: an object that arrives while the
+// subscriber holds the Forward State at 0 was sent under a state it has
+// not heard of yet (a PUBLISH_STATE_NOTIFY of Forward 1 still on its way,
+// §9.10), so it is the subscription's: the receive side checks the
+// Location and Range filters, never Forward.
+func TestReceiveIgnoresForwardState(t *testing.T) {
+	s, fp := clientSession(t, nil)
+	sub, _ := subscribeFakeWith(t, s, fp, wire.Params{Forward: wire.Some(false)}, 4)
+	str := fp.openSubgroup(4, 7, []byte("x"), []byte("y"))
+	require.NoError(t, str.Close())
+	r, err := sub.AcceptSubgroup(fakeCtx(t))
+	require.NoError(t, err)
+	ids, payloads := readSubgroup(t, r)
+	assert.Equal(t, []uint64{0, 1}, ids)
+	assert.Equal(t, [][]byte{[]byte("x"), []byte("y")}, payloads)
+}

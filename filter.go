@@ -679,6 +679,14 @@ func (f *Filter) Passes(meta ObjectMeta) bool {
 	return f.forward && f.window.Contains(meta.Location) && f.ranges.Match(&meta)
 }
 
+// Covers reports whether meta is inside the Location and Range filters,
+// whatever the Forward State: what a subscriber accepts, since objects sent
+// under a Forward State it has not heard of yet (a PUBLISH_STATE_NOTIFY
+// still on its way) are the subscription's all the same.
+func (f *Filter) Covers(meta ObjectMeta) bool {
+	return f.window.Contains(meta.Location) && f.ranges.Match(&meta)
+}
+
 // Forward reports the Forward State (§3.1, §9.20.19).
 func (f *Filter) Forward() bool { return f.forward }
 

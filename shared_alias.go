@@ -2,9 +2,11 @@ package moqt
 
 import "slices"
 
-// Concurrent subscriptions to one track share its Track Alias (§3.1.2),
-// and an object passing several of their filters arrives once per
-// subscription (C033): as look-alike streams or datagrams. Routing gives
+// A publisher may give concurrent subscriptions to one track the same
+// Track Alias (§3.1.2; this library's publisher does only with
+// Config.SharedTrackAliases), and an object passing several of their
+// filters then arrives once per subscription (C033): as look-alike streams
+// or datagrams. Routing gives
 // each copy to a different subscription among those whose filter the
 // object passes, so every subscription receives its own copy once.
 

@@ -70,7 +70,7 @@ func (sub *Subscription) initData() {
 func (sub *Subscription) accepts(meta ObjectMeta) bool {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	return sub.passesLocked(func(f *Filter) bool { return f.Passes(meta) })
+	return sub.passesLocked(func(f *Filter) bool { return f.Covers(meta) })
 }
 
 // acceptsGroup reports whether a subgroup stream of group that carries no
@@ -81,7 +81,7 @@ func (sub *Subscription) acceptsGroup(group uint64) bool {
 	defer sub.mu.Unlock()
 	return sub.passesLocked(func(f *Filter) bool {
 		w := f.Window()
-		return f.Forward() && !w.Empty() && w.Start.Group <= group && (!w.Bounded || group <= w.End.Group)
+		return !w.Empty() && w.Start.Group <= group && (!w.Bounded || group <= w.End.Group)
 	})
 }
 
