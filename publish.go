@@ -85,6 +85,13 @@ func (ss *ServedSubscription) awaitPublishOK(ctx context.Context) error {
 	case <-ss.established:
 		return nil
 	case <-ss.done:
+		// Returned once the subscription has released its data streams
+		// and left its track: no object goes out for a request that
+		// ended with an error (C004), whatever the caller writes next.
+		select {
+		case <-ss.ctx.Done():
+		case <-ctx.Done():
+		}
 		return ss.Err()
 	case <-ctx.Done():
 		ss.cancel(ErrCancelled, wire.ResetCancelled)

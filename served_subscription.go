@@ -367,10 +367,12 @@ func (ss *ServedSubscription) release() {
 		}
 		ss.mu.Unlock()
 		ss.stopWatch()
-		ss.cancelCtx(ss.Err())
+		// Off the track before the context ends, so that a caller woken
+		// by it (awaitPublishOK) finds the subscription gone (C004).
 		if t := ss.local.Load(); t != nil {
 			t.leave(ss)
 		}
+		ss.cancelCtx(ss.Err())
 		ss.sess.releaseAlias(ss.track, ss.alias)
 	})
 }
