@@ -129,7 +129,8 @@ type Config struct {
 	// ControlMessageTimeout bounds how long a control message on a request
 	// stream takes to arrive whole: from the opening of a peer's request
 	// stream to the end of its request, and from the first byte of any
-	// later message, on any request stream, to its last. A message left
+	// later message, on any request stream or on the control stream after
+	// SETUP (which SetupTimeout bounds), to its last. A message left
 	// half sent holds a goroutine and a buffer for nothing, so the session
 	// closes with CONTROL_MESSAGE_TIMEOUT (§12.2); the draft has no stream
 	// reset code for it (§12.5). How long the peer takes to answer a

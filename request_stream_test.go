@@ -97,6 +97,17 @@ func TestControlMessageTimeout(t *testing.T) {
 			assert.Error(t, err)
 		})
 	}
+	t.Run("GOAWAY left half sent on the control stream", func(t *testing.T) {
+		s, fp := serverSession(t, &Config{ControlMessageTimeout: msgTimeout})
+		b, err := wire.AppendMessage(fp.v, nil, &wire.Goaway{NewSessionURI: "moqt://127.0.0.1/next"})
+		require.NoError(t, err)
+		fp.ctrlMu.Lock()
+		_, err = fp.ctrl.Write(b[:len(b)-2])
+		fp.ctrlMu.Unlock()
+		require.NoError(t, err)
+		fp.expectClose(wire.ControlMessageTimeout)
+		expectSessionError(t, s, wire.ControlMessageTimeout)
+	})
 	t.Run("idle streams between messages are not timed", func(t *testing.T) {
 		h, _ := servedCh(AcceptOptions{})
 		s, fp := serverSession(t, &Config{Handler: h, ControlMessageTimeout: msgTimeout})

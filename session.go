@@ -446,7 +446,9 @@ func (s *Session) serveUniStream(str transport.ReceiveStream) error {
 		// The stream type is the SETUP message's Type (§9.1): put it back
 		// in front of the message.
 		prefix := wire.AppendVarint(nil, wire.ControlStreamType)
-		return s.readControl(wire.NewMessageReader(io.MultiReader(bytes.NewReader(prefix), br)))
+		ctl := &controlReader{r: io.MultiReader(bytes.NewReader(prefix), br), s: s}
+		defer ctl.stop()
+		return s.readControl(wire.NewMessageReader(ctl), ctl)
 	case wire.StreamSubgroup:
 		return s.receiveSubgroup(str, br, h.Subgroup)
 	default:
@@ -459,7 +461,7 @@ func (s *Session) serveUniStream(str transport.ReceiveStream) error {
 
 // readControl reads the peer's control stream: SETUP first, then only
 // GOAWAY (§6.3, §9). The stream must stay open for the whole session.
-func (s *Session) readControl(mr *wire.MessageReader) error {
+func (s *Session) readControl(mr *wire.MessageReader, ctl *controlReader) error {
 	// Claimed before anything is read, so that two control streams racing
 	// each other cannot both deliver a SETUP.
 	if !s.peerCtrl.CompareAndSwap(false, true) {
@@ -476,8 +478,10 @@ func (s *Session) readControl(mr *wire.MessageReader) error {
 	if err := s.acceptSetup(setup); err != nil {
 		return err
 	}
+	ctl.timed = true // SETUP had SetupTimeout; every later message is timed
 	for {
 		m, err := mr.ReadMessage(s.version)
+		ctl.done()
 		if err != nil {
 			return s.controlReadError(err)
 		}
@@ -488,6 +492,50 @@ func (s *Session) readControl(mr *wire.MessageReader) error {
 		if err := s.receiveGoaway(g); err != nil {
 			return err
 		}
+	}
+}
+
+// controlReader reads the peer's control stream. Once timed, the first
+// byte of a message starts its CONTROL_MESSAGE_TIMEOUT (§12.2): a GOAWAY
+// left half sent would otherwise go unread for the rest of the session.
+// Only the goroutine reading the stream uses it.
+type controlReader struct {
+	r     io.Reader
+	s     *Session
+	timed bool
+	armed bool
+	timer *time.Timer
+}
+
+func (c *controlReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 && c.timed && !c.armed {
+		c.armed = true
+		d := c.s.cfg.ControlMessageTimeout
+		if c.timer == nil {
+			c.timer = time.AfterFunc(d, func() {
+				c.s.fail(&SessionError{Code: wire.ControlMessageTimeout,
+					Reason: fmt.Sprintf("control message on the control stream not complete after %v", d)})
+			})
+		} else {
+			c.timer.Reset(d)
+		}
+	}
+	return n, err
+}
+
+// done ends the timing of the message just read.
+func (c *controlReader) done() {
+	if c.armed {
+		c.armed = false
+		c.timer.Stop()
+	}
+}
+
+// stop releases the timer when the stream is no longer read.
+func (c *controlReader) stop() {
+	if c.timer != nil {
+		c.timer.Stop()
 	}
 }
 
