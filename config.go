@@ -210,6 +210,9 @@ type sessionHooks struct {
 	// publisherWaits runs when a SubgroupWriter waits because every
 	// stream it writes to is backlogged.
 	publisherWaits func()
+	// headerSent runs when a SubgroupWriter has sent an object's header
+	// to one of its streams, before the next stream gets it.
+	headerSent func()
 	// graceExpired runs when a fan-out write to a data stream of ss passed
 	// writeGrace and the rest of it went to the stream's backlog.
 	graceExpired func(ss *ServedSubscription)

@@ -390,9 +390,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun time.
 	sent := w.targets[:0]
 	for i, out := range w.targets {
 		if w.stop.Load() {
-			w.interrupted(w.targets[i:])
-			w.targets = sent
-			w.remain = 0
+			w.interruptedAt(i, sent)
 			return ErrSubgroupClosed
 		}
 		b, err := w.encode(out, o)
@@ -410,15 +408,14 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun time.
 		}
 		if err != nil {
 			if errors.Is(err, ErrSubgroupClosed) {
-				w.interrupted(w.targets[i:])
-				w.targets = sent
-				w.remain = 0
+				w.interruptedAt(i, sent)
 				return err
 			}
 			w.drop(out, out.resetCode(err))
 			continue
 		}
 		sent = append(sent, out)
+		out.ss.sess.hook(func(h *sessionHooks) func() { return h.headerSent })
 	}
 	w.targets = sent
 	w.settle(begun)
@@ -435,6 +432,19 @@ func (w *SubgroupWriter) interrupted(outs []*subgroupOut) {
 			w.drop(out, code)
 		}
 	}
+}
+
+// interruptedAt ends an object's start that Close or Reset stopped at
+// target i: the targets from i on never got its header, and those sent
+// got the header alone when its payload was still to come, so none of
+// them can carry the object whole. The caller holds the turn.
+func (w *SubgroupWriter) interruptedAt(i int, sent []*subgroupOut) {
+	w.interrupted(w.targets[i:])
+	if w.remain > 0 {
+		w.interrupted(sent)
+	}
+	w.targets = sent
+	w.remain = 0
 }
 
 // encode appends o's header to w.buf, after the SUBGROUP_HEADER on a new
