@@ -542,6 +542,13 @@ func (w *SubgroupWriter) watchFired() {
 		return
 	}
 	w.watching.Store(false)
+	// A write that began after until was read saw watching still set and
+	// left the arming to this run: arm for it, or its Write would have no
+	// bound.
+	if u2 := w.until.Load(); u2 != 0 && u2 != u && !w.stop.Load() {
+		w.watching.Store(true)
+		w.watchdog.Reset(max(time.Until(time.Unix(0, u2)), 0))
+	}
 }
 
 // stopWatch stops the watchdog for good, once the subgroup is closing.
