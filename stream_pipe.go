@@ -41,6 +41,7 @@ type streamPipe struct {
 	err      error // the stream's terminal read error
 	bound    bool  // the alias is known
 	reserved int   // bytes of buf counted against the session's budget
+	aborted  bool  // abort ran: nothing more is charged
 }
 
 // errPipeClosed is returned by Read after the pipe was abandoned.
@@ -73,6 +74,12 @@ func (p *streamPipe) fill() {
 		_, err := p.src.Peek(1) // waits for bytes
 		n := p.src.Buffered()
 		p.mu.Lock()
+		if p.aborted {
+			// abort released the reservations already; nothing more
+			// may be charged.
+			p.mu.Unlock()
+			return
+		}
 		if p.bound && n > 0 {
 			// Left in src for the reader, which takes the stream over:
 			// a bound stream is not stopped for the budget.
@@ -126,6 +133,7 @@ func (p *streamPipe) abort(code wire.ResetCode) {
 		close(p.quit)
 		p.str.CancelRead(uint64(code))
 		p.mu.Lock()
+		p.aborted = true
 		p.s.releasePendingBytes(p.reserved)
 		p.reserved = 0
 		p.buf = nil
