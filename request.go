@@ -165,6 +165,9 @@ func (rs *requestStream) fin() error {
 // (unless a FIN was already sent) and STOP_SENDING on the receiving side
 // (§6.4.2.3).
 func (rs *requestStream) cancel(code wire.ResetCode) {
+	// A write blocked on the peer's flow control holds wmu: a past
+	// deadline wakes it, so that the cancel never waits on the peer.
+	_ = rs.str.SetWriteDeadline(time.Unix(1, 0))
 	rs.wmu.Lock()
 	defer rs.wmu.Unlock()
 	if rs.cancelled {

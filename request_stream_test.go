@@ -3,7 +3,9 @@ package moqt
 import (
 	"bytes"
 	"context"
+	"os"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -507,4 +509,39 @@ func TestIdleRequestStreamsHoldLittle(t *testing.T) {
 			assert.NoError(t, s.Context().Err())
 		})
 	}
+}
+
+// stuckStream is a request stream whose peer takes nothing: a Write
+// blocks until a write deadline is set.
+type stuckStream struct {
+	bytesStream
+	entered, woken chan struct{}
+	once           *sync.Once
+}
+
+func (s stuckStream) Write([]byte) (int, error) {
+	close(s.entered)
+	<-s.woken
+	return 0, os.ErrDeadlineExceeded
+}
+
+func (s stuckStream) SetWriteDeadline(time.Time) error {
+	s.once.Do(func() { close(s.woken) })
+	return nil
+}
+
+// TestCancelWakesBlockedWrite: cancelling a request from this end does not
+// wait for a write blocked on a peer that does not read its request
+// stream (no lock is held across network I/O that a cancel needs).
+func TestCancelWakesBlockedWrite(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(t.Context())
+	t.Cleanup(func() { cancel(nil) })
+	s := &Session{cfg: quietConfig(nil).withDefaults(), version: wire.Draft21, ctx: ctx, cancel: cancel}
+	str := stuckStream{bytesStream{bytes.NewReader(nil), t.Context()}, make(chan struct{}), make(chan struct{}), &sync.Once{}}
+	rs := newRequestStream(s, str, 1, true)
+	written := goErr(func() error { return rs.write(&wire.RequestOK{}) })
+	<-str.entered // the write holds the stream, blocked
+	cancelled := goErr(func() error { rs.cancel(wire.ResetCancelled); return nil })
+	require.NoError(t, recvOrFail(t, cancelled), "cancel returns")
+	assert.Error(t, recvOrFail(t, written), "the blocked write fails")
 }
