@@ -473,3 +473,37 @@ func TestReceiveIgnoresForwardState(t *testing.T) {
 	assert.Equal(t, []uint64{0, 1}, ids)
 	assert.Equal(t, [][]byte{[]byte("x"), []byte("y")}, payloads)
 }
+
+// TestReceiveSerialReaderNotBehind: an application that reads one
+// subgroup at a time, at pace, leaves the next stream waiting untaken for
+// longer than ReadStallTimeout; that is not falling behind, since it keeps
+// reading. Once it stops reading altogether, it is.
+func TestReceiveSerialReaderNotBehind(t *testing.T) {
+	const stall = time.Second
+	s, fp := clientSession(t, &Config{ReadStallTimeout: stall})
+	sub, _ := subscribeFakeWith(t, s, fp, wire.Params{}, 2)
+	objects := make([][]byte, 10)
+	for i := range objects {
+		objects[i] = []byte{byte(i)}
+	}
+	first := fp.openSubgroup(2, 0, objects...)
+	require.NoError(t, first.Close())
+	r, err := sub.AcceptSubgroup(fakeCtx(t))
+	require.NoError(t, err)
+	second := fp.openSubgroup(2, 1, []byte("waits its turn"))
+	// Object by object, over two and a half stall timeouts, with the
+	// second stream untaken all along.
+	for range objects {
+		_, err := r.Next()
+		require.NoError(t, err)
+		_, err = r.ReadPayload(16)
+		require.NoError(t, err)
+		time.Sleep(stall / 4)
+	}
+	require.NoError(t, sub.Err(), "a serial reader reading at pace is not behind")
+	assert.Equal(t, StateEstablished, sub.State())
+	// The application stops: the waiting stream now stalls it.
+	closedOrFail(t, sub.Done(), "the stalled subscription")
+	assert.ErrorIs(t, sub.Err(), ErrFellBehind)
+	assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, second))
+}

@@ -14,7 +14,8 @@ import (
 // and the PUBLISH_DONE TOO_FAR_BEHIND on the request stream then waits
 // behind them, as does everything else on the connection. So the
 // subscriber watches its own application: a subscription whose streams
-// wait unread for longer than Config.ReadStallTimeout is cancelled here,
+// wait unread for longer than Config.ReadStallTimeout, while the
+// application takes and reads none of them, is cancelled here,
 // its streams stopped (which returns their flow-control credit to the
 // connection) and its request stream cancelled (§3.1.1, §6.4.2.3), and it
 // ends with an error wrapping ErrFellBehind.
@@ -32,6 +33,9 @@ type readWatch struct {
 	taken   atomic.Bool  // AcceptSubgroup returned the stream
 	pending atomic.Bool  // the last call left payload or buffered bytes unread
 	touched atomic.Int64 // unix nanoseconds of delivery or the last call
+	// progress is the subscription's readProgress: when the application
+	// last took or read any of its streams.
+	progress *atomic.Int64
 }
 
 // enter marks the application inside a call on the stream.
@@ -40,14 +44,24 @@ func (w *readWatch) enter() { w.busy.Store(true) }
 // leave marks the call over; unread tells whether data was left waiting.
 func (w *readWatch) leave(unread bool) {
 	w.pending.Store(unread)
-	w.touched.Store(time.Now().UnixNano())
+	w.touch()
 	w.busy.Store(false)
 }
 
 // take marks the stream handed to the application.
 func (w *readWatch) take() {
-	w.touched.Store(time.Now().UnixNano())
+	w.touch()
 	w.taken.Store(true)
+}
+
+// touch records the application's progress on the stream, and so on its
+// subscription.
+func (w *readWatch) touch() {
+	now := time.Now().UnixNano()
+	w.touched.Store(now)
+	if w.progress != nil {
+		w.progress.Store(now)
+	}
 }
 
 // stalled reports a stream the application has left waiting, with data,
@@ -83,6 +97,12 @@ func (sub *Subscription) checkStalls() {
 		if r.watch.stalled(cutoff) {
 			stalled++
 		}
+	}
+	if sub.readProgress.Load() >= cutoff {
+		// The application took or read one of the subscription's
+		// streams lately: it reads, one stream after another perhaps,
+		// and the others wait their turn.
+		stalled = 0
 	}
 	switch {
 	case stalled > 0:

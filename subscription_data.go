@@ -3,6 +3,7 @@ package moqt
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moqt-go/moqt/wire"
@@ -37,6 +38,9 @@ type subData struct {
 	// stallTimer runs the stall watchdog while streams are open
 	// (receive_stall.go).
 	stallTimer *time.Timer
+	// readProgress is when the application last took or read one of the
+	// subscription's streams (unix nanoseconds; receive_stall.go).
+	readProgress atomic.Int64
 
 	// checks is what the subscription has seen of its track, to detect a
 	// Malformed Track (malformed.go). It has its own lock.
@@ -309,6 +313,7 @@ func (sub *Subscription) trackReader(r *SubgroupReader) {
 		sub.readers = map[*SubgroupReader]struct{}{}
 	}
 	sub.readers[r] = struct{}{}
+	r.watch.progress = &sub.readProgress
 	r.watch.touched.Store(time.Now().UnixNano())
 	sub.watchStallsLocked()
 }
