@@ -171,7 +171,9 @@ type Config struct {
 	// ReadStallTimeout bounds how long a subscription's received data may
 	// wait for its application: a stream AcceptSubgroup has not returned,
 	// or one it returned whose data is left unread (not inside Next or
-	// Read, with payload or buffered bytes waiting). Past it the
+	// Read, with payload or buffered bytes waiting), while the application
+	// takes and reads none of the subscription's streams: one that reads
+	// its subgroups one after another is not behind. Past it the
 	// subscription is cancelled, its streams stopped with EXCESSIVE_LOAD,
 	// and it ends with an error wrapping ErrFellBehind. Unread streams
 	// would otherwise fill the connection's flow-control window and stall
