@@ -91,11 +91,6 @@ type controlled struct {
 	forward, locationFilter bool
 }
 
-type pendingUpdate struct {
-	msg *wire.RequestUpdate
-	rej *wire.RejectError
-}
-
 func newServedSubscription(rs *requestStream, track wire.FullTrackName, params wire.Params, initial SubscriptionState) *ServedSubscription {
 	s := rs.sess
 	// Not a child of the session's context: the subscription's context
@@ -523,115 +518,6 @@ func (ss *ServedSubscription) handle(m wire.Message) error {
 		return nil
 	}
 	return protocolViolation("unexpected %s from the subscriber", m.Type())
-}
-
-// receiveUpdate checks a REQUEST_UPDATE from the subscriber and hands it
-// to the worker; rej is set for one that is to be refused. The Request ID,
-// the parameters and MAX_REQUEST_UPDATES are checked first (§6.4.2.1,
-// §9.1.7). On a PUBLISH the subscriber's first message is its answer
-// (§9), so an update before PUBLISH_OK is a protocol violation; on a
-// SUBSCRIBE the requester may send updates at once, and they wait for the
-// subscription to be Established.
-func (ss *ServedSubscription) receiveUpdate(m *wire.RequestUpdate, rej *wire.RejectError) error {
-	if ss.State() == StatePendingPublisher {
-		return protocolViolation("REQUEST_UPDATE before the answer to PUBLISH")
-	}
-	if err := ss.sess.checkPeerRequestID(m.RequestID); err != nil {
-		return err
-	}
-	if err := m.Parameters.Check(wire.InUpdateSubscription); err != nil {
-		return err
-	}
-	own, err := detach(ss.sess.version, m)
-	if err != nil {
-		return err
-	}
-	ss.sess.hook(func(h *sessionHooks) func() { return h.updateReceived })
-	u := pendingUpdate{msg: own, rej: rej}
-	ss.mu.Lock()
-	limit := ss.sess.cfg.MaxRequestUpdates
-	if limit > 0 && ss.outstanding >= limit {
-		ss.mu.Unlock()
-		return &SessionError{Code: wire.TooManyRequestUpdates,
-			Reason: fmt.Sprintf("more than %d outstanding REQUEST_UPDATEs", limit)}
-	}
-	ss.outstanding++
-	ss.mu.Unlock()
-	select {
-	case ss.updates <- u:
-		return nil
-	case <-ss.done:
-		return nil
-	}
-}
-
-// updateWorker answers REQUEST_UPDATEs in order, each with exactly one
-// REQUEST_OK or REQUEST_ERROR (§9.5). Updates wait until the subscription
-// is Established and its SUBSCRIBE_OK written.
-func (ss *ServedSubscription) updateWorker() {
-	defer ss.sess.wg.Done()
-	for _, ch := range []<-chan struct{}{ss.established, ss.opened} {
-		select {
-		case <-ch:
-		case <-ss.done:
-			return
-		}
-	}
-	for u := range ss.updates {
-		if ss.State() != StateEstablished {
-			return
-		}
-		ss.applyUpdate(u)
-		ss.mu.Lock()
-		ss.outstanding--
-		ss.mu.Unlock()
-	}
-}
-
-// applyUpdate answers one REQUEST_UPDATE. A refused update ends the
-// subscription with PUBLISH_DONE UPDATE_FAILED (§9.5.1, C080).
-//
-// MAX_FILTER_RANGES counts the Ranges the subscription would have once the
-// update applied, since the limit is on the Ranges "concurrently in all
-// Range filter parameters for a given subscription" (§9.1.6).
-func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
-	var refused *RequestError
-	p := &u.msg.Parameters
-	merged := ss.Params()
-	mergeParams(&merged, p)
-	largest := ss.largestNow()
-	rangeErr := CheckFilterRanges(&merged, ss.sess.cfg.MaxFilterRanges) // C026
-	switch {
-	case u.rej != nil:
-		refused = &RequestError{Code: u.rej.Code, Reason: u.rej.Reason}
-	case rangeErr != nil:
-		refused = asRequestError(rangeErr)
-	case ss.onUpdate != nil:
-		if err := ss.onUpdate(ss, p); err != nil {
-			refused = asRequestError(err)
-		}
-	}
-	if refused != nil {
-		if err := ss.rs.write(refused.message()); err == nil {
-			_ = ss.Done(wire.DoneUpdateFailed, refused.Reason)
-		}
-		return
-	}
-	ss.mu.Lock()
-	mergeParams(&ss.params, p)
-	if ss.filter != nil {
-		// The range limit was checked above; relative forms resolve
-		// against the Largest Object now (§9.5.1).
-		_ = ss.filter.Update(p, largestOf(largest), ^uint64(0))
-	}
-	ss.subscriberSet.forward = ss.subscriberSet.forward || p.Forward.Set
-	ss.subscriberSet.locationFilter = ss.subscriberSet.locationFilter || p.LocationFilter.Set
-	ss.mu.Unlock()
-	if p.SubscriberPriority.Set {
-		ss.refreshPriority()
-	}
-	ss.restartExpiry()
-	_ = ss.rs.write(&wire.RequestOK{Parameters: ss.grantParams()})
 }
 
 // forwardOf is the Forward State p gives: FORWARD, default 1 (§9.20.19).

@@ -422,31 +422,6 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun time.
 	return nil
 }
 
-// interrupted resets the streams that will not get the current object
-// whole because Close or Reset stopped the write: a FIN or a later object
-// on them would hide the hole (§11.3.2).
-func (w *SubgroupWriter) interrupted(outs []*subgroupOut) {
-	code := wire.ResetCode(w.stopCode.Load())
-	for _, out := range outs {
-		if !out.closed() {
-			w.drop(out, code)
-		}
-	}
-}
-
-// interruptedAt ends an object's start that Close or Reset stopped at
-// target i: the targets from i on never got its header, and those sent
-// got the header alone when its payload was still to come, so none of
-// them can carry the object whole. The caller holds the turn.
-func (w *SubgroupWriter) interruptedAt(i int, sent []*subgroupOut) {
-	w.interrupted(w.targets[i:])
-	if w.remain > 0 {
-		w.interrupted(sent)
-	}
-	w.targets = sent
-	w.remain = 0
-}
-
 // encode appends o's header to w.buf, after the SUBGROUP_HEADER on a new
 // stream. The caller holds the turn.
 func (w *SubgroupWriter) encode(out *subgroupOut, o wire.SubgroupObject) ([]byte, error) {
@@ -503,17 +478,6 @@ func (w *SubgroupWriter) payload(p []byte, begun time.Time) error {
 	}
 	w.settle(begun)
 	return nil
-}
-
-// drop stops sending the subgroup to one subscription, resetting its
-// stream with code and dropping its backlog. A stream that missed its
-// delivery timeout keeps that code.
-func (w *SubgroupWriter) drop(out *subgroupOut, code wire.ResetCode) {
-	out.done = true
-	if !out.dl.expired.Load() {
-		out.ss.closeDataStream(out.str, code)
-	}
-	out.discard()
 }
 
 // check validates o against the subgroup's state before anything is sent.
@@ -587,111 +551,4 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, dp dataParams)
 	win := ss.window()
 	return &subgroupOut{str: str, ss: ss, enc: wire.SubgroupEncoder{Header: h}, fresh: true,
 		subscriber: dp.priority, caughtUp: w.caughtUp, end: win.End, bounded: win.Bounded}, nil
-}
-
-// skip handles an object that does not pass ss's filters on a stream that
-// is already open (§11.3.2). A range filter leaving it out is expected: the
-// stream goes on, since Object ID deltas allow gaps. Past the end the
-// Location filter had when the stream opened, every object the
-// subscription gets from this subgroup has been sent, so the stream ends
-// with a FIN (C019). Otherwise the stream would miss objects it was to
-// carry (Forward at 0, a REQUEST_UPDATE moving the end below the object or
-// the start past it), so it is reset (C020).
-func (w *SubgroupWriter) skip(out *subgroupOut, loc wire.Location) {
-	switch out.ss.skipAction(loc, out.end, out.bounded) {
-	case skipKeep:
-	case skipFinish:
-		out.done = true
-		out.stopTimers()
-		w.finish(out)
-	default:
-		// What it carries is whole and the subscription's: a reset that
-		// keeps it, once its backlog is written.
-		out.done = true
-		out.stopTimers()
-		out.incomplete = true
-		w.finish(out)
-	}
-}
-
-// finish ends out with a FIN: every object it was to carry was passed to
-// the transport, or to its backlog, after which the drain sends the FIN.
-// A stream that lacks objects its subscription covers is reset instead
-// (§11.3.2). Its SUBGROUP_DELIVERY_TIMEOUT starts now (§5.2). The caller
-// holds the turn.
-func (w *SubgroupWriter) finish(out *subgroupOut) {
-	if out.incomplete {
-		out.finishAfterBacklog(wire.ResetCancelled, true)
-		return
-	}
-	if !out.finishAfterBacklog(0, false) {
-		out.ss.finishDataStream(out.str)
-	}
-	if timeout := effectiveTimeout(w.timeouts.subgroup, out.ss.dataParams().subgroupTimeout); timeout != 0 {
-		out.startSubgroupTimer(timeout)
-	}
-}
-
-// interrupt stops the holder of the turn: it writes nothing more, a stream
-// write it is blocked in returns (a past write deadline wakes it), and so
-// does a wait in settle. Streams it leaves without the whole current
-// object are reset with code.
-func (w *SubgroupWriter) interrupt(code wire.ResetCode) {
-	w.stopOnce.Do(func() {
-		w.stopCode.Store(uint64(code))
-		w.stop.Store(true)
-		close(w.stopCh)
-	})
-	if out := w.cur.Load(); out != nil {
-		_ = out.str.SetWriteDeadline(time.Unix(1, 0))
-	}
-	w.stopWatch()
-}
-
-// Close ends the subgroup: every stream gets a FIN, which tells the
-// subscribers it is complete (§11.3.2). A write in progress is
-// interrupted, and returns ErrSubgroupClosed; the streams that did not
-// take its object whole are reset.
-func (w *SubgroupWriter) Close() error {
-	w.interrupt(wire.ResetCancelled)
-	w.turn.Lock()
-	defer w.turn.Unlock()
-	if w.closed {
-		return nil
-	}
-	w.closed = true
-	if w.remain > 0 {
-		// A FIN inside an object would be a protocol violation (§11.3).
-		for _, out := range w.outs {
-			if !out.closed() {
-				w.drop(out, wire.ResetCancelled)
-			}
-		}
-		w.remain = 0
-		return errors.New("moqt: subgroup closed inside an object; its streams were reset")
-	}
-	for _, out := range w.outs {
-		if !out.closed() {
-			out.done = true
-			out.stopTimers()
-			w.finish(out)
-		}
-	}
-	return nil
-}
-
-// Reset abandons the subgroup: every open stream is reset with code, as
-// when objects will not be delivered (§11.3.2). A write in progress is
-// interrupted, and returns ErrSubgroupClosed.
-func (w *SubgroupWriter) Reset(code wire.ResetCode) {
-	w.interrupt(code)
-	w.turn.Lock()
-	defer w.turn.Unlock()
-	w.closed = true
-	for _, out := range w.outs {
-		if !out.closed() {
-			w.drop(out, code)
-		}
-	}
-	w.remain = 0
 }

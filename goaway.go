@@ -1,0 +1,138 @@
+package moqt
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// receiveGoaway handles GOAWAY on the control stream (§9.2).
+func (s *Session) receiveGoaway(g *wire.Goaway) error {
+	if err := s.checkGoaway(g); err != nil {
+		return err
+	}
+	seen := true
+	s.goawayOnce.Do(func() {
+		seen = false
+		s.goawayURI = g.NewSessionURI
+		close(s.goawayIn)
+	})
+	if seen {
+		return protocolViolation("second GOAWAY on the control stream")
+	}
+	s.log.Info("peer sent GOAWAY", "uri", s.goawayURI, "timeout_ms", g.Timeout)
+	s.wg.Add(1)
+	go s.closeWhenIdle()
+	return nil
+}
+
+// checkGoaway applies the rule that a client always sends an empty URI.
+func (s *Session) checkGoaway(g *wire.Goaway) error {
+	if !s.isClient && len(g.NewSessionURI) != 0 {
+		return protocolViolation("client sent GOAWAY with a New Session URI")
+	}
+	return nil
+}
+
+// GoingAway is closed when the peer sends GOAWAY on the control stream. New
+// requests then fail with ErrGoingAway.
+func (s *Session) GoingAway() <-chan struct{} { return s.goawayIn }
+
+// GoawayURI is the New Session URI of the peer's GOAWAY, if any.
+func (s *Session) GoawayURI() string {
+	select {
+	case <-s.goawayIn:
+		return s.goawayURI
+	default:
+		return ""
+	}
+}
+
+// Shutdown drains the session (§6.6.1): it sends GOAWAY on the control
+// stream, refuses new requests from the peer with GOING_AWAY, and waits for
+// the open requests to end and then for the peer to close the session, as
+// the spec recommends it do once nothing is open (this library does). When
+// ctx ends first, Shutdown closes the session itself: with NO_ERROR if
+// nothing is open, else with GOAWAY_TIMEOUT. The GOAWAY's Timeout is taken
+// from ctx's deadline; give it one, or a peer that ignores GOAWAY keeps
+// Shutdown waiting. uri is sent only by a server.
+//
+// A request is open until its stream is closed in both directions, by FIN
+// or reset: a subscription this end ended with PUBLISH_DONE stays open
+// until the subscriber finishes its side too. A QUIC close discards stream
+// data not yet read, so waiting is what guarantees that final messages,
+// and the GOAWAY with its New Session URI, reach the peer.
+func (s *Session) Shutdown(ctx context.Context, uri string) error {
+	var timeout uint64
+	if d, ok := ctx.Deadline(); ok {
+		timeout = uint64(max(time.Until(d).Milliseconds(), 1))
+	}
+	if s.isClient {
+		uri = ""
+	}
+	s.mu.Lock()
+	already := s.sentGoaway
+	s.sentGoaway = true
+	s.mu.Unlock()
+	if !already {
+		if err := s.writeControl(&wire.Goaway{NewSessionURI: uri, Timeout: timeout}); err != nil {
+			return err
+		}
+	}
+	if err := s.waitIdle(ctx); err != nil {
+		if s.ctx.Err() != nil {
+			return s.closedByPeer()
+		}
+		return s.CloseWithError(wire.GoawayTimeout, "requests still open after GOAWAY timeout")
+	}
+	select {
+	case <-s.ctx.Done():
+		return s.closedByPeer()
+	case <-ctx.Done():
+		return s.Close()
+	}
+}
+
+// closedByPeer is Shutdown's result once the session has ended: nil for a
+// close with NO_ERROR, else the cause.
+func (s *Session) closedByPeer() error {
+	var se *SessionError
+	if cause := context.Cause(s.ctx); !errors.As(cause, &se) || se.Code != wire.NoError {
+		return cause
+	}
+	return nil
+}
+
+// waitIdle waits until no request is open. It fails when ctx or the
+// session ends first.
+func (s *Session) waitIdle(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		idle := s.idle
+		n := len(s.active)
+		s.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-idle:
+		case <-s.ctx.Done():
+			return context.Cause(s.ctx)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// closeWhenIdle closes the session with NO_ERROR once no request is open,
+// after the peer's GOAWAY: the close the spec recommends (§6.6.1), which
+// the peer's drain waits for.
+func (s *Session) closeWhenIdle() {
+	defer s.wg.Done()
+	if s.waitIdle(s.ctx) == nil {
+		s.log.Info("closing after the peer's GOAWAY: no request is open")
+		s.fail(&SessionError{Code: wire.NoError}) // not Close, which would wait for this goroutine
+	}
+}

@@ -1,0 +1,150 @@
+package moqt
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// closeWait bounds how long Close waits for the session's goroutines.
+// They end as soon as the connection is closed; the bound only guards
+// against a bug, or a CheckSetup callback that calls Close itself.
+const closeWait = 5 * time.Second
+
+// CloseWithError closes the session with code and reason (§6.6). The first
+// close wins; later calls return nil.
+//
+// It returns once the close is on the wire (raw QUIC: CONNECTION_CLOSE has
+// been sent; WebTransport: the peer has closed the connection after reading
+// WT_CLOSE_SESSION, or a second has passed and the connection was closed
+// with H3_NO_ERROR), so that a process may exit right after, and once the
+// session's goroutines have ended (at most closeWait). Handler calls still
+// running are not waited for: a Handler may call Close itself. Their
+// requests end with the session.
+func (s *Session) CloseWithError(code wire.SessionErrorCode, reason string) error {
+	s.fail(&SessionError{Code: code, Reason: reason})
+	<-s.conn.Context().Done()
+	s.waitGoroutines()
+	return nil
+}
+
+// Close closes the session with NO_ERROR; see CloseWithError.
+func (s *Session) Close() error { return s.CloseWithError(wire.NoError, "") }
+
+// waitGoroutines waits, at most closeWait, for the session's goroutines.
+func (s *Session) waitGoroutines() {
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		s.log.Warn("session goroutines still running after close", "waited", closeWait)
+	}
+}
+
+// fail closes the session with the error err maps to (§12.2). It is the
+// one place where a session ends locally.
+func (s *Session) fail(err error) {
+	se := sessionErrorFrom(err)
+	if context.Cause(s.ctx) != nil {
+		return
+	}
+	s.cancel(se)
+	if context.Cause(s.ctx) != se {
+		return // another close won the race
+	}
+	if se.Code != wire.NoError {
+		s.log.Warn("closing session", "code", se.Code.String(), "reason", se.Reason)
+	}
+	reason := se.Reason
+	if len(reason) > wire.MaxReasonLen {
+		reason = reason[:wire.MaxReasonLen]
+	}
+	_ = s.conn.CloseWithError(uint64(se.Code), reason)
+}
+
+// watchTransport ends the session when the connection goes away by itself.
+func (s *Session) watchTransport() {
+	defer s.wg.Done()
+	select {
+	case <-s.ctx.Done():
+		// Closed from this end: fail closes the connection next. The
+		// resets below wait for that, or they could reach the peer
+		// before the close and read as the end of single requests.
+		select {
+		case <-s.conn.Context().Done():
+		case <-time.After(time.Second):
+		}
+	case <-s.conn.Context().Done():
+		s.cancel(s.transportCloseError())
+	}
+	s.hook(func(h *sessionHooks) func() { return h.sessionEnded })
+	s.abortRequests()
+}
+
+// abortRequests unblocks every request stream once the session has ended.
+// A closed QUIC connection does that by itself, but a WebTransport stream
+// can block a Read until its session is torn down, which may lag.
+func (s *Session) abortRequests() {
+	s.mu.Lock()
+	open := make([]*requestStream, 0, len(s.active))
+	for rs := range s.active {
+		open = append(open, rs)
+	}
+	s.mu.Unlock()
+	for _, rs := range open {
+		rs.cancel(wire.ResetSessionClosed)
+	}
+}
+
+// transportCloseError turns the transport's close into a *SessionError.
+func (s *Session) transportCloseError() *SessionError {
+	cause := context.Cause(s.conn.Context())
+	if se := connEnded(cause); se != nil {
+		return se
+	}
+	reason := "connection closed"
+	if cause != nil {
+		reason = cause.Error()
+	}
+	return &SessionError{Code: wire.InternalError, Reason: reason, Remote: true}
+}
+
+// connEnded returns the *SessionError for an error that says the
+// connection ended: a close with a MoQT code (*transport.CloseError), or
+// its death without one (*transport.ConnError). Otherwise nil.
+func connEnded(err error) *SessionError {
+	if ce, ok := errors.AsType[*transport.CloseError](err); ok {
+		return &SessionError{Code: wire.SessionErrorCode(ce.Code), Reason: ce.Reason, Remote: ce.Remote}
+	}
+	if ce, ok := errors.AsType[*transport.ConnError](err); ok {
+		te := transportError(ce)
+		return &SessionError{Code: wire.InternalError, Reason: te.Error(), Remote: te.Remote, Transport: te}
+	}
+	return nil
+}
+
+// streamError maps a stream read or write error: once the session is
+// closed that is the session's error, the same one its Context has as
+// cause, however it ended; otherwise a *StreamError for a reset or
+// STOP_SENDING, or the error as it is.
+func (s *Session) streamError(err error) error {
+	if cause := context.Cause(s.ctx); cause != nil {
+		return cause
+	}
+	if se := connEnded(err); se != nil {
+		// Read before watchTransport saw the connection end: this is
+		// its cause, unless another won the race.
+		s.cancel(se)
+		return context.Cause(s.ctx)
+	}
+	return publicError(err)
+}

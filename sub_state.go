@@ -1,0 +1,107 @@
+package moqt
+
+import (
+	"fmt"
+	"sync"
+)
+
+// SubscriptionState is a subscription's place in the state machine of §3.1.
+type SubscriptionState int
+
+// Subscription states (§3.1).
+const (
+	StateIdle              SubscriptionState = iota
+	StatePendingSubscriber                   // SUBSCRIBE sent, no answer yet
+	StatePendingPublisher                    // PUBLISH sent, no answer yet
+	StateEstablished                         // SUBSCRIBE_OK or PUBLISH_OK
+	StateTerminated                          // REQUEST_ERROR, cancellation or PUBLISH_DONE
+)
+
+func (st SubscriptionState) String() string {
+	switch st {
+	case StateIdle:
+		return "Idle"
+	case StatePendingSubscriber:
+		return "Pending(Subscriber)"
+	case StatePendingPublisher:
+		return "Pending(Publisher)"
+	case StateEstablished:
+		return "Established"
+	case StateTerminated:
+		return "Terminated"
+	}
+	return fmt.Sprintf("SubscriptionState(%d)", int(st))
+}
+
+// canMove reports whether §3.1's diagram has an arrow from st to next.
+// Established → Established is REQUEST_UPDATE.
+func (st SubscriptionState) canMove(next SubscriptionState) bool {
+	switch st {
+	case StateIdle:
+		return next == StatePendingSubscriber || next == StatePendingPublisher
+	case StatePendingSubscriber, StatePendingPublisher:
+		return next == StateEstablished || next == StateTerminated
+	case StateEstablished:
+		return next == StateEstablished || next == StateTerminated
+	}
+	return false
+}
+
+// subState is the state machine shared by both ends of a subscription. It
+// closes established and done as the state passes them, records the error
+// that terminated it, and refuses moves the diagram does not have.
+type subState struct {
+	mu          sync.Mutex
+	state       SubscriptionState
+	err         error // why it terminated
+	established chan struct{}
+	done        chan struct{}
+}
+
+func newSubState(initial SubscriptionState) subState {
+	return subState{state: initial, established: make(chan struct{}), done: make(chan struct{})}
+}
+
+// move performs a transition, reporting an error for an illegal one.
+func (s *subState) move(next SubscriptionState, err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.state.canMove(next) {
+		return fmt.Errorf("subscription cannot move from %s to %s", s.state, next)
+	}
+	if s.state == next {
+		return nil
+	}
+	s.state = next
+	switch next {
+	case StateEstablished:
+		close(s.established)
+	case StateTerminated:
+		s.err = err
+		close(s.done)
+	}
+	return nil
+}
+
+// terminate moves to Terminated if not there yet; it reports whether it
+// did.
+func (s *subState) terminate(err error) bool {
+	return s.move(StateTerminated, err) == nil
+}
+
+// State returns the current state.
+func (s *subState) State() SubscriptionState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// Done is closed when the subscription is Terminated.
+func (s *subState) Done() <-chan struct{} { return s.done }
+
+// Err returns why the subscription terminated, or nil while it is live.
+func (s *subState) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
