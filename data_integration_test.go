@@ -69,10 +69,13 @@ func readSubgroup(t *testing.T, r *SubgroupReader) (ids []uint64, payloads [][]b
 }
 
 // readAll reads every object of one subgroup stream, up to its FIN.
-func readAll(r *SubgroupReader) (ids []uint64, payloads [][]byte, err error) {
-	for {
+func readAll(r *SubgroupReader) (ids []uint64, payloads [][]byte, err error) { return readAllN(r, -1) }
+
+// readAllN reads n objects of r, or all of them up to its FIN if n < 0.
+func readAllN(r *SubgroupReader, n int) (ids []uint64, payloads [][]byte, err error) {
+	for ; n != 0; n-- {
 		h, err := r.Next()
-		if err == io.EOF {
+		if err == io.EOF && n < 0 {
 			return ids, payloads, nil
 		}
 		if err != nil {
@@ -85,6 +88,7 @@ func readAll(r *SubgroupReader) (ids []uint64, payloads [][]byte, err error) {
 		ids = append(ids, h.Location.Object)
 		payloads = append(payloads, p)
 	}
+	return ids, payloads, nil
 }
 
 // TestDataSubgroupEndToEnd publishes a subgroup through a LocalTrack and

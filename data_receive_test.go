@@ -440,23 +440,6 @@ func TestReceiveTakenStreamStall(t *testing.T) {
 	})
 }
 
-// readAllN reads n objects of r.
-func readAllN(r *SubgroupReader, n int) (ids []uint64, payloads [][]byte, err error) {
-	for range n {
-		h, err := r.Next()
-		if err != nil {
-			return ids, payloads, err
-		}
-		p, err := r.ReadPayload(1 << 20)
-		if err != nil {
-			return ids, payloads, err
-		}
-		ids = append(ids, h.Location.Object)
-		payloads = append(payloads, p)
-	}
-	return ids, payloads, nil
-}
-
 // TestReceiveIgnoresForwardState: an object that arrives while the
 // subscriber holds the Forward State at 0 was sent under a state it has
 // not heard of yet (a PUBLISH_STATE_NOTIFY of Forward 1 still on its way,

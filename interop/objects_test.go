@@ -620,20 +620,7 @@ func testLargestObject(t *testing.T, h *harness) {
 	require.True(t, ok)
 	require.Equal(t, wire.Location{Group: 0, Object: 2}, largest)
 
-	accepted := make(chan *moqt.ServedSubscription, 1)
-	handler := moqt.HandlerFunc(func(r moqt.Request) {
-		sr, ok := r.(*moqt.SubscribeRequest)
-		if !ok || !sr.Track.Equal(name) {
-			moqt.DefaultHandler.ServeMOQT(r)
-			return
-		}
-		ss, err := track.Accept(sr, moqt.AcceptOptions{})
-		if err != nil {
-			t.Errorf("go: accepting the SUBSCRIBE: %v", err)
-			return
-		}
-		accepted <- ss
-	})
+	handler, accepted := acceptOne(t, track)
 	r := h.runScenario(t, scenario{
 		name:      "subscribe-error", // subscribe, and report how the subscription ends
 		namespace: "moqt-interop/largest",
@@ -701,20 +688,7 @@ func testObjectStatus(t *testing.T, h *harness) {
 	name := wire.FullTrackName{Namespace: wire.NewNamespace("moqt-interop", "status"), Name: []byte("video")}
 	track, err := moqt.NewLocalTrack(name, nil)
 	require.NoError(t, err)
-	accepted := make(chan *moqt.ServedSubscription, 1)
-	handler := moqt.HandlerFunc(func(r moqt.Request) {
-		sr, ok := r.(*moqt.SubscribeRequest)
-		if !ok || !sr.Track.Equal(name) {
-			moqt.DefaultHandler.ServeMOQT(r)
-			return
-		}
-		ss, err := track.Accept(sr, moqt.AcceptOptions{})
-		if err != nil {
-			t.Errorf("go: accepting the SUBSCRIBE: %v", err)
-			return
-		}
-		accepted <- ss
-	})
+	handler, accepted := acceptOne(t, track)
 	received := h.signals.take("received")
 	var publishErrs []error // set by onAccept
 	onAccept := func(s *moqt.Session) {
@@ -779,4 +753,23 @@ func testObjectStatus(t *testing.T, h *harness) {
 			assert.Contains(t, *g.Error, sg.wantErr, "group %d: how @moq/net ended it", seq)
 		}
 	}
+}
+
+// acceptOne serves track's SUBSCRIBE with track.Accept and hands over the
+// served subscription; anything else gets the default answer.
+func acceptOne(t *testing.T, track *moqt.LocalTrack) (moqt.Handler, <-chan *moqt.ServedSubscription) {
+	accepted := make(chan *moqt.ServedSubscription, 1)
+	return moqt.HandlerFunc(func(r moqt.Request) {
+		sr, ok := r.(*moqt.SubscribeRequest)
+		if !ok || !sr.Track.Equal(track.Name()) {
+			moqt.DefaultHandler.ServeMOQT(r)
+			return
+		}
+		ss, err := track.Accept(sr, moqt.AcceptOptions{})
+		if err != nil {
+			t.Errorf("go: accepting the SUBSCRIBE: %v", err)
+			return
+		}
+		accepted <- ss
+	}), accepted
 }
