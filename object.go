@@ -1,0 +1,37 @@
+package moqt
+
+import "github.com/moqt-go/moqt/wire"
+
+// Object is one MoQT object (§2.1, §11.1.1): where it sits in its track,
+// how it is delivered, and its payload. Readers return it, writers take
+// it, and datagrams carry it, so a relay forwards what it reads unchanged.
+//
+// Payload ownership: an Object a reader returns owns its Payload (and
+// Properties) unless the reader's doc says the slice is the caller's
+// buffer or is valid only until the next read; a writer does not keep
+// either slice after it returns, so the caller may reuse them at once.
+type Object struct {
+	// Location is the object's Group ID and Object ID.
+	Location wire.Location
+	// SubgroupID is the object's Subgroup ID; 0 for datagrams, which have
+	// none.
+	SubgroupID uint64
+	// Priority is the Publisher Priority (§5.1). A reader always sets it,
+	// to the object's own or the track's default it inherits; unset on a
+	// write, the object inherits the track's default.
+	Priority wire.Opt[uint8]
+	// Status is the Object Status; a status other than Normal has no
+	// payload (§11.1.1.1).
+	Status wire.ObjectStatus
+	// Properties is the raw Object Properties block (§11.1.3), read with
+	// wire.WalkKV; nil for none.
+	Properties []byte
+	// Payload is the object's payload.
+	Payload []byte
+	// Datagram reports the Datagram Forwarding Preference: the object
+	// travels in an OBJECT_DATAGRAM and has no Subgroup ID (§2.2).
+	Datagram bool
+	// EndOfGroup is the datagram END_OF_GROUP flag: no larger Object ID
+	// exists in the group (§11.2.1).
+	EndOfGroup bool
+}
