@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -89,7 +90,7 @@ type servedWritePath struct {
 	// joined is the Largest Object when the subscription started being
 	// served: objects up to it were published before it saw any. Guarded
 	// by the subscription's mu.
-	joined LargestObject
+	joined filter.LargestObject
 	// taken counts the writes to its data streams that took bytes: a
 	// stalled backlog checks it to tell a stalled subscriber from a
 	// stream that waits its turn behind the others.

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -118,8 +119,8 @@ func TestC011_SubscribeOKThenObjects(t *testing.T) {
 			fs := fp.open(subscribeMsg(0, trackA, wire.Params{LocationFilter: wire.Some(c.filter)}))
 			ok := expect[*wire.SubscribeOK](fs)
 			require.True(t, ok.Parameters.LargestObject.Set, "SUBSCRIBE_OK tells where the track stands")
-			largest := LargestAt(ok.Parameters.LargestObject.Value)
-			assert.Equal(t, c.start, SubscriptionWindow(c.filter, largest).Start, "start from SUBSCRIBE_OK")
+			largest := filter.LargestAt(ok.Parameters.LargestObject.Value)
+			assert.Equal(t, c.start, filter.SubscriptionWindow(c.filter, largest).Start, "start from SUBSCRIBE_OK")
 			recvOrFail(t, served)
 
 			require.NoError(t, w.WriteObject(2, nil, []byte("new")))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -67,7 +68,7 @@ func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader,
 	subgroupID, _ := r.dec.SubgroupID()
 	accepts := func(sub *Subscription) bool { return sub.acceptsGroup(h.GroupID) }
 	if r.first != nil {
-		meta := ObjectMeta{Location: wire.Location{Group: h.GroupID, Object: first.ObjectID}, SubgroupID: subgroupID,
+		meta := filter.Object{Location: wire.Location{Group: h.GroupID, Object: first.ObjectID}, SubgroupID: subgroupID,
 			PublisherPriority: h.Priority, Properties: first.Properties}
 		if h.DefaultPriority {
 			meta.PublisherPriority = subs[0].publisherPriority()
@@ -115,7 +116,7 @@ func (s *Session) routeDatagram(d wire.ObjectDatagram) {
 		s.holdDatagram(d)
 		return
 	}
-	meta := ObjectMeta{Location: wire.Location{Group: d.GroupID, Object: d.ObjectID}, Datagram: true,
+	meta := filter.Object{Location: wire.Location{Group: d.GroupID, Object: d.ObjectID}, Datagram: true,
 		PublisherPriority: d.Priority, Properties: d.Properties}
 	if d.DefaultPriority {
 		meta.PublisherPriority = subs[0].publisherPriority()
@@ -323,7 +324,7 @@ func (sub *Subscription) deliverDatagram(d wire.ObjectDatagram) {
 	if d.DefaultPriority {
 		h.Priority = sub.publisherPriority()
 	}
-	if !sub.accepts(ObjectMeta{Location: h.Location, Datagram: true, PublisherPriority: h.Priority, Properties: h.Properties}) {
+	if !sub.accepts(filter.Object{Location: h.Location, Datagram: true, PublisherPriority: h.Priority, Properties: h.Properties}) {
 		return // held before its alias was known, and not this subscription's
 	}
 	obj := Datagram{ObjectHeader: h, Payload: d.Payload}

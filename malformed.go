@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -458,3 +459,6 @@ func checkObjectProperties(loc wire.Location, block []byte) *MalformedTrackError
 	}
 	return nil
 }
+
+// errFound stops a Key-Value-Pair walk once a fault is found.
+var errFound = errors.New("moqt: property found")

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -607,7 +608,7 @@ func TestC022_SharedAliasNotFlagged(t *testing.T) {
 	all, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
 	require.NoError(t, err)
 	<-served
-	window := LocationWindow{Start: wire.Location{Group: 1}, End: wire.Location{Group: 2, Object: 1}, Bounded: true}
+	window := filter.Window{Start: wire.Location{Group: 1}, End: wire.Location{Group: 2, Object: 1}, Bounded: true}
 	part, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(
 		wire.RangeFilterToObject(window.Start, window.End))})
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -109,7 +110,7 @@ func (s *Session) serveSubscribe(rs *requestStream, m *wire.Subscribe, toks []Au
 	if err != nil {
 		return err
 	}
-	if err := CheckFilterRanges(&m.Parameters, s.cfg.MaxFilterRanges); err != nil {
+	if err := checkRanges(&m.Parameters, s.cfg.MaxFilterRanges); err != nil {
 		rs.reject(asRequestError(err)) // C026
 		return rs.drain()
 	}
@@ -230,7 +231,7 @@ func (s *Session) servePublish(rs *requestStream, m *wire.Publish, toks []AuthTo
 		properties: m.TrackProperties,
 	}
 	sub.initData()
-	sub.filter = NewFilter(&sub.params, largestOf(sub.largest))
+	sub.filter = filter.New(&sub.params, largestOf(sub.largest))
 	if m.Parameters.Expires.Set {
 		sub.expires = expiry(m.Parameters.Expires.Value)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -16,10 +17,10 @@ import (
 // attachTrack starts serving objects of t: the subscription's filter
 // resolves against largest, the Largest Object its answer reported, and
 // objects up to it were published before the subscription saw any.
-func (ss *ServedSubscription) attachTrack(t *LocalTrack, largest LargestObject) {
+func (ss *ServedSubscription) attachTrack(t *LocalTrack, largest filter.LargestObject) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	ss.filter = NewFilter(&ss.params, largest)
+	ss.filter = filter.New(&ss.params, largest)
 	ss.wp.joined = largest
 }
 
@@ -39,7 +40,7 @@ const (
 // FORWARD, the Location filter and the range filters (C024, C027), and the
 // subscription must be Established, or be this end's PUBLISH awaiting its
 // answer, whose objects past Config.MaxEarlyObjects are held back.
-func (ss *ServedSubscription) admit(meta ObjectMeta) admission {
+func (ss *ServedSubscription) admit(meta filter.Object) admission {
 	switch ss.State() {
 	case StateEstablished:
 	case StatePendingPublisher:
@@ -66,7 +67,7 @@ func (ss *ServedSubscription) admit(meta ObjectMeta) admission {
 
 // passes reports whether an object is sent to this subscription now. A
 // datagram that would have to wait for PUBLISH_OK is not sent (§11.2).
-func (ss *ServedSubscription) passes(meta ObjectMeta) bool {
+func (ss *ServedSubscription) passes(meta filter.Object) bool {
 	return ss.admit(meta) == admitSend
 }
 
@@ -99,11 +100,11 @@ func (ss *ServedSubscription) missedBefore(group, first, prev uint64) bool {
 
 // window returns the resolved Location filter; the zero window without a
 // filter.
-func (ss *ServedSubscription) window() LocationWindow {
+func (ss *ServedSubscription) window() filter.Window {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.filter == nil {
-		return LocationWindow{}
+		return filter.Window{}
 	}
 	return ss.filter.Window()
 }
@@ -270,9 +271,9 @@ func (ss *ServedSubscription) resetDataStreams(code wire.ResetCode) {
 }
 
 // largestOf converts a LARGEST_OBJECT value to a LargestObject.
-func largestOf(l wire.Opt[wire.Location]) LargestObject {
+func largestOf(l wire.Opt[wire.Location]) filter.LargestObject {
 	if l.Set {
-		return LargestAt(l.Value)
+		return filter.LargestAt(l.Value)
 	}
-	return LargestObject{}
+	return filter.LargestObject{}
 }

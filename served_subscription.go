@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -71,7 +72,7 @@ type ServedSubscription struct {
 	outstanding uint64                            // REQUEST_UPDATEs received and not yet answered
 	expiry      *time.Timer                       // fires the EXPIRED PUBLISH_DONE
 	streams     uint64                            // data streams opened for this subscription
-	filter      *Filter                           // nil until a LocalTrack serves it
+	filter      *filter.Filter                    // nil until a LocalTrack serves it
 	dataStreams map[transport.SendStream]struct{} // data streams still open
 	early       int                               // objects sent before PUBLISH_OK
 	// pendingDone is the PUBLISH_DONE of a subscription that terminated

@@ -86,7 +86,7 @@ func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 	merged := ss.Params()
 	mergeParams(&merged, p)
 	largest := ss.largestNow()
-	rangeErr := CheckFilterRanges(&merged, ss.sess.cfg.MaxFilterRanges) // C026
+	rangeErr := checkRanges(&merged, ss.sess.cfg.MaxFilterRanges) // C026
 	switch {
 	case u.rej != nil:
 		refused = &RequestError{Code: u.rej.Code, Reason: u.rej.Reason}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -206,8 +207,8 @@ var stressFilters = []stressFilter{
 // and returns what broke the promise, if anything.
 func subscribeAndCheck(ctx context.Context, s *Session, track *LocalTrack, f stressFilter) []string {
 	cur, _ := track.Largest()
-	filter := f.make(cur)
-	sub, err := s.Subscribe(ctx, track.Name(), wire.Params{LocationFilter: filter})
+	lf := f.make(cur)
+	sub, err := s.Subscribe(ctx, track.Name(), wire.Params{LocationFilter: lf})
 	if err != nil {
 		return []string{fmt.Sprintf("%s: Subscribe: %v", f.name, err)}
 	}
@@ -216,10 +217,10 @@ func subscribeAndCheck(ctx context.Context, s *Session, track *LocalTrack, f str
 	if !known {
 		return []string{f.name + ": SUBSCRIBE_OK without LARGEST_OBJECT on a live track (C016)"}
 	}
-	largest := LargestAt(l)
-	window := SubscriptionWindow(wire.NoLocationFilter(), largest) // unfiltered (§9.20.10)
-	if filter.Set {
-		window = SubscriptionWindow(filter.Value, largest)
+	largest := filter.LargestAt(l)
+	window := filter.SubscriptionWindow(wire.NoLocationFilter(), largest) // unfiltered (§9.20.10)
+	if lf.Set {
+		window = filter.SubscriptionWindow(lf.Value, largest)
 	}
 	// The promise: every object after the reported Largest Object that the
 	// filter passes. Read it up to the end of the range, or a few groups

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -95,7 +96,7 @@ func (r *SubgroupReader) Next() (ObjectHeader, error) {
 		}
 		r.cur = r.header(o)
 		r.remain = o.PayloadLength
-		if routed || r.sub.accepts(ObjectMeta{Location: r.cur.Location, SubgroupID: r.cur.SubgroupID,
+		if routed || r.sub.accepts(filter.Object{Location: r.cur.Location, SubgroupID: r.cur.SubgroupID,
 			PublisherPriority: r.cur.Priority, Properties: r.cur.Properties}) {
 			return r.cur, nil
 		}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -330,7 +331,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun time.
 	}
 	loc := wire.Location{Group: w.group, Object: o.ObjectID}
 	w.track.noteObject(loc)
-	meta := ObjectMeta{Location: loc, SubgroupID: w.subgroup, PublisherPriority: w.priority(), Properties: o.Properties}
+	meta := filter.Object{Location: loc, SubgroupID: w.subgroup, PublisherPriority: w.priority(), Properties: o.Properties}
 	first := !w.started
 	prev := w.last // the object before o, if any
 	if first {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -53,7 +54,7 @@ type sentUpdate struct {
 	// meanwhile, to accept objects the publisher sends under them before
 	// its answer arrives (subscription_data.go).
 	params *wire.Params
-	filter *Filter
+	filter *filter.Filter
 }
 
 // Subscribe subscribes to track (§9.6) and waits for SUBSCRIBE_OK. params
@@ -423,7 +424,7 @@ func (sub *Subscription) accept(m *wire.SubscribeOK) error {
 	sub.mu.Lock()
 	sub.alias = m.TrackAlias
 	sub.largest = m.Parameters.LargestObject
-	sub.filter = NewFilter(&sub.params, largestOf(sub.largest))
+	sub.filter = filter.New(&sub.params, largestOf(sub.largest))
 	if m.Parameters.Expires.Set {
 		sub.expires = expiry(m.Parameters.Expires.Value)
 	}
@@ -506,7 +507,7 @@ func (s *Session) checkFilterRanges(p *wire.Params) error {
 	if s.peerSetup != nil {
 		limit = s.peerSetup.MaxFilterRanges.Value
 	}
-	if err := CheckFilterRanges(p, limit); err != nil {
+	if err := checkRanges(p, limit); err != nil {
 		return fmt.Errorf("%w: %v", ErrFilterRanges, err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -23,7 +24,7 @@ type subData struct {
 
 	// Guarded by Subscription.mu.
 	readers          map[*SubgroupReader]struct{} // delivered streams not yet ended
-	filter           *Filter
+	filter           *filter.Filter
 	superseded       []supersededFilter // filters updates replaced, newest last
 	streamsSeen      uint64
 	droppedDatagrams uint64
@@ -71,10 +72,10 @@ func (sub *Subscription) initData() {
 // so what fails them all is a late object of an ended subscription that
 // had the same alias (§3.1.2), or one sent under a filter replaced long
 // ago, and neither belongs to this one.
-func (sub *Subscription) accepts(meta ObjectMeta) bool {
+func (sub *Subscription) accepts(meta filter.Object) bool {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	return sub.passesLocked(func(f *Filter) bool { return f.Covers(meta) })
+	return sub.passesLocked(func(f *filter.Filter) bool { return f.Covers(meta) })
 }
 
 // acceptsGroup reports whether a subgroup stream of group that carries no
@@ -83,7 +84,7 @@ func (sub *Subscription) accepts(meta ObjectMeta) bool {
 func (sub *Subscription) acceptsGroup(group uint64) bool {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	return sub.passesLocked(func(f *Filter) bool {
+	return sub.passesLocked(func(f *filter.Filter) bool {
 		w := f.Window()
 		return !w.Empty() && w.Start.Group <= group && (!w.Bounded || group <= w.End.Group)
 	})
@@ -94,7 +95,7 @@ func (sub *Subscription) acceptsGroup(group uint64) bool {
 // update replaced within Config.AliasWait: objects the publisher sent
 // before it processed the update may still be arriving (§9.5.1). sub.mu is
 // held.
-func (sub *Subscription) passesLocked(pass func(*Filter) bool) bool {
+func (sub *Subscription) passesLocked(pass func(*filter.Filter) bool) bool {
 	if sub.filter == nil || pass(sub.filter) {
 		return true
 	}
@@ -115,7 +116,7 @@ func (sub *Subscription) passesLocked(pass func(*Filter) bool) bool {
 // supersededFilter is a filter an update replaced, still honoured until
 // the objects sent under it have had time to arrive.
 type supersededFilter struct {
-	f     *Filter
+	f     *filter.Filter
 	until time.Time
 }
 
@@ -143,7 +144,7 @@ func (sub *Subscription) supersedeLocked() {
 // updatedFilterLocked returns the filter the subscription will have once
 // the REQUEST_UPDATE carrying p is accepted, resolved against the Largest
 // Object known now. sub.mu is held.
-func (sub *Subscription) updatedFilterLocked(p *wire.Params) *Filter {
+func (sub *Subscription) updatedFilterLocked(p *wire.Params) *filter.Filter {
 	if sub.filter == nil {
 		return nil
 	}
@@ -187,12 +188,12 @@ func (sub *Subscription) partialFins() bool {
 
 // filterCutsSubgroups reports whether f lets a subgroup's stream end with a
 // FIN before the subgroup's last object.
-func filterCutsSubgroups(f *Filter) bool {
+func filterCutsSubgroups(f *filter.Filter) bool {
 	if f == nil {
 		return false
 	}
 	w := f.Window()
-	return f.RangeCount() > 0 || w.Bounded && w.End.Object != maxID
+	return f.RangeCount() > 0 || w.Bounded && w.End.Object != wire.MaxVarint
 }
 
 // dynamicGroups reports whether the track's properties hold DYNAMIC_GROUPS
@@ -200,7 +201,7 @@ func filterCutsSubgroups(f *Filter) bool {
 func (sub *Subscription) dynamicGroups() bool {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	return trackPropertyIn(sub.properties, wire.PropDynamicGroups, []wire.Range{{Start: 1, End: 1}})
+	return filter.TrackPropertyIn(sub.properties, wire.PropDynamicGroups, []wire.Range{{Start: 1, End: 1}})
 }
 
 // publisherPriority is the track's DEFAULT_PUBLISHER_PRIORITY (§10.4),

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -29,7 +30,7 @@ type LocalTrack struct {
 	// before a ServedSubscription's locks (its state's and its mu), never
 	// after them.
 	mu      sync.Mutex
-	largest LargestObject
+	largest filter.LargestObject
 	// subs lists the subscriptions being served. It is replaced under mu,
 	// never modified in place, so that writers load it without a lock.
 	subs atomic.Pointer[[]*ServedSubscription]
@@ -117,7 +118,7 @@ func (t *LocalTrack) Status(r *TrackStatusRequest) error {
 // to report, and ss joins the list writers deliver to. Every object whose
 // first byte is published after that (a larger Location, §3.1.3) finds ss
 // in the list. Nothing here does network I/O.
-func (t *LocalTrack) join(ss *ServedSubscription, establish bool) (LargestObject, error) {
+func (t *LocalTrack) join(ss *ServedSubscription, establish bool) (filter.LargestObject, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	largest := t.largest
@@ -222,7 +223,7 @@ func (t *LocalTrack) WriteDatagram(o DatagramObject) error {
 	if o.Priority.Set {
 		prio = o.Priority.Value
 	}
-	meta := ObjectMeta{Location: loc, Datagram: true, PublisherPriority: prio, Properties: o.Properties}
+	meta := filter.Object{Location: loc, Datagram: true, PublisherPriority: prio, Properties: o.Properties}
 	d := wire.ObjectDatagram{
 		GroupID:         o.Group,
 		ObjectID:        o.Object,

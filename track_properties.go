@@ -3,6 +3,7 @@ package moqt
 import (
 	"math"
 
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -26,10 +27,10 @@ func unknownMandatory(props wire.KVList) (uint64, bool) {
 // and a DYNAMIC_GROUPS above 1 (§10.6).
 func checkTrackProperties(props wire.KVList) error {
 	badOrder := []wire.Range{{Start: 0, End: 0}, {Start: uint64(wire.GroupOrderDescending) + 1, End: math.MaxUint64}}
-	if trackPropertyIn(props, wire.PropDefaultPublisherGroupOrder, badOrder) {
+	if filter.TrackPropertyIn(props, wire.PropDefaultPublisherGroupOrder, badOrder) {
 		return protocolViolation("DEFAULT_PUBLISHER_GROUP_ORDER is neither Ascending nor Descending")
 	}
-	if trackPropertyIn(props, wire.PropDynamicGroups, []wire.Range{{Start: 2, End: math.MaxUint64}}) {
+	if filter.TrackPropertyIn(props, wire.PropDynamicGroups, []wire.Range{{Start: 2, End: math.MaxUint64}}) {
 		return protocolViolation("DYNAMIC_GROUPS is above 1")
 	}
 	return nil

@@ -1,4 +1,4 @@
-package moqt
+package filter
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ const maxU = uint64(1<<64 - 1)
 
 func at(g, o uint64) wire.Location { return wire.Location{Group: g, Object: o} }
 
-// props encodes Object Properties (§11.1.3) for ObjectMeta.Properties.
+// props encodes Object Properties (§11.1.3) for Object.Properties.
 func props(t testing.TB, l wire.KVList) []byte {
 	t.Helper()
 	b, err := l.Append(nil)
@@ -25,8 +25,8 @@ func props(t testing.TB, l wire.KVList) []byte {
 
 func requireCode(t *testing.T, err error, code wire.RequestErrorCode) {
 	t.Helper()
-	var re *RequestError
-	require.True(t, errors.As(err, &re), "want *RequestError, got %v", err)
+	var re *Error
+	require.True(t, errors.As(err, &re), "want *Error, got %v", err)
 	assert.Equal(t, code, re.Code)
 }
 
@@ -214,105 +214,105 @@ func TestRangeFilterTypes(t *testing.T) {
 	tests := []struct {
 		name string
 		f    wire.RangeFilter
-		meta ObjectMeta
+		meta Object
 		want bool
 	}{
-		{"subgroup in range", rf(wire.ParamSubgroupFilter, 0, rng(2, 4)), ObjectMeta{SubgroupID: 4}, true},
-		{"subgroup below", rf(wire.ParamSubgroupFilter, 0, rng(2, 4)), ObjectMeta{SubgroupID: 1}, false},
-		{"subgroup above", rf(wire.ParamSubgroupFilter, 0, rng(2, 4)), ObjectMeta{SubgroupID: 5}, false},
-		{"datagram has no subgroup", rf(wire.ParamSubgroupFilter, 0, rng(0, maxU)), ObjectMeta{Datagram: true}, false},
-		{"object ID in range", rf(wire.ParamObjectIDFilter, 0, rng(0, 0)), ObjectMeta{Location: at(9, 0)}, true},
-		{"object ID out of range", rf(wire.ParamObjectIDFilter, 0, rng(0, 0)), ObjectMeta{Location: at(0, 1)}, false},
-		{"object ID of a datagram", rf(wire.ParamObjectIDFilter, 0, rng(3, 3)), ObjectMeta{Location: at(0, 3), Datagram: true}, true},
-		{"priority in range", rf(wire.ParamPriorityFilter, 0, rng(0, 127)), ObjectMeta{PublisherPriority: 127}, true},
-		{"priority out of range", rf(wire.ParamPriorityFilter, 0, rng(0, 127)), ObjectMeta{PublisherPriority: 128}, false},
-		{"priority 255 open range", rf(wire.ParamPriorityFilter, 0, from(200)), ObjectMeta{PublisherPriority: 255}, true},
+		{"subgroup in range", rf(wire.ParamSubgroupFilter, 0, rng(2, 4)), Object{SubgroupID: 4}, true},
+		{"subgroup below", rf(wire.ParamSubgroupFilter, 0, rng(2, 4)), Object{SubgroupID: 1}, false},
+		{"subgroup above", rf(wire.ParamSubgroupFilter, 0, rng(2, 4)), Object{SubgroupID: 5}, false},
+		{"datagram has no subgroup", rf(wire.ParamSubgroupFilter, 0, rng(0, maxU)), Object{Datagram: true}, false},
+		{"object ID in range", rf(wire.ParamObjectIDFilter, 0, rng(0, 0)), Object{Location: at(9, 0)}, true},
+		{"object ID out of range", rf(wire.ParamObjectIDFilter, 0, rng(0, 0)), Object{Location: at(0, 1)}, false},
+		{"object ID of a datagram", rf(wire.ParamObjectIDFilter, 0, rng(3, 3)), Object{Location: at(0, 3), Datagram: true}, true},
+		{"priority in range", rf(wire.ParamPriorityFilter, 0, rng(0, 127)), Object{PublisherPriority: 127}, true},
+		{"priority out of range", rf(wire.ParamPriorityFilter, 0, rng(0, 127)), Object{PublisherPriority: 128}, false},
+		{"priority 255 open range", rf(wire.ParamPriorityFilter, 0, from(200)), Object{PublisherPriority: 255}, true},
 		{"property present in range", propFilter,
-			ObjectMeta{Properties: props(t, wire.KVList{{Type: app, Value: 15}})}, true},
+			Object{Properties: props(t, wire.KVList{{Type: app, Value: 15}})}, true},
 		{"property present out of range", propFilter,
-			ObjectMeta{Properties: props(t, wire.KVList{{Type: app, Value: 21}})}, false},
+			Object{Properties: props(t, wire.KVList{{Type: app, Value: 21}})}, false},
 		{"property absent", propFilter,
-			ObjectMeta{Properties: props(t, wire.KVList{{Type: 0x3C, Value: 15}, {Type: 0x7A, Value: 15}})}, false},
-		{"no properties at all", propFilter, ObjectMeta{}, false},
+			Object{Properties: props(t, wire.KVList{{Type: 0x3C, Value: 15}, {Type: 0x7A, Value: 15}})}, false},
+		{"no properties at all", propFilter, Object{}, false},
 		{"odd type of the same number is not the property", wire.RangeFilter{Type: wire.ParamObjectPropertyFilter, PropertyType: app,
-			Ranges: []wire.Range{rng(0, maxU)}}, ObjectMeta{Properties: props(t, wire.KVList{{Type: app + 1, Bytes: []byte{15}}})}, false},
+			Ranges: []wire.Range{rng(0, maxU)}}, Object{Properties: props(t, wire.KVList{{Type: app + 1, Bytes: []byte{15}}})}, false},
 		{"property inside immutable properties", propFilter,
-			ObjectMeta{Properties: props(t, wire.KVList{{Type: 0x02, Value: 1}, immutable(wire.KVList{{Type: app, Value: 10}})})}, true},
+			Object{Properties: props(t, wire.KVList{{Type: 0x02, Value: 1}, immutable(wire.KVList{{Type: app, Value: 10}})})}, true},
 		{"property inside immutable out of range", propFilter,
-			ObjectMeta{Properties: props(t, wire.KVList{immutable(wire.KVList{{Type: app, Value: 9}})})}, false},
+			Object{Properties: props(t, wire.KVList{immutable(wire.KVList{{Type: app, Value: 9}})})}, false},
 		{"property after immutable properties", propFilter,
-			ObjectMeta{Properties: props(t, wire.KVList{immutable(wire.KVList{{Type: 0x3C, Value: 1}}), {Type: app, Value: 20}})}, true},
+			Object{Properties: props(t, wire.KVList{immutable(wire.KVList{{Type: 0x3C, Value: 1}}), {Type: app, Value: 20}})}, true},
 		{"property type below immutable, only inside", wire.RangeFilter{Type: wire.ParamObjectPropertyFilter, PropertyType: 0x04,
-			Ranges: []wire.Range{rng(7, 7)}}, ObjectMeta{Properties: props(t, wire.KVList{immutable(wire.KVList{{Type: 0x04, Value: 7}})})}, true},
+			Ranges: []wire.Range{rng(7, 7)}}, Object{Properties: props(t, wire.KVList{immutable(wire.KVList{{Type: 0x04, Value: 7}})})}, true},
 		{"property type below a smaller mutable one, inside immutable", wire.RangeFilter{Type: wire.ParamObjectPropertyFilter, PropertyType: 0x04,
-			Ranges: []wire.Range{rng(7, 7)}}, ObjectMeta{Properties: props(t, wire.KVList{{Type: 0x06, Value: 1}, immutable(wire.KVList{{Type: 0x04, Value: 7}})})}, true},
+			Ranges: []wire.Range{rng(7, 7)}}, Object{Properties: props(t, wire.KVList{{Type: 0x06, Value: 1}, immutable(wire.KVList{{Type: 0x04, Value: 7}})})}, true},
 		{"any instance in range", propFilter,
-			ObjectMeta{Properties: props(t, wire.KVList{{Type: app, Value: 1}, {Type: app, Value: 12}})}, true},
+			Object{Properties: props(t, wire.KVList{{Type: app, Value: 1}, {Type: app, Value: 12}})}, true},
 		{"mutable out of range, immutable in range", propFilter,
-			ObjectMeta{Properties: props(t, wire.KVList{immutable(wire.KVList{{Type: app, Value: 11}}), {Type: app, Value: 99}})}, true},
+			Object{Properties: props(t, wire.KVList{immutable(wire.KVList{{Type: app, Value: 11}}), {Type: app, Value: 99}})}, true},
 		{"malformed immutable contents do not match", propFilter,
-			ObjectMeta{Properties: props(t, wire.KVList{{Type: wire.PropImmutableProperties, Bytes: []byte{0x78}}})}, false},
+			Object{Properties: props(t, wire.KVList{{Type: wire.PropImmutableProperties, Bytes: []byte{0x78}}})}, false},
 		{"odd property type in filter never matches", wire.RangeFilter{Type: wire.ParamObjectPropertyFilter, PropertyType: 0x0B,
-			Ranges: []wire.Range{rng(0, maxU)}}, ObjectMeta{Properties: props(t, wire.KVList{immutable(nil)})}, false},
+			Ranges: []wire.Range{rng(0, maxU)}}, Object{Properties: props(t, wire.KVList{immutable(nil)})}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := CompileRangeFilters([]wire.RangeFilter{tt.f})
+			m := CompileRanges([]wire.RangeFilter{tt.f})
 			assert.Equal(t, tt.want, m.Match(&tt.meta))
 		})
 	}
 }
 
 func TestRangeFilterSetIDSemantics(t *testing.T) {
-	meta := func(sub, obj uint64, prio uint8) ObjectMeta {
-		return ObjectMeta{Location: at(1, obj), SubgroupID: sub, PublisherPriority: prio}
+	meta := func(sub, obj uint64, prio uint8) Object {
+		return Object{Location: at(1, obj), SubgroupID: sub, PublisherPriority: prio}
 	}
 	tests := []struct {
 		name    string
 		filters []wire.RangeFilter
-		pass    []ObjectMeta
-		fail    []ObjectMeta
+		pass    []Object
+		fail    []Object
 	}{
-		{name: "no filters match everything", pass: []ObjectMeta{meta(0, 0, 0), meta(maxU, maxU, 255), {Datagram: true}}},
+		{name: "no filters match everything", pass: []Object{meta(0, 0, 0), meta(maxU, maxU, 255), {Datagram: true}}},
 		{name: "clear filter is no filter", filters: []wire.RangeFilter{{Type: wire.ParamSubgroupFilter, Clear: true}},
-			pass: []ObjectMeta{meta(9, 9, 9)}},
+			pass: []Object{meta(9, 9, 9)}},
 		{name: "ranges are OR'd within a filter",
 			filters: []wire.RangeFilter{rf(wire.ParamObjectIDFilter, 0, rng(0, 1), rng(5, 6))},
-			pass:    []ObjectMeta{meta(0, 0, 0), meta(0, 1, 0), meta(0, 5, 0), meta(0, 6, 0)},
-			fail:    []ObjectMeta{meta(0, 2, 0), meta(0, 4, 0), meta(0, 7, 0)}},
+			pass:    []Object{meta(0, 0, 0), meta(0, 1, 0), meta(0, 5, 0), meta(0, 6, 0)},
+			fail:    []Object{meta(0, 2, 0), meta(0, 4, 0), meta(0, 7, 0)}},
 		{name: "same SetID is AND",
 			filters: []wire.RangeFilter{rf(wire.ParamSubgroupFilter, 3, rng(0, 0)), rf(wire.ParamPriorityFilter, 3, rng(0, 10))},
-			pass:    []ObjectMeta{meta(0, 0, 10)},
-			fail:    []ObjectMeta{meta(1, 0, 10), meta(0, 0, 11)}},
+			pass:    []Object{meta(0, 0, 10)},
+			fail:    []Object{meta(1, 0, 10), meta(0, 0, 11)}},
 		{name: "distinct SetIDs are OR",
 			filters: []wire.RangeFilter{rf(wire.ParamSubgroupFilter, 0, rng(0, 0)), rf(wire.ParamPriorityFilter, 1, rng(0, 10))},
-			pass:    []ObjectMeta{meta(0, 0, 200), meta(7, 0, 10), meta(0, 0, 0)},
-			fail:    []ObjectMeta{meta(1, 0, 11)}},
+			pass:    []Object{meta(0, 0, 200), meta(7, 0, 10), meta(0, 0, 0)},
+			fail:    []Object{meta(1, 0, 11)}},
 		{name: "(A and B) or (C and D)",
 			filters: []wire.RangeFilter{
 				rf(wire.ParamSubgroupFilter, 0, rng(0, 0)), rf(wire.ParamObjectIDFilter, 0, rng(0, 9)),
 				rf(wire.ParamSubgroupFilter, 255, rng(1, 1)), rf(wire.ParamPriorityFilter, 255, rng(64, 64)),
 			},
-			pass: []ObjectMeta{meta(0, 9, 0), meta(1, 100, 64)},
-			fail: []ObjectMeta{meta(0, 10, 64), meta(1, 0, 63), meta(2, 0, 64)}},
+			pass: []Object{meta(0, 9, 0), meta(1, 100, 64)},
+			fail: []Object{meta(0, 10, 64), meta(1, 0, 63), meta(2, 0, 64)}},
 		{name: "two filters of one type in one SetID are AND (different property types)",
 			filters: []wire.RangeFilter{
 				{Type: wire.ParamObjectPropertyFilter, SetID: 2, PropertyType: 0x78, Ranges: []wire.Range{rng(1, 1)}},
 				{Type: wire.ParamObjectPropertyFilter, SetID: 2, PropertyType: 0x7A, Ranges: []wire.Range{rng(2, 2)}},
 			},
-			pass: []ObjectMeta{{Properties: props(t, wire.KVList{{Type: 0x78, Value: 1}, {Type: 0x7A, Value: 2}})}},
-			fail: []ObjectMeta{{Properties: props(t, wire.KVList{{Type: 0x78, Value: 1}})}, {Properties: props(t, wire.KVList{{Type: 0x7A, Value: 2}})}}},
+			pass: []Object{{Properties: props(t, wire.KVList{{Type: 0x78, Value: 1}, {Type: 0x7A, Value: 2}})}},
+			fail: []Object{{Properties: props(t, wire.KVList{{Type: 0x78, Value: 1}})}, {Properties: props(t, wire.KVList{{Type: 0x7A, Value: 2}})}}},
 		{name: "a filter with no Ranges matches nothing",
 			filters: []wire.RangeFilter{rf(wire.ParamSubgroupFilter, 0)},
-			fail:    []ObjectMeta{meta(0, 0, 0), meta(maxU, 0, 0)}},
+			fail:    []Object{meta(0, 0, 0), meta(maxU, 0, 0)}},
 		{name: "a filter with no Ranges only fails its own SetID",
 			filters: []wire.RangeFilter{rf(wire.ParamSubgroupFilter, 0), rf(wire.ParamObjectIDFilter, 1, rng(3, 3))},
-			pass:    []ObjectMeta{meta(0, 3, 0)},
-			fail:    []ObjectMeta{meta(0, 4, 0)}},
+			pass:    []Object{meta(0, 3, 0)},
+			fail:    []Object{meta(0, 4, 0)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := CompileRangeFilters(tt.filters)
+			m := CompileRanges(tt.filters)
 			for _, o := range tt.pass {
 				assert.True(t, m.Match(&o), "%+v should match", o)
 			}
@@ -348,12 +348,12 @@ func TestRangeFilterFromWire(t *testing.T) {
 			require.Len(t, p.RangeFilters, 1)
 			rs := p.RangeFilters[0].Ranges
 			assert.Equal(t, tt.openLast, rs[len(rs)-1].Open)
-			f := NewFilter(&p, LargestObject{})
+			f := New(&p, LargestObject{})
 			for _, o := range tt.in {
-				assert.True(t, f.Passes(ObjectMeta{Location: at(0, o)}), "object %d should pass", o)
+				assert.True(t, f.Passes(Object{Location: at(0, o)}), "object %d should pass", o)
 			}
 			for _, o := range tt.out {
-				assert.False(t, f.Passes(ObjectMeta{Location: at(0, o)}), "object %d should not pass", o)
+				assert.False(t, f.Passes(Object{Location: at(0, o)}), "object %d should not pass", o)
 			}
 		})
 	}
@@ -426,20 +426,20 @@ func TestTrackPropertyFilter(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				m := CompileRangeFilters(tt.filters)
+				m := CompileRanges(tt.filters)
 				assert.Equal(t, tt.want, m.MatchTrack(tt.props))
 				_, ok := m.ForTrack(tt.props)
 				assert.Equal(t, tt.want, ok)
 				p := wire.Params{RangeFilters: tt.filters}
-				assert.Equal(t, tt.want, NewFilter(&p, LargestObject{}).MatchTrack(tt.props))
+				assert.Equal(t, tt.want, New(&p, LargestObject{}).MatchTrack(tt.props))
 			})
 		}
 	})
 	t.Run("objects of an admitted track", func(t *testing.T) {
 		// SetID 0: kind in 1..2 (every object). SetID 1: kind 5 and object 0.
 		filters := []wire.RangeFilter{tpf(0, rng(1, 2)), tpf(1, rng(5, 5)), rf(wire.ParamObjectIDFilter, 1, rng(0, 0))}
-		m := CompileRangeFilters(filters)
-		obj0, obj1 := ObjectMeta{Location: at(0, 0)}, ObjectMeta{Location: at(0, 1)}
+		m := CompileRanges(filters)
+		obj0, obj1 := Object{Location: at(0, 0)}, Object{Location: at(0, 1)}
 
 		all, ok := m.ForTrack(track(1))
 		require.True(t, ok)
@@ -459,7 +459,7 @@ func TestTrackPropertyFilter(t *testing.T) {
 		assert.False(t, again.Match(&obj0))
 
 		p := wire.Params{RangeFilters: filters}
-		f := NewFilter(&p, LargestObject{})
+		f := New(&p, LargestObject{})
 		g, ok := f.ForTrack(track(5), LargestObject{})
 		require.True(t, ok)
 		assert.True(t, g.Passes(obj0))
@@ -467,14 +467,14 @@ func TestTrackPropertyFilter(t *testing.T) {
 		// A later update keeps SetID 0 dropped for this track.
 		require.NoError(t, g.Update(&wire.Params{RangeFilters: []wire.RangeFilter{rf(wire.ParamObjectIDFilter, 1, rng(0, 1))}}, LargestObject{}, 10))
 		assert.True(t, g.Passes(obj1))
-		assert.False(t, g.Passes(ObjectMeta{Location: at(0, 2)}))
+		assert.False(t, g.Passes(Object{Location: at(0, 2)}))
 		_, ok = f.ForTrack(track(9), LargestObject{})
 		assert.False(t, ok)
 	})
 	t.Run("location filter resolves per track", func(t *testing.T) {
 		p := wire.Params{Forward: wire.Some(false), LocationFilter: wire.Some(wire.RelativeFilter(1)),
 			RangeFilters: []wire.RangeFilter{tpf(0, rng(1, 1))}}
-		f := NewFilter(&p, LargestObject{})
+		f := New(&p, LargestObject{})
 		a, ok := f.ForTrack(track(1), LargestAt(at(3, 9)))
 		require.True(t, ok)
 		b, ok := f.ForTrack(track(1), LargestAt(at(8, 0)))
@@ -483,8 +483,8 @@ func TestTrackPropertyFilter(t *testing.T) {
 		assert.Equal(t, at(8, 0), b.Window().Start)
 		assert.False(t, a.Forward(), "FORWARD is inherited")
 		require.NoError(t, a.Update(&wire.Params{Forward: wire.Some(true)}, LargestAt(at(3, 9)), 1))
-		assert.True(t, a.Passes(ObjectMeta{Location: at(3, 0)}))
-		assert.False(t, a.Passes(ObjectMeta{Location: at(2, 9)}))
+		assert.True(t, a.Passes(Object{Location: at(3, 0)}))
+		assert.False(t, a.Passes(Object{Location: at(2, 9)}))
 	})
 }
 
@@ -512,11 +512,11 @@ func TestC024_NoObjectsOutsideRange(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := wire.Params{LocationFilter: wire.Some(tt.f)}
-			f := NewFilter(&p, tt.largest)
+			f := New(&p, tt.largest)
 			var sent []wire.Location
 			for g := range uint64(4) {
 				for o := range uint64(3) {
-					if f.Passes(ObjectMeta{Location: at(g, o)}) {
+					if f.Passes(Object{Location: at(g, o)}) {
 						sent = append(sent, at(g, o))
 					}
 				}
@@ -529,11 +529,11 @@ func TestC024_NoObjectsOutsideRange(t *testing.T) {
 // TestC027_PassRequiresAllFilters checks Pass = Forward AND Location AND
 // Range filters (§3.3.3).
 func TestC027_PassRequiresAllFilters(t *testing.T) {
-	in := ObjectMeta{Location: at(5, 1), SubgroupID: 0, PublisherPriority: 10}
+	in := Object{Location: at(5, 1), SubgroupID: 0, PublisherPriority: 10}
 	tests := []struct {
 		name string
 		p    wire.Params
-		meta ObjectMeta
+		meta Object
 		want bool
 	}{
 		{name: "defaults pass", meta: in, want: true},
@@ -557,42 +557,42 @@ func TestC027_PassRequiresAllFilters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := NewFilter(&tt.p, LargestAt(at(5, 0)))
+			f := New(&tt.p, LargestAt(at(5, 0)))
 			assert.Equal(t, tt.want, f.Passes(tt.meta))
 			assert.Equal(t, !tt.p.Forward.Set || tt.p.Forward.Value, f.Forward())
 		})
 	}
 	// Forward=0 passes nothing at all, whatever the other filters.
-	f := NewFilter(&wire.Params{Forward: wire.Some(false)}, LargestObject{})
+	f := New(&wire.Params{Forward: wire.Some(false)}, LargestObject{})
 	for g := range uint64(3) {
-		assert.False(t, f.Passes(ObjectMeta{Location: at(g, 0)}))
+		assert.False(t, f.Passes(Object{Location: at(g, 0)}))
 	}
-	assert.True(t, NewFilter(nil, LargestObject{}).Passes(in), "nil parameters pass everything")
+	assert.True(t, New(nil, LargestObject{}).Passes(in), "nil parameters pass everything")
 }
 
 func TestFilterFetch(t *testing.T) {
-	_, err := NewFetchFilter(nil, LargestObject{})
+	_, err := NewFetch(nil, LargestObject{})
 	requireCode(t, err, wire.ReqInvalidRange)
 
-	f, err := NewFetchFilter(nil, LargestAt(at(3, 4)))
+	f, err := NewFetch(nil, LargestAt(at(3, 4)))
 	require.NoError(t, err)
-	assert.Equal(t, LocationWindow{Start: at(0, 0), End: at(3, 4), Bounded: true}, f.Window())
-	assert.True(t, f.Passes(ObjectMeta{Location: at(0, 0)}))
-	assert.True(t, f.Passes(ObjectMeta{Location: at(3, 4)}))
-	assert.False(t, f.Passes(ObjectMeta{Location: at(3, 5)}), "objects after Largest Object are not fetched")
+	assert.Equal(t, Window{Start: at(0, 0), End: at(3, 4), Bounded: true}, f.Window())
+	assert.True(t, f.Passes(Object{Location: at(0, 0)}))
+	assert.True(t, f.Passes(Object{Location: at(3, 4)}))
+	assert.False(t, f.Passes(Object{Location: at(3, 5)}), "objects after Largest Object are not fetched")
 
 	p := wire.Params{
 		LocationFilter: wire.Some(wire.StartFilter(at(1, 0))),
 		RangeFilters:   []wire.RangeFilter{rf(wire.ParamObjectIDFilter, 0, rng(0, 0))},
 	}
-	f, err = NewFetchFilter(&p, LargestAt(at(3, 4)))
+	f, err = NewFetch(&p, LargestAt(at(3, 4)))
 	require.NoError(t, err)
-	assert.False(t, f.Passes(ObjectMeta{Location: at(0, 0)}))
-	assert.True(t, f.Passes(ObjectMeta{Location: at(2, 0)}))
-	assert.False(t, f.Passes(ObjectMeta{Location: at(2, 1)}))
+	assert.False(t, f.Passes(Object{Location: at(0, 0)}))
+	assert.True(t, f.Passes(Object{Location: at(2, 0)}))
+	assert.False(t, f.Passes(Object{Location: at(2, 1)}))
 
 	p.LocationFilter = wire.Some(wire.StartFilter(at(4, 0)))
-	_, err = NewFetchFilter(&p, LargestAt(at(3, 4)))
+	_, err = NewFetch(&p, LargestAt(at(3, 4)))
 	requireCode(t, err, wire.ReqInvalidRange)
 }
 
@@ -606,56 +606,56 @@ func TestFilterUpdate(t *testing.T) {
 			rf(wire.ParamObjectIDFilter, 0, rng(0, 5)),
 		},
 	}
-	obj := func(g, o, sub uint64) ObjectMeta { return ObjectMeta{Location: at(g, o), SubgroupID: sub} }
+	obj := func(g, o, sub uint64) Object { return Object{Location: at(g, o), SubgroupID: sub} }
 	tests := []struct {
 		name       string
 		update     wire.Params
 		largest    LargestObject
 		max        uint64
 		err        bool
-		pass, fail []ObjectMeta
+		pass, fail []Object
 		ranges     int
 	}{
 		{name: "empty update changes nothing", largest: LargestAt(at(9, 9)), max: 10, ranges: 3,
-			pass: []ObjectMeta{obj(2, 0, 0), obj(2, 9, 7)}, fail: []ObjectMeta{obj(1, 0, 0), obj(2, 6, 0)}},
+			pass: []Object{obj(2, 0, 0), obj(2, 9, 7)}, fail: []Object{obj(1, 0, 0), obj(2, 6, 0)}},
 		{name: "forward 0", update: wire.Params{Forward: wire.Some(false)}, max: 10, ranges: 3,
-			fail: []ObjectMeta{obj(2, 0, 0)}},
+			fail: []Object{obj(2, 0, 0)}},
 		{name: "relative filter resolves at update time", update: wire.Params{LocationFilter: wire.Some(wire.RelativeFilter(1))},
 			largest: LargestAt(at(8, 3)), max: 10, ranges: 3,
-			pass: []ObjectMeta{obj(8, 0, 0)}, fail: []ObjectMeta{obj(7, 0, 0), obj(2, 0, 0)}},
+			pass: []Object{obj(8, 0, 0)}, fail: []Object{obj(7, 0, 0), obj(2, 0, 0)}},
 		{name: "next object resolves at update time", update: wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter())},
 			largest: LargestAt(at(8, 3)), max: 10, ranges: 3,
-			pass: []ObjectMeta{obj(8, 4, 0)}, fail: []ObjectMeta{obj(8, 3, 0)}},
+			pass: []Object{obj(8, 4, 0)}, fail: []Object{obj(8, 3, 0)}},
 		{name: "zero fields removes the location filter", update: wire.Params{LocationFilter: wire.Some(wire.NoLocationFilter())},
-			max: 10, ranges: 3, pass: []ObjectMeta{obj(0, 0, 0), obj(1, 5, 7)}},
+			max: 10, ranges: 3, pass: []Object{obj(0, 0, 0), obj(1, 5, 7)}},
 		{name: "end group narrows", update: wire.Params{LocationFilter: wire.Some(wire.RangeFilterTo(at(2, 0), 3))},
-			max: 10, ranges: 3, pass: []ObjectMeta{obj(3, 5, 0)}, fail: []ObjectMeta{obj(4, 0, 0)}},
+			max: 10, ranges: 3, pass: []Object{obj(3, 5, 0)}, fail: []Object{obj(4, 0, 0)}},
 		{name: "range filter replaces every filter of its type",
 			update: wire.Params{RangeFilters: []wire.RangeFilter{rf(wire.ParamSubgroupFilter, 0, rng(3, 3))}}, max: 10, ranges: 2,
-			pass: []ObjectMeta{obj(2, 0, 3)}, fail: []ObjectMeta{obj(2, 0, 0), obj(2, 0, 7), obj(2, 6, 3)}},
+			pass: []Object{obj(2, 0, 3)}, fail: []Object{obj(2, 0, 0), obj(2, 0, 7), obj(2, 6, 3)}},
 		{name: "clear removes every filter of its type",
 			update: wire.Params{RangeFilters: []wire.RangeFilter{{Type: wire.ParamSubgroupFilter, Clear: true}}}, max: 10, ranges: 1,
-			pass: []ObjectMeta{obj(2, 0, 9), obj(2, 5, 0)}, fail: []ObjectMeta{obj(2, 6, 0)}},
+			pass: []Object{obj(2, 0, 9), obj(2, 5, 0)}, fail: []Object{obj(2, 6, 0)}},
 		{name: "clear of an absent type changes nothing",
 			update: wire.Params{RangeFilters: []wire.RangeFilter{{Type: wire.ParamPriorityFilter, Clear: true}}}, max: 10, ranges: 3,
-			pass: []ObjectMeta{obj(2, 0, 0)}, fail: []ObjectMeta{obj(2, 0, 3)}},
+			pass: []Object{obj(2, 0, 0)}, fail: []Object{obj(2, 0, 3)}},
 		{name: "new type is added",
 			update: wire.Params{RangeFilters: []wire.RangeFilter{rf(wire.ParamPriorityFilter, 0, rng(5, 5))}}, max: 10, ranges: 4,
-			pass: []ObjectMeta{{Location: at(2, 0), PublisherPriority: 5}, obj(2, 0, 7)},
-			fail: []ObjectMeta{{Location: at(2, 0), PublisherPriority: 6}}},
+			pass: []Object{{Location: at(2, 0), PublisherPriority: 5}, obj(2, 0, 7)},
+			fail: []Object{{Location: at(2, 0), PublisherPriority: 6}}},
 		{name: "ranges in effect over the limit are refused", err: true, max: 4,
 			update: wire.Params{Forward: wire.Some(false), LocationFilter: wire.Some(wire.NoLocationFilter()),
 				RangeFilters: []wire.RangeFilter{rf(wire.ParamPriorityFilter, 0, rng(1, 1), rng(3, 3))}}},
 		{name: "replacing stays within the limit", max: 3, ranges: 3,
 			update: wire.Params{RangeFilters: []wire.RangeFilter{rf(wire.ParamSubgroupFilter, 0, rng(1, 1), rng(3, 3))}},
-			pass:   []ObjectMeta{obj(2, 0, 3)}, fail: []ObjectMeta{obj(2, 0, 7)}},
+			pass:   []Object{obj(2, 0, 3)}, fail: []Object{obj(2, 0, 7)}},
 		{name: "fill ranges over the limit are refused", err: true, max: 3,
 			update: wire.Params{Forward: wire.Some(false), FillParameters: &wire.Params{
 				RangeFilters: []wire.RangeFilter{rf(wire.ParamPriorityFilter, 0, rng(1, 1))}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := NewFilter(&initial, largest0)
+			f := New(&initial, largest0)
 			before := *f
 			err := f.Update(&tt.update, tt.largest, tt.max)
 			if tt.err {
@@ -674,24 +674,24 @@ func TestFilterUpdate(t *testing.T) {
 		})
 	}
 	t.Run("forward toggles back", func(t *testing.T) {
-		f := NewFilter(nil, LargestObject{})
+		f := New(nil, LargestObject{})
 		require.NoError(t, f.Update(&wire.Params{Forward: wire.Some(false)}, LargestObject{}, 0))
-		assert.False(t, f.Passes(ObjectMeta{}))
+		assert.False(t, f.Passes(Object{}))
 		require.NoError(t, f.Update(&wire.Params{Forward: wire.Some(true)}, LargestObject{}, 0))
-		assert.True(t, f.Passes(ObjectMeta{}))
+		assert.True(t, f.Passes(Object{}))
 		require.NoError(t, f.Update(nil, LargestObject{}, 0))
-		assert.True(t, f.Passes(ObjectMeta{}))
+		assert.True(t, f.Passes(Object{}))
 	})
 	t.Run("filter does not alias the parameters", func(t *testing.T) {
 		p := wire.Params{RangeFilters: []wire.RangeFilter{rf(wire.ParamObjectIDFilter, 0, rng(0, 0))}}
-		f := NewFilter(&p, LargestObject{})
+		f := New(&p, LargestObject{})
 		p.RangeFilters[0].Ranges[0] = rng(1, 1)
-		assert.True(t, f.Passes(ObjectMeta{}))
-		assert.False(t, f.Passes(ObjectMeta{Location: at(0, 1)}))
+		assert.True(t, f.Passes(Object{}))
+		assert.False(t, f.Passes(Object{Location: at(0, 1)}))
 		// An update of another type recompiles from the filter's own copy.
 		require.NoError(t, f.Update(&wire.Params{RangeFilters: []wire.RangeFilter{rf(wire.ParamPriorityFilter, 0, from(0))}}, LargestObject{}, 10))
-		assert.True(t, f.Passes(ObjectMeta{}))
-		assert.False(t, f.Passes(ObjectMeta{Location: at(0, 1)}))
+		assert.True(t, f.Passes(Object{}))
+		assert.False(t, f.Passes(Object{Location: at(0, 1)}))
 	})
 }
 
@@ -723,7 +723,7 @@ func TestCheckFilterRanges(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := CheckFilterRanges(tt.p, tt.max)
+			err := CheckRanges(tt.p, tt.max)
 			if tt.err {
 				requireCode(t, err, wire.ReqInvalidFilter)
 				return
@@ -747,12 +747,12 @@ func busyFilter() *Filter {
 			rf(wire.ParamSubgroupFilter, 1, rng(100, 100)),
 		},
 	}
-	return NewFilter(&p, LargestAt(at(10, 0)))
+	return New(&p, LargestAt(at(10, 0)))
 }
 
-func busyMeta(t testing.TB) ObjectMeta {
+func busyMeta(t testing.TB) Object {
 	imm := props(t, wire.KVList{{Type: 0x3C, Value: 1}, {Type: 0x78, Value: 42}})
-	return ObjectMeta{
+	return Object{
 		Location: at(11, 3), SubgroupID: 6, PublisherPriority: 100,
 		Properties: props(t, wire.KVList{{Type: 0x02, Value: 500}, {Type: wire.PropImmutableProperties, Bytes: imm}, {Type: 0x7A, Value: 3}}),
 	}
@@ -778,9 +778,9 @@ func BenchmarkFilterPasses(b *testing.B) {
 		name string
 		f    *Filter
 	}{
-		{"unfiltered", NewFilter(nil, LargestObject{})},
-		{"location", NewFilter(&wire.Params{LocationFilter: wire.Some(wire.RangeFilterTo(at(5, 0), 20))}, LargestObject{})},
-		{"ranges", NewFilter(&wire.Params{RangeFilters: []wire.RangeFilter{
+		{"unfiltered", New(nil, LargestObject{})},
+		{"location", New(&wire.Params{LocationFilter: wire.Some(wire.RangeFilterTo(at(5, 0), 20))}, LargestObject{})},
+		{"ranges", New(&wire.Params{RangeFilters: []wire.RangeFilter{
 			rf(wire.ParamSubgroupFilter, 0, rng(0, 2), rng(5, 9)), rf(wire.ParamPriorityFilter, 0, rng(0, 200))}}, LargestObject{})},
 		{"location+ranges+property", busyFilter()},
 	}

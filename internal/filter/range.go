@@ -1,4 +1,4 @@
-package moqt
+package filter
 
 import (
 	"errors"
@@ -8,11 +8,9 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// This file decides which objects a subscription or fetch delivers (§3.3):
-// Largest Object tracking (§3.1.3), Location filters (§3.3.1, §9.20.10),
-// Range filters (§3.3.2, §8.6, §9.20.11–§9.20.15) and their combination
-// with FORWARD (§3.3.3). Nothing here locks: each value is owned by its
-// caller, which serializes access. Evaluating an object allocates nothing.
+// Range filters (§3.3.2, §8.6, §9.20.11–§9.20.15): compiling them, matching
+// objects and tracks against them, merging REQUEST_UPDATE's into those in
+// effect, and counting their Ranges against MAX_FILTER_RANGES.
 
 // rangeCond is one Range filter parameter, ready to evaluate.
 type rangeCond struct {
@@ -40,13 +38,13 @@ type RangeMatcher struct {
 	none bool
 }
 
-// CompileRangeFilters builds a RangeMatcher from Range filter parameters.
+// CompileRanges builds a RangeMatcher from Range filter parameters.
 // A Clear filter (Length 0) is no filter (§8.6) and is skipped. A filter
 // with a SetID but no Ranges matches nothing, since no Range holds the
 // value. Validation (C025, C028, C030–C032) is the decoder's; a Property
 // Type that is odd, which the decoder rejects, matches nothing, because
 // odd types carry no integer value (§8.3). fs is copied.
-func CompileRangeFilters(fs []wire.RangeFilter) RangeMatcher {
+func CompileRanges(fs []wire.RangeFilter) RangeMatcher {
 	var m RangeMatcher
 	for i := range fs {
 		f := &fs[i]
@@ -129,7 +127,7 @@ func inRanges(rs []wire.Range, v uint64) bool {
 // TRACK_PROPERTY_FILTER parameters are not evaluated here: they select
 // tracks, not objects (§3.3.2, §4.3), and count as satisfied; use ForTrack
 // to drop the SetIDs whose track part fails for a given track.
-func (m *RangeMatcher) Match(o *ObjectMeta) bool {
+func (m *RangeMatcher) Match(o *Object) bool {
 	if len(m.sets) == 0 {
 		return !m.none
 	}
@@ -141,7 +139,7 @@ func (m *RangeMatcher) Match(o *ObjectMeta) bool {
 	return false
 }
 
-func (s *rangeSet) matchObject(o *ObjectMeta) bool {
+func (s *rangeSet) matchObject(o *Object) bool {
 	for i := range s.conds {
 		if !s.conds[i].matchObject(o) {
 			return false
@@ -153,7 +151,7 @@ func (s *rangeSet) matchObject(o *ObjectMeta) bool {
 // matchObject evaluates one object filter (§9.20.11–§9.20.14). A datagram
 // object has no Subgroup ID, so it does not match a SUBGROUP_FILTER, just
 // as an object lacking a property does not match an OBJECT_PROPERTY_FILTER.
-func (c *rangeCond) matchObject(o *ObjectMeta) bool {
+func (c *rangeCond) matchObject(o *Object) bool {
 	switch c.typ {
 	case wire.ParamSubgroupFilter:
 		return !o.Datagram && inRanges(c.rs, o.SubgroupID)
@@ -168,7 +166,7 @@ func (c *rangeCond) matchObject(o *ObjectMeta) bool {
 }
 
 // errFound stops a Key-Value-Pair walk once a match is found.
-var errFound = errors.New("moqt: property found")
+var errFound = errors.New("filter: property found")
 
 // objectPropertyIn reports whether the raw Object Properties block holds
 // property typ with a value in rs, among the mutable properties or inside
@@ -221,9 +219,9 @@ func immutablePropertyIn(inner []byte, typ uint64, rs []wire.Range) bool {
 	return found
 }
 
-// trackPropertyIn reports whether Track Properties hold property typ with a
+// TrackPropertyIn reports whether Track Properties hold property typ with a
 // value in rs, among the properties or inside IMMUTABLE_PROPERTIES (§10.7).
-func trackPropertyIn(props wire.KVList, typ uint64, rs []wire.Range) bool {
+func TrackPropertyIn(props wire.KVList, typ uint64, rs []wire.Range) bool {
 	if typ%2 == 1 {
 		return false
 	}
@@ -245,7 +243,7 @@ func trackPropertyIn(props wire.KVList, typ uint64, rs []wire.Range) bool {
 // trackHolds reports whether every TRACK_PROPERTY_FILTER of s matches props.
 func (s *rangeSet) trackHolds(props wire.KVList) bool {
 	for _, c := range s.track {
-		if !trackPropertyIn(props, c.prop, c.rs) {
+		if !TrackPropertyIn(props, c.prop, c.rs) {
 			return false
 		}
 	}
@@ -314,15 +312,15 @@ func (m *RangeMatcher) without(drop *setBits) RangeMatcher {
 	return out
 }
 
-// CheckFilterRanges enforces the peer's limit on Ranges (§3.3.2, §9.1.6,
+// CheckRanges enforces the peer's limit on Ranges (§3.3.2, §9.1.6,
 // C026) for the parameters of a SUBSCRIBE, FETCH or SUBSCRIBE_TRACKS. It
 // counts the Ranges of every Range filter in p, and separately those in
 // effect for the fill fetch stream, whose FILL_PARAMETERS filters replace
 // the subscription's filters of the same type (§3.4). With a limit of 0
 // the peer must not send Range filters at all, so any filter that is not
-// Clear is rejected even with no Ranges. The error is a *RequestError with
+// Clear is rejected even with no Ranges. The error is a *Error with
 // INVALID_FILTER.
-func CheckFilterRanges(p *wire.Params, limit uint64) error {
+func CheckRanges(p *wire.Params, limit uint64) error {
 	if p == nil {
 		return nil
 	}
@@ -355,9 +353,9 @@ func checkRanges(base, over []wire.RangeFilter, limit uint64) error {
 	}
 	switch {
 	case limit == 0 && present:
-		return &RequestError{Code: wire.ReqInvalidFilter, Reason: "range filter sent while MAX_FILTER_RANGES is 0"} // C026
+		return &Error{Code: wire.ReqInvalidFilter, Reason: "range filter sent while MAX_FILTER_RANGES is 0"} // C026
 	case uint64(n) > limit:
-		return &RequestError{Code: wire.ReqInvalidFilter, Reason: fmt.Sprintf("%d ranges, more than MAX_FILTER_RANGES %d", n, limit)} // C026
+		return &Error{Code: wire.ReqInvalidFilter, Reason: fmt.Sprintf("%d ranges, more than MAX_FILTER_RANGES %d", n, limit)} // C026
 	}
 	return nil
 }
