@@ -108,7 +108,7 @@ func (r *SubgroupReader) Next() (ObjectHeader, error) {
 // the track's default, which does not change.
 func (r *SubgroupReader) check(o *wire.SubgroupObject) *MalformedTrackError {
 	h := &r.dec.Header
-	if !r.chk.started {
+	if !r.chk.started() {
 		r.prio = h.Priority
 		if h.DefaultPriority {
 			r.prio = r.sub.publisherPriority()
@@ -218,7 +218,7 @@ func (r *SubgroupReader) fail(err error) error {
 	switch {
 	case errors.Is(err, io.EOF) && r.remain == 0 && !errors.Is(err, wire.ErrTruncated):
 		r.err = io.EOF
-		if r.chk.started {
+		if r.chk.started() {
 			h := &r.dec.Header
 			if e := r.chk.fin(h.GroupID, h.EndOfGroup, r.sub.partialFins()); e != nil {
 				return r.malformed(e)
