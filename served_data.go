@@ -233,7 +233,7 @@ func (ss *ServedSubscription) uncountDataStream(str transport.SendStream) {
 	ss.streams--
 	delete(ss.dataStreams, str)
 	ss.mu.Unlock()
-	ss.sess.priorities().remove(str)
+	ss.sess.priorities().Remove(str)
 }
 
 // maxPendingOpens bounds a subscription's streams waiting for stream
@@ -249,7 +249,7 @@ func (ss *ServedSubscription) forgetDataStream(str transport.SendStream) {
 	ss.mu.Lock()
 	delete(ss.dataStreams, str)
 	ss.mu.Unlock()
-	ss.sess.priorities().remove(str)
+	ss.sess.priorities().Remove(str)
 }
 
 // resetDataStreams resets every data stream still open: on cancellation
@@ -266,7 +266,7 @@ func (ss *ServedSubscription) resetDataStreams(code wire.ResetCode) {
 	prio := ss.sess.priorities()
 	for str := range open {
 		str.CancelWrite(uint64(code))
-		prio.remove(str)
+		prio.Remove(str)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/priority"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -78,7 +79,7 @@ type Session struct {
 	pendingDatagrams []pendingDatagram // datagrams waiting for their alias
 	droppedDatagrams uint64            // datagrams dropped while waiting
 
-	prio prioTable // urgency of this session's data streams (raw QUIC)
+	prio priority.Table // urgency of this session's data streams (raw QUIC)
 }
 
 // newSession wraps conn. The caller runs handshake next.

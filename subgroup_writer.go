@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/internal/priority"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -373,7 +374,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun time.
 		} else if dp.priority != out.subscriber {
 			// A REQUEST_UPDATE changed the subscriber priority (§5.1.1).
 			out.subscriber = dp.priority
-			ss.sess.priorities().setSubscriber(ss.rs.id, dp.priority)
+			ss.sess.priorities().SetSubscriber(ss.rs.id, dp.priority)
 		}
 		// Past Config.MaxEarlyObjects before PUBLISH_OK, the object
 		// waits in the stream's backlog for the answer.
@@ -539,8 +540,8 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, dp dataParams)
 	if dp.order != 0 {
 		order = dp.order
 	}
-	ss.sess.priorities().add(str, streamPriority{owner: ss.rs.id, subscriber: dp.priority,
-		publisher: w.priority(), order: order, group: w.group, subgroup: w.subgroup})
+	ss.sess.priorities().Add(str, priority.Params{Owner: ss.rs.id, Subscriber: dp.priority,
+		Publisher: w.priority(), Order: order, Group: w.group, Subgroup: w.subgroup})
 	// The header goes out with the first object (encode); it is checked
 	// now.
 	b, err := h.Append(w.buf[:0])
