@@ -10,6 +10,14 @@
 // and takes sessions from Server.Accept. Either way the SETUP exchange is
 // complete when the *Session is returned.
 //
+// TLS is configured in one place, Config.TLSConfig, for both: Listen needs a
+// certificate in it, Dial verifies the server with it (nil: the system's
+// roots). Both clone it and set the ALPNs they offer. A client can instead
+// trust a server by the SHA-256 of its certificate, as browsers do with
+// WebTransport's serverCertificateHashes: Config.ServerCertificateHashes,
+// with the hash GenerateCertificate returns for the short-lived self-signed
+// certificate it makes.
+//
 // A session stays up while it is idle: keep-alive PINGs
 // (Config.KeepAlivePeriod, default 10 s) keep its connection within the
 // idle timeout (Config.MaxIdleTimeout, default 30 s) for as long as the

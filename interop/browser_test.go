@@ -318,9 +318,8 @@ func (h *harness) runScenario(t *testing.T, sc scenario) run {
 	require.NoError(t, err)
 	cfg := sc.cfg
 	cfg.Logger = logger
-	srv, err := moqt.Listen("127.0.0.1:0",
-		&tls.Config{Certificates: []tls.Certificate{cert}},
-		&cfg,
+	cfg.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv, err := moqt.Listen("127.0.0.1:0", &cfg,
 		&moqt.ServerOptions{CheckOrigin: func(r *http.Request) bool {
 			origin := r.Header.Get("Origin")
 			ok := origin == h.pageOrigin
