@@ -54,12 +54,12 @@ func Dial(ctx context.Context, rawURL string, cfg *Config) (*Session, error) {
 	if u.RawQuery != "" {
 		s.path += "?" + u.RawQuery
 	}
+	s.authority = u.Host
+	if u.Port() == "" {
+		s.authority = net.JoinHostPort(u.Hostname(), transport.DefaultPort)
+	}
 	setup := s.ownSetup()
 	if !conn.WebTransport() {
-		s.authority = u.Host
-		if u.Port() == "" {
-			s.authority = net.JoinHostPort(u.Hostname(), transport.DefaultPort)
-		}
 		setup.Authority = wire.Some(u.Host)
 		setup.Path = wire.Some(s.path)
 	}
