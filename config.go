@@ -76,7 +76,7 @@ type Config struct {
 	// MaxPendingBytes bounds the bytes read ahead, in total, from streams
 	// waiting for their alias. They are read rather than left unread so
 	// that they can never starve the control streams of flow control
-	// (C036); the bytes count until the application reads them, even
+	// (§11.3.1); the bytes count until the application reads them, even
 	// after the alias is known, and a stream that would exceed the bound
 	// is stopped with EXCESSIVE_LOAD. Default 1 MiB.
 	MaxPendingBytes int

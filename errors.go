@@ -113,9 +113,9 @@ func (e *DoneError) Error() string {
 // as an object past the final object of its group, a subgroup whose streams
 // disagree on its Publisher Priority, or an object carrying a Mandatory
 // Track Property (§3.6). The subscriber then cancels every subscription
-// to the track on the session (§6.4.2.3, C022), resetting and stopping
-// their streams with MALFORMED_TRACK, and drops the object that revealed it
-// (C023).
+// to the track on the session (§6.4.2.3), resetting and stopping
+// their streams with MALFORMED_TRACK, and drops the object that revealed
+// it.
 //
 // Their Err reports it, and so does the SubgroupReader that read the
 // offending object or FIN. It wraps ErrCancelled.
@@ -131,7 +131,7 @@ func (e *MalformedTrackError) Unwrap() error { return ErrCancelled }
 
 // ErrNoDynamicGroups is returned by Subscription.Update for a
 // NEW_GROUP_REQUEST on a track whose properties do not include
-// DYNAMIC_GROUPS with value 1 (§9.20.20, §10.6, C018). Nothing is sent.
+// DYNAMIC_GROUPS with value 1 (§9.20.20, §10.6). Nothing is sent.
 var ErrNoDynamicGroups = errors.New("moqt: NEW_GROUP_REQUEST needs a track with DYNAMIC_GROUPS = 1")
 
 // ErrCancelled is returned for a request that was cancelled: by the local
