@@ -2,8 +2,6 @@ package interop
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -450,14 +448,14 @@ func testBrowserKilled(t *testing.T, h *harness) {
 		cfg:        moqt.Config{Handler: handler, MaxSubscriberBacklog: liveBacklog, MaxIdleTimeout: liveIdle},
 		kill:       kill,
 		sessionEnd: idleBound,
-		onListen: func(url string, roots *x509.CertPool) {
+		onListen: func(url string, certHash [32]byte) {
 			logger := slog.New(slog.NewTextHandler(newLogWriter(t), &slog.HandlerOptions{Level: slog.LevelInfo})).
 				With("peer", "go-subscriber")
 			dialCtx, cancel := context.WithTimeout(ctx, closeTimeout)
 			defer cancel()
 			var err error
 			client, err = moqt.Dial(dialCtx, url, &moqt.Config{
-				TLSConfig: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}, Logger: logger})
+				ServerCertificateHashes: [][32]byte{certHash}, Logger: logger})
 			require.NoError(t, err, "the Go subscriber's Dial")
 			t.Cleanup(func() { _ = client.Close() })
 			sub, err := client.Subscribe(dialCtx, name, wire.Params{})
