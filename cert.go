@@ -19,7 +19,8 @@ import (
 
 // MaxCertificateValidity is the longest validity period a browser accepts
 // for a certificate pinned with WebTransport's serverCertificateHashes
-// option (W3C WebTransport, "custom certificate requirements").
+// option (W3C WebTransport, "custom certificate requirements"), and Dial
+// for one pinned with Config.ServerCertificateHashes.
 const MaxCertificateValidity = 14 * 24 * time.Hour
 
 // certBackdate is how far before now a generated certificate becomes
@@ -30,7 +31,8 @@ const certBackdate = time.Hour
 // hosts (DNS names or IP addresses; default 127.0.0.1, ::1 and localhost),
 // valid from an hour ago for less than MaxCertificateValidity in total. It
 // returns the certificate and the SHA-256 hash of its DER encoding, which is
-// what a browser passes in serverCertificateHashes to trust it without a CA.
+// what a browser passes in serverCertificateHashes, and a Dial in
+// Config.ServerCertificateHashes, to trust it without a CA.
 //
 // Such a certificate suits development, tests and pinned deployments; a new
 // one is needed at least every two weeks.
