@@ -94,6 +94,12 @@ func TestDialServerCertificateHashes(t *testing.T) {
 					require.NoError(t, err)
 					defer accepted.Close()
 					assert.Equal(t, tr.scheme == "https", s.WebTransport())
+					// Both ends know the authority the client asked for, on
+					// either transport.
+					assert.Equal(t, srv.Addr().String(), s.Authority())
+					assert.Equal(t, srv.Addr().String(), accepted.Authority())
+					assert.Equal(t, "/live", s.Path())
+					assert.Equal(t, "/live", accepted.Path())
 				})
 			}
 		})
