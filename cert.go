@@ -12,12 +12,15 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"slices"
+	"sync/atomic"
 	"time"
 )
 
 // MaxCertificateValidity is the longest validity period a browser accepts
 // for a certificate pinned with WebTransport's serverCertificateHashes
-// option (W3C WebTransport, "custom certificate requirements").
+// option (W3C WebTransport, "custom certificate requirements"), and Dial
+// for one pinned with Config.ServerCertificateHashes.
 const MaxCertificateValidity = 14 * 24 * time.Hour
 
 // certBackdate is how far before now a generated certificate becomes
@@ -28,7 +31,8 @@ const certBackdate = time.Hour
 // hosts (DNS names or IP addresses; default 127.0.0.1, ::1 and localhost),
 // valid from an hour ago for less than MaxCertificateValidity in total. It
 // returns the certificate and the SHA-256 hash of its DER encoding, which is
-// what a browser passes in serverCertificateHashes to trust it without a CA.
+// what a browser passes in serverCertificateHashes, and a Dial in
+// Config.ServerCertificateHashes, to trust it without a CA.
 //
 // Such a certificate suits development, tests and pinned deployments; a new
 // one is needed at least every two weeks.
@@ -76,4 +80,69 @@ func GenerateCertificate(hosts ...string) (tls.Certificate, [32]byte, error) {
 	}
 	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
 	return cert, sha256.Sum256(der), nil
+}
+
+// pinCertificates returns a clone of base (nil means an empty one) that
+// trusts the server by its leaf certificate's hash instead of a chain, as
+// WebTransport's serverCertificateHashes does (W3C WebTransport, "custom
+// certificate requirements"). Without hashes, base is cloned unchanged.
+// refused returns the error that made the check (or base's own
+// VerifyConnection) refuse the server, if one did: the QUIC handshake
+// reports only a TLS alert code.
+func pinCertificates(base *tls.Config, hashes [][32]byte) (c *tls.Config, refused func() error) {
+	c = &tls.Config{}
+	if base != nil {
+		c = base.Clone()
+	}
+	var verifyErr atomic.Pointer[error]
+	refused = func() error {
+		if p := verifyErr.Load(); p != nil {
+			return *p
+		}
+		return nil
+	}
+	if len(hashes) == 0 {
+		return c, refused
+	}
+	hashes = slices.Clone(hashes)
+	next := c.VerifyConnection
+	now := time.Now
+	if c.Time != nil {
+		now = c.Time
+	}
+	// The check replaces chain and name verification, which crypto/tls
+	// does only when InsecureSkipVerify is off.
+	c.InsecureSkipVerify = true
+	c.VerifyConnection = func(cs tls.ConnectionState) error {
+		err := checkPinned(cs.PeerCertificates, hashes, now())
+		if err == nil && next != nil {
+			err = next(cs)
+		}
+		if err != nil {
+			verifyErr.Store(&err)
+		}
+		return err
+	}
+	return c, refused
+}
+
+// checkPinned checks the server's certificates against hashes at time now.
+func checkPinned(certs []*x509.Certificate, hashes [][32]byte, now time.Time) error {
+	if len(certs) == 0 {
+		return errors.New("moqt: server sent no certificate")
+	}
+	leaf := certs[0]
+	sum := sha256.Sum256(leaf.Raw)
+	if !slices.Contains(hashes, sum) {
+		return fmt.Errorf("moqt: server certificate SHA-256 %x matches none of Config.ServerCertificateHashes", sum)
+	}
+	if now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
+		return fmt.Errorf("moqt: pinned server certificate is valid from %s to %s, not now (%s)",
+			leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	if leaf.NotAfter.Sub(leaf.NotBefore) > MaxCertificateValidity {
+		return fmt.Errorf("moqt: pinned server certificate is valid for %s, longer than MaxCertificateValidity (%s)",
+			leaf.NotAfter.Sub(leaf.NotBefore), MaxCertificateValidity)
+	}
+	return nil
 }

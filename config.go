@@ -13,7 +13,11 @@ import (
 // Config configures a Session. A nil *Config and every zero field mean the
 // documented default.
 type Config struct {
-	// TLSConfig is used by Dial. Dial adds the ALPNs it needs to a clone.
+	// TLSConfig configures TLS for Dial and Listen alike. Listen needs a
+	// certificate in it (Certificates, GetCertificate or
+	// GetConfigForClient; GenerateCertificate makes one for development).
+	// For Dial it may be nil: the system's roots then verify the server.
+	// Both work on a clone and set its NextProtos to the ALPNs they offer.
 	TLSConfig *tls.Config
 
 	// Versions lists the drafts to offer or accept, preferred first.
@@ -72,7 +76,7 @@ type Config struct {
 	// MaxPendingBytes bounds the bytes read ahead, in total, from streams
 	// waiting for their alias. They are read rather than left unread so
 	// that they can never starve the control streams of flow control
-	// (C036); the bytes count until the application reads them, even
+	// (§11.3.1); the bytes count until the application reads them, even
 	// after the alias is known, and a stream that would exceed the bound
 	// is stopped with EXCESSIVE_LOAD. Default 1 MiB.
 	MaxPendingBytes int
@@ -182,6 +186,20 @@ type Config struct {
 	// must be read to its end or closed. Default 10s; negative disables
 	// the check.
 	ReadStallTimeout time.Duration
+
+	// Certificate pinning (Dial only).
+	//
+	// ServerCertificateHashes, when set, trusts a server by the SHA-256
+	// of its certificate's DER encoding, as a browser does with
+	// WebTransport's serverCertificateHashes option, instead of by a
+	// chain to TLSConfig's roots: the leaf certificate must hash to one of
+	// them, be valid now (TLSConfig.Time, if set, tells the time), and
+	// have a validity period of at most MaxCertificateValidity. Neither
+	// the chain nor the server name is then checked; TLSConfig's own
+	// VerifyConnection, if any, still runs after this check. Dial fails
+	// with an error naming the hash when none matches. GenerateCertificate
+	// returns the hash of the certificate it makes.
+	ServerCertificateHashes [][32]byte
 
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler

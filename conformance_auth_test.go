@@ -327,8 +327,7 @@ func TestAuthTokenSetupConfigRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Dial(fakeCtx(t), "moqt://127.0.0.1:1/live", quietConfig(&Config{AuthorizationTokens: tc.toks}))
 			assert.ErrorIs(t, err, ErrAuthToken)
-			serverTLS, _ := fakeTLS()
-			_, err = Listen("127.0.0.1:0", serverTLS, quietConfig(&Config{AuthorizationTokens: tc.toks}), nil)
+			_, err = Listen("127.0.0.1:0", withServerTLS(quietConfig(&Config{AuthorizationTokens: tc.toks})), nil)
 			assert.ErrorIs(t, err, ErrAuthToken)
 		})
 	}

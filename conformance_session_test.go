@@ -302,8 +302,7 @@ func TestSessionGoroutinesEnd(t *testing.T) {
 // server itself before checking goroutines.
 func startLibServerNoCleanup(t *testing.T, cfg *Config) *libServer {
 	t.Helper()
-	serverTLS, _ := fakeTLS()
-	srv, err := Listen("127.0.0.1:0", serverTLS, quietConfig(cfg), nil)
+	srv, err := Listen("127.0.0.1:0", withServerTLS(quietConfig(cfg)), nil)
 	require.NoError(t, err)
 	return &libServer{t: t, srv: srv}
 }

@@ -24,7 +24,7 @@ func TestSetupLibraryServerSendsNoPathOrAuthority(t *testing.T) {
 	assert.Equal(t, "moqt-go", st.MoqtImplementation.Value)
 	assert.Equal(t, "/live", s.Path())
 	assert.Equal(t, ls.srv.Addr().String(), s.Authority())
-	assert.False(t, s.IsClient())
+	assert.False(t, s.isClient)
 }
 
 func TestSetupLibraryClientSendsPathAndAuthority(t *testing.T) {
@@ -47,7 +47,7 @@ func TestSetupLibraryClientSendsPathAndAuthority(t *testing.T) {
 			fp.sendSetup(&wire.Setup{})
 			s, err := dial.wait()
 			require.NoError(t, err)
-			assert.True(t, s.IsClient())
+			assert.True(t, s.isClient)
 		})
 	}
 }

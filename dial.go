@@ -2,7 +2,6 @@ package moqt
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 
@@ -19,7 +18,9 @@ import (
 //   - "https://host:port/path": WebTransport, offering the same identifiers
 //     in WT-Available-Protocols (§6.2.1).
 //
-// The default port is 443. Dial returns once the server's SETUP has
+// TLS comes from cfg.TLSConfig, cloned, with the ALPNs added; to trust a
+// server by its certificate's hash, as browsers do with a self-signed one,
+// set cfg.ServerCertificateHashes. The default port is 443. Dial returns once the server's SETUP has
 // arrived. A connection that fails without a MoQT close is reported as a
 // *TransportError: a server too busy to take it refuses it, which matches
 // ErrConnectionRefused.
@@ -32,15 +33,15 @@ func Dial(ctx context.Context, rawURL string, cfg *Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	var tlsConf *tls.Config
-	if cfg.TLSConfig != nil {
-		tlsConf = cfg.TLSConfig.Clone()
-	}
+	tlsConf, refused := pinCertificates(cfg.TLSConfig, cfg.ServerCertificateHashes)
 	dctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
 	defer cancel()
 	conn, err := transport.Dial(dctx, rawURL, tlsConf, &transport.DialConfig{Protocols: cfg.alpns(), Windows: cfg.windows(),
 		Options: cfg.transportOptions(), PacketConn: cfg.packetConn})
 	if err != nil {
+		if why := refused(); why != nil {
+			return nil, fmt.Errorf("%w (%w)", why, publicError(err))
+		}
 		return nil, publicError(err)
 	}
 	version, ok := wire.ParseALPN(conn.Protocol())
@@ -53,12 +54,12 @@ func Dial(ctx context.Context, rawURL string, cfg *Config) (*Session, error) {
 	if u.RawQuery != "" {
 		s.path += "?" + u.RawQuery
 	}
+	s.authority = u.Host
+	if u.Port() == "" {
+		s.authority = net.JoinHostPort(u.Hostname(), transport.DefaultPort)
+	}
 	setup := s.ownSetup()
 	if !conn.WebTransport() {
-		s.authority = u.Host
-		if u.Port() == "" {
-			s.authority = net.JoinHostPort(u.Hostname(), transport.DefaultPort)
-		}
 		setup.Authority = wire.Some(u.Host)
 		setup.Path = wire.Some(s.path)
 	}

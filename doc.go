@@ -10,6 +10,14 @@
 // and takes sessions from Server.Accept. Either way the SETUP exchange is
 // complete when the *Session is returned.
 //
+// TLS is configured in one place, Config.TLSConfig, for both: Listen needs a
+// certificate in it, Dial verifies the server with it (nil: the system's
+// roots). Both clone it and set the ALPNs they offer. A client can instead
+// trust a server by the SHA-256 of its certificate, as browsers do with
+// WebTransport's serverCertificateHashes: Config.ServerCertificateHashes,
+// with the hash GenerateCertificate returns for the short-lived self-signed
+// certificate it makes.
+//
 // A session stays up while it is idle: keep-alive PINGs
 // (Config.KeepAlivePeriod, default 10 s) keep its connection within the
 // idle timeout (Config.MaxIdleTimeout, default 30 s) for as long as the
@@ -20,15 +28,16 @@
 // # Requests
 //
 // Outgoing requests are methods: Session.Subscribe returns the subscriber's
-// end of a subscription (*Subscription), Session.Publish the publisher's end
-// of a publisher-initiated one (*ServedSubscription), Session.TrackStatus a
-// *TrackStatus. They block until the peer answers; a REQUEST_ERROR comes
-// back as *RequestError.
+// end of a subscription (*Subscription), LocalTrack.Publish the publisher's
+// end of a publisher-initiated one (*ServedSubscription), and
+// Session.TrackStatus a *TrackStatus. They block until the peer answers; a
+// REQUEST_ERROR comes back as *RequestError.
 //
 // Incoming requests go to Config.Handler, in the manner of net/http: one
-// goroutine per request, and the concrete type (*SubscribeRequest,
-// *PublishRequest, *TrackStatusRequest) is answered with Accept or Reject.
-// DefaultHandler rejects everything. Relays wrap handlers to route requests.
+// goroutine per request, and the concrete type is answered: a
+// *SubscribeRequest by the LocalTrack it names (LocalTrack.Accept), a
+// *PublishRequest and a *TrackStatusRequest with their Accept, each of
+// them with Reject. DefaultHandler rejects everything. Relays wrap handlers to route requests.
 // A Handler that panics is recovered, as in net/http: the panic is logged
 // with its stack to Config.Logger, the request ends with INTERNAL_ERROR (a
 // REQUEST_ERROR if it was not answered yet, else a reset of its stream),
@@ -65,7 +74,7 @@
 //
 // Blocking calls take a context; when it ends first, the request is
 // cancelled on the wire (RESET_STREAM and STOP_SENDING, §6.4.2.3).
-// Subscription.Close cancels a subscription; ServedSubscription.Done ends
+// Subscription.Close cancels a subscription; ServedSubscription.End ends
 // one with PUBLISH_DONE, and LocalTrack.End all of a track's, in parallel:
 // a subscriber that leaves its request stream unread has it reset with
 // TOO_FAR_BEHIND after Config.PublishDoneTimeout. Session.Context is
@@ -80,13 +89,16 @@
 // *RequestError ends one request. A session whose connection died without a
 // MoQT close (an idle timeout, a stateless reset, a QUIC transport error)
 // ends with a *SessionError whose Transport field, a *TransportError, says
-// how; Dial returns a *TransportError for a connection it could not make,
+// how (its Timeout method, and errors.As with quic-go's error types, tell
+// the cases apart); Dial returns a *TransportError for a connection it could not make,
 // and a server too busy to take one refuses it with QUIC's
 // CONNECTION_REFUSED, which matches ErrConnectionRefused. A reset stream
 // reports a *StreamError with its reset code (§12.5), from SubgroupReader
-// reads and inside the error of a cancelled request. A subscription ended by
-// its publisher reports *DoneError. Bad input from the peer never panics: it closes the
-// session with the code the spec names, or rejects the one request. A
+// reads and inside the error of a cancelled request. A subscription ended
+// by its publisher reports *DoneError; a REQUEST_ERROR or PUBLISH_DONE code
+// this draft does not define is to be read as INTERNAL_ERROR (§13). Bad
+// input from the peer never panics: it closes the session with the code
+// the spec names, or rejects the one request. A
 // publisher whose objects contradict one another sends a Malformed Track
 // (§12.1): the subscription cancels itself and reports
 // *MalformedTrackError. A subscription whose application leaves received

@@ -48,6 +48,8 @@ func (e *SessionError) Error() string {
 
 // A RequestError ends one request: a REQUEST_ERROR received or sent (§9.4).
 type RequestError struct {
+	// Code is as received. One this draft does not define
+	// (Code.Known() is false) must be treated as INTERNAL_ERROR (§13).
 	Code wire.RequestErrorCode
 	// RetryInterval is the wire value: 0 means do not retry, otherwise the
 	// minimum wait in milliseconds plus one.
@@ -91,31 +93,15 @@ func (e *RequestError) Error() string {
 	return fmt.Sprintf("moqt: request error %s: %s", e.Code, e.Reason)
 }
 
-// EffectiveCode is Code, or INTERNAL_ERROR when Code is not defined by the
-// draft: unknown codes are read as INTERNAL_ERROR (§13).
-func (e *RequestError) EffectiveCode() wire.RequestErrorCode {
-	if e.Code.Known() {
-		return e.Code
-	}
-	return wire.ReqInternalError
-}
-
 // A DoneError reports how the publisher ended an Established subscription
 // with PUBLISH_DONE (§9.9). TRACK_ENDED is a normal end, yet still reported
 // here so that the subscriber sees the status and Stream Count.
 type DoneError struct {
+	// Code is as received. One this draft does not define
+	// (Code.Known() is false) must be treated as INTERNAL_ERROR (§13).
 	Code        wire.PublishDoneCode
 	StreamCount uint64
 	Reason      string
-}
-
-// EffectiveCode is Code, or INTERNAL_ERROR when Code is not defined by the
-// draft: unknown codes are read as INTERNAL_ERROR (§13).
-func (e *DoneError) EffectiveCode() wire.PublishDoneCode {
-	if e.Code.Known() {
-		return e.Code
-	}
-	return wire.DoneInternalError
 }
 
 func (e *DoneError) Error() string {
@@ -127,9 +113,9 @@ func (e *DoneError) Error() string {
 // as an object past the final object of its group, a subgroup whose streams
 // disagree on its Publisher Priority, or an object carrying a Mandatory
 // Track Property (§3.6). The subscriber then cancels every subscription
-// to the track on the session (§6.4.2.3, C022), resetting and stopping
-// their streams with MALFORMED_TRACK, and drops the object that revealed it
-// (C023).
+// to the track on the session (§6.4.2.3), resetting and stopping
+// their streams with MALFORMED_TRACK, and drops the object that revealed
+// it.
 //
 // Their Err reports it, and so does the SubgroupReader that read the
 // offending object or FIN. It wraps ErrCancelled.
@@ -145,7 +131,7 @@ func (e *MalformedTrackError) Unwrap() error { return ErrCancelled }
 
 // ErrNoDynamicGroups is returned by Subscription.Update for a
 // NEW_GROUP_REQUEST on a track whose properties do not include
-// DYNAMIC_GROUPS with value 1 (§9.20.20, §10.6, C018). Nothing is sent.
+// DYNAMIC_GROUPS with value 1 (§9.20.20, §10.6). Nothing is sent.
 var ErrNoDynamicGroups = errors.New("moqt: NEW_GROUP_REQUEST needs a track with DYNAMIC_GROUPS = 1")
 
 // ErrCancelled is returned for a request that was cancelled: by the local
@@ -196,45 +182,23 @@ func protocolViolation(format string, args ...any) *SessionError {
 // could not be made, without a MoQT close: Dial returns it for a
 // connection that failed (a server that refused it, a handshake that timed
 // out), and a session whose connection died beneath it ends with a
-// *SessionError whose Transport it is. It wraps quic-go's error, so that
-// errors.As also finds *quic.IdleTimeoutError and the like, and matches
-// net.ErrClosed with errors.Is.
+// *SessionError whose Transport it is. Error says how it ended (idle
+// timeout, stateless reset, …). It wraps quic-go's error, so that
+// errors.As also finds *quic.IdleTimeoutError, *quic.StatelessResetError
+// and the like, and matches net.ErrClosed with errors.Is.
 type TransportError struct {
-	Kind TransportErrorKind
-	// Code is the QUIC transport error code (RFC 9000 §20.1) for
-	// TransportClosed, such as CONNECTION_REFUSED (0x2); for
-	// TransportApplicationClosed it is the application code of the QUIC
-	// connection under a WebTransport session (HTTP/3's, RFC 9114 §8.1).
-	// Otherwise 0.
+	// Code is the code of the CONNECTION_CLOSE that ended the connection:
+	// a QUIC transport error code (RFC 9000 §20.1) such as
+	// CONNECTION_REFUSED (0x2), or, for the QUIC connection under a
+	// WebTransport session closed without WT_CLOSE_SESSION, its
+	// application code (HTTP/3's, RFC 9114 §8.1). Otherwise 0.
 	Code   uint64
 	Reason string
 	// Remote reports whether the peer sent the close or the reset.
 	Remote bool
+	kind   transport.ConnErrorKind
 	err    error
 }
-
-// TransportErrorKind says how a connection ended without a MoQT close.
-type TransportErrorKind int
-
-// The ways a connection ends without a MoQT close.
-const (
-	// TransportLost is any other failure; Error describes it.
-	TransportLost TransportErrorKind = iota
-	// TransportIdleTimeout: nothing arrived within the idle timeout
-	// (Config.MaxIdleTimeout; keep-alive prevents it while the peer is
-	// reachable).
-	TransportIdleTimeout
-	// TransportHandshakeTimeout: the QUIC handshake did not complete.
-	TransportHandshakeTimeout
-	// TransportStatelessReset: the peer no longer knew the connection,
-	// typically because its process restarted.
-	TransportStatelessReset
-	// TransportClosed: a CONNECTION_CLOSE with a QUIC transport error code.
-	TransportClosed
-	// TransportApplicationClosed: the QUIC connection under a
-	// WebTransport session closed without WT_CLOSE_SESSION.
-	TransportApplicationClosed
-)
 
 // quicConnectionRefused is QUIC's CONNECTION_REFUSED (RFC 9000 §20.1).
 const quicConnectionRefused = 0x2
@@ -249,21 +213,18 @@ func (e *TransportError) Error() string {
 	return "moqt: " + strings.TrimPrefix(e.err.Error(), "moqt transport: ")
 }
 
-// String names the kind, as in "idle timeout".
-func (k TransportErrorKind) String() string { return transport.ConnErrorKind(k).String() }
-
 // Unwrap returns the QUIC library's error.
 func (e *TransportError) Unwrap() error { return errors.Unwrap(e.err) }
 
 // Is reports whether target is ErrConnectionRefused and e a refusal.
 func (e *TransportError) Is(target error) bool {
-	return target == ErrConnectionRefused && e.Kind == TransportClosed && e.Code == quicConnectionRefused && e.Remote
+	return target == ErrConnectionRefused && e.kind == transport.ConnTransportClose && e.Code == quicConnectionRefused && e.Remote
 }
 
 // Timeout reports whether e is an idle or handshake timeout, as a
 // net.Error does.
 func (e *TransportError) Timeout() bool {
-	return e.Kind == TransportIdleTimeout || e.Kind == TransportHandshakeTimeout
+	return e.kind == transport.ConnIdleTimeout || e.kind == transport.ConnHandshakeTimeout
 }
 
 // A StreamError reports that a stream of the session was reset
@@ -309,8 +270,7 @@ func publicError(err error) error {
 	return err
 }
 
-// transportError converts e; TransportErrorKind mirrors
-// transport.ConnErrorKind value for value.
+// transportError converts e.
 func transportError(e *transport.ConnError) *TransportError {
-	return &TransportError{Kind: TransportErrorKind(e.Kind), Code: e.Code, Reason: e.Reason, Remote: e.Remote, err: e}
+	return &TransportError{Code: e.Code, Reason: e.Reason, Remote: e.Remote, kind: e.Kind, err: e}
 }

@@ -3,7 +3,6 @@ package moqt_test
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"time"
@@ -29,21 +28,21 @@ func Example() {
 		}
 		moqt.DefaultHandler.ServeMOQT(r)
 	})
-	cert, _, _ := moqt.GenerateCertificate()
-	srv, err := moqt.Listen("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}},
-		&moqt.Config{Handler: handler, Logger: quiet}, nil)
+	cert, hash, _ := moqt.GenerateCertificate()
+	srv, err := moqt.Listen("127.0.0.1:0", &moqt.Config{
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
+		Handler:   handler,
+		Logger:    quiet,
+	}, nil)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer srv.Close()
 
-	// The subscriber trusts the self-signed certificate.
-	leaf, _ := x509.ParseCertificate(cert.Certificate[0])
-	roots := x509.NewCertPool()
-	roots.AddCert(leaf)
+	// The subscriber trusts the self-signed certificate by its hash.
 	sess, err := moqt.Dial(ctx, "moqt://"+srv.Addr().String()+"/example",
-		&moqt.Config{TLSConfig: &tls.Config{RootCAs: roots}, Logger: quiet})
+		&moqt.Config{ServerCertificateHashes: [][32]byte{hash}, Logger: quiet})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -48,6 +48,19 @@ var fakeTLS = sync.OnceValues(func() (*tls.Config, *tls.Config) {
 		&tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
 })
 
+// withServerTLS returns a copy of cfg, or a new Config, whose TLSConfig is
+// the package's server certificate unless cfg sets one.
+func withServerTLS(cfg *Config) *Config {
+	var out Config
+	if cfg != nil {
+		out = *cfg
+	}
+	if out.TLSConfig == nil {
+		out.TLSConfig, _ = fakeTLS()
+	}
+	return &out
+}
+
 // fakeCtx returns a context that ends after fakeGuard or with the test.
 func fakeCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), fakeGuard)
@@ -109,8 +122,7 @@ type libServer struct {
 
 func startLibServer(t *testing.T, cfg *Config, opts *ServerOptions) *libServer {
 	t.Helper()
-	serverTLS, _ := fakeTLS()
-	srv, err := Listen("127.0.0.1:0", serverTLS, quietConfig(cfg), opts)
+	srv, err := Listen("127.0.0.1:0", withServerTLS(quietConfig(cfg)), opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
 	return &libServer{t: t, srv: srv}

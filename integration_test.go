@@ -58,7 +58,9 @@ func listenLoopback(t *testing.T, serverCfg *Config) (*pair, []byte) {
 	t.Helper()
 	cert, _, err := GenerateCertificate()
 	require.NoError(t, err)
-	srv, err := Listen("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}}, serverCfg, nil)
+	cfg := *serverCfg
+	cfg.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv, err := Listen("127.0.0.1:0", &cfg, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })
 	leaf, err := x509.ParseCertificate(cert.Certificate[0])

@@ -55,18 +55,22 @@ type ServerOptions struct {
 	MaxPendingSessions int
 }
 
-// Listen starts a Server on the UDP address addr. tlsConf must carry a
-// certificate (see GenerateCertificate); cfg configures every session.
-func Listen(addr string, tlsConf *tls.Config, cfg *Config, opts *ServerOptions) (*Server, error) {
+// Listen starts a Server on the UDP address addr. cfg configures every
+// session; its TLSConfig must carry a certificate (see
+// GenerateCertificate). opts may be nil.
+func Listen(addr string, cfg *Config, opts *ServerOptions) (*Server, error) {
 	if opts == nil {
 		opts = &ServerOptions{}
 	}
 	cfg = cfg.withDefaults()
+	if err := checkServerTLS(cfg.TLSConfig); err != nil {
+		return nil, err
+	}
 	if err := checkSetupTokens(cfg.AuthorizationTokens); err != nil {
 		return nil, err
 	}
 	srv := &Server{cfg: cfg, queue: newAcceptQueue(opts.MaxPendingSessions)}
-	ln, err := transport.Listen(addr, tlsConf, &transport.ListenConfig{Protocols: cfg.alpns(), CheckOrigin: opts.CheckOrigin,
+	ln, err := transport.Listen(addr, cfg.TLSConfig, &transport.ListenConfig{Protocols: cfg.alpns(), CheckOrigin: opts.CheckOrigin,
 		Windows: cfg.windows(), Options: cfg.transportOptions(), Refuse: srv.queue.full})
 	if err != nil {
 		return nil, err
@@ -76,6 +80,15 @@ func Listen(addr string, tlsConf *tls.Config, cfg *Config, opts *ServerOptions) 
 	srv.wg.Add(1)
 	go srv.acceptLoop(opts.CheckSetup)
 	return srv, nil
+}
+
+// checkServerTLS refuses a TLS configuration that cannot serve a
+// certificate, before a client finds out in its handshake.
+func checkServerTLS(c *tls.Config) error {
+	if c == nil || (len(c.Certificates) == 0 && c.GetCertificate == nil && c.GetConfigForClient == nil) {
+		return errors.New("moqt: Listen needs a certificate in Config.TLSConfig")
+	}
+	return nil
 }
 
 // Addr is the address the server listens on.

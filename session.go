@@ -210,16 +210,16 @@ func (s *Session) Context() context.Context { return s.ctx }
 // Version is the negotiated draft.
 func (s *Session) Version() wire.Version { return s.version }
 
-// IsClient reports whether this endpoint is the client.
-func (s *Session) IsClient() bool { return s.isClient }
-
 // WebTransport reports whether the session runs over WebTransport.
 func (s *Session) WebTransport() bool { return s.conn.WebTransport() }
 
-// Path is the path and query the client asked for.
+// Path is the path and query the client asked for: in the PATH Setup
+// Option on raw QUIC (§9.1.2), in the CONNECT request on WebTransport.
 func (s *Session) Path() string { return s.path }
 
-// Authority is the authority the client asked for (raw QUIC only).
+// Authority is the host and port the client asked for: in the AUTHORITY
+// Setup Option on raw QUIC (§9.1.1), in the CONNECT request on
+// WebTransport.
 func (s *Session) Authority() string { return s.authority }
 
 // PeerSetup returns the peer's SETUP: its Setup Options, including any

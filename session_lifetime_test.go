@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -115,7 +116,7 @@ func TestIdleTimeoutIsTransportError(t *testing.T) {
 				}
 				assert.Equal(t, wire.InternalError, se.Code, "no MoQT code: %v", se)
 				require.NotNil(t, se.Transport, "a transport death: %v", se)
-				assert.Equal(t, TransportIdleTimeout, se.Transport.Kind)
+				assert.Equal(t, transport.ConnIdleTimeout, se.Transport.kind)
 				assert.True(t, se.Transport.Timeout())
 				assert.Contains(t, se.Error(), "idle timeout")
 				var te *TransportError
@@ -359,7 +360,7 @@ func TestAcceptQueueBounded(t *testing.T) {
 			require.Error(t, refused, "the server never refused a connection")
 			var te *TransportError
 			require.ErrorAs(t, refused, &te)
-			assert.Equal(t, TransportClosed, te.Kind)
+			assert.Equal(t, transport.ConnTransportClose, te.kind)
 			assert.Equal(t, uint64(0x2), te.Code)
 			assert.True(t, te.Remote)
 			var qe *quic.TransportError

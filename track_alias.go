@@ -25,7 +25,7 @@ import (
 type aliasTable struct {
 	next uint64
 	// byTrack holds the shared aliases, with Config.SharedTrackAliases.
-	byTrack map[string]*publishedAlias
+	byTrack map[wire.TrackKey]*publishedAlias
 	// subs is copy-on-write: routing reads a slice without the lock.
 	subs map[uint64][]*Subscription
 	// ended remembers aliases whose last subscription just ended, so late
@@ -66,10 +66,6 @@ type publishedAlias struct {
 	users int
 }
 
-// trackKey is a map key for a track: the canonical rendering of §8.8,
-// which is bijective.
-func trackKey(t wire.FullTrackName) string { return t.String() }
-
 // publisherAlias returns the alias of a new subscription this end serves
 // to track: a fresh one, or with Config.SharedTrackAliases the one the
 // track's live subscriptions use.
@@ -83,9 +79,9 @@ func (s *Session) publisherAlias(track wire.FullTrackName) uint64 {
 		return a
 	}
 	if t.byTrack == nil {
-		t.byTrack = map[string]*publishedAlias{}
+		t.byTrack = map[wire.TrackKey]*publishedAlias{}
 	}
-	key := trackKey(track)
+	key := track.Key()
 	a := t.byTrack[key]
 	if a == nil {
 		a = &publishedAlias{alias: t.next}
@@ -100,7 +96,7 @@ func (s *Session) publisherAlias(track wire.FullTrackName) uint64 {
 func (s *Session) releaseAlias(track wire.FullTrackName, alias uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := trackKey(track)
+	key := track.Key()
 	if a := s.aliases.byTrack[key]; a != nil && a.alias == alias {
 		if a.users--; a.users == 0 {
 			delete(s.aliases.byTrack, key)

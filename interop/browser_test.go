@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -272,8 +271,9 @@ type scenario struct {
 	// cfg is the server's Config; the harness sets its Logger.
 	cfg moqt.Config
 	// onListen, if set, runs before the browser starts, with the server's
-	// raw QUIC URL and the roots that trust its certificate.
-	onListen func(url string, roots *x509.CertPool)
+	// raw QUIC URL and the SHA-256 of its certificate, which the browser
+	// pins too.
+	onListen func(url string, certHash [32]byte)
 	// onAccept, if set, runs in the accept goroutine with the browser's
 	// session, while the browser is still connected.
 	onAccept func(*moqt.Session)
@@ -318,9 +318,8 @@ func (h *harness) runScenario(t *testing.T, sc scenario) run {
 	require.NoError(t, err)
 	cfg := sc.cfg
 	cfg.Logger = logger
-	srv, err := moqt.Listen("127.0.0.1:0",
-		&tls.Config{Certificates: []tls.Certificate{cert}},
-		&cfg,
+	cfg.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv, err := moqt.Listen("127.0.0.1:0", &cfg,
 		&moqt.ServerOptions{CheckOrigin: func(r *http.Request) bool {
 			origin := r.Header.Get("Origin")
 			ok := origin == h.pageOrigin
@@ -367,11 +366,7 @@ func (h *harness) runScenario(t *testing.T, sc scenario) run {
 	}()
 
 	if sc.onListen != nil {
-		leaf, err := x509.ParseCertificate(cert.Certificate[0])
-		require.NoError(t, err)
-		roots := x509.NewCertPool()
-		roots.AddCert(leaf)
-		sc.onListen("moqt://"+srv.Addr().String()+serverPath, roots)
+		sc.onListen("moqt://"+srv.Addr().String()+serverPath, hash)
 	}
 
 	var r run

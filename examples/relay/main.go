@@ -57,8 +57,8 @@ func run(ctx context.Context, addr, certFile, keyFile string, log *slog.Logger, 
 	if err != nil {
 		return err
 	}
-	srv, err := moqt.Listen(addr, &tls.Config{Certificates: []tls.Certificate{cert}},
-		&moqt.Config{Logger: log}, &moqt.ServerOptions{CheckOrigin: func(*http.Request) bool { return true }})
+	srv, err := moqt.Listen(addr, &moqt.Config{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}, Logger: log},
+		&moqt.ServerOptions{CheckOrigin: func(*http.Request) bool { return true }})
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -45,26 +44,25 @@ func run() error {
 	}
 	fmt.Printf("certificate SHA-256 %x (valid < 14 days)\n", sum)
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := moqt.Listen("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}},
-		&moqt.Config{Handler: moqt.HandlerFunc(serve), Logger: quiet}, nil)
+	srv, err := moqt.Listen("127.0.0.1:0", &moqt.Config{
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
+		Handler:   moqt.HandlerFunc(serve),
+		Logger:    quiet,
+	}, nil)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	leaf, err := x509.ParseCertificate(cert.Certificate[0])
-	if err != nil {
-		return err
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(leaf)
 
 	for _, scheme := range []string{"moqt", "https"} {
 		url := scheme + "://" + srv.Addr().String() + "/tour"
 		fmt.Printf("\n== %s\n", url)
 		if err := visit(srv, url, &moqt.Config{
-			TLSConfig: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"},
-			Logger:    quiet,
-			Handler:   moqt.HandlerFunc(acceptPublish),
+			// The client trusts the self-signed certificate by its hash,
+			// as a browser does with serverCertificateHashes.
+			ServerCertificateHashes: [][32]byte{sum},
+			Logger:                  quiet,
+			Handler:                 moqt.HandlerFunc(acceptPublish),
 		}); err != nil {
 			return err
 		}

@@ -338,7 +338,7 @@ func NewMoQT(ctx context.Context) (_ *MoQT, err error) {
 		}
 		moqt.DefaultHandler.ServeMOQT(r)
 	})
-	srv, err := moqt.Listen("127.0.0.1:0", stls, &moqt.Config{Logger: quiet, Handler: handler}, nil)
+	srv, err := moqt.Listen("127.0.0.1:0", &moqt.Config{TLSConfig: stls, Logger: quiet, Handler: handler}, nil)
 	if err != nil {
 		return nil, err
 	}
