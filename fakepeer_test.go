@@ -514,7 +514,7 @@ func servedCh(opts AcceptOptions) (Handler, <-chan *ServedSubscription) {
 			_ = r.Reject(wire.ReqNotSupported, "")
 			return
 		}
-		ss, err := sr.Accept(opts)
+		ss, err := acceptLocal(sr, opts)
 		if err == nil {
 			ch <- ss
 		}

@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -37,6 +38,16 @@ type Request interface {
 	Session() *Session
 	// RequestID is the Request ID the peer gave it (§6.4.2.1).
 	RequestID() uint64
+	// Namespace is the namespace the request names: its track's Track
+	// Namespace (§2.4.1). ServeMux routes by it.
+	Namespace() wire.Namespace
+	// Context is cancelled, with the reason as its cause, when the peer
+	// gives up the request (a stream reset or STOP_SENDING, whose cause
+	// wraps ErrCancelled), when the request ends (it is refused, its
+	// subscription ends, its stream closes), or when the session ends: a
+	// handler that waits on something else, an upstream or a cache,
+	// selects on it.
+	Context() context.Context
 	// Reject answers with REQUEST_ERROR and closes the stream (§9.4).
 	Reject(code wire.RequestErrorCode, reason string) error
 	// AuthorizationTokens returns the request's authorization tokens,
@@ -68,10 +79,20 @@ type incoming struct {
 	// Set before the request reaches the Handler.
 	rejected func(*RequestError)
 	tokens   []AuthToken
+	ns       wire.Namespace
+	// ctx is the request's Context; the stream's read loop, a refusal and
+	// the request's own end cancel it.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
 
-func newIncoming(rs *requestStream, tokens []AuthToken) incoming {
-	return incoming{sess: rs.sess, rs: rs, answeredCh: make(chan struct{}), tokens: tokens}
+// newIncoming prepares the shared part of a peer's request on rs, which
+// names ns (detached). Its Context ends at the latest with the read loop
+// that the request's stream runs once handed to the Handler (handOff).
+func newIncoming(rs *requestStream, tokens []AuthToken, ns wire.Namespace) incoming {
+	ctx, cancel := context.WithCancelCause(rs.sess.ctx)
+	return incoming{sess: rs.sess, rs: rs, answeredCh: make(chan struct{}), tokens: tokens, ns: ns,
+		ctx: ctx, cancel: cancel}
 }
 
 func (in *incoming) base() *incoming { return in }
@@ -81,6 +102,13 @@ func (in *incoming) Session() *Session { return in.sess }
 
 // RequestID is the Request ID the peer gave the request.
 func (in *incoming) RequestID() uint64 { return in.rs.id }
+
+// Namespace is the namespace the request names.
+func (in *incoming) Namespace() wire.Namespace { return in.ns }
+
+// Context is cancelled when the peer gives up the request, when it ends,
+// or when the session ends; its cause says which.
+func (in *incoming) Context() context.Context { return in.ctx }
 
 // AuthorizationTokens returns the request's AUTHORIZATION_TOKENs with their
 // aliases resolved, in message order; a DELETE only retires an alias and
@@ -121,8 +149,17 @@ func (in *incoming) rejectWith(e *RequestError) error {
 		if in.rejected != nil {
 			in.rejected(e)
 		}
+		in.cancel(e) // the request is over
 		return nil
 	})
+}
+
+// handOff gives r, ready for its answer, to the Handler; the read loop of
+// its stream, which the caller runs next, ends r's Context.
+func (s *Session) handOff(r Request) {
+	in := r.base()
+	in.rs.peer = in
+	s.serve(r)
 }
 
 // serve starts the Handler for r in a goroutine of its own, which Close

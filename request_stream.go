@@ -35,6 +35,10 @@ type requestStream struct {
 	// when it is answered (§8.9). Both are set before the stream is read.
 	tokenKey   *tokenStream
 	sentTokens *tokenUse
+	// peer is the request a peer's stream carries, once it is handed to
+	// the Handler: the read loop ends its Context. Set before the loop
+	// starts; the loop's goroutine alone reads it.
+	peer *incoming
 
 	wmu sync.Mutex // guards the fields below and serializes writes
 	// typ is the type of the request that opened the stream: set before
@@ -201,38 +205,6 @@ func (rs *requestStream) watchStopSending(fn func()) (stop func() bool) {
 			fn()
 		}
 	})
-}
-
-// drain reads and discards what the peer still sends on a request that
-// this end refused, until its FIN or reset (§6.4.2.2). Messages the peer
-// sent before it saw the answer, such as a REQUEST_UPDATE, are no error;
-// but they are held to the same rules as on a live request: who may send
-// them (checkSender, in readMessage) and those of crossed. This end sends
-// no REQUEST_UPDATE here, so a REQUEST_OK or REQUEST_ERROR answers
-// nothing, and nothing may follow a PUBLISH_DONE.
-func (rs *requestStream) drain() error {
-	ended := false
-	for {
-		m, err := rs.readMessage()
-		if err != nil && !isReject(err) {
-			if se, ok := asSessionError(err); ok && !se.Remote {
-				return se
-			}
-			return nil
-		}
-		if ended {
-			return protocolViolation("%s after PUBLISH_DONE on request stream %d", m.Type(), rs.id)
-		}
-		if err := rs.crossed(m); err != nil {
-			return err
-		}
-		switch m.(type) {
-		case *wire.RequestOK, *wire.RequestError:
-			return protocolViolation("%s with no REQUEST_UPDATE outstanding on request stream %d", m.Type(), rs.id)
-		case *wire.PublishDone:
-			ended = true
-		}
-	}
 }
 
 // crossed applies, to a message the peer sent on a request this end has

@@ -545,3 +545,33 @@ func TestCancelWakesBlockedWrite(t *testing.T) {
 	require.NoError(t, recvOrFail(t, cancelled), "cancel returns")
 	assert.Error(t, recvOrFail(t, written), "the blocked write fails")
 }
+
+// acceptLocal accepts sr the way an application does, through a LocalTrack
+// of its track, with opts.Properties as the Track Properties; opts.Largest,
+// if set, becomes the track's Largest Object first, so that SUBSCRIBE_OK
+// reports it.
+func acceptLocal(sr *SubscribeRequest, opts AcceptOptions) (*ServedSubscription, error) {
+	lt, err := NewLocalTrack(sr.Track, opts.Properties)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Largest.Set {
+		lt.noteObject(opts.Largest.Value)
+	}
+	return lt.Accept(sr, opts)
+}
+
+// publishLocal offers track to the peer of s the way an application does,
+// through a LocalTrack with props as its Track Properties;
+// params.LargestObject, if set, becomes the track's Largest Object first,
+// so that the PUBLISH reports it.
+func publishLocal(ctx context.Context, s *Session, track wire.FullTrackName, params wire.Params, props wire.KVList) (*ServedSubscription, error) {
+	lt, err := NewLocalTrack(track, props)
+	if err != nil {
+		return nil, err
+	}
+	if params.LargestObject.Set {
+		lt.noteObject(params.LargestObject.Value)
+	}
+	return lt.Publish(ctx, s, params)
+}

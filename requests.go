@@ -38,16 +38,6 @@ type AcceptOptions struct {
 	OnUpdate func(ss *ServedSubscription, update *wire.Params) error
 }
 
-// Context is cancelled when the subscriber cancels the request or the
-// session ends, so that a handler waiting on an upstream can give up.
-func (r *SubscribeRequest) Context() context.Context { return r.served.ctx }
-
-// Accept answers with SUBSCRIBE_OK and returns the publisher's end of the
-// now Established subscription (§3.1).
-func (r *SubscribeRequest) Accept(opts AcceptOptions) (*ServedSubscription, error) {
-	return r.accept(opts, nil)
-}
-
 // accept answers with SUBSCRIBE_OK. join, if set, starts serving the
 // subscription before the answer is written: it moves it to Established
 // and returns the Largest Object the answer reports, which is then exactly
@@ -97,39 +87,31 @@ func (r *SubscribeRequest) accept(opts AcceptOptions, join func(*ServedSubscript
 	return ss, nil
 }
 
-// Reject answers with REQUEST_ERROR (§9.4). The request is then over.
-func (r *SubscribeRequest) Reject(code wire.RequestErrorCode, reason string) error {
-	return r.incoming.Reject(code, reason)
-}
-
 // serveSubscribe hands a SUBSCRIBE to the Handler and reads the
 // subscriber's side of the stream until the subscription ends.
 func (s *Session) serveSubscribe(rs *requestStream, m *wire.Subscribe, toks []AuthToken) error {
-	m, err := detach(s.version, m)
-	if err != nil {
-		return err
-	}
 	if err := CheckFilterRanges(&m.Parameters, s.cfg.MaxFilterRanges); err != nil {
 		rs.reject(asRequestError(err)) // C026
 		return rs.drain()
 	}
 	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
+	ss := newServedSubscription(rs, track, m.Parameters, StatePendingSubscriber)
 	req := &SubscribeRequest{
-		incoming: newIncoming(rs, toks),
+		incoming: newIncoming(rs, toks, track.Namespace),
 		Track:    track,
 		Params:   m.Parameters,
-		served:   newServedSubscription(rs, track, m.Parameters, StatePendingSubscriber),
+		served:   ss,
 	}
 	req.rejected = func(e *RequestError) {
-		req.served.terminate(e)
-		req.served.finish()
+		ss.terminate(e)
+		ss.finish()
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.serve(req)
-	}()
-	return req.served.run()
+	// The request is the subscription: it ends with it, PUBLISH_DONE
+	// included.
+	stop := context.AfterFunc(ss.ctx, func() { req.cancel(context.Cause(ss.ctx)) })
+	defer stop()
+	s.handOff(req)
+	return rs.serve(ss)
 }
 
 // PublishRequest is a peer's PUBLISH (§9.8), handed to the Handler: the
@@ -201,10 +183,6 @@ func (r *PublishRequest) Reject(code wire.RequestErrorCode, reason string) error
 // servePublish hands a PUBLISH to the Handler and reads the publisher's
 // side of the stream.
 func (s *Session) servePublish(rs *requestStream, m *wire.Publish, toks []AuthToken) error {
-	m, err := detach(s.version, m)
-	if err != nil {
-		return err
-	}
 	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
 	// C035 applies on receipt, whatever the application would answer.
 	if err := s.checkAlias(m.TrackAlias, track); err != nil {
@@ -235,7 +213,7 @@ func (s *Session) servePublish(rs *requestStream, m *wire.Publish, toks []AuthTo
 		sub.expires = expiry(m.Parameters.Expires.Value)
 	}
 	req := &PublishRequest{
-		incoming:   newIncoming(rs, toks),
+		incoming:   newIncoming(rs, toks, track.Namespace),
 		Track:      track,
 		TrackAlias: m.TrackAlias,
 		Params:     m.Parameters,
@@ -244,13 +222,8 @@ func (s *Session) servePublish(rs *requestStream, m *wire.Publish, toks []AuthTo
 	}
 	sub.answered = req.answeredCh
 	req.rejected = func(e *RequestError) { sub.terminate(e) }
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		s.serve(req)
-	}()
-	sub.run()
-	return nil
+	s.handOff(req)
+	return rs.serve(sub)
 }
 
 // endedAsAccepted explains a subscription that could not become

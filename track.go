@@ -187,7 +187,7 @@ func (t *LocalTrack) noteObject(l wire.Location) {
 func (t *LocalTrack) End(code wire.PublishDoneCode, reason string) {
 	var wg sync.WaitGroup
 	for _, ss := range t.snapshot() {
-		wg.Go(func() { _ = ss.Done(code, reason) })
+		wg.Go(func() { _ = ss.End(code, reason) })
 	}
 	wg.Wait()
 }
