@@ -13,15 +13,25 @@ import (
 // A Handler serves the requests a peer opens, in the manner of
 // net/http.Handler. ServeMOQT runs in its own goroutine per request and
 // must answer it (Accept or Reject on the concrete type) before returning;
-// a request left unanswered is rejected with INTERNAL_ERROR.
+// a request left unanswered is rejected with INTERNAL_ERROR. A handler
+// that waits, on an upstream or a cache, selects on the request's Context
+// too, which ends when the peer gives up.
 //
-// The concrete types are *SubscribeRequest, *PublishRequest and
-// *TrackStatusRequest. A relay wraps a Handler to route requests:
+// The concrete types are *SubscribeRequest (answered with LocalTrack.Accept
+// or Reject), *PublishRequest and *TrackStatusRequest (LocalTrack.Status
+// answers one for a local track). A relay or an application with many
+// tracks routes them by namespace with a ServeMux:
 //
-//	moqt.HandlerFunc(func(r moqt.Request) {
-//		if sr, ok := r.(*moqt.SubscribeRequest); ok { … return }
-//		next.ServeMOQT(r)
+//	mux := moqt.NewServeMux()
+//	mux.HandleFunc(wire.NewNamespace("live"), func(r moqt.Request) {
+//		if sr, ok := r.(*moqt.SubscribeRequest); ok {
+//			_, _ = liveTrack.Accept(sr, moqt.AcceptOptions{})
+//			return
+//		}
+//		moqt.DefaultHandler.ServeMOQT(r)
 //	})
+//	mux.Handle(wire.NewNamespace("vod"), upstream) // everything under (vod)
+//	cfg := &moqt.Config{Handler: mux}
 type Handler interface {
 	ServeMOQT(r Request)
 }
@@ -57,7 +67,8 @@ type Request interface {
 }
 
 // DefaultHandler rejects every request: SUBSCRIBE and TRACK_STATUS with
-// DOES_NOT_EXIST, PUBLISH with NOT_SUPPORTED.
+// DOES_NOT_EXIST, PUBLISH with NOT_SUPPORTED. It serves a session without
+// Config.Handler, and the requests a ServeMux has no Handler for.
 var DefaultHandler Handler = HandlerFunc(func(r Request) {
 	code := wire.ReqDoesNotExist
 	if _, ok := r.(*PublishRequest); ok {

@@ -146,7 +146,7 @@ func TestIntegrationSubscribeUpdateDone(t *testing.T) {
 					_ = r.Reject(wire.ReqNotSupported, "")
 					return
 				}
-				ss, err := acceptLocal(sr, AcceptOptions{Largest: wire.Some(wire.Location{Group: 4, Object: 2})})
+				ss, err := acceptLocalAt(sr, wire.Some(wire.Location{Group: 4, Object: 2}), AcceptOptions{})
 				if err == nil {
 					served <- ss
 				}

@@ -547,18 +547,37 @@ func TestCancelWakesBlockedWrite(t *testing.T) {
 }
 
 // acceptLocal accepts sr the way an application does, through a LocalTrack
-// of its track, with opts.Properties as the Track Properties; opts.Largest,
-// if set, becomes the track's Largest Object first, so that SUBSCRIBE_OK
-// reports it.
+// of its track.
 func acceptLocal(sr *SubscribeRequest, opts AcceptOptions) (*ServedSubscription, error) {
-	lt, err := NewLocalTrack(sr.Track, opts.Properties)
+	return acceptLocalAt(sr, wire.Opt[wire.Location]{}, opts)
+}
+
+// acceptLocalAt is acceptLocal with a track whose Largest Object is
+// largest, if set, so that SUBSCRIBE_OK reports it.
+func acceptLocalAt(sr *SubscribeRequest, largest wire.Opt[wire.Location], opts AcceptOptions) (*ServedSubscription, error) {
+	lt, err := NewLocalTrack(sr.Track, nil)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Largest.Set {
-		lt.noteObject(opts.Largest.Value)
+	if largest.Set {
+		lt.noteObject(largest.Value)
 	}
 	return lt.Accept(sr, opts)
+}
+
+// servedChAt is servedCh with tracks whose Largest Object is largest.
+func servedChAt(largest wire.Location, opts AcceptOptions) (Handler, <-chan *ServedSubscription) {
+	ch := make(chan *ServedSubscription, 16)
+	return HandlerFunc(func(r Request) {
+		sr, ok := r.(*SubscribeRequest)
+		if !ok {
+			_ = r.Reject(wire.ReqNotSupported, "")
+			return
+		}
+		if ss, err := acceptLocalAt(sr, wire.Some(largest), opts); err == nil {
+			ch <- ss
+		}
+	}), ch
 }
 
 // publishLocal offers track to the peer of s the way an application does,

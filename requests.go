@@ -19,17 +19,13 @@ type SubscribeRequest struct {
 	served *ServedSubscription
 }
 
-// AcceptOptions shape the SUBSCRIBE_OK (§9.7) or PUBLISH_OK sent when a
-// request is accepted.
+// AcceptOptions shape a subscription LocalTrack.Accept accepts, beyond
+// what the track itself reports in SUBSCRIBE_OK (§9.7): its Largest Object
+// and Track Properties.
 type AcceptOptions struct {
-	// Largest is the track's Largest Object; it must be set when anything
-	// has been published (C016).
-	Largest wire.Opt[wire.Location]
 	// Expires, if positive, is sent as EXPIRES: the subscription ends
 	// after it unless a REQUEST_UPDATE extends it (§9.20.17).
 	Expires time.Duration
-	// Properties are the Track Properties of SUBSCRIBE_OK.
-	Properties wire.KVList
 	// OnUpdate, if set, is called with each REQUEST_UPDATE's parameters
 	// before they apply; an error refuses the update, which ends the
 	// subscription with PUBLISH_DONE UPDATE_FAILED (§9.5.1). A
@@ -38,13 +34,14 @@ type AcceptOptions struct {
 	OnUpdate func(ss *ServedSubscription, update *wire.Params) error
 }
 
-// accept answers with SUBSCRIBE_OK. join, if set, starts serving the
-// subscription before the answer is written: it moves it to Established
-// and returns the Largest Object the answer reports, which is then exactly
-// what the subscription's filter resolved against (LocalTrack.join).
-// Objects sent meanwhile may reach the subscriber first (§3.1.2); nothing
-// else is written to the request stream before the SUBSCRIBE_OK.
-func (r *SubscribeRequest) accept(opts AcceptOptions, join func(*ServedSubscription) (wire.Opt[wire.Location], error)) (*ServedSubscription, error) {
+// accept answers with SUBSCRIBE_OK, with props as its Track Properties.
+// join starts serving the subscription before the answer is written: it
+// moves it to Established and returns the Largest Object the answer
+// reports, which is then exactly what the subscription's filter resolved
+// against (LocalTrack.join). Objects sent meanwhile may reach the
+// subscriber first (§3.1.2); nothing else is written to the request stream
+// before the SUBSCRIBE_OK.
+func (r *SubscribeRequest) accept(opts AcceptOptions, props wire.KVList, join func(*ServedSubscription) (wire.Opt[wire.Location], error)) (*ServedSubscription, error) {
 	ss := r.served
 	err := r.answer(func() error {
 		if ss.State() != StatePendingSubscriber {
@@ -53,28 +50,16 @@ func (r *SubscribeRequest) accept(opts AcceptOptions, join func(*ServedSubscript
 		// Read by the update worker only once Established.
 		ss.onUpdate = opts.OnUpdate
 		ss.grant = opts.Expires
-		largest := opts.Largest
-		if join != nil {
-			var err error
-			if largest, err = join(ss); err != nil {
-				return err
-			}
-		} else if largest.Set {
-			ss.SetLargest(largest.Value)
+		largest, err := join(ss)
+		if err != nil {
+			return err
 		}
 		params := ss.grantParams()
 		params.LargestObject = largest
-		ok := &wire.SubscribeOK{TrackAlias: ss.alias, Parameters: params, TrackProperties: opts.Properties}
+		ok := &wire.SubscribeOK{TrackAlias: ss.alias, Parameters: params, TrackProperties: props}
 		if err := ss.rs.write(ok); err != nil {
-			if join != nil {
-				ss.abort(err) // it is served already
-			}
+			ss.abort(err) // it is served already
 			return err
-		}
-		if join == nil {
-			if err := ss.establish(); err != nil {
-				return endedAsAccepted(ss.Err(), err)
-			}
 		}
 		if err := ss.markOpened(); err != nil {
 			return endedAsAccepted(ss.Err(), err)
