@@ -558,7 +558,7 @@ func TestFINBeforeResponseFailsRequest(t *testing.T) {
 
 // C010: every successful REQUEST_UPDATE gets its own REQUEST_OK (§9.5.1).
 func TestC010_EachUpdateAnswered(t *testing.T) {
-	h, served := servedChAt(wire.Location{Group: 3, Object: 1}, AcceptOptions{})
+	h, served := servedChAt(wire.Some(wire.Location{Group: 3, Object: 1}), AcceptOptions{})
 	_, fp := serverSession(t, &Config{Handler: h})
 	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 	expect[*wire.SubscribeOK](fs)

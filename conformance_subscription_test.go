@@ -379,7 +379,7 @@ func TestC013_NotifyLeavesSubscriberParameters(t *testing.T) {
 // C014: PUBLISH_STATE_NOTIFY carries LARGEST_OBJECT when it is known.
 func TestC014_NotifyCarriesLargestObject(t *testing.T) {
 	t.Run("known from AcceptOptions and SetLargest", func(t *testing.T) {
-		h, served := servedChAt(wire.Location{Group: 1, Object: 4}, AcceptOptions{})
+		h, served := servedChAt(wire.Some(wire.Location{Group: 1, Object: 4}), AcceptOptions{})
 		_, fp := serverSession(t, &Config{Handler: h})
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 		expect[*wire.SubscribeOK](fs)
@@ -491,7 +491,7 @@ func TestC017_ForwardOutOfRange(t *testing.T) {
 // TestC016_LocalTrackReportsLargestObject checks that the library fills it
 // in itself.
 func TestLargestObjectFromAcceptOptions(t *testing.T) {
-	h, served := servedChAt(wire.Location{Group: 7, Object: 3}, AcceptOptions{})
+	h, served := servedChAt(wire.Some(wire.Location{Group: 7, Object: 3}), AcceptOptions{})
 	_, fp := serverSession(t, &Config{Handler: h})
 	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 	ok := expect[*wire.SubscribeOK](fs)

@@ -565,8 +565,9 @@ func acceptLocalAt(sr *SubscribeRequest, largest wire.Opt[wire.Location], opts A
 	return lt.Accept(sr, opts)
 }
 
-// servedChAt is servedCh with tracks whose Largest Object is largest.
-func servedChAt(largest wire.Location, opts AcceptOptions) (Handler, <-chan *ServedSubscription) {
+// servedChAt is servedCh with tracks whose Largest Object is largest, if
+// set.
+func servedChAt(largest wire.Opt[wire.Location], opts AcceptOptions) (Handler, <-chan *ServedSubscription) {
 	ch := make(chan *ServedSubscription, 16)
 	return HandlerFunc(func(r Request) {
 		sr, ok := r.(*SubscribeRequest)
@@ -574,7 +575,7 @@ func servedChAt(largest wire.Location, opts AcceptOptions) (Handler, <-chan *Ser
 			_ = r.Reject(wire.ReqNotSupported, "")
 			return
 		}
-		if ss, err := acceptLocalAt(sr, wire.Some(largest), opts); err == nil {
+		if ss, err := acceptLocalAt(sr, largest, opts); err == nil {
 			ch <- ss
 		}
 	}), ch

@@ -14,7 +14,7 @@ import (
 )
 
 // ServedSubscription is the publisher's end of one subscription (§3.1):
-// accepted from a peer's SUBSCRIBE, or initiated with Session.Publish. It
+// accepted from a peer's SUBSCRIBE, or initiated with LocalTrack.Publish. It
 // follows the subscriber's REQUEST_UPDATEs, reports state changes with
 // PUBLISH_STATE_NOTIFY, and ends with PUBLISH_DONE.
 type ServedSubscription struct {
