@@ -22,9 +22,8 @@ type requestStream struct {
 	mr   *wire.MessageReader
 	id   uint64 // Request ID of the message that opened the stream
 	// in is str as mr reads it: it starts the message timer at a
-	// message's first byte. It and timer belong to the reader goroutine.
-	in    timedReader
-	timer *time.Timer // CONTROL_MESSAGE_TIMEOUT of the message being read
+	// message's first byte. It belongs to the reader goroutine.
+	in timedReader
 	// unanswered counts the peer's REQUEST_UPDATEs discarded by crossed
 	// (reader goroutine only).
 	unanswered uint64
@@ -71,8 +70,7 @@ func newRequestStream(s *Session, str transport.Stream, id uint64, local bool) *
 // byte of a message starts the message's timer.
 type timedReader struct {
 	rs *requestStream
-	// armed reports that the message being read is timed.
-	armed bool
+	messageTimer
 }
 
 func (r *timedReader) Read(p []byte) (int, error) {
@@ -84,29 +82,11 @@ func (r *timedReader) Read(p []byte) (int, error) {
 }
 
 // startTimer starts the CONTROL_MESSAGE_TIMEOUT for the message being
-// read (§12.2). A message that has begun must arrive whole without the
-// peer's help being awaited: a peer that leaves one half sent holds this
-// stream's goroutine and buffer for nothing, so the session closes.
-func (rs *requestStream) startTimer() {
-	rs.in.armed = true
-	d := rs.sess.cfg.ControlMessageTimeout
-	if rs.timer != nil {
-		rs.timer.Reset(d)
-		return
-	}
-	rs.timer = time.AfterFunc(d, func() {
-		rs.sess.fail(&SessionError{Code: wire.ControlMessageTimeout,
-			Reason: fmt.Sprintf("control message on a request stream not complete after %v", d)})
-	})
-}
+// read (§12.2).
+func (rs *requestStream) startTimer() { rs.in.start(rs.sess, "on a request stream") }
 
 // stopTimer ends the timing of the message just read.
-func (rs *requestStream) stopTimer() {
-	if rs.in.armed {
-		rs.in.armed = false
-		rs.timer.Stop()
-	}
-}
+func (rs *requestStream) stopTimer() { rs.in.stop() }
 
 // requestType is the type of the request that opened the stream.
 func (rs *requestStream) requestType() wire.MessageType {
