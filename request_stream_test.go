@@ -490,7 +490,9 @@ func TestIdleRequestStreamsHoldLittle(t *testing.T) {
 		t.Run(scheme, func(t *testing.T) {
 			s, fp := serverSessionOver(t, scheme, &Config{ControlMessageTimeout: time.Minute})
 			fp.alive(0) // the session's own allocations are done
-			base := runtime.NumGoroutine()
+			// Those that served it, and those of sessions of earlier tests
+			// still closing, wind down first.
+			base := settledGoroutines()
 			before := heap()
 			streams := make([]*fakeStream, n)
 			for i := range streams {
@@ -509,6 +511,21 @@ func TestIdleRequestStreamsHoldLittle(t *testing.T) {
 			assert.NoError(t, s.Context().Err())
 		})
 	}
+}
+
+// settledGoroutines returns the number of goroutines once it has stopped
+// changing, within a second.
+func settledGoroutines() int {
+	n := runtime.NumGoroutine()
+	for range 100 {
+		time.Sleep(10 * time.Millisecond)
+		m := runtime.NumGoroutine()
+		if m == n {
+			return n
+		}
+		n = m
+	}
+	return n
 }
 
 // stuckStream is a request stream whose peer takes nothing: a Write
