@@ -48,8 +48,9 @@ type Request interface {
 	Session() *Session
 	// RequestID is the Request ID the peer gave it (§6.4.2.1).
 	RequestID() uint64
-	// Namespace is the namespace the request names: its track's Track
-	// Namespace (§2.4.1). ServeMux routes by it.
+	// Namespace is the namespace the request names (§2.4.1): its track's
+	// Track Namespace, or for a request about a namespace, that namespace
+	// or prefix. ServeMux routes by it.
 	Namespace() wire.Namespace
 	// Context is cancelled, with the reason as its cause, when the peer
 	// gives up the request (a stream reset or STOP_SENDING, whose cause

@@ -62,9 +62,9 @@ type sentUpdate struct {
 // rest of §9.20. A REQUEST_ERROR is returned as *RequestError. If ctx ends
 // first the subscription is cancelled. AUTHORIZATION_TOKENs that would
 // break the peer's token cache rules fail with ErrAuthToken before anything
-// is sent (§8.9); so do those of LocalTrack.Publish, TrackStatus and Update. Range
-// filters with more Ranges than the peer's MAX_FILTER_RANGES allows fail
-// with ErrFilterRanges, before anything is sent (§9.1.6).
+// is sent (§8.9); so do those of LocalTrack.Publish, TrackStatus and
+// Update. Range filters with more Ranges than the peer's MAX_FILTER_RANGES
+// allows fail with ErrFilterRanges, before anything is sent (§9.1.6).
 func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, params wire.Params) (*Subscription, error) {
 	if err := params.Check(wire.InSubscribe); err != nil {
 		return nil, err
