@@ -154,6 +154,21 @@ func TestRequestContextEndsWithRequest(t *testing.T) {
 		assert.ErrorAs(t, context.Cause(r.ctx), &de)
 	})
 
+	t.Run("publish done", func(t *testing.T) {
+		_, fp := serverSession(t, &Config{Handler: h})
+		fs := fp.open(publishMsg(0, trackA, 1, wire.Params{}, nil))
+		r := recvOrFail(t, got)
+		sub, err := r.r.(*PublishRequest).Accept(wire.Params{})
+		require.NoError(t, err)
+		expect[*wire.RequestOK](fs)
+		assert.NoError(t, r.ctx.Err(), "the subscription is live")
+		fs.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
+		fs.fin()
+		closedOrFail(t, sub.Done(), "subscription not ended")
+		closedOrFail(t, r.ctx.Done(), "not cancelled once the publisher ended the request")
+		assert.ErrorIs(t, context.Cause(r.ctx), errRequestEnded)
+	})
+
 	t.Run("track status answered", func(t *testing.T) {
 		_, fp := serverSession(t, &Config{Handler: h})
 		fs := fp.open(&wire.TrackStatus{RequestID: 0, TrackNamespace: trackA.Namespace, TrackName: trackA.Name})
