@@ -18,9 +18,9 @@ type requestSide interface {
 	// refused (§9.5). An error ends the loop: a session error closes the
 	// session, any other cancels the request as a reset would.
 	handle(m wire.Message, rej *wire.RejectError) error
-	// peerFinished applies the peer's FIN at a message boundary: its direction
-	// is complete (§6.4.2.2). The loop, and so the request, ends when it
-	// returns.
+	// peerFinished applies the peer's FIN at a message boundary: its
+	// direction is complete (§6.4.2.2). The loop, and so the request,
+	// ends when it returns.
 	peerFinished()
 	// reset applies the end of the peer's direction without a FIN: its
 	// RESET_STREAM, or a read this end's own cancellation broke off.
