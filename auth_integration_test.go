@@ -24,7 +24,7 @@ func TestIntegrationAuthTokens(t *testing.T) {
 			answers := make(chan error, 16)
 			serverH, serverCalls := tokenHandler(func(r Request) {
 				if sr, ok := r.(*SubscribeRequest); ok {
-					_, err := sr.Accept(AcceptOptions{})
+					_, err := acceptLocal(sr, AcceptOptions{})
 					answers <- err
 					return
 				}
@@ -77,7 +77,7 @@ func TestIntegrationAuthTokens(t *testing.T) {
 
 			// The server's aliases are its own: its alias 1 is not the
 			// client's.
-			_, err = p.server.Publish(ctx, trackA, wire.Params{AuthorizationTokens: toks(tokReg(1, "server"))}, nil)
+			_, err = publishLocal(ctx, p.server, trackA, wire.Params{AuthorizationTokens: toks(tokReg(1, "server"))}, nil)
 			require.NoError(t, err)
 			c := recvOrFail(t, clientCalls)
 			answered()

@@ -498,7 +498,7 @@ func (ss *ServedSubscription) addBacklog(n int) error {
 // subscriber's flow control, and the publisher must not.
 func (ss *ServedSubscription) fallBehind(reason string) {
 	if ss.behind.CompareAndSwap(false, true) {
-		go func() { _ = ss.Done(wire.DoneTooFarBehind, reason) }()
+		go func() { _ = ss.End(wire.DoneTooFarBehind, reason) }()
 	}
 }
 

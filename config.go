@@ -117,7 +117,7 @@ type Config struct {
 	// PublishDoneTimeout bounds the write of a PUBLISH_DONE (§9.9) to a
 	// subscriber that does not read its request stream; past it the
 	// stream is reset with TOO_FAR_BEHIND, so that ending a subscription
-	// (LocalTrack.End, ServedSubscription.Done) never waits longer.
+	// (LocalTrack.End, ServedSubscription.End) never waits longer.
 	// Default 2s.
 	PublishDoneTimeout time.Duration
 	// SharedTrackAliases makes concurrent subscriptions to one track in a

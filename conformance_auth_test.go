@@ -171,7 +171,7 @@ func TestAuthTokenHandlerSeesResolvedTokens(t *testing.T) {
 	// The SUBSCRIBE_OK the fake reads is the proof of acceptance; an
 	// Accept still finishing as the test ends would see the session close.
 	h, calls := tokenHandler(func(r Request) {
-		_, _ = r.(*SubscribeRequest).Accept(AcceptOptions{})
+		_, _ = acceptLocal(r.(*SubscribeRequest), AcceptOptions{})
 	})
 	s, fp := authServer(t, &Config{Handler: h, MaxAuthTokenCacheSize: 100}, toks(tokReg(1, "setup-token"), tokVal("plain")))
 	assert.Equal(t, []string{"setup-token@1", "plain"}, tokStrings(s.PeerAuthorizationTokens()))
@@ -216,7 +216,7 @@ func TestAuthTokenRejectedRequestStillRegisters(t *testing.T) {
 					_ = r.Reject(wire.ReqUnauthorized, "no")
 					return
 				}
-				_, _ = r.(*SubscribeRequest).Accept(AcceptOptions{}) // the fake reads SUBSCRIBE_OK
+				_, _ = acceptLocal(r.(*SubscribeRequest), AcceptOptions{}) // the fake reads SUBSCRIBE_OK
 			})
 			s, fp := authServer(t, &Config{Handler: h, MaxAuthTokenCacheSize: 100}, nil)
 			assert.Equal(t, tc.code, expect[*wire.RequestError](tc.first(fp)).ErrorCode)

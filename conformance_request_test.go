@@ -55,11 +55,11 @@ type servedResult struct {
 	err error
 }
 
-// startPublish runs s.Publish in the background.
+// startPublish runs publishLocal in the background.
 func startPublish(ctx context.Context, s *Session, track wire.FullTrackName, params wire.Params, props wire.KVList) <-chan servedResult {
 	ch := make(chan servedResult, 1)
 	go func() {
-		ss, err := s.Publish(ctx, track, params, props)
+		ss, err := publishLocal(ctx, s, track, params, props)
 		ch <- servedResult{ss, err}
 	}()
 	return ch
@@ -225,14 +225,14 @@ func TestC001_PublisherSendsExactlyOneResponse(t *testing.T) {
 	second := make(chan [2]error, 1)
 	h := HandlerFunc(func(r Request) {
 		sr := r.(*SubscribeRequest)
-		ss, err := sr.Accept(AcceptOptions{})
+		ss, err := acceptLocal(sr, AcceptOptions{})
 		if err != nil {
 			return
 		}
-		_, err1 := sr.Accept(AcceptOptions{})
+		_, err1 := acceptLocal(sr, AcceptOptions{})
 		err2 := sr.Reject(wire.ReqInternalError, "too late")
 		second <- [2]error{err1, err2}
-		_ = ss.Done(wire.DoneTrackEnded, "")
+		_ = ss.End(wire.DoneTrackEnded, "")
 	})
 	_, fp := serverSession(t, &Config{Handler: h})
 	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
@@ -410,7 +410,7 @@ func TestSubscriberCancelEndsServedSubscription(t *testing.T) {
 	fs.cancel()
 	closedOrFail(t, ss.Context().Done(), "subscription not terminated")
 	assert.ErrorIs(t, ss.Err(), ErrCancelled)
-	assert.ErrorIs(t, ss.Done(wire.DoneTrackEnded, ""), ErrCancelled)
+	assert.ErrorIs(t, ss.End(wire.DoneTrackEnded, ""), ErrCancelled)
 	fp.alive(2)
 	assert.NoError(t, s.Context().Err())
 }
@@ -425,7 +425,7 @@ func TestSubscriberCancelWhilePending(t *testing.T) {
 		sr := r.(*SubscribeRequest)
 		ctxCh <- sr.Context()
 		<-release
-		_, err := sr.Accept(AcceptOptions{})
+		_, err := acceptLocal(sr, AcceptOptions{})
 		accepted <- err
 	})
 	_, fp := serverSession(t, &Config{Handler: h})
@@ -449,7 +449,7 @@ func TestC008_FINIsNotCancellation(t *testing.T) {
 	ss := recvOrFail(t, served)
 	assert.Equal(t, StateEstablished, ss.State())
 	assert.NoError(t, ss.Context().Err())
-	require.NoError(t, ss.Done(wire.DoneTrackEnded, "end"))
+	require.NoError(t, ss.End(wire.DoneTrackEnded, "end"))
 	d := expect[*wire.PublishDone](fs)
 	assert.Equal(t, wire.DoneTrackEnded, d.StatusCode)
 	fs.expectFIN()
@@ -461,7 +461,7 @@ func TestC008_NoFINBeforeResponse(t *testing.T) {
 	release := make(chan struct{})
 	h := HandlerFunc(func(r Request) {
 		<-release
-		_, _ = r.(*SubscribeRequest).Accept(AcceptOptions{})
+		_, _ = acceptLocal(r.(*SubscribeRequest), AcceptOptions{})
 	})
 	_, fp := serverSession(t, &Config{Handler: h})
 	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
@@ -479,12 +479,12 @@ func TestC079_PublishDoneBeforeFIN(t *testing.T) {
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 		expect[*wire.SubscribeOK](fs)
 		ss := recvOrFail(t, served)
-		require.NoError(t, ss.Done(wire.DoneGoingAway, "moving"))
+		require.NoError(t, ss.End(wire.DoneGoingAway, "moving"))
 		d := expect[*wire.PublishDone](fs)
 		assert.Equal(t, wire.DoneGoingAway, d.StatusCode)
 		assert.Equal(t, "moving", d.ErrorReason)
 		fs.expectFIN()
-		assert.Error(t, ss.Done(wire.DoneTrackEnded, ""), "a second PUBLISH_DONE")
+		assert.Error(t, ss.End(wire.DoneTrackEnded, ""), "a second PUBLISH_DONE")
 	})
 	t.Run("library subscriber", func(t *testing.T) {
 		s, fp := clientSession(t, nil)
@@ -558,7 +558,7 @@ func TestFINBeforeResponseFailsRequest(t *testing.T) {
 
 // C010: every successful REQUEST_UPDATE gets its own REQUEST_OK (§9.5.1).
 func TestC010_EachUpdateAnswered(t *testing.T) {
-	h, served := servedCh(AcceptOptions{Largest: wire.Some(wire.Location{Group: 3, Object: 1})})
+	h, served := servedChAt(wire.Some(wire.Location{Group: 3, Object: 1}), AcceptOptions{})
 	_, fp := serverSession(t, &Config{Handler: h})
 	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 	expect[*wire.SubscribeOK](fs)
@@ -572,7 +572,7 @@ func TestC010_EachUpdateAnswered(t *testing.T) {
 		assert.Equal(t, wire.Some(wire.Location{Group: 3, Object: 1}), ok.Parameters.LargestObject)
 	}
 	assert.Equal(t, wire.Some[uint8](30), ss.Params().SubscriberPriority)
-	require.NoError(t, ss.Done(wire.DoneTrackEnded, ""))
+	require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
 	expect[*wire.PublishDone](fs) // and no extra REQUEST_OK
 }
 

@@ -28,7 +28,7 @@ func TestGoawayReceivedRefusesNewRequests(t *testing.T) {
 	assert.ErrorIs(t, err, ErrGoingAway)
 	_, err = s.TrackStatus(ctx, trackB, wire.Params{})
 	assert.ErrorIs(t, err, ErrGoingAway)
-	_, err = s.Publish(ctx, trackB, wire.Params{}, nil)
+	_, err = publishLocal(ctx, s, trackB, wire.Params{}, nil)
 	assert.ErrorIs(t, err, ErrGoingAway)
 
 	// The existing subscription is unaffected.
@@ -62,7 +62,7 @@ func TestShutdownDrains(t *testing.T) {
 	fs.expectFIN()
 	fs.fin()
 
-	require.NoError(t, ss.Done(wire.DoneGoingAway, "bye"))
+	require.NoError(t, ss.End(wire.DoneGoingAway, "bye"))
 	// The last message reaches the subscriber before the close: the
 	// request is open until the subscriber finishes its direction too.
 	assert.Equal(t, wire.DoneGoingAway, expect[*wire.PublishDone](old).StatusCode)

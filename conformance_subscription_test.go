@@ -57,7 +57,7 @@ func TestSubscriptionStatesServedSubscribe(t *testing.T) {
 	h := HandlerFunc(func(r Request) {
 		sr := r.(*SubscribeRequest)
 		pending <- sr.served.State()
-		_, _ = sr.Accept(AcceptOptions{})
+		_, _ = acceptLocal(sr, AcceptOptions{})
 	})
 	_, fp := serverSession(t, &Config{Handler: h})
 	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
@@ -379,7 +379,7 @@ func TestC013_NotifyLeavesSubscriberParameters(t *testing.T) {
 // C014: PUBLISH_STATE_NOTIFY carries LARGEST_OBJECT when it is known.
 func TestC014_NotifyCarriesLargestObject(t *testing.T) {
 	t.Run("known from AcceptOptions and SetLargest", func(t *testing.T) {
-		h, served := servedCh(AcceptOptions{Largest: wire.Some(wire.Location{Group: 1, Object: 4})})
+		h, served := servedChAt(wire.Some(wire.Location{Group: 1, Object: 4}), AcceptOptions{})
 		_, fp := serverSession(t, &Config{Handler: h})
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 		expect[*wire.SubscribeOK](fs)
@@ -491,7 +491,7 @@ func TestC017_ForwardOutOfRange(t *testing.T) {
 // TestC016_LocalTrackReportsLargestObject checks that the library fills it
 // in itself.
 func TestLargestObjectFromAcceptOptions(t *testing.T) {
-	h, served := servedCh(AcceptOptions{Largest: wire.Some(wire.Location{Group: 7, Object: 3})})
+	h, served := servedChAt(wire.Some(wire.Location{Group: 7, Object: 3}), AcceptOptions{})
 	_, fp := serverSession(t, &Config{Handler: h})
 	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 	ok := expect[*wire.SubscribeOK](fs)
@@ -517,7 +517,7 @@ func TestC083_StreamCountZero(t *testing.T) {
 	_, fp := serverSession(t, &Config{Handler: h})
 	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 	expect[*wire.SubscribeOK](fs)
-	require.NoError(t, recvOrFail(t, served).Done(wire.DoneTrackEnded, ""))
+	require.NoError(t, recvOrFail(t, served).End(wire.DoneTrackEnded, ""))
 	assert.Equal(t, uint64(0), expect[*wire.PublishDone](fs).StreamCount)
 	fs.expectFIN()
 }
@@ -646,7 +646,7 @@ func TestC034_AliasNamesOneTrack(t *testing.T) {
 	_, fp := serverSession(t, &Config{Handler: h})
 	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 	a := expect[*wire.SubscribeOK](fs).TrackAlias
-	require.NoError(t, recvOrFail(t, served).Done(wire.DoneTrackEnded, ""))
+	require.NoError(t, recvOrFail(t, served).End(wire.DoneTrackEnded, ""))
 	expect[*wire.PublishDone](fs)
 	fs.expectFIN()
 	fs.fin()
@@ -841,7 +841,7 @@ func TestSessionNamespaceDoesNotExist(t *testing.T) {
 		fs.expectFIN()
 	}
 	assert.Empty(t, called)
-	_, err := s.Publish(fakeCtx(t), namedTrack, wire.Params{}, nil)
+	_, err := publishLocal(fakeCtx(t), s, namedTrack, wire.Params{}, nil)
 	assert.Error(t, err, "the application must not publish in .session")
 }
 

@@ -47,7 +47,7 @@ func (s *Session) readControl(mr *wire.MessageReader, ctl *controlReader) error 
 	ctl.timed = true // SETUP had SetupTimeout; every later message is timed
 	for {
 		m, err := mr.ReadMessage(s.version)
-		ctl.done()
+		ctl.stop()
 		if err != nil {
 			return s.controlReadError(err)
 		}
@@ -69,39 +69,48 @@ type controlReader struct {
 	r     io.Reader
 	s     *Session
 	timed bool
-	armed bool
-	timer *time.Timer
+	messageTimer
 }
 
 func (c *controlReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	if n > 0 && c.timed && !c.armed {
-		c.armed = true
-		d := c.s.cfg.ControlMessageTimeout
-		if c.timer == nil {
-			c.timer = time.AfterFunc(d, func() {
-				c.s.fail(&SessionError{Code: wire.ControlMessageTimeout,
-					Reason: fmt.Sprintf("control message on the control stream not complete after %v", d)})
-			})
-		} else {
-			c.timer.Reset(d)
-		}
+		c.start(c.s, "on the control stream")
 	}
 	return n, err
 }
 
-// done ends the timing of the message just read.
-func (c *controlReader) done() {
-	if c.armed {
-		c.armed = false
-		c.timer.Stop()
-	}
+// messageTimer is the CONTROL_MESSAGE_TIMEOUT of the message being read
+// from one stream (§12.2): a message that has begun must arrive whole
+// without the peer's help being awaited, or a peer that leaves one half
+// sent holds the stream's reader and buffer for nothing. Only the
+// stream's reader uses it.
+type messageTimer struct {
+	armed bool // the message being read is timed
+	timer *time.Timer
 }
 
-// stop releases the timer when the stream is no longer read.
-func (c *controlReader) stop() {
-	if c.timer != nil {
-		c.timer.Stop()
+// start times the message being read: past the timeout, s closes with
+// CONTROL_MESSAGE_TIMEOUT.
+func (m *messageTimer) start(s *Session, where string) {
+	m.armed = true
+	d := s.cfg.ControlMessageTimeout
+	if m.timer != nil {
+		m.timer.Reset(d)
+		return
+	}
+	m.timer = time.AfterFunc(d, func() {
+		s.fail(&SessionError{Code: wire.ControlMessageTimeout,
+			Reason: fmt.Sprintf("control message %s not complete after %v", where, d)})
+	})
+}
+
+// stop ends the timing of the message just read, or of the one left
+// unfinished when the stream is no longer read.
+func (m *messageTimer) stop() {
+	if m.armed {
+		m.armed = false
+		m.timer.Stop()
 	}
 }
 

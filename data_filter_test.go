@@ -130,7 +130,7 @@ func TestDataPublishDoneCountsLateStreams(t *testing.T) {
 				require.NoError(t, w.WriteObject(0, nil, []byte{byte(g)}))
 				require.NoError(t, w.Close())
 			}
-			require.NoError(t, ss.Done(wire.DoneTrackEnded, ""))
+			require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
 			waitDone(t, ctx, sub.Done(), "subscription")
 			var de *DoneError
 			require.ErrorAs(t, sub.Err(), &de)

@@ -142,7 +142,7 @@ func TestDataSubgroupEndToEnd(t *testing.T) {
 			_, err = r.Next()
 			assert.Equal(t, io.EOF, err)
 
-			require.NoError(t, ss.Done(wire.DoneTrackEnded, ""))
+			require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
 			waitDone(t, ctx, sub.Done(), "subscription")
 			var de *DoneError
 			require.ErrorAs(t, sub.Err(), &de)

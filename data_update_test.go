@@ -112,7 +112,7 @@ func TestC081_PublishDoneAfterStreamsClosed(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, "open", string(payload))
 
-			require.NoError(t, ss.Done(wire.DoneTrackEnded, ""))
+			require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
 			ss.mu.Lock()
 			assert.Empty(t, ss.dataStreams, "no stream is open once PUBLISH_DONE is sent")
 			ss.mu.Unlock()

@@ -28,16 +28,20 @@
 // # Requests
 //
 // Outgoing requests are methods: Session.Subscribe returns the subscriber's
-// end of a subscription (*Subscription), LocalTrack.Publish the publisher's
-// end of a publisher-initiated one (*ServedSubscription), and
-// Session.TrackStatus a *TrackStatus. They block until the peer answers; a
-// REQUEST_ERROR comes back as *RequestError.
+// end of a subscription (*Subscription), Session.TrackStatus a
+// *TrackStatus, and LocalTrack.Publish offers a track with PUBLISH,
+// returning the publisher's end (*ServedSubscription). They block until
+// the peer answers; a REQUEST_ERROR comes back as *RequestError.
 //
 // Incoming requests go to Config.Handler, in the manner of net/http: one
-// goroutine per request, and the concrete type is answered: a
-// *SubscribeRequest by the LocalTrack it names (LocalTrack.Accept), a
-// *PublishRequest and a *TrackStatusRequest with their Accept, each of
-// them with Reject. DefaultHandler rejects everything. Relays wrap handlers to route requests.
+// goroutine per request, and the concrete type (*SubscribeRequest,
+// *PublishRequest, *TrackStatusRequest) is answered with Accept or Reject
+// (a SUBSCRIBE is accepted by the LocalTrack that serves it,
+// LocalTrack.Accept). Every request's Context ends when the peer gives it
+// up, when it ends, or with the session. DefaultHandler rejects everything.
+// A ServeMux routes requests by namespace prefix, the most specific
+// registered prefix winning, as net/http's routes by path; relays and
+// applications with many tracks route with it.
 // A Handler that panics is recovered, as in net/http: the panic is logged
 // with its stack to Config.Logger, the request ends with INTERNAL_ERROR (a
 // REQUEST_ERROR if it was not answered yet, else a reset of its stream),

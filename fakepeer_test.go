@@ -519,18 +519,7 @@ func rawTrackRequest(t *testing.T, id uint64, track wire.FullTrackName, params .
 // servedCh is a handler that accepts every SUBSCRIBE with opts and hands
 // the ServedSubscription over; anything else is rejected.
 func servedCh(opts AcceptOptions) (Handler, <-chan *ServedSubscription) {
-	ch := make(chan *ServedSubscription, 16)
-	return HandlerFunc(func(r Request) {
-		sr, ok := r.(*SubscribeRequest)
-		if !ok {
-			_ = r.Reject(wire.ReqNotSupported, "")
-			return
-		}
-		ss, err := sr.Accept(opts)
-		if err == nil {
-			ch <- ss
-		}
-	}), ch
+	return servedChAt(wire.Opt[wire.Location]{}, opts)
 }
 
 // recv waits for a value on ch.

@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -12,15 +13,25 @@ import (
 // A Handler serves the requests a peer opens, in the manner of
 // net/http.Handler. ServeMOQT runs in its own goroutine per request and
 // must answer it (Accept or Reject on the concrete type) before returning;
-// a request left unanswered is rejected with INTERNAL_ERROR.
+// a request left unanswered is rejected with INTERNAL_ERROR. A handler
+// that waits, on an upstream or a cache, selects on the request's Context
+// too, which ends when the peer gives up.
 //
-// The concrete types are *SubscribeRequest, *PublishRequest and
-// *TrackStatusRequest. A relay wraps a Handler to route requests:
+// The concrete types are *SubscribeRequest (answered with LocalTrack.Accept
+// or Reject), *PublishRequest and *TrackStatusRequest (LocalTrack.Status
+// answers one for a local track). A relay or an application with many
+// tracks routes them by namespace with a ServeMux:
 //
-//	moqt.HandlerFunc(func(r moqt.Request) {
-//		if sr, ok := r.(*moqt.SubscribeRequest); ok { … return }
-//		next.ServeMOQT(r)
+//	mux := moqt.NewServeMux()
+//	mux.HandleFunc(wire.NewNamespace("live"), func(r moqt.Request) {
+//		if sr, ok := r.(*moqt.SubscribeRequest); ok {
+//			_, _ = liveTrack.Accept(sr, moqt.AcceptOptions{})
+//			return
+//		}
+//		moqt.DefaultHandler.ServeMOQT(r)
 //	})
+//	mux.Handle(wire.NewNamespace("vod"), upstream) // everything under (vod)
+//	cfg := &moqt.Config{Handler: mux}
 type Handler interface {
 	ServeMOQT(r Request)
 }
@@ -37,6 +48,17 @@ type Request interface {
 	Session() *Session
 	// RequestID is the Request ID the peer gave it (§6.4.2.1).
 	RequestID() uint64
+	// Namespace is the namespace the request names (§2.4.1): its track's
+	// Track Namespace, or for a request about a namespace, that namespace
+	// or prefix. ServeMux routes by it.
+	Namespace() wire.Namespace
+	// Context is cancelled, with the reason as its cause, when the peer
+	// gives up the request (a stream reset or STOP_SENDING, whose cause
+	// wraps ErrCancelled), when the request ends (it is refused, its
+	// subscription ends, its stream closes), or when the session ends: a
+	// handler that waits on something else, an upstream or a cache,
+	// selects on it.
+	Context() context.Context
 	// Reject answers with REQUEST_ERROR and closes the stream (§9.4).
 	Reject(code wire.RequestErrorCode, reason string) error
 	// AuthorizationTokens returns the request's authorization tokens,
@@ -46,7 +68,8 @@ type Request interface {
 }
 
 // DefaultHandler rejects every request: SUBSCRIBE and TRACK_STATUS with
-// DOES_NOT_EXIST, PUBLISH with NOT_SUPPORTED.
+// DOES_NOT_EXIST, PUBLISH with NOT_SUPPORTED. It serves a session without
+// Config.Handler, and the requests a ServeMux has no Handler for.
 var DefaultHandler Handler = HandlerFunc(func(r Request) {
 	code := wire.ReqDoesNotExist
 	if _, ok := r.(*PublishRequest); ok {
@@ -68,10 +91,20 @@ type incoming struct {
 	// Set before the request reaches the Handler.
 	rejected func(*RequestError)
 	tokens   []AuthToken
+	ns       wire.Namespace
+	// ctx is the request's Context; the stream's read loop, a refusal and
+	// the request's own end cancel it.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
 
-func newIncoming(rs *requestStream, tokens []AuthToken) incoming {
-	return incoming{sess: rs.sess, rs: rs, answeredCh: make(chan struct{}), tokens: tokens}
+// newIncoming prepares the shared part of a peer's request on rs, which
+// names ns (detached). Its Context ends at the latest with the read loop
+// that the request's stream runs once handed to the Handler (handOff).
+func newIncoming(rs *requestStream, tokens []AuthToken, ns wire.Namespace) incoming {
+	ctx, cancel := context.WithCancelCause(rs.sess.ctx)
+	return incoming{sess: rs.sess, rs: rs, answeredCh: make(chan struct{}), tokens: tokens, ns: ns,
+		ctx: ctx, cancel: cancel}
 }
 
 func (in *incoming) base() *incoming { return in }
@@ -81,6 +114,13 @@ func (in *incoming) Session() *Session { return in.sess }
 
 // RequestID is the Request ID the peer gave the request.
 func (in *incoming) RequestID() uint64 { return in.rs.id }
+
+// Namespace is the namespace the request names.
+func (in *incoming) Namespace() wire.Namespace { return in.ns }
+
+// Context is cancelled when the peer gives up the request, when it ends,
+// or when the session ends; its cause says which.
+func (in *incoming) Context() context.Context { return in.ctx }
 
 // AuthorizationTokens returns the request's AUTHORIZATION_TOKENs with their
 // aliases resolved, in message order; a DELETE only retires an alias and
@@ -121,8 +161,17 @@ func (in *incoming) rejectWith(e *RequestError) error {
 		if in.rejected != nil {
 			in.rejected(e)
 		}
+		in.cancel(e) // the request is over
 		return nil
 	})
+}
+
+// handOff gives r, ready for its answer, to the Handler; the read loop of
+// its stream, which the caller runs next, ends r's Context.
+func (s *Session) handOff(r Request) {
+	in := r.base()
+	in.rs.peer = in
+	s.serve(r)
 }
 
 // serve starts the Handler for r in a goroutine of its own, which Close

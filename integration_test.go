@@ -148,7 +148,7 @@ func TestIntegrationSubscribeUpdateDone(t *testing.T) {
 					_ = r.Reject(wire.ReqNotSupported, "")
 					return
 				}
-				ss, err := sr.Accept(AcceptOptions{Largest: wire.Some(wire.Location{Group: 4, Object: 2})})
+				ss, err := acceptLocalAt(sr, wire.Some(wire.Location{Group: 4, Object: 2}), AcceptOptions{})
 				if err == nil {
 					served <- ss
 				}
@@ -170,7 +170,7 @@ func TestIntegrationSubscribeUpdateDone(t *testing.T) {
 			assert.False(t, ss.Forward())
 			assert.False(t, sub.Forward())
 
-			require.NoError(t, ss.Done(wire.DoneTrackEnded, "bye"))
+			require.NoError(t, ss.End(wire.DoneTrackEnded, "bye"))
 			select {
 			case <-sub.Done():
 			case <-ctx.Done():
@@ -189,7 +189,7 @@ func TestIntegrationSubscriberCancel(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			served := make(chan *ServedSubscription, 1)
 			serverCfg := &Config{Handler: HandlerFunc(func(r Request) {
-				ss, err := r.(*SubscribeRequest).Accept(AcceptOptions{})
+				ss, err := acceptLocal(r.(*SubscribeRequest), AcceptOptions{})
 				if err == nil {
 					served <- ss
 				}
@@ -226,7 +226,7 @@ func newAcceptAll() *acceptAll {
 func (a *acceptAll) ServeMOQT(r Request) {
 	switch r := r.(type) {
 	case *SubscribeRequest:
-		if ss, err := r.Accept(AcceptOptions{}); err == nil {
+		if ss, err := acceptLocal(r, AcceptOptions{}); err == nil {
 			a.served <- ss
 		}
 	case *PublishRequest:
@@ -256,7 +256,7 @@ func TestIntegrationPublish(t *testing.T) {
 			p := newPair(t, tr.scheme, nil, &Config{Handler: h})
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			ss, err := p.server.Publish(ctx, testTrack, wire.Params{Forward: wire.Some(false),
+			ss, err := publishLocal(ctx, p.server, testTrack, wire.Params{Forward: wire.Some(false),
 				LargestObject: wire.Some(wire.Location{Group: 9, Object: 1})},
 				wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 3}})
 			require.NoError(t, err)
@@ -275,7 +275,7 @@ func TestIntegrationPublish(t *testing.T) {
 			require.NoError(t, sub.Update(ctx, wire.Params{Forward: wire.Some(true)}))
 			assert.True(t, ss.Forward())
 
-			require.NoError(t, ss.Done(wire.DoneGoingAway, "moving"))
+			require.NoError(t, ss.End(wire.DoneGoingAway, "moving"))
 			waitDone(t, ctx, sub.Done(), "subscription")
 			var de *DoneError
 			require.ErrorAs(t, sub.Err(), &de)
@@ -293,7 +293,7 @@ func TestIntegrationPublishRejected(t *testing.T) {
 			p := newPair(t, tr.scheme, nil, nil) // the client's DefaultHandler refuses PUBLISH
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			_, err := p.server.Publish(ctx, testTrack, wire.Params{}, nil)
+			_, err := publishLocal(ctx, p.server, testTrack, wire.Params{}, nil)
 			var re *RequestError
 			require.ErrorAs(t, err, &re)
 			assert.Equal(t, wire.ReqNotSupported, re.Code)
@@ -310,7 +310,7 @@ func TestIntegrationPublisherCancel(t *testing.T) {
 			p := newPair(t, tr.scheme, nil, &Config{Handler: h})
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			ss, err := p.server.Publish(ctx, testTrack, wire.Params{}, nil)
+			ss, err := publishLocal(ctx, p.server, testTrack, wire.Params{}, nil)
 			require.NoError(t, err)
 			sub := <-h.subs
 			ss.cancel(ErrCancelled, wire.ResetCancelled)

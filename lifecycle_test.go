@@ -254,7 +254,7 @@ func TestTrackReleasesEndedSubscriptions(t *testing.T) {
 		case 0:
 			require.NoError(t, sub.Close())
 		case 1:
-			require.NoError(t, ss.Done(wire.DoneTrackEnded, ""))
+			require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
 		case 2:
 			require.NoError(t, other.client.Close())
 		}
@@ -314,7 +314,7 @@ func TestServedSubscriptionErrMatchesContext(t *testing.T) {
 			end:   func(_ *pair, sub *Subscription, _ *ServedSubscription) { _ = sub.Close() },
 			check: func(t *testing.T, err error) { assert.ErrorIs(t, err, ErrCancelled) }},
 		{name: "Done",
-			end:   func(_ *pair, _ *Subscription, ss *ServedSubscription) { _ = ss.Done(wire.DoneTrackEnded, "over") },
+			end:   func(_ *pair, _ *Subscription, ss *ServedSubscription) { _ = ss.End(wire.DoneTrackEnded, "over") },
 			check: doneWith(wire.DoneTrackEnded)},
 		{name: "expired", opts: AcceptOptions{Expires: 50 * time.Millisecond},
 			check: doneWith(wire.DoneExpired)},
@@ -443,7 +443,7 @@ func TestFreshAliasPerSubscription(t *testing.T) {
 	}
 	// The first ends; the subscriber has not read its PUBLISH_DONE yet
 	// when the next subscription starts.
-	require.NoError(t, ss1.Done(wire.DoneTrackEnded, ""))
+	require.NoError(t, ss1.End(wire.DoneTrackEnded, ""))
 	fs3 := fp.open(subscribeMsg(4, trackA, wire.Params{}))
 	a3 := expect[*wire.SubscribeOK](fs3).TrackAlias
 	assert.NotEqual(t, a1, a3)

@@ -7,19 +7,6 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// Publish offers track to the peer with PUBLISH (§9.8), a publisher-
-// initiated subscription, and waits for PUBLISH_OK. params are the initial
-// subscription parameters (FORWARD, LOCATION_FILTER, …; LARGEST_OBJECT
-// must be set when anything has been published, C016); props are the
-// Track Properties. A REQUEST_ERROR is returned as *RequestError.
-func (s *Session) Publish(ctx context.Context, track wire.FullTrackName, params wire.Params, props wire.KVList) (*ServedSubscription, error) {
-	ss, err := s.startPublish(ctx, track, params, props, nil)
-	if err != nil {
-		return nil, err
-	}
-	return ss, ss.awaitPublishOK(ctx)
-}
-
 // startPublish sends PUBLISH and starts reading the subscriber's answer.
 // The subscription is Pending(Publisher) when it returns. join, if set,
 // starts serving the subscription before the PUBLISH is written and
@@ -67,14 +54,7 @@ func (s *Session) startPublish(ctx context.Context, track wire.FullTrackName, pa
 		// PUBLISH_DONE could not follow; awaitPublishOK reports the end.
 		s.log.Debug("PUBLISH_DONE after PUBLISH not sent", "request", rs.id, "err", err)
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer s.untrack(rs)
-		if err := ss.run(); err != nil {
-			s.fail(err)
-		}
-	}()
+	rs.goServe(ss)
 	return ss, nil
 }
 

@@ -124,7 +124,7 @@ func stateAlive(ss *ServedSubscription) bool {
 // seeing the reset.)
 func TestC078_PublishDoneAfterStreamsClosed(t *testing.T) {
 	e := newEndingSubscription(t)
-	require.NoError(t, e.ss.Done(wire.DoneTrackEnded, "bye"))
+	require.NoError(t, e.ss.End(wire.DoneTrackEnded, "bye"))
 	e.log.mu.Lock()
 	defer e.log.mu.Unlock()
 	assert.Equal(t, []string{"data stream reset", "data stream reset", "PUBLISH_DONE", "request FIN"}, e.log.events)
@@ -138,7 +138,7 @@ func TestC078_PublishDoneAfterStreamsClosed(t *testing.T) {
 // let it go after, and does.
 func TestC082_StateKeptUntilPublishDone(t *testing.T) {
 	e := newEndingSubscription(t)
-	require.NoError(t, e.ss.Done(wire.DoneTooFarBehind, ""))
+	require.NoError(t, e.ss.End(wire.DoneTooFarBehind, ""))
 	e.log.mu.Lock()
 	alive := e.log.aliveAtDone
 	e.log.mu.Unlock()

@@ -490,7 +490,9 @@ func TestIdleRequestStreamsHoldLittle(t *testing.T) {
 		t.Run(scheme, func(t *testing.T) {
 			s, fp := serverSessionOver(t, scheme, &Config{ControlMessageTimeout: time.Minute})
 			fp.alive(0) // the session's own allocations are done
-			base := runtime.NumGoroutine()
+			// Those that served it, and those of sessions of earlier tests
+			// still closing, wind down first.
+			base := settledGoroutines()
 			before := heap()
 			streams := make([]*fakeStream, n)
 			for i := range streams {
@@ -509,6 +511,21 @@ func TestIdleRequestStreamsHoldLittle(t *testing.T) {
 			assert.NoError(t, s.Context().Err())
 		})
 	}
+}
+
+// settledGoroutines returns the number of goroutines once it has stopped
+// changing, within a second.
+func settledGoroutines() int {
+	n := runtime.NumGoroutine()
+	for range 100 {
+		time.Sleep(10 * time.Millisecond)
+		m := runtime.NumGoroutine()
+		if m == n {
+			return n
+		}
+		n = m
+	}
+	return n
 }
 
 // stuckStream is a request stream whose peer takes nothing: a Write
@@ -544,4 +561,54 @@ func TestCancelWakesBlockedWrite(t *testing.T) {
 	cancelled := goErr(func() error { rs.cancel(wire.ResetCancelled); return nil })
 	require.NoError(t, recvOrFail(t, cancelled), "cancel returns")
 	assert.Error(t, recvOrFail(t, written), "the blocked write fails")
+}
+
+// acceptLocal accepts sr the way an application does, through a LocalTrack
+// of its track.
+func acceptLocal(sr *SubscribeRequest, opts AcceptOptions) (*ServedSubscription, error) {
+	return acceptLocalAt(sr, wire.Opt[wire.Location]{}, opts)
+}
+
+// acceptLocalAt is acceptLocal with a track whose Largest Object is
+// largest, if set, so that SUBSCRIBE_OK reports it.
+func acceptLocalAt(sr *SubscribeRequest, largest wire.Opt[wire.Location], opts AcceptOptions) (*ServedSubscription, error) {
+	lt, err := NewLocalTrack(sr.Track, nil)
+	if err != nil {
+		return nil, err
+	}
+	if largest.Set {
+		lt.noteObject(largest.Value)
+	}
+	return lt.Accept(sr, opts)
+}
+
+// servedChAt is servedCh with tracks whose Largest Object is largest, if
+// set.
+func servedChAt(largest wire.Opt[wire.Location], opts AcceptOptions) (Handler, <-chan *ServedSubscription) {
+	ch := make(chan *ServedSubscription, 16)
+	return HandlerFunc(func(r Request) {
+		sr, ok := r.(*SubscribeRequest)
+		if !ok {
+			_ = r.Reject(wire.ReqNotSupported, "")
+			return
+		}
+		if ss, err := acceptLocalAt(sr, largest, opts); err == nil {
+			ch <- ss
+		}
+	}), ch
+}
+
+// publishLocal offers track to the peer of s the way an application does,
+// through a LocalTrack with props as its Track Properties;
+// params.LargestObject, if set, becomes the track's Largest Object first,
+// so that the PUBLISH reports it.
+func publishLocal(ctx context.Context, s *Session, track wire.FullTrackName, params wire.Params, props wire.KVList) (*ServedSubscription, error) {
+	lt, err := NewLocalTrack(track, props)
+	if err != nil {
+		return nil, err
+	}
+	if params.LargestObject.Set {
+		lt.noteObject(params.LargestObject.Value)
+	}
+	return lt.Publish(ctx, s, params)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -16,7 +15,7 @@ import (
 )
 
 // ServedSubscription is the publisher's end of one subscription (§3.1):
-// accepted from a peer's SUBSCRIBE, or initiated with Session.Publish. It
+// accepted from a peer's SUBSCRIBE, or initiated with LocalTrack.Publish. It
 // follows the subscriber's REQUEST_UPDATEs, reports state changes with
 // PUBLISH_STATE_NOTIFY, and ends with PUBLISH_DONE.
 type ServedSubscription struct {
@@ -119,6 +118,8 @@ func newServedSubscription(rs *requestStream, track wire.FullTrackName, params w
 		},
 	}
 	ss.stopWatch = context.AfterFunc(s.ctx, ss.watchSession)
+	s.wg.Add(1)
+	go ss.updateWorker()
 	return ss
 }
 
@@ -233,14 +234,14 @@ func (ss *ServedSubscription) Notify(params wire.Params) error {
 	return ss.rs.write(&wire.PublishStateNotify{Parameters: params})
 }
 
-// Done ends the subscription with PUBLISH_DONE and FIN (§9.9). Stream Count
-// is the number of data streams opened for it (0 when none, C083). A
-// subscriber that does not take the PUBLISH_DONE within
-// Config.PublishDoneTimeout has its request stream reset with
-// TOO_FAR_BEHIND instead, so Done never waits longer on a stalled peer.
-// On a subscription whose SUBSCRIBE_OK or PUBLISH is still being written,
-// the PUBLISH_DONE follows it, and Done does not wait for either.
-func (ss *ServedSubscription) Done(code wire.PublishDoneCode, reason string) error {
+// End ends the subscription with PUBLISH_DONE and FIN (§9.9). Stream Count
+// is the number of data streams opened for it (0 when none). A subscriber
+// that does not take the PUBLISH_DONE within Config.PublishDoneTimeout has
+// its request stream reset with TOO_FAR_BEHIND instead, so End never waits
+// longer on a stalled peer. On a subscription whose SUBSCRIBE_OK or
+// PUBLISH is still being written, the PUBLISH_DONE follows it, and End
+// does not wait for either. Done, unlike End, only reports the end.
+func (ss *ServedSubscription) End(code wire.PublishDoneCode, reason string) error {
 	if st := ss.State(); st != StateEstablished && st != StatePendingPublisher {
 		if err := ss.Err(); err != nil {
 			return fmt.Errorf("moqt: PUBLISH_DONE on a %s subscription: %w", st, err)
@@ -394,7 +395,7 @@ func (ss *ServedSubscription) restartExpiry() {
 		ss.expiry.Stop()
 	}
 	ss.expiry = time.AfterFunc(ss.grant, func() {
-		_ = ss.Done(wire.DoneExpired, "subscription expired")
+		_ = ss.End(wire.DoneExpired, "subscription expired")
 	})
 }
 
@@ -408,31 +409,6 @@ func (ss *ServedSubscription) grantParams() wire.Params {
 	return p
 }
 
-// run reads the subscriber's messages until the subscription ends. It is
-// the only reader of the stream.
-func (ss *ServedSubscription) run() error {
-	ss.sess.wg.Add(1)
-	go ss.updateWorker()
-	defer close(ss.updates)
-	// C003: STOP_SENDING from the subscriber, even with its own direction
-	// left open, ends the subscription with a reset.
-	stop := ss.rs.watchStopSending(ss.stoppedByPeer)
-	defer stop()
-	for {
-		m, err := ss.rs.readMessage()
-		var rej *wire.RejectError
-		if errors.As(err, &rej) {
-			err = ss.receiveUpdate(m.(*wire.RequestUpdate), rej)
-		} else if err == nil {
-			err = ss.handle(m)
-		}
-		if err == nil {
-			continue
-		}
-		return ss.end(err)
-	}
-}
-
 // stoppedByPeer handles the subscriber's STOP_SENDING (§3.1.1). While a
 // PUBLISH awaits its answer, the subscriber is the responder: its
 // REQUEST_ERROR or reset may still be on its way and says more, so the
@@ -444,47 +420,43 @@ func (ss *ServedSubscription) stoppedByPeer() {
 	ss.cancel(fmt.Errorf("%w: STOP_SENDING from the subscriber", ErrCancelled), wire.ResetCancelled)
 }
 
-// end applies the error that stopped run and returns the one that must
-// close the session, if any.
-func (ss *ServedSubscription) end(err error) error {
-	if se, ok := asSessionError(err); ok {
-		ss.terminate(se)
-		ss.finish()
-		if se.Remote {
-			return nil
-		}
-		return se
+// The subscriber's side of the request stream, as the shared read loop
+// drives it (requestSide); STOP_SENDING goes to stoppedByPeer (C003).
+
+// failed ends the subscription with the session.
+func (ss *ServedSubscription) failed(se *SessionError) {
+	ss.terminate(se)
+	ss.finish()
+}
+
+// peerFinished applies the subscriber's FIN.
+func (ss *ServedSubscription) peerFinished() {
+	if ss.State() == StatePendingPublisher {
+		// The subscriber finished without answering the PUBLISH: the
+		// request failed (§6.4.2.2).
+		ss.cancel(fmt.Errorf("moqt: subscriber closed the stream without answering PUBLISH: %w", ErrCancelled), wire.ResetCancelled)
+		return
 	}
-	switch {
-	case errors.Is(err, io.EOF):
-		if ss.State() == StatePendingPublisher {
-			// The subscriber finished without answering the PUBLISH:
-			// the request failed (§6.4.2.2).
-			ss.cancel(fmt.Errorf("moqt: subscriber closed the stream without answering PUBLISH: %w", ErrCancelled), wire.ResetCancelled)
-			return nil
-		}
-		// The subscriber finished its direction: no more updates, but the
-		// subscription goes on until PUBLISH_DONE or a STOP_SENDING (C008,
-		// "FIN is not a cancellation").
-		select {
-		case <-ss.done:
-		case <-ss.sess.ctx.Done():
-		}
-		return nil
-	default:
-		// A reset from the subscriber cancels (§3.1.1); the publisher
-		// resets in turn (C003).
-		ss.cancel(fmt.Errorf("%w: %w", ErrCancelled, err), wire.ResetCancelled)
-		return nil
+	// The subscriber finished its direction: no more updates, but the
+	// subscription goes on until PUBLISH_DONE or a STOP_SENDING (C008,
+	// "FIN is not a cancellation").
+	select {
+	case <-ss.done:
+	case <-ss.sess.ctx.Done():
 	}
 }
 
-// handle applies one message from the subscriber.
-func (ss *ServedSubscription) handle(m wire.Message) error {
+// reset applies the subscriber's reset, which cancels (§3.1.1); the
+// publisher resets in turn (C003).
+func (ss *ServedSubscription) reset(cause error) { ss.cancel(cause, wire.ResetCancelled) }
+
+// handle applies one message from the subscriber; rej refuses a
+// REQUEST_UPDATE.
+func (ss *ServedSubscription) handle(m wire.Message, rej *wire.RejectError) error {
 	state := ss.State()
 	switch m := m.(type) {
 	case *wire.RequestUpdate:
-		return ss.receiveUpdate(m, nil)
+		return ss.receiveUpdate(m, rej)
 	case *wire.RequestOK:
 		if !ss.byPublish || state != StatePendingPublisher {
 			return protocolViolation("unexpected REQUEST_OK in state %s", state) // C002

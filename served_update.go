@@ -63,7 +63,13 @@ func (ss *ServedSubscription) updateWorker() {
 			return
 		}
 	}
-	for u := range ss.updates {
+	for {
+		var u pendingUpdate
+		select {
+		case u = <-ss.updates:
+		case <-ss.done:
+			return
+		}
 		if ss.State() != StateEstablished {
 			return
 		}
@@ -99,7 +105,7 @@ func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 	}
 	if refused != nil {
 		if err := ss.rs.write(refused.message()); err == nil {
-			_ = ss.Done(wire.DoneUpdateFailed, refused.Reason)
+			_ = ss.End(wire.DoneUpdateFailed, refused.Reason)
 		}
 		return
 	}

@@ -281,7 +281,7 @@ func TestHandlerPanicRecovered(t *testing.T) {
 				case 1:
 					panic("boom")
 				case 2:
-					_, _ = r.(*SubscribeRequest).Accept(AcceptOptions{})
+					_, _ = acceptLocal(r.(*SubscribeRequest), AcceptOptions{})
 					panic("after the answer")
 				}
 				_ = r.Reject(wire.ReqDoesNotExist, "none")

@@ -56,22 +56,24 @@ func (s *Session) serveRequestStream(str transport.Stream) error {
 		str.CancelWrite(uint64(wire.ResetCancelled))
 		return nil // closed or reset before its first message
 	}
-	if !t.IsRequest() {
+	kind, ok := requestKinds[t]
+	if !ok {
 		return protocolViolation("request stream starts with %s", t)
 	}
 	rs.typ = t
-	m, perr := wire.ParseMessage(s.version, t, body)
+	parsed, perr := wire.ParseMessage(s.version, t, body)
 	var rej *wire.RejectError
 	if perr != nil && !errors.As(perr, &rej) {
 		return perr
 	}
-	rs.id = requestID(m)
+	m := parsed.(wire.Request) // every request type is one (wire tests)
+	rs.id = m.ID()
 	if err := s.checkPeerRequestID(rs.id); err != nil {
 		return err
 	}
 	// Tokens are resolved whatever becomes of the request: a REGISTER
 	// stands even if the request fails (§8.9).
-	toks, tokRej, err := s.takeTokens(requestParams(m))
+	toks, tokRej, err := s.takeTokens(m.Params())
 	if err != nil {
 		return err
 	}
@@ -83,23 +85,74 @@ func (s *Session) serveRequestStream(str transport.Stream) error {
 		rs.reject(e)
 		return rs.drain()
 	}
-	switch m := m.(type) {
-	case *wire.Subscribe:
-		return s.serveSubscribe(rs, m, toks)
-	case *wire.Publish:
-		return s.servePublish(rs, m, toks)
-	case *wire.TrackStatus:
-		return s.serveTrackStatus(rs, m, toks)
-	default:
-		rs.reject(&RequestError{Code: wire.ReqNotSupported, Reason: m.Type().String() + " is not supported"})
-		return rs.drain()
-	}
+	return kind.serve(s, rs, m, toks)
 }
+
+// requestKind says how this end serves one kind of request a peer opens a
+// stream with.
+type requestKind struct {
+	// serve serves m on rs, once the steps every kind shares are done:
+	// the Request ID and the authorization tokens (toks) are taken, and
+	// the refusals of refusal applied. It returns the error that must
+	// close the session, if any.
+	serve func(s *Session, rs *requestStream, m wire.Request, toks []AuthToken) error
+}
+
+// requestKinds has an entry for every message that may open a request
+// stream (§6.4.2, Table 5); a stream opened by any other is a
+// PROTOCOL_VIOLATION. A kind this end does not serve is refused with
+// NOT_SUPPORTED (§9.4).
+//
+// To serve a new kind (FETCH, PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE,
+// SUBSCRIBE_TRACKS), replace its notSupported with serveKind(f), where f,
+// given the detached message:
+//   - applies the checks of the kind that come before the application
+//     (a rs.reject then rs.drain refuses it);
+//   - builds the kind's Request, which embeds incoming (newIncoming with
+//     the namespace ServeMux routes by) and sends each answer through
+//     incoming.answer, so that it is answered once (Reject comes with
+//     incoming);
+//   - calls s.handOff with it, and returns rs.serve(side), where side, a
+//     requestSide, applies the requester's later messages and the end of
+//     its direction. The loop ends the request's Context and applies what
+//     every request shares (GOAWAY, REQUEST_UPDATE Request IDs, who may
+//     send what).
+//
+// The kind's own requests, the outgoing side, open a stream with
+// Session.openRequest, write the request, and read the answers with
+// requestStream.goServe and a requestSide of their own.
+var requestKinds = map[wire.MessageType]requestKind{
+	wire.MsgSubscribe:          serveKind((*Session).serveSubscribe),
+	wire.MsgPublish:            serveKind((*Session).servePublish),
+	wire.MsgTrackStatus:        serveKind((*Session).serveTrackStatus),
+	wire.MsgFetch:              notSupported,
+	wire.MsgPublishNamespace:   notSupported,
+	wire.MsgSubscribeNamespace: notSupported,
+	wire.MsgSubscribeTracks:    notSupported,
+}
+
+// serveKind is the entry of a kind served by f, which gets its own copy of
+// the request (detach): the message read aliases the stream's buffer.
+func serveKind[M wire.Request](f func(*Session, *requestStream, M, []AuthToken) error) requestKind {
+	return requestKind{serve: func(s *Session, rs *requestStream, m wire.Request, toks []AuthToken) error {
+		own, err := detach(s.version, m.(M))
+		if err != nil {
+			return err
+		}
+		return f(s, rs, own, toks)
+	}}
+}
+
+// notSupported is the entry of a kind this end does not serve.
+var notSupported = requestKind{serve: func(_ *Session, rs *requestStream, m wire.Request, _ []AuthToken) error {
+	rs.reject(&RequestError{Code: wire.ReqNotSupported, Reason: m.Type().String() + " is not supported"})
+	return rs.drain()
+}}
 
 // refusal returns the REQUEST_ERROR that answers request m without any
 // application processing, or nil when the request goes on (§6.4.2.3): a
 // problem found in parsing, then one with its authorization tokens.
-func (s *Session) refusal(m wire.Message, rej *wire.RejectError, tokRej *RequestError) *RequestError {
+func (s *Session) refusal(m wire.Request, rej *wire.RejectError, tokRej *RequestError) *RequestError {
 	if rej != nil {
 		return &RequestError{Code: rej.Code, Reason: rej.Reason}
 	}
@@ -109,26 +162,17 @@ func (s *Session) refusal(m wire.Message, rej *wire.RejectError, tokRej *Request
 	if s.goingAway() {
 		return &RequestError{Code: wire.ReqGoingAway, Reason: "session is draining"}
 	}
-	if track, ok := requestTrack(m); ok && isSessionNamespace(track.Namespace) {
+	if !isSessionNamespace(m.Namespace()) {
+		return nil
+	}
+	if _, ok := m.Track(); ok {
 		// Session-level tracks are the implementation's, never the
 		// application's; none are defined, so none exist (§6.5).
 		return &RequestError{Code: wire.ReqDoesNotExist, Reason: "unknown session-level track"}
 	}
-	var ns wire.Namespace
-	switch m := m.(type) {
-	case *wire.PublishNamespace:
-		ns = m.TrackNamespace
-	case *wire.SubscribeNamespace:
-		ns = m.TrackNamespacePrefix
-	case *wire.SubscribeTracks:
-		ns = m.TrackNamespacePrefix
-	}
-	if isSessionNamespace(ns) {
-		// The same for session-level namespaces: DOES_NOT_EXIST, not
-		// the NOT_SUPPORTED of other namespace requests (§6.5).
-		return &RequestError{Code: wire.ReqDoesNotExist, Reason: "unknown session-level namespace"}
-	}
-	return nil
+	// The same for session-level namespaces: DOES_NOT_EXIST, not the
+	// NOT_SUPPORTED of other namespace requests (§6.5).
+	return &RequestError{Code: wire.ReqDoesNotExist, Reason: "unknown session-level namespace"}
 }
 
 // reject answers a request with REQUEST_ERROR and FIN (§6.4.2.3). The
@@ -264,65 +308,6 @@ func (r *requestIDs) add(id uint64) error {
 		delete(r.above, r.floor)
 		r.floor += 2
 	}
-}
-
-// requestID returns the Request ID of a request message.
-func requestID(m wire.Message) uint64 {
-	switch m := m.(type) {
-	case *wire.Subscribe:
-		return m.RequestID
-	case *wire.Publish:
-		return m.RequestID
-	case *wire.Fetch:
-		return m.RequestID
-	case *wire.TrackStatus:
-		return m.RequestID
-	case *wire.PublishNamespace:
-		return m.RequestID
-	case *wire.SubscribeNamespace:
-		return m.RequestID
-	case *wire.SubscribeTracks:
-		return m.RequestID
-	case *wire.RequestUpdate:
-		return m.RequestID
-	}
-	return 0
-}
-
-// requestParams returns the parameters of a request message.
-func requestParams(m wire.Message) *wire.Params {
-	switch m := m.(type) {
-	case *wire.Subscribe:
-		return &m.Parameters
-	case *wire.Publish:
-		return &m.Parameters
-	case *wire.Fetch:
-		return &m.Parameters
-	case *wire.TrackStatus:
-		return &m.Parameters
-	case *wire.PublishNamespace:
-		return &m.Parameters
-	case *wire.SubscribeNamespace:
-		return &m.Parameters
-	case *wire.SubscribeTracks:
-		return &m.Parameters
-	}
-	return nil
-}
-
-// requestTrack returns the track a track-scoped request names.
-func requestTrack(m wire.Message) (wire.FullTrackName, bool) {
-	switch m := m.(type) {
-	case *wire.Subscribe:
-		return wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}, true
-	case *wire.Publish:
-		return wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}, true
-	case *wire.Fetch:
-		return wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}, true
-	case *wire.TrackStatus:
-		return wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}, true
-	}
-	return wire.FullTrackName{}, false
 }
 
 // sessionNamespace is the reserved first namespace field ".session" (§6.5).

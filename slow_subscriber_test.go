@@ -417,7 +417,7 @@ func TestDoneResetsWithMatchingCode(t *testing.T) {
 				got := readSubgroupAsync(ctx, lt.sub)
 				writeObjects(t, ctx, w, 0, 1, fixedSize(10))
 				expectObjects(t, ctx, got, 0, 1, fixedSize(10))
-				require.NoError(t, lt.ss.Done(code, "test"))
+				require.NoError(t, lt.ss.End(code, "test"))
 				requireReset(t, lastErr(t, ctx, got), resetCodeFor(code))
 				waitDone(t, ctx, lt.sub.Done(), "subscription")
 			})

@@ -63,9 +63,9 @@ type sentUpdate struct {
 // rest of §9.20. A REQUEST_ERROR is returned as *RequestError. If ctx ends
 // first the subscription is cancelled. AUTHORIZATION_TOKENs that would
 // break the peer's token cache rules fail with ErrAuthToken before anything
-// is sent (§8.9); so do those of Publish, TrackStatus and Update. Range
-// filters with more Ranges than the peer's MAX_FILTER_RANGES allows fail
-// with ErrFilterRanges, before anything is sent (§9.1.6).
+// is sent (§8.9); so do those of LocalTrack.Publish, TrackStatus and
+// Update. Range filters with more Ranges than the peer's MAX_FILTER_RANGES
+// allows fail with ErrFilterRanges, before anything is sent (§9.1.6).
 func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, params wire.Params) (*Subscription, error) {
 	if err := params.Check(wire.InSubscribe); err != nil {
 		return nil, err
@@ -90,8 +90,7 @@ func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, param
 		s.untrack(rs)
 		return nil, err
 	}
-	s.wg.Add(1)
-	go sub.run()
+	rs.goServe(sub)
 	select {
 	case <-sub.established:
 		return sub, nil
@@ -260,64 +259,48 @@ func (sub *Subscription) cancelWith(err error, code wire.ResetCode) {
 	sub.release()
 }
 
-// run reads the publisher's messages until the stream ends (§3.1, §9).
-func (sub *Subscription) run() {
-	defer sub.sess.wg.Done()
-	defer sub.sess.untrack(sub.rs)
-	for {
-		m, err := sub.rs.readMessage()
-		var rej *wire.RejectError
-		switch {
-		case errors.As(err, &rej) && sub.byPublish:
-			// A REQUEST_UPDATE from the publisher that is well formed
-			// but refused (§9.5).
-			err = sub.publisherUpdate(m.(*wire.RequestUpdate), rej)
-		case err == nil:
-			err = sub.handle(m)
-		}
-		if err == nil {
-			continue
-		}
-		sub.end(err)
-		return
-	}
+// The publisher's side of the request stream, as the shared read loop
+// drives it (requestSide).
+
+// failed ends the subscription with the session.
+func (sub *Subscription) failed(se *SessionError) {
+	sub.terminate(se)
+	sub.release()
 }
 
-// end applies the error that stopped run.
-func (sub *Subscription) end(err error) {
-	if se, ok := asSessionError(err); ok {
-		if !se.Remote {
-			sub.sess.fail(se)
-		}
-		sub.terminate(se)
-		sub.release()
-		return
-	}
-	switch {
-	case errors.Is(err, io.EOF):
-		if sub.State() == StateTerminated {
-			// The publisher finished after REQUEST_ERROR or PUBLISH_DONE:
-			// the request is complete, so this end finishes too
-			// (§6.4.2.2), once its own answer to a PUBLISH is out (C008).
-			if sub.answered != nil {
-				select {
-				case <-sub.answered:
-				case <-sub.sess.ctx.Done():
-				}
+// peerFinished applies the publisher's FIN.
+func (sub *Subscription) peerFinished() {
+	if sub.State() == StateTerminated {
+		// The publisher finished after REQUEST_ERROR or PUBLISH_DONE: the
+		// request is complete, so this end finishes too (§6.4.2.2), once
+		// its own answer to a PUBLISH is out (C008).
+		if sub.answered != nil {
+			select {
+			case <-sub.answered:
+			case <-sub.sess.ctx.Done():
 			}
-			_ = sub.rs.fin()
-			break
 		}
+		_ = sub.rs.fin()
+	} else {
 		// A FIN before the required messages fails the request (§6.4.2.2).
 		sub.cancel(fmt.Errorf("moqt: publisher closed the stream without PUBLISH_DONE: %w", ErrCancelled))
-	default:
-		sub.cancel(fmt.Errorf("%w: %w", ErrCancelled, err))
 	}
 	sub.release()
 }
 
-// handle applies one message from the publisher.
-func (sub *Subscription) handle(m wire.Message) error {
+// reset applies the publisher's reset, which cancels (§3.1.1).
+func (sub *Subscription) reset(cause error) {
+	sub.cancel(cause)
+	sub.release()
+}
+
+// handle applies one message from the publisher. rej, set only on a
+// PUBLISH-initiated subscription, refuses the publisher's REQUEST_UPDATE
+// (§9.5).
+func (sub *Subscription) handle(m wire.Message, rej *wire.RejectError) error {
+	if rej != nil {
+		return sub.publisherUpdate(m.(*wire.RequestUpdate), rej)
+	}
 	state := sub.State()
 	if state == StateTerminated {
 		if sub.peerEnded {

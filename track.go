@@ -67,16 +67,15 @@ func (t *LocalTrack) Largest() (wire.Location, bool) {
 
 // Accept answers a SUBSCRIBE for this track with SUBSCRIBE_OK, reporting
 // the Largest Object and the Track Properties, and starts serving the
-// subscription. opts.Largest and opts.Properties are filled in by the
-// track. The subscription receives every object published after the
+// subscription. The subscription receives every object published after the
 // Largest Object its SUBSCRIBE_OK reports; the first of them may reach the
 // subscriber before the SUBSCRIBE_OK does, which it buffers (§3.1.2).
 func (t *LocalTrack) Accept(r *SubscribeRequest, opts AcceptOptions) (*ServedSubscription, error) {
-	opts.Properties = t.props
+	props := t.props
 	if p := r.Params.IncludeProperties; p.Set && !p.Value {
-		opts.Properties = nil // §9.20.22
+		props = nil // §9.20.22
 	}
-	return r.accept(opts, func(ss *ServedSubscription) (wire.Opt[wire.Location], error) {
+	return r.accept(opts, props, func(ss *ServedSubscription) (wire.Opt[wire.Location], error) {
 		largest, err := t.join(ss, true)
 		return largest.Param(), err
 	})
@@ -188,7 +187,7 @@ func (t *LocalTrack) noteObject(l wire.Location) {
 func (t *LocalTrack) End(code wire.PublishDoneCode, reason string) {
 	var wg sync.WaitGroup
 	for _, ss := range t.snapshot() {
-		wg.Go(func() { _ = ss.Done(code, reason) })
+		wg.Go(func() { _ = ss.End(code, reason) })
 	}
 	wg.Wait()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/moqt-go/moqt/wire"
@@ -31,102 +30,99 @@ func (s *Session) TrackStatus(ctx context.Context, track wire.FullTrackName, par
 	if err != nil {
 		return nil, err
 	}
-	defer s.untrack(rs)
 	// TRACK_STATUS is the only message this end sends (§9.13).
 	if err := rs.writeAndFin(&wire.TrackStatus{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name, Parameters: params}); err != nil {
 		rs.cancel(wire.ResetInternalError)
+		s.untrack(rs)
 		return nil, err
 	}
-	type result struct {
-		st  *TrackStatus
-		err error
-	}
-	done := make(chan result, 1)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		st, err := readTrackStatus(rs)
-		done <- result{st, err}
-	}()
+	a := &trackStatusAnswer{rs: rs, done: make(chan struct{})}
+	rs.goServe(a)
 	select {
-	case r := <-done:
-		var se *SessionError
-		if errors.As(r.err, &se) && !se.Remote {
-			s.fail(se)
-		}
-		return r.st, r.err
+	case <-a.done:
+		return a.st, a.err
 	case <-ctx.Done():
 		rs.cancel(wire.ResetCancelled)
 		return nil, ctx.Err()
 	}
 }
 
-// readTrackStatus reads the one answer and the FIN that must follow it.
-// A GOAWAY may come first (§9.2): the peer then means to close the stream
-// without an answer, asking for the request elsewhere.
-func readTrackStatus(rs *requestStream) (*TrackStatus, error) {
-	m, err := readPastGoaway(rs)
-	if err != nil {
-		if rs.goawayIn && !isSessionErr(err) {
-			return nil, fmt.Errorf("moqt: TRACK_STATUS migrated by the peer's GOAWAY: %w", ErrGoingAway)
-		}
-		if errors.Is(err, io.EOF) {
-			return nil, errors.New("moqt: TRACK_STATUS stream closed without an answer")
-		}
-		return nil, err
+// trackStatusAnswer reads the answer to a TRACK_STATUS this end sent, and
+// the FIN that must follow it. A GOAWAY may come first (§9.2): the peer
+// then means to close the stream without an answer, asking for the
+// request elsewhere.
+type trackStatusAnswer struct {
+	rs       *requestStream
+	answered bool
+	// st and err are the result, set before done is closed.
+	st   *TrackStatus
+	err  error
+	done chan struct{}
+}
+
+func (a *trackStatusAnswer) handle(m wire.Message, _ *wire.RejectError) error {
+	if _, ok := m.(*wire.Goaway); ok {
+		return nil
 	}
-	var st *TrackStatus
-	var answer error
-	switch m.(type) {
-	case *wire.RequestOK, *wire.RequestError:
-		rs.answered()
+	if a.answered {
+		return protocolViolation("%s after the TRACK_STATUS answer", m.Type())
 	}
 	switch m := m.(type) {
 	case *wire.RequestOK:
+		a.answered = true
+		a.rs.answered()
 		if err := m.Check(wire.InTrackStatusOK); err != nil {
-			return nil, err
+			return err
 		}
 		props, err := ownKVList(m.TrackProperties)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := checkTrackProperties(props); err != nil {
-			return nil, err
+			return err
 		}
-		st = &TrackStatus{Largest: m.Parameters.LargestObject, Properties: props}
+		a.st = &TrackStatus{Largest: m.Parameters.LargestObject, Properties: props}
+		return nil
 	case *wire.RequestError:
-		own, err := detach(rs.sess.version, m)
+		a.answered = true
+		a.rs.answered()
+		own, err := detach(a.rs.sess.version, m)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		answer = requestErrorFrom(own)
-	default:
-		return nil, protocolViolation("unexpected %s answering TRACK_STATUS", m.Type())
+		a.err = requestErrorFrom(own)
+		return nil
 	}
-	if _, err := readPastGoaway(rs); !errors.Is(err, io.EOF) {
-		if err == nil {
-			err = protocolViolation("message after the TRACK_STATUS answer")
-		}
-		return nil, err
-	}
-	return st, answer
+	return protocolViolation("unexpected %s answering TRACK_STATUS", m.Type())
 }
 
-// readPastGoaway reads the next message other than GOAWAY, which may come
-// on any request stream (§9.2); readMessage refuses a second one.
-func readPastGoaway(rs *requestStream) (wire.Message, error) {
-	for {
-		m, err := rs.readMessage()
-		if _, ok := m.(*wire.Goaway); !ok || err != nil {
-			return m, err
-		}
+func (a *trackStatusAnswer) peerFinished() {
+	if !a.answered {
+		a.st, a.err = nil, a.unanswered(errors.New("moqt: TRACK_STATUS stream closed without an answer"))
 	}
+	close(a.done)
 }
 
-// isSessionErr reports whether err ends the session.
-func isSessionErr(err error) bool {
-	_, ok := asSessionError(err)
-	return ok
+func (a *trackStatusAnswer) reset(cause error) {
+	a.st, a.err = nil, cause
+	if !a.answered {
+		a.err = a.unanswered(cause)
+	}
+	close(a.done)
+}
+
+func (a *trackStatusAnswer) failed(se *SessionError) {
+	a.st, a.err = nil, se
+	close(a.done)
+}
+
+// unanswered is why the request has no answer: err, unless the peer's
+// GOAWAY migrated it.
+func (a *trackStatusAnswer) unanswered(err error) error {
+	if a.rs.goawayIn {
+		return fmt.Errorf("moqt: TRACK_STATUS migrated by the peer's GOAWAY: %w", ErrGoingAway)
+	}
+	return err
 }
 
 // TrackStatusRequest is a peer's TRACK_STATUS (§9.13), handed to the
@@ -154,40 +150,34 @@ func (r *TrackStatusRequest) Accept(largest wire.Opt[wire.Location], props wire.
 // serveTrackStatus hands a TRACK_STATUS to the Handler. Nothing more may
 // arrive from the requester (§9.13).
 func (s *Session) serveTrackStatus(rs *requestStream, m *wire.TrackStatus, toks []AuthToken) error {
-	m, err := detach(s.version, m)
-	if err != nil {
-		return err
-	}
 	req := &TrackStatusRequest{
-		incoming: newIncoming(rs, toks),
+		incoming: newIncoming(rs, toks, m.TrackNamespace),
 		Track:    wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName},
 		Params:   m.Parameters,
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.serve(req)
-	}()
-	extra, err := readPastGoaway(rs)
-	switch {
-	case err == nil:
-		return protocolViolation("%s after TRACK_STATUS", extra.Type())
-	case errors.Is(err, io.EOF):
-		req.waitAnswered()
-		return nil
-	default:
-		var se *SessionError
-		if errors.As(err, &se) {
-			if se.Remote {
-				return nil
-			}
-			return se
-		}
-		// The requester cancelled; the answer, if any, goes nowhere.
-		req.waitAnswered()
+	s.handOff(req)
+	return rs.serve((*trackStatusServed)(req))
+}
+
+// trackStatusServed is the responder's side of a TRACK_STATUS.
+type trackStatusServed TrackStatusRequest
+
+func (r *trackStatusServed) handle(m wire.Message, _ *wire.RejectError) error {
+	if _, ok := m.(*wire.Goaway); ok {
 		return nil
 	}
+	return protocolViolation("%s after TRACK_STATUS", m.Type())
 }
+
+// peerFinished waits for the answer: the requester's FIN, usually right after
+// its request, is no cancellation.
+func (r *trackStatusServed) peerFinished() { r.waitAnswered() }
+
+// reset waits for the answer too, which goes nowhere: the request's
+// Context tells the handler.
+func (r *trackStatusServed) reset(error) { r.waitAnswered() }
+
+func (r *trackStatusServed) failed(*SessionError) {}
 
 // msDuration converts milliseconds from the wire to a Duration, saturating.
 func msDuration(ms uint64) time.Duration {

@@ -186,7 +186,7 @@ func visit(srv *moqt.Server, url string, cfg *moqt.Config) error {
 		return err
 	}
 	fmt.Printf("REQUEST_UPDATE forward=0 -> REQUEST_OK; the publisher now sees forward=%v\n", ss.Forward())
-	if err := ss.Done(wire.DoneTrackEnded, "the clock stopped"); err != nil {
+	if err := ss.End(wire.DoneTrackEnded, "the clock stopped"); err != nil {
 		return err
 	}
 	select {
@@ -199,10 +199,14 @@ func visit(srv *moqt.Server, url string, cfg *moqt.Config) error {
 		fmt.Printf("PUBLISH_DONE %s (%q), stream count %d; state %s\n", done.Code, done.Reason, done.StreamCount, sub.State())
 	}
 
-	pub, err := server.Publish(ctx, wire.FullTrackName{Namespace: wire.NewNamespace("demo"), Name: []byte("chat")}, wire.Params{}, nil)
+	chat, err := moqt.NewLocalTrack(wire.FullTrackName{Namespace: wire.NewNamespace("demo"), Name: []byte("chat")}, nil)
+	if err != nil {
+		return err
+	}
+	pub, err := chat.Publish(ctx, server, wire.Params{})
 	if err != nil {
 		return err
 	}
 	fmt.Printf("server: PUBLISH -> PUBLISH_OK, %s\n", pub.State())
-	return pub.Done(wire.DoneTrackEnded, "")
+	return pub.End(wire.DoneTrackEnded, "")
 }

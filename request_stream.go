@@ -22,9 +22,8 @@ type requestStream struct {
 	mr   *wire.MessageReader
 	id   uint64 // Request ID of the message that opened the stream
 	// in is str as mr reads it: it starts the message timer at a
-	// message's first byte. It and timer belong to the reader goroutine.
-	in    timedReader
-	timer *time.Timer // CONTROL_MESSAGE_TIMEOUT of the message being read
+	// message's first byte. It belongs to the reader goroutine.
+	in timedReader
 	// unanswered counts the peer's REQUEST_UPDATEs discarded by crossed
 	// (reader goroutine only).
 	unanswered uint64
@@ -35,6 +34,10 @@ type requestStream struct {
 	// when it is answered (§8.9). Both are set before the stream is read.
 	tokenKey   *tokenStream
 	sentTokens *tokenUse
+	// peer is the request a peer's stream carries, once it is handed to
+	// the Handler: the read loop ends its Context. Set before the loop
+	// starts; the loop's goroutine alone reads it.
+	peer *incoming
 
 	wmu sync.Mutex // guards the fields below and serializes writes
 	// typ is the type of the request that opened the stream: set before
@@ -67,8 +70,7 @@ func newRequestStream(s *Session, str transport.Stream, id uint64, local bool) *
 // byte of a message starts the message's timer.
 type timedReader struct {
 	rs *requestStream
-	// armed reports that the message being read is timed.
-	armed bool
+	messageTimer
 }
 
 func (r *timedReader) Read(p []byte) (int, error) {
@@ -80,29 +82,11 @@ func (r *timedReader) Read(p []byte) (int, error) {
 }
 
 // startTimer starts the CONTROL_MESSAGE_TIMEOUT for the message being
-// read (§12.2). A message that has begun must arrive whole without the
-// peer's help being awaited: a peer that leaves one half sent holds this
-// stream's goroutine and buffer for nothing, so the session closes.
-func (rs *requestStream) startTimer() {
-	rs.in.armed = true
-	d := rs.sess.cfg.ControlMessageTimeout
-	if rs.timer != nil {
-		rs.timer.Reset(d)
-		return
-	}
-	rs.timer = time.AfterFunc(d, func() {
-		rs.sess.fail(&SessionError{Code: wire.ControlMessageTimeout,
-			Reason: fmt.Sprintf("control message on a request stream not complete after %v", d)})
-	})
-}
+// read (§12.2).
+func (rs *requestStream) startTimer() { rs.in.start(rs.sess, "on a request stream") }
 
 // stopTimer ends the timing of the message just read.
-func (rs *requestStream) stopTimer() {
-	if rs.in.armed {
-		rs.in.armed = false
-		rs.timer.Stop()
-	}
-}
+func (rs *requestStream) stopTimer() { rs.in.stop() }
 
 // requestType is the type of the request that opened the stream.
 func (rs *requestStream) requestType() wire.MessageType {
@@ -201,38 +185,6 @@ func (rs *requestStream) watchStopSending(fn func()) (stop func() bool) {
 			fn()
 		}
 	})
-}
-
-// drain reads and discards what the peer still sends on a request that
-// this end refused, until its FIN or reset (§6.4.2.2). Messages the peer
-// sent before it saw the answer, such as a REQUEST_UPDATE, are no error;
-// but they are held to the same rules as on a live request: who may send
-// them (checkSender, in readMessage) and those of crossed. This end sends
-// no REQUEST_UPDATE here, so a REQUEST_OK or REQUEST_ERROR answers
-// nothing, and nothing may follow a PUBLISH_DONE.
-func (rs *requestStream) drain() error {
-	ended := false
-	for {
-		m, err := rs.readMessage()
-		if err != nil && !isReject(err) {
-			if se, ok := asSessionError(err); ok && !se.Remote {
-				return se
-			}
-			return nil
-		}
-		if ended {
-			return protocolViolation("%s after PUBLISH_DONE on request stream %d", m.Type(), rs.id)
-		}
-		if err := rs.crossed(m); err != nil {
-			return err
-		}
-		switch m.(type) {
-		case *wire.RequestOK, *wire.RequestError:
-			return protocolViolation("%s with no REQUEST_UPDATE outstanding on request stream %d", m.Type(), rs.id)
-		case *wire.PublishDone:
-			ended = true
-		}
-	}
 }
 
 // crossed applies, to a message the peer sent on a request this end has

@@ -1,0 +1,120 @@
+package moqt
+
+import (
+	"fmt"
+
+	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// PublishRequest is a peer's PUBLISH (§9.8), handed to the Handler: the
+// peer offers a subscription to one of its tracks.
+type PublishRequest struct {
+	incoming
+	// Track is the offered track; TrackAlias its alias.
+	Track      wire.FullTrackName
+	TrackAlias uint64
+	// Params are the publisher's initial subscription parameters. Its
+	// AUTHORIZATION_TOKENs are resolved, as USE_VALUE (see
+	// AuthorizationTokens).
+	Params wire.Params
+	// Properties are the Track Properties.
+	Properties wire.KVList
+	sub        *Subscription
+}
+
+// Accept answers with PUBLISH_OK (REQUEST_OK, §9.3) and returns the
+// subscriber's end of the Established subscription. Only EXPIRES may be
+// set in params (§9.20.17).
+func (r *PublishRequest) Accept(params wire.Params) (*Subscription, error) {
+	if err := params.Check(wire.InPublishOK); err != nil {
+		return nil, err
+	}
+	sub := r.sub
+	err := r.answer(func() error {
+		switch sub.State() {
+		case StatePendingPublisher:
+		case StateTerminated:
+			// The publisher ended the PUBLISH before this answer
+			// (§3.1). It still gets its one response (C002) before
+			// this end's FIN (C008); the application learns that the
+			// subscription is over.
+			_ = sub.rs.write(&wire.RequestOK{Parameters: params})
+			return fmt.Errorf("moqt: PUBLISH already ended: %w", sub.Err())
+		default:
+			return fmt.Errorf("moqt: PUBLISH in state %s", sub.State())
+		}
+		if err := sub.sess.bindAlias(sub); err != nil {
+			sub.sess.fail(err)
+			return err
+		}
+		if err := sub.rs.write(&wire.RequestOK{Parameters: params}); err != nil {
+			return err
+		}
+		if params.Expires.Set && params.Expires.Value > 0 {
+			// This end granted EXPIRES, so it ends the subscription when
+			// the time has passed (§9.20.17).
+			sub.expireAfter(msDuration(params.Expires.Value))
+		}
+		if err := sub.move(StateEstablished, nil); err != nil {
+			return endedAsAccepted(sub.Err(), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sub, nil
+}
+
+// Reject answers with REQUEST_ERROR, UNINTERESTED being the usual code
+// (§9.8).
+func (r *PublishRequest) Reject(code wire.RequestErrorCode, reason string) error {
+	return r.incoming.Reject(code, reason)
+}
+
+// servePublish hands a PUBLISH to the Handler and reads the publisher's
+// side of the stream.
+func (s *Session) servePublish(rs *requestStream, m *wire.Publish, toks []AuthToken) error {
+	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
+	// C035 applies on receipt, whatever the application would answer.
+	if err := s.checkAlias(m.TrackAlias, track); err != nil {
+		return err
+	}
+	if err := checkTrackProperties(m.TrackProperties); err != nil {
+		return err
+	}
+	if t, ok := unknownMandatory(m.TrackProperties); ok {
+		rs.reject(&RequestError{Code: wire.ReqUnsupportedExtension, // C006
+			Reason: fmt.Sprintf("mandatory track property 0x%x", t)})
+		return rs.drain()
+	}
+	sub := &Subscription{
+		subState:   newSubState(StatePendingPublisher),
+		sess:       s,
+		rs:         rs,
+		track:      track,
+		byPublish:  true,
+		alias:      m.TrackAlias,
+		params:     m.Parameters,
+		largest:    m.Parameters.LargestObject,
+		properties: m.TrackProperties,
+	}
+	sub.initData()
+	sub.filter = filter.New(&sub.params, largestOf(sub.largest))
+	if m.Parameters.Expires.Set {
+		sub.expires = expiry(m.Parameters.Expires.Value)
+	}
+	req := &PublishRequest{
+		incoming:   newIncoming(rs, toks, track.Namespace),
+		Track:      track,
+		TrackAlias: m.TrackAlias,
+		Params:     m.Parameters,
+		Properties: m.TrackProperties,
+		sub:        sub,
+	}
+	sub.answered = req.answeredCh
+	req.rejected = func(e *RequestError) { sub.terminate(e) }
+	s.handOff(req)
+	return rs.serve(sub)
+}
