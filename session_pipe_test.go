@@ -226,3 +226,44 @@ func forTransports(t *testing.T, f func(t *testing.T, connect connector)) {
 // bubble blocked meanwhile: the timers due in d fire, in order. Inside
 // inBubble only; outside it would sleep.
 func advance(d time.Duration) { time.Sleep(d) }
+
+// fakeConnector makes a library session and a fake peer that has
+// completed SETUP with it.
+type fakeConnector func(t *testing.T, cfg *Config) (*Session, *fakePeer)
+
+// forServerSessions runs f, as subtest name, with the library as the
+// server of a fake client: over both transports in memory, in a synctest
+// bubble ("pipe/quic/name", "pipe/webtransport/name"), and over the real
+// ones ("moqt/name", "https/name").
+func forServerSessions(t *testing.T, name string, f func(t *testing.T, connect fakeConnector)) {
+	forFakeSessions(t, name, f, pipeServerSession, serverSessionOver)
+}
+
+// forClientSessions is forServerSessions with the library as the client
+// of a fake server.
+func forClientSessions(t *testing.T, name string, f func(t *testing.T, connect fakeConnector)) {
+	forFakeSessions(t, name, f, pipeClientSession, clientSessionOver)
+}
+
+func forFakeSessions(t *testing.T, name string, f func(t *testing.T, connect fakeConnector),
+	overPipe func(*testing.T, transport.PipeConfig, *Config) (*Session, *fakePeer),
+	overWire func(*testing.T, string, *Config) (*Session, *fakePeer)) {
+	for _, tr := range pipeTransports {
+		t.Run("pipe/"+tr.name+"/"+name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				f(t, func(t *testing.T, cfg *Config) (*Session, *fakePeer) {
+					t.Helper()
+					return overPipe(t, transport.PipeConfig{WebTransport: tr.wt}, cfg)
+				})
+			})
+		})
+	}
+	for _, scheme := range schemes {
+		t.Run(scheme+"/"+name, func(t *testing.T) {
+			f(t, func(t *testing.T, cfg *Config) (*Session, *fakePeer) {
+				t.Helper()
+				return overWire(t, scheme, cfg)
+			})
+		})
+	}
+}
