@@ -38,6 +38,12 @@ type fanOut struct {
 
 func newFanOut(t *testing.T, scheme string, serverCfg *Config, slowParams wire.Params) *fanOut {
 	t.Helper()
+	return newFanOutOver(t, overWire(scheme), serverCfg, slowParams)
+}
+
+// newFanOutOver is newFanOut over connect's transport.
+func newFanOutOver(t *testing.T, connect connector, serverCfg *Config, slowParams wire.Params) *fanOut {
+	t.Helper()
 	track, err := NewLocalTrack(testTrack, nil)
 	require.NoError(t, err)
 	handler, served := trackServer(t, track)
@@ -52,8 +58,8 @@ func newFanOut(t *testing.T, scheme string, serverCfg *Config, slowParams wire.P
 		default:
 		}
 	}
-	fastPair := newPair(t, scheme, serverCfg, nil)
-	slowPair := fastPair.connect(t, scheme, slowClient())
+	fastPair := connect(t, serverCfg, nil)
+	slowPair := fastPair.another(t, slowClient())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	f := &fanOut{track: track, slowPair: slowPair, ctx: ctx, ended: ended}

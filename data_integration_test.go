@@ -45,6 +45,12 @@ type liveTrack struct {
 // params. serverCfg and clientCfg may be nil.
 func subscribeTrack(t *testing.T, scheme string, params wire.Params, serverCfg, clientCfg *Config) *liveTrack {
 	t.Helper()
+	return subscribeTrackOver(t, overWire(scheme), params, serverCfg, clientCfg)
+}
+
+// subscribeTrackOver is subscribeTrack over connect's transport.
+func subscribeTrackOver(t *testing.T, connect connector, params wire.Params, serverCfg, clientCfg *Config) *liveTrack {
+	t.Helper()
 	track, err := NewLocalTrack(testTrack, nil)
 	require.NoError(t, err)
 	handler, served := trackServer(t, track)
@@ -52,7 +58,7 @@ func subscribeTrack(t *testing.T, scheme string, params wire.Params, serverCfg, 
 		serverCfg = &Config{}
 	}
 	serverCfg.Handler = handler.Handler
-	p := newPair(t, scheme, serverCfg, clientCfg)
+	p := connect(t, serverCfg, clientCfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	sub, err := p.client.Subscribe(ctx, testTrack, params)

@@ -106,7 +106,8 @@ func closeOnCleanup(t *testing.T, sessions ...*Session) {
 // newPipePair connects a client and a server Session over a Pipe and runs
 // their SETUP exchange; serverCfg.Handler serves the client's requests,
 // clientCfg.Handler the server's. Call it inside inBubble. The pair's srv
-// is nil: there is no Server.
+// is nil: there is no Server, but connect makes more pairs whose servers
+// share serverCfg.
 func newPipePair(t *testing.T, pc transport.PipeConfig, serverCfg, clientCfg *Config) *pair {
 	t.Helper()
 	serverCfg, clientCfg = quietConfig(serverCfg).withDefaults(), quietConfig(clientCfg).withDefaults()
@@ -119,27 +120,10 @@ func newPipePair(t *testing.T, pc transport.PipeConfig, serverCfg, clientCfg *Co
 	served := goErr(func() error { return server.handshake(ctx, server.ownSetup()) })
 	require.NoError(t, client.handshake(ctx, client.pipeClientSetup()))
 	require.NoError(t, <-served)
-	return &pair{client: client, server: server}
-}
-
-// pipeTrack is subscribeTrack over a Pipe: testTrack served by the
-// server, subscribed to by the client with params. Call it inside
-// inBubble.
-func pipeTrack(t *testing.T, pc transport.PipeConfig, params wire.Params, serverCfg, clientCfg *Config) *liveTrack {
-	t.Helper()
-	track, err := NewLocalTrack(testTrack, nil)
-	require.NoError(t, err)
-	handler, served := trackServer(t, track)
-	if serverCfg == nil {
-		serverCfg = &Config{}
-	}
-	serverCfg.Handler = handler.Handler
-	p := newPipePair(t, pc, serverCfg, clientCfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*fakeGuard)
-	t.Cleanup(cancel)
-	sub, err := p.client.Subscribe(ctx, testTrack, params)
-	require.NoError(t, err)
-	return &liveTrack{track: track, p: p, sub: sub, ss: <-served, ctx: ctx}
+	return &pair{client: client, server: server, pipe: func(t *testing.T, clientCfg *Config) *pair {
+		t.Helper()
+		return newPipePair(t, pc, serverCfg, clientCfg)
+	}}
 }
 
 // pipeServerSession is serverSession over a Pipe: the library is the
@@ -266,4 +250,25 @@ func forFakeSessions(t *testing.T, name string, f func(t *testing.T, connect fak
 			})
 		})
 	}
+}
+
+// settle requires cond once the test's goroutines have settled. In a
+// synctest bubble that is once every other goroutine of the bubble is
+// blocked, and cond is checked once; over a real transport there is no
+// such moment, and cond is polled for up to fakeGuard.
+func settle(t *testing.T, cond func() bool, msg string) {
+	t.Helper()
+	if bubbled() {
+		synctest.Wait()
+		require.True(t, cond(), msg)
+		return
+	}
+	require.Eventually(t, cond, fakeGuard, time.Millisecond, msg)
+}
+
+// bubbled reports whether the caller runs in a synctest bubble: the
+// bubble's clock has no monotonic reading.
+func bubbled() bool {
+	now := time.Now()
+	return now == now.Round(0)
 }
