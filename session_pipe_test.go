@@ -258,12 +258,19 @@ func forFakeSessions(t *testing.T, name string, f func(t *testing.T, connect fak
 // such moment, and cond is polled for up to fakeGuard.
 func settle(t *testing.T, cond func() bool, msg string) {
 	t.Helper()
+	settleWithin(t, fakeGuard, cond, msg)
+}
+
+// settleWithin is settle polling for up to within over a real transport,
+// for a cond that must hold soon, not merely eventually.
+func settleWithin(t *testing.T, within time.Duration, cond func() bool, msg string) {
+	t.Helper()
 	if bubbled() {
 		synctest.Wait()
 		require.True(t, cond(), msg)
 		return
 	}
-	require.Eventually(t, cond, fakeGuard, time.Millisecond, msg)
+	require.Eventually(t, cond, within, time.Millisecond, msg)
 }
 
 // bubbled reports whether the caller runs in a synctest bubble: the
