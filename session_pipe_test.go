@@ -130,12 +130,7 @@ func newPipePair(t *testing.T, pc transport.PipeConfig, serverCfg, clientCfg *Co
 // server, a fake client has completed SETUP. Call it inside inBubble.
 func pipeServerSession(t *testing.T, pc transport.PipeConfig, cfg *Config) (*Session, *fakePeer) {
 	t.Helper()
-	cfg = quietConfig(cfg).withDefaults()
-	cc, sc := transport.Pipe(pipeConfig(pc, cfg))
-	s := pipeSession(t, sc, false, cfg)
-	closeOnCleanup(t, s)
-	fp := newFakePeer(t, cc)
-	served := goErr(func() error { return s.handshake(fakeCtx(t), s.ownSetup()) })
+	s, fp, served := pipeServerAccept(t, pc, cfg)
 	st := &wire.Setup{}
 	if !pc.WebTransport {
 		st = &wire.Setup{Path: wire.Some("/live"), Authority: wire.Some(pipeAuthority)}
@@ -144,6 +139,21 @@ func pipeServerSession(t *testing.T, pc transport.PipeConfig, cfg *Config) (*Ses
 	fp.readPeerSetup()
 	require.NoError(t, <-served)
 	return s, fp
+}
+
+// pipeServerAccept starts a library server's SETUP exchange with a fake
+// client over a Pipe, as Server does for a new connection, and returns
+// with it under way: the channel gets the handshake's result. Call it
+// inside inBubble.
+func pipeServerAccept(t *testing.T, pc transport.PipeConfig, cfg *Config) (*Session, *fakePeer, <-chan error) {
+	t.Helper()
+	cfg = quietConfig(cfg).withDefaults()
+	cc, sc := transport.Pipe(pipeConfig(pc, cfg))
+	s := pipeSession(t, sc, false, cfg)
+	closeOnCleanup(t, s)
+	fp := newFakePeer(t, cc)
+	served := goErr(func() error { return s.handshake(fakeCtx(t), s.ownSetup()) })
+	return s, fp, served
 }
 
 // pipeClientSession is clientSession over a Pipe: the library is the
