@@ -44,9 +44,7 @@ func newFanOut(t *testing.T, scheme string, serverCfg *Config, slowParams wire.P
 // newFanOutOver is newFanOut over connect's transport.
 func newFanOutOver(t *testing.T, connect connector, serverCfg *Config, slowParams wire.Params) *fanOut {
 	t.Helper()
-	track, err := NewLocalTrack(testTrack, nil)
-	require.NoError(t, err)
-	handler, served := trackServer(t, track)
+	track, handler, served := newServedTrack(t, testTrack, nil)
 	serverCfg.Handler = handler.Handler
 	ended := make(chan struct{}, 1)
 	if serverCfg.hooks == nil {
@@ -60,9 +58,9 @@ func newFanOutOver(t *testing.T, connect connector, serverCfg *Config, slowParam
 	}
 	fastPair := connect(t, serverCfg, nil)
 	slowPair := fastPair.another(t, slowClient())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
+	ctx := testCtx(t, 30*time.Second)
 	f := &fanOut{track: track, slowPair: slowPair, ctx: ctx, ended: ended}
+	var err error
 	f.fast, err = fastPair.client.Subscribe(ctx, testTrack, wire.Params{})
 	require.NoError(t, err)
 	f.ssFast = <-served
@@ -363,9 +361,7 @@ func TestBacklogAllSlowHoldsPublisher(t *testing.T) {
 				n    = 256 // 256 KB: four times the bound
 			)
 			waits := make(chan struct{}, 1)
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
+			track, cfg, served := newServedTrack(t, testTrack, nil)
 			cfg.MaxSubscriberBacklog = 64 << 10
 			cfg.hooks = &sessionHooks{publisherWaits: func() {
 				select {
@@ -375,8 +371,7 @@ func TestBacklogAllSlowHoldsPublisher(t *testing.T) {
 			}}
 			a := newPair(t, tr.scheme, cfg, slowClient())
 			b := a.connect(t, tr.scheme, slowClient())
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := testCtx(t, 30*time.Second)
 			subA, err := a.client.Subscribe(ctx, testTrack, wire.Params{})
 			require.NoError(t, err)
 			ssA := <-served
@@ -467,13 +462,10 @@ func TestBacklogStreamCreditWithheld(t *testing.T) {
 				n    = 100 + maxPendingOpens + 50
 				size = 8 << 10
 			)
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
+			track, cfg, served := newServedTrack(t, testTrack, nil)
 			fastPair := newPair(t, tr.scheme, cfg, nil)
 			slowPair := fastPair.connect(t, tr.scheme, &Config{ConnectionReceiveWindow: 16 << 20})
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := testCtx(t, 30*time.Second)
 			fast, err := fastPair.client.Subscribe(ctx, testTrack, wire.Params{})
 			require.NoError(t, err)
 			<-served

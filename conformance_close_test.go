@@ -27,9 +27,7 @@ func fakeSubscriberTrack(t *testing.T, scheme string) (*LocalTrack, *fakePeer, c
 	if scheme == "moqt" {
 		return servedTrack(t)
 	}
-	track, err := NewLocalTrack(trackA, nil)
-	require.NoError(t, err)
-	cfg, served := trackServer(t, track)
+	track, cfg, served := newServedTrack(t, trackA, nil)
 	ls := startLibServer(t, cfg, nil)
 	fp := ls.dial(scheme)
 	fp.sendSetup(&wire.Setup{})

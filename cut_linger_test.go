@@ -1,7 +1,6 @@
 package moqt
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -30,13 +29,10 @@ func TestCutStreamKeepsWrittenObjects(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			inBubble(t, func(t *testing.T) {
-				track, err := NewLocalTrack(testTrack, nil)
-				require.NoError(t, err)
-				cfg, served := trackServer(t, track)
+				track, cfg, served := newServedTrack(t, testTrack, nil)
 				p := newPipePair(t, transport.PipeConfig{ReliableReset: c.reliable}, cfg, nil)
 				require.Equal(t, c.reliable, p.server.conn.ReliableReset())
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
+				ctx := testCtx(t, time.Minute)
 
 				w := track.OpenSubgroup(0, 0, SubgroupOptions{})
 				writeObjects(t, ctx, w, 0, 5, fixedSize(64<<10))

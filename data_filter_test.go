@@ -79,8 +79,7 @@ func TestC024_LiveFilterForms(t *testing.T) {
 		}
 	})}
 	p := newPair(t, "moqt", cfg, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := testCtx(t, 10*time.Second)
 	subs := make([]*Subscription, len(cases))
 	for i, c := range cases {
 		sub, err := p.client.Subscribe(ctx, tracks[i].Name(), wire.Params{LocationFilter: c.filter})
@@ -116,12 +115,9 @@ func TestC024_LiveFilterForms(t *testing.T) {
 func TestDataPublishDoneCountsLateStreams(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
+			track, cfg, served := newServedTrack(t, testTrack, nil)
 			p := newPair(t, tr.scheme, cfg, &Config{DoneLinger: 10 * time.Second})
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			ctx := testCtx(t, 10*time.Second)
 			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
 			require.NoError(t, err)
 			ss := <-served
@@ -163,8 +159,7 @@ func TestDataPublishSendsBeforePublishOK(t *testing.T) {
 			}
 		})}
 		p := connect(t, nil, clientCfg)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
+		ctx := testCtx(t, 10*time.Second)
 		published := make(chan error, 1)
 		go func() {
 			_, err := track.Publish(ctx, p.server, wire.Params{})

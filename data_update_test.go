@@ -1,7 +1,6 @@
 package moqt
 
 import (
-	"context"
 	"io"
 	"testing"
 	"time"
@@ -19,13 +18,10 @@ import (
 func TestC027_RangeFiltersEndToEnd(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
+			track, cfg, served := newServedTrack(t, testTrack, nil)
 			cfg.MaxFilterRanges = 4
 			p := newPair(t, tr.scheme, cfg, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			ctx := testCtx(t, 10*time.Second)
 			params := wire.Params{
 				LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{Group: 1, Object: 0}, 2)),
 				RangeFilters: []wire.RangeFilter{
@@ -64,12 +60,9 @@ func TestC027_RangeFiltersEndToEnd(t *testing.T) {
 func TestDataUpdateMovesFilter(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
+			track, cfg, served := newServedTrack(t, testTrack, nil)
 			p := newPair(t, tr.scheme, cfg, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			ctx := testCtx(t, 10*time.Second)
 			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{
 				LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{Group: 0, Object: 0}, 0))})
 			require.NoError(t, err)
@@ -142,8 +135,7 @@ func TestC004_NoObjectsAfterRejectedPublish(t *testing.T) {
 			_ = r.Reject(wire.ReqUninterested, "no thanks")
 		})}
 		p := connect(t, nil, clientCfg)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
+		ctx := testCtx(t, 10*time.Second)
 		published := make(chan error, 1)
 		go func() {
 			_, err := track.Publish(ctx, p.server, wire.Params{})

@@ -111,9 +111,7 @@ func newDeliverySetup(t *testing.T, ctx context.Context, connect connector, prop
 	if c.trackValue != 0 {
 		props = wire.KVList{{Type: prop, Value: c.trackValue}}
 	}
-	track, err := NewLocalTrack(testTrack, props)
-	require.NoError(t, err)
-	cfg, served := trackServer(t, track)
+	track, cfg, served := newServedTrack(t, testTrack, props)
 	expiry := make(chan struct{}, 4)
 	cfg.hooks = &sessionHooks{deliveryTimedOut: func() { expiry <- struct{}{} }}
 	p := connect(t, cfg, nil)
@@ -176,8 +174,7 @@ func (d *deliverySetup) expectDeliveryTimeout(t *testing.T, ctx context.Context)
 // bubble's clock, one over each real transport.
 func TestC020_ObjectDeliveryTimeoutResetsStream(t *testing.T) {
 	forTimeoutCases(t, func(t *testing.T, connect connector, c timeoutCase) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
+		ctx := testCtx(t, 20*time.Second)
 		d := newDeliverySetup(t, ctx, connect, wire.PropObjectDeliveryTimeout, c)
 
 		// Far more than the subscriber's receive windows.
@@ -204,8 +201,7 @@ func TestC020_ObjectDeliveryTimeoutResetsStream(t *testing.T) {
 // the transport after the timeout (§5.2).
 func TestC020_ObjectDeliveryTimeoutSlowPayload(t *testing.T) {
 	forTransports(t, func(t *testing.T, connect connector) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
+		ctx := testCtx(t, 20*time.Second)
 		d := newDeliverySetup(t, ctx, connect, wire.PropObjectDeliveryTimeout, timeoutCase{subscriber: shortTimeout})
 		ow, err := d.w.BeginObject(1, 10, nil)
 		require.NoError(t, err)
@@ -227,8 +223,7 @@ func TestC020_ObjectDeliveryTimeoutSlowPayload(t *testing.T) {
 // acknowledgements, so the reset comes whether or not the data arrived.
 func TestC020_SubgroupDeliveryTimeoutResetsAfterFin(t *testing.T) {
 	forTimeoutCases(t, func(t *testing.T, connect connector, c timeoutCase) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
+		ctx := testCtx(t, 20*time.Second)
 		d := newDeliverySetup(t, ctx, connect, wire.PropSubgroupDeliveryTimeout, c)
 		require.NoError(t, d.w.WriteObject(1, nil, make([]byte, 64<<10)))
 		select {
@@ -263,8 +258,7 @@ func forTimeoutCases(t *testing.T, f func(t *testing.T, connect connector, c tim
 // blocked object waits for the subscriber and is delivered whole.
 func TestDeliveryTimeoutNoneKeepsStream(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
+		ctx := testCtx(t, 20*time.Second)
 		d := newDeliverySetup(t, ctx, overPipe(false), wire.PropObjectDeliveryTimeout, timeoutCase{})
 		const size = 4 << 20
 		written := make(chan error, 1)

@@ -112,8 +112,7 @@ func TestJoinWhilePublishing(t *testing.T) {
 			track, err := NewLocalTrack(testTrack, nil)
 			require.NoError(t, err)
 			p := newPair(t, tr.scheme, &Config{Handler: serveTrack(track, AcceptOptions{}, nil)}, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := testCtx(t, 30*time.Second)
 
 			// The publisher: groups of objectsPerGroup objects, one
 			// subgroup each, until stopped.
@@ -233,8 +232,7 @@ func TestTrackReleasesEndedSubscriptions(t *testing.T) {
 	require.NoError(t, err)
 	served := make(chan *ServedSubscription, 64)
 	p := newPair(t, "moqt", &Config{Handler: serveTrack(track, AcceptOptions{}, served)}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := testCtx(t, 10*time.Second)
 
 	// Nothing but the track could keep them; it must not.
 	var gone []weak.Pointer[ServedSubscription]
@@ -326,8 +324,7 @@ func TestServedSubscriptionErrMatchesContext(t *testing.T) {
 				require.NoError(t, err)
 				served := make(chan *ServedSubscription, 1)
 				p := newPair(t, tr.scheme, &Config{Handler: serveTrack(track, e.opts, served)}, nil)
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
+				ctx := testCtx(t, 10*time.Second)
 				sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
 				require.NoError(t, err)
 				ss := recvOrFail(t, served)
@@ -349,8 +346,7 @@ func TestServedSubscriptionErrMatchesContext(t *testing.T) {
 	t.Run("PUBLISH refused", func(t *testing.T) {
 		refuse := HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqUninterested, "no") })
 		p := newPair(t, "moqt", nil, &Config{Handler: refuse})
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
+		ctx := testCtx(t, 10*time.Second)
 		ss, err := p.server.startPublish(ctx, testTrack, wire.Params{}, nil, nil)
 		require.NoError(t, err)
 		closedOrFail(t, ss.Context().Done(), "the subscription's context did not end")

@@ -194,8 +194,7 @@ func TestEarlyObjectsWaitForPublishOK(t *testing.T) {
 			}
 		})
 		p := connect(t, &Config{MaxEarlyObjects: 2}, &Config{Handler: handler})
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
+		ctx := testCtx(t, 20*time.Second)
 		track, err := NewLocalTrack(testTrack, nil)
 		require.NoError(t, err)
 		published := goErr(func() error {
@@ -269,12 +268,9 @@ func TestC020_JoinMidSubgroup(t *testing.T) {
 	for _, tr := range transports {
 		for _, c := range cases {
 			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
-				track, err := NewLocalTrack(testTrack, nil)
-				require.NoError(t, err)
-				cfg, served := trackServer(t, track)
+				track, cfg, served := newServedTrack(t, testTrack, nil)
 				p := newPair(t, tr.scheme, cfg, nil)
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
+				ctx := testCtx(t, 20*time.Second)
 				w := track.OpenSubgroup(0, 0, SubgroupOptions{})
 				writeObjects(t, ctx, w, 0, 5, fixedSize(10))
 				sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(c.filter)})
