@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/moqt-go/moqt/internal/transport"
 )
@@ -347,4 +348,24 @@ func TestPipeLose(t *testing.T) {
 			assert.True(t, errors.Is(err, net.ErrClosed))
 		}
 	})
+}
+
+// TestPipeLeavesNoGoroutines: outside a bubble too, a Pipe's waits run on
+// their callers' goroutines, and a close releases every one of them.
+func TestPipeLeavesNoGoroutines(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	a, b := transport.Pipe(transport.PipeConfig{StreamWindow: 4})
+	s, err := a.OpenStreamSync(t.Context())
+	require.NoError(t, err)
+	waits := []<-chan error{
+		async(func() error { _, err := s.Write(make([]byte, 10)); return err }),
+		async(func() error { _, err := s.Read(make([]byte, 1)); return err }),
+		async(func() error { _, err := b.AcceptUniStream(context.Background()); return err }),
+		async(func() error { _, err := a.ReceiveDatagram(context.Background()); return err }),
+	}
+	require.NoError(t, a.CloseWithError(0, "done"))
+	for _, w := range waits {
+		assert.Error(t, <-w)
+	}
+	goleak.VerifyNone(t, before)
 }
