@@ -264,18 +264,21 @@ func TestReceiveStalledStreamHeaderTimesOut(t *testing.T) {
 		{"after the type", []byte{0x10}},          // SUBGROUP_HEADER, nothing more
 		{"inside the header", []byte{0x10, 0x07}}, // Track Alias, no Group ID
 	}
-	for _, tr := range transports {
-		for _, c := range cases {
-			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
-				s, fp := clientSessionOver(t, tr.scheme, &Config{DataStreamTimeout: 200 * time.Millisecond})
-				str, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
-				require.NoError(t, err)
-				_, err = str.Write(c.b)
-				require.NoError(t, err)
-				fp.expectClose(wire.DataStreamTimeout)
-				expectSessionError(t, s, wire.DataStreamTimeout)
-			})
-		}
+	const timeout = 200 * time.Millisecond
+	for _, c := range cases {
+		forClientSessions(t, c.name, func(t *testing.T, connect fakeConnector) {
+			s, fp := connect(t, &Config{DataStreamTimeout: timeout})
+			str, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
+			require.NoError(t, err)
+			start := time.Now()
+			_, err = str.Write(c.b)
+			require.NoError(t, err)
+			fp.expectClose(wire.DataStreamTimeout)
+			expectSessionError(t, s, wire.DataStreamTimeout)
+			if bubbled() {
+				assert.Equal(t, timeout, time.Since(start), "closed when DataStreamTimeout passed")
+			}
+		})
 	}
 }
 
