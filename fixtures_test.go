@@ -12,8 +12,10 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// Fixtures shared by the package's tests: the setup most of them repeat.
-// Connecting sessions is in integration_test.go (real transports),
+// Fixtures shared by the package's tests: the setup most of them repeat,
+// and the runners that take one test body over every transport, in memory
+// in a synctest bubble and over loopback QUIC and WebTransport. Connecting
+// sessions is in integration_test.go (real transports),
 // session_pipe_test.go (in memory) and fakepeer_test.go (a fake peer).
 
 // newServedTrack makes a LocalTrack named name with props and a server
