@@ -241,10 +241,11 @@ func TestReceiveEarlyStreamsShareOneBudget(t *testing.T) {
 		synctest.Wait() // the writers are blocked on flow control
 		last := total()
 		// What the publisher could write past the first objects is what the
-		// stream windows allow, and the one read of at most a bufio buffer
-		// (4 KiB) a pipe may have had in progress when the alias was bound; a
-		// pipe reading ahead would have taken more.
-		assert.LessOrEqual(t, last, int64(streams*(window+4<<10)), "bound pipes read no further ahead")
+		// stream windows allow, the one packet a QUIC stack takes beyond
+		// them (quic-go's largest, 1452 bytes), and the one read of at most a
+		// bufio buffer (4 KiB) a pipe may have had in progress when the alias
+		// was bound; a pipe reading ahead would have taken more.
+		assert.LessOrEqual(t, last, int64(streams*(window+1452+4<<10)), "bound pipes read no further ahead")
 		s.mu.Lock()
 		assert.LessOrEqual(t, s.pendingBytes, budget, "what the pipes hold stays within MaxPendingBytes")
 		s.mu.Unlock()

@@ -381,44 +381,39 @@ func windowedClient(t *testing.T, ls *libServer, scheme string, window uint64) *
 // one's PUBLISH_DONE cannot be written, so after Config.PublishDoneTimeout
 // its request stream is reset with TOO_FAR_BEHIND, and End returns.
 func TestEndNotHeldByStalledSubscriber(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			// A SUBSCRIBE_OK larger than the stalled subscriber's window leaves
-			// no room to buffer the PUBLISH_DONE after it.
-			track, err := NewLocalTrack(testTrack, wire.KVList{{Type: 0x3b, Bytes: make([]byte, 1300)}})
-			require.NoError(t, err)
-			served := make(chan *ServedSubscription, 4)
-			cfg := &Config{Handler: serveTrack(track, AcceptOptions{}, served), PublishDoneTimeout: 200 * time.Millisecond}
-			ls := startLibServer(t, cfg, nil)
+	forWindowedServers(t, func(t *testing.T, client windowedClientFunc) {
+		// A SUBSCRIBE_OK larger than the stalled subscriber's window leaves
+		// no room to buffer the PUBLISH_DONE after it.
+		track, err := NewLocalTrack(testTrack, wire.KVList{{Type: 0x3b, Bytes: make([]byte, 1300)}})
+		require.NoError(t, err)
+		served := make(chan *ServedSubscription, 4)
+		cfg := &Config{Handler: serveTrack(track, AcceptOptions{}, served), PublishDoneTimeout: 200 * time.Millisecond}
 
-			// The stalled subscriber first: End used to wait for it before the
-			// others. Its window takes the SUBSCRIBE_OK, not the PUBLISH_DONE.
-			stalled := windowedClient(t, ls, tr.scheme, 256)
+		// The stalled subscriber first: End used to wait for it before the
+		// others. Its window takes the SUBSCRIBE_OK, not the PUBLISH_DONE.
+		stalled := client(cfg, 256)
 
-			fs := stalled.open(subscribeMsg(0, testTrack, wire.Params{}))
-			recvOrFail(t, served)
-			ls.accept()
-			healthy := windowedClient(t, ls, tr.scheme, 0)
-			hs := healthy.open(subscribeMsg(0, testTrack, wire.Params{}))
-			expect[*wire.SubscribeOK](hs)
-			recvOrFail(t, served)
-			ls.accept()
+		fs := stalled.open(subscribeMsg(0, testTrack, wire.Params{}))
+		recvOrFail(t, served)
+		healthy := client(cfg, 0)
+		hs := healthy.open(subscribeMsg(0, testTrack, wire.Params{}))
+		expect[*wire.SubscribeOK](hs)
+		recvOrFail(t, served)
 
-			reason := strings.Repeat("r", wire.MaxReasonLen)
-			ended := goErr(func() error { track.End(wire.DoneTrackEnded, reason); return nil })
-			done := expect[*wire.PublishDone](hs)
-			assert.Equal(t, wire.DoneTrackEnded, done.StatusCode)
-			hs.expectFIN()
-			select {
-			case <-ended:
-			case <-time.After(5 * time.Second):
-				require.FailNow(t, "End is held up by the stalled subscriber")
-			}
-			// The stalled one's request stream ends in a reset, not a FIN.
-			fs.expectReset(wire.ResetTooFarBehind)
-			assert.Empty(t, track.snapshot())
-		})
-	}
+		reason := strings.Repeat("r", wire.MaxReasonLen)
+		ended := goErr(func() error { track.End(wire.DoneTrackEnded, reason); return nil })
+		done := expect[*wire.PublishDone](hs)
+		assert.Equal(t, wire.DoneTrackEnded, done.StatusCode)
+		hs.expectFIN()
+		select {
+		case <-ended:
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "End is held up by the stalled subscriber")
+		}
+		// The stalled one's request stream ends in a reset, not a FIN.
+		fs.expectReset(wire.ResetTooFarBehind)
+		assert.Empty(t, track.snapshot())
+	})
 }
 
 // TestFreshAliasPerSubscription: the library publisher gives every

@@ -16,6 +16,11 @@ type PipeConfig struct {
 	// yet read by the receiver; a Write past it blocks until the receiver
 	// reads (QUIC stream flow control). Default 512 KiB.
 	StreamWindow int
+	// SendBuffer is how many bytes beyond the windows a stream takes from
+	// a Write that fits them whole, to send once the receiver reads: as
+	// quic-go copies a write that fits one packet and returns. Default
+	// 1452, quic-go's largest packet; negative for none.
+	SendBuffer int
 	// ConnectionWindow bounds the unread bytes of all streams in one
 	// direction together (QUIC connection flow control). Default four
 	// stream windows.
@@ -54,6 +59,10 @@ func (c PipeConfig) withDefaults() PipeConfig {
 	}
 	def(&c.StreamWindow, 512<<10)
 	def(&c.ConnectionWindow, 4*c.StreamWindow)
+	if c.SendBuffer == 0 {
+		c.SendBuffer = 1452
+	}
+	c.SendBuffer = max(c.SendBuffer, 0)
 	def(&c.MaxIncomingStreams, 100)
 	def(&c.MaxIncomingUniStreams, 100)
 	def(&c.MaxDatagramSize, 1200)
@@ -144,7 +153,8 @@ type PipeConn struct {
 	// The fields below are guarded by p.mu.
 	incoming  [2][]*pipeStream // opened by the peer, seen, not yet accepted: bidi, uni
 	opened    [2]int           // streams of each kind this end opened that hold the peer's credit
-	unread    int              // bytes this end wrote that the peer has not read
+	unread    int              // bytes this end wrote into the peer's windows, not yet read
+	waiting   []*pipeStream    // streams this end sends on with bytes in their send buffer
 	datagrams [][]byte         // received, not yet taken
 }
 

@@ -24,8 +24,9 @@ type pipeStream struct {
 
 // pipeFlow is one direction of a stream.
 type pipeFlow struct {
-	buf      []byte // written, not yet read
-	written  int64  // offset of the end of buf
+	buf      []byte // in the receiver's window, not yet read
+	pending  []byte // taken by Write beyond the window: quic-go's one buffered frame
+	written  int64  // offset of the end of pending
 	boundary int64  // reliable size for a reset (SetReliableBoundary)
 	deadline time.Time
 
@@ -75,15 +76,38 @@ func (s *pipeStream) see() {
 	}
 }
 
-// discard drops what side's peer has not read of side's flow.
+// discard drops what side's peer has not read of side's flow, but its
+// first keep bytes, and what waits to be sent.
 func (s *pipeStream) discard(side int, keep int) {
 	f := s.flows[side]
-	drop := len(f.buf) - keep
-	if drop <= 0 {
-		return
+	if keep > len(f.buf) {
+		// Reliable bytes still waiting to be sent go out with the reset.
+		more := min(keep-len(f.buf), len(f.pending))
+		f.buf = append(f.buf, f.pending[:more]...)
+		s.p.ends[side].unread += more
 	}
-	f.buf = f.buf[:keep:keep]
-	s.p.ends[side].unread -= drop
+	f.pending = nil
+	if drop := len(f.buf) - keep; drop > 0 {
+		f.buf = f.buf[:keep:keep]
+		s.p.ends[side].unread -= drop
+	}
+}
+
+// admit moves waiting bytes of side's flow into the receiver's window as
+// far as the stream and connection windows allow. Called with p.mu held.
+func (s *pipeStream) admit(side int) bool {
+	f, end, cfg := s.flows[side], s.p.ends[side], s.p.cfg
+	n := min(cfg.StreamWindow-len(f.buf), cfg.ConnectionWindow-end.unread, len(f.pending))
+	if n <= 0 {
+		return false
+	}
+	f.buf = append(f.buf, f.pending[:n]...)
+	f.pending = f.pending[n:]
+	if len(f.pending) == 0 {
+		f.pending = nil
+	}
+	end.unread += n
+	return true
 }
 
 // release gives the opener its credit back once the stream has ended at
@@ -101,15 +125,32 @@ func (s *pipeStream) release() {
 	s.p.changed()
 }
 
+// admitWaiting admits what waits to be sent from end side, stream by
+// stream in the order they started waiting: a read frees window of its
+// stream and of the connection. Called with p.mu held.
+func (p *pipe) admitWaiting(side int) {
+	end := p.ends[side]
+	still := end.waiting[:0]
+	for _, s := range end.waiting {
+		s.admit(side)
+		if len(s.flows[side].pending) > 0 {
+			still = append(still, s)
+		}
+	}
+	clear(end.waiting[len(still):])
+	end.waiting = still
+}
+
 // pipeSendStream is side's sending half of s.
 type pipeSendStream struct {
 	s    *pipeStream
 	side int
 }
 
-// Write blocks until every byte of b is in the receiver's buffer, within
-// the stream and connection windows, or returns what went with the error
-// that stopped it.
+// Write blocks until every byte of b is in the receiver's window (the
+// stream's and the connection's) or, as quic-go copies a write that fits
+// one packet, in the stream's send buffer (PipeConfig.SendBuffer); it
+// returns what went with the error that stopped it.
 func (w *pipeSendStream) Write(b []byte) (int, error) {
 	p := w.s.p
 	p.mu.Lock()
@@ -120,6 +161,9 @@ func (w *pipeSendStream) Write(b []byte) (int, error) {
 		if err := w.failed(); err != nil {
 			return n, err
 		}
+		if len(f.pending) > 0 && w.s.admit(w.side) {
+			p.changed()
+		}
 		if f.fin {
 			return n, errors.New("moqt transport: write on closed stream")
 		}
@@ -127,7 +171,7 @@ func (w *pipeSendStream) Write(b []byte) (int, error) {
 			return n, nil
 		}
 		room := min(p.cfg.StreamWindow-len(f.buf), p.cfg.ConnectionWindow-end.unread, len(b)-n)
-		if room > 0 {
+		if len(f.pending) == 0 && room > 0 {
 			f.buf = append(f.buf, b[n:n+room]...)
 			f.written += int64(room)
 			end.unread += room
@@ -135,6 +179,16 @@ func (w *pipeSendStream) Write(b []byte) (int, error) {
 			w.s.see()
 			p.changed()
 			continue
+		}
+		if rest := len(b) - n; len(f.pending)+rest <= p.cfg.SendBuffer {
+			if len(f.pending) == 0 {
+				end.waiting = append(end.waiting, w.s)
+			}
+			f.pending = append(f.pending, b[n:]...)
+			f.written += int64(rest)
+			w.s.see()
+			p.changed()
+			return len(b), nil
 		}
 		if !f.deadline.IsZero() && !time.Now().Before(f.deadline) {
 			return n, os.ErrDeadlineExceeded
@@ -190,7 +244,8 @@ func (w *pipeSendStream) CancelWrite(code uint64) {
 	f.reset, f.resetCode = true, p.code(code)
 	keep := 0
 	if p.cfg.ReliableReset {
-		keep = int(max(0, min(int64(len(f.buf)), f.boundary-(f.written-int64(len(f.buf))))))
+		unsent := f.written - int64(len(f.buf)+len(f.pending)) // offset of buf's first byte
+		keep = int(max(0, min(int64(len(f.buf)+len(f.pending)), f.boundary-unsent)))
 	}
 	w.s.discard(w.side, keep)
 	if keep == 0 {
@@ -274,6 +329,7 @@ func (r *pipeReceiveStream) Read(b []byte) (int, error) {
 			n := copy(b, f.buf)
 			f.buf = f.buf[n:]
 			p.ends[1-r.side].unread -= n
+			p.admitWaiting(1 - r.side)
 			p.changed()
 			return n, nil
 		}
@@ -284,7 +340,7 @@ func (r *pipeReceiveStream) Read(b []byte) (int, error) {
 			}
 			return 0, &StreamError{Code: f.resetCode, Remote: true}
 		}
-		if f.fin && len(f.buf) == 0 {
+		if f.fin && len(f.buf) == 0 && len(f.pending) == 0 {
 			if !f.recvDone {
 				f.recvDone = true
 				r.s.release()

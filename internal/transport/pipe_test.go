@@ -82,7 +82,7 @@ func TestPipeStreamDelivers(t *testing.T) {
 }
 
 func TestPipeFlowControl(t *testing.T) {
-	pipeTest(t, transport.PipeConfig{StreamWindow: 16, ConnectionWindow: 24}, func(t *testing.T, a, b *transport.PipeConn) {
+	pipeTest(t, transport.PipeConfig{StreamWindow: 16, ConnectionWindow: 24, SendBuffer: -1}, func(t *testing.T, a, b *transport.PipeConn) {
 		s, err := a.OpenUniStreamSync(t.Context())
 		require.NoError(t, err)
 		written := async(func() error { _, err := s.Write(make([]byte, 40)); return err })
@@ -114,8 +114,45 @@ func TestPipeFlowControl(t *testing.T) {
 	})
 }
 
+// TestPipeSendBuffer: a write that fits the send buffer returns at once,
+// as quic-go's does, and its bytes follow as the receiver reads; one that
+// does not waits for the window.
+func TestPipeSendBuffer(t *testing.T) {
+	pipeTest(t, transport.PipeConfig{StreamWindow: 8, SendBuffer: 20}, func(t *testing.T, a, b *transport.PipeConn) {
+		s, err := a.OpenUniStreamSync(t.Context())
+		require.NoError(t, err)
+		n, err := s.Write([]byte("0123456789abcdefghij")) // 8 in the window, 12 buffered
+		require.NoError(t, err)
+		assert.Equal(t, 20, n)
+		written := async(func() error { _, err := s.Write([]byte("0123456789")); return err })
+		assert.True(t, blocked(written), "the buffer is full")
+		r, err := b.AcceptUniStream(t.Context())
+		require.NoError(t, err)
+		got := make([]byte, 30)
+		_, err = io.ReadFull(r, got)
+		require.NoError(t, err)
+		assert.Equal(t, "0123456789abcdefghij0123456789", string(got), "in order")
+		require.NoError(t, <-written)
+		require.NoError(t, s.Close())
+		_, err = r.Read(got)
+		assert.Equal(t, io.EOF, err)
+
+		// The FIN follows what waits in the send buffer.
+		s, err = a.OpenUniStreamSync(t.Context())
+		require.NoError(t, err)
+		_, err = s.Write([]byte("0123456789abcdefghij"))
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		r, err = b.AcceptUniStream(t.Context())
+		require.NoError(t, err)
+		all, err := io.ReadAll(r)
+		require.NoError(t, err)
+		assert.Equal(t, "0123456789abcdefghij", string(all))
+	})
+}
+
 func TestPipeWriteDeadline(t *testing.T) {
-	pipeTest(t, transport.PipeConfig{StreamWindow: 16}, func(t *testing.T, a, b *transport.PipeConn) {
+	pipeTest(t, transport.PipeConfig{StreamWindow: 16, SendBuffer: -1}, func(t *testing.T, a, b *transport.PipeConn) {
 		s, err := a.OpenUniStreamSync(t.Context())
 		require.NoError(t, err)
 		start := time.Now()
@@ -139,10 +176,16 @@ func TestPipeResetStream(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		reliable bool
+		window   int // 2: part of what was written waits in the send buffer
 		want     string
-	}{{"RESET_STREAM", false, ""}, {"RESET_STREAM_AT", true, "kept"}} {
+	}{
+		{"RESET_STREAM", false, 0, ""},
+		{"RESET_STREAM_AT", true, 0, "kept"},
+		{"RESET_STREAM/send buffer", false, 2, ""},
+		{"RESET_STREAM_AT/send buffer", true, 2, "kept"},
+	} {
 		t.Run(c.name, func(t *testing.T) {
-			pipeTest(t, transport.PipeConfig{ReliableReset: c.reliable}, func(t *testing.T, a, b *transport.PipeConn) {
+			pipeTest(t, transport.PipeConfig{ReliableReset: c.reliable, StreamWindow: c.window}, func(t *testing.T, a, b *transport.PipeConn) {
 				assert.Equal(t, c.reliable, a.ReliableReset())
 				s, err := a.OpenUniStreamSync(t.Context())
 				require.NoError(t, err)
@@ -172,7 +215,7 @@ func TestPipeResetStream(t *testing.T) {
 }
 
 func TestPipeStopSending(t *testing.T) {
-	pipeTest(t, transport.PipeConfig{StreamWindow: 8}, func(t *testing.T, a, b *transport.PipeConn) {
+	pipeTest(t, transport.PipeConfig{StreamWindow: 8, SendBuffer: -1}, func(t *testing.T, a, b *transport.PipeConn) {
 		s, err := a.OpenStreamSync(t.Context())
 		require.NoError(t, err)
 		written := async(func() error { _, err := s.Write(make([]byte, 20)); return err })
@@ -297,7 +340,7 @@ func TestPipeDatagrams(t *testing.T) {
 func TestPipeClose(t *testing.T) {
 	for _, wt := range []bool{false, true} {
 		t.Run(map[bool]string{false: "quic", true: "webtransport"}[wt], func(t *testing.T) {
-			pipeTest(t, transport.PipeConfig{WebTransport: wt, StreamWindow: 4}, func(t *testing.T, a, b *transport.PipeConn) {
+			pipeTest(t, transport.PipeConfig{WebTransport: wt, StreamWindow: 4, SendBuffer: -1}, func(t *testing.T, a, b *transport.PipeConn) {
 				s, err := a.OpenStreamSync(t.Context())
 				require.NoError(t, err)
 				written := async(func() error { _, err := s.Write(make([]byte, 10)); return err })
@@ -354,7 +397,7 @@ func TestPipeLose(t *testing.T) {
 // their callers' goroutines, and a close releases every one of them.
 func TestPipeLeavesNoGoroutines(t *testing.T) {
 	before := goleak.IgnoreCurrent()
-	a, b := transport.Pipe(transport.PipeConfig{StreamWindow: 4})
+	a, b := transport.Pipe(transport.PipeConfig{StreamWindow: 4, SendBuffer: -1})
 	s, err := a.OpenStreamSync(t.Context())
 	require.NoError(t, err)
 	waits := []<-chan error{
