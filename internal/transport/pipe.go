@@ -358,8 +358,10 @@ func (c *PipeConn) WebTransport() bool { return c.p.cfg.WebTransport }
 // ReliableReset is PipeConfig.ReliableReset, off on WebTransport.
 func (c *PipeConn) ReliableReset() bool { return c.p.cfg.ReliableReset }
 
-// LocalAddr and RemoteAddr name the ends "pipe:client" and "pipe:server".
-func (c *PipeConn) LocalAddr() net.Addr  { return pipeAddr(c.side) }
+// LocalAddr is this end's name: "pipe:client" or "pipe:server".
+func (c *PipeConn) LocalAddr() net.Addr { return pipeAddr(c.side) }
+
+// RemoteAddr is the peer's name.
 func (c *PipeConn) RemoteAddr() net.Addr { return pipeAddr(1 - c.side) }
 
 type pipeAddr int

@@ -81,6 +81,31 @@ func TestPipeStreamDelivers(t *testing.T) {
 	})
 }
 
+// TestPipePriority: streams start at the urgencies the QUIC Conn gives
+// them and keep what SetPriority sets, clipped; WebTransport ignores it.
+func TestPipePriority(t *testing.T) {
+	type prioritized interface{ Priority() (int8, bool) }
+	for _, wt := range []bool{false, true} {
+		pipeTest(t, transport.PipeConfig{WebTransport: wt}, func(t *testing.T, a, b *transport.PipeConn) {
+			bs, err := a.OpenStreamSync(t.Context())
+			require.NoError(t, err)
+			us, err := a.OpenUniStreamSync(t.Context())
+			require.NoError(t, err)
+			u, inc := bs.(prioritized).Priority()
+			assert.Equal(t, []any{transport.UrgencyRequest, true}, []any{u, inc})
+			u, inc = us.(prioritized).Priority()
+			assert.Equal(t, []any{transport.UrgencyControl, false}, []any{u, inc})
+			us.SetPriority(9, true)
+			u, inc = us.(prioritized).Priority()
+			if wt {
+				assert.Equal(t, []any{transport.UrgencyControl, false}, []any{u, inc}, "no effect on WebTransport")
+			} else {
+				assert.Equal(t, []any{int8(7), true}, []any{u, inc}, "clipped to 7")
+			}
+		})
+	}
+}
+
 func TestPipeFlowControl(t *testing.T) {
 	pipeTest(t, transport.PipeConfig{StreamWindow: 16, ConnectionWindow: 24, SendBuffer: -1}, func(t *testing.T, a, b *transport.PipeConn) {
 		s, err := a.OpenUniStreamSync(t.Context())
