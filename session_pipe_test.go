@@ -33,7 +33,9 @@ const pipeAuthority = "pipe.test:443"
 
 // inBubble runs f in a synctest bubble: every Pipe, session and timer
 // that f makes lives in it, and must be gone when f returns (cleanups
-// registered on the bubble's t run inside it, before it ends).
+// registered on the bubble's t run inside it, before it ends). The fake
+// peer's guard and fakeCtx run on the bubble's clock too: a test that
+// lets more than fakeGuard pass must not wait on them.
 func inBubble(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
 	synctest.Test(t, f)
