@@ -38,9 +38,13 @@ type fanOut struct {
 
 func newFanOut(t *testing.T, scheme string, serverCfg *Config, slowParams wire.Params) *fanOut {
 	t.Helper()
-	track, err := NewLocalTrack(testTrack, nil)
-	require.NoError(t, err)
-	handler, served := trackServer(t, track)
+	return newFanOutOver(t, overWire(scheme), serverCfg, slowParams)
+}
+
+// newFanOutOver is newFanOut over connect's transport.
+func newFanOutOver(t *testing.T, connect connector, serverCfg *Config, slowParams wire.Params) *fanOut {
+	t.Helper()
+	track, handler, served := newServedTrack(t, testTrack, nil)
 	serverCfg.Handler = handler.Handler
 	ended := make(chan struct{}, 1)
 	if serverCfg.hooks == nil {
@@ -52,11 +56,11 @@ func newFanOut(t *testing.T, scheme string, serverCfg *Config, slowParams wire.P
 		default:
 		}
 	}
-	fastPair := newPair(t, scheme, serverCfg, nil)
-	slowPair := fastPair.connect(t, scheme, slowClient())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
+	fastPair := connect(t, serverCfg, nil)
+	slowPair := fastPair.another(t, slowClient())
+	ctx := testCtx(t, 30*time.Second)
 	f := &fanOut{track: track, slowPair: slowPair, ctx: ctx, ended: ended}
+	var err error
 	f.fast, err = fastPair.client.Subscribe(ctx, testTrack, wire.Params{})
 	require.NoError(t, err)
 	f.ssFast = <-served
@@ -357,9 +361,7 @@ func TestBacklogAllSlowHoldsPublisher(t *testing.T) {
 				n    = 256 // 256 KB: four times the bound
 			)
 			waits := make(chan struct{}, 1)
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
+			track, cfg, served := newServedTrack(t, testTrack, nil)
 			cfg.MaxSubscriberBacklog = 64 << 10
 			cfg.hooks = &sessionHooks{publisherWaits: func() {
 				select {
@@ -369,8 +371,7 @@ func TestBacklogAllSlowHoldsPublisher(t *testing.T) {
 			}}
 			a := newPair(t, tr.scheme, cfg, slowClient())
 			b := a.connect(t, tr.scheme, slowClient())
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := testCtx(t, 30*time.Second)
 			subA, err := a.client.Subscribe(ctx, testTrack, wire.Params{})
 			require.NoError(t, err)
 			ssA := <-served
@@ -461,13 +462,10 @@ func TestBacklogStreamCreditWithheld(t *testing.T) {
 				n    = 100 + maxPendingOpens + 50
 				size = 8 << 10
 			)
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
+			track, cfg, served := newServedTrack(t, testTrack, nil)
 			fastPair := newPair(t, tr.scheme, cfg, nil)
 			slowPair := fastPair.connect(t, tr.scheme, &Config{ConnectionReceiveWindow: 16 << 20})
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := testCtx(t, 30*time.Second)
 			fast, err := fastPair.client.Subscribe(ctx, testTrack, wire.Params{})
 			require.NoError(t, err)
 			<-served

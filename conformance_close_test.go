@@ -27,9 +27,7 @@ func fakeSubscriberTrack(t *testing.T, scheme string) (*LocalTrack, *fakePeer, c
 	if scheme == "moqt" {
 		return servedTrack(t)
 	}
-	track, err := NewLocalTrack(trackA, nil)
-	require.NoError(t, err)
-	cfg, served := trackServer(t, track)
+	track, cfg, served := newServedTrack(t, trackA, nil)
 	ls := startLibServer(t, cfg, nil)
 	fp := ls.dial(scheme)
 	fp.sendSetup(&wire.Setup{})
@@ -325,21 +323,27 @@ func TestC020_JoinMidSubgroupDoesNotFIN(t *testing.T) {
 // PUBLISH_DONE is still delivered, and the data plane ends once
 // Config.DoneLinger has passed.
 func TestC084_UnknownStreamCountWaitsForLateStreams(t *testing.T) {
-	s, fp := clientSession(t, &Config{DoneLinger: 300 * time.Millisecond})
-	got, req := subscribeAgainstFake(t, s, fp)
-	req.send(&wire.SubscribeOK{TrackAlias: 2})
-	sub := recvOrFail(t, got)
-	req.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded, StreamCount: wire.MaxVarint})
-	req.fin()
-	closedOrFail(t, sub.Done(), "subscription not terminated by PUBLISH_DONE")
-	require.NoError(t, fp.openSubgroup(2, 0, []byte("late")).Close())
-	r, err := sub.AcceptSubgroup(fakeCtx(t))
-	require.NoError(t, err, "a stream after PUBLISH_DONE with an unknown Stream Count is delivered")
-	_, payloads := readSubgroup(t, r)
-	assert.Equal(t, [][]byte{[]byte("late")}, payloads)
-	closedOrFail(t, sub.dataDone, "the data plane did not end after DoneLinger")
-	var de *DoneError
-	_, err = sub.AcceptSubgroup(fakeCtx(t))
-	require.ErrorAs(t, err, &de)
-	assert.Equal(t, uint64(wire.MaxVarint), de.StreamCount)
+	inBubble(t, func(t *testing.T) {
+		const linger = 3 * time.Second
+		s, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{DoneLinger: linger})
+		got, req := subscribeAgainstFake(t, s, fp)
+		req.send(&wire.SubscribeOK{TrackAlias: 2})
+		sub := recvOrFail(t, got)
+		req.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded, StreamCount: wire.MaxVarint})
+		req.fin()
+		closedOrFail(t, sub.Done(), "subscription not terminated by PUBLISH_DONE")
+		start := time.Now()
+		advance(linger - time.Millisecond)
+		require.NoError(t, fp.openSubgroup(2, 0, []byte("late")).Close())
+		r, err := sub.AcceptSubgroup(fakeCtx(t))
+		require.NoError(t, err, "a stream after PUBLISH_DONE with an unknown Stream Count is delivered")
+		_, payloads := readSubgroup(t, r)
+		assert.Equal(t, [][]byte{[]byte("late")}, payloads)
+		closedOrFail(t, sub.dataDone, "the data plane did not end after DoneLinger")
+		assert.Equal(t, linger, time.Since(start), "the data plane ends with DoneLinger")
+		var de *DoneError
+		_, err = sub.AcceptSubgroup(fakeCtx(t))
+		require.ErrorAs(t, err, &de)
+		assert.Equal(t, uint64(wire.MaxVarint), de.StreamCount)
+	})
 }

@@ -81,9 +81,7 @@ func (d *fakeData) expectReset(code wire.ResetCode) {
 // servedTrack serves a new LocalTrack named trackA to a fake subscriber.
 func servedTrack(t *testing.T) (*LocalTrack, *fakePeer, chan *ServedSubscription) {
 	t.Helper()
-	track, err := NewLocalTrack(trackA, nil)
-	require.NoError(t, err)
-	cfg, served := trackServer(t, track)
+	track, cfg, served := newServedTrack(t, trackA, nil)
 	_, fp := serverSession(t, cfg)
 	return track, fp, served
 }

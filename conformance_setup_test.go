@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -255,6 +256,40 @@ func TestSetupTimeout(t *testing.T) {
 		_, err := str.Write([]byte{0xAF, 0x00, 0x00}) // type and half a length
 		require.NoError(t, err)
 		fp.expectClose(wire.ControlMessageTimeout)
+	})
+	// The same on the bubble's clock, to the millisecond.
+	t.Run("pipe/no control stream", func(t *testing.T) {
+		inBubble(t, func(t *testing.T) {
+			start := time.Now()
+			_, fp, served := pipeServerAccept(t, transport.PipeConfig{}, cfg())
+			fp.expectClose(wire.ControlMessageTimeout)
+			assert.Equal(t, 100*time.Millisecond, time.Since(start))
+			var se *SessionError
+			require.ErrorAs(t, <-served, &se)
+			assert.Equal(t, wire.ControlMessageTimeout, se.Code)
+		})
+	})
+	t.Run("pipe/SETUP never completes", func(t *testing.T) {
+		inBubble(t, func(t *testing.T) {
+			start := time.Now()
+			_, fp, _ := pipeServerAccept(t, transport.PipeConfig{}, cfg())
+			_, err := fp.openControl().Write([]byte{0xAF, 0x00, 0x00}) // type and half a length
+			require.NoError(t, err)
+			fp.expectClose(wire.ControlMessageTimeout)
+			assert.Equal(t, 100*time.Millisecond, time.Since(start))
+		})
+	})
+	t.Run("pipe/library client", func(t *testing.T) {
+		inBubble(t, func(t *testing.T) {
+			start := time.Now()
+			_, fp, dialed := pipeClientDial(t, transport.PipeConfig{}, cfg())
+			fp.readPeerSetup()
+			var se *SessionError
+			require.ErrorAs(t, recvOrFail(t, dialed), &se)
+			assert.Equal(t, wire.ControlMessageTimeout, se.Code)
+			fp.expectClose(wire.ControlMessageTimeout)
+			assert.Equal(t, 100*time.Millisecond, time.Since(start))
+		})
 	})
 	t.Run("library client", func(t *testing.T) {
 		fs := startFakeServer(t)

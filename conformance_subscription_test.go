@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -527,49 +528,51 @@ func TestC083_StreamCountZero(t *testing.T) {
 // The publisher ends the subscription with PUBLISH_DONE EXPIRED once the
 // granted time has passed.
 func TestExpiresEndsSubscription(t *testing.T) {
-	const grant = 150 * time.Millisecond
-	h, served := servedCh(AcceptOptions{Expires: grant})
-	_, fp := serverSession(t, &Config{Handler: h})
-	start := time.Now()
-	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-	ok := expect[*wire.SubscribeOK](fs)
-	assert.Equal(t, wire.Some(uint64(grant.Milliseconds())), ok.Parameters.Expires)
-	d := expect[*wire.PublishDone](fs)
-	assert.Equal(t, wire.DoneExpired, d.StatusCode)
-	assert.GreaterOrEqual(t, time.Since(start), grant, "expired early")
-	fs.expectFIN()
-	assert.Equal(t, StateTerminated, recvOrFail(t, served).State())
+	inBubble(t, func(t *testing.T) {
+		const grant = 5 * time.Second
+		h, served := servedCh(AcceptOptions{Expires: grant})
+		_, fp := pipeServerSession(t, transport.PipeConfig{}, &Config{Handler: h})
+		start := time.Now()
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		ok := expect[*wire.SubscribeOK](fs)
+		assert.Equal(t, wire.Some(uint64(grant.Milliseconds())), ok.Parameters.Expires)
+		d := expect[*wire.PublishDone](fs)
+		assert.Equal(t, wire.DoneExpired, d.StatusCode)
+		assert.Equal(t, grant, time.Since(start), "expired when the grant passed")
+		fs.expectFIN()
+		assert.Equal(t, StateTerminated, recvOrFail(t, served).State())
+	})
 }
 
 // Each accepted REQUEST_UPDATE restarts the grant: a subscriber that keeps
 // updating keeps its subscription, and it expires a grant after the last
 // update.
 func TestExpiresExtendedByUpdate(t *testing.T) {
-	const grant = 600 * time.Millisecond
-	h, _ := servedCh(AcceptOptions{Expires: grant})
-	_, fp := serverSession(t, &Config{Handler: h})
-	start := time.Now()
-	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-	expect[*wire.SubscribeOK](fs)
-	// Refresh every quarter grant for three grants. Each REQUEST_OK must
-	// come back: a PUBLISH_DONE instead would mean the grant was not
-	// extended.
-	tick := time.NewTicker(grant / 4)
-	defer tick.Stop()
-	id := uint64(2)
-	var last time.Time
-	for time.Since(start) < 3*grant {
-		<-tick.C
-		last = time.Now()
-		fs.send(&wire.RequestUpdate{RequestID: id})
-		id += 2
-		ok := expect[*wire.RequestOK](fs)
-		assert.Equal(t, wire.Some(uint64(grant.Milliseconds())), ok.Parameters.Expires)
-	}
-	d := expect[*wire.PublishDone](fs)
-	assert.Equal(t, wire.DoneExpired, d.StatusCode)
-	assert.GreaterOrEqual(t, time.Since(last), grant, "expired before a grant after the last update")
-	fs.expectFIN()
+	inBubble(t, func(t *testing.T) {
+		const grant = 2 * time.Second // three grants and one fit in fakeGuard
+		h, _ := servedCh(AcceptOptions{Expires: grant})
+		_, fp := pipeServerSession(t, transport.PipeConfig{}, &Config{Handler: h})
+		start := time.Now()
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		expect[*wire.SubscribeOK](fs)
+		// Refresh every three quarters of a grant for three grants. Each
+		// REQUEST_OK must come back: a PUBLISH_DONE instead would mean the
+		// grant was not extended.
+		id := uint64(2)
+		var last time.Time
+		for time.Since(start) < 3*grant {
+			advance(grant * 3 / 4)
+			last = time.Now()
+			fs.send(&wire.RequestUpdate{RequestID: id})
+			id += 2
+			ok := expect[*wire.RequestOK](fs)
+			assert.Equal(t, wire.Some(uint64(grant.Milliseconds())), ok.Parameters.Expires)
+		}
+		d := expect[*wire.PublishDone](fs)
+		assert.Equal(t, wire.DoneExpired, d.StatusCode)
+		assert.Equal(t, grant, time.Since(last), "expired a grant after the last update")
+		fs.expectFIN()
+	})
 }
 
 // The subscriber records EXPIRES from SUBSCRIBE_OK and REQUEST_OK.

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -56,80 +57,91 @@ func subscribeAgainstFake(t *testing.T, s *Session, fp *fakePeer) (<-chan *Subsc
 // TestAliasStreamBeforeSubscribeOK: a stream whose alias arrives before the
 // SUBSCRIBE_OK naming it is held and then delivered (§3.1.2).
 func TestAliasStreamBeforeSubscribeOK(t *testing.T) {
-	s, fp := clientSession(t, &Config{AliasWait: 5 * time.Second})
-	got, req := subscribeAgainstFake(t, s, fp)
-	data := fp.openSubgroup(7, 3, []byte("early"))
-	require.NoError(t, data.Close())
-	// Let the library see the stream before the answer.
-	require.Eventually(t, func() bool {
+	inBubble(t, func(t *testing.T) {
+		s, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{AliasWait: 5 * time.Second})
+		got, req := subscribeAgainstFake(t, s, fp)
+		data := fp.openSubgroup(7, 3, []byte("early"))
+		require.NoError(t, data.Close())
+		// Let the library see the stream before the answer.
+		synctest.Wait()
 		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.pendingStreams == 1
-	}, 5*time.Second, time.Millisecond)
-	req.send(&wire.SubscribeOK{TrackAlias: 7})
-	sub := recvOrFail(t, got)
-	require.NotNil(t, sub)
-	r, err := sub.AcceptSubgroup(fakeCtx(t))
-	require.NoError(t, err)
-	assert.Equal(t, uint64(3), r.Header().GroupID)
-	_, payloads := readSubgroup(t, r)
-	assert.Equal(t, [][]byte{[]byte("early")}, payloads)
+		require.Equal(t, 1, s.pendingStreams, "the stream waits for its alias")
+		s.mu.Unlock()
+		req.send(&wire.SubscribeOK{TrackAlias: 7})
+		sub := recvOrFail(t, got)
+		require.NotNil(t, sub)
+		r, err := sub.AcceptSubgroup(fakeCtx(t))
+		require.NoError(t, err)
+		assert.Equal(t, uint64(3), r.Header().GroupID)
+		_, payloads := readSubgroup(t, r)
+		assert.Equal(t, [][]byte{[]byte("early")}, payloads)
+	})
 }
 
 // TestAliasUnknownTimesOut: a stream whose alias never arrives is dropped
 // with STOP_SENDING once Config.AliasWait passes.
 func TestAliasUnknownTimesOut(t *testing.T) {
-	_, fp := clientSession(t, &Config{AliasWait: 50 * time.Millisecond})
-	data := fp.openSubgroup(9, 0, []byte("lost"))
-	select {
-	case <-data.Context().Done():
-	case <-time.After(fakeGuard):
-		t.Fatal("no STOP_SENDING")
-	}
-	_, err := data.Write([]byte{0})
-	var se *transport.StreamError
-	require.ErrorAs(t, err, &se)
-	assert.Equal(t, uint64(wire.ResetCancelled), se.Code)
+	inBubble(t, func(t *testing.T) {
+		const wait = 5 * time.Second
+		_, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{AliasWait: wait})
+		start := time.Now()
+		data := fp.openSubgroup(9, 0, []byte("lost"))
+		select {
+		case <-data.Context().Done():
+		case <-time.After(fakeGuard):
+			t.Fatal("no STOP_SENDING")
+		}
+		assert.Equal(t, wait, time.Since(start), "stopped when AliasWait passed")
+		_, err := data.Write([]byte{0})
+		var se *transport.StreamError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, uint64(wire.ResetCancelled), se.Code)
+	})
 }
 
 // TestAliasPendingStreamLimit: beyond Config.MaxPendingStreams, waiting
 // streams are refused with EXCESSIVE_LOAD.
 func TestAliasPendingStreamLimit(t *testing.T) {
-	_, fp := clientSession(t, &Config{AliasWait: 5 * time.Second, MaxPendingStreams: 2})
-	var streams []transport.SendStream
-	for range 3 {
-		streams = append(streams, fp.openSubgroup(9, 0, []byte("x")))
-	}
-	stopped := 0
-	for _, str := range streams {
-		select {
-		case <-str.Context().Done():
-			_, err := str.Write([]byte{0})
-			var se *transport.StreamError
-			if assert.ErrorAs(t, err, &se) {
-				assert.Equal(t, uint64(wire.ResetExcessiveLoad), se.Code)
-			}
-			stopped++
-		case <-time.After(200 * time.Millisecond):
+	inBubble(t, func(t *testing.T) {
+		_, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{AliasWait: 5 * time.Second, MaxPendingStreams: 2})
+		var streams []transport.SendStream
+		for range 3 {
+			streams = append(streams, fp.openSubgroup(9, 0, []byte("x")))
 		}
-	}
-	assert.Equal(t, 1, stopped, "exactly the stream beyond the limit is refused")
+		synctest.Wait()
+		stopped := 0
+		for _, str := range streams {
+			if str.Context().Err() != nil {
+				_, err := str.Write([]byte{0})
+				var se *transport.StreamError
+				if assert.ErrorAs(t, err, &se) {
+					assert.Equal(t, uint64(wire.ResetExcessiveLoad), se.Code)
+				}
+				stopped++
+			}
+		}
+		assert.Equal(t, 1, stopped, "exactly the stream beyond the limit is refused")
+	})
 }
 
 // TestAliasEndedDiscardsAtOnce: streams for the alias of a subscription
 // that just ended are stopped at once, not held as unknown (§3.1.2).
 func TestAliasEndedDiscardsAtOnce(t *testing.T) {
-	s, fp := clientSession(t, &Config{AliasWait: time.Minute})
-	got, req := subscribeAgainstFake(t, s, fp)
-	req.send(&wire.SubscribeOK{TrackAlias: 4})
-	sub := recvOrFail(t, got)
-	require.NoError(t, sub.Close())
-	data := fp.openSubgroup(4, 0, []byte("late"))
-	select {
-	case <-data.Context().Done():
-	case <-time.After(fakeGuard):
-		t.Fatal("late stream was held instead of discarded")
-	}
+	inBubble(t, func(t *testing.T) {
+		s, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{AliasWait: time.Minute})
+		got, req := subscribeAgainstFake(t, s, fp)
+		req.send(&wire.SubscribeOK{TrackAlias: 4})
+		sub := recvOrFail(t, got)
+		require.NoError(t, sub.Close())
+		start := time.Now()
+		data := fp.openSubgroup(4, 0, []byte("late"))
+		select {
+		case <-data.Context().Done():
+		case <-time.After(fakeGuard):
+			t.Fatal("late stream was held instead of discarded")
+		}
+		assert.Zero(t, time.Since(start), "stopped at once, not after AliasWait")
+	})
 }
 
 // TestC036_DataFloodCannotStarveControl: a flood of data streams for an
@@ -139,7 +151,30 @@ func TestAliasEndedDiscardsAtOnce(t *testing.T) {
 // connection credit, and those beyond the bound are stopped. (Left unread,
 // they would hold the connection window until AliasWait passed.)
 func TestC036_DataFloodCannotStarveControl(t *testing.T) {
-	s, fp := clientSession(t, &Config{AliasWait: time.Minute, MaxPendingBytes: 256 << 10})
+	cfg := func() *Config { return &Config{AliasWait: time.Minute, MaxPendingBytes: 256 << 10} }
+	t.Run("pipe", func(t *testing.T) {
+		inBubble(t, func(t *testing.T) {
+			s, fp := pipeClientSession(t, transport.PipeConfig{}, cfg())
+			dataFlood(t, s, fp, func(*atomic.Int64) { synctest.Wait() })
+		})
+	})
+	// Over quic-go's own flow control, where the bubble cannot tell when
+	// the flood has settled: a progress probe does.
+	t.Run("quic", func(t *testing.T) {
+		s, fp := clientSession(t, cfg())
+		dataFlood(t, s, fp, func(written *atomic.Int64) {
+			last := int64(-1)
+			for written.Load() != last {
+				last = written.Load()
+				time.Sleep(300 * time.Millisecond) // a progress probe, not synchronization of the library
+			}
+		})
+	})
+}
+
+// dataFlood floods s with streams for an unknown alias until settled
+// says they make no more progress, then answers the SUBSCRIBE.
+func dataFlood(t *testing.T, s *Session, fp *fakePeer, settled func(written *atomic.Int64)) {
 	got, req := subscribeAgainstFake(t, s, fp)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -163,11 +198,8 @@ func TestC036_DataFloodCannotStarveControl(t *testing.T) {
 	}
 	// Wait until the flood makes no more progress: its streams are either
 	// blocked on flow control or stopped. Only then does the answer go out.
-	last := int64(-1)
-	for written.Load() != last {
-		last = written.Load()
-		time.Sleep(300 * time.Millisecond) // a progress probe, not synchronization of the library
-	}
+	settled(&written)
+	require.Positive(t, written.Load())
 	req.send(&wire.SubscribeOK{TrackAlias: 5})
 	select {
 	case sub := <-got:
@@ -190,30 +222,34 @@ func TestC036_DataFloodCannotStarveControl(t *testing.T) {
 // only one arrives; when the linger ends the subscription drops its state
 // and stops the stream nobody took (STOP_SENDING, §9.9).
 func TestDataLingerExpiryStopsStreams(t *testing.T) {
-	s, fp := clientSession(t, &Config{DoneLinger: 50 * time.Millisecond})
-	got, req := subscribeAgainstFake(t, s, fp)
-	req.send(&wire.SubscribeOK{TrackAlias: 2})
-	sub := recvOrFail(t, got)
-	data := fp.openSubgroup(2, 0, []byte("only"))
-	require.Eventually(t, func() bool {
+	inBubble(t, func(t *testing.T) {
+		const linger = 3 * time.Second
+		s, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{DoneLinger: linger})
+		got, req := subscribeAgainstFake(t, s, fp)
+		req.send(&wire.SubscribeOK{TrackAlias: 2})
+		sub := recvOrFail(t, got)
+		data := fp.openSubgroup(2, 0, []byte("only"))
+		synctest.Wait()
 		sub.mu.Lock()
-		defer sub.mu.Unlock()
-		return sub.streamsSeen == 1
-	}, 5*time.Second, time.Millisecond)
-	req.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded, StreamCount: 3})
-	req.fin()
-	closedOrFail(t, sub.dataDone, "data plane after the linger")
-	select {
-	case <-data.Context().Done():
-	case <-time.After(fakeGuard):
-		t.Fatal("the untaken stream was not stopped")
-	}
-	_, err := data.Write([]byte{0})
-	var se *transport.StreamError
-	require.ErrorAs(t, err, &se)
-	assert.Equal(t, uint64(wire.ResetCancelled), se.Code)
-	_, err = sub.AcceptSubgroup(fakeCtx(t))
-	var de *DoneError
-	require.ErrorAs(t, err, &de, "after the linger only the subscription's end remains")
-	assert.Equal(t, uint64(3), de.StreamCount)
+		require.Equal(t, uint64(1), sub.streamsSeen, "the stream arrived before PUBLISH_DONE")
+		sub.mu.Unlock()
+		req.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded, StreamCount: 3})
+		req.fin()
+		start := time.Now()
+		closedOrFail(t, sub.dataDone, "data plane after the linger")
+		assert.Equal(t, linger, time.Since(start), "the data plane ends when the linger does")
+		select {
+		case <-data.Context().Done():
+		case <-time.After(fakeGuard):
+			t.Fatal("the untaken stream was not stopped")
+		}
+		_, err := data.Write([]byte{0})
+		var se *transport.StreamError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, uint64(wire.ResetCancelled), se.Code)
+		_, err = sub.AcceptSubgroup(fakeCtx(t))
+		var de *DoneError
+		require.ErrorAs(t, err, &de, "after the linger only the subscription's end remains")
+		assert.Equal(t, uint64(3), de.StreamCount)
+	})
 }

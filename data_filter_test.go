@@ -79,8 +79,7 @@ func TestC024_LiveFilterForms(t *testing.T) {
 		}
 	})}
 	p := newPair(t, "moqt", cfg, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := testCtx(t, 10*time.Second)
 	subs := make([]*Subscription, len(cases))
 	for i, c := range cases {
 		sub, err := p.client.Subscribe(ctx, tracks[i].Name(), wire.Params{LocationFilter: c.filter})
@@ -116,12 +115,9 @@ func TestC024_LiveFilterForms(t *testing.T) {
 func TestDataPublishDoneCountsLateStreams(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
+			track, cfg, served := newServedTrack(t, testTrack, nil)
 			p := newPair(t, tr.scheme, cfg, &Config{DoneLinger: 10 * time.Second})
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			ctx := testCtx(t, 10*time.Second)
 			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
 			require.NoError(t, err)
 			ss := <-served
@@ -146,43 +142,40 @@ func TestDataPublishDoneCountsLateStreams(t *testing.T) {
 // sends objects before PUBLISH_OK (§3.1), and they reach the subscriber
 // once it accepts.
 func TestDataPublishSendsBeforePublishOK(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			release := make(chan struct{})
-			subs := make(chan *Subscription, 1)
-			clientCfg := &Config{Handler: HandlerFunc(func(r Request) {
-				pr, ok := r.(*PublishRequest)
-				if !ok {
-					DefaultHandler.ServeMOQT(r)
-					return
-				}
-				<-release // answer only once the publisher has sent objects
-				if sub, err := pr.Accept(wire.Params{}); err == nil {
-					subs <- sub
-				}
-			})}
-			p := newPair(t, tr.scheme, nil, clientCfg)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			published := make(chan error, 1)
-			go func() {
-				_, err := track.Publish(ctx, p.server, wire.Params{})
-				published <- err
-			}()
-			// Wait until the PUBLISH is out and the subscription attached.
-			require.Eventually(t, func() bool { return len(track.snapshot()) == 1 }, 5*time.Second, time.Millisecond)
-			w := track.OpenSubgroup(0, 0, SubgroupOptions{})
-			require.NoError(t, w.WriteObject(0, nil, []byte("early")))
-			require.NoError(t, w.Close())
-			close(release)
-			require.NoError(t, <-published)
-			sub := <-subs
-			r, err := sub.AcceptSubgroup(ctx)
-			require.NoError(t, err)
-			_, payloads := readSubgroup(t, r)
-			assert.Equal(t, [][]byte{[]byte("early")}, payloads)
-		})
-	}
+	forTransports(t, func(t *testing.T, connect connector) {
+		track, err := NewLocalTrack(testTrack, nil)
+		require.NoError(t, err)
+		release := make(chan struct{})
+		subs := make(chan *Subscription, 1)
+		clientCfg := &Config{Handler: HandlerFunc(func(r Request) {
+			pr, ok := r.(*PublishRequest)
+			if !ok {
+				DefaultHandler.ServeMOQT(r)
+				return
+			}
+			<-release // answer only once the publisher has sent objects
+			if sub, err := pr.Accept(wire.Params{}); err == nil {
+				subs <- sub
+			}
+		})}
+		p := connect(t, nil, clientCfg)
+		ctx := testCtx(t, 10*time.Second)
+		published := make(chan error, 1)
+		go func() {
+			_, err := track.Publish(ctx, p.server, wire.Params{})
+			published <- err
+		}()
+		// Wait until the PUBLISH is out and the subscription attached.
+		settle(t, func() bool { return len(track.snapshot()) == 1 }, "the PUBLISH is out")
+		w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+		require.NoError(t, w.WriteObject(0, nil, []byte("early")))
+		require.NoError(t, w.Close())
+		close(release)
+		require.NoError(t, <-published)
+		sub := <-subs
+		r, err := sub.AcceptSubgroup(ctx)
+		require.NoError(t, err)
+		_, payloads := readSubgroup(t, r)
+		assert.Equal(t, [][]byte{[]byte("early")}, payloads)
+	})
 }

@@ -45,16 +45,19 @@ type liveTrack struct {
 // params. serverCfg and clientCfg may be nil.
 func subscribeTrack(t *testing.T, scheme string, params wire.Params, serverCfg, clientCfg *Config) *liveTrack {
 	t.Helper()
-	track, err := NewLocalTrack(testTrack, nil)
-	require.NoError(t, err)
-	handler, served := trackServer(t, track)
+	return subscribeTrackOver(t, overWire(scheme), params, serverCfg, clientCfg)
+}
+
+// subscribeTrackOver is subscribeTrack over connect's transport.
+func subscribeTrackOver(t *testing.T, connect connector, params wire.Params, serverCfg, clientCfg *Config) *liveTrack {
+	t.Helper()
+	track, handler, served := newServedTrack(t, testTrack, nil)
 	if serverCfg == nil {
 		serverCfg = &Config{}
 	}
 	serverCfg.Handler = handler.Handler
-	p := newPair(t, scheme, serverCfg, clientCfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
+	p := connect(t, serverCfg, clientCfg)
+	ctx := testCtx(t, 30*time.Second)
 	sub, err := p.client.Subscribe(ctx, testTrack, params)
 	require.NoError(t, err)
 	return &liveTrack{track: track, p: p, sub: sub, ss: <-served, ctx: ctx}
@@ -96,12 +99,9 @@ func readAllN(r *SubgroupReader, n int) (ids []uint64, payloads [][]byte, err er
 func TestDataSubgroupEndToEnd(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 9}})
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
+			track, cfg, served := newServedTrack(t, testTrack, wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 9}})
 			p := newPair(t, tr.scheme, cfg, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			ctx := testCtx(t, 10*time.Second)
 			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
 			require.NoError(t, err)
 			ss := <-served
@@ -158,13 +158,10 @@ func TestDataSubgroupEndToEnd(t *testing.T) {
 func TestC033_SharedAliasEachSubscriptionGetsItsCopy(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
+			track, cfg, served := newServedTrack(t, testTrack, nil)
 			cfg.SharedTrackAliases = true
 			p := newPair(t, tr.scheme, cfg, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			ctx := testCtx(t, 10*time.Second)
 			early, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(
 				wire.RangeFilterTo(wire.Location{Group: 1, Object: 0}, 2))})
 			require.NoError(t, err)
@@ -208,13 +205,10 @@ func TestC033_SharedAliasEachSubscriptionGetsItsCopy(t *testing.T) {
 func TestC033_OverlappingFiltersEachGetACopy(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
+			track, cfg, served := newServedTrack(t, testTrack, nil)
 			cfg.SharedTrackAliases = true
 			p := newPair(t, tr.scheme, cfg, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			ctx := testCtx(t, 10*time.Second)
 			from := wire.Some(wire.StartFilter(wire.Location{Group: 1, Object: 0}))
 			var subs []*Subscription
 			for range 2 {

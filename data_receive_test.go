@@ -2,9 +2,11 @@ package moqt
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -157,98 +159,97 @@ func TestReceiveWideningUpdateInFlight(t *testing.T) {
 // each bound stream read 256 KiB ahead, uncounted). A later early stream
 // that would pass the budget is stopped with EXCESSIVE_LOAD.
 func TestReceiveEarlyStreamsShareOneBudget(t *testing.T) {
-	const (
-		budget  = 64 << 10
-		window  = 32 << 10
-		streams = 4
-		first   = 12 << 10 // each early stream's first object
-	)
-	s, fp := clientSession(t, &Config{AliasWait: time.Minute, MaxPendingBytes: budget,
-		StreamReceiveWindow: window, ConnectionReceiveWindow: 16 << 20})
-	got, req := subscribeAgainstFake(t, s, fp)
-	var early []transport.SendStream
-	for g := range uint64(streams) {
-		early = append(early, fp.openSubgroup(5, g, make([]byte, first)))
-	}
-	require.Eventually(t, func() bool {
+	inBubble(t, func(t *testing.T) {
+		const (
+			budget  = 64 << 10
+			window  = 32 << 10
+			streams = 4
+			first   = 12 << 10 // each early stream's first object
+		)
+		s, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{AliasWait: time.Minute, MaxPendingBytes: budget,
+			StreamReceiveWindow: window, ConnectionReceiveWindow: 16 << 20})
+		got, req := subscribeAgainstFake(t, s, fp)
+		var early []transport.SendStream
+		for g := range uint64(streams) {
+			early = append(early, fp.openSubgroup(5, g, make([]byte, first)))
+		}
+		synctest.Wait()
 		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.pendingBytes >= streams*first
-	}, 5*time.Second, time.Millisecond, "the early streams are read ahead")
-	req.send(&wire.SubscribeOK{TrackAlias: 5})
-	sub := recvOrFail(t, got)
-	require.NotNil(t, sub)
+		require.GreaterOrEqual(t, s.pendingBytes, streams*first, "the early streams are read ahead")
+		s.mu.Unlock()
+		req.send(&wire.SubscribeOK{TrackAlias: 5})
+		sub := recvOrFail(t, got)
+		require.NotNil(t, sub)
 
-	// A new early stream for another alias does not fit what is left.
-	late, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
-	require.NoError(t, err)
-	enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 6, DefaultPriority: true}}
-	b, err := enc.Header.Append(nil)
-	require.NoError(t, err)
-	// More than the budget minus the bytes the bound streams still hold
-	// (their first objects, less what routing read of them).
-	b, err = enc.AppendObject(b, wire.SubgroupObject{ObjectID: 0, PayloadLength: budget - 4<<10})
-	require.NoError(t, err)
-	_, _ = late.Write(append(b, make([]byte, budget-4<<10)...)) // may be stopped before it is all written
-	assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, late))
+		// A new early stream for another alias does not fit what is left.
+		late, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
+		require.NoError(t, err)
+		enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 6, DefaultPriority: true}}
+		b, err := enc.Header.Append(nil)
+		require.NoError(t, err)
+		// More than the budget minus the bytes the bound streams still hold
+		// (their first objects, less what routing read of them).
+		b, err = enc.AppendObject(b, wire.SubgroupObject{ObjectID: 0, PayloadLength: budget - 4<<10})
+		require.NoError(t, err)
+		_, _ = late.Write(append(b, make([]byte, budget-4<<10)...)) // may be stopped before it is all written
+		assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, late))
 
-	// The publisher keeps writing on the bound streams; nobody reads them.
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var written [streams]atomic.Int64
-	var wg sync.WaitGroup
-	for i, str := range early {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 5, GroupID: uint64(i), DefaultPriority: true}}
-			// Past object 0, which openSubgroup sent: deltas follow it.
-			_, err := enc.AppendObject(nil, wire.SubgroupObject{ObjectID: 0, PayloadLength: first})
-			if !assert.NoError(t, err) {
-				return
-			}
-			for id := uint64(1); ctx.Err() == nil; id++ {
-				b, err := enc.AppendObject(nil, wire.SubgroupObject{ObjectID: id, PayloadLength: 4 << 10})
+		// The publisher keeps writing on the bound streams; nobody reads them.
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var written [streams]atomic.Int64
+		var wg sync.WaitGroup
+		for i, str := range early {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 5, GroupID: uint64(i), DefaultPriority: true}}
+				// Past object 0, which openSubgroup sent: deltas follow it.
+				_, err := enc.AppendObject(nil, wire.SubgroupObject{ObjectID: 0, PayloadLength: first})
 				if !assert.NoError(t, err) {
 					return
 				}
-				b = append(b, make([]byte, 4<<10)...)
-				n, err := str.Write(b)
-				written[i].Add(int64(n))
-				if err != nil {
-					return
+				for id := uint64(1); ctx.Err() == nil; id++ {
+					b, err := enc.AppendObject(nil, wire.SubgroupObject{ObjectID: id, PayloadLength: 4 << 10})
+					if !assert.NoError(t, err) {
+						return
+					}
+					b = append(b, make([]byte, 4<<10)...)
+					n, err := str.Write(b)
+					written[i].Add(int64(n))
+					if err != nil {
+						return
+					}
 				}
+			}()
+		}
+		t.Cleanup(func() {
+			cancel()
+			for _, str := range early {
+				str.CancelWrite(uint64(wire.ResetCancelled))
 			}
-		}()
-	}
-	t.Cleanup(func() {
-		cancel()
-		for _, str := range early {
-			str.CancelWrite(uint64(wire.ResetCancelled))
-		}
-		wg.Wait()
-	})
+			wg.Wait()
+		})
 
-	total := func() int64 {
-		var n int64
-		for i := range written {
-			n += written[i].Load()
+		total := func() int64 {
+			var n int64
+			for i := range written {
+				n += written[i].Load()
+			}
+			return n
 		}
-		return n
-	}
-	last := int64(-1)
-	for total() != last {
-		last = total()
-		time.Sleep(300 * time.Millisecond) // a progress probe, not synchronization of the library
-	}
-	// What the publisher could write past the first objects is what the
-	// stream windows allow, and the one read of at most a bufio buffer
-	// (4 KiB) a pipe may have had in progress when the alias was bound; a
-	// pipe reading ahead would have taken more.
-	assert.LessOrEqual(t, last, int64(streams*(window+4<<10)), "bound pipes read no further ahead")
-	s.mu.Lock()
-	assert.LessOrEqual(t, s.pendingBytes, budget, "what the pipes hold stays within MaxPendingBytes")
-	s.mu.Unlock()
+		synctest.Wait() // the writers are blocked on flow control
+		last := total()
+		// What the publisher could write past the first objects is what the
+		// stream windows allow, the one packet a QUIC stack takes beyond
+		// them (quic-go's largest, 1452 bytes), and the one read of at most a
+		// bufio buffer (4 KiB) a pipe may have had in progress when the alias
+		// was bound; a pipe reading ahead would have taken more.
+		assert.LessOrEqual(t, last, int64(streams*(window+1452+4<<10)), "bound pipes read no further ahead")
+		s.mu.Lock()
+		assert.LessOrEqual(t, s.pendingBytes, budget, "what the pipes hold stays within MaxPendingBytes")
+		s.mu.Unlock()
+	})
 }
 
 // TestReceiveStalledStreamHeaderTimesOut: a unidirectional stream that
@@ -264,18 +265,21 @@ func TestReceiveStalledStreamHeaderTimesOut(t *testing.T) {
 		{"after the type", []byte{0x10}},          // SUBGROUP_HEADER, nothing more
 		{"inside the header", []byte{0x10, 0x07}}, // Track Alias, no Group ID
 	}
-	for _, tr := range transports {
-		for _, c := range cases {
-			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
-				s, fp := clientSessionOver(t, tr.scheme, &Config{DataStreamTimeout: 200 * time.Millisecond})
-				str, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
-				require.NoError(t, err)
-				_, err = str.Write(c.b)
-				require.NoError(t, err)
-				fp.expectClose(wire.DataStreamTimeout)
-				expectSessionError(t, s, wire.DataStreamTimeout)
-			})
-		}
+	const timeout = 200 * time.Millisecond
+	for _, c := range cases {
+		forClientSessions(t, c.name, func(t *testing.T, connect fakeConnector) {
+			s, fp := connect(t, &Config{DataStreamTimeout: timeout})
+			str, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
+			require.NoError(t, err)
+			start := time.Now()
+			_, err = str.Write(c.b)
+			require.NoError(t, err)
+			fp.expectClose(wire.DataStreamTimeout)
+			expectSessionError(t, s, wire.DataStreamTimeout)
+			if bubbled() {
+				assert.Equal(t, timeout, time.Since(start), "closed when DataStreamTimeout passed")
+			}
+		})
 	}
 }
 
@@ -287,102 +291,108 @@ func TestReceiveStalledStreamHeaderTimesOut(t *testing.T) {
 // keeps receiving. Before, its unread streams filled the connection window
 // and it never ended, while the other starved.
 func TestReceiveStalledApplicationFallsBehind(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			stalledName := testTrack
-			liveName := wire.FullTrackName{Namespace: testTrack.Namespace, Name: []byte("audio")}
-			tracks := map[string]*LocalTrack{}
-			for _, n := range []wire.FullTrackName{stalledName, liveName} {
-				lt, err := NewLocalTrack(n, nil)
-				require.NoError(t, err)
-				tracks[string(n.Name)] = lt
-			}
-			handler := HandlerFunc(func(r Request) {
-				if sr, ok := r.(*SubscribeRequest); ok {
-					if lt := tracks[string(sr.Track.Name)]; lt != nil {
-						_, _ = lt.Accept(sr, AcceptOptions{})
-						return
-					}
+	forTransports(t, func(t *testing.T, connect connector) {
+		stalledName := testTrack
+		liveName := wire.FullTrackName{Namespace: testTrack.Namespace, Name: []byte("audio")}
+		tracks := map[string]*LocalTrack{}
+		for _, n := range []wire.FullTrackName{stalledName, liveName} {
+			lt, err := NewLocalTrack(n, nil)
+			require.NoError(t, err)
+			tracks[string(n.Name)] = lt
+		}
+		handler := HandlerFunc(func(r Request) {
+			if sr, ok := r.(*SubscribeRequest); ok {
+				if lt := tracks[string(sr.Track.Name)]; lt != nil {
+					_, _ = lt.Accept(sr, AcceptOptions{})
+					return
 				}
-				DefaultHandler.ServeMOQT(r)
-			})
-			p := newPair(t, tr.scheme, &Config{Handler: handler}, &Config{ReadStallTimeout: 500 * time.Millisecond,
-				ConnectionReceiveWindow: 1 << 20, StreamReceiveWindow: 256 << 10})
-			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-			defer cancel()
-			stalled, err := p.client.Subscribe(ctx, stalledName, wire.Params{})
-			require.NoError(t, err)
-			live, err := p.client.Subscribe(ctx, liveName, wire.Params{})
-			require.NoError(t, err)
-
-			// Both tracks are written continuously, paced so that an
-			// ended subscription does not spin its writer.
-			var wg sync.WaitGroup
-			payload := make([]byte, 16<<10)
-			for _, lt := range tracks {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for g := uint64(0); ctx.Err() == nil; g++ {
-						w := lt.OpenSubgroup(g, 0, SubgroupOptions{})
-						for id := uint64(0); id < 8 && ctx.Err() == nil; id++ {
-							if w.WriteObject(id, nil, payload) != nil {
-								break
-							}
-							time.Sleep(time.Millisecond)
-						}
-						_ = w.Close()
-					}
-				}()
 			}
-			var received atomic.Int64
+			DefaultHandler.ServeMOQT(r)
+		})
+		p := connect(t, &Config{Handler: handler}, &Config{ReadStallTimeout: 500 * time.Millisecond,
+			ConnectionReceiveWindow: 1 << 20, StreamReceiveWindow: 256 << 10})
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		stalled, err := p.client.Subscribe(ctx, stalledName, wire.Params{})
+		require.NoError(t, err)
+		live, err := p.client.Subscribe(ctx, liveName, wire.Params{})
+		require.NoError(t, err)
+
+		// Both tracks are written continuously, paced so that an
+		// ended subscription does not spin its writer.
+		var wg sync.WaitGroup
+		payload := make([]byte, 16<<10)
+		for _, lt := range tracks {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for {
-					r, err := live.AcceptSubgroup(ctx)
-					if err != nil {
-						return
-					}
-					for {
-						if _, err := r.Next(); err != nil {
+				for g := uint64(0); ctx.Err() == nil; g++ {
+					w := lt.OpenSubgroup(g, 0, SubgroupOptions{})
+					for id := uint64(0); id < 8 && ctx.Err() == nil; id++ {
+						if w.WriteObject(id, nil, payload) != nil {
 							break
 						}
-						if _, err := r.ReadPayload(1 << 20); err != nil {
-							break
-						}
-						received.Add(1)
+						time.Sleep(time.Millisecond)
 					}
+					_ = w.Close()
 				}
 			}()
-			t.Cleanup(func() {
-				cancel()
-				p.client.Close()
-				p.server.Close()
-				wg.Wait()
-			})
-
-			select {
-			case <-stalled.Done():
-			case <-time.After(10 * time.Second):
-				t.Fatal("the stalled subscription never ended")
+		}
+		var received, want atomic.Int64
+		want.Store(math.MaxInt64)
+		var reachedOnce sync.Once
+		reached := make(chan struct{}) // closed once received reaches want
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				r, err := live.AcceptSubgroup(ctx)
+				if err != nil {
+					return
+				}
+				for {
+					if _, err := r.Next(); err != nil {
+						break
+					}
+					if _, err := r.ReadPayload(1 << 20); err != nil {
+						break
+					}
+					if received.Add(1) >= want.Load() {
+						reachedOnce.Do(func() { close(reached) })
+					}
+				}
 			}
-			assert.ErrorIs(t, stalled.Err(), ErrFellBehind)
-			assert.ErrorIs(t, stalled.Err(), ErrCancelled)
-			_, err = stalled.AcceptSubgroup(ctx)
-			assert.ErrorIs(t, err, ErrFellBehind, "its queued streams were stopped")
-
-			before := received.Load()
-			assert.Eventually(t, func() bool { return received.Load() >= before+100 }, 10*time.Second, 10*time.Millisecond,
-				"the other subscription keeps receiving")
-			assert.Equal(t, StateEstablished, live.State())
-			assert.NoError(t, context.Cause(p.client.Context()), "the session is up")
-			// What an application watching Done does: subscribe again.
-			again, err := p.client.Subscribe(ctx, stalledName, wire.Params{})
-			require.NoError(t, err, "control messages get through")
-			require.NoError(t, again.Close())
+		}()
+		t.Cleanup(func() {
+			cancel()
+			p.client.Close()
+			p.server.Close()
+			wg.Wait()
 		})
-	}
+
+		select {
+		case <-stalled.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the stalled subscription never ended")
+		}
+		assert.ErrorIs(t, stalled.Err(), ErrFellBehind)
+		assert.ErrorIs(t, stalled.Err(), ErrCancelled)
+		_, err = stalled.AcceptSubgroup(ctx)
+		assert.ErrorIs(t, err, ErrFellBehind, "its queued streams were stopped")
+
+		want.Store(received.Load() + 100)
+		select {
+		case <-reached:
+		case <-time.After(10 * time.Second):
+			assert.Fail(t, "the other subscription does not keep receiving")
+		}
+		assert.Equal(t, StateEstablished, live.State())
+		assert.NoError(t, context.Cause(p.client.Context()), "the session is up")
+		// What an application watching Done does: subscribe again.
+		again, err := p.client.Subscribe(ctx, stalledName, wire.Params{})
+		require.NoError(t, err, "control messages get through")
+		require.NoError(t, again.Close())
+	})
 }
 
 // TestReceiveTakenStreamStall: a stream the application took but leaves
@@ -393,51 +403,66 @@ func TestReceiveStalledApplicationFallsBehind(t *testing.T) {
 func TestReceiveTakenStreamStall(t *testing.T) {
 	const stall = 200 * time.Millisecond
 	t.Run("unread payload", func(t *testing.T) {
-		s, fp := clientSession(t, &Config{ReadStallTimeout: stall})
-		sub, _ := subscribeFakeWith(t, s, fp, wire.Params{}, 2)
-		str := fp.openSubgroup(2, 0, make([]byte, 1<<10))
-		r, err := sub.AcceptSubgroup(fakeCtx(t))
-		require.NoError(t, err)
-		_, err = r.Next() // the payload is left unread
-		require.NoError(t, err)
-		closedOrFail(t, sub.Done(), "the stalled subscription")
-		assert.ErrorIs(t, sub.Err(), ErrFellBehind)
-		assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, str))
+		inBubble(t, func(t *testing.T) { takenStreamUnread(t, stall) })
 	})
 	t.Run("idle or reading", func(t *testing.T) {
-		s, fp := clientSession(t, &Config{ReadStallTimeout: stall})
-		sub, _ := subscribeFakeWith(t, s, fp, wire.Params{}, 2)
-		idle := fp.openSubgroup(2, 0, []byte("x"))
-		r, err := sub.AcceptSubgroup(fakeCtx(t))
-		require.NoError(t, err)
-		_, err = r.Next()
-		require.NoError(t, err)
-		_, err = r.ReadPayload(16)
-		require.NoError(t, err) // nothing more has come: idle, not behind
-		reading := fp.openSubgroup(2, 1, []byte("z"))
-		r2, err := sub.AcceptSubgroup(fakeCtx(t))
-		require.NoError(t, err)
-		ids, _, err := readAllN(r2, 1)
-		require.NoError(t, err)
-		require.Equal(t, []uint64{0}, ids)
-		next := goErr(func() error { _, err := r2.Next(); return err }) // blocks: nothing more yet
-		select {
-		case <-sub.Done():
-			t.Fatalf("cancelled: %v", sub.Err())
-		case <-time.After(5 * stall):
-		}
-		assert.Equal(t, StateEstablished, sub.State())
-		// The blocked reader gets what comes next.
-		enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 2, GroupID: 1, DefaultPriority: true}}
-		_, err = enc.AppendObject(nil, wire.SubgroupObject{ObjectID: 0, PayloadLength: 1}) // sent already
-		require.NoError(t, err)
-		b, err := enc.AppendObject(nil, wire.SubgroupObject{ObjectID: 1, PayloadLength: 1})
-		require.NoError(t, err)
-		_, err = reading.Write(append(b, 'y'))
-		require.NoError(t, err)
-		assert.NoError(t, recvOrFail(t, next))
-		_ = idle
+		inBubble(t, func(t *testing.T) { takenStreamIdle(t, stall) })
 	})
+}
+
+// takenStreamUnread: a taken stream left unread with payload waiting
+// stalls its subscription within a ReadStallTimeout and its ticks.
+func takenStreamUnread(t *testing.T, stall time.Duration) {
+	s, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{ReadStallTimeout: stall})
+	sub, _ := subscribeFakeWith(t, s, fp, wire.Params{}, 2)
+	str := fp.openSubgroup(2, 0, make([]byte, 1<<10))
+	r, err := sub.AcceptSubgroup(fakeCtx(t))
+	require.NoError(t, err)
+	_, err = r.Next() // the payload is left unread
+	require.NoError(t, err)
+	start := time.Now()
+	closedOrFail(t, sub.Done(), "the stalled subscription")
+	assert.GreaterOrEqual(t, time.Since(start), stall, "not before ReadStallTimeout")
+	assert.LessOrEqual(t, time.Since(start), stall+2*stallTick(stall), "within a tick or two after it")
+	assert.ErrorIs(t, sub.Err(), ErrFellBehind)
+	assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, str))
+}
+
+// takenStreamIdle: taken streams with nothing waiting, or blocked in a
+// read, do not stall their subscription.
+func takenStreamIdle(t *testing.T, stall time.Duration) {
+	s, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{ReadStallTimeout: stall})
+	sub, _ := subscribeFakeWith(t, s, fp, wire.Params{}, 2)
+	idle := fp.openSubgroup(2, 0, []byte("x"))
+	r, err := sub.AcceptSubgroup(fakeCtx(t))
+	require.NoError(t, err)
+	_, err = r.Next()
+	require.NoError(t, err)
+	_, err = r.ReadPayload(16)
+	require.NoError(t, err) // nothing more has come: idle, not behind
+	reading := fp.openSubgroup(2, 1, []byte("z"))
+	r2, err := sub.AcceptSubgroup(fakeCtx(t))
+	require.NoError(t, err)
+	ids, _, err := readAllN(r2, 1)
+	require.NoError(t, err)
+	require.Equal(t, []uint64{0}, ids)
+	next := goErr(func() error { _, err := r2.Next(); return err }) // blocks: nothing more yet
+	select {
+	case <-sub.Done():
+		t.Fatalf("cancelled: %v", sub.Err())
+	case <-time.After(5 * stall):
+	}
+	assert.Equal(t, StateEstablished, sub.State())
+	// The blocked reader gets what comes next.
+	enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 2, GroupID: 1, DefaultPriority: true}}
+	_, err = enc.AppendObject(nil, wire.SubgroupObject{ObjectID: 0, PayloadLength: 1}) // sent already
+	require.NoError(t, err)
+	b, err := enc.AppendObject(nil, wire.SubgroupObject{ObjectID: 1, PayloadLength: 1})
+	require.NoError(t, err)
+	_, err = reading.Write(append(b, 'y'))
+	require.NoError(t, err)
+	assert.NoError(t, recvOrFail(t, next))
+	_ = idle
 }
 
 // TestReceiveIgnoresForwardState: an object that arrives while the
@@ -462,31 +487,33 @@ func TestReceiveIgnoresForwardState(t *testing.T) {
 // longer than ReadStallTimeout; that is not falling behind, since it keeps
 // reading. Once it stops reading altogether, it is.
 func TestReceiveSerialReaderNotBehind(t *testing.T) {
-	const stall = time.Second
-	s, fp := clientSession(t, &Config{ReadStallTimeout: stall})
-	sub, _ := subscribeFakeWith(t, s, fp, wire.Params{}, 2)
-	objects := make([][]byte, 10)
-	for i := range objects {
-		objects[i] = []byte{byte(i)}
-	}
-	first := fp.openSubgroup(2, 0, objects...)
-	require.NoError(t, first.Close())
-	r, err := sub.AcceptSubgroup(fakeCtx(t))
-	require.NoError(t, err)
-	second := fp.openSubgroup(2, 1, []byte("waits its turn"))
-	// Object by object, over two and a half stall timeouts, with the
-	// second stream untaken all along.
-	for range objects {
-		_, err := r.Next()
+	inBubble(t, func(t *testing.T) {
+		const stall = time.Second
+		s, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{ReadStallTimeout: stall})
+		sub, _ := subscribeFakeWith(t, s, fp, wire.Params{}, 2)
+		objects := make([][]byte, 10)
+		for i := range objects {
+			objects[i] = []byte{byte(i)}
+		}
+		first := fp.openSubgroup(2, 0, objects...)
+		require.NoError(t, first.Close())
+		r, err := sub.AcceptSubgroup(fakeCtx(t))
 		require.NoError(t, err)
-		_, err = r.ReadPayload(16)
-		require.NoError(t, err)
-		time.Sleep(stall / 4)
-	}
-	require.NoError(t, sub.Err(), "a serial reader reading at pace is not behind")
-	assert.Equal(t, StateEstablished, sub.State())
-	// The application stops: the waiting stream now stalls it.
-	closedOrFail(t, sub.Done(), "the stalled subscription")
-	assert.ErrorIs(t, sub.Err(), ErrFellBehind)
-	assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, second))
+		second := fp.openSubgroup(2, 1, []byte("waits its turn"))
+		// Object by object, over two and a half stall timeouts, with the
+		// second stream untaken all along.
+		for range objects {
+			_, err := r.Next()
+			require.NoError(t, err)
+			_, err = r.ReadPayload(16)
+			require.NoError(t, err)
+			advance(stall / 4)
+		}
+		require.NoError(t, sub.Err(), "a serial reader reading at pace is not behind")
+		assert.Equal(t, StateEstablished, sub.State())
+		// The application stops: the waiting stream now stalls it.
+		closedOrFail(t, sub.Done(), "the stalled subscription")
+		assert.ErrorIs(t, sub.Err(), ErrFellBehind)
+		assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, second))
+	})
 }

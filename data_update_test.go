@@ -1,7 +1,6 @@
 package moqt
 
 import (
-	"context"
 	"io"
 	"testing"
 	"time"
@@ -19,13 +18,10 @@ import (
 func TestC027_RangeFiltersEndToEnd(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
+			track, cfg, served := newServedTrack(t, testTrack, nil)
 			cfg.MaxFilterRanges = 4
 			p := newPair(t, tr.scheme, cfg, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			ctx := testCtx(t, 10*time.Second)
 			params := wire.Params{
 				LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{Group: 1, Object: 0}, 2)),
 				RangeFilters: []wire.RangeFilter{
@@ -64,12 +60,9 @@ func TestC027_RangeFiltersEndToEnd(t *testing.T) {
 func TestDataUpdateMovesFilter(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			cfg, served := trackServer(t, track)
+			track, cfg, served := newServedTrack(t, testTrack, nil)
 			p := newPair(t, tr.scheme, cfg, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			ctx := testCtx(t, 10*time.Second)
 			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{
 				LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{Group: 0, Object: 0}, 0))})
 			require.NoError(t, err)
@@ -133,35 +126,36 @@ func TestC081_PublishDoneAfterStreamsClosed(t *testing.T) {
 // stop when the subscriber answers with REQUEST_ERROR; nothing more is
 // sent for the request (C004).
 func TestC004_NoObjectsAfterRejectedPublish(t *testing.T) {
-	track, err := NewLocalTrack(testTrack, nil)
-	require.NoError(t, err)
-	release := make(chan struct{})
-	clientCfg := &Config{Handler: HandlerFunc(func(r Request) {
-		<-release
-		_ = r.Reject(wire.ReqUninterested, "no thanks")
-	})}
-	p := newPair(t, "moqt", nil, clientCfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	published := make(chan error, 1)
-	go func() {
-		_, err := track.Publish(ctx, p.server, wire.Params{})
-		published <- err
-	}()
-	require.Eventually(t, func() bool { return len(track.snapshot()) == 1 }, 5*time.Second, time.Millisecond)
-	ss := track.snapshot()[0]
-	w := track.OpenSubgroup(0, 0, SubgroupOptions{})
-	require.NoError(t, w.WriteObject(0, nil, []byte("early")))
-	ss.mu.Lock()
-	assert.Len(t, ss.dataStreams, 1, "an early object opened a stream")
-	ss.mu.Unlock()
-	close(release)
-	var re *RequestError
-	require.ErrorAs(t, <-published, &re)
-	assert.Equal(t, wire.ReqUninterested, re.Code)
-	ss.mu.Lock()
-	assert.Empty(t, ss.dataStreams, "the rejected request's stream was reset")
-	ss.mu.Unlock()
-	require.NoError(t, w.WriteObject(1, nil, []byte("after")))
-	assert.Empty(t, track.snapshot(), "the rejected subscription no longer receives objects")
+	forTransports(t, func(t *testing.T, connect connector) {
+		track, err := NewLocalTrack(testTrack, nil)
+		require.NoError(t, err)
+		release := make(chan struct{})
+		clientCfg := &Config{Handler: HandlerFunc(func(r Request) {
+			<-release
+			_ = r.Reject(wire.ReqUninterested, "no thanks")
+		})}
+		p := connect(t, nil, clientCfg)
+		ctx := testCtx(t, 10*time.Second)
+		published := make(chan error, 1)
+		go func() {
+			_, err := track.Publish(ctx, p.server, wire.Params{})
+			published <- err
+		}()
+		settle(t, func() bool { return len(track.snapshot()) == 1 }, "the PUBLISH is out")
+		ss := track.snapshot()[0]
+		w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+		require.NoError(t, w.WriteObject(0, nil, []byte("early")))
+		ss.mu.Lock()
+		assert.Len(t, ss.dataStreams, 1, "an early object opened a stream")
+		ss.mu.Unlock()
+		close(release)
+		var re *RequestError
+		require.ErrorAs(t, <-published, &re)
+		assert.Equal(t, wire.ReqUninterested, re.Code)
+		ss.mu.Lock()
+		assert.Empty(t, ss.dataStreams, "the rejected request's stream was reset")
+		ss.mu.Unlock()
+		require.NoError(t, w.WriteObject(1, nil, []byte("after")))
+		assert.Empty(t, track.snapshot(), "the rejected subscription no longer receives objects")
+	})
 }

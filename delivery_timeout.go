@@ -117,8 +117,20 @@ func millis(ms uint64) time.Duration {
 // epoch anchors the monotonic deadlines kept in atomics.
 var epoch = time.Now()
 
-// monoNow is the time since epoch on the monotonic clock.
-func monoNow() int64 { return int64(time.Since(epoch)) }
+// bubbleEpoch anchors them on the fake clock of a testing/synctest bubble,
+// which starts at 2000-01-01 UTC and has no monotonic reading: measured
+// from epoch, its times would be negative, and 0 means "no deadline".
+var bubbleEpoch = time.Date(1999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+// monoNow is the time since epoch on the monotonic clock (since
+// bubbleEpoch in a synctest bubble).
+func monoNow() int64 {
+	now := time.Now()
+	if now == now.Round(0) {
+		return int64(now.Sub(bubbleEpoch))
+	}
+	return int64(now.Sub(epoch))
+}
 
 // dataParams are the subscription parameters the data path reads for each
 // object: they may change with REQUEST_UPDATE.

@@ -93,7 +93,7 @@ var timeoutCases = []timeoutCase{
 	{name: "first object property overrides track", trackValue: hour, objectValue: shortTimeout, subscriber: hour},
 }
 
-// deliveryTimeoutSetup subscribes over tr to a track with c's values for
+// newDeliverySetup subscribes over connect to a track with c's values for
 // property prop / parameter, writes a first small object and hands back
 // the subscriber's reader of the subgroup with that object read.
 type deliverySetup struct {
@@ -105,18 +105,16 @@ type deliverySetup struct {
 	expiry chan struct{}
 }
 
-func newDeliverySetup(t *testing.T, ctx context.Context, scheme string, prop uint64, c timeoutCase) *deliverySetup {
+func newDeliverySetup(t *testing.T, ctx context.Context, connect connector, prop uint64, c timeoutCase) *deliverySetup {
 	t.Helper()
 	var props wire.KVList
 	if c.trackValue != 0 {
 		props = wire.KVList{{Type: prop, Value: c.trackValue}}
 	}
-	track, err := NewLocalTrack(testTrack, props)
-	require.NoError(t, err)
-	cfg, served := trackServer(t, track)
+	track, cfg, served := newServedTrack(t, testTrack, props)
 	expiry := make(chan struct{}, 4)
 	cfg.hooks = &sessionHooks{deliveryTimedOut: func() { expiry <- struct{}{} }}
-	p := newPair(t, scheme, cfg, nil)
+	p := connect(t, cfg, nil)
 	var params wire.Params
 	if c.subscriber != 0 {
 		if prop == wire.PropObjectDeliveryTimeout {
@@ -172,56 +170,51 @@ func (d *deliverySetup) expectDeliveryTimeout(t *testing.T, ctx context.Context)
 // and flow control is exhausted, gets its stream reset with
 // DELIVERY_TIMEOUT (§5.2, §11.3.2); the effective timeout is the smaller
 // non-zero of the publisher's and the subscriber's; no new stream is
-// opened for the rest of the subgroup.
+// opened for the rest of the subgroup. Every case runs in memory on the
+// bubble's clock, one over each real transport.
 func TestC020_ObjectDeliveryTimeoutResetsStream(t *testing.T) {
-	for _, tr := range transports {
-		for _, c := range timeoutCases {
-			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
-				d := newDeliverySetup(t, ctx, tr.scheme, wire.PropObjectDeliveryTimeout, c)
+	forTimeoutCases(t, func(t *testing.T, connect connector, c timeoutCase) {
+		ctx := testCtx(t, 20*time.Second)
+		d := newDeliverySetup(t, ctx, connect, wire.PropObjectDeliveryTimeout, c)
 
-				// Far more than the subscriber's receive windows.
-				written := make(chan error, 1)
-				go func() { written <- d.w.WriteObject(1, nil, make([]byte, 8<<20)) }()
-				select {
-				case err := <-written:
-					require.NoError(t, err, "the late copy is dropped, the write goes on")
-				case <-ctx.Done():
-					require.FailNow(t, "the blocked write was not released by the timeout")
-				}
-				d.expectDeliveryTimeout(t, ctx)
-
-				require.NoError(t, d.w.WriteObject(2, nil, []byte("later")))
-				require.NoError(t, d.w.Close())
-				d.ss.mu.Lock()
-				assert.Equal(t, uint64(1), d.ss.streams, "no new stream for the rest of the subgroup")
-				d.ss.mu.Unlock()
-			})
+		// Far more than the subscriber's receive windows.
+		written := make(chan error, 1)
+		go func() { written <- d.w.WriteObject(1, nil, make([]byte, 8<<20)) }()
+		select {
+		case err := <-written:
+			require.NoError(t, err, "the late copy is dropped, the write goes on")
+		case <-ctx.Done():
+			require.FailNow(t, "the blocked write was not released by the timeout")
 		}
-	}
+		d.expectDeliveryTimeout(t, ctx)
+
+		require.NoError(t, d.w.WriteObject(2, nil, []byte("later")))
+		require.NoError(t, d.w.Close())
+		d.ss.mu.Lock()
+		assert.Equal(t, uint64(1), d.ss.streams, "no new stream for the rest of the subgroup")
+		d.ss.mu.Unlock()
+	})
 }
 
 // TestC020_ObjectDeliveryTimeoutSlowPayload: an object whose payload the
 // application produces too late is reset as well: its bytes would reach
 // the transport after the timeout (§5.2).
 func TestC020_ObjectDeliveryTimeoutSlowPayload(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			d := newDeliverySetup(t, ctx, tr.scheme, wire.PropObjectDeliveryTimeout, timeoutCase{subscriber: shortTimeout})
-			ow, err := d.w.BeginObject(1, 10, nil)
-			require.NoError(t, err)
-			_, err = ow.Write([]byte("abc"))
-			require.NoError(t, err)
-			d.expectDeliveryTimeout(t, ctx)
-			_, err = ow.Write([]byte("defghij"))
-			require.NoError(t, err, "the object completes for the subscriptions still served")
-			require.NoError(t, ow.Close())
-			require.NoError(t, d.w.Close())
-		})
-	}
+	forTransports(t, func(t *testing.T, connect connector) {
+		ctx := testCtx(t, 20*time.Second)
+		d := newDeliverySetup(t, ctx, connect, wire.PropObjectDeliveryTimeout, timeoutCase{subscriber: shortTimeout})
+		ow, err := d.w.BeginObject(1, 10, nil)
+		require.NoError(t, err)
+		start := time.Now()
+		_, err = ow.Write([]byte("abc"))
+		require.NoError(t, err)
+		d.expectDeliveryTimeout(t, ctx)
+		assert.GreaterOrEqual(t, time.Since(start), shortTimeout*time.Millisecond, "not before the timeout")
+		_, err = ow.Write([]byte("defghij"))
+		require.NoError(t, err, "the object completes for the subscriptions still served")
+		require.NoError(t, ow.Close())
+		require.NoError(t, d.w.Close())
+	})
 }
 
 // TestC020_SubgroupDeliveryTimeoutResetsAfterFin: the subgroup timer
@@ -229,45 +222,60 @@ func TestC020_ObjectDeliveryTimeoutSlowPayload(t *testing.T) {
 // then is reset with DELIVERY_TIMEOUT (§5.2). quic-go does not report
 // acknowledgements, so the reset comes whether or not the data arrived.
 func TestC020_SubgroupDeliveryTimeoutResetsAfterFin(t *testing.T) {
-	for _, tr := range transports {
+	forTimeoutCases(t, func(t *testing.T, connect connector, c timeoutCase) {
+		ctx := testCtx(t, 20*time.Second)
+		d := newDeliverySetup(t, ctx, connect, wire.PropSubgroupDeliveryTimeout, c)
+		require.NoError(t, d.w.WriteObject(1, nil, make([]byte, 64<<10)))
+		select {
+		case <-d.expiry:
+			require.FailNow(t, "the subgroup timer started before the FIN")
+		case <-time.After(2 * shortTimeout * time.Millisecond):
+		}
+		start := time.Now()
+		require.NoError(t, d.w.Close())
+		d.expectDeliveryTimeout(t, ctx)
+		assert.GreaterOrEqual(t, time.Since(start), shortTimeout*time.Millisecond, "not before the timeout")
+	})
+}
+
+// forTimeoutCases runs f for every timeout case over both transports in
+// memory, in a synctest bubble, and for the first case over both real
+// transports.
+func forTimeoutCases(t *testing.T, f func(t *testing.T, connect connector, c timeoutCase)) {
+	for _, tr := range pipeTransports {
 		for _, c := range timeoutCases {
-			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
-				d := newDeliverySetup(t, ctx, tr.scheme, wire.PropSubgroupDeliveryTimeout, c)
-				require.NoError(t, d.w.WriteObject(1, nil, make([]byte, 64<<10)))
-				select {
-				case <-d.expiry:
-					require.FailNow(t, "the subgroup timer started before the FIN")
-				default:
-				}
-				require.NoError(t, d.w.Close())
-				d.expectDeliveryTimeout(t, ctx)
+			t.Run("pipe/"+tr.name+"/"+c.name, func(t *testing.T) {
+				inBubble(t, func(t *testing.T) { f(t, overPipe(tr.wt), c) })
 			})
 		}
+	}
+	for _, tr := range transports {
+		t.Run(tr.name+"/"+timeoutCases[0].name, func(t *testing.T) { f(t, overWire(tr.scheme), timeoutCases[0]) })
 	}
 }
 
 // TestDeliveryTimeoutNoneKeepsStream: with no timeout on either side a
 // blocked object waits for the subscriber and is delivered whole.
 func TestDeliveryTimeoutNoneKeepsStream(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	d := newDeliverySetup(t, ctx, "moqt", wire.PropObjectDeliveryTimeout, timeoutCase{})
-	const size = 4 << 20
-	written := make(chan error, 1)
-	go func() { written <- d.w.WriteObject(1, nil, make([]byte, size)) }()
-	h, err := d.r.Next()
-	require.NoError(t, err)
-	assert.Equal(t, uint64(size), h.PayloadLength)
-	n, err := io.Copy(io.Discard, d.r)
-	require.NoError(t, err)
-	assert.Equal(t, int64(size), n)
-	require.NoError(t, <-written)
-	require.NoError(t, d.w.Close())
-	_, err = d.r.Next()
-	assert.Equal(t, io.EOF, err)
-	assert.Empty(t, d.expiry)
+	inBubble(t, func(t *testing.T) {
+		ctx := testCtx(t, 20*time.Second)
+		d := newDeliverySetup(t, ctx, overPipe(false), wire.PropObjectDeliveryTimeout, timeoutCase{})
+		const size = 4 << 20
+		written := make(chan error, 1)
+		go func() { written <- d.w.WriteObject(1, nil, make([]byte, size)) }()
+		advance(defaultSubscriberGrace / 2) // nothing times out
+		h, err := d.r.Next()
+		require.NoError(t, err)
+		assert.Equal(t, uint64(size), h.PayloadLength)
+		n, err := io.Copy(io.Discard, d.r)
+		require.NoError(t, err)
+		assert.Equal(t, int64(size), n)
+		require.NoError(t, <-written)
+		require.NoError(t, d.w.Close())
+		_, err = d.r.Next()
+		assert.Equal(t, io.EOF, err)
+		assert.Empty(t, d.expiry)
+	})
 }
 
 // TestDeliveryTimeoutHotPathAllocs: what the object path adds per object

@@ -17,11 +17,15 @@ import (
 )
 
 // pair is a client and a server session connected over real loopback QUIC
-// or WebTransport.
+// or WebTransport, or over a transport.Pipe (srv nil).
 type pair struct {
 	client, server *Session
 	srv            *Server
 	roots          *x509.CertPool // trusts srv's certificate
+	scheme         string         // how the client reached srv
+	// pipe, for a pair over a Pipe, connects more clients to servers like
+	// this one's: same configuration, same Handler.
+	pipe func(t *testing.T, clientCfg *Config) *pair
 }
 
 // transports are the two ways a session can run; every integration test
@@ -70,10 +74,21 @@ func listenLoopback(t *testing.T, serverCfg *Config) (*pair, []byte) {
 	return &pair{srv: srv, roots: roots}, cert.Certificate[0]
 }
 
+// another connects one more client the way p's was, to a server like p's.
+func (p *pair) another(t *testing.T, clientCfg *Config) *pair {
+	t.Helper()
+	return p.connect(t, p.scheme, clientCfg)
+}
+
 // connect dials p's server with a new client session: another pair on the
-// same Server, closed when the test ends, before the Server.
+// same Server, closed when the test ends, before the Server. Over a Pipe
+// it is a new pair whose server session shares p's configuration, and
+// scheme is ignored.
 func (p *pair) connect(t *testing.T, scheme string, clientCfg *Config) *pair {
 	t.Helper()
+	if p.pipe != nil {
+		return p.pipe(t, clientCfg)
+	}
 	if clientCfg == nil {
 		clientCfg = &Config{}
 	}
@@ -102,7 +117,7 @@ func (p *pair) connect(t *testing.T, scheme string, clientCfg *Config) *pair {
 		<-client.Context().Done()
 		<-server.Context().Done()
 	})
-	return &pair{client: client, server: server, srv: p.srv, roots: p.roots}
+	return &pair{client: client, server: server, srv: p.srv, roots: p.roots, scheme: scheme}
 }
 
 var testTrack = wire.FullTrackName{Namespace: wire.NewNamespace("live", "cam1"), Name: []byte("video")}

@@ -112,8 +112,7 @@ func TestJoinWhilePublishing(t *testing.T) {
 			track, err := NewLocalTrack(testTrack, nil)
 			require.NoError(t, err)
 			p := newPair(t, tr.scheme, &Config{Handler: serveTrack(track, AcceptOptions{}, nil)}, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := testCtx(t, 30*time.Second)
 
 			// The publisher: groups of objectsPerGroup objects, one
 			// subgroup each, until stopped.
@@ -233,8 +232,7 @@ func TestTrackReleasesEndedSubscriptions(t *testing.T) {
 	require.NoError(t, err)
 	served := make(chan *ServedSubscription, 64)
 	p := newPair(t, "moqt", &Config{Handler: serveTrack(track, AcceptOptions{}, served)}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := testCtx(t, 10*time.Second)
 
 	// Nothing but the track could keep them; it must not.
 	var gone []weak.Pointer[ServedSubscription]
@@ -326,8 +324,7 @@ func TestServedSubscriptionErrMatchesContext(t *testing.T) {
 				require.NoError(t, err)
 				served := make(chan *ServedSubscription, 1)
 				p := newPair(t, tr.scheme, &Config{Handler: serveTrack(track, e.opts, served)}, nil)
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
+				ctx := testCtx(t, 10*time.Second)
 				sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
 				require.NoError(t, err)
 				ss := recvOrFail(t, served)
@@ -349,8 +346,7 @@ func TestServedSubscriptionErrMatchesContext(t *testing.T) {
 	t.Run("PUBLISH refused", func(t *testing.T) {
 		refuse := HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqUninterested, "no") })
 		p := newPair(t, "moqt", nil, &Config{Handler: refuse})
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
+		ctx := testCtx(t, 10*time.Second)
 		ss, err := p.server.startPublish(ctx, testTrack, wire.Params{}, nil, nil)
 		require.NoError(t, err)
 		closedOrFail(t, ss.Context().Done(), "the subscription's context did not end")
@@ -385,44 +381,39 @@ func windowedClient(t *testing.T, ls *libServer, scheme string, window uint64) *
 // one's PUBLISH_DONE cannot be written, so after Config.PublishDoneTimeout
 // its request stream is reset with TOO_FAR_BEHIND, and End returns.
 func TestEndNotHeldByStalledSubscriber(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			// A SUBSCRIBE_OK larger than the stalled subscriber's window leaves
-			// no room to buffer the PUBLISH_DONE after it.
-			track, err := NewLocalTrack(testTrack, wire.KVList{{Type: 0x3b, Bytes: make([]byte, 1300)}})
-			require.NoError(t, err)
-			served := make(chan *ServedSubscription, 4)
-			cfg := &Config{Handler: serveTrack(track, AcceptOptions{}, served), PublishDoneTimeout: 200 * time.Millisecond}
-			ls := startLibServer(t, cfg, nil)
+	forWindowedServers(t, func(t *testing.T, client windowedClientFunc) {
+		// A SUBSCRIBE_OK larger than the stalled subscriber's window leaves
+		// no room to buffer the PUBLISH_DONE after it.
+		track, err := NewLocalTrack(testTrack, wire.KVList{{Type: 0x3b, Bytes: make([]byte, 1300)}})
+		require.NoError(t, err)
+		served := make(chan *ServedSubscription, 4)
+		cfg := &Config{Handler: serveTrack(track, AcceptOptions{}, served), PublishDoneTimeout: 200 * time.Millisecond}
 
-			// The stalled subscriber first: End used to wait for it before the
-			// others. Its window takes the SUBSCRIBE_OK, not the PUBLISH_DONE.
-			stalled := windowedClient(t, ls, tr.scheme, 256)
+		// The stalled subscriber first: End used to wait for it before the
+		// others. Its window takes the SUBSCRIBE_OK, not the PUBLISH_DONE.
+		stalled := client(cfg, 256)
 
-			fs := stalled.open(subscribeMsg(0, testTrack, wire.Params{}))
-			recvOrFail(t, served)
-			ls.accept()
-			healthy := windowedClient(t, ls, tr.scheme, 0)
-			hs := healthy.open(subscribeMsg(0, testTrack, wire.Params{}))
-			expect[*wire.SubscribeOK](hs)
-			recvOrFail(t, served)
-			ls.accept()
+		fs := stalled.open(subscribeMsg(0, testTrack, wire.Params{}))
+		recvOrFail(t, served)
+		healthy := client(cfg, 0)
+		hs := healthy.open(subscribeMsg(0, testTrack, wire.Params{}))
+		expect[*wire.SubscribeOK](hs)
+		recvOrFail(t, served)
 
-			reason := strings.Repeat("r", wire.MaxReasonLen)
-			ended := goErr(func() error { track.End(wire.DoneTrackEnded, reason); return nil })
-			done := expect[*wire.PublishDone](hs)
-			assert.Equal(t, wire.DoneTrackEnded, done.StatusCode)
-			hs.expectFIN()
-			select {
-			case <-ended:
-			case <-time.After(5 * time.Second):
-				require.FailNow(t, "End is held up by the stalled subscriber")
-			}
-			// The stalled one's request stream ends in a reset, not a FIN.
-			fs.expectReset(wire.ResetTooFarBehind)
-			assert.Empty(t, track.snapshot())
-		})
-	}
+		reason := strings.Repeat("r", wire.MaxReasonLen)
+		ended := goErr(func() error { track.End(wire.DoneTrackEnded, reason); return nil })
+		done := expect[*wire.PublishDone](hs)
+		assert.Equal(t, wire.DoneTrackEnded, done.StatusCode)
+		hs.expectFIN()
+		select {
+		case <-ended:
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "End is held up by the stalled subscriber")
+		}
+		// The stalled one's request stream ends in a reset, not a FIN.
+		fs.expectReset(wire.ResetTooFarBehind)
+		assert.Empty(t, track.snapshot())
+	})
 }
 
 // TestFreshAliasPerSubscription: the library publisher gives every
@@ -494,46 +485,89 @@ func TestFilterRangesRefusedBeforeSending(t *testing.T) {
 // SUBSCRIBE_OK, and End does not wait for either. A subscriber that takes
 // neither within Config.PublishDoneTimeout has its request stream reset.
 func TestEndDuringAccept(t *testing.T) {
-	for _, c := range []struct {
-		tr    string
-		reads bool
-	}{{"moqt", true}, {"moqt", false}, {"https", true}, {"https", false}} {
-		reads := c.reads
-		t.Run(fmt.Sprintf("%s, subscriber reads %v", c.tr, reads), func(t *testing.T) {
-			// A SUBSCRIBE_OK too large to be buffered blocks the write
-			// until the subscriber reads it.
-			track, err := NewLocalTrack(testTrack, wire.KVList{{Type: 0x3b, Bytes: make([]byte, 4000)}})
-			require.NoError(t, err)
-			accepted := make(chan error, 1)
-			h := HandlerFunc(func(r Request) {
-				_, err := track.Accept(r.(*SubscribeRequest), AcceptOptions{})
-				accepted <- err
+	for _, reads := range []bool{true, false} {
+		t.Run(fmt.Sprintf("subscriber reads %v", reads), func(t *testing.T) {
+			forWindowedServers(t, func(t *testing.T, client windowedClientFunc) {
+				endDuringAccept(t, client, reads)
 			})
-			ls := startLibServer(t, &Config{Handler: h, PublishDoneTimeout: time.Second}, nil)
-			fp := windowedClient(t, ls, c.tr, 256)
-			ls.accept()
-			fs := fp.open(subscribeMsg(0, testTrack, wire.Params{}))
-			require.Eventually(t, func() bool { return len(track.snapshot()) == 1 }, 5*time.Second, time.Millisecond)
+		})
+	}
+}
 
-			ended := goErr(func() error { track.End(wire.DoneTrackEnded, "over"); return nil })
-			select {
-			case <-ended:
-			case <-time.After(5 * time.Second):
-				require.FailNow(t, "End waits for a SUBSCRIBE_OK being written")
-			}
-			if !reads {
-				// Read nothing until the publisher gave up.
-				assert.ErrorIs(t, recvOrFail(t, accepted), os.ErrDeadlineExceeded)
-				fs.expectReset(wire.ResetTooFarBehind)
-				assert.Empty(t, track.snapshot())
-				return
-			}
-			expect[*wire.SubscribeOK](fs)
-			done := expect[*wire.PublishDone](fs)
-			assert.Equal(t, wire.DoneTrackEnded, done.StatusCode)
-			fs.expectFIN()
-			require.NoError(t, recvOrFail(t, accepted))
-			assert.Empty(t, track.snapshot())
+func endDuringAccept(t *testing.T, client windowedClientFunc, reads bool) {
+	// A SUBSCRIBE_OK too large to be buffered blocks the write
+	// until the subscriber reads it.
+	track, err := NewLocalTrack(testTrack, wire.KVList{{Type: 0x3b, Bytes: make([]byte, 4000)}})
+	require.NoError(t, err)
+	accepted := make(chan error, 1)
+	h := HandlerFunc(func(r Request) {
+		_, err := track.Accept(r.(*SubscribeRequest), AcceptOptions{})
+		accepted <- err
+	})
+	const timeout = time.Second
+	fp := client(&Config{Handler: h, PublishDoneTimeout: timeout}, 256)
+	fs := fp.open(subscribeMsg(0, testTrack, wire.Params{}))
+	settle(t, func() bool { return len(track.snapshot()) == 1 }, "the subscription is being accepted")
+
+	start := time.Now()
+	ended := goErr(func() error { track.End(wire.DoneTrackEnded, "over"); return nil })
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "End waits for a SUBSCRIBE_OK being written")
+	}
+	if !reads {
+		// Read nothing until the publisher gave up.
+		assert.ErrorIs(t, recvOrFail(t, accepted), os.ErrDeadlineExceeded)
+		fs.expectReset(wire.ResetTooFarBehind)
+		if bubbled() {
+			assert.Equal(t, timeout, time.Since(start), "reset when PublishDoneTimeout passed")
+		}
+		assert.Empty(t, track.snapshot())
+		return
+	}
+	expect[*wire.SubscribeOK](fs)
+	done := expect[*wire.PublishDone](fs)
+	assert.Equal(t, wire.DoneTrackEnded, done.StatusCode)
+	fs.expectFIN()
+	require.NoError(t, recvOrFail(t, accepted))
+	assert.Empty(t, track.snapshot())
+}
+
+// windowedClientFunc connects a fake client, whose streams take at most
+// window bytes until it reads them (0 keeps the default), to a library
+// server with cfg. Every call of one test connects to servers with the
+// first call's cfg.
+type windowedClientFunc func(cfg *Config, window int) *fakePeer
+
+// forWindowedServers runs f over both transports in memory, in a synctest
+// bubble, and over the real ones.
+func forWindowedServers(t *testing.T, f func(t *testing.T, client windowedClientFunc)) {
+	for _, tr := range pipeTransports {
+		t.Run("pipe/"+tr.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				var first *Config
+				f(t, func(cfg *Config, window int) *fakePeer {
+					if first == nil {
+						first = cfg
+					}
+					_, fp := pipeServerSession(t, transport.PipeConfig{StreamWindow: window, WebTransport: tr.wt}, first)
+					return fp
+				})
+			})
+		})
+	}
+	for _, scheme := range schemes {
+		t.Run(scheme, func(t *testing.T) {
+			var ls *libServer
+			f(t, func(cfg *Config, window int) *fakePeer {
+				if ls == nil {
+					ls = startLibServer(t, cfg, nil)
+				}
+				fp := windowedClient(t, ls, scheme, uint64(window))
+				ls.accept()
+				return fp
+			})
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -65,68 +66,72 @@ func TestRequestStreamCostsLittleWhenIdle(t *testing.T) {
 const msgTimeout = 200 * time.Millisecond
 
 func TestControlMessageTimeout(t *testing.T) {
-	for _, scheme := range schemes {
-		t.Run(scheme+"/first message never completes", func(t *testing.T) {
-			s, fp := serverSessionOver(t, scheme, &Config{ControlMessageTimeout: msgTimeout})
-			fs := fp.openStream()
-			fs.sendRaw(frame(wire.MsgSubscribe, make([]byte, 30))[:10])
-			fp.expectClose(wire.ControlMessageTimeout)
-			expectSessionError(t, s, wire.ControlMessageTimeout)
-		})
-		t.Run(scheme+"/later message left half sent", func(t *testing.T) {
-			h, _ := servedCh(AcceptOptions{})
-			_, fp := serverSessionOver(t, scheme, &Config{Handler: h, ControlMessageTimeout: msgTimeout})
-			fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-			expect[*wire.SubscribeOK](fs)
-			b, err := wire.AppendMessage(fp.v, nil, &wire.RequestUpdate{RequestID: 2})
-			require.NoError(t, err)
-			fs.sendRaw(b[:len(b)-1])
-			fp.expectClose(wire.ControlMessageTimeout)
-		})
-		t.Run(scheme+"/answer left half sent", func(t *testing.T) {
-			s, fp := serverSessionOver(t, scheme, &Config{ControlMessageTimeout: msgTimeout})
-			done := goErr(func() error {
-				_, err := s.TrackStatus(context.Background(), trackA, wire.Params{})
-				return err
-			})
-			fs := fp.accept()
-			expect[*wire.TrackStatus](fs)
-			b, err := wire.AppendMessage(fp.v, nil, &wire.RequestOK{})
-			require.NoError(t, err)
-			fs.sendRaw(b[:2])
-			fp.expectClose(wire.ControlMessageTimeout)
-			err = recvOrFail(t, done)
-			assert.Error(t, err)
-		})
-	}
-	t.Run("GOAWAY left half sent on the control stream", func(t *testing.T) {
-		s, fp := serverSession(t, &Config{ControlMessageTimeout: msgTimeout})
-		b, err := wire.AppendMessage(fp.v, nil, &wire.Goaway{NewSessionURI: "moqt://127.0.0.1/next"})
-		require.NoError(t, err)
-		fp.ctrlMu.Lock()
-		_, err = fp.ctrl.Write(b[:len(b)-2])
-		fp.ctrlMu.Unlock()
-		require.NoError(t, err)
+	forServerSessions(t, "first message never completes", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, &Config{ControlMessageTimeout: msgTimeout})
+		fs := fp.openStream()
+		fs.sendRaw(frame(wire.MsgSubscribe, make([]byte, 30))[:10])
 		fp.expectClose(wire.ControlMessageTimeout)
 		expectSessionError(t, s, wire.ControlMessageTimeout)
 	})
-	t.Run("idle streams between messages are not timed", func(t *testing.T) {
+	forServerSessions(t, "later message left half sent", func(t *testing.T, connect fakeConnector) {
 		h, _ := servedCh(AcceptOptions{})
-		s, fp := serverSession(t, &Config{Handler: h, ControlMessageTimeout: msgTimeout})
+		_, fp := connect(t, &Config{Handler: h, ControlMessageTimeout: msgTimeout})
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 		expect[*wire.SubscribeOK](fs)
-		// Several timeouts pass with the subscription idle, and with a
-		// message that took most of one to arrive.
-		time.Sleep(3 * msgTimeout)
 		b, err := wire.AppendMessage(fp.v, nil, &wire.RequestUpdate{RequestID: 2})
 		require.NoError(t, err)
+		fs.sendRaw(b[:len(b)-1])
+		fp.expectClose(wire.ControlMessageTimeout)
+	})
+	forServerSessions(t, "answer left half sent", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, &Config{ControlMessageTimeout: msgTimeout})
+		done := goErr(func() error {
+			_, err := s.TrackStatus(context.Background(), trackA, wire.Params{})
+			return err
+		})
+		fs := fp.accept()
+		expect[*wire.TrackStatus](fs)
+		b, err := wire.AppendMessage(fp.v, nil, &wire.RequestOK{})
+		require.NoError(t, err)
 		fs.sendRaw(b[:2])
-		time.Sleep(msgTimeout / 4)
-		fs.sendRaw(b[2:])
-		expect[*wire.RequestOK](fs)
-		time.Sleep(3 * msgTimeout)
-		fp.alive(4)
-		assert.NoError(t, s.Context().Err())
+		fp.expectClose(wire.ControlMessageTimeout)
+		err = recvOrFail(t, done)
+		assert.Error(t, err)
+	})
+	t.Run("GOAWAY left half sent on the control stream", func(t *testing.T) {
+		inBubble(t, func(t *testing.T) {
+			s, fp := pipeServerSession(t, transport.PipeConfig{}, &Config{ControlMessageTimeout: msgTimeout})
+			b, err := wire.AppendMessage(fp.v, nil, &wire.Goaway{NewSessionURI: "moqt://127.0.0.1/next"})
+			require.NoError(t, err)
+			fp.ctrlMu.Lock()
+			_, err = fp.ctrl.Write(b[:len(b)-2])
+			fp.ctrlMu.Unlock()
+			require.NoError(t, err)
+			start := time.Now()
+			fp.expectClose(wire.ControlMessageTimeout)
+			expectSessionError(t, s, wire.ControlMessageTimeout)
+			assert.Equal(t, msgTimeout, time.Since(start), "closed when the timeout passed, not before")
+		})
+	})
+	t.Run("idle streams between messages are not timed", func(t *testing.T) {
+		inBubble(t, func(t *testing.T) {
+			h, _ := servedCh(AcceptOptions{})
+			s, fp := pipeServerSession(t, transport.PipeConfig{}, &Config{Handler: h, ControlMessageTimeout: msgTimeout})
+			fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+			expect[*wire.SubscribeOK](fs)
+			// Several timeouts pass with the subscription idle, and with a
+			// message that took most of one to arrive.
+			advance(3 * msgTimeout)
+			b, err := wire.AppendMessage(fp.v, nil, &wire.RequestUpdate{RequestID: 2})
+			require.NoError(t, err)
+			fs.sendRaw(b[:2])
+			advance(msgTimeout - time.Millisecond)
+			fs.sendRaw(b[2:])
+			expect[*wire.RequestOK](fs)
+			advance(3 * msgTimeout)
+			fp.alive(4)
+			assert.NoError(t, s.Context().Err())
+		})
 	})
 	t.Run("default", func(t *testing.T) {
 		assert.Equal(t, 10*time.Second, (&Config{}).withDefaults().ControlMessageTimeout)

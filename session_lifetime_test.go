@@ -208,41 +208,35 @@ func sessionGoroutines(s *Session) []string {
 // sessions' goroutines runs, while a Handler stuck in user code does not
 // hold Close up.
 func TestCloseWaitsForGoroutines(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			release := make(chan struct{})
-			stuck := make(chan struct{}, 1)
-			handler := HandlerFunc(func(r Request) {
-				stuck <- struct{}{}
-				<-release // ignores the session's end
-				_ = r.Reject(wire.ReqInternalError, "late")
-			})
-			var once sync.Once
-			unblock := func() { once.Do(func() { close(release) }) }
-			t.Cleanup(unblock)
-			// A goroutine of the client's session that takes its time to
-			// end: Close must wait for it.
-			slow := &sessionHooks{sessionEnded: func() { time.Sleep(300 * time.Millisecond) }}
-			p := newPair(t, tr.scheme, &Config{Handler: handler}, &Config{hooks: slow})
-			go func() { _, _ = p.client.TrackStatus(context.Background(), testTrack, wire.Params{}) }()
-			<-stuck
-			require.NotEmpty(t, sessionGoroutines(p.client), "the check sees the session's goroutines")
-			start := time.Now()
-			require.NoError(t, p.client.Close())
-			assert.Less(t, time.Since(start), closeWait, "a stuck Handler does not hold Close up")
-			// A goroutine that has called wg.Done may still be on its
-			// way out; one still in the 300 ms hook is not.
-			var left []string
-			for range 10 {
-				if left = sessionGoroutines(p.client); len(left) == 0 {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			assert.Empty(t, left, "session goroutines left after Close")
-			unblock()
+	forTransports(t, func(t *testing.T, connect connector) {
+		release := make(chan struct{})
+		stuck := make(chan struct{}, 1)
+		handler := HandlerFunc(func(r Request) {
+			stuck <- struct{}{}
+			<-release // ignores the session's end
+			_ = r.Reject(wire.ReqInternalError, "late")
 		})
-	}
+		var once sync.Once
+		unblock := func() { once.Do(func() { close(release) }) }
+		t.Cleanup(unblock)
+		// A goroutine of the client's session that takes its time to
+		// end: Close must wait for it.
+		slow := &sessionHooks{sessionEnded: func() { time.Sleep(300 * time.Millisecond) }}
+		p := connect(t, &Config{Handler: handler}, &Config{hooks: slow})
+		go func() { _, _ = p.client.TrackStatus(context.Background(), testTrack, wire.Params{}) }()
+		<-stuck
+		require.NotEmpty(t, sessionGoroutines(p.client), "the check sees the session's goroutines")
+		start := time.Now()
+		require.NoError(t, p.client.Close())
+		assert.Less(t, time.Since(start), closeWait, "a stuck Handler does not hold Close up")
+		// A goroutine that has called wg.Done may still be on its
+		// way out; one still in the 300 ms hook is not.
+		var left []string
+		settle(t, func() bool { left = sessionGoroutines(p.client); return len(left) == 0 },
+			"session goroutines left after Close")
+		assert.Empty(t, left)
+		unblock()
+	})
 }
 
 // syncBuffer is a log sink safe for concurrent writes.

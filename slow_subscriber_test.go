@@ -50,67 +50,65 @@ func requireReset(t *testing.T, err error, code wire.ResetCode) {
 // stream is reset with TOO_FAR_BEHIND (§12.5). A subscriber that joins
 // later gets every object.
 func TestSlowLoneSubscriberTooFarBehind(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			const (
-				grace = 200 * time.Millisecond
-				size  = 1000
-				n     = 100 // 100 KB: far past the subscriber's 4 KiB stream window
-			)
-			lt := subscribeTrack(t, tr.scheme, wire.Params{}, &Config{SubscriberGrace: grace}, slowClient())
-			ctx := lt.ctx
-			w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
-			require.NoError(t, w.WriteObject(0, nil, payloadOf(0, size)))
-			r, err := lt.sub.AcceptSubgroup(ctx)
-			require.NoError(t, err)
-			_, err = r.Next()
-			require.NoError(t, err)
-			// The subscriber reads no more.
-			var longest time.Duration
-			writes := goErr(func() error {
-				for id := uint64(1); id < n; id++ {
-					start := time.Now()
-					if err := w.WriteObject(id, nil, payloadOf(id, size)); err != nil {
-						return err
-					}
-					longest = max(longest, time.Since(start))
+	forTransports(t, func(t *testing.T, connect connector) {
+		const (
+			grace = 200 * time.Millisecond
+			size  = 1000
+			n     = 100 // 100 KB: far past the subscriber's 4 KiB stream window
+		)
+		lt := subscribeTrackOver(t, connect, wire.Params{}, &Config{SubscriberGrace: grace}, slowClient())
+		ctx := lt.ctx
+		w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
+		require.NoError(t, w.WriteObject(0, nil, payloadOf(0, size)))
+		r, err := lt.sub.AcceptSubgroup(ctx)
+		require.NoError(t, err)
+		_, err = r.Next()
+		require.NoError(t, err)
+		// The subscriber reads no more.
+		var longest time.Duration
+		writes := goErr(func() error {
+			for id := uint64(1); id < n; id++ {
+				start := time.Now()
+				if err := w.WriteObject(id, nil, payloadOf(id, size)); err != nil {
+					return err
 				}
-				return w.Close()
-			})
-			select {
-			case err := <-writes:
-				require.NoError(t, err)
-			case <-ctx.Done():
-				require.FailNow(t, "the publisher was held up by its only subscriber")
+				longest = max(longest, time.Since(start))
 			}
-			assert.Less(t, longest, 10*grace, "a write waits about a grace at most")
-			waitDone(t, ctx, lt.sub.Done(), "slow subscription")
-			var de *DoneError
-			require.ErrorAs(t, lt.sub.Err(), &de)
-			assert.Equal(t, wire.DoneTooFarBehind, de.Code)
-			require.ErrorAs(t, lt.ss.Err(), &de)
-			assert.Equal(t, wire.DoneTooFarBehind, de.Code)
-			_, _, rerr := readAll(r)
-			requireReset(t, rerr, wire.ResetTooFarBehind)
-
-			// A later subscriber, which reads, gets everything.
-			other := lt.p.connect(t, tr.scheme, nil)
-			sub2, err := other.client.Subscribe(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			// Served once the track lists it (the old subscription gone).
-			require.Eventually(t, func() bool {
-				subs := lt.track.snapshot()
-				return len(subs) == 1 && subs[0] != lt.ss
-			}, 10*time.Second, time.Millisecond)
-			got := readSubgroupAsync(ctx, sub2)
-			w = lt.track.OpenSubgroup(1, 0, SubgroupOptions{})
-			writeObjects(t, ctx, w, 0, n, fixedSize(size))
-			require.NoError(t, w.Close())
-			expectObjects(t, ctx, got, 0, n, fixedSize(size))
-			expectEnd(t, ctx, got)
-			assert.NoError(t, sub2.Err())
+			return w.Close()
 		})
-	}
+		select {
+		case err := <-writes:
+			require.NoError(t, err)
+		case <-ctx.Done():
+			require.FailNow(t, "the publisher was held up by its only subscriber")
+		}
+		assert.Less(t, longest, 10*grace, "a write waits about a grace at most")
+		waitDone(t, ctx, lt.sub.Done(), "slow subscription")
+		var de *DoneError
+		require.ErrorAs(t, lt.sub.Err(), &de)
+		assert.Equal(t, wire.DoneTooFarBehind, de.Code)
+		require.ErrorAs(t, lt.ss.Err(), &de)
+		assert.Equal(t, wire.DoneTooFarBehind, de.Code)
+		_, _, rerr := readAll(r)
+		requireReset(t, rerr, wire.ResetTooFarBehind)
+
+		// A later subscriber, which reads, gets everything.
+		other := lt.p.another(t, nil)
+		sub2, err := other.client.Subscribe(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+		// Served once the track lists it (the old subscription gone).
+		settle(t, func() bool {
+			subs := lt.track.snapshot()
+			return len(subs) == 1 && subs[0] != lt.ss
+		}, "the new subscription is served")
+		got := readSubgroupAsync(ctx, sub2)
+		w = lt.track.OpenSubgroup(1, 0, SubgroupOptions{})
+		writeObjects(t, ctx, w, 0, n, fixedSize(size))
+		require.NoError(t, w.Close())
+		expectObjects(t, ctx, got, 0, n, fixedSize(size))
+		expectEnd(t, ctx, got)
+		assert.NoError(t, sub2.Err())
+	})
 }
 
 // TestStalledSubscriberDoesNotHoldOthers: with two subscribers, one of
@@ -118,26 +116,24 @@ func TestSlowLoneSubscriberTooFarBehind(t *testing.T) {
 // is cut off with TOO_FAR_BEHIND after a grace, long before its backlog
 // bound.
 func TestStalledSubscriberDoesNotHoldOthers(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			const size = 1000
-			f := newFanOut(t, tr.scheme, &Config{SubscriberGrace: 200 * time.Millisecond}, wire.Params{})
-			ctx := f.ctx
-			fast := readSubgroupAsync(ctx, f.fast)
-			w := f.track.OpenSubgroup(0, 0, SubgroupOptions{})
-			writeObjects(t, ctx, w, 0, 64, fixedSize(size))
-			expectObjects(t, ctx, fast, 0, 64, fixedSize(size))
-			waitDone(t, ctx, f.slow.Done(), "stalled subscription")
-			var de *DoneError
-			require.ErrorAs(t, f.slow.Err(), &de)
-			assert.Equal(t, wire.DoneTooFarBehind, de.Code)
-			writeObjects(t, ctx, w, 64, 80, fixedSize(size))
-			require.NoError(t, w.Close())
-			expectObjects(t, ctx, fast, 64, 80, fixedSize(size))
-			expectEnd(t, ctx, fast)
-			f.waitNoBacklog(t, f.ssSlow)
-		})
-	}
+	forTransports(t, func(t *testing.T, connect connector) {
+		const size = 1000
+		f := newFanOutOver(t, connect, &Config{SubscriberGrace: 200 * time.Millisecond}, wire.Params{})
+		ctx := f.ctx
+		fast := readSubgroupAsync(ctx, f.fast)
+		w := f.track.OpenSubgroup(0, 0, SubgroupOptions{})
+		writeObjects(t, ctx, w, 0, 64, fixedSize(size))
+		expectObjects(t, ctx, fast, 0, 64, fixedSize(size))
+		waitDone(t, ctx, f.slow.Done(), "stalled subscription")
+		var de *DoneError
+		require.ErrorAs(t, f.slow.Err(), &de)
+		assert.Equal(t, wire.DoneTooFarBehind, de.Code)
+		writeObjects(t, ctx, w, 64, 80, fixedSize(size))
+		require.NoError(t, w.Close())
+		expectObjects(t, ctx, fast, 64, 80, fixedSize(size))
+		expectEnd(t, ctx, fast)
+		f.waitNoBacklog(t, f.ssSlow)
+	})
 }
 
 // TestSubgroupInterruptStuckWrite: with a grace too long to matter, a
@@ -145,18 +141,17 @@ func TestStalledSubscriberDoesNotHoldOthers(t *testing.T) {
 // Reset is called from another goroutine, and the stream that could not
 // take the object whole is reset, never finished.
 func TestSubgroupInterruptStuckWrite(t *testing.T) {
-	for _, tr := range transports {
-		for _, how := range []string{"close", "reset"} {
-			t.Run(tr.name+"/"+how, func(t *testing.T) {
-				lt := subscribeTrack(t, tr.scheme, wire.Params{}, &Config{SubscriberGrace: time.Hour}, slowClient())
+	for _, how := range []string{"close", "reset"} {
+		t.Run(how, func(t *testing.T) {
+			forTransports(t, func(t *testing.T, connect connector) {
+				lt := subscribeTrackOver(t, connect, wire.Params{}, &Config{SubscriberGrace: time.Hour}, slowClient())
 				ctx := lt.ctx
 				w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
 				require.NoError(t, w.WriteObject(0, nil, payloadOf(0, 10)))
 				r, err := lt.sub.AcceptSubgroup(ctx)
 				require.NoError(t, err)
 				write := goErr(func() error { return w.WriteObject(1, nil, payloadOf(1, 256<<10)) })
-				require.Eventually(t, func() bool { return w.cur.Load() != nil }, 10*time.Second, time.Millisecond,
-					"the write blocks on the stream")
+				settle(t, func() bool { return w.cur.Load() != nil }, "the write blocks on the stream")
 				code := wire.ResetCancelled
 				if how == "close" {
 					require.NoError(t, w.Close())
@@ -174,7 +169,7 @@ func TestSubgroupInterruptStuckWrite(t *testing.T) {
 				requireReset(t, rerr, code)
 				assert.NoError(t, lt.sub.Err(), "the subscription goes on")
 			})
-		}
+		})
 	}
 }
 
@@ -183,43 +178,40 @@ func TestSubgroupInterruptStuckWrite(t *testing.T) {
 // subscriber gets every one and then the FIN, and the publisher's writes
 // do not wait for the answer.
 func TestEarlyObjectsWaitForPublishOK(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			const n = 8
-			release := make(chan struct{})
-			subs := make(chan *Subscription, 1)
-			handler := HandlerFunc(func(r Request) {
-				pr, ok := r.(*PublishRequest)
-				if !ok {
-					DefaultHandler.ServeMOQT(r)
-					return
-				}
-				<-release
-				if sub, err := pr.Accept(wire.Params{}); err == nil {
-					subs <- sub
-				}
-			})
-			p := newPair(t, tr.scheme, &Config{MaxEarlyObjects: 2}, &Config{Handler: handler})
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			published := goErr(func() error {
-				_, err := track.Publish(ctx, p.server, wire.Params{})
-				return err
-			})
-			require.Eventually(t, func() bool { return len(track.snapshot()) == 1 }, 10*time.Second, time.Millisecond)
-			w := track.OpenSubgroup(0, 0, SubgroupOptions{})
-			writeObjects(t, ctx, w, 0, n, fixedSize(100))
-			require.NoError(t, w.Close())
-			close(release)
-			require.NoError(t, <-published)
-			sub := <-subs
-			got := readSubgroupAsync(ctx, sub)
-			expectObjects(t, ctx, got, 0, n, fixedSize(100))
-			expectEnd(t, ctx, got)
+	forTransports(t, func(t *testing.T, connect connector) {
+		const n = 8
+		release := make(chan struct{})
+		subs := make(chan *Subscription, 1)
+		handler := HandlerFunc(func(r Request) {
+			pr, ok := r.(*PublishRequest)
+			if !ok {
+				DefaultHandler.ServeMOQT(r)
+				return
+			}
+			<-release
+			if sub, err := pr.Accept(wire.Params{}); err == nil {
+				subs <- sub
+			}
 		})
-	}
+		p := connect(t, &Config{MaxEarlyObjects: 2}, &Config{Handler: handler})
+		ctx := testCtx(t, 20*time.Second)
+		track, err := NewLocalTrack(testTrack, nil)
+		require.NoError(t, err)
+		published := goErr(func() error {
+			_, err := track.Publish(ctx, p.server, wire.Params{})
+			return err
+		})
+		settle(t, func() bool { return len(track.snapshot()) == 1 }, "the PUBLISH is served before its answer")
+		w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+		writeObjects(t, ctx, w, 0, n, fixedSize(100))
+		require.NoError(t, w.Close())
+		close(release)
+		require.NoError(t, <-published)
+		sub := <-subs
+		got := readSubgroupAsync(ctx, sub)
+		expectObjects(t, ctx, got, 0, n, fixedSize(100))
+		expectEnd(t, ctx, got)
+	})
 }
 
 // TestC020_UpdateEndBelowOpenSubgroupResets: a REQUEST_UPDATE that moves
@@ -276,12 +268,9 @@ func TestC020_JoinMidSubgroup(t *testing.T) {
 	for _, tr := range transports {
 		for _, c := range cases {
 			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
-				track, err := NewLocalTrack(testTrack, nil)
-				require.NoError(t, err)
-				cfg, served := trackServer(t, track)
+				track, cfg, served := newServedTrack(t, testTrack, nil)
 				p := newPair(t, tr.scheme, cfg, nil)
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
+				ctx := testCtx(t, 20*time.Second)
 				w := track.OpenSubgroup(0, 0, SubgroupOptions{})
 				writeObjects(t, ctx, w, 0, 5, fixedSize(10))
 				sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(c.filter)})
@@ -353,56 +342,61 @@ func TestResetCodeFor(t *testing.T) {
 // capped per subscription (the oldest fires early, resetting its stream)
 // and all stopped when the session ends, so they keep nothing in memory.
 func TestSubgroupDeliveryTimersReleased(t *testing.T) {
-	timedOut := make(chan struct{}, 2*maxSubgroupTimers)
-	cfg := &Config{hooks: &sessionHooks{deliveryTimedOut: func() { timedOut <- struct{}{} }}}
-	lt := subscribeTrack(t, "moqt", wire.Params{SubgroupDeliveryTimeout: wire.Some[uint64](3_600_000)}, cfg, nil)
-	ctx := lt.ctx
-	const extra = 3
-	var outs []*subgroupOut
-	for g := range uint64(maxSubgroupTimers + extra) {
-		w := lt.track.OpenSubgroup(g, 0, SubgroupOptions{})
-		require.NoError(t, w.WriteObject(0, nil, []byte{1}))
-		require.NoError(t, w.Close())
-		outs = append(outs, w.outs[lt.ss])
-	}
-	assert.Equal(t, maxSubgroupTimers, lt.ss.wp.timers.count(), "capped")
-	for range extra {
-		select {
-		case <-timedOut:
-		case <-ctx.Done():
-			require.FailNow(t, "the oldest streams were not reset")
+	inBubble(t, func(t *testing.T) {
+		timedOut := make(chan struct{}, 2*maxSubgroupTimers)
+		cfg := &Config{hooks: &sessionHooks{deliveryTimedOut: func() { timedOut <- struct{}{} }}}
+		lt := subscribeTrackOver(t, overPipe(false), wire.Params{SubgroupDeliveryTimeout: wire.Some[uint64](3_600_000)}, cfg, nil)
+		ctx := lt.ctx
+		const extra = 3
+		var outs []*subgroupOut
+		for g := range uint64(maxSubgroupTimers + extra) {
+			w := lt.track.OpenSubgroup(g, 0, SubgroupOptions{})
+			require.NoError(t, w.WriteObject(0, nil, []byte{1}))
+			require.NoError(t, w.Close())
+			outs = append(outs, w.outs[lt.ss])
 		}
-	}
+		assert.Equal(t, maxSubgroupTimers, lt.ss.wp.timers.count(), "capped")
+		for range extra {
+			select {
+			case <-timedOut:
+			case <-ctx.Done():
+				require.FailNow(t, "the oldest streams were not reset")
+			}
+		}
 
-	require.NoError(t, lt.p.client.Close())
-	waitDone(t, ctx, lt.ss.Context().Done(), "served subscription")
-	require.Eventually(t, func() bool { return lt.ss.wp.timers.count() == 0 }, 10*time.Second, time.Millisecond)
-	for i, out := range outs {
-		assert.False(t, out.dl.subgroup.Stop(), "timer %d still running", i)
-	}
+		require.NoError(t, lt.p.client.Close())
+		waitDone(t, ctx, lt.ss.Context().Done(), "served subscription")
+		settle(t, func() bool { return lt.ss.wp.timers.count() == 0 }, "the timers are stopped")
+		for i, out := range outs {
+			assert.False(t, out.dl.subgroup.Stop(), "timer %d still running", i)
+		}
+	})
 }
 
 // TestSlowSubscriberPauseWithinGrace is a control: a lone subscriber that
 // pauses for less than a grace and then reads holds the publisher back
 // without being cut off, and gets every object.
 func TestSlowSubscriberPauseWithinGrace(t *testing.T) {
-	lt := subscribeTrack(t, "moqt", wire.Params{}, &Config{SubscriberGrace: 5 * time.Second}, slowClient())
-	ctx := lt.ctx
-	w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
-	writes := goErr(func() error {
-		for id := range uint64(64) {
-			if err := w.WriteObject(id, nil, payloadOf(id, 1000)); err != nil {
-				return err
+	inBubble(t, func(t *testing.T) {
+		const grace = 5 * time.Second
+		lt := subscribeTrackOver(t, overPipe(false), wire.Params{}, &Config{SubscriberGrace: grace}, slowClient())
+		ctx := lt.ctx
+		w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
+		writes := goErr(func() error {
+			for id := range uint64(64) {
+				if err := w.WriteObject(id, nil, payloadOf(id, 1000)); err != nil {
+					return err
+				}
 			}
-		}
-		return w.Close()
+			return w.Close()
+		})
+		advance(grace * 4 / 5) // the subscriber pauses, the writer blocked meanwhile
+		got := readSubgroupAsync(ctx, lt.sub)
+		expectObjects(t, ctx, got, 0, 64, fixedSize(1000))
+		expectEnd(t, ctx, got)
+		require.NoError(t, <-writes)
+		assert.NoError(t, lt.sub.Err())
 	})
-	time.Sleep(100 * time.Millisecond) // the subscriber pauses
-	got := readSubgroupAsync(ctx, lt.sub)
-	expectObjects(t, ctx, got, 0, 64, fixedSize(1000))
-	expectEnd(t, ctx, got)
-	require.NoError(t, <-writes)
-	assert.NoError(t, lt.sub.Err())
 }
 
 // TestDoneResetsWithMatchingCode: PUBLISH_DONE resets the subscription's
