@@ -158,10 +158,12 @@ func (in *incoming) Reject(code wire.RequestErrorCode, reason string) error {
 func (in *incoming) rejectWith(e *RequestError) error {
 	return in.answer(func() error {
 		in.rs.reject(e)
+		// The request is over. Its Context ends first, so that the cause
+		// is e and not the end of the read loop that rejected wakes.
+		in.cancel(e)
 		if in.rejected != nil {
 			in.rejected(e)
 		}
-		in.cancel(e) // the request is over
 		return nil
 	})
 }
