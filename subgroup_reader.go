@@ -24,8 +24,8 @@ type SubgroupReader struct {
 	pipe   *streamPipe // set when the stream arrived before its alias
 	dec    wire.SubgroupDecoder
 	first  *wire.SubgroupObject // read ahead to route the stream
-	length uint64 // payload bytes of the current object
-	remain uint64 // payload bytes of the current object not yet read
+	length uint64               // payload bytes of the current object
+	remain uint64               // payload bytes of the current object not yet read
 	props  []byte
 	prio   uint8       // the Publisher Priority, resolved at the first object
 	chk    streamCheck // Malformed Track checks (malformed.go)
