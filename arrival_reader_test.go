@@ -23,6 +23,16 @@ func arrivalPayload(g, s, o uint64, size int) []byte {
 	return b
 }
 
+// arrivalProps are the Object Properties of object o of group g: odd
+// objects have some.
+func arrivalProps(g, o uint64) []byte {
+	if o%2 == 0 {
+		return nil
+	}
+	b, _ := wire.KVList{{Type: 0x3e, Value: g<<32 | o}}.Append(nil)
+	return b
+}
+
 // writeSubgroups writes groups × subgroups subgroups of n objects of size
 // bytes, all at once, each closed with a FIN.
 func writeSubgroups(t *testing.T, track *LocalTrack, groups, subgroups, n, size int) {
@@ -34,10 +44,10 @@ func writeSubgroups(t *testing.T, track *LocalTrack, groups, subgroups, n, size 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				w := track.OpenSubgroup(g, s, SubgroupOptions{})
+				w := track.OpenSubgroup(g, s, SubgroupOptions{Properties: true})
 				for i := range uint64(n) {
 					o := s*1000 + i // Object IDs are unique in a group
-					if err := w.WriteObject(o, nil, arrivalPayload(g, s, o, size)); err != nil {
+					if err := w.WriteObject(o, arrivalProps(g, o), arrivalPayload(g, s, o, size)); err != nil {
 						errs <- err
 						return
 					}
@@ -82,6 +92,7 @@ func (a *arrivalCheck) add(obj Object) {
 	assert.Equal(a.t, last+1, int64(obj.Location.Object), "subgroup %v out of order", key)
 	a.last[key] = int64(obj.Location.Object)
 	assert.Equal(a.t, arrivalPayload(obj.Location.Group, obj.SubgroupID, obj.Location.Object, a.size), obj.Payload)
+	assert.Equal(a.t, arrivalProps(obj.Location.Group, obj.Location.Object), obj.Properties)
 }
 
 // TestReadObjectArrival: objects of many subgroups and datagrams all come

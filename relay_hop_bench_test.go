@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -93,7 +94,7 @@ func (h *relayHop) forward(ctx context.Context, n int) error {
 		return err
 	}
 	hdr := r.Header()
-	w := h.down.OpenSubgroup(hdr.GroupID, hdr.SubgroupID, SubgroupOptions{})
+	w := h.down.OpenSubgroup(hdr.GroupID, hdr.SubgroupID, SubgroupOptions{Properties: hdr.HasProperties})
 	var buf []byte
 	for i := range n {
 		obj, err := r.ReadObject(buf)
@@ -228,6 +229,10 @@ func TestRelayHop(t *testing.T) {
 				got <- fmt.Errorf("object %v: %q, want %q", obj.Location, obj.Payload, want)
 				return
 			}
+			if want := relayProps(t, i); !bytes.Equal(obj.Properties, want) {
+				got <- fmt.Errorf("object %v: properties %x, want %x", obj.Location, obj.Properties, want)
+				return
+			}
 			buf = obj.Payload
 		}
 		_, err = r.Next()
@@ -237,11 +242,20 @@ func TestRelayHop(t *testing.T) {
 		}
 		got <- nil
 	}()
-	w := h.up.OpenSubgroup(3, 0, SubgroupOptions{})
+	w := h.up.OpenSubgroup(3, 0, SubgroupOptions{Properties: true})
 	for i := range n {
-		require.NoError(t, w.WriteObject(uint64(i), nil, fmt.Append(nil, "payload ", i)))
+		require.NoError(t, w.WriteObject(uint64(i), relayProps(t, i), fmt.Append(nil, "payload ", i)))
 	}
 	require.NoError(t, w.Close())
 	require.NoError(t, <-relayed)
 	require.NoError(t, <-got)
+}
+
+// relayProps are the Object Properties of object i in TestRelayHop: some
+// objects have none.
+func relayProps(t *testing.T, i int) []byte {
+	if i%3 == 0 {
+		return nil
+	}
+	return propsBlock(t, wire.KVList{{Type: 0x3e, Value: uint64(i)}})
 }
