@@ -111,3 +111,64 @@ func TestSubgroupReaderWriteToPartial(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "next", string(obj.Payload))
 }
+
+// TestDatagramReceiveAllocs: a received datagram reaches ReadDatagram
+// without an allocation of this library; its payload is the buffer the
+// transport made for it, handed over as is.
+func TestDatagramReceiveAllocs(t *testing.T) {
+	s, fp := clientSessionOver(t, "moqt", nil)
+	sub, _ := subscribeFakeWith(t, s, fp, wire.Params{}, 3)
+	ctx := t.Context()
+	payload := []byte("datagram")
+	d := wire.ObjectDatagram{TrackAlias: 3, GroupID: 1, DefaultPriority: true, Payload: payload}
+	allocs := testing.AllocsPerRun(200, func() {
+		d.ObjectID++
+		s.routeDatagram(d)
+		obj, err := sub.ReadDatagram(ctx)
+		if err != nil || obj.Location.Object != d.ObjectID {
+			t.Fatalf("datagram %d: %v, %v", d.ObjectID, obj.Location, err)
+		}
+		if &obj.Payload[0] != &payload[0] {
+			t.Fatal("the payload was copied")
+		}
+	})
+	assert.Zero(t, allocs)
+}
+
+// TestSubgroupReaderAllocs: reading whole objects into a reused buffer,
+// or forwarding payloads with WriteTo, allocates nothing per object.
+func TestSubgroupReaderAllocs(t *testing.T) {
+	s, fp := clientSessionOver(t, "moqt", nil)
+	sub, _ := subscribeFakeWith(t, s, fp, wire.Params{}, 3)
+	payloads := make([][]byte, 500)
+	for i := range payloads {
+		payloads[i] = bytes.Repeat([]byte{byte(i)}, 100)
+	}
+	str := fp.openSubgroup(3, 1, payloads...)
+	require.NoError(t, str.Close())
+	r, err := sub.AcceptSubgroup(t.Context())
+	require.NoError(t, err)
+	var buf []byte
+	next := 0
+	read := func() {
+		obj, err := r.ReadObject(buf)
+		if err != nil || !bytes.Equal(obj.Payload, payloads[next]) {
+			t.Fatalf("object %d: %v %v", next, obj.Location, err)
+		}
+		buf = obj.Payload
+		next++
+	}
+	read()
+	assert.Zero(t, testing.AllocsPerRun(200, read), "ReadObject")
+	forward := func() {
+		if _, err := r.Next(); err != nil {
+			t.Fatalf("object %d: %v", next, err)
+		}
+		n, err := r.WriteTo(io.Discard)
+		if err != nil || n != 100 {
+			t.Fatalf("object %d: %d bytes, %v", next, n, err)
+		}
+		next++
+	}
+	assert.Zero(t, testing.AllocsPerRun(200, forward), "Next and WriteTo")
+}
