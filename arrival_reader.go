@@ -167,8 +167,8 @@ func (sub *Subscription) endErr(ctx context.Context) error {
 func (a *arrival) start(sub *Subscription) {
 	a.items = make(chan arrivalItem, arrivalObjects)
 	a.drained = make(chan struct{})
-	a.ctx, a.cancel = context.WithCancel(sub.sess.ctx)
 	a.mu.Lock()
+	a.ctx, a.cancel = context.WithCancel(sub.sess.ctx)
 	if a.stopped == nil {
 		a.stopped = make(chan struct{})
 	}
