@@ -232,6 +232,7 @@ func TestReadObjectClose(t *testing.T) {
 			}
 			_, err = lt.sub.ReadObject(lt.ctx)
 			assert.ErrorIs(t, err, ErrCancelled)
+			closedOrFail(t, lt.sub.arrival.drained, "the reader's goroutines, with the subscription")
 			w.Reset(wire.ResetCancelled)
 		})
 	}
@@ -295,6 +296,7 @@ func TestReadObjectFellBehind(t *testing.T) {
 			assert.ErrorIs(t, lt.sub.Err(), ErrFellBehind)
 			_, err = lt.sub.ReadObject(lt.ctx)
 			assert.ErrorIs(t, err, ErrFellBehind)
+			closedOrFail(t, lt.sub.arrival.drained, "the reader's goroutines, with the subscription")
 			<-written
 		})
 	}
