@@ -114,41 +114,50 @@ func (sub *Subscription) ReadObject(ctx context.Context) (Object, error) {
 	a := &sub.arrival
 	a.startOnce.Do(func() { a.start(sub) })
 	a.recycle()
-	for {
-		var it arrivalItem
+	it, err := a.next(ctx, sub)
+	if err == nil && a.isAborted() {
+		err = sub.endErr(ctx) // what was queued is discarded
+	}
+	if err != nil {
+		return Object{}, err
+	}
+	a.took(sub)
+	if it.err != nil {
+		return Object{}, it.err
+	}
+	a.mu.Lock()
+	a.held = it
+	a.mu.Unlock()
+	return it.obj, nil
+}
+
+// next waits for the next queued object or error, or datagram. Once the
+// goroutines have ended, what is left is returned before the
+// subscription's error.
+func (a *arrival) next(ctx context.Context, sub *Subscription) (arrivalItem, error) {
+	select {
+	case it := <-a.items:
+		return it, nil
+	default:
+	}
+	select {
+	case it := <-a.items:
+		return it, nil
+	case d := <-sub.datagrams:
+		return arrivalItem{obj: d}, nil
+	case <-a.drained:
 		select {
-		case it = <-a.items:
+		case it := <-a.items:
+			return it, nil
+		case d := <-sub.datagrams:
+			return arrivalItem{obj: d}, nil
 		default:
-			select {
-			case it = <-a.items:
-			case d := <-sub.datagrams:
-				a.took(sub)
-				return d, nil
-			case <-a.drained:
-				select {
-				case it = <-a.items:
-				case d := <-sub.datagrams:
-					return d, nil
-				default:
-					return Object{}, sub.endErr(ctx)
-				}
-			case <-a.stopped:
-				return Object{}, sub.endErr(ctx)
-			case <-ctx.Done():
-				return Object{}, ctx.Err()
-			}
+			return arrivalItem{}, sub.endErr(ctx)
 		}
-		if a.isAborted() {
-			return Object{}, sub.endErr(ctx)
-		}
-		a.took(sub)
-		if it.err != nil {
-			return Object{}, it.err
-		}
-		a.mu.Lock()
-		a.held = it
-		a.mu.Unlock()
-		return it.obj, nil
+	case <-a.stopped:
+		return arrivalItem{}, sub.endErr(ctx)
+	case <-ctx.Done():
+		return arrivalItem{}, ctx.Err()
 	}
 }
 
