@@ -201,6 +201,14 @@ type Config struct {
 	// returns the hash of the certificate it makes.
 	ServerCertificateHashes [][32]byte
 
+	// Reading whole objects.
+	//
+	// MaxObjectSize bounds the payload that ReadObject, on a
+	// SubgroupReader or a Subscription, reads into memory as one object;
+	// a larger one fails with ErrObjectTooLarge (SubgroupReader.Read and
+	// WriteTo move payloads of any size). Default 16 MiB.
+	MaxObjectSize int
+
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler
 
@@ -308,6 +316,10 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.ReadStallTimeout == 0 {
 		out.ReadStallTimeout = 10 * time.Second
+	}
+	// Reading whole objects.
+	if out.MaxObjectSize <= 0 {
+		out.MaxObjectSize = 16 << 20
 	}
 	if out.Handler == nil {
 		out.Handler = DefaultHandler

@@ -312,22 +312,21 @@ func (sub *Subscription) deliverDatagram(d wire.ObjectDatagram) {
 		sub.malformedTrack(e)
 		return
 	}
-	h := ObjectHeader{
-		Location:      wire.Location{Group: d.GroupID, Object: d.ObjectID},
-		Priority:      d.Priority,
-		Status:        d.Status,
-		Properties:    d.Properties,
-		PayloadLength: uint64(len(d.Payload)),
-		Datagram:      true,
-		EndOfGroup:    d.EndOfGroup,
+	obj := Object{
+		Location:   wire.Location{Group: d.GroupID, Object: d.ObjectID},
+		Priority:   wire.Some(d.Priority),
+		Status:     d.Status,
+		Properties: d.Properties,
+		Payload:    d.Payload,
+		Datagram:   true,
+		EndOfGroup: d.EndOfGroup,
 	}
 	if d.DefaultPriority {
-		h.Priority = sub.publisherPriority()
+		obj.Priority.Value = sub.publisherPriority()
 	}
-	if !sub.accepts(filter.Object{Location: h.Location, Datagram: true, PublisherPriority: h.Priority, Properties: h.Properties}) {
+	if !sub.accepts(filter.Object{Location: obj.Location, Datagram: true, PublisherPriority: obj.Priority.Value, Properties: obj.Properties}) {
 		return // held before its alias was known, and not this subscription's
 	}
-	obj := Datagram{ObjectHeader: h, Payload: d.Payload}
 	for {
 		select {
 		case sub.datagrams <- obj:
@@ -342,12 +341,6 @@ func (sub *Subscription) deliverDatagram(d wire.ObjectDatagram) {
 		default:
 		}
 	}
-}
-
-// Datagram is an object received in an OBJECT_DATAGRAM (§11.2.1).
-type Datagram struct {
-	ObjectHeader
-	Payload []byte
 }
 
 // AcceptSubgroup returns the next subgroup stream of the subscription.
@@ -397,8 +390,12 @@ func (sub *Subscription) take(r *SubgroupReader) *SubgroupReader {
 }
 
 // ReadDatagram returns the next object the subscription received as a
-// datagram.
-func (sub *Subscription) ReadDatagram(ctx context.Context) (Datagram, error) {
+// datagram (§11.2). The Object's Payload and Properties alias the
+// datagram as the transport delivered it, a buffer of its own: they are the
+// caller's to keep. Datagrams not taken are queued, up to 256; beyond that
+// the oldest are dropped and counted by DroppedDatagrams. Use either
+// ReadDatagram or Subscription.ReadObject, which returns datagrams too.
+func (sub *Subscription) ReadDatagram(ctx context.Context) (Object, error) {
 	select {
 	case d := <-sub.datagrams:
 		return d, nil
@@ -408,9 +405,9 @@ func (sub *Subscription) ReadDatagram(ctx context.Context) (Datagram, error) {
 			return d, nil
 		default:
 		}
-		return Datagram{}, sub.Err()
+		return Object{}, sub.Err()
 	case <-ctx.Done():
-		return Datagram{}, ctx.Err()
+		return Object{}, ctx.Err()
 	}
 }
 

@@ -69,6 +69,14 @@
 // be the caller of Close, and learn of the end from the session's Context
 // and the errors of their calls.
 //
+// A subscriber reads its objects, each a moqt.Object, either in arrival
+// order across all its streams and datagrams (Subscription.ReadObject,
+// bounded and back-pressured), or one subgroup stream at a time
+// (AcceptSubgroup, then SubgroupReader.ReadObject into a reused buffer, or
+// Next and Read or WriteTo for payloads that stream), with ReadDatagram
+// for datagrams. Each method says who owns the payload it returns, and
+// until when; a relay forwards objects without allocating per object.
+//
 // Objects go from the publisher's goroutine straight to the QUIC streams.
 // A subscriber that cannot take them promptly while others of the same
 // track can gets the rest queued and written by a goroutine of its own, so

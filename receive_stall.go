@@ -98,6 +98,9 @@ func (sub *Subscription) checkStalls() {
 			stalled++
 		}
 	}
+	if sub.arrival.stalled(cutoff) {
+		stalled++
+	}
 	if sub.readProgress.Load() >= cutoff {
 		// The application took or read one of the subscription's
 		// streams lately: it reads, one stream after another perhaps,

@@ -111,7 +111,7 @@ type stressReceived struct {
 	changed chan struct{} // signalled on each object
 }
 
-func (r *stressReceived) add(h ObjectHeader, payload []byte) {
+func (r *stressReceived) add(h Object, payload []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.objects[h.Location]++

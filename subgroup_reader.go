@@ -5,36 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
-// ObjectHeader describes one received object (§11.1.1): everything but its
-// payload.
-type ObjectHeader struct {
-	Location   wire.Location
-	SubgroupID uint64 // 0 for datagrams, which have none
-	// Priority is the Publisher Priority: the subgroup's or datagram's, or
-	// the track's default when they inherit it.
-	Priority uint8
-	Status   wire.ObjectStatus
-	// Properties is the raw Object Properties block (read it with
-	// wire.WalkKV). It is only valid until the next object is read.
-	Properties []byte
-	// PayloadLength is the size of the payload in bytes.
-	PayloadLength uint64
-	// Datagram reports an object that arrived in an OBJECT_DATAGRAM.
-	Datagram bool
-	// EndOfGroup is the datagram END_OF_GROUP flag.
-	EndOfGroup bool
-}
-
 // SubgroupReader reads the objects of one subgroup stream of a
-// subscription, in order (§11.3). Next returns each object's header; Read
-// then reads its payload as it arrives, so an object can be consumed
-// before it is complete. A SubgroupReader is not safe for concurrent use.
+// subscription, in order (§11.3). ReadObject reads each object whole into a
+// buffer the caller reuses. Next returns an object without its payload;
+// Read or WriteTo then move the payload as it arrives, so an object can be
+// consumed, or forwarded, before it is complete. A SubgroupReader is not
+// safe for concurrent use.
 type SubgroupReader struct {
 	sub    *Subscription
 	str    transport.ReceiveStream
@@ -42,8 +25,8 @@ type SubgroupReader struct {
 	pipe   *streamPipe // set when the stream arrived before its alias
 	dec    wire.SubgroupDecoder
 	first  *wire.SubgroupObject // read ahead to route the stream
-	cur    ObjectHeader
-	remain uint64 // payload bytes of cur not yet read
+	length uint64               // payload bytes of the current object
+	remain uint64               // payload bytes of the current object not yet read
 	props  []byte
 	prio   uint8       // the Publisher Priority, resolved at the first object
 	chk    streamCheck // Malformed Track checks (malformed.go)
@@ -57,28 +40,32 @@ func (r *SubgroupReader) Header() wire.SubgroupHeader { return r.dec.Header }
 // Subscription is the subscription the stream belongs to.
 func (r *SubgroupReader) Subscription() *Subscription { return r.sub }
 
-// Next returns the header of the next object, skipping whatever was left
-// of the previous one's payload. At the end of the subgroup (the
-// publisher's FIN) it returns io.EOF; a reset stream returns the reset as
-// a *transport.StreamError-wrapping error. An object or FIN that reveals a
-// Malformed Track is not returned: Next reports *MalformedTrackError, and
-// the subscription is cancelled (§12.1).
+// Next returns the next object without its payload (Payload is nil), first
+// skipping whatever was left of the previous one's payload; PayloadLen is
+// the payload's size, and Read, WriteTo or ReadPayload read it. The
+// returned Properties alias the reader's buffer: they are valid until the
+// next call of Next or ReadObject, so copy them to keep them longer.
 //
+// At the end of the subgroup (the publisher's FIN) Next returns io.EOF; a
+// reset stream returns the reset as a *StreamError-wrapping error. An
+// object or FIN that reveals a Malformed Track is not returned: Next
+// reports *MalformedTrackError, and the subscription is cancelled (§12.1).
 // Objects outside the subscription's filters when they are read are
-// skipped (see Subscription.accepts); they still count for the Malformed
-// Track checks. The first object was checked when the stream arrived.
-func (r *SubgroupReader) Next() (ObjectHeader, error) {
+// skipped; they still count for the Malformed Track checks.
+func (r *SubgroupReader) Next() (Object, error) {
 	r.watch.enter()
 	defer r.leave()
 	for {
 		if r.err != nil {
-			return ObjectHeader{}, r.err
+			return Object{}, r.err
 		}
 		if r.remain > 0 {
-			if _, err := io.CopyN(io.Discard, r.br, int64(r.remain)); err != nil {
-				return ObjectHeader{}, r.fail(err)
+			n, err := r.br.Discard(int(min(r.remain, maxDiscard)))
+			r.remain -= uint64(n)
+			if err != nil {
+				return Object{}, r.fail(err)
 			}
-			r.remain = 0
+			continue
 		}
 		var o wire.SubgroupObject
 		routed := r.first != nil // the stream was routed by it
@@ -87,21 +74,30 @@ func (r *SubgroupReader) Next() (ObjectHeader, error) {
 		} else {
 			var err error
 			if o, err = r.dec.Read(r.br, r.props[:0]); err != nil {
-				return ObjectHeader{}, r.fail(err)
+				return Object{}, r.fail(err)
 			}
-			r.props = o.Properties
+			if o.Properties != nil {
+				r.props = o.Properties // its storage is reused by the next read
+			}
 		}
 		if e := r.check(&o); e != nil {
-			return ObjectHeader{}, r.malformed(e)
+			return Object{}, r.malformed(e)
 		}
-		r.cur = r.header(o)
-		r.remain = o.PayloadLength
-		if routed || r.sub.accepts(filter.Object{Location: r.cur.Location, SubgroupID: r.cur.SubgroupID,
-			PublisherPriority: r.cur.Priority, Properties: r.cur.Properties}) {
-			return r.cur, nil
+		obj := r.object(o)
+		r.length, r.remain = o.PayloadLength, o.PayloadLength
+		if routed || r.sub.accepts(filter.Object{Location: obj.Location, SubgroupID: obj.SubgroupID,
+			PublisherPriority: obj.Priority.Value, Properties: obj.Properties}) {
+			return obj, nil
 		}
 	}
 }
+
+// maxDiscard is the most Next skips of an unread payload at once.
+const maxDiscard = 1 << 30
+
+// PayloadLen is the size in bytes of the payload of the object Next or
+// ReadObject returned last, read or not.
+func (r *SubgroupReader) PayloadLen() uint64 { return r.length }
 
 // check runs the Malformed Track checks on o (malformed.go). The first
 // object also resolves the stream's Publisher Priority: the header's, or
@@ -130,17 +126,17 @@ func (r *SubgroupReader) malformed(e *MalformedTrackError) error {
 	return e
 }
 
-// header builds the ObjectHeader of o from the stream's header.
-func (r *SubgroupReader) header(o wire.SubgroupObject) ObjectHeader {
-	h := r.dec.Header
+// object builds the Object of o, without its payload, from the stream's
+// header.
+func (r *SubgroupReader) object(o wire.SubgroupObject) Object {
+	h := &r.dec.Header
 	id, _ := r.dec.SubgroupID()
-	return ObjectHeader{
-		Location:      wire.Location{Group: h.GroupID, Object: o.ObjectID},
-		SubgroupID:    id,
-		Priority:      r.prio,
-		Status:        o.Status,
-		Properties:    o.Properties,
-		PayloadLength: o.PayloadLength,
+	return Object{
+		Location:   wire.Location{Group: h.GroupID, Object: o.ObjectID},
+		SubgroupID: id,
+		Priority:   wire.Some(r.prio),
+		Status:     o.Status,
+		Properties: o.Properties,
 	}
 }
 
@@ -166,9 +162,9 @@ func (r *SubgroupReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// ReadPayload reads the whole payload of the current object into a new
-// slice. Payloads larger than max fail without reading; use Read for
-// those.
+// ReadPayload reads the rest of the current object's payload into a new
+// slice, which is the caller's. Payloads larger than max fail without
+// reading; use Read or WriteTo for those.
 func (r *SubgroupReader) ReadPayload(max int) ([]byte, error) {
 	if r.remain > uint64(max) {
 		return nil, fmt.Errorf("moqt: object payload of %d bytes exceeds %d", r.remain, max)
@@ -176,6 +172,89 @@ func (r *SubgroupReader) ReadPayload(max int) ([]byte, error) {
 	b := make([]byte, r.remain)
 	_, err := io.ReadFull(r, b)
 	return b, err
+}
+
+// ErrObjectTooLarge is wrapped by the error of ReadObject, on a
+// SubgroupReader or a Subscription, for an object whose payload is larger
+// than Config.MaxObjectSize.
+var ErrObjectTooLarge = errors.New("moqt: object payload exceeds Config.MaxObjectSize")
+
+// ReadObject reads the next object whole: Next, then its payload, read into
+// buf's storage from index 0 and grown when too small. The returned Payload
+// is the caller's: pass it back as buf to reuse its storage, so a relay
+// forwarding objects one at a time allocates nothing per object. The
+// returned Properties alias the reader's buffer, as Next's do: they are
+// valid until the next call of Next or ReadObject.
+//
+// A payload larger than Config.MaxObjectSize is not read: ReadObject
+// returns the object without it and an error wrapping ErrObjectTooLarge,
+// and the object stays current, so Read or WriteTo can still move its
+// payload, or Next skip it. Storage grows only as payload bytes arrive,
+// never on a length alone. Other errors are Next's, or a read error inside
+// the payload, with the bytes read so far in Payload.
+func (r *SubgroupReader) ReadObject(buf []byte) (Object, error) {
+	obj, err := r.Next()
+	if err != nil {
+		return obj, err
+	}
+	if r.remain > uint64(r.sub.sess.cfg.MaxObjectSize) {
+		return obj, fmt.Errorf("%w: %d bytes", ErrObjectTooLarge, r.remain)
+	}
+	obj.Payload, err = r.readInto(buf[:0], int(r.remain))
+	return obj, err
+}
+
+// growStep bounds how far ReadObject grows a buffer ahead of the bytes that
+// have arrived.
+const growStep = 64 << 10
+
+// readInto appends the next n payload bytes to p, growing it by at most
+// growStep beyond what has arrived.
+func (r *SubgroupReader) readInto(p []byte, n int) ([]byte, error) {
+	for n > 0 {
+		k := n
+		if k > cap(p)-len(p) && k > growStep {
+			k = growStep
+		}
+		start := len(p)
+		p = slices.Grow(p, k)[:start+k]
+		m, err := io.ReadFull(r, p[start:])
+		if err != nil {
+			return p[:start+m], err
+		}
+		n -= k
+	}
+	return p, nil
+}
+
+// WriteTo writes the rest of the current object's payload to w as it
+// arrives, straight from the stream's read buffer: no copy, no allocation.
+// It returns at the payload's end, as Read does with io.EOF, so io.Copy(w,
+// r) forwards one payload. A write error leaves the payload's rest
+// unread, for Read, WriteTo or Next.
+func (r *SubgroupReader) WriteTo(w io.Writer) (int64, error) {
+	r.watch.enter()
+	defer r.leave()
+	var n int64
+	for r.err == nil && r.remain > 0 {
+		if r.br.Buffered() == 0 {
+			if _, err := r.br.Peek(1); err != nil {
+				return n, r.fail(err)
+			}
+		}
+		b, _ := r.br.Peek(int(min(uint64(r.br.Buffered()), r.remain)))
+		m, err := w.Write(b)
+		_, _ = r.br.Discard(m) // m bytes are buffered: this cannot fail
+		r.remain -= uint64(m)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+		if m < len(b) {
+			return n, io.ErrShortWrite
+		}
+	}
+	return n, r.err
 }
 
 // leave ends a call for the stall watchdog: data is left unread when the

@@ -254,6 +254,9 @@ func (sub *Subscription) cancel(err error) { sub.cancelWith(err, wire.ResetCance
 
 // cancelWith is cancel with code on the request stream.
 func (sub *Subscription) cancelWith(err error, code wire.ResetCode) {
+	// ReadObject stops first: the publisher's resets of the data streams,
+	// which this cancel causes, are not the stream errors it reports.
+	sub.arrival.abort()
 	sub.terminate(err)
 	sub.rs.cancel(code)
 	sub.release()

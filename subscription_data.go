@@ -16,7 +16,7 @@ import (
 // it keeps receiving after PUBLISH_DONE (§9.9).
 type subData struct {
 	incoming  chan *SubgroupReader // streams not yet taken by AcceptSubgroup
-	datagrams chan Datagram        // datagrams not yet taken by ReadDatagram
+	datagrams chan Object          // datagrams not yet taken by ReadDatagram
 	// dataDone is closed when the subscription stops receiving objects and
 	// its alias is released.
 	dataDone    chan struct{}
@@ -46,6 +46,9 @@ type subData struct {
 	// checks is what the subscription has seen of its track, to detect a
 	// Malformed Track (malformed.go). It has its own lock.
 	checks trackCheck
+	// arrival reads the objects for Subscription.ReadObject
+	// (arrival_reader.go). It has its own lock.
+	arrival arrival
 }
 
 // errExpired ends a subscription whose granted EXPIRES passed.
@@ -60,7 +63,7 @@ const (
 
 func (sub *Subscription) initData() {
 	sub.incoming = make(chan *SubgroupReader, incomingStreamQueue)
-	sub.datagrams = make(chan Datagram, datagramQueue)
+	sub.datagrams = make(chan Object, datagramQueue)
 	sub.dataDone = make(chan struct{})
 }
 
@@ -329,6 +332,7 @@ func (sub *Subscription) forgetReader(r *SubgroupReader) {
 // stopReaders sends STOP_SENDING on every stream of the subscription still
 // open, whether or not the application has taken it.
 func (sub *Subscription) stopReaders() {
+	sub.arrival.abort()
 	sub.mu.Lock()
 	open := sub.readers
 	sub.readers = nil

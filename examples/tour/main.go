@@ -167,18 +167,14 @@ func visit(srv *moqt.Server, url string, cfg *moqt.Config) error {
 		return err
 	}
 	for {
-		h, err := r.Next()
+		obj, err := r.ReadObject(nil)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return err
 		}
-		payload, err := r.ReadPayload(1 << 10)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("object %v priority %d: %q\n", h.Location, h.Priority, payload)
+		fmt.Printf("object %v priority %d: %q\n", obj.Location, obj.Priority.Value, obj.Payload)
 	}
 	fmt.Println("subgroup stream ended with FIN: group 42 is complete")
 

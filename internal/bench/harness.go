@@ -425,9 +425,9 @@ func (p *MoQT) read(ctx context.Context, group uint64, n, size int, check bool) 
 		if err != nil {
 			return i, fmt.Errorf("bench: moqt object %d: %w", i, err)
 		}
-		if h.Location.Object != uint64(i) || h.PayloadLength != uint64(size) {
+		if h.Location.Object != uint64(i) || r.PayloadLen() != uint64(size) {
 			return i, fmt.Errorf("bench: moqt object %d: got object %d of %d bytes, want %d bytes",
-				i, h.Location.Object, h.PayloadLength, size)
+				i, h.Location.Object, r.PayloadLen(), size)
 		}
 		if check {
 			// The allocating API, as an application would use it.

@@ -1,0 +1,383 @@
+package moqt
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Subscription.ReadObject reads a subscription's objects in the order they
+// arrive, across its subgroup streams and its datagrams. Its first call
+// starts a goroutine that takes the subscription's streams as they arrive
+// (as AcceptSubgroup would), and one goroutine per open stream that reads
+// the stream's objects whole, in order, into a shared queue. The queue is
+// bounded in objects and bytes; a stream goroutine that finds it full
+// waits, leaving its stream unread, so QUIC flow control pushes back on the
+// publisher: nothing is dropped. The goroutines end with the subscription's
+// data plane, or when it is cancelled, or with the session.
+
+// Bounds of the queue behind Subscription.ReadObject.
+const (
+	// arrivalObjects is how many read objects wait in the queue; each
+	// stream goroutine may hold one more while it waits for room.
+	arrivalObjects = 64
+	// arrivalBytes bounds the payload and properties bytes of the objects
+	// queued, being read into the queue, or last returned to the caller.
+	// An object larger than that is read when nothing else is held, so
+	// the bound is then one object (at most Config.MaxObjectSize).
+	arrivalBytes = 1 << 20
+)
+
+// SubgroupError is returned by Subscription.ReadObject for a subgroup
+// stream that ended before its FIN: the publisher reset it (Err wraps the
+// *StreamError, whose Code says why, such as DELIVERY_TIMEOUT), or one of
+// its objects was larger than Config.MaxObjectSize (Err wraps
+// ErrObjectTooLarge, and this end stopped the stream). The stream's objects
+// before the error were returned; the subscription and its other streams
+// go on, so keep calling ReadObject.
+type SubgroupError struct {
+	Group, Subgroup uint64
+	Err             error
+}
+
+func (e *SubgroupError) Error() string {
+	return fmt.Sprintf("moqt: subgroup %d of group %d: %v", e.Subgroup, e.Group, e.Err)
+}
+
+// Unwrap returns the stream's error.
+func (e *SubgroupError) Unwrap() error { return e.Err }
+
+// arrival is the state of Subscription.ReadObject.
+type arrival struct {
+	startOnce sync.Once
+	items     chan arrivalItem // read objects and stream errors, in arrival order
+	// ctx ends the goroutines: cancelled by abort, by the session's end,
+	// or once they have all ended.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	drained chan struct{} // closed when the pump and every stream goroutine have ended
+	started atomic.Bool   // items is set: the stall watchdog may look at it
+	// taken is when ReadObject last returned (unix nanoseconds), for the
+	// stall watchdog.
+	taken atomic.Int64
+
+	mu      sync.Mutex // guards the fields below
+	stopped chan struct{}
+	aborted bool
+	live    int           // goroutines running: the pump and one per stream
+	bytes   int           // bytes reserved: queued, being read, or held by the caller
+	waiters int           // stream goroutines waiting for bytes
+	room    chan struct{} // closed when bytes are released and waiters > 0
+	free    [][]byte      // buffers of returned objects, to reuse
+	freeCap int           // capacity of the buffers in free
+	held    arrivalItem   // the object ReadObject returned last
+}
+
+// arrivalItem is one entry of the queue: an object, whose payload and
+// properties share buf, or a stream's error.
+type arrivalItem struct {
+	obj  Object
+	buf  []byte // obj's storage, reused once the caller is done with it
+	size int    // bytes reserved for it
+	err  error
+}
+
+// ReadObject returns the subscription's next object, from whichever of its
+// subgroup streams or datagrams it arrived on: each subgroup's objects in
+// order, and across subgroups and datagrams in the order they were read
+// off the network. The returned Payload and Properties are valid until the
+// next call of ReadObject: copy them to keep them longer. Objects whose
+// payload exceeds Config.MaxObjectSize are not read into memory: the
+// stream is stopped and reported with a *SubgroupError.
+//
+// Use ReadObject or AcceptSubgroup and ReadDatagram, not both: the first
+// call of ReadObject takes every stream of the subscription, and returns
+// datagrams too. It buffers at most 64 objects and 1 MiB (or one larger
+// object), plus one object per open stream while it waits for room;
+// beyond that streams are left unread, so QUIC flow control holds back the
+// publisher, and nothing is dropped (datagrams queue as ReadDatagram says).
+// A subscription whose objects wait for ReadObject longer than
+// Config.ReadStallTimeout, while it is not called, is cancelled
+// (ErrFellBehind), as one whose streams wait for AcceptSubgroup.
+//
+// A *SubgroupError reports a stream that was reset, and the subscription
+// goes on. After the subscription ends, and every stream has been read to
+// its end (or reset), ReadObject returns the subscription's error, such as
+// *DoneError after PUBLISH_DONE. Once this end cancels the subscription
+// (Close, or ErrFellBehind, or a Malformed Track), ReadObject returns its
+// error at once, and what was queued is discarded. ReadObject returns
+// ctx's error if ctx ends first. It is not safe for concurrent use.
+func (sub *Subscription) ReadObject(ctx context.Context) (Object, error) {
+	a := &sub.arrival
+	a.startOnce.Do(func() { a.start(sub) })
+	a.recycle()
+	it, err := a.next(ctx, sub)
+	if err == nil && a.isAborted() {
+		err = sub.endErr(ctx) // what was queued is discarded
+	}
+	if err != nil {
+		return Object{}, err
+	}
+	a.took(sub)
+	if it.err != nil {
+		return Object{}, it.err
+	}
+	a.mu.Lock()
+	a.held = it
+	a.mu.Unlock()
+	return it.obj, nil
+}
+
+// next waits for the next queued object or error, or datagram. Once the
+// goroutines have ended, what is left is returned before the
+// subscription's error.
+func (a *arrival) next(ctx context.Context, sub *Subscription) (arrivalItem, error) {
+	select {
+	case it := <-a.items:
+		return it, nil
+	default:
+	}
+	select {
+	case it := <-a.items:
+		return it, nil
+	case d := <-sub.datagrams:
+		return arrivalItem{obj: d}, nil
+	case <-a.drained:
+		select {
+		case it := <-a.items:
+			return it, nil
+		case d := <-sub.datagrams:
+			return arrivalItem{obj: d}, nil
+		default:
+			return arrivalItem{}, sub.endErr(ctx)
+		}
+	case <-a.stopped:
+		return arrivalItem{}, sub.endErr(ctx)
+	case <-ctx.Done():
+		return arrivalItem{}, ctx.Err()
+	}
+}
+
+// endErr is the subscription's error, once it has one: after the session
+// ended the subscription may take a moment to record why.
+func (sub *Subscription) endErr(ctx context.Context) error {
+	select {
+	case <-sub.done:
+		return sub.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// start begins taking the subscription's streams.
+func (a *arrival) start(sub *Subscription) {
+	a.items = make(chan arrivalItem, arrivalObjects)
+	a.drained = make(chan struct{})
+	a.mu.Lock()
+	a.ctx, a.cancel = context.WithCancel(sub.sess.ctx)
+	if a.stopped == nil {
+		a.stopped = make(chan struct{})
+	}
+	if a.aborted {
+		a.cancel()
+	}
+	a.live = 1
+	a.mu.Unlock()
+	a.taken.Store(time.Now().UnixNano())
+	a.started.Store(true)
+	go a.pump(sub)
+}
+
+// took records the application's progress, for the stall watchdog.
+func (a *arrival) took(sub *Subscription) {
+	now := time.Now().UnixNano()
+	a.taken.Store(now)
+	sub.readProgress.Store(now)
+}
+
+// stalled reports objects queued for ReadObject since before cutoff, when
+// it was last called: its stream goroutines may have read them with
+// nothing left buffered, where the watchdog looks for unread data.
+func (a *arrival) stalled(cutoff int64) bool {
+	return a.started.Load() && len(a.items) > 0 && a.taken.Load() < cutoff
+}
+
+// pump takes the subscription's streams and starts a reader for each, until
+// the data plane ends.
+func (a *arrival) pump(sub *Subscription) {
+	defer a.exit()
+	for {
+		r, err := sub.AcceptSubgroup(a.ctx)
+		if err != nil {
+			return
+		}
+		a.mu.Lock()
+		a.live++
+		a.mu.Unlock()
+		go a.readStream(r)
+	}
+}
+
+// exit ends one goroutine; the last closes drained.
+func (a *arrival) exit() {
+	a.mu.Lock()
+	a.live--
+	last := a.live == 0
+	a.mu.Unlock()
+	if last {
+		a.cancel()
+		close(a.drained)
+	}
+}
+
+// readStream reads r's objects into the queue, up to its end.
+func (a *arrival) readStream(r *SubgroupReader) {
+	defer a.exit()
+	maxSize := r.sub.sess.cfg.MaxObjectSize
+	for {
+		obj, err := r.Next()
+		if err == nil && r.PayloadLen()+uint64(len(obj.Properties)) > uint64(maxSize) {
+			err = fmt.Errorf("%w: %d bytes", ErrObjectTooLarge, r.PayloadLen())
+			_ = r.Close()
+		}
+		if err != nil {
+			if err != io.EOF { // not the subgroup's FIN
+				id, _ := r.dec.SubgroupID()
+				a.push(arrivalItem{err: &SubgroupError{Group: r.dec.Header.GroupID, Subgroup: id, Err: err}})
+			}
+			return
+		}
+		size := int(r.PayloadLen()) + len(obj.Properties)
+		buf, ok := a.reserve(size)
+		if !ok {
+			r.stop()
+			r.sub.forgetReader(r)
+			return
+		}
+		n := int(r.PayloadLen())
+		buf, err = r.readInto(buf[:0], n)
+		if err != nil {
+			a.release(size, nil)
+			id, _ := r.dec.SubgroupID()
+			a.push(arrivalItem{err: &SubgroupError{Group: r.dec.Header.GroupID, Subgroup: id, Err: err}})
+			return
+		}
+		// The properties alias the reader's buffer, which the next Next
+		// reuses: they are kept after the payload, in the same storage.
+		buf = append(buf, obj.Properties...)
+		obj.Payload = buf[:n:n]
+		if obj.Properties != nil {
+			obj.Properties = buf[n:]
+		}
+		if !a.push(arrivalItem{obj: obj, buf: buf, size: size}) {
+			a.release(size, buf)
+			r.stop()
+			r.sub.forgetReader(r)
+			return
+		}
+	}
+}
+
+// reserve waits until size bytes fit in the queue's bound, or nothing else
+// is held, and returns a buffer to read into. It reports false once the
+// reader is aborted or the session ends.
+func (a *arrival) reserve(size int) ([]byte, bool) {
+	a.mu.Lock()
+	for a.bytes > 0 && a.bytes+size > arrivalBytes {
+		if a.room == nil {
+			a.room = make(chan struct{})
+		}
+		room := a.room
+		a.waiters++
+		a.mu.Unlock()
+		select {
+		case <-room:
+		case <-a.ctx.Done():
+		}
+		a.mu.Lock()
+		a.waiters--
+		if a.ctx.Err() != nil {
+			a.mu.Unlock()
+			return nil, false
+		}
+	}
+	a.bytes += size
+	var buf []byte
+	if k := len(a.free); k > 0 {
+		buf = a.free[k-1]
+		a.free[k-1] = nil
+		a.free = a.free[:k-1]
+		a.freeCap -= cap(buf)
+	}
+	a.mu.Unlock()
+	return buf, true
+}
+
+// release gives back size reserved bytes and keeps buf for reuse, within
+// the queue's byte bound.
+func (a *arrival) release(size int, buf []byte) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.bytes -= size
+	if buf != nil && a.freeCap+cap(buf) <= arrivalBytes && len(a.free) < arrivalObjects {
+		a.free = append(a.free, buf[:0])
+		a.freeCap += cap(buf)
+	}
+	if a.waiters > 0 && a.room != nil {
+		close(a.room)
+		a.room = nil
+	}
+}
+
+// recycle releases the object ReadObject returned last: the caller is done
+// with it.
+func (a *arrival) recycle() {
+	a.mu.Lock()
+	held := a.held
+	a.held = arrivalItem{}
+	a.mu.Unlock()
+	if held.buf != nil || held.size > 0 {
+		a.release(held.size, held.buf)
+	}
+}
+
+// push queues it, waiting for room; it reports false once the reader is
+// aborted or the session ends.
+func (a *arrival) push(it arrivalItem) bool {
+	if a.ctx.Err() != nil {
+		return false
+	}
+	select {
+	case a.items <- it:
+		return true
+	case <-a.ctx.Done():
+		return false
+	}
+}
+
+// abort ends the reader when this end cancelled the subscription: its
+// goroutines stop, and ReadObject returns the subscription's error.
+func (a *arrival) abort() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.aborted {
+		return
+	}
+	a.aborted = true
+	if a.stopped == nil {
+		a.stopped = make(chan struct{})
+	}
+	close(a.stopped)
+	if a.cancel != nil {
+		a.cancel()
+	}
+}
+
+func (a *arrival) isAborted() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.aborted
+}
