@@ -88,7 +88,7 @@ var errTooFarBehind = errors.New("moqt: subscriber too far behind")
 type servedWritePath struct {
 	// joined is the Largest Object when the subscription started being
 	// served: objects up to it were published before it saw any. Guarded
-	// by the subscription's mu.
+	// by the subscription's mu; the data path reads its servedView copy.
 	joined LargestObject
 	// taken counts the writes to its data streams that took bytes: a
 	// stalled backlog checks it to tell a stalled subscriber from a

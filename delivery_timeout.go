@@ -128,11 +128,9 @@ type dataParams struct {
 	objectTimeout, subgroupTimeout uint64
 }
 
-// dataParams returns the subscriber's current data parameters.
-func (ss *ServedSubscription) dataParams() dataParams {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	p := &ss.params
+// dataParamsOf reads the data parameters from the subscriber's current
+// parameters p.
+func dataParamsOf(p *wire.Params) dataParams {
 	return dataParams{
 		priority:        subscriberPriority(p),
 		order:           p.GroupOrder.Value,

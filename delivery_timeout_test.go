@@ -275,11 +275,12 @@ func TestDeliveryTimeoutNoneKeepsStream(t *testing.T) {
 // object timer once the stream has one) allocates nothing.
 func TestDeliveryTimeoutHotPathAllocs(t *testing.T) {
 	ss := &ServedSubscription{params: wire.Params{ObjectDeliveryTimeout: wire.Some[uint64](hour)}}
+	ss.refreshView()
 	out := &subgroupOut{ss: ss}
 	out.armObject(monoNow(), hour) // creates the timer once
 	out.disarmObject()
 	allocs := testing.AllocsPerRun(1000, func() {
-		dp := ss.dataParams()
+		dp := ss.dataView().dp
 		out.armObject(monoNow(), effectiveTimeout(0, dp.objectTimeout))
 		if out.late() {
 			panic("late")

@@ -349,11 +349,12 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun time.
 		if out != nil && out.closed() {
 			continue
 		}
-		adm := ss.admit(meta)
+		v := ss.dataView()
+		adm := ss.admit(v, meta)
 		if adm == admitSkip {
 			if out != nil {
 				w.skip(out, loc)
-			} else if ss.withheld(loc) {
+			} else if v.withheld(loc) {
 				if w.omitted == nil {
 					w.omitted = map[*ServedSubscription]bool{}
 				}
@@ -361,13 +362,13 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun time.
 			}
 			continue
 		}
-		dp := ss.dataParams()
+		dp := v.dp
 		if out == nil {
 			var err error
-			if out, err = w.open(ss, first, dp); err != nil {
-				continue // the subscription is gone; it will be pruned
+			if out, err = w.open(ss, first, v); err != nil {
+				continue // the subscription is ending; it leaves the track
 			}
-			out.incomplete = w.omitted[ss] || (!first && ss.missedBefore(w.group, w.firstID, prev))
+			out.incomplete = w.omitted[ss] || (!first && v.missedBefore(w.group, w.firstID, prev))
 			w.outs[ss] = out
 		} else if dp.priority != out.subscriber {
 			// A REQUEST_UPDATE changed the subscriber priority (§5.1.1).
@@ -511,7 +512,8 @@ func (w *SubgroupWriter) priority() uint8 {
 // FIRST_OBJECT is set when the stream starts at the subgroup's first
 // object (§11.3.1); a stream that joins later carries its Subgroup ID
 // explicitly, since mode 1 would name the wrong ID.
-func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, dp dataParams) (*subgroupOut, error) {
+func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, v *servedView) (*subgroupOut, error) {
+	dp := v.dp
 	h := wire.SubgroupHeader{
 		TrackAlias:      ss.alias,
 		GroupID:         w.group,
@@ -548,7 +550,7 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, dp dataParams)
 		return nil, err
 	}
 	w.buf = b
-	win := ss.window()
+	win := v.window()
 	return &subgroupOut{str: str, ss: ss, enc: wire.SubgroupEncoder{Header: h}, fresh: true,
 		subscriber: dp.priority, caughtUp: w.caughtUp, end: win.End, bounded: win.Bounded}, nil
 }

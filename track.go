@@ -237,7 +237,8 @@ func (t *LocalTrack) WriteDatagram(o DatagramObject) error {
 	var buf []byte
 	var firstErr error
 	for _, ss := range t.snapshot() {
-		if !ss.passes(meta) || datagramLate(start, timeouts, ss.dataParams()) {
+		v := ss.dataView()
+		if ss.admit(v, meta) != admitSend || datagramLate(start, timeouts, v.dp) {
 			continue
 		}
 		d.TrackAlias = ss.alias
