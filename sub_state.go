@@ -54,12 +54,12 @@ func (st SubscriptionState) canMove(next SubscriptionState) bool {
 // state is also kept in an atomic, so that the data path reads it for each
 // object without a lock.
 type subState struct {
-	mu          sync.Mutex
-	state       SubscriptionState
+	mu    sync.Mutex
+	state SubscriptionState
 	// initial is the state it was created in, and moved is state+1 once
 	// it moved from there, 0 before: the lock-free copy State reads.
-	initial SubscriptionState
-	moved   atomic.Int32
+	initial     SubscriptionState
+	moved       atomic.Int32
 	err         error // why it terminated
 	established chan struct{}
 	done        chan struct{}
