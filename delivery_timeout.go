@@ -21,7 +21,7 @@ import (
 // (effectiveTimeout).
 //
 //   - OBJECT_DELIVERY_TIMEOUT starts when an object's header is handed to
-//     the SubgroupWriter (WriteObject, WriteStatus, BeginObject: the last
+//     the SubgroupWriter (WriteObject, BeginObject: the last
 //     header byte, -20 #1844) and covers the object until all of its bytes
 //     have been passed to the transport, including bytes that wait in the
 //     stream's backlog (backlog.go). Each write is checked against it

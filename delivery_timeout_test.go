@@ -135,7 +135,7 @@ func newDeliverySetup(t *testing.T, ctx context.Context, scheme string, prop uin
 		first, err = wire.KVList{{Type: prop, Value: c.objectValue}}.Append(nil)
 		require.NoError(t, err)
 	}
-	require.NoError(t, w.WriteObject(0, first, []byte("first")))
+	require.NoError(t, writeObject(w, 0, first, []byte("first")))
 	r, err := sub.AcceptSubgroup(ctx)
 	require.NoError(t, err)
 	_, payloads := readObjects(t, r, 1)
@@ -183,7 +183,7 @@ func TestC020_ObjectDeliveryTimeoutResetsStream(t *testing.T) {
 
 				// Far more than the subscriber's receive windows.
 				written := make(chan error, 1)
-				go func() { written <- d.w.WriteObject(1, nil, make([]byte, 8<<20)) }()
+				go func() { written <- writeObject(d.w, 1, nil, make([]byte, 8<<20)) }()
 				select {
 				case err := <-written:
 					require.NoError(t, err, "the late copy is dropped, the write goes on")
@@ -192,7 +192,7 @@ func TestC020_ObjectDeliveryTimeoutResetsStream(t *testing.T) {
 				}
 				d.expectDeliveryTimeout(t, ctx)
 
-				require.NoError(t, d.w.WriteObject(2, nil, []byte("later")))
+				require.NoError(t, writeObject(d.w, 2, nil, []byte("later")))
 				require.NoError(t, d.w.Close())
 				d.ss.mu.Lock()
 				assert.Equal(t, uint64(1), d.ss.streams, "no new stream for the rest of the subgroup")
@@ -235,7 +235,7 @@ func TestC020_SubgroupDeliveryTimeoutResetsAfterFin(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
 				d := newDeliverySetup(t, ctx, tr.scheme, wire.PropSubgroupDeliveryTimeout, c)
-				require.NoError(t, d.w.WriteObject(1, nil, make([]byte, 64<<10)))
+				require.NoError(t, writeObject(d.w, 1, nil, make([]byte, 64<<10)))
 				select {
 				case <-d.expiry:
 					require.FailNow(t, "the subgroup timer started before the FIN")
@@ -256,7 +256,7 @@ func TestDeliveryTimeoutNoneKeepsStream(t *testing.T) {
 	d := newDeliverySetup(t, ctx, "moqt", wire.PropObjectDeliveryTimeout, timeoutCase{})
 	const size = 4 << 20
 	written := make(chan error, 1)
-	go func() { written <- d.w.WriteObject(1, nil, make([]byte, size)) }()
+	go func() { written <- writeObject(d.w, 1, nil, make([]byte, size)) }()
 	h, err := d.r.Next()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(size), h.PayloadLength)

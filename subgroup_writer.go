@@ -3,6 +3,7 @@ package moqt
 import (
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,12 @@ type SubgroupWriter struct {
 	ended   bool   // an End of Group or End of Track object was written
 	closed  bool
 	buf     []byte
+	rbuf    []byte // ObjectWriter.ReadFrom's
+	// keep is the streamed object being written, for the track's store
+	// once complete; nil when none is kept. It points to kept, whose
+	// buffers are reused from one object to the next.
+	keep    *Object
+	kept    Object
 	gen     uint64         // counts objects begun, so a stale ObjectWriter fails
 	remain  uint64         // payload bytes of the current object still to write
 	targets []*subgroupOut // streams receiving the current object
@@ -199,48 +206,62 @@ func (w *SubgroupWriter) acquire() error {
 	return nil
 }
 
-// WriteObject publishes a Normal object with the given Object Properties
-// (a raw Key-Value-Pair block, see wire.KVList.Append; nil for none) and
-// payload.
-func (w *SubgroupWriter) WriteObject(id uint64, props, payload []byte) error {
+// WriteObject publishes o, a Normal object or a status object
+// (wire.ObjectEndOfGroup or wire.ObjectEndOfTrack, after which no object
+// may follow, §11.1.2). o's Group ID and Subgroup ID must be the writer's;
+// its Priority, when set, must be the subgroup's effective Publisher
+// Priority, since objects of a subgroup share their stream's (§5.1). A
+// status object carries neither properties nor payload. WriteObject does
+// not keep o's slices once it returns: the caller may reuse them at once.
+func (w *SubgroupWriter) WriteObject(o Object) error {
+	if err := w.checkObject(o); err != nil {
+		return err
+	}
 	if err := w.acquire(); err != nil {
 		return err
 	}
 	defer w.turn.Unlock()
 	start := time.Now()
-	o := wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: uint64(len(payload))}
-	if len(payload) <= inlinePayload {
+	so := wire.SubgroupObject{ObjectID: o.Location.Object, Properties: o.Properties, Status: o.Status,
+		PayloadLength: uint64(len(o.Payload))}
+	if len(o.Payload) <= inlinePayload {
 		// Header and payload in one Write: half the stream operations
 		// for small objects.
-		if err := w.start(o, payload, start); err != nil {
+		if err := w.start(so, o.Payload, start); err != nil {
 			return err
 		}
 	} else {
-		if err := w.start(o, nil, start); err != nil {
+		if err := w.start(so, nil, start); err != nil {
 			return err
 		}
-		if err := w.payload(payload, start); err != nil {
+		if err := w.payload(o.Payload, start); err != nil {
 			return err
 		}
 	}
 	w.objectDone()
+	if store := w.track.store.Load(); store != nil {
+		o.Priority = wire.Some(w.priority())
+		(*store)(o)
+	}
 	return nil
 }
 
-// WriteStatus publishes a status object: wire.ObjectEndOfGroup or
-// wire.ObjectEndOfTrack (§11.1.2). No object may follow it.
-func (w *SubgroupWriter) WriteStatus(id uint64, status wire.ObjectStatus) error {
-	if status == wire.ObjectNormal {
-		return errors.New("moqt: WriteStatus needs End of Group or End of Track")
+// checkObject checks what WriteObject takes from o that the writer's
+// state does not decide.
+func (w *SubgroupWriter) checkObject(o Object) error {
+	switch {
+	case o.Location.Group != w.group || o.SubgroupID != w.subgroup:
+		return fmt.Errorf("moqt: object of group %d subgroup %d written to subgroup %d of group %d",
+			o.Location.Group, o.SubgroupID, w.subgroup, w.group)
+	case o.Datagram || o.EndOfGroup:
+		return errors.New("moqt: a datagram object written to a subgroup")
+	case o.Priority.Set && o.Priority.Value != w.priority():
+		return fmt.Errorf("moqt: object priority %d in a subgroup of priority %d", o.Priority.Value, w.priority())
+	case !o.Status.Valid():
+		return fmt.Errorf("moqt: unknown object status %s", o.Status)
+	case o.Status != wire.ObjectNormal && (len(o.Payload) > 0 || len(o.Properties) > 0):
+		return fmt.Errorf("moqt: a %s object carries a payload or properties", o.Status)
 	}
-	if err := w.acquire(); err != nil {
-		return err
-	}
-	defer w.turn.Unlock()
-	if err := w.start(wire.SubgroupObject{ObjectID: id, Status: status}, nil, time.Now()); err != nil {
-		return err
-	}
-	w.objectDone()
 	return nil
 }
 
@@ -257,10 +278,31 @@ func (w *SubgroupWriter) BeginObject(id, length uint64, props []byte) (*ObjectWr
 	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}, nil, time.Now()); err != nil {
 		return nil, err
 	}
+	w.keep = nil
+	if w.track.store.Load() != nil {
+		// The object goes to the track's store once complete, when the
+		// caller's props may have been reused: a copy, in a buffer
+		// reused from object to object.
+		k := &w.kept
+		*k = Object{Location: wire.Location{Group: w.group, Object: id}, SubgroupID: w.subgroup,
+			Priority: wire.Some(w.priority()), Properties: append(k.Properties[:0], props...), Payload: k.Payload[:0]}
+		w.keep = k
+	}
 	if length == 0 {
 		w.objectDone()
+		w.stored()
 	}
 	return &ObjectWriter{w: w, gen: w.gen}, nil
+}
+
+// stored hands a streamed object, now complete, to the track's store. The
+// caller holds the turn.
+func (w *SubgroupWriter) stored() {
+	k := w.keep
+	w.keep = nil
+	if store := w.track.store.Load(); store != nil && k != nil {
+		(*store)(*k)
+	}
 }
 
 // ObjectWriter writes the payload of one object begun with BeginObject.
@@ -271,28 +313,98 @@ type ObjectWriter struct {
 
 // Write sends payload bytes to every subscription receiving the object. It
 // fails if p goes past the declared length. Like every write it waits for
-// slow subscribers within the SubgroupWriter's bound.
+// slow subscribers within the SubgroupWriter's bound. It does not keep p.
 func (ow *ObjectWriter) Write(p []byte) (int, error) {
 	w := ow.w
 	if err := w.acquire(); err != nil {
 		return 0, err
 	}
 	defer w.turn.Unlock()
-	switch {
-	case w.closed:
-		return 0, ErrSubgroupClosed
-	case ow.gen != w.gen || w.remain == 0:
-		return 0, errors.New("moqt: object already complete")
-	case uint64(len(p)) > w.remain:
+	if err := ow.writable(); err != nil {
+		return 0, err
+	}
+	if uint64(len(p)) > w.remain {
 		return 0, fmt.Errorf("moqt: %d bytes past the object's declared length", uint64(len(p))-w.remain)
 	}
-	if err := w.payload(p, time.Now()); err != nil {
+	if err := w.streamed(p, time.Now()); err != nil {
 		return 0, err
+	}
+	return len(p), nil
+}
+
+// ReadFrom sends the rest of the object's payload, read from r, to every
+// subscription receiving it: a relay forwards a payload from the
+// upstream's reader this way, through one buffer the SubgroupWriter
+// reuses, with no copy of its own. It reads no more than the bytes still
+// declared, and stops there; a reader that ends before returns
+// io.ErrUnexpectedEOF with the object incomplete (Close then resets its
+// streams). The bytes read are written as they come, so a payload may be
+// larger than memory.
+func (ow *ObjectWriter) ReadFrom(r io.Reader) (int64, error) {
+	w := ow.w
+	if err := w.acquire(); err != nil {
+		return 0, err
+	}
+	defer w.turn.Unlock()
+	if err := ow.writable(); err != nil {
+		return 0, err
+	}
+	if w.rbuf == nil {
+		w.rbuf = make([]byte, min(w.remain, readFromChunk))
+	}
+	var total int64
+	for w.remain > 0 {
+		n, err := r.Read(w.rbuf[:min(uint64(len(w.rbuf)), w.remain)])
+		if n > 0 {
+			if werr := w.streamed(w.rbuf[:n], time.Now()); werr != nil {
+				return total, werr
+			}
+			total += int64(n)
+		}
+		switch {
+		case err == io.EOF && w.remain > 0:
+			return total, io.ErrUnexpectedEOF
+		case err == io.EOF:
+			return total, nil
+		case err != nil:
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// readFromChunk is the size of ReadFrom's buffer, at most: a few QUIC
+// packets per stream write.
+const readFromChunk = 32 << 10
+
+// writable reports why the object's payload cannot be written to now, if
+// it cannot. The caller holds the turn.
+func (ow *ObjectWriter) writable() error {
+	w := ow.w
+	switch {
+	case w.closed:
+		return ErrSubgroupClosed
+	case ow.gen != w.gen || w.remain == 0:
+		return errors.New("moqt: object already complete")
+	}
+	return nil
+}
+
+// streamed writes p, bytes of the current object's payload begun with
+// BeginObject, and completes the object when it is its last. The caller
+// holds the turn.
+func (w *SubgroupWriter) streamed(p []byte, begun time.Time) error {
+	if w.keep != nil {
+		w.keep.Payload = append(w.keep.Payload, p...)
+	}
+	if err := w.payload(p, begun); err != nil {
+		return err
 	}
 	if w.remain == 0 {
 		w.objectDone()
+		w.stored()
 	}
-	return len(p), nil
+	return nil
 }
 
 // Close finishes the object. If fewer bytes than declared were written,
@@ -308,6 +420,7 @@ func (ow *ObjectWriter) Close() error {
 	missing := w.remain
 	w.remain = 0
 	w.closed = true
+	w.keep = nil // never complete: nothing to store
 	for _, out := range w.outs {
 		if !out.closed() {
 			w.drop(out, wire.ResetCancelled)

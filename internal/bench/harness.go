@@ -382,7 +382,7 @@ func (p *MoQT) Move(ctx context.Context, n, size int, check bool) error {
 	w := p.track.OpenSubgroup(group, 0, moqt.SubgroupOptions{})
 	for i := range n {
 		stamp(body, i)
-		if err := w.WriteObject(uint64(i), nil, body); err != nil {
+		if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: group, Object: uint64(i)}, Payload: body}); err != nil {
 			w.Reset(wire.ResetCancelled)
 			_ = p.client.CloseWithError(wire.InternalError, "writer failed")
 			<-done
