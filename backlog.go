@@ -28,6 +28,11 @@ import (
 //     the writer's SetWriteDeadline): no one else waits, so the publisher
 //     is held back, as by any flow control, but no longer than that.
 //
+// Neither is the stream's deadline (quic-go would take a lock and wake its
+// sender for each one set, and allocate a timer for each Write that
+// blocks): the writer's watchdog, a timer that runs while writes go on,
+// sets a past deadline on a Write still blocked when its wait is over.
+//
 // A stream that has not taken all of its bytes by then keeps what it took,
 // and the rest goes to the stream's backlog, followed by everything later
 // written to that stream: one goroutine per backlogged stream writes the
@@ -36,12 +41,9 @@ import (
 // queued, its other streams queue too, new ones included, when the object
 // is shared: it is behind, and the publisher does not spend a writeGrace
 // per stream to find that out again. Only one of them writes to a stream
-// at a time, so its bytes keep their order. The fast path costs one
-// time.Now per call and, for a shared object, one SetWriteDeadline per
-// stream per write. A single subscription's stream has no deadline (quic-go
-// would allocate a timer for each Write that blocks): the writer's
-// watchdog, a timer that runs while writes go on, sets a past deadline on
-// a Write still blocked when its wait is over.
+// at a time, so its bytes keep their order. The fast path costs a read of
+// the clock per call and, for a shared object, one per stream write, and
+// a few atomics.
 //
 // A Write that passes its deadline returns how many bytes it took, and the
 // stream stays usable: quic-go drops its reference to the rest of the
@@ -90,9 +92,9 @@ type servedWritePath struct {
 	// served: objects up to it were published before it saw any. Guarded
 	// by the subscription's mu; the data path reads its servedView copy.
 	joined LargestObject
-	// taken counts the writes to its data streams that took bytes: a
-	// stalled backlog checks it to tell a stalled subscriber from a
-	// stream that waits its turn behind the others.
+	// taken counts the writes to its data streams that took bytes while
+	// it has a backlog: a stalled backlog checks it to tell a stalled
+	// subscriber from a stream that waits its turn behind the others.
 	taken atomic.Uint64
 	// timers are its streams' running SUBGROUP_DELIVERY_TIMEOUTs.
 	timers subgroupTimers
@@ -147,31 +149,26 @@ func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun tim
 	}
 	until := w.waitUntil(out.ss, begun)
 	if fanout {
-		if g := time.Now().Add(writeGrace); g.Before(until) {
+		if g := monoTime().Add(writeGrace); g.Before(until) {
 			until = g
 		}
-		if err := out.str.SetWriteDeadline(until); err != nil {
+	}
+	// No stream deadline, which would cost a lock and a wake-up in
+	// quic-go for each Write, and a timer each time one blocks: the
+	// writer's watchdog wakes a Write still blocked at until.
+	if !out.wdl.IsZero() {
+		if err := out.str.SetWriteDeadline(time.Time{}); err != nil {
 			return err
 		}
-		out.wdl = until
-	} else {
-		// No stream deadline, which would cost a timer in quic-go each
-		// time the Write blocks: the writer's watchdog wakes a Write
-		// still blocked at until.
-		if !out.wdl.IsZero() {
-			if err := out.str.SetWriteDeadline(time.Time{}); err != nil {
-				return err
-			}
-			out.wdl = time.Time{}
-		}
-		w.overdue.Store(false)
-		w.until.Store(until.UnixNano())
-		w.watch()
+		out.wdl = time.Time{}
 	}
+	w.overdue.Store(false)
+	w.until.Store(until.UnixNano())
+	w.watch()
 	// Interruption: Close and Reset set stop, the watchdog overdue, then
 	// a past deadline on cur.
 	w.cur.Store(out)
-	if w.stop.Load() || !fanout && w.overdue.Load() {
+	if w.stop.Load() || w.overdue.Load() {
 		w.cur.CompareAndSwap(out, nil)
 		w.until.Store(0)
 		if w.stop.Load() {
@@ -185,7 +182,9 @@ func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun tim
 	}
 	w.until.Store(0)
 	out.off += uint64(n)
-	if n > 0 {
+	if n > 0 && out.ss.backlog.Load() > 0 {
+		// Only a drain, which counts its bytes in the backlog while it
+		// writes them, looks at taken.
 		out.ss.wp.taken.Add(1)
 	}
 	switch {
@@ -501,7 +500,7 @@ func (ss *ServedSubscription) fallBehind(reason string) {
 	}
 }
 
-// watch makes sure the writer's watchdog runs: it wakes a single
+// watch makes sure the writer's watchdog runs: it wakes a
 // subscription's Write still blocked at w.until. It costs an atomic load
 // while it runs; it stops once no write is in progress when it fires.
 func (w *SubgroupWriter) watch() {

@@ -104,9 +104,9 @@ type SubgroupWriter struct {
 	cur atomic.Pointer[subgroupOut]
 	// userDeadline is SetWriteDeadline's, in Unix nanoseconds; 0 for none.
 	userDeadline atomic.Int64
-	// until is when the Write to cur, if it goes to a single subscription,
-	// must be woken (Unix nanoseconds; 0 for none), by the watchdog, a
-	// timer that runs while watching, under watchMu.
+	// until is when the Write to cur must be woken (Unix nanoseconds; 0
+	// for none), by the watchdog, a timer that runs while watching, under
+	// watchMu.
 	until    atomic.Int64
 	overdue  atomic.Bool // the watchdog found the current wait over
 	watching atomic.Bool
@@ -221,7 +221,7 @@ func (w *SubgroupWriter) WriteObject(o Object) error {
 		return err
 	}
 	defer w.turn.Unlock()
-	start := time.Now()
+	start := monoTime()
 	so := wire.SubgroupObject{ObjectID: o.Location.Object, Properties: o.Properties, Status: o.Status,
 		PayloadLength: uint64(len(o.Payload))}
 	if len(o.Payload) <= inlinePayload {
@@ -275,7 +275,7 @@ func (w *SubgroupWriter) BeginObject(id, length uint64, props []byte) (*ObjectWr
 		return nil, err
 	}
 	defer w.turn.Unlock()
-	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}, nil, time.Now()); err != nil {
+	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}, nil, monoTime()); err != nil {
 		return nil, err
 	}
 	w.keep = nil
@@ -326,7 +326,7 @@ func (ow *ObjectWriter) Write(p []byte) (int, error) {
 	if uint64(len(p)) > w.remain {
 		return 0, fmt.Errorf("moqt: %d bytes past the object's declared length", uint64(len(p))-w.remain)
 	}
-	if err := w.streamed(p, time.Now()); err != nil {
+	if err := w.streamed(p, monoTime()); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -356,7 +356,7 @@ func (ow *ObjectWriter) ReadFrom(r io.Reader) (int64, error) {
 	for w.remain > 0 {
 		n, err := r.Read(w.rbuf[:min(uint64(len(w.rbuf)), w.remain)])
 		if n > 0 {
-			if werr := w.streamed(w.rbuf[:n], time.Now()); werr != nil {
+			if werr := w.streamed(w.rbuf[:n], monoTime()); werr != nil {
 				return total, werr
 			}
 			total += int64(n)

@@ -256,15 +256,22 @@ func (p *RawQUIC) receive(ctx context.Context, n, size int, check bool) result {
 }
 
 func (p *RawQUIC) read(ctx context.Context, n, size int, check bool) (int, error) {
-	str, err := p.client.AcceptUniStream(ctx)
-	if err != nil {
-		return 0, err
-	}
-	br := bufio.NewReader(str)
 	if cap(p.rbuf) < size {
 		p.rbuf = make([]byte, size)
 		p.scr = make([]byte, size)
 	}
+	return readRaw(ctx, p.client, n, size, check, p.rbuf, p.scr)
+}
+
+// readRaw reads n length-prefixed objects of size bytes and the FIN from
+// the next unidirectional stream of conn, into rbuf; with check it
+// verifies each against object i's payload, using scr.
+func readRaw(ctx context.Context, conn *quic.Conn, n, size int, check bool, rbuf, scr []byte) (int, error) {
+	str, err := conn.AcceptUniStream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	br := bufio.NewReader(str)
 	var hdr [4]byte
 	for i := range n {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
@@ -274,12 +281,12 @@ func (p *RawQUIC) read(ctx context.Context, n, size int, check bool) (int, error
 		if l != size {
 			return i, fmt.Errorf("bench: raw object %d has %d bytes, want %d", i, l, size)
 		}
-		buf := p.rbuf[:l]
+		buf := rbuf[:l]
 		if _, err := io.ReadFull(br, buf); err != nil {
 			return i, fmt.Errorf("bench: raw object %d payload: %w", i, err)
 		}
 		if check {
-			if err := verify(buf, p.scr, i); err != nil {
+			if err := verify(buf, scr, i); err != nil {
 				return i, err
 			}
 		}
@@ -409,16 +416,23 @@ func (p *MoQT) receive(ctx context.Context, group uint64, n, size int, check boo
 }
 
 func (p *MoQT) read(ctx context.Context, group uint64, n, size int, check bool) (int, error) {
-	r, err := p.sub.AcceptSubgroup(ctx)
+	if cap(p.rbuf) < size {
+		p.rbuf = make([]byte, size)
+		p.scr = make([]byte, size)
+	}
+	return readMoQT(ctx, p.sub, group, n, size, check, p.rbuf, p.scr)
+}
+
+// readMoQT reads the next subgroup of sub, which must be of group, to its
+// end: n objects of size bytes, into rbuf, or with check through the
+// allocating API, verified against what was sent using scr.
+func readMoQT(ctx context.Context, sub *moqt.Subscription, group uint64, n, size int, check bool, rbuf, scr []byte) (int, error) {
+	r, err := sub.AcceptSubgroup(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if g := r.Header().GroupID; g != group {
 		return 0, fmt.Errorf("bench: moqt subgroup of group %d, want %d", g, group)
-	}
-	if cap(p.rbuf) < size {
-		p.rbuf = make([]byte, size)
-		p.scr = make([]byte, size)
 	}
 	for i := range n {
 		h, err := r.Next()
@@ -435,12 +449,12 @@ func (p *MoQT) read(ctx context.Context, group uint64, n, size int, check bool) 
 			if err != nil {
 				return i, fmt.Errorf("bench: moqt object %d payload: %w", i, err)
 			}
-			if err := verify(b, p.scr, i); err != nil {
+			if err := verify(b, scr, i); err != nil {
 				return i, err
 			}
 			continue
 		}
-		if _, err := io.ReadFull(r, p.rbuf[:size]); err != nil {
+		if _, err := io.ReadFull(r, rbuf[:size]); err != nil {
 			return i, fmt.Errorf("bench: moqt object %d payload: %w", i, err)
 		}
 	}
