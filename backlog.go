@@ -162,7 +162,9 @@ func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun tim
 		}
 		out.wdl = time.Time{}
 	}
-	w.overdue.Store(false)
+	if w.overdue.Load() {
+		w.overdue.Store(false)
+	}
 	w.until.Store(until.UnixNano())
 	w.watch()
 	// Interruption: Close and Reset set stop, the watchdog overdue, then

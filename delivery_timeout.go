@@ -176,7 +176,9 @@ func (out *subgroupOut) armAt(deadline int64) {
 // disarmObject ends the current object's timeout: all of it has been passed
 // to the transport.
 func (out *subgroupOut) disarmObject() {
-	if out.dl.deadline.Swap(0) != 0 {
+	// A load first: most objects have no deadline, and a load costs
+	// less than a swap.
+	if out.dl.deadline.Load() != 0 && out.dl.deadline.Swap(0) != 0 {
 		out.dl.timer.Stop()
 	}
 }

@@ -491,6 +491,16 @@ type Rate struct {
 	Objects int
 	Bytes   int64
 	Elapsed time.Duration
+	CPU     time.Duration // process CPU time spent, both ends included
+}
+
+// CPUPerObject is the process CPU time per object moved: on a shared
+// machine a steadier figure than the rate.
+func (r Rate) CPUPerObject() time.Duration {
+	if r.Objects == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Objects)
 }
 
 // ObjectsPerSec is the object rate.
@@ -512,7 +522,7 @@ func BatchObjects(size int) int {
 func Measure(ctx context.Context, p Path, size int, d time.Duration) (Rate, error) {
 	batch := BatchObjects(size)
 	var r Rate
-	start := time.Now()
+	start, cpu := time.Now(), CPUTime()
 	for r.Elapsed < d {
 		if err := p.Move(ctx, batch, size, false); err != nil {
 			return r, err
@@ -521,6 +531,7 @@ func Measure(ctx context.Context, p Path, size int, d time.Duration) (Rate, erro
 		r.Bytes += int64(batch) * int64(size)
 		r.Elapsed = time.Since(start)
 	}
+	r.CPU = CPUTime() - cpu
 	return r, nil
 }
 
@@ -531,6 +542,9 @@ type Row struct {
 	// Ratio is the median of the per-round ratios of moqt's object rate
 	// to raw quic-go's.
 	Ratio float64
+	// CPURatio is the median of the per-round ratios of raw quic-go's CPU
+	// time per object to moqt's: like Ratio, 1 when moqt costs nothing.
+	CPURatio float64
 }
 
 // Compare measures raw quic-go and moqt for size, alternating between them
@@ -561,7 +575,7 @@ func Compare(ctx context.Context, size, rounds int, d time.Duration) (Row, error
 		}
 	}
 	rates := make([][]Rate, len(Kinds))
-	var ratios []float64
+	var ratios, cpuRatios []float64
 	for round := range rounds {
 		var this [2]Rate
 		for j := range Kinds {
@@ -577,9 +591,11 @@ func Compare(ctx context.Context, size, rounds int, d time.Duration) (Row, error
 			this[i] = r
 		}
 		ratios = append(ratios, this[1].ObjectsPerSec()/this[0].ObjectsPerSec())
+		cpuRatios = append(cpuRatios, float64(this[0].CPUPerObject())/float64(this[1].CPUPerObject()))
 	}
 	closeAll()
-	return Row{Size: size, Raw: medianRate(rates[0]), MoQT: medianRate(rates[1]), Ratio: median(ratios)}, nil
+	return Row{Size: size, Raw: medianRate(rates[0]), MoQT: medianRate(rates[1]), Ratio: median(ratios),
+		CPURatio: median(cpuRatios)}, nil
 }
 
 func medianRate(rs []Rate) Rate {

@@ -1,7 +1,8 @@
 // Command pubsub compares publisher → subscriber throughput of moqt with
 // raw quic-go over loopback QUIC, in one run, and prints the tables that
-// are reported: per object size, the object and byte rates of each and the
-// ratio moqt/raw; then, for a fan-out to many subscribers, the process CPU
+// are reported: per object size, the object and byte rates of each, the
+// ratio moqt/raw and the ratio of their CPU time per object (steadier on
+// a shared machine); then, for a fan-out to many subscribers, the process CPU
 // time per delivered object of each and the ratio moqt/raw.
 //
 //	go run ./internal/bench/cmd/pubsub -d 2s -rounds 3
@@ -46,7 +47,7 @@ func main() {
 	}
 
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "size\traw objects/s\traw MB/s\tmoqt objects/s\tmoqt MB/s\tmoqt/raw\t")
+	fmt.Fprintln(tw, "size\traw objects/s\traw MB/s\tmoqt objects/s\tmoqt MB/s\tmoqt/raw\tCPU raw/moqt\t")
 	failed := false
 	for _, size := range list {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(*rounds)*(*d)*4+time.Minute)
@@ -57,9 +58,9 @@ func main() {
 			failed = true
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.0f\t%.1f\t%.2f\t\n", bench.SizeName(size),
+		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.0f\t%.1f\t%.2f\t%.2f\t\n", bench.SizeName(size),
 			row.Raw.ObjectsPerSec(), row.Raw.MBPerSec(),
-			row.MoQT.ObjectsPerSec(), row.MoQT.MBPerSec(), row.Ratio)
+			row.MoQT.ObjectsPerSec(), row.MoQT.MBPerSec(), row.Ratio, row.CPURatio)
 	}
 	tw.Flush()
 
