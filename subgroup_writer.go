@@ -315,14 +315,11 @@ type ObjectWriter struct {
 // fails if p goes past the declared length. Like every write it waits for
 // slow subscribers within the SubgroupWriter's bound. It does not keep p.
 func (ow *ObjectWriter) Write(p []byte) (int, error) {
-	w := ow.w
-	if err := w.acquire(); err != nil {
+	w, err := ow.acquire()
+	if err != nil {
 		return 0, err
 	}
 	defer w.turn.Unlock()
-	if err := ow.writable(); err != nil {
-		return 0, err
-	}
 	if uint64(len(p)) > w.remain {
 		return 0, fmt.Errorf("moqt: %d bytes past the object's declared length", uint64(len(p))-w.remain)
 	}
@@ -341,14 +338,11 @@ func (ow *ObjectWriter) Write(p []byte) (int, error) {
 // streams). The bytes read are written as they come, so a payload may be
 // larger than memory.
 func (ow *ObjectWriter) ReadFrom(r io.Reader) (int64, error) {
-	w := ow.w
-	if err := w.acquire(); err != nil {
+	w, err := ow.acquire()
+	if err != nil {
 		return 0, err
 	}
 	defer w.turn.Unlock()
-	if err := ow.writable(); err != nil {
-		return 0, err
-	}
 	if w.rbuf == nil {
 		w.rbuf = make([]byte, min(w.remain, readFromChunk))
 	}
@@ -377,17 +371,22 @@ func (ow *ObjectWriter) ReadFrom(r io.Reader) (int64, error) {
 // packets per stream write.
 const readFromChunk = 32 << 10
 
-// writable reports why the object's payload cannot be written to now, if
-// it cannot. The caller holds the turn.
-func (ow *ObjectWriter) writable() error {
+// acquire takes the writer's turn for a payload write, or fails, without
+// it, when the object's payload cannot be written to now.
+func (ow *ObjectWriter) acquire() (*SubgroupWriter, error) {
 	w := ow.w
+	if err := w.acquire(); err != nil {
+		return nil, err
+	}
 	switch {
 	case w.closed:
-		return ErrSubgroupClosed
+		w.turn.Unlock()
+		return nil, ErrSubgroupClosed
 	case ow.gen != w.gen || w.remain == 0:
-		return errors.New("moqt: object already complete")
+		w.turn.Unlock()
+		return nil, errors.New("moqt: object already complete")
 	}
-	return nil
+	return w, nil
 }
 
 // streamed writes p, bytes of the current object's payload begun with

@@ -21,7 +21,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"syscall"
 	"time"
@@ -90,12 +89,7 @@ type RawFanout struct {
 // NewRawFanout connects subscribers clients to one quic-go listener on
 // 127.0.0.1, with the transport settings RawQUIC uses.
 func NewRawFanout(ctx context.Context, subscribers int) (_ *RawFanout, err error) {
-	stls, ctls, err := tlsConfigs(rawALPN)
-	if err != nil {
-		return nil, err
-	}
-	ln, err := quic.ListenAddr("127.0.0.1:0", stls,
-		&quic.Config{EnableDatagrams: true, EnableStreamResetPartialDelivery: true})
+	ln, ctls, err := rawListen()
 	if err != nil {
 		return nil, err
 	}
@@ -197,24 +191,8 @@ type MoQTFanout struct {
 // queue up to the whole of a batch: on a shared machine a hundred readers
 // fall behind in turn, and the scenario measures cost, not cut-offs.
 func NewMoQTFanout(ctx context.Context, subscribers int) (_ *MoQTFanout, err error) {
-	stls, ctls, err := tlsConfigs()
-	if err != nil {
-		return nil, err
-	}
-	track, err := moqt.NewLocalTrack(benchTrack, nil)
-	if err != nil {
-		return nil, err
-	}
-	quiet := slog.New(slog.DiscardHandler)
-	handler := moqt.HandlerFunc(func(r moqt.Request) {
-		if sr, ok := r.(*moqt.SubscribeRequest); ok && sr.Track.Equal(benchTrack) {
-			_, _ = track.Accept(sr, moqt.AcceptOptions{})
-			return
-		}
-		moqt.DefaultHandler.ServeMOQT(r)
-	})
-	cfg := &moqt.Config{Logger: quiet, Handler: handler, MaxSubscriberBacklog: 64 << 20, SubscriberGrace: 30 * time.Second}
-	srv, err := moqt.Listen("127.0.0.1:0", stls, cfg, &moqt.ServerOptions{MaxPendingSessions: subscribers + 1})
+	cfg := &moqt.Config{MaxSubscriberBacklog: 64 << 20, SubscriberGrace: 30 * time.Second}
+	srv, track, ctls, err := trackServer(cfg, &moqt.ServerOptions{MaxPendingSessions: subscribers + 1})
 	if err != nil {
 		return nil, err
 	}

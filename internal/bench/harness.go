@@ -171,15 +171,26 @@ type RawQUIC struct {
 // rawALPN is the raw path's application protocol.
 const rawALPN = "bench"
 
-// NewRawQUIC starts a quic-go listener on 127.0.0.1 and connects to it.
-// Both ends use the transport settings moqt's own transport uses.
-func NewRawQUIC(ctx context.Context) (*RawQUIC, error) {
+// rawListen starts a quic-go listener on 127.0.0.1 with the transport
+// settings moqt's own transport uses, and returns the TLS configuration
+// that trusts it.
+func rawListen() (*quic.Listener, *tls.Config, error) {
 	stls, ctls, err := tlsConfigs(rawALPN)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ln, err := quic.ListenAddr("127.0.0.1:0", stls,
 		&quic.Config{EnableDatagrams: true, EnableStreamResetPartialDelivery: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	return ln, ctls, nil
+}
+
+// NewRawQUIC starts a quic-go listener on 127.0.0.1 and connects to it.
+// Both ends use the transport settings moqt's own transport uses.
+func NewRawQUIC(ctx context.Context) (*RawQUIC, error) {
+	ln, ctls, err := rawListen()
 	if err != nil {
 		return nil, err
 	}
@@ -329,23 +340,7 @@ type MoQT struct {
 // NewMoQT starts a moqt Server on 127.0.0.1 serving one LocalTrack,
 // connects to it and subscribes.
 func NewMoQT(ctx context.Context) (_ *MoQT, err error) {
-	stls, ctls, err := tlsConfigs()
-	if err != nil {
-		return nil, err
-	}
-	track, err := moqt.NewLocalTrack(benchTrack, nil)
-	if err != nil {
-		return nil, err
-	}
-	quiet := slog.New(slog.DiscardHandler)
-	handler := moqt.HandlerFunc(func(r moqt.Request) {
-		if sr, ok := r.(*moqt.SubscribeRequest); ok && sr.Track.Equal(benchTrack) {
-			_, _ = track.Accept(sr, moqt.AcceptOptions{})
-			return
-		}
-		moqt.DefaultHandler.ServeMOQT(r)
-	})
-	srv, err := moqt.Listen("127.0.0.1:0", stls, &moqt.Config{Logger: quiet, Handler: handler}, nil)
+	srv, track, ctls, err := trackServer(&moqt.Config{}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -375,6 +370,36 @@ func NewMoQT(ctx context.Context) (_ *MoQT, err error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// quiet is the sessions' logger: the benchmarks log nothing.
+var quiet = slog.New(slog.DiscardHandler)
+
+// trackServer starts a moqt Server on 127.0.0.1 with cfg, its Logger and
+// Handler set, serving SUBSCRIBEs for benchTrack from a new LocalTrack. It
+// returns the TLS configuration that trusts the server.
+func trackServer(cfg *moqt.Config, opts *moqt.ServerOptions) (*moqt.Server, *moqt.LocalTrack, *tls.Config, error) {
+	stls, ctls, err := tlsConfigs()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	track, err := moqt.NewLocalTrack(benchTrack, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg.Logger = quiet
+	cfg.Handler = moqt.HandlerFunc(func(r moqt.Request) {
+		if sr, ok := r.(*moqt.SubscribeRequest); ok && sr.Track.Equal(benchTrack) {
+			_, _ = track.Accept(sr, moqt.AcceptOptions{})
+			return
+		}
+		moqt.DefaultHandler.ServeMOQT(r)
+	})
+	srv, err := moqt.Listen("127.0.0.1:0", stls, cfg, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return srv, track, ctls, nil
 }
 
 // Move publishes n objects as one new subgroup (group numbers increase
