@@ -293,3 +293,42 @@ func assertOpen(t *testing.T, ch <-chan struct{}, msg string, args ...any) {
 	default:
 	}
 }
+
+// TestObjectWriterReadFromBounds: ReadFrom takes no byte past the declared
+// length, leaving the rest in the reader, and a reader that ends short
+// leaves the object incomplete: io.ErrUnexpectedEOF, then Close resets the
+// subscriber's stream rather than finishing it.
+func TestObjectWriterReadFromBounds(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
+			w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
+			ow, err := w.BeginObject(0, 4, nil)
+			require.NoError(t, err)
+			src := bytes.NewReader([]byte("fourmore"))
+			n, err := ow.ReadFrom(src)
+			require.NoError(t, err)
+			assert.Equal(t, int64(4), n)
+			assert.Equal(t, 4, src.Len(), "the bytes past the object stay in the reader")
+			_, err = ow.ReadFrom(src)
+			assert.Error(t, err, "the object is complete")
+			// Read before the reset below, which may discard what is unread.
+			r, err := lt.sub.AcceptSubgroup(lt.ctx)
+			require.NoError(t, err)
+			ids, payloads, err := readAllN(r, 1)
+			require.NoError(t, err)
+			assert.Equal(t, []uint64{0}, ids)
+			assert.Equal(t, [][]byte{[]byte("four")}, payloads)
+
+			ow, err = w.BeginObject(1, 10, nil)
+			require.NoError(t, err)
+			n, err = ow.ReadFrom(bytes.NewReader([]byte("short")))
+			assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+			assert.Equal(t, int64(5), n)
+			assert.Error(t, ow.Close(), "closed short")
+			_, _, err = readAll(r)
+			assert.Error(t, err, "the stream is reset, not finished")
+			assert.NotErrorIs(t, err, io.EOF)
+		})
+	}
+}
