@@ -135,7 +135,7 @@ type objectMark struct {
 // writer's watchdog. It returns
 // ErrSubgroupClosed when Close or Reset interrupted it. The caller holds
 // the turn.
-func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun time.Time) error {
+func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun int64) error {
 	if out.q.active.Load() {
 		if queued, err := out.enqueue(b); queued || err != nil {
 			return err
@@ -149,9 +149,7 @@ func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun tim
 	}
 	until := w.waitUntil(out.ss, begun)
 	if fanout {
-		if g := monoTime().Add(writeGrace); g.Before(until) {
-			until = g
-		}
+		until = min(until, monoNow()+int64(writeGrace))
 	}
 	// No stream deadline, which would cost a lock and a wake-up in
 	// quic-go for each Write, and a timer each time one blocks: the
@@ -165,7 +163,7 @@ func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun tim
 	if w.overdue.Load() {
 		w.overdue.Store(false)
 	}
-	w.until.Store(until.UnixNano())
+	w.until.Store(max(until, 1))
 	w.watch()
 	// Interruption: Close and Reset set stop, the watchdog overdue, then
 	// a past deadline on cur.
@@ -440,9 +438,9 @@ func (out *subgroupOut) drained() {
 // over (waitUntil), or Close or Reset interrupt it: within that bound the
 // publisher goes at the pace of its fastest subscriber. Targets holding
 // objects for PUBLISH_OK are not waited for. The caller holds the turn.
-func (w *SubgroupWriter) settle(begun time.Time) {
+func (w *SubgroupWriter) settle(begun int64) {
 	for {
-		var until time.Time
+		var until int64 // monoNow; 0 for none
 		for _, out := range w.targets {
 			if out.closed() {
 				continue
@@ -453,12 +451,10 @@ func (w *SubgroupWriter) settle(begun time.Time) {
 			if out.hold {
 				continue
 			}
-			if u := w.waitUntil(out.ss, begun); until.IsZero() || u.After(until) {
-				until = u
-			}
+			until = max(until, w.waitUntil(out.ss, begun))
 		}
-		wait := time.Until(until)
-		if until.IsZero() || wait <= 0 || w.stop.Load() {
+		wait := time.Duration(until - monoNow())
+		if until == 0 || wait <= 0 || w.stop.Load() {
 			return
 		}
 		w.targets[0].ss.sess.hook(func(h *sessionHooks) func() { return h.publisherWaits })
@@ -515,7 +511,7 @@ func (w *SubgroupWriter) watch() {
 		return
 	}
 	w.watching.Store(true)
-	wait := time.Until(time.Unix(0, w.until.Load()))
+	wait := time.Duration(w.until.Load() - monoNow())
 	if w.watchdog == nil {
 		w.watchdog = time.AfterFunc(wait, w.watchFired)
 		return
@@ -531,7 +527,7 @@ func (w *SubgroupWriter) watchFired() {
 	w.watchMu.Lock()
 	defer w.watchMu.Unlock()
 	u := w.until.Load()
-	now := time.Now().UnixNano()
+	now := monoNow()
 	if u != 0 && now >= u {
 		w.overdue.Store(true)
 		if out := w.cur.Swap(nil); out != nil {
@@ -548,7 +544,7 @@ func (w *SubgroupWriter) watchFired() {
 	// bound.
 	if u2 := w.until.Load(); u2 != 0 && u2 != u && !w.stop.Load() {
 		w.watching.Store(true)
-		w.watchdog.Reset(max(time.Until(time.Unix(0, u2)), 0))
+		w.watchdog.Reset(max(time.Duration(u2-monoNow()), 0))
 	}
 }
 

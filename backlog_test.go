@@ -616,7 +616,7 @@ func TestBacklogFastPathAllocs(t *testing.T) {
 	b := make([]byte, 100)
 	for _, fanout := range []bool{true, false} {
 		allocs := testing.AllocsPerRun(1000, func() {
-			if err := w.send(out, b, fanout, time.Now()); err != nil {
+			if err := w.send(out, b, fanout, monoNow()); err != nil {
 				panic(err)
 			}
 		})

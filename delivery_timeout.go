@@ -120,10 +120,6 @@ var epoch = time.Now()
 // monoNow is the time since epoch on the monotonic clock.
 func monoNow() int64 { return int64(time.Since(epoch)) }
 
-// monoTime is time.Now read from the monotonic clock alone, which costs
-// half as much: the wall clock is epoch's plus the monotonic time since.
-func monoTime() time.Time { return epoch.Add(time.Since(epoch)) }
-
 // dataParams are the subscription parameters the data path reads for each
 // object: they may change with REQUEST_UPDATE.
 type dataParams struct {

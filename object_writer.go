@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/moqt-go/moqt/wire"
 )
@@ -25,7 +24,7 @@ func (w *SubgroupWriter) BeginObject(id, length uint64, props []byte) (*ObjectWr
 	}
 	defer w.turn.Unlock()
 	w.keep = nil
-	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}, nil, monoTime()); err != nil {
+	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}, nil, monoNow()); err != nil {
 		return nil, err
 	}
 	if w.track.store.Load() != nil {
@@ -72,7 +71,7 @@ func (ow *ObjectWriter) Write(p []byte) (int, error) {
 	if uint64(len(p)) > w.remain {
 		return 0, fmt.Errorf("moqt: %d bytes past the object's declared length", uint64(len(p))-w.remain)
 	}
-	if err := w.streamed(p, monoTime()); err != nil {
+	if err := w.streamed(p, monoNow()); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -99,7 +98,7 @@ func (ow *ObjectWriter) ReadFrom(r io.Reader) (int64, error) {
 	for w.remain > 0 {
 		n, err := r.Read(w.rbuf[:min(uint64(len(w.rbuf)), w.remain)])
 		if n > 0 {
-			if werr := w.streamed(w.rbuf[:n], monoTime()); werr != nil {
+			if werr := w.streamed(w.rbuf[:n], monoNow()); werr != nil {
 				return total, werr
 			}
 			total += int64(n)
@@ -141,7 +140,7 @@ func (ow *ObjectWriter) acquire() (*SubgroupWriter, error) {
 // streamed writes p, bytes of the current object's payload begun with
 // BeginObject, and completes the object when it is its last. The caller
 // holds the turn.
-func (w *SubgroupWriter) streamed(p []byte, begun time.Time) error {
+func (w *SubgroupWriter) streamed(p []byte, begun int64) error {
 	if w.keep != nil {
 		w.keep.Payload = append(w.keep.Payload, p...)
 	}
