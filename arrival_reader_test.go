@@ -47,7 +47,7 @@ func writeSubgroups(t *testing.T, track *LocalTrack, groups, subgroups, n, size 
 				w := track.OpenSubgroup(g, s, SubgroupOptions{Properties: true})
 				for i := range uint64(n) {
 					o := s*1000 + i // Object IDs are unique in a group
-					if err := w.WriteObject(o, arrivalProps(g, o), arrivalPayload(g, s, o, size)); err != nil {
+					if err := writeObject(w, o, arrivalProps(g, o), arrivalPayload(g, s, o, size)); err != nil {
 						errs <- err
 						return
 					}
@@ -118,7 +118,7 @@ func TestReadObjectArrival(t *testing.T) {
 			}()
 			for i := range uint64(datagrams) {
 				loc := wire.Location{Group: 100 + i, Object: 0}
-				require.NoError(t, lt.track.WriteDatagram(DatagramObject{Group: loc.Group, Payload: fmt.Appendf(nil, "datagram %v", loc)}))
+				require.NoError(t, lt.track.WriteDatagram(Object{Location: loc, Payload: fmt.Appendf(nil, "datagram %v", loc)}))
 			}
 			writeSubgroups(t, lt.track, groups, subgroups, n, 300)
 			require.NoError(t, <-done)
@@ -212,7 +212,7 @@ func TestReadObjectClose(t *testing.T) {
 			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
 			// An open stream with an object read and more to come.
 			w := lt.track.OpenSubgroup(1, 0, SubgroupOptions{})
-			require.NoError(t, w.WriteObject(0, nil, []byte("first")))
+			require.NoError(t, writeObject(w, 0, nil, []byte("first")))
 			obj, err := lt.sub.ReadObject(lt.ctx)
 			require.NoError(t, err)
 			assert.Equal(t, "first", string(obj.Payload))
@@ -246,7 +246,7 @@ func TestReadObjectReset(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
 			w := lt.track.OpenSubgroup(2, 5, SubgroupOptions{})
-			require.NoError(t, w.WriteObject(5000, nil, arrivalPayload(2, 5, 5000, 10)))
+			require.NoError(t, writeObject(w, 5000, nil, arrivalPayload(2, 5, 5000, 10)))
 			got := newArrivalCheck(t, 10)
 			obj, err := lt.sub.ReadObject(lt.ctx)
 			require.NoError(t, err)
@@ -307,8 +307,8 @@ func TestReadObjectFellBehind(t *testing.T) {
 func TestReadObjectTooLarge(t *testing.T) {
 	lt := subscribeTrack(t, "moqt", wire.Params{}, nil, &Config{MaxObjectSize: 1000})
 	w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
-	require.NoError(t, w.WriteObject(0, nil, arrivalPayload(0, 0, 0, 1000)))
-	require.NoError(t, w.WriteObject(1, nil, arrivalPayload(0, 0, 1, 1001)))
+	require.NoError(t, writeObject(w, 0, nil, arrivalPayload(0, 0, 0, 1000)))
+	require.NoError(t, writeObject(w, 1, nil, arrivalPayload(0, 0, 1, 1001)))
 	obj, err := lt.sub.ReadObject(lt.ctx)
 	require.NoError(t, err)
 	assert.Len(t, obj.Payload, 1000)

@@ -29,6 +29,11 @@ import (
 //     the writer's SetWriteDeadline): no one else waits, so the publisher
 //     is held back, as by any flow control, but no longer than that.
 //
+// Neither is the stream's deadline (quic-go would take a lock and wake its
+// sender for each one set, and allocate a timer for each Write that
+// blocks): the writer's watchdog, a timer that runs while writes go on,
+// sets a past deadline on a Write still blocked when its wait is over.
+//
 // A stream that has not taken all of its bytes by then keeps what it took,
 // and the rest goes to the stream's backlog, followed by everything later
 // written to that stream: one goroutine per backlogged stream writes the
@@ -37,12 +42,9 @@ import (
 // queued, its other streams queue too, new ones included, when the object
 // is shared: it is behind, and the publisher does not spend a writeGrace
 // per stream to find that out again. Only one of them writes to a stream
-// at a time, so its bytes keep their order. The fast path costs one
-// time.Now per call and, for a shared object, one SetWriteDeadline per
-// stream per write. A single subscription's stream has no deadline (quic-go
-// would allocate a timer for each Write that blocks): the writer's
-// watchdog, a timer that runs while writes go on, sets a past deadline on
-// a Write still blocked when its wait is over.
+// at a time, so its bytes keep their order. The fast path costs a read of
+// the clock per call and, for a shared object, one per stream write, and
+// a few atomics.
 //
 // A Write that passes its deadline returns how many bytes it took, and the
 // stream stays usable: quic-go drops its reference to the rest of the
@@ -89,11 +91,11 @@ var errTooFarBehind = errors.New("moqt: subscriber too far behind")
 type servedWritePath struct {
 	// joined is the Largest Object when the subscription started being
 	// served: objects up to it were published before it saw any. Guarded
-	// by the subscription's mu.
+	// by the subscription's mu; the data path reads its servedView copy.
 	joined filter.LargestObject
-	// taken counts the writes to its data streams that took bytes: a
-	// stalled backlog checks it to tell a stalled subscriber from a
-	// stream that waits its turn behind the others.
+	// taken counts the writes to its data streams that took bytes while
+	// it has a backlog: a stalled backlog checks it to tell a stalled
+	// subscriber from a stream that waits its turn behind the others.
 	taken atomic.Uint64
 	// timers are its streams' running SUBGROUP_DELIVERY_TIMEOUTs.
 	timers subgroupTimers
@@ -134,7 +136,7 @@ type objectMark struct {
 // writer's watchdog. It returns
 // ErrSubgroupClosed when Close or Reset interrupted it. The caller holds
 // the turn.
-func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun time.Time) error {
+func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun int64) error {
 	if out.q.active.Load() {
 		if queued, err := out.enqueue(b); queued || err != nil {
 			return err
@@ -148,31 +150,26 @@ func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun tim
 	}
 	until := w.waitUntil(out.ss, begun)
 	if fanout {
-		if g := time.Now().Add(writeGrace); g.Before(until) {
-			until = g
-		}
-		if err := out.str.SetWriteDeadline(until); err != nil {
+		until = min(until, monoNow()+int64(writeGrace))
+	}
+	// No stream deadline, which would cost a lock and a wake-up in
+	// quic-go for each Write, and a timer each time one blocks: the
+	// writer's watchdog wakes a Write still blocked at until.
+	if !out.wdl.IsZero() {
+		if err := out.str.SetWriteDeadline(time.Time{}); err != nil {
 			return err
 		}
-		out.wdl = until
-	} else {
-		// No stream deadline, which would cost a timer in quic-go each
-		// time the Write blocks: the writer's watchdog wakes a Write
-		// still blocked at until.
-		if !out.wdl.IsZero() {
-			if err := out.str.SetWriteDeadline(time.Time{}); err != nil {
-				return err
-			}
-			out.wdl = time.Time{}
-		}
-		w.overdue.Store(false)
-		w.until.Store(until.UnixNano())
-		w.watch()
+		out.wdl = time.Time{}
 	}
+	if w.overdue.Load() {
+		w.overdue.Store(false)
+	}
+	w.until.Store(max(until, 1))
+	w.watch()
 	// Interruption: Close and Reset set stop, the watchdog overdue, then
 	// a past deadline on cur.
 	w.cur.Store(out)
-	if w.stop.Load() || !fanout && w.overdue.Load() {
+	if w.stop.Load() || w.overdue.Load() {
 		w.cur.CompareAndSwap(out, nil)
 		w.until.Store(0)
 		if w.stop.Load() {
@@ -186,7 +183,9 @@ func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun tim
 	}
 	w.until.Store(0)
 	out.off += uint64(n)
-	if n > 0 {
+	if n > 0 && out.ss.backlog.Load() > 0 {
+		// Only a drain, which counts its bytes in the backlog while it
+		// writes them, looks at taken.
 		out.ss.wp.taken.Add(1)
 	}
 	switch {
@@ -440,9 +439,9 @@ func (out *subgroupOut) drained() {
 // over (waitUntil), or Close or Reset interrupt it: within that bound the
 // publisher goes at the pace of its fastest subscriber. Targets holding
 // objects for PUBLISH_OK are not waited for. The caller holds the turn.
-func (w *SubgroupWriter) settle(begun time.Time) {
+func (w *SubgroupWriter) settle(begun int64) {
 	for {
-		var until time.Time
+		var until int64 // monoNow; 0 for none
 		for _, out := range w.targets {
 			if out.closed() {
 				continue
@@ -453,12 +452,10 @@ func (w *SubgroupWriter) settle(begun time.Time) {
 			if out.hold {
 				continue
 			}
-			if u := w.waitUntil(out.ss, begun); until.IsZero() || u.After(until) {
-				until = u
-			}
+			until = max(until, w.waitUntil(out.ss, begun))
 		}
-		wait := time.Until(until)
-		if until.IsZero() || wait <= 0 || w.stop.Load() {
+		wait := time.Duration(until - monoNow())
+		if until == 0 || wait <= 0 || w.stop.Load() {
 			return
 		}
 		w.targets[0].ss.sess.hook(func(h *sessionHooks) func() { return h.publisherWaits })
@@ -502,7 +499,7 @@ func (ss *ServedSubscription) fallBehind(reason string) {
 	}
 }
 
-// watch makes sure the writer's watchdog runs: it wakes a single
+// watch makes sure the writer's watchdog runs: it wakes a
 // subscription's Write still blocked at w.until. It costs an atomic load
 // while it runs; it stops once no write is in progress when it fires.
 func (w *SubgroupWriter) watch() {
@@ -515,7 +512,7 @@ func (w *SubgroupWriter) watch() {
 		return
 	}
 	w.watching.Store(true)
-	wait := time.Until(time.Unix(0, w.until.Load()))
+	wait := time.Duration(w.until.Load() - monoNow())
 	if w.watchdog == nil {
 		w.watchdog = time.AfterFunc(wait, w.watchFired)
 		return
@@ -531,7 +528,7 @@ func (w *SubgroupWriter) watchFired() {
 	w.watchMu.Lock()
 	defer w.watchMu.Unlock()
 	u := w.until.Load()
-	now := time.Now().UnixNano()
+	now := monoNow()
 	if u != 0 && now >= u {
 		w.overdue.Store(true)
 		if out := w.cur.Swap(nil); out != nil {
@@ -548,7 +545,7 @@ func (w *SubgroupWriter) watchFired() {
 	// bound.
 	if u2 := w.until.Load(); u2 != 0 && u2 != u && !w.stop.Load() {
 		w.watching.Store(true)
-		w.watchdog.Reset(max(time.Until(time.Unix(0, u2)), 0))
+		w.watchdog.Reset(max(time.Duration(u2-monoNow()), 0))
 	}
 }
 

@@ -168,7 +168,7 @@ func writeObjects(t *testing.T, ctx context.Context, w *SubgroupWriter, from, to
 	t.Helper()
 	done := goErr(func() error {
 		for id := from; id < to; id++ {
-			if err := w.WriteObject(id, nil, payloadOf(id, size(id))); err != nil {
+			if err := writeObject(w, id, nil, payloadOf(id, size(id))); err != nil {
 				return err
 			}
 		}
@@ -382,7 +382,7 @@ func TestBacklogAllSlowHoldsPublisher(t *testing.T) {
 			w := track.OpenSubgroup(0, 0, SubgroupOptions{})
 			writes := goErr(func() error {
 				for id := range uint64(n) {
-					if err := w.WriteObject(id, nil, payloadOf(id, size)); err != nil {
+					if err := writeObject(w, id, nil, payloadOf(id, size)); err != nil {
 						return err
 					}
 				}
@@ -484,7 +484,7 @@ func TestBacklogStreamCreditWithheld(t *testing.T) {
 			writes := goErr(func() error {
 				for g := range uint64(n) {
 					w := track.OpenSubgroup(g, 0, SubgroupOptions{})
-					if err := w.WriteObject(0, nil, payloadOf(g, size)); err != nil {
+					if err := writeObject(w, 0, nil, payloadOf(g, size)); err != nil {
 						return err
 					}
 					if err := w.Close(); err != nil {
@@ -571,7 +571,7 @@ func TestBacklogNewStreamOfSlowSubscriber(t *testing.T) {
 			write := func(g uint64) {
 				w := f.track.OpenSubgroup(g, 0, SubgroupOptions{})
 				for id := range objects(g) {
-					require.NoError(t, w.WriteObject(id, nil, payloadOf(g*100+id, size)))
+					require.NoError(t, writeObject(w, id, nil, payloadOf(g*100+id, size)))
 				}
 				require.NoError(t, w.Close())
 			}
@@ -614,7 +614,7 @@ func TestBacklogFastPathAllocs(t *testing.T) {
 	b := make([]byte, 100)
 	for _, fanout := range []bool{true, false} {
 		allocs := testing.AllocsPerRun(1000, func() {
-			if err := w.send(out, b, fanout, time.Now()); err != nil {
+			if err := w.send(out, b, fanout, monoNow()); err != nil {
 				panic(err)
 			}
 		})

@@ -91,7 +91,7 @@ func testCancelResetsDataStreams(t *testing.T, scheme string, cancel func(*fakeS
 	track, fp, served := fakeSubscriberTrack(t, scheme)
 	fs, _, ss := subscribeFake(t, fp, served, wire.Params{})
 	w := track.OpenSubgroup(1, 0, SubgroupOptions{})
-	require.NoError(t, w.WriteObject(0, nil, []byte("a")))
+	require.NoError(t, writeObject(w, 0, nil, []byte("a")))
 	d := fp.acceptData()
 	d.expectObjects(0)
 
@@ -100,7 +100,7 @@ func testCancelResetsDataStreams(t *testing.T, scheme string, cancel func(*fakeS
 	// The application goes on writing and closes the subgroup;
 	// none of it reaches the cancelled subscription, and its
 	// stream stays reset.
-	require.NoError(t, w.WriteObject(1, nil, []byte("b")))
+	require.NoError(t, writeObject(w, 1, nil, []byte("b")))
 	require.NoError(t, w.Close())
 	d.expectReset(wire.ResetCancelled)
 	fp.alive(2)
@@ -117,7 +117,7 @@ func TestC016_LocalTrackReportsLargestObject(t *testing.T) {
 	write := func(t *testing.T, track *LocalTrack, group uint64, ids ...uint64) {
 		w := track.OpenSubgroup(group, 0, SubgroupOptions{})
 		for _, id := range ids {
-			require.NoError(t, w.WriteObject(id, nil, []byte("x")))
+			require.NoError(t, writeObject(w, id, nil, []byte("x")))
 		}
 		require.NoError(t, w.Close())
 	}
@@ -133,7 +133,7 @@ func TestC016_LocalTrackReportsLargestObject(t *testing.T) {
 	})
 	t.Run("datagrams move it too", func(t *testing.T) {
 		track, fp, served := servedTrack(t)
-		require.NoError(t, track.WriteDatagram(DatagramObject{Group: 4, Object: 9, Payload: []byte("d")}))
+		require.NoError(t, track.WriteDatagram(Object{Location: wire.Location{Group: 4, Object: 9}, Payload: []byte("d")}))
 		_, ok, _ := subscribeFake(t, fp, served, wire.Params{})
 		assert.Equal(t, wire.Some(loc(4, 9)), ok.Parameters.LargestObject)
 	})
@@ -233,12 +233,12 @@ func TestC020_StreamsCutShortAreReset(t *testing.T) {
 				track, fp, served := fakeSubscriberTrack(t, tr.scheme)
 				fs, _, ss := subscribeFake(t, fp, served, c.params)
 				w := track.OpenSubgroup(2, 0, SubgroupOptions{})
-				require.NoError(t, w.WriteObject(0, nil, []byte("a")))
+				require.NoError(t, writeObject(w, 0, nil, []byte("a")))
 				d := fp.acceptData()
 				d.expectObjects(0)
 				c.change(t, fs, ss)
-				require.NoError(t, w.WriteObject(1, nil, []byte("b")))
-				require.NoError(t, w.WriteObject(2, nil, []byte("c")))
+				require.NoError(t, writeObject(w, 1, nil, []byte("b")))
+				require.NoError(t, writeObject(w, 2, nil, []byte("c")))
 				require.NoError(t, w.Close())
 				d.expectResetAfterAny()
 			})
@@ -255,16 +255,16 @@ func TestC020_ForwardZeroThenCloseResets(t *testing.T) {
 	track, fp, served := servedTrack(t)
 	fs, _, ss := subscribeFake(t, fp, served, wire.Params{})
 	w := track.OpenSubgroup(1, 0, SubgroupOptions{})
-	require.NoError(t, w.WriteObject(0, nil, []byte("a")))
+	require.NoError(t, writeObject(w, 0, nil, []byte("a")))
 	d := fp.acceptData()
 	d.expectObjects(0)
 	update(wire.Params{Forward: wire.Some(false)})(t, fs, ss)
-	require.NoError(t, w.WriteObject(1, nil, []byte("omitted")))
+	require.NoError(t, writeObject(w, 1, nil, []byte("omitted")))
 	// Forward back to 1 before the subgroup ends: object 1 stays missing
 	// from this stream, so it cannot end with a FIN.
 	fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{Forward: wire.Some(true)}})
 	expect[*wire.RequestOK](fs)
-	require.NoError(t, w.WriteObject(2, nil, []byte("c")))
+	require.NoError(t, writeObject(w, 2, nil, []byte("c")))
 	require.NoError(t, w.Close())
 	d.expectResetAfterAny()
 }
@@ -280,15 +280,15 @@ func TestC020_JoinMidSubgroupDoesNotFIN(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			track, fp, served := fakeSubscriberTrack(t, tr.scheme)
 			w := track.OpenSubgroup(5, 0, SubgroupOptions{})
-			require.NoError(t, w.WriteObject(0, nil, []byte("before")))
-			require.NoError(t, w.WriteObject(1, nil, []byte("before")))
+			require.NoError(t, writeObject(w, 0, nil, []byte("before")))
+			require.NoError(t, writeObject(w, 1, nil, []byte("before")))
 			// The current group: Start Location is {5, 0}.
 			_, ok, _ := subscribeFake(t, fp, served, wire.Params{LocationFilter: wire.Some(wire.RelativeFilter(1))})
 			require.Equal(t, wire.Some(wire.Location{Group: 5, Object: 1}), ok.Parameters.LargestObject)
-			require.NoError(t, w.WriteObject(2, nil, []byte("after")))
+			require.NoError(t, writeObject(w, 2, nil, []byte("after")))
 			require.NoError(t, w.Close())
 			next := track.OpenSubgroup(6, 0, SubgroupOptions{})
-			require.NoError(t, next.WriteObject(0, nil, []byte("whole")))
+			require.NoError(t, writeObject(next, 0, nil, []byte("whole")))
 			require.NoError(t, next.Close())
 
 			// Streams may be accepted in either order; once the whole

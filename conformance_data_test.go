@@ -111,8 +111,8 @@ func TestC011_SubscribeOKThenObjects(t *testing.T) {
 			track, fp, served := servedTrack(t)
 			// Objects published before anyone subscribed.
 			w := track.OpenSubgroup(5, 0, SubgroupOptions{})
-			require.NoError(t, w.WriteObject(0, nil, []byte("old")))
-			require.NoError(t, w.WriteObject(1, nil, []byte("old")))
+			require.NoError(t, writeObject(w, 0, nil, []byte("old")))
+			require.NoError(t, writeObject(w, 1, nil, []byte("old")))
 
 			fs := fp.open(subscribeMsg(0, trackA, wire.Params{LocationFilter: wire.Some(c.filter)}))
 			ok := expect[*wire.SubscribeOK](fs)
@@ -121,9 +121,9 @@ func TestC011_SubscribeOKThenObjects(t *testing.T) {
 			assert.Equal(t, c.start, filter.SubscriptionWindow(c.filter, largest).Start, "start from SUBSCRIBE_OK")
 			recvOrFail(t, served)
 
-			require.NoError(t, w.WriteObject(2, nil, []byte("new")))
+			require.NoError(t, writeObject(w, 2, nil, []byte("new")))
 			w6 := track.OpenSubgroup(6, 0, SubgroupOptions{})
-			require.NoError(t, w6.WriteObject(0, nil, []byte("new")))
+			require.NoError(t, writeObject(w6, 0, nil, []byte("new")))
 
 			// Read before the subgroups end: a stream that lacks covered
 			// objects (5/0 and 5/1 for the current group) is reset at its
@@ -174,7 +174,7 @@ func TestC019_AllObjectsDeliveredThenFIN(t *testing.T) {
 			recvOrFail(t, served)
 			w := track.OpenSubgroup(1, 0, SubgroupOptions{})
 			for id := uint64(0); id <= 3; id++ {
-				require.NoError(t, w.WriteObject(id, nil, []byte{byte(id)}))
+				require.NoError(t, writeObject(w, id, nil, []byte{byte(id)}))
 			}
 			if c.closeFirst {
 				require.NoError(t, w.Close())
@@ -197,11 +197,11 @@ func TestC021_EarlyTerminationResets(t *testing.T) {
 	expect[*wire.SubscribeOK](fs)
 	recvOrFail(t, served)
 	w := track.OpenSubgroup(1, 0, SubgroupOptions{})
-	require.NoError(t, w.WriteObject(0, nil, []byte("a")))
-	require.NoError(t, w.WriteObject(1, nil, []byte("b")))
+	require.NoError(t, writeObject(w, 0, nil, []byte("a")))
+	require.NoError(t, writeObject(w, 1, nil, []byte("b")))
 	d := fp.acceptData()
 	d.expectObjects(0, 1)
 	w.Reset(wire.ResetGoingAway)
 	d.expectReset(wire.ResetGoingAway)
-	assert.ErrorIs(t, w.WriteObject(2, nil, []byte("c")), ErrSubgroupClosed)
+	assert.ErrorIs(t, writeObject(w, 2, nil, []byte("c")), ErrSubgroupClosed)
 }

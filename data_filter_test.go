@@ -61,7 +61,7 @@ func TestC024_LiveFilterForms(t *testing.T) {
 		// Objects published before anyone subscribes set Largest Object only.
 		w := track.OpenSubgroup(5, 0, SubgroupOptions{})
 		for id := uint64(0); id <= 3; id++ {
-			require.NoError(t, w.WriteObject(id, nil, []byte("old")))
+			require.NoError(t, writeObject(w, id, nil, []byte("old")))
 		}
 		tracks[i] = track
 		byName[string(name.Name)] = track
@@ -92,11 +92,11 @@ func TestC024_LiveFilterForms(t *testing.T) {
 	}
 	for _, track := range tracks {
 		w := track.OpenSubgroup(5, 1, SubgroupOptions{})
-		require.NoError(t, w.WriteObject(4, nil, []byte("new")))
+		require.NoError(t, writeObject(w, 4, nil, []byte("new")))
 		require.NoError(t, w.Close())
 		for g := uint64(6); g <= 8; g++ {
 			w := track.OpenSubgroup(g, 0, SubgroupOptions{})
-			require.NoError(t, w.WriteObject(0, nil, []byte("new")))
+			require.NoError(t, writeObject(w, 0, nil, []byte("new")))
 			require.NoError(t, w.Close())
 		}
 		track.End(wire.DoneTrackEnded, "")
@@ -123,7 +123,7 @@ func TestDataPublishDoneCountsLateStreams(t *testing.T) {
 			ss := <-served
 			for g := uint64(0); g < 3; g++ {
 				w := track.OpenSubgroup(g, 0, SubgroupOptions{})
-				require.NoError(t, w.WriteObject(0, nil, []byte{byte(g)}))
+				require.NoError(t, writeObject(w, 0, nil, []byte{byte(g)}))
 				require.NoError(t, w.Close())
 			}
 			require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
@@ -168,7 +168,7 @@ func TestDataPublishSendsBeforePublishOK(t *testing.T) {
 		// Wait until the PUBLISH is out and the subscription attached.
 		settle(t, func() bool { return len(track.snapshot()) == 1 }, "the PUBLISH is out")
 		w := track.OpenSubgroup(0, 0, SubgroupOptions{})
-		require.NoError(t, w.WriteObject(0, nil, []byte("early")))
+		require.NoError(t, writeObject(w, 0, nil, []byte("early")))
 		require.NoError(t, w.Close())
 		close(release)
 		require.NoError(t, <-published)

@@ -109,9 +109,9 @@ func TestDataSubgroupEndToEnd(t *testing.T) {
 			w := track.OpenSubgroup(5, 0, SubgroupOptions{EndOfGroup: true, Properties: true})
 			props, err := wire.KVList{{Type: 0x3E, Value: 1}}.Append(nil)
 			require.NoError(t, err)
-			require.NoError(t, w.WriteObject(0, nil, []byte("zero")))
-			require.NoError(t, w.WriteObject(2, props, []byte("two")))
-			require.NoError(t, w.WriteStatus(3, wire.ObjectEndOfGroup))
+			require.NoError(t, writeObject(w, 0, nil, []byte("zero")))
+			require.NoError(t, writeObject(w, 2, props, []byte("two")))
+			require.NoError(t, writeStatus(w, 3, wire.ObjectEndOfGroup))
 			require.NoError(t, w.Close())
 			largest, ok := track.Largest()
 			require.True(t, ok)
@@ -174,7 +174,7 @@ func TestC033_SharedAliasEachSubscriptionGetsItsCopy(t *testing.T) {
 
 			for g := uint64(1); g <= 2; g++ {
 				w := track.OpenSubgroup(g, 0, SubgroupOptions{})
-				require.NoError(t, w.WriteObject(0, nil, []byte{byte(g)}))
+				require.NoError(t, writeObject(w, 0, nil, []byte{byte(g)}))
 				require.NoError(t, w.Close())
 			}
 			// Group 2 passes both filters: each subscription gets its
@@ -221,10 +221,10 @@ func TestC033_OverlappingFiltersEachGetACopy(t *testing.T) {
 
 			for g := uint64(1); g <= 2; g++ {
 				w := track.OpenSubgroup(g, 0, SubgroupOptions{})
-				require.NoError(t, w.WriteObject(0, nil, []byte{byte(g)}))
+				require.NoError(t, writeObject(w, 0, nil, []byte{byte(g)}))
 				require.NoError(t, w.Close())
 			}
-			require.NoError(t, track.WriteDatagram(DatagramObject{Group: 3, Object: 0, Payload: []byte("d")}))
+			require.NoError(t, track.WriteDatagram(Object{Location: wire.Location{Group: 3, Object: 0}, Payload: []byte("d")}))
 			for i, sub := range subs {
 				// Streams may arrive in any order; had both group-1 copies
 				// gone to one subscription, it would see group 1 twice and
@@ -257,7 +257,7 @@ func TestDataForwardZeroSendsNothing(t *testing.T) {
 			track, sub, ctx := lt.track, lt.sub, lt.ctx
 			ss := lt.ss
 			w := track.OpenSubgroup(1, 0, SubgroupOptions{})
-			require.NoError(t, w.WriteObject(0, nil, []byte("hidden")))
+			require.NoError(t, writeObject(w, 0, nil, []byte("hidden")))
 			require.NoError(t, w.Close())
 			ss.mu.Lock()
 			assert.Zero(t, ss.streams, "no stream opens while Forward is 0")
@@ -265,7 +265,7 @@ func TestDataForwardZeroSendsNothing(t *testing.T) {
 
 			require.NoError(t, sub.Update(ctx, wire.Params{Forward: wire.Some(true)}))
 			w = track.OpenSubgroup(2, 0, SubgroupOptions{})
-			require.NoError(t, w.WriteObject(0, nil, []byte("shown")))
+			require.NoError(t, writeObject(w, 0, nil, []byte("shown")))
 			require.NoError(t, w.Close())
 			r, err := sub.AcceptSubgroup(ctx)
 			require.NoError(t, err)
@@ -282,8 +282,8 @@ func TestDataDatagrams(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
 			track, sub, ctx := lt.track, lt.sub, lt.ctx
-			require.NoError(t, track.WriteDatagram(DatagramObject{Group: 3, Object: 1, Priority: wire.Some[uint8](4), Payload: []byte("dgram")}))
-			require.NoError(t, track.WriteDatagram(DatagramObject{Group: 3, Object: 2, Status: wire.ObjectEndOfGroup}))
+			require.NoError(t, track.WriteDatagram(Object{Location: wire.Location{Group: 3, Object: 1}, Priority: wire.Some[uint8](4), Payload: []byte("dgram")}))
+			require.NoError(t, track.WriteDatagram(Object{Location: wire.Location{Group: 3, Object: 2}, Status: wire.ObjectEndOfGroup}))
 			d, err := sub.ReadDatagram(ctx)
 			require.NoError(t, err)
 			assert.Equal(t, wire.Location{Group: 3, Object: 1}, d.Location)
@@ -316,7 +316,7 @@ func TestDataLargeObjectStreams(t *testing.T) {
 			_, err = ow.Write(payload[:chunk])
 			require.NoError(t, err)
 			// Another object cannot start while this one is incomplete.
-			assert.Error(t, w.WriteObject(1, nil, nil))
+			assert.Error(t, writeObject(w, 1, nil, nil))
 
 			r, err := sub.AcceptSubgroup(ctx)
 			require.NoError(t, err)

@@ -329,7 +329,7 @@ func TestReceiveStalledApplicationFallsBehind(t *testing.T) {
 				for g := uint64(0); ctx.Err() == nil; g++ {
 					w := lt.OpenSubgroup(g, 0, SubgroupOptions{})
 					for id := uint64(0); id < 8 && ctx.Err() == nil; id++ {
-						if w.WriteObject(id, nil, payload) != nil {
+						if writeObject(w, id, nil, payload) != nil {
 							break
 						}
 						time.Sleep(time.Millisecond)

@@ -37,7 +37,7 @@ func TestC027_RangeFiltersEndToEnd(t *testing.T) {
 				for sg := uint64(0); sg <= 1; sg++ {
 					w := track.OpenSubgroup(g, sg, SubgroupOptions{})
 					for id := uint64(0); id <= 6; id++ {
-						require.NoError(t, w.WriteObject(id, nil, []byte{byte(g), byte(sg), byte(id)}))
+						require.NoError(t, writeObject(w, id, nil, []byte{byte(g), byte(sg), byte(id)}))
 					}
 					require.NoError(t, w.Close())
 				}
@@ -69,7 +69,7 @@ func TestDataUpdateMovesFilter(t *testing.T) {
 			<-served
 			publish := func(g uint64) {
 				w := track.OpenSubgroup(g, 0, SubgroupOptions{})
-				require.NoError(t, w.WriteObject(0, nil, []byte{byte(g)}))
+				require.NoError(t, writeObject(w, 0, nil, []byte{byte(g)}))
 				require.NoError(t, w.Close())
 			}
 			publish(0)
@@ -96,7 +96,7 @@ func TestC081_PublishDoneAfterStreamsClosed(t *testing.T) {
 			track, sub, ctx := lt.track, lt.sub, lt.ctx
 			ss := lt.ss
 			w := track.OpenSubgroup(0, 0, SubgroupOptions{})
-			require.NoError(t, w.WriteObject(0, nil, []byte("open")))
+			require.NoError(t, writeObject(w, 0, nil, []byte("open")))
 			r, err := sub.AcceptSubgroup(ctx)
 			require.NoError(t, err)
 			_, err = r.Next()
@@ -117,7 +117,7 @@ func TestC081_PublishDoneAfterStreamsClosed(t *testing.T) {
 			var se *transport.StreamError
 			require.ErrorAs(t, err, &se, "the unfinished subgroup was reset, not ended with a FIN")
 			// Later writes go nowhere.
-			require.NoError(t, w.WriteObject(1, nil, []byte("late")))
+			require.NoError(t, writeObject(w, 1, nil, []byte("late")))
 		})
 	}
 }
@@ -144,7 +144,7 @@ func TestC004_NoObjectsAfterRejectedPublish(t *testing.T) {
 		settle(t, func() bool { return len(track.snapshot()) == 1 }, "the PUBLISH is out")
 		ss := track.snapshot()[0]
 		w := track.OpenSubgroup(0, 0, SubgroupOptions{})
-		require.NoError(t, w.WriteObject(0, nil, []byte("early")))
+		require.NoError(t, writeObject(w, 0, nil, []byte("early")))
 		ss.mu.Lock()
 		assert.Len(t, ss.dataStreams, 1, "an early object opened a stream")
 		ss.mu.Unlock()
@@ -155,7 +155,7 @@ func TestC004_NoObjectsAfterRejectedPublish(t *testing.T) {
 		ss.mu.Lock()
 		assert.Empty(t, ss.dataStreams, "the rejected request's stream was reset")
 		ss.mu.Unlock()
-		require.NoError(t, w.WriteObject(1, nil, []byte("after")))
+		require.NoError(t, writeObject(w, 1, nil, []byte("after")))
 		assert.Empty(t, track.snapshot(), "the rejected subscription no longer receives objects")
 	})
 }

@@ -21,7 +21,7 @@ import (
 // (effectiveTimeout).
 //
 //   - OBJECT_DELIVERY_TIMEOUT starts when an object's header is handed to
-//     the SubgroupWriter (WriteObject, WriteStatus, BeginObject: the last
+//     the SubgroupWriter (WriteObject, BeginObject: the last
 //     header byte, -20 #1844) and covers the object until all of its bytes
 //     have been passed to the transport, including bytes that wait in the
 //     stream's backlog (backlog.go). Each write is checked against it
@@ -140,11 +140,9 @@ type dataParams struct {
 	objectTimeout, subgroupTimeout uint64
 }
 
-// dataParams returns the subscriber's current data parameters.
-func (ss *ServedSubscription) dataParams() dataParams {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	p := &ss.params
+// dataParamsOf reads the data parameters from the subscriber's current
+// parameters p.
+func dataParamsOf(p *wire.Params) dataParams {
 	return dataParams{
 		priority:        subscriberPriority(p),
 		order:           p.GroupOrder.Value,
@@ -186,7 +184,9 @@ func (out *subgroupOut) armAt(deadline int64) {
 // disarmObject ends the current object's timeout: all of it has been passed
 // to the transport.
 func (out *subgroupOut) disarmObject() {
-	if out.dl.deadline.Swap(0) != 0 {
+	// A load first: most objects have no deadline, and a load costs
+	// less than a swap.
+	if out.dl.deadline.Load() != 0 && out.dl.deadline.Swap(0) != 0 {
 		out.dl.timer.Stop()
 	}
 }

@@ -133,7 +133,7 @@ func newDeliverySetup(t *testing.T, ctx context.Context, connect connector, prop
 		first, err = wire.KVList{{Type: prop, Value: c.objectValue}}.Append(nil)
 		require.NoError(t, err)
 	}
-	require.NoError(t, w.WriteObject(0, first, []byte("first")))
+	require.NoError(t, writeObject(w, 0, first, []byte("first")))
 	r, err := sub.AcceptSubgroup(ctx)
 	require.NoError(t, err)
 	_, payloads := readObjects(t, r, 1)
@@ -179,7 +179,7 @@ func TestC020_ObjectDeliveryTimeoutResetsStream(t *testing.T) {
 
 		// Far more than the subscriber's receive windows.
 		written := make(chan error, 1)
-		go func() { written <- d.w.WriteObject(1, nil, make([]byte, 8<<20)) }()
+		go func() { written <- writeObject(d.w, 1, nil, make([]byte, 8<<20)) }()
 		select {
 		case err := <-written:
 			require.NoError(t, err, "the late copy is dropped, the write goes on")
@@ -188,7 +188,7 @@ func TestC020_ObjectDeliveryTimeoutResetsStream(t *testing.T) {
 		}
 		d.expectDeliveryTimeout(t, ctx)
 
-		require.NoError(t, d.w.WriteObject(2, nil, []byte("later")))
+		require.NoError(t, writeObject(d.w, 2, nil, []byte("later")))
 		require.NoError(t, d.w.Close())
 		d.ss.mu.Lock()
 		assert.Equal(t, uint64(1), d.ss.streams, "no new stream for the rest of the subgroup")
@@ -225,7 +225,7 @@ func TestC020_SubgroupDeliveryTimeoutResetsAfterFin(t *testing.T) {
 	forTimeoutCases(t, func(t *testing.T, connect connector, c timeoutCase) {
 		ctx := testCtx(t, 20*time.Second)
 		d := newDeliverySetup(t, ctx, connect, wire.PropSubgroupDeliveryTimeout, c)
-		require.NoError(t, d.w.WriteObject(1, nil, make([]byte, 64<<10)))
+		require.NoError(t, writeObject(d.w, 1, nil, make([]byte, 64<<10)))
 		select {
 		case <-d.expiry:
 			require.FailNow(t, "the subgroup timer started before the FIN")
@@ -262,7 +262,7 @@ func TestDeliveryTimeoutNoneKeepsStream(t *testing.T) {
 		d := newDeliverySetup(t, ctx, overPipe(false), wire.PropObjectDeliveryTimeout, timeoutCase{})
 		const size = 4 << 20
 		written := make(chan error, 1)
-		go func() { written <- d.w.WriteObject(1, nil, make([]byte, size)) }()
+		go func() { written <- writeObject(d.w, 1, nil, make([]byte, size)) }()
 		advance(defaultSubscriberGrace / 2) // nothing times out
 		h, err := d.r.Next()
 		require.NoError(t, err)
@@ -284,11 +284,12 @@ func TestDeliveryTimeoutNoneKeepsStream(t *testing.T) {
 // object timer once the stream has one) allocates nothing.
 func TestDeliveryTimeoutHotPathAllocs(t *testing.T) {
 	ss := &ServedSubscription{params: wire.Params{ObjectDeliveryTimeout: wire.Some[uint64](hour)}}
+	ss.refreshView()
 	out := &subgroupOut{ss: ss}
 	out.armObject(monoNow(), hour) // creates the timer once
 	out.disarmObject()
 	allocs := testing.AllocsPerRun(1000, func() {
-		dp := ss.dataParams()
+		dp := ss.dataView().dp
 		out.armObject(monoNow(), effectiveTimeout(0, dp.objectTimeout))
 		if out.late() {
 			panic("late")

@@ -57,8 +57,8 @@ func Example() {
 		return
 	}
 	w := track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
-	_ = w.WriteObject(0, nil, []byte("tick"))
-	_ = w.WriteObject(1, nil, []byte("tock"))
+	_ = w.WriteObject(moqt.Object{Location: wire.Location{Group: 0, Object: 0}, Payload: []byte("tick")})
+	_ = w.WriteObject(moqt.Object{Location: wire.Location{Group: 0, Object: 1}, Payload: []byte("tock")})
 	_ = w.Close()
 
 	r, _ := sub.AcceptSubgroup(ctx)

@@ -270,7 +270,7 @@ func TestKilledSubscriber(t *testing.T) {
 						for o := uint64(0); o < stressObjects; o++ {
 							loc := wire.Location{Group: g, Object: o}
 							payload := append(stressPayload(loc), pad[16:]...)
-							if !timed(func() error { return w.WriteObject(o, nil, payload) }) {
+							if !timed(func() error { return writeObject(w, o, nil, payload) }) {
 								return
 							}
 						}

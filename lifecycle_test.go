@@ -123,7 +123,7 @@ func TestJoinWhilePublishing(t *testing.T) {
 				for g := uint64(0); ; g++ {
 					w := track.OpenSubgroup(g, 0, SubgroupOptions{})
 					for id := range uint64(objectsPerGroup) {
-						if err := w.WriteObject(id, nil, []byte{byte(g), byte(id)}); err != nil {
+						if err := writeObject(w, id, nil, []byte{byte(g), byte(id)}); err != nil {
 							pubDone <- err
 							return
 						}

@@ -622,11 +622,11 @@ func TestC022_SharedAliasNotFlagged(t *testing.T) {
 			for id := sg * 3; id < sg*3+3; id++ {
 				switch {
 				case g == 2 && id == 5:
-					require.NoError(t, w.WriteStatus(id, wire.ObjectEndOfTrack))
+					require.NoError(t, writeStatus(w, id, wire.ObjectEndOfTrack))
 				case g < 2 && id == 5:
-					require.NoError(t, w.WriteStatus(id, wire.ObjectEndOfGroup))
+					require.NoError(t, writeStatus(w, id, wire.ObjectEndOfGroup))
 				default:
-					require.NoError(t, w.WriteObject(id, nil, []byte{byte(g), byte(id)}))
+					require.NoError(t, writeObject(w, id, nil, []byte{byte(g), byte(id)}))
 				}
 				loc := wire.Location{Group: g, Object: id}
 				want = append(want, loc)

@@ -173,8 +173,8 @@ func runPriorityCase(t *testing.T, st prioSetup) {
 	// holds both readers before the contention starts.
 	hw := hTrack.OpenSubgroup(st.high[0], st.high[1], st.highOpts)
 	lw := lTrack.OpenSubgroup(st.low[0], st.low[1], st.lowOpts)
-	require.NoError(t, hw.WriteObject(0, nil, []byte("h")))
-	require.NoError(t, lw.WriteObject(0, nil, []byte("l")))
+	require.NoError(t, writeObject(hw, 0, nil, []byte("h")))
+	require.NoError(t, writeObject(lw, 0, nil, []byte("l")))
 	var hr, lr *SubgroupReader
 	if st.same {
 		for range 2 {
@@ -207,14 +207,14 @@ func runPriorityCase(t *testing.T, st prioSetup) {
 	// written: from then on the publisher has both to choose from.
 	payload := make([]byte, size)
 	writes := make(chan error, 2)
-	go func() { writes <- hw.WriteObject(1, nil, payload) }()
+	go func() { writes <- writeObject(hw, 1, nil, payload) }()
 	hh, err := hr.Next()
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), hh.Location.Object)
 	first := make([]byte, 1)
 	_, err = io.ReadFull(hr, first)
 	require.NoError(t, err)
-	go func() { writes <- lw.WriteObject(1, nil, payload) }()
+	go func() { writes <- writeObject(lw, 1, nil, payload) }()
 
 	var lowRead atomic.Int64
 	var lowAtHighEnd int64

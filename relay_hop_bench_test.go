@@ -98,7 +98,7 @@ func (h *relayHop) forward(ctx context.Context, n int) error {
 			return fmt.Errorf("relay: object %d: %w", i, err)
 		}
 		buf = obj.Payload
-		if err := w.WriteObject(obj.Location.Object, obj.Properties, obj.Payload); err != nil {
+		if err := w.WriteObject(obj); err != nil { // forwarded as read
 			return fmt.Errorf("relay: writing object %d: %w", i, err)
 		}
 	}
@@ -120,7 +120,7 @@ func (h *relayHop) forwardArrival(ctx context.Context, n int) error {
 		if w == nil {
 			w = h.down.OpenSubgroup(obj.Location.Group, obj.SubgroupID, SubgroupOptions{})
 		}
-		if err := w.WriteObject(obj.Location.Object, obj.Properties, obj.Payload); err != nil {
+		if err := w.WriteObject(obj); err != nil { // forwarded as read
 			return fmt.Errorf("relay: writing object %d: %w", i, err)
 		}
 	}
@@ -187,7 +187,7 @@ func benchRelayHop(b *testing.B, mode string, size int) {
 	go func() { received <- h.receive(ctx, n, size) }()
 	w := h.up.OpenSubgroup(0, 0, SubgroupOptions{})
 	for i := range n {
-		if err := w.WriteObject(uint64(i), nil, payload); err != nil {
+		if err := writeObject(w, uint64(i), nil, payload); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -239,7 +239,7 @@ func TestRelayHop(t *testing.T) {
 	}()
 	w := h.up.OpenSubgroup(3, 0, SubgroupOptions{Properties: true})
 	for i := range n {
-		require.NoError(t, w.WriteObject(uint64(i), relayProps(t, i), fmt.Append(nil, "payload ", i)))
+		require.NoError(t, writeObject(w, uint64(i), relayProps(t, i), fmt.Append(nil, "payload ", i)))
 	}
 	require.NoError(t, w.Close())
 	require.NoError(t, <-relayed)

@@ -14,6 +14,42 @@ import (
 // streams opened for it, which PUBLISH_DONE counts (§9.9) and which a
 // cancellation resets (C003).
 
+// servedView is what the data path reads of a subscription for each
+// object: its filter, the Largest Object when it joined its track, and its
+// data parameters. It is built under ss.mu whenever one of them changes
+// (the track's join, a REQUEST_UPDATE, a PUBLISH_STATE_NOTIFY) and never
+// modified after, so a writer reads it with one atomic load and no lock.
+type servedView struct {
+	filter *filter.Filter // a copy of ss.filter; nil until a LocalTrack serves it
+	// joined is the Largest Object when the subscription started being
+	// served: objects up to it were published before it saw any.
+	joined filter.LargestObject
+	dp     dataParams
+}
+
+// refreshView publishes the data path's view of the subscription's
+// current filter and parameters. ss.mu is held.
+func (ss *ServedSubscription) refreshView() {
+	v := &servedView{joined: ss.wp.joined, dp: dataParamsOf(&ss.params)}
+	if ss.filter != nil {
+		f := *ss.filter // Update replaces, never mutates, what a copy shares
+		v.filter = &f
+	}
+	ss.view.Store(v)
+}
+
+// dataView returns the data path's view of the subscription.
+func (ss *ServedSubscription) dataView() *servedView {
+	if v := ss.view.Load(); v != nil {
+		return v
+	}
+	return &noView
+}
+
+// noView is the view of a subscription no track serves yet: no filter, so
+// nothing passes.
+var noView servedView
+
 // attachTrack starts serving objects of t: the subscription's filter
 // resolves against largest, the Largest Object its answer reported, and
 // objects up to it were published before the subscription saw any.
@@ -22,6 +58,7 @@ func (ss *ServedSubscription) attachTrack(t *LocalTrack, largest filter.LargestO
 	defer ss.mu.Unlock()
 	ss.filter = filter.New(&ss.params, largest)
 	ss.wp.joined = largest
+	ss.refreshView()
 }
 
 // admission is what becomes of an object for one subscription.
@@ -36,47 +73,35 @@ const (
 	admitHold
 )
 
-// admit decides whether an object goes to this subscription: it must pass
-// FORWARD, the Location filter and the range filters (C024, C027), and the
-// subscription must be Established, or be this end's PUBLISH awaiting its
-// answer, whose objects past Config.MaxEarlyObjects are held back.
-func (ss *ServedSubscription) admit(meta filter.Object) admission {
-	switch ss.State() {
-	case StateEstablished:
-	case StatePendingPublisher:
-		ss.mu.Lock()
-		defer ss.mu.Unlock()
-		switch {
-		case ss.filter == nil || !ss.filter.Passes(meta):
-			return admitSkip
-		case ss.early >= ss.sess.cfg.MaxEarlyObjects:
-			return admitHold
-		}
-		ss.early++
-		return admitSend
-	default:
+// admit decides whether an object goes to the subscription whose view is
+// v: it must pass FORWARD, the Location filter and the range filters
+// (C024, C027), and the subscription must be Established, or be this end's
+// PUBLISH awaiting its answer, whose objects past Config.MaxEarlyObjects
+// are held back. It takes no lock.
+func (ss *ServedSubscription) admit(v *servedView, meta filter.Object) admission {
+	st := ss.State()
+	if st != StateEstablished && st != StatePendingPublisher || v.filter == nil || !v.filter.Passes(meta) {
 		return admitSkip
 	}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if ss.filter != nil && ss.filter.Passes(meta) {
+	if st == StateEstablished {
 		return admitSend
 	}
-	return admitSkip
-}
-
-// passes reports whether an object is sent to this subscription now. A
-// datagram that would have to wait for PUBLISH_OK is not sent (§11.2).
-func (ss *ServedSubscription) passes(meta filter.Object) bool {
-	return ss.admit(meta) == admitSend
+	limit := int64(ss.sess.cfg.MaxEarlyObjects)
+	for {
+		n := ss.early.Load()
+		if n >= limit {
+			return admitHold
+		}
+		if ss.early.CompareAndSwap(n, n+1) {
+			return admitSend
+		}
+	}
 }
 
 // withheld reports whether an object at l that the subscription refused
 // is one it covers, held back only by its Forward State (§11.3.2).
-func (ss *ServedSubscription) withheld(l wire.Location) bool {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return ss.filter != nil && !ss.filter.Forward() && ss.filter.Window().Contains(l)
+func (v *servedView) withheld(l wire.Location) bool {
+	return v.filter != nil && !v.filter.Forward() && v.filter.Window().Contains(l)
 }
 
 // missedBefore reports whether a stream opening now for objects first to
@@ -84,29 +109,25 @@ func (ss *ServedSubscription) withheld(l wire.Location) bool {
 // subscription covers: those published before it was served that are not
 // before its Start Location (§11.3.2). Range filters are not consulted,
 // so a stream may be reset that held everything its ranges wanted.
-func (ss *ServedSubscription) missedBefore(group, first, prev uint64) bool {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	j, ok := ss.wp.joined.Get()
-	if !ok || j.Group < group || ss.filter == nil {
+func (v *servedView) missedBefore(group, first, prev uint64) bool {
+	j, ok := v.joined.Get()
+	if !ok || j.Group < group || v.filter == nil {
 		return false // nothing of the group was published before
 	}
 	last := prev
 	if j.Group == group {
 		last = min(prev, j.Object)
 	}
-	return last >= first && !(wire.Location{Group: group, Object: last}).Less(ss.filter.Window().Start)
+	return last >= first && !(wire.Location{Group: group, Object: last}).Less(v.filter.Window().Start)
 }
 
 // window returns the resolved Location filter; the zero window without a
 // filter.
-func (ss *ServedSubscription) window() filter.Window {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if ss.filter == nil {
+func (v *servedView) window() filter.Window {
+	if v.filter == nil {
 		return filter.Window{}
 	}
-	return ss.filter.Window()
+	return v.filter.Window()
 }
 
 // skipAction says what an open subgroup stream does with an object at l
@@ -123,13 +144,11 @@ const (
 // end (if bounded). Only that end completes the stream: one that a
 // REQUEST_UPDATE moved below l, like a start moved past it or Forward
 // at 0, leaves objects undelivered (§11.3.2, C020).
-func (ss *ServedSubscription) skipAction(l, end wire.Location, bounded bool) skipAction {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
+func (v *servedView) skipAction(l, end wire.Location, bounded bool) skipAction {
 	switch {
-	case ss.filter == nil || !ss.filter.Forward():
+	case v.filter == nil || !v.filter.Forward():
 		return skipReset
-	case ss.filter.Window().Contains(l):
+	case v.filter.Window().Contains(l):
 		return skipKeep
 	case bounded && end.Less(l):
 		return skipFinish

@@ -58,6 +58,10 @@ type ServedSubscription struct {
 	backlog atomic.Int64
 	behind  atomic.Bool
 	wp      servedWritePath // the rest of its write-path state (backlog.go)
+	// view is what the data path reads for each object, replaced under
+	// mu whenever the filter or the parameters change (servedView).
+	view  atomic.Pointer[servedView]
+	early atomic.Int64 // objects sent before PUBLISH_OK
 
 	// openMu orders opening data streams (read-locked) against their
 	// final reset (locked), after which closing refuses new ones.
@@ -73,7 +77,6 @@ type ServedSubscription struct {
 	streams     uint64                            // data streams opened for this subscription
 	filter      *filter.Filter                    // nil until a LocalTrack serves it
 	dataStreams map[transport.SendStream]struct{} // data streams still open
-	early       int                               // objects sent before PUBLISH_OK
 	// pendingDone is the PUBLISH_DONE of a subscription that terminated
 	// before opened: it goes out right after the opening message.
 	pendingDone *wire.PublishDone
@@ -229,6 +232,13 @@ func (ss *ServedSubscription) Notify(params wire.Params) error {
 	}
 	if params.LocationFilter.Set {
 		ss.params.LocationFilter = params.LocationFilter
+	}
+	if ss.filter != nil {
+		// The objects sent follow the new state at once; a relative
+		// filter resolves against the Largest Object now.
+		changed := wire.Params{Forward: params.Forward, LocationFilter: params.LocationFilter}
+		_ = ss.filter.Update(&changed, largestOf(largest), ^uint64(0))
+		ss.refreshView()
 	}
 	ss.mu.Unlock()
 	return ss.rs.write(&wire.PublishStateNotify{Parameters: params})

@@ -118,6 +118,7 @@ func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 	}
 	ss.subscriberSet.forward = ss.subscriberSet.forward || p.Forward.Set
 	ss.subscriberSet.locationFilter = ss.subscriberSet.locationFilter || p.LocationFilter.Set
+	ss.refreshView()
 	ss.mu.Unlock()
 	if p.SubscriberPriority.Set {
 		ss.refreshPriority()

@@ -377,7 +377,7 @@ func TestStreamErrorTyped(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
 			w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
-			require.NoError(t, w.WriteObject(0, nil, []byte("abc")))
+			require.NoError(t, writeObject(w, 0, nil, []byte("abc")))
 			r, err := lt.sub.AcceptSubgroup(lt.ctx)
 			require.NoError(t, err)
 			_, err = r.Next()

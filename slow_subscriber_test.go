@@ -59,7 +59,7 @@ func TestSlowLoneSubscriberTooFarBehind(t *testing.T) {
 		lt := subscribeTrackOver(t, connect, wire.Params{}, &Config{SubscriberGrace: grace}, slowClient())
 		ctx := lt.ctx
 		w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
-		require.NoError(t, w.WriteObject(0, nil, payloadOf(0, size)))
+		require.NoError(t, writeObject(w, 0, nil, payloadOf(0, size)))
 		r, err := lt.sub.AcceptSubgroup(ctx)
 		require.NoError(t, err)
 		_, err = r.Next()
@@ -69,7 +69,7 @@ func TestSlowLoneSubscriberTooFarBehind(t *testing.T) {
 		writes := goErr(func() error {
 			for id := uint64(1); id < n; id++ {
 				start := time.Now()
-				if err := w.WriteObject(id, nil, payloadOf(id, size)); err != nil {
+				if err := writeObject(w, id, nil, payloadOf(id, size)); err != nil {
 					return err
 				}
 				longest = max(longest, time.Since(start))
@@ -147,10 +147,10 @@ func TestSubgroupInterruptStuckWrite(t *testing.T) {
 				lt := subscribeTrackOver(t, connect, wire.Params{}, &Config{SubscriberGrace: time.Hour}, slowClient())
 				ctx := lt.ctx
 				w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
-				require.NoError(t, w.WriteObject(0, nil, payloadOf(0, 10)))
+				require.NoError(t, writeObject(w, 0, nil, payloadOf(0, 10)))
 				r, err := lt.sub.AcceptSubgroup(ctx)
 				require.NoError(t, err)
-				write := goErr(func() error { return w.WriteObject(1, nil, payloadOf(1, 256<<10)) })
+				write := goErr(func() error { return writeObject(w, 1, nil, payloadOf(1, 256<<10)) })
 				settle(t, func() bool { return w.cur.Load() != nil }, "the write blocks on the stream")
 				code := wire.ResetCancelled
 				if how == "close" {
@@ -351,7 +351,7 @@ func TestSubgroupDeliveryTimersReleased(t *testing.T) {
 		var outs []*subgroupOut
 		for g := range uint64(maxSubgroupTimers + extra) {
 			w := lt.track.OpenSubgroup(g, 0, SubgroupOptions{})
-			require.NoError(t, w.WriteObject(0, nil, []byte{1}))
+			require.NoError(t, writeObject(w, 0, nil, []byte{1}))
 			require.NoError(t, w.Close())
 			outs = append(outs, w.outs[lt.ss])
 		}
@@ -384,7 +384,7 @@ func TestSlowSubscriberPauseWithinGrace(t *testing.T) {
 		w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
 		writes := goErr(func() error {
 			for id := range uint64(64) {
-				if err := w.WriteObject(id, nil, payloadOf(id, 1000)); err != nil {
+				if err := writeObject(w, id, nil, payloadOf(id, 1000)); err != nil {
 					return err
 				}
 			}
@@ -435,14 +435,14 @@ func TestSubgroupCloseBetweenFanOutHeaders(t *testing.T) {
 			fast := readSubgroupAsync(f.ctx, f.fast)
 			slow := readSubgroupAsync(f.ctx, f.slow)
 			w = f.track.OpenSubgroup(0, 0, SubgroupOptions{})
-			require.NoError(t, w.WriteObject(0, nil, []byte("x")))
+			require.NoError(t, writeObject(w, 0, nil, []byte("x")))
 			cfg.hooks.headerSent = func() {
 				once.Do(func() {
 					go func() { closed <- w.Close() }()
 					require.Eventually(t, w.stop.Load, 5*time.Second, time.Millisecond, "Close stops the write")
 				})
 			}
-			err := w.WriteObject(1, nil, make([]byte, 5000)) // payload after the header
+			err := writeObject(w, 1, nil, make([]byte, 5000)) // payload after the header
 			assert.ErrorIs(t, err, ErrSubgroupClosed)
 			assert.NoError(t, <-closed)
 			for name, ch := range map[string]<-chan received{"fast": fast, "slow": slow} {

@@ -68,7 +68,7 @@ func startLivePublisher(track *LocalTrack, pace time.Duration) *livePublisher {
 					return
 				case <-time.After(pace):
 				}
-				if err := timed(func() error { return w.WriteObject(o, nil, stressPayload(wire.Location{Group: g, Object: o})) }); err != nil {
+				if err := timed(func() error { return writeObject(w, o, nil, stressPayload(wire.Location{Group: g, Object: o})) }); err != nil {
 					p.err = fmt.Errorf("WriteObject {%d, %d}: %w", g, o, err)
 					return
 				}

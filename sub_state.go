@@ -3,6 +3,7 @@ package moqt
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // SubscriptionState is a subscription's place in the state machine of §3.1.
@@ -49,17 +50,23 @@ func (st SubscriptionState) canMove(next SubscriptionState) bool {
 
 // subState is the state machine shared by both ends of a subscription. It
 // closes established and done as the state passes them, records the error
-// that terminated it, and refuses moves the diagram does not have.
+// that terminated it, and refuses moves the diagram does not have. The
+// state is also kept in an atomic, so that the data path reads it for each
+// object without a lock.
 type subState struct {
-	mu          sync.Mutex
-	state       SubscriptionState
+	mu    sync.Mutex
+	state SubscriptionState
+	// initial is the state it was created in, and moved is state+1 once
+	// it moved from there, 0 before: the lock-free copy State reads.
+	initial     SubscriptionState
+	moved       atomic.Int32
 	err         error // why it terminated
 	established chan struct{}
 	done        chan struct{}
 }
 
 func newSubState(initial SubscriptionState) subState {
-	return subState{state: initial, established: make(chan struct{}), done: make(chan struct{})}
+	return subState{state: initial, initial: initial, established: make(chan struct{}), done: make(chan struct{})}
 }
 
 // move performs a transition, reporting an error for an illegal one.
@@ -73,6 +80,7 @@ func (s *subState) move(next SubscriptionState, err error) error {
 		return nil
 	}
 	s.state = next
+	s.moved.Store(int32(next) + 1)
 	switch next {
 	case StateEstablished:
 		close(s.established)
@@ -91,9 +99,10 @@ func (s *subState) terminate(err error) bool {
 
 // State returns the current state.
 func (s *subState) State() SubscriptionState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.state
+	if m := s.moved.Load(); m != 0 {
+		return SubscriptionState(m - 1)
+	}
+	return s.initial
 }
 
 // Done is closed when the subscription is Terminated.

@@ -52,7 +52,7 @@ func (w *SubgroupWriter) drop(out *subgroupOut, code wire.ResetCode) {
 // carry (Forward at 0, a REQUEST_UPDATE moving the end below the object or
 // the start past it), so it is reset (C020).
 func (w *SubgroupWriter) skip(out *subgroupOut, loc wire.Location) {
-	switch out.ss.skipAction(loc, out.end, out.bounded) {
+	switch out.ss.dataView().skipAction(loc, out.end, out.bounded) {
 	case skipKeep:
 	case skipFinish:
 		out.done = true
@@ -81,7 +81,7 @@ func (w *SubgroupWriter) finish(out *subgroupOut) {
 	if !out.finishAfterBacklog(0, false) {
 		out.ss.finishDataStream(out.str)
 	}
-	if timeout := effectiveTimeout(w.timeouts.subgroup, out.ss.dataParams().subgroupTimeout); timeout != 0 {
+	if timeout := effectiveTimeout(w.timeouts.subgroup, out.ss.dataView().dp.subgroupTimeout); timeout != 0 {
 		out.startSubgroupTimer(timeout)
 	}
 }

@@ -28,7 +28,7 @@ func TestSubgroupReaderReadObject(t *testing.T) {
 					if id == 2 {
 						pr = props
 					}
-					if !assert.NoError(t, w.WriteObject(uint64(id), pr, p)) {
+					if !assert.NoError(t, writeObject(w, uint64(id), pr, p)) {
 						return
 					}
 				}
@@ -90,8 +90,8 @@ func TestSubgroupReaderWriteToPartial(t *testing.T) {
 	payload := bytes.Repeat([]byte("0123456789"), 10<<10)
 	w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
 	go func() {
-		assert.NoError(t, w.WriteObject(0, nil, payload))
-		assert.NoError(t, w.WriteObject(1, nil, []byte("next")))
+		assert.NoError(t, writeObject(w, 0, nil, payload))
+		assert.NoError(t, writeObject(w, 1, nil, []byte("next")))
 		assert.NoError(t, w.Close())
 	}()
 	r, err := lt.sub.AcceptSubgroup(lt.ctx)

@@ -75,6 +75,12 @@ type SubgroupWriter struct {
 	ended   bool   // an End of Group or End of Track object was written
 	closed  bool
 	buf     []byte
+	rbuf    []byte // ObjectWriter.ReadFrom's
+	// keep is the streamed object being written, for the track's store
+	// once complete; nil when none is kept. It points to kept, whose
+	// buffers are reused from one object to the next.
+	keep    *Object
+	kept    Object
 	gen     uint64         // counts objects begun, so a stale ObjectWriter fails
 	remain  uint64         // payload bytes of the current object still to write
 	targets []*subgroupOut // streams receiving the current object
@@ -97,11 +103,11 @@ type SubgroupWriter struct {
 	// cur is the stream the holder of turn writes to; an interruption
 	// sets a past write deadline on it.
 	cur atomic.Pointer[subgroupOut]
-	// userDeadline is SetWriteDeadline's, in Unix nanoseconds; 0 for none.
+	// userDeadline is SetWriteDeadline's, as a monoNow time; 0 for none.
 	userDeadline atomic.Int64
-	// until is when the Write to cur, if it goes to a single subscription,
-	// must be woken (Unix nanoseconds; 0 for none), by the watchdog, a
-	// timer that runs while watching, under watchMu.
+	// until is when the Write to cur must be woken (a monoNow time; 0 for
+	// none), by the watchdog, a timer that runs while watching, under
+	// watchMu.
 	until    atomic.Int64
 	overdue  atomic.Bool // the watchdog found the current wait over
 	watching atomic.Bool
@@ -179,15 +185,17 @@ func (w *SubgroupWriter) SetWriteDeadline(t time.Time) {
 		w.userDeadline.Store(0)
 		return
 	}
-	w.userDeadline.Store(max(t.UnixNano(), 1))
+	w.userDeadline.Store(max(int64(t.Sub(epoch)), 1))
 }
 
 // waitUntil is the latest a write begun at start waits for ss: its
-// session's Config.SubscriberGrace later, or the writer's deadline.
-func (w *SubgroupWriter) waitUntil(ss *ServedSubscription, start time.Time) time.Time {
-	d := start.Add(ss.sess.cfg.SubscriberGrace)
-	if u := w.userDeadline.Load(); u != 0 && u < d.UnixNano() {
-		d = time.Unix(0, u)
+// session's Config.SubscriberGrace later, or the writer's deadline. Both
+// and the result are monoNow times: the write path reads only the
+// monotonic clock, which costs half as much as time.Now.
+func (w *SubgroupWriter) waitUntil(ss *ServedSubscription, start int64) int64 {
+	d := start + int64(ss.sess.cfg.SubscriberGrace)
+	if u := w.userDeadline.Load(); u != 0 && u < d {
+		d = u
 	}
 	return d
 }
@@ -201,121 +209,63 @@ func (w *SubgroupWriter) acquire() error {
 	return nil
 }
 
-// WriteObject publishes a Normal object with the given Object Properties
-// (a raw Key-Value-Pair block, see wire.KVList.Append; nil for none) and
-// payload.
-func (w *SubgroupWriter) WriteObject(id uint64, props, payload []byte) error {
+// WriteObject publishes o, a Normal object or a status object
+// (wire.ObjectEndOfGroup or wire.ObjectEndOfTrack, after which no object
+// may follow, §11.1.2). o's Group ID and Subgroup ID must be the writer's;
+// its Priority, when set, must be the subgroup's effective Publisher
+// Priority, since objects of a subgroup share their stream's (§5.1). A
+// status object carries neither properties nor payload. WriteObject does
+// not keep o's slices once it returns: the caller may reuse them at once.
+func (w *SubgroupWriter) WriteObject(o Object) error {
+	if err := w.checkObject(o); err != nil {
+		return err
+	}
 	if err := w.acquire(); err != nil {
 		return err
 	}
 	defer w.turn.Unlock()
-	start := time.Now()
-	o := wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: uint64(len(payload))}
-	if len(payload) <= inlinePayload {
+	start := monoNow()
+	so := wire.SubgroupObject{ObjectID: o.Location.Object, Properties: o.Properties, Status: o.Status,
+		PayloadLength: uint64(len(o.Payload))}
+	if len(o.Payload) <= inlinePayload {
 		// Header and payload in one Write: half the stream operations
 		// for small objects.
-		if err := w.start(o, payload, start); err != nil {
+		if err := w.start(so, o.Payload, start); err != nil {
 			return err
 		}
 	} else {
-		if err := w.start(o, nil, start); err != nil {
+		if err := w.start(so, nil, start); err != nil {
 			return err
 		}
-		if err := w.payload(payload, start); err != nil {
+		if err := w.payload(o.Payload, start); err != nil {
 			return err
 		}
 	}
 	w.objectDone()
+	if store := w.track.store.Load(); store != nil {
+		o.Priority = wire.Some(w.priority())
+		(*store)(o)
+	}
 	return nil
 }
 
-// WriteStatus publishes a status object: wire.ObjectEndOfGroup or
-// wire.ObjectEndOfTrack (§11.1.2). No object may follow it.
-func (w *SubgroupWriter) WriteStatus(id uint64, status wire.ObjectStatus) error {
-	if status == wire.ObjectNormal {
-		return errors.New("moqt: WriteStatus needs End of Group or End of Track")
-	}
-	if err := w.acquire(); err != nil {
-		return err
-	}
-	defer w.turn.Unlock()
-	if err := w.start(wire.SubgroupObject{ObjectID: id, Status: status}, nil, time.Now()); err != nil {
-		return err
-	}
-	w.objectDone()
-	return nil
-}
-
-// BeginObject starts a Normal object of length payload bytes whose payload
-// is written as it is produced, through the returned ObjectWriter: the
-// header goes out at once, so subscribers can start reading an incomplete
-// object (§3.1). No other object of the subgroup can be written until this
-// one is complete or its writer closed.
-func (w *SubgroupWriter) BeginObject(id, length uint64, props []byte) (*ObjectWriter, error) {
-	if err := w.acquire(); err != nil {
-		return nil, err
-	}
-	defer w.turn.Unlock()
-	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}, nil, time.Now()); err != nil {
-		return nil, err
-	}
-	if length == 0 {
-		w.objectDone()
-	}
-	return &ObjectWriter{w: w, gen: w.gen}, nil
-}
-
-// ObjectWriter writes the payload of one object begun with BeginObject.
-type ObjectWriter struct {
-	w   *SubgroupWriter
-	gen uint64 // the object it writes; a stale writer fails
-}
-
-// Write sends payload bytes to every subscription receiving the object. It
-// fails if p goes past the declared length. Like every write it waits for
-// slow subscribers within the SubgroupWriter's bound.
-func (ow *ObjectWriter) Write(p []byte) (int, error) {
-	w := ow.w
-	if err := w.acquire(); err != nil {
-		return 0, err
-	}
-	defer w.turn.Unlock()
+// checkObject checks what WriteObject takes from o that the writer's
+// state does not decide.
+func (w *SubgroupWriter) checkObject(o Object) error {
 	switch {
-	case w.closed:
-		return 0, ErrSubgroupClosed
-	case ow.gen != w.gen || w.remain == 0:
-		return 0, errors.New("moqt: object already complete")
-	case uint64(len(p)) > w.remain:
-		return 0, fmt.Errorf("moqt: %d bytes past the object's declared length", uint64(len(p))-w.remain)
+	case o.Location.Group != w.group || o.SubgroupID != w.subgroup:
+		return fmt.Errorf("moqt: object of group %d subgroup %d written to subgroup %d of group %d",
+			o.Location.Group, o.SubgroupID, w.subgroup, w.group)
+	case o.Datagram || o.EndOfGroup:
+		return errors.New("moqt: a datagram object written to a subgroup")
+	case o.Priority.Set && o.Priority.Value != w.priority():
+		return fmt.Errorf("moqt: object priority %d in a subgroup of priority %d", o.Priority.Value, w.priority())
+	case !o.Status.Valid():
+		return fmt.Errorf("moqt: unknown object status %s", o.Status)
+	case o.Status != wire.ObjectNormal && (len(o.Payload) > 0 || len(o.Properties) > 0):
+		return fmt.Errorf("moqt: a %s object carries a payload or properties", o.Status)
 	}
-	if err := w.payload(p, time.Now()); err != nil {
-		return 0, err
-	}
-	if w.remain == 0 {
-		w.objectDone()
-	}
-	return len(p), nil
-}
-
-// Close finishes the object. If fewer bytes than declared were written,
-// the object cannot be completed: its streams are reset (§11.3.2) and the
-// subgroup is closed.
-func (ow *ObjectWriter) Close() error {
-	w := ow.w
-	w.turn.Lock()
-	defer w.turn.Unlock()
-	if ow.gen != w.gen || w.remain == 0 {
-		return nil
-	}
-	missing := w.remain
-	w.remain = 0
-	w.closed = true
-	for _, out := range w.outs {
-		if !out.closed() {
-			w.drop(out, wire.ResetCancelled)
-		}
-	}
-	return fmt.Errorf("moqt: object closed %d bytes short", missing)
+	return nil
 }
 
 // inlinePayload is the largest payload written together with its header.
@@ -326,7 +276,7 @@ const inlinePayload = 1200
 // needed. inline, if not nil, is the whole payload, written with the
 // header. Writes begun at begun wait for slow subscribers until
 // waitUntil. The caller holds the turn.
-func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun time.Time) error {
+func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun int64) error {
 	if err := w.check(o); err != nil {
 		return err
 	}
@@ -351,11 +301,12 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun time.
 		if out != nil && out.closed() {
 			continue
 		}
-		adm := ss.admit(meta)
+		v := ss.dataView()
+		adm := ss.admit(v, meta)
 		if adm == admitSkip {
 			if out != nil {
 				w.skip(out, loc)
-			} else if ss.withheld(loc) {
+			} else if v.withheld(loc) {
 				if w.omitted == nil {
 					w.omitted = map[*ServedSubscription]bool{}
 				}
@@ -363,13 +314,13 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun time.
 			}
 			continue
 		}
-		dp := ss.dataParams()
+		dp := v.dp
 		if out == nil {
 			var err error
-			if out, err = w.open(ss, first, dp); err != nil {
-				continue // the subscription is gone; it will be pruned
+			if out, err = w.open(ss, first, v); err != nil {
+				continue // the subscription is ending; it leaves the track
 			}
-			out.incomplete = w.omitted[ss] || (!first && ss.missedBefore(w.group, w.firstID, prev))
+			out.incomplete = w.omitted[ss] || (!first && v.missedBefore(w.group, w.firstID, prev))
 			w.outs[ss] = out
 		} else if dp.priority != out.subscriber {
 			// A REQUEST_UPDATE changed the subscriber priority (§5.1.1).
@@ -452,7 +403,7 @@ func (w *SubgroupWriter) objectDone() {
 // subscription's copy of the subgroup (§11.3.2). Interrupted by Close or
 // Reset, it resets the streams that did not take p, and every stream when
 // the object stays incomplete. The caller holds the turn.
-func (w *SubgroupWriter) payload(p []byte, begun time.Time) error {
+func (w *SubgroupWriter) payload(p []byte, begun int64) error {
 	w.remain -= uint64(len(p))
 	if len(p) == 0 {
 		return nil
@@ -513,7 +464,8 @@ func (w *SubgroupWriter) priority() uint8 {
 // FIRST_OBJECT is set when the stream starts at the subgroup's first
 // object (§11.3.1); a stream that joins later carries its Subgroup ID
 // explicitly, since mode 1 would name the wrong ID.
-func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, dp dataParams) (*subgroupOut, error) {
+func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, v *servedView) (*subgroupOut, error) {
+	dp := v.dp
 	h := wire.SubgroupHeader{
 		TrackAlias:      ss.alias,
 		GroupID:         w.group,
@@ -550,7 +502,7 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, dp dataParams)
 		return nil, err
 	}
 	w.buf = b
-	win := ss.window()
+	win := v.window()
 	return &subgroupOut{str: str, ss: ss, enc: wire.SubgroupEncoder{Header: h}, fresh: true,
 		subscriber: dp.priority, caughtUp: w.caughtUp, end: win.End, bounded: win.Bounded}, nil
 }

@@ -2,6 +2,7 @@ package moqt
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,15 +27,40 @@ type LocalTrack struct {
 	props    wire.KVList
 	priority uint8 // DEFAULT_PUBLISHER_PRIORITY (§10.4)
 
-	// mu guards largest and serializes replacing subs. It is taken
-	// before a ServedSubscription's locks (its state's and its mu), never
-	// after them.
+	// mu guards largest and idle and serializes replacing subs (see the
+	// lock order below).
 	mu      sync.Mutex
 	largest filter.LargestObject
-	// subs lists the subscriptions being served. It is replaced under mu,
-	// never modified in place, so that writers load it without a lock.
+	// idle is closed while no subscription is served; a fresh one is made
+	// when the first joins (Idle).
+	idle chan struct{}
+	// subs lists the subscriptions being served. It is replaced under mu
+	// when one joins or ends, never modified in place, so that writers
+	// load it without a lock and never visit an ended subscription twice.
 	subs atomic.Pointer[[]*ServedSubscription]
+	// store is OnObject's function, nil for none.
+	store atomic.Pointer[func(Object)]
 }
+
+// Lock order on the publisher's side. Per object, a writer takes its own
+// SubgroupWriter.turn and, once per object, LocalTrack.mu (the Largest
+// Object); what it reads of each subscription (state, filter, parameters,
+// the subscription list) is atomic, so the per-subscription cost is no
+// lock while the subscribers keep up. What remains nests in this order
+// only, each taken after those above it, none held across network I/O
+// except turn, whose stream writes are bounded by the writer's deadlines
+// and interrupted by Close and Reset:
+//
+//	SubgroupWriter.turn
+//	  LocalTrack.mu            (join, leave, the Largest Object)
+//	    subState.mu            (a state move: establish in join)
+//	    ServedSubscription.mu  (attachTrack; filter, parameters, streams)
+//	  ServedSubscription.openMu (read-locked to open a stream)
+//	    ServedSubscription.mu
+//	  backlog.mu, subgroupTimers.mu, the session's priority table
+//
+// SubgroupWriter.watchMu is taken alone, by the watchdog and by writers
+// arming it, and never while taking another.
 
 // DefaultPublisherPriority is the publisher priority of a track that does
 // not set DEFAULT_PUBLISHER_PRIORITY (§10.4).
@@ -58,11 +84,62 @@ func (t *LocalTrack) Name() wire.FullTrackName { return t.name }
 // Properties are the Track Properties sent in SUBSCRIBE_OK and PUBLISH.
 func (t *LocalTrack) Properties() wire.KVList { return t.props }
 
-// Largest returns the Largest Object published so far (§3.1.3).
+// Largest returns the track's Largest Object (§3.1.3): the larger of the
+// largest Location published through the track and what SetLargest
+// reported.
 func (t *LocalTrack) Largest() (wire.Location, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.largest.Get()
+}
+
+// SetLargest records l, the Largest Object learnt from upstream: a relay
+// reports the upstream's Largest Object even for objects it has not
+// forwarded (§9.7). The track's Largest Object is the larger of l and what
+// it published; a smaller l changes nothing. It is what SUBSCRIBE_OK,
+// PUBLISH and TRACK_STATUS then report and what a new subscription's
+// Location filter resolves against, and that subscription receives the
+// objects published after it.
+func (t *LocalTrack) SetLargest(l wire.Location) {
+	t.mu.Lock()
+	t.largest.Update(l)
+	t.mu.Unlock()
+}
+
+// OnObject sets f to be called with every object published through the
+// track: each written by its SubgroupWriters (status objects included)
+// and each sent with WriteDatagram, whether or not any subscription takes
+// it; a cache that serves FETCH stores them here. A streamed object
+// (BeginObject) is passed once complete, one closed short not at all. f
+// runs on the writer's goroutine, while the writer waits, and may be
+// called from several writers at once: it must be quick and safe for
+// concurrent use. The Object's Payload and Properties are valid only
+// during the call, since the writer reuses them: f copies what it keeps.
+// A nil f removes the function.
+func (t *LocalTrack) OnObject(f func(Object)) {
+	if f == nil {
+		t.store.Store(nil)
+		return
+	}
+	t.store.Store(&f)
+}
+
+// Idle returns a channel that is closed once no subscription to the track
+// is being served: at once when none is now, or when the last one served
+// now ends. A relay waits on it to cancel its upstream subscription. Once
+// a subscription joins, Idle returns a fresh channel for the next time the
+// track has none, so a track that goes idle again and again signals each
+// time to callers of Idle after the subscription joined.
+func (t *LocalTrack) Idle() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.idle == nil {
+		t.idle = make(chan struct{})
+		if len(t.snapshot()) == 0 {
+			close(t.idle)
+		}
+	}
+	return t.idle
 }
 
 // Accept answers a SUBSCRIBE for this track with SUBSCRIBE_OK, reporting
@@ -136,6 +213,9 @@ func (t *LocalTrack) join(ss *ServedSubscription, establish bool) (filter.Larges
 	}
 	ss.attachTrack(t, largest)
 	subs := t.snapshot()
+	if len(subs) == 0 {
+		t.idle = nil // made afresh, open, by the next Idle
+	}
 	next := make([]*ServedSubscription, len(subs), len(subs)+1)
 	copy(next, subs)
 	next = append(next, ss)
@@ -157,6 +237,9 @@ func (t *LocalTrack) leave(ss *ServedSubscription) {
 	next = append(next, subs[:i]...)
 	next = append(next, subs[i+1:]...)
 	t.subs.Store(&next)
+	if len(next) == 0 && t.idle != nil {
+		close(t.idle)
+	}
 }
 
 // snapshot returns the subscriptions being served, without a lock: the
@@ -192,40 +275,29 @@ func (t *LocalTrack) End(code wire.PublishDoneCode, reason string) {
 	wg.Wait()
 }
 
-// DatagramObject is an object to send as an OBJECT_DATAGRAM (§11.2.1).
-type DatagramObject struct {
-	Group, Object uint64
-	// Priority is the Publisher Priority; unset, the datagram inherits the
-	// track's default.
-	Priority wire.Opt[uint8]
-	// Properties is a raw Object Properties block; nil for none.
-	Properties []byte
-	// Status, when not Normal, makes a status datagram with no payload.
-	Status wire.ObjectStatus
-	// EndOfGroup says no larger Object ID exists in the group.
-	EndOfGroup bool
-	Payload    []byte
-}
-
 // WriteDatagram sends o as a datagram to every subscription whose filters
 // it passes (C027, C033). A datagram larger than the path allows is
 // dropped by the transport without notice (§11.2); the error reports it.
 // A subscription whose delivery timeout passes before its copy reaches the
 // transport (the transport's queue can block the loop) does not get it
 // (§5.2).
-func (t *LocalTrack) WriteDatagram(o DatagramObject) error {
+//
+// o's Subgroup ID must be 0, as datagrams have none; its Datagram field
+// need not be set. A status datagram (§11.2.1) has no payload, properties
+// or END_OF_GROUP. WriteDatagram does not keep o's slices once it returns.
+func (t *LocalTrack) WriteDatagram(o Object) error {
 	start := monoNow()
-	timeouts := trackTimeouts(t.props).withObjectProperties(o.Properties)
-	loc := wire.Location{Group: o.Group, Object: o.Object}
-	t.noteObject(loc)
+	if o.SubgroupID != 0 {
+		return fmt.Errorf("moqt: datagram object with Subgroup ID %d", o.SubgroupID)
+	}
+	loc := o.Location
 	prio := t.priority
 	if o.Priority.Set {
 		prio = o.Priority.Value
 	}
-	meta := filter.Object{Location: loc, Datagram: true, PublisherPriority: prio, Properties: o.Properties}
 	d := wire.ObjectDatagram{
-		GroupID:         o.Group,
-		ObjectID:        o.Object,
+		GroupID:         loc.Group,
+		ObjectID:        loc.Object,
 		EndOfGroup:      o.EndOfGroup,
 		DefaultPriority: !o.Priority.Set,
 		Priority:        o.Priority.Value,
@@ -234,10 +306,23 @@ func (t *LocalTrack) WriteDatagram(o DatagramObject) error {
 		Status:          o.Status,
 		Payload:         o.Payload,
 	}
-	var buf []byte
+	// Checked before anything is published: encoding fails only for what
+	// §11.2.1 forbids, whatever the alias.
+	buf, err := d.Append(nil)
+	if err != nil {
+		return err
+	}
+	t.noteObject(loc)
+	if store := t.store.Load(); store != nil {
+		o.Priority, o.Datagram = wire.Some(prio), true
+		(*store)(o)
+	}
+	timeouts := trackTimeouts(t.props).withObjectProperties(o.Properties)
+	meta := filter.Object{Location: loc, Datagram: true, PublisherPriority: prio, Properties: o.Properties}
 	var firstErr error
 	for _, ss := range t.snapshot() {
-		if !ss.passes(meta) || datagramLate(start, timeouts, ss.dataParams()) {
+		v := ss.dataView()
+		if ss.admit(v, meta) != admitSend || datagramLate(start, timeouts, v.dp) {
 			continue
 		}
 		d.TrackAlias = ss.alias

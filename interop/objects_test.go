@@ -94,7 +94,7 @@ func testSubscribeObjects(t *testing.T, h *harness) {
 		for g := range uint64(objectGroups) {
 			w := track.OpenSubgroup(g, 0, moqt.SubgroupOptions{EndOfGroup: true})
 			for o := range uint64(objectsPerGroup) {
-				if err := w.WriteObject(o, nil, objectPayload(g, o)); err != nil {
+				if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: g, Object: o}, Payload: objectPayload(g, o)}); err != nil {
 					publishErrs = append(publishErrs, fmt.Errorf("group %d object %d: %w", g, o, err))
 				}
 			}
@@ -256,7 +256,9 @@ func (p *livePublisher) run(ctx context.Context, track *moqt.LocalTrack) {
 	for g := uint64(0); ; g++ {
 		w := track.OpenSubgroup(g, 0, moqt.SubgroupOptions{EndOfGroup: true})
 		for o := range uint64(liveObjects) {
-			timed(fmt.Sprintf("group %d object %d", g, o), func() error { return w.WriteObject(o, nil, livePayload(g, o)) })
+			timed(fmt.Sprintf("group %d object %d", g, o), func() error {
+				return w.WriteObject(moqt.Object{Location: wire.Location{Group: g, Object: o}, Payload: livePayload(g, o)})
+			})
 		}
 		timed(fmt.Sprintf("closing group %d", g), w.Close)
 		p.mu.Lock()
@@ -613,7 +615,7 @@ func testLargestObject(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	w := track.OpenSubgroup(0, 0, moqt.SubgroupOptions{EndOfGroup: true})
 	for o := range uint64(3) {
-		require.NoError(t, w.WriteObject(o, nil, objectPayload(0, o)))
+		require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Group: 0, Object: o}, Payload: objectPayload(0, o)}))
 	}
 	require.NoError(t, w.Close())
 	largest, ok := track.Largest()
@@ -702,12 +704,12 @@ func testObjectStatus(t *testing.T, h *harness) {
 		for g, sg := range statusGroups {
 			w := track.OpenSubgroup(uint64(g), 0, moqt.SubgroupOptions{EndOfGroup: sg.endOfGroup})
 			for o, p := range sg.objects {
-				if err := w.WriteObject(uint64(o), nil, []byte(p)); err != nil {
+				if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: uint64(g), Object: uint64(o)}, Payload: []byte(p)}); err != nil {
 					publishErrs = append(publishErrs, fmt.Errorf("group %d object %d: %w", g, o, err))
 				}
 			}
 			if sg.endStatus {
-				if err := w.WriteStatus(uint64(len(sg.objects)), wire.ObjectEndOfGroup); err != nil {
+				if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: uint64(g), Object: uint64(len(sg.objects))}, Status: wire.ObjectEndOfGroup}); err != nil {
 					publishErrs = append(publishErrs, fmt.Errorf("group %d end: %w", g, err))
 				}
 			}

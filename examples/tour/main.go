@@ -112,7 +112,7 @@ func visit(srv *moqt.Server, url string, cfg *moqt.Config) error {
 	// track's Largest Object.
 	w := clockTrack.OpenSubgroup(41, 0, moqt.SubgroupOptions{})
 	for id := uint64(0); id <= 7; id++ {
-		if err := w.WriteObject(id, nil, []byte("tick")); err != nil {
+		if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: 41, Object: id}, Payload: []byte("tick")}); err != nil {
 			return err
 		}
 	}
@@ -155,7 +155,7 @@ func visit(srv *moqt.Server, url string, cfg *moqt.Config) error {
 	w = clockTrack.OpenSubgroup(42, 0, moqt.SubgroupOptions{EndOfGroup: true})
 	for id := uint64(0); id < 3; id++ {
 		now := time.Now().UTC().Format("15:04:05.000")
-		if err := w.WriteObject(id, nil, []byte(now)); err != nil {
+		if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: 42, Object: id}, Payload: []byte(now)}); err != nil {
 			return err
 		}
 	}

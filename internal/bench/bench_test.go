@@ -80,3 +80,72 @@ func BenchmarkPubSub(b *testing.B) {
 		}
 	}
 }
+
+// TestFanoutSmoke fans a few objects of a few sizes out to a few
+// subscribers through both fan-outs, twice over the same connections. It
+// makes no claim about cost.
+func TestFanoutSmoke(t *testing.T) {
+	for _, k := range FanoutKinds {
+		t.Run(k.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			f, err := k.New(ctx, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := f.Close(); err != nil {
+					t.Errorf("close: %v", err)
+				}
+			}()
+			for _, size := range []int{1, 100, 64 << 10} {
+				for range 2 {
+					if err := f.Move(ctx, 5, size); err != nil {
+						t.Fatalf("size %s: %v", SizeName(size), err)
+					}
+				}
+			}
+			c, err := MeasureFanout(ctx, f, 3, 100, time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Delivered != 3*FanoutBatch(100) || c.CPU <= 0 {
+				t.Errorf("measured %d objects delivered in %v of CPU", c.Delivered, c.CPU)
+			}
+		})
+	}
+}
+
+// BenchmarkFanout measures b.N objects of 100 B and of 1 KiB going from
+// one publisher to FanoutSubscribers subscribers, bare quic-go and moqt
+// side by side, and reports the process CPU time per delivered object
+// (cpu-ns/object): BenchmarkFanout/raw-quic/size=100B, …
+func BenchmarkFanout(b *testing.B) {
+	for _, size := range []int{100, 1 << 10} {
+		for _, k := range FanoutKinds {
+			b.Run(k.Name+"/size="+SizeName(size), func(b *testing.B) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+				defer cancel()
+				f, err := k.New(ctx, FanoutSubscribers)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer func() {
+					if err := f.Close(); err != nil {
+						b.Errorf("close: %v", err)
+					}
+				}()
+				b.SetBytes(int64(size) * FanoutSubscribers)
+				b.ResetTimer()
+				cpu := CPUTime()
+				err = f.Move(ctx, b.N, size)
+				spent := CPUTime() - cpu
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(spent.Nanoseconds())/float64(b.N*FanoutSubscribers), "cpu-ns/object")
+			})
+		}
+	}
+}

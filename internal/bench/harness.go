@@ -14,6 +14,11 @@
 //   - moqt: a LocalTrack serves one subscription; each Move writes one
 //     subgroup with SubgroupWriter.WriteObject and Close; the subscriber
 //     reads it with AcceptSubgroup, Next and Read until io.EOF.
+//
+// Beside the rate, each measurement records the process's CPU time per
+// object, a steadier figure on a shared machine. A second scenario fans
+// one publisher out to FanoutSubscribers subscribers and compares CPU time
+// per delivered object with a bare quic-go fan-out (Fanout).
 package bench
 
 import (
@@ -27,9 +32,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sort"
-	"sync"
-	"time"
 
 	"github.com/quic-go/quic-go"
 
@@ -171,15 +173,26 @@ type RawQUIC struct {
 // rawALPN is the raw path's application protocol.
 const rawALPN = "bench"
 
-// NewRawQUIC starts a quic-go listener on 127.0.0.1 and connects to it.
-// Both ends use the transport settings moqt's own transport uses.
-func NewRawQUIC(ctx context.Context) (*RawQUIC, error) {
+// rawListen starts a quic-go listener on 127.0.0.1 with the transport
+// settings moqt's own transport uses, and returns the TLS configuration
+// that trusts it.
+func rawListen() (*quic.Listener, *tls.Config, error) {
 	stls, ctls, err := tlsConfigs(rawALPN)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ln, err := quic.ListenAddr("127.0.0.1:0", stls,
 		&quic.Config{EnableDatagrams: true, EnableStreamResetPartialDelivery: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	return ln, ctls, nil
+}
+
+// NewRawQUIC starts a quic-go listener on 127.0.0.1 and connects to it.
+// Both ends use the transport settings moqt's own transport uses.
+func NewRawQUIC(ctx context.Context) (*RawQUIC, error) {
+	ln, ctls, err := rawListen()
 	if err != nil {
 		return nil, err
 	}
@@ -256,15 +269,22 @@ func (p *RawQUIC) receive(ctx context.Context, n, size int, check bool) result {
 }
 
 func (p *RawQUIC) read(ctx context.Context, n, size int, check bool) (int, error) {
-	str, err := p.client.AcceptUniStream(ctx)
-	if err != nil {
-		return 0, err
-	}
-	br := bufio.NewReader(str)
 	if cap(p.rbuf) < size {
 		p.rbuf = make([]byte, size)
 		p.scr = make([]byte, size)
 	}
+	return readRaw(ctx, p.client, n, size, check, p.rbuf, p.scr)
+}
+
+// readRaw reads n length-prefixed objects of size bytes and the FIN from
+// the next unidirectional stream of conn, into rbuf; with check it
+// verifies each against object i's payload, using scr.
+func readRaw(ctx context.Context, conn *quic.Conn, n, size int, check bool, rbuf, scr []byte) (int, error) {
+	str, err := conn.AcceptUniStream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	br := bufio.NewReader(str)
 	var hdr [4]byte
 	for i := range n {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
@@ -274,12 +294,12 @@ func (p *RawQUIC) read(ctx context.Context, n, size int, check bool) (int, error
 		if l != size {
 			return i, fmt.Errorf("bench: raw object %d has %d bytes, want %d", i, l, size)
 		}
-		buf := p.rbuf[:l]
+		buf := rbuf[:l]
 		if _, err := io.ReadFull(br, buf); err != nil {
 			return i, fmt.Errorf("bench: raw object %d payload: %w", i, err)
 		}
 		if check {
-			if err := verify(buf, p.scr, i); err != nil {
+			if err := verify(buf, scr, i); err != nil {
 				return i, err
 			}
 		}
@@ -322,23 +342,7 @@ type MoQT struct {
 // NewMoQT starts a moqt Server on 127.0.0.1 serving one LocalTrack,
 // connects to it and subscribes.
 func NewMoQT(ctx context.Context) (_ *MoQT, err error) {
-	stls, ctls, err := tlsConfigs()
-	if err != nil {
-		return nil, err
-	}
-	track, err := moqt.NewLocalTrack(benchTrack, nil)
-	if err != nil {
-		return nil, err
-	}
-	quiet := slog.New(slog.DiscardHandler)
-	handler := moqt.HandlerFunc(func(r moqt.Request) {
-		if sr, ok := r.(*moqt.SubscribeRequest); ok && sr.Track.Equal(benchTrack) {
-			_, _ = track.Accept(sr, moqt.AcceptOptions{})
-			return
-		}
-		moqt.DefaultHandler.ServeMOQT(r)
-	})
-	srv, err := moqt.Listen("127.0.0.1:0", &moqt.Config{TLSConfig: stls, Logger: quiet, Handler: handler}, nil)
+	srv, track, ctls, err := trackServer(&moqt.Config{}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -370,6 +374,37 @@ func NewMoQT(ctx context.Context) (_ *MoQT, err error) {
 	return p, nil
 }
 
+// quiet is the sessions' logger: the benchmarks log nothing.
+var quiet = slog.New(slog.DiscardHandler)
+
+// trackServer starts a moqt Server on 127.0.0.1 with cfg, its Logger and
+// Handler set, serving SUBSCRIBEs for benchTrack from a new LocalTrack. It
+// returns the TLS configuration that trusts the server.
+func trackServer(cfg *moqt.Config, opts *moqt.ServerOptions) (*moqt.Server, *moqt.LocalTrack, *tls.Config, error) {
+	stls, ctls, err := tlsConfigs()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	track, err := moqt.NewLocalTrack(benchTrack, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg.Logger = quiet
+	cfg.Handler = moqt.HandlerFunc(func(r moqt.Request) {
+		if sr, ok := r.(*moqt.SubscribeRequest); ok && sr.Track.Equal(benchTrack) {
+			_, _ = track.Accept(sr, moqt.AcceptOptions{})
+			return
+		}
+		moqt.DefaultHandler.ServeMOQT(r)
+	})
+	cfg.TLSConfig = stls
+	srv, err := moqt.Listen("127.0.0.1:0", cfg, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return srv, track, ctls, nil
+}
+
 // Move publishes n objects as one new subgroup (group numbers increase
 // from one Move to the next) and reads it back.
 func (p *MoQT) Move(ctx context.Context, n, size int, check bool) error {
@@ -382,7 +417,7 @@ func (p *MoQT) Move(ctx context.Context, n, size int, check bool) error {
 	w := p.track.OpenSubgroup(group, 0, moqt.SubgroupOptions{})
 	for i := range n {
 		stamp(body, i)
-		if err := w.WriteObject(uint64(i), nil, body); err != nil {
+		if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: group, Object: uint64(i)}, Payload: body}); err != nil {
 			w.Reset(wire.ResetCancelled)
 			_ = p.client.CloseWithError(wire.InternalError, "writer failed")
 			<-done
@@ -409,16 +444,23 @@ func (p *MoQT) receive(ctx context.Context, group uint64, n, size int, check boo
 }
 
 func (p *MoQT) read(ctx context.Context, group uint64, n, size int, check bool) (int, error) {
-	r, err := p.sub.AcceptSubgroup(ctx)
+	if cap(p.rbuf) < size {
+		p.rbuf = make([]byte, size)
+		p.scr = make([]byte, size)
+	}
+	return readMoQT(ctx, p.sub, group, n, size, check, p.rbuf, p.scr)
+}
+
+// readMoQT reads the next subgroup of sub, which must be of group, to its
+// end: n objects of size bytes, into rbuf, or with check through the
+// allocating API, verified against what was sent using scr.
+func readMoQT(ctx context.Context, sub *moqt.Subscription, group uint64, n, size int, check bool, rbuf, scr []byte) (int, error) {
+	r, err := sub.AcceptSubgroup(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if g := r.Header().GroupID; g != group {
 		return 0, fmt.Errorf("bench: moqt subgroup of group %d, want %d", g, group)
-	}
-	if cap(p.rbuf) < size {
-		p.rbuf = make([]byte, size)
-		p.scr = make([]byte, size)
 	}
 	for i := range n {
 		h, err := r.Next()
@@ -435,12 +477,12 @@ func (p *MoQT) read(ctx context.Context, group uint64, n, size int, check bool) 
 			if err != nil {
 				return i, fmt.Errorf("bench: moqt object %d payload: %w", i, err)
 			}
-			if err := verify(b, p.scr, i); err != nil {
+			if err := verify(b, scr, i); err != nil {
 				return i, err
 			}
 			continue
 		}
-		if _, err := io.ReadFull(r, p.rbuf[:size]); err != nil {
+		if _, err := io.ReadFull(r, rbuf[:size]); err != nil {
 			return i, fmt.Errorf("bench: moqt object %d payload: %w", i, err)
 		}
 	}
@@ -470,115 +512,4 @@ func (p *MoQT) Close() error {
 		err = e
 	}
 	return err
-}
-
-// Rate is one measurement.
-type Rate struct {
-	Objects int
-	Bytes   int64
-	Elapsed time.Duration
-}
-
-// ObjectsPerSec is the object rate.
-func (r Rate) ObjectsPerSec() float64 { return float64(r.Objects) / r.Elapsed.Seconds() }
-
-// MBPerSec is the payload rate in 10^6 bytes per second, as go test -bench
-// reports MB/s.
-func (r Rate) MBPerSec() float64 { return float64(r.Bytes) / 1e6 / r.Elapsed.Seconds() }
-
-// BatchObjects is how many objects one Move carries when measuring for a
-// duration: about 16 MiB, at least 4 and at most 20000 objects.
-func BatchObjects(size int) int {
-	n := (16 << 20) / max(size, 1)
-	return min(max(n, 4), 20000)
-}
-
-// Measure runs Moves of BatchObjects(size) objects on p until d has
-// passed and returns the rate over them.
-func Measure(ctx context.Context, p Path, size int, d time.Duration) (Rate, error) {
-	batch := BatchObjects(size)
-	var r Rate
-	start := time.Now()
-	for r.Elapsed < d {
-		if err := p.Move(ctx, batch, size, false); err != nil {
-			return r, err
-		}
-		r.Objects += batch
-		r.Bytes += int64(batch) * int64(size)
-		r.Elapsed = time.Since(start)
-	}
-	return r, nil
-}
-
-// Row is one line of the comparison table.
-type Row struct {
-	Size      int
-	Raw, MoQT Rate // the median rounds
-	// Ratio is the median of the per-round ratios of moqt's object rate
-	// to raw quic-go's.
-	Ratio float64
-}
-
-// Compare measures raw quic-go and moqt for size, alternating between them
-// for rounds rounds of d each so that drift in the machine's load hits
-// both alike, and reports the medians. Each path's connection is set up
-// once and warmed up before the first round.
-func Compare(ctx context.Context, size, rounds int, d time.Duration) (Row, error) {
-	paths := make([]Path, len(Kinds))
-	var closeOnce sync.Once
-	closeAll := func() {
-		closeOnce.Do(func() {
-			for _, p := range paths {
-				if p != nil {
-					_ = p.Close()
-				}
-			}
-		})
-	}
-	defer closeAll()
-	for i, k := range Kinds {
-		p, err := k.New(ctx)
-		if err != nil {
-			return Row{}, fmt.Errorf("%s: %w", k.Name, err)
-		}
-		paths[i] = p
-		if err := p.Move(ctx, BatchObjects(size), size, false); err != nil { // warm up
-			return Row{}, fmt.Errorf("%s: %w", k.Name, err)
-		}
-	}
-	rates := make([][]Rate, len(Kinds))
-	var ratios []float64
-	for round := range rounds {
-		var this [2]Rate
-		for j := range Kinds {
-			i := j
-			if round%2 == 1 {
-				i = len(Kinds) - 1 - j // alternate which goes first
-			}
-			r, err := Measure(ctx, paths[i], size, d)
-			if err != nil {
-				return Row{}, fmt.Errorf("%s: %w", Kinds[i].Name, err)
-			}
-			rates[i] = append(rates[i], r)
-			this[i] = r
-		}
-		ratios = append(ratios, this[1].ObjectsPerSec()/this[0].ObjectsPerSec())
-	}
-	closeAll()
-	return Row{Size: size, Raw: medianRate(rates[0]), MoQT: medianRate(rates[1]), Ratio: median(ratios)}, nil
-}
-
-func medianRate(rs []Rate) Rate {
-	rs = append([]Rate(nil), rs...)
-	sort.Slice(rs, func(i, j int) bool { return rs[i].ObjectsPerSec() < rs[j].ObjectsPerSec() })
-	return rs[len(rs)/2]
-}
-
-func median(xs []float64) float64 {
-	xs = append([]float64(nil), xs...)
-	sort.Float64s(xs)
-	if len(xs)%2 == 1 {
-		return xs[len(xs)/2]
-	}
-	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
 }

@@ -1,0 +1,370 @@
+package bench
+
+// Fan-out: one publisher, many subscribers, each on its own connection,
+// all in this process. What is compared is CPU time, not rate: the
+// process's user and system time over a batch divided by the objects
+// delivered (objects × subscribers), since on a shared machine the
+// delivery rate of a hundred readers measures the scheduler more than the
+// library.
+//
+//   - raw-quic: the publisher opens one unidirectional stream on each of
+//     the subscribers' connections and writes every object (a 4-byte
+//     length and the payload) to each stream in turn, then finishes them;
+//     each subscriber reads its stream as RawQUIC's does.
+//   - moqt: one LocalTrack serves a subscription from each subscriber's
+//     session; each batch is one subgroup written with
+//     SubgroupWriter.WriteObject and Close, read by each subscriber as
+//     MoQT's does.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// FanoutSubscribers is the fan-out scenario's subscriber count.
+const FanoutSubscribers = 100
+
+// Fanout moves objects from one publisher to many subscribers. It is not
+// safe for concurrent use.
+type Fanout interface {
+	// Move publishes n objects of size bytes to every subscriber and
+	// returns once each has read all of them and the stream's end.
+	Move(ctx context.Context, n, size int) error
+	// Close closes every connection and waits for their goroutines.
+	Close() error
+}
+
+// FanoutKind is one way of fanning out.
+type FanoutKind struct {
+	Name string
+	New  func(ctx context.Context, subscribers int) (Fanout, error)
+}
+
+// FanoutKinds are the fan-outs compared: a bare quic-go one first.
+var FanoutKinds = []FanoutKind{
+	{Name: "raw-quic", New: func(ctx context.Context, n int) (Fanout, error) { return NewRawFanout(ctx, n) }},
+	{Name: "moqt", New: func(ctx context.Context, n int) (Fanout, error) { return NewMoQTFanout(ctx, n) }},
+}
+
+// CPUTime is the process's user and system CPU time so far.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// gather runs f for each of n subscribers at once and returns the first
+// error.
+func gather(n int, f func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = f(i) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// RawFanout is the ceiling: quic-go with nothing on top.
+type RawFanout struct {
+	ln      *quic.Listener
+	servers []*quic.Conn
+	clients []*quic.Conn
+	pay     payload
+	rbufs   [][]byte
+}
+
+// NewRawFanout connects subscribers clients to one quic-go listener on
+// 127.0.0.1, with the transport settings RawQUIC uses.
+func NewRawFanout(ctx context.Context, subscribers int) (_ *RawFanout, err error) {
+	ln, ctls, err := rawListen()
+	if err != nil {
+		return nil, err
+	}
+	p := &RawFanout{ln: ln}
+	defer func() {
+		if err != nil {
+			_ = p.Close()
+		}
+	}()
+	for range subscribers {
+		c, err := quic.DialAddr(ctx, ln.Addr().String(), ctls, &quic.Config{EnableDatagrams: true})
+		if err != nil {
+			return nil, err
+		}
+		p.clients = append(p.clients, c)
+		s, err := ln.Accept(ctx)
+		if err != nil {
+			return nil, err
+		}
+		p.servers = append(p.servers, s)
+	}
+	p.rbufs = make([][]byte, subscribers)
+	return p, nil
+}
+
+// Move writes each object to every subscriber's stream in turn.
+func (p *RawFanout) Move(ctx context.Context, n, size int) error {
+	done := make(chan error, 1)
+	go func() {
+		done <- gather(len(p.clients), func(i int) error {
+			if cap(p.rbufs[i]) < size {
+				p.rbufs[i] = make([]byte, size)
+			}
+			_, err := readRaw(ctx, p.clients[i], n, size, false, p.rbufs[i], nil)
+			return err
+		})
+	}()
+	fail := func(err error) error {
+		for _, c := range p.clients {
+			_ = c.CloseWithError(1, "writer failed")
+		}
+		return fmt.Errorf("bench: raw fan-out writer: %w (readers: %v)", err, <-done)
+	}
+	frame := p.pay.get(4, size)
+	binary.BigEndian.PutUint32(frame, uint32(size))
+	body := frame[4:]
+	strs := make([]*quic.SendStream, len(p.servers))
+	for i, s := range p.servers {
+		str, err := s.OpenUniStreamSync(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		strs[i] = str
+	}
+	for i := range n {
+		stamp(body, i)
+		for _, str := range strs {
+			if _, err := str.Write(frame); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	for _, str := range strs {
+		if err := str.Close(); err != nil {
+			return fail(err)
+		}
+	}
+	return <-done
+}
+
+// Close closes every connection and the listener.
+func (p *RawFanout) Close() error {
+	for _, c := range p.clients {
+		_ = c.CloseWithError(0, "")
+	}
+	for _, c := range p.servers {
+		_ = c.CloseWithError(0, "")
+	}
+	for _, c := range append(p.clients, p.servers...) {
+		<-c.Context().Done()
+	}
+	return p.ln.Close()
+}
+
+// MoQTFanout is one LocalTrack serving many sessions.
+type MoQTFanout struct {
+	srv     *moqt.Server
+	track   *moqt.LocalTrack
+	servers []*moqt.Session
+	clients []*moqt.Session
+	subs    []*moqt.Subscription
+	group   uint64
+	pay     payload
+	rbufs   [][]byte
+}
+
+// NewMoQTFanout starts a moqt Server on 127.0.0.1 serving one LocalTrack
+// and subscribes to it from subscribers sessions. The subscribers may
+// queue up to the whole of a batch: on a shared machine a hundred readers
+// fall behind in turn, and the scenario measures cost, not cut-offs.
+func NewMoQTFanout(ctx context.Context, subscribers int) (_ *MoQTFanout, err error) {
+	cfg := &moqt.Config{MaxSubscriberBacklog: 64 << 20, SubscriberGrace: 30 * time.Second}
+	srv, track, ctls, err := trackServer(cfg, &moqt.ServerOptions{MaxPendingSessions: subscribers + 1})
+	if err != nil {
+		return nil, err
+	}
+	p := &MoQTFanout{srv: srv, track: track}
+	defer func() {
+		if err != nil {
+			_ = p.Close()
+		}
+	}()
+	for range subscribers {
+		c, err := moqt.Dial(ctx, "moqt://"+srv.Addr().String()+"/bench", &moqt.Config{Logger: quiet, TLSConfig: ctls})
+		if err != nil {
+			return nil, err
+		}
+		p.clients = append(p.clients, c)
+		s, err := srv.Accept(ctx)
+		if err != nil {
+			return nil, err
+		}
+		p.servers = append(p.servers, s)
+		sub, err := c.Subscribe(ctx, benchTrack, wire.Params{})
+		if err != nil {
+			return nil, err
+		}
+		p.subs = append(p.subs, sub)
+	}
+	p.rbufs = make([][]byte, subscribers)
+	return p, nil
+}
+
+// Move writes one subgroup of n objects to every subscription.
+func (p *MoQTFanout) Move(ctx context.Context, n, size int) error {
+	group := p.group
+	p.group++
+	done := make(chan error, 1)
+	go func() {
+		done <- gather(len(p.subs), func(i int) error {
+			if cap(p.rbufs[i]) < size {
+				p.rbufs[i] = make([]byte, size)
+			}
+			_, err := readMoQT(ctx, p.subs[i], group, n, size, false, p.rbufs[i], nil)
+			return err
+		})
+	}()
+	fail := func(err error) error {
+		for _, c := range p.clients {
+			_ = c.CloseWithError(wire.InternalError, "writer failed")
+		}
+		return fmt.Errorf("bench: moqt fan-out writer: %w (readers: %v)", err, <-done)
+	}
+	body := p.pay.get(0, size)
+	w := p.track.OpenSubgroup(group, 0, moqt.SubgroupOptions{})
+	for i := range n {
+		stamp(body, i)
+		if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: group, Object: uint64(i)}, Payload: body}); err != nil {
+			w.Reset(wire.ResetCancelled)
+			return fail(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return fail(err)
+	}
+	return <-done
+}
+
+// Close ends every session and the server.
+func (p *MoQTFanout) Close() error {
+	for _, s := range append(p.clients, p.servers...) {
+		_ = s.Close()
+	}
+	for _, s := range append(p.clients, p.servers...) {
+		<-s.Context().Done()
+	}
+	return p.srv.Close()
+}
+
+// FanoutBatch is how many objects one fan-out Move carries: about 1 MiB
+// per subscriber, at least 4 and at most 2000 objects.
+func FanoutBatch(size int) int {
+	return min(max((1<<20)/max(size, 1), 4), 2000)
+}
+
+// CPUCost is what a fan-out measurement found.
+type CPUCost struct {
+	Delivered int           // objects delivered, over every subscriber
+	CPU       time.Duration // process CPU time spent
+	Elapsed   time.Duration
+}
+
+// PerObject is the CPU time per delivered object.
+func (c CPUCost) PerObject() time.Duration {
+	if c.Delivered == 0 {
+		return 0
+	}
+	return c.CPU / time.Duration(c.Delivered)
+}
+
+// MeasureFanout runs Moves of FanoutBatch(size) objects on f, which has
+// subscribers subscribers, until d has passed.
+func MeasureFanout(ctx context.Context, f Fanout, subscribers, size int, d time.Duration) (CPUCost, error) {
+	batch := FanoutBatch(size)
+	var c CPUCost
+	start, cpu := time.Now(), CPUTime()
+	for c.Elapsed < d {
+		if err := f.Move(ctx, batch, size); err != nil {
+			return c, err
+		}
+		c.Delivered += batch * subscribers
+		c.Elapsed = time.Since(start)
+	}
+	c.CPU = CPUTime() - cpu
+	return c, nil
+}
+
+// FanoutRow is one line of the fan-out table.
+type FanoutRow struct {
+	Size, Subscribers int
+	Raw, MoQT         CPUCost // the median rounds
+	// Ratio is the median of the per-round ratios of moqt's CPU time per
+	// delivered object to raw quic-go's: at most 1.05 is the target.
+	Ratio float64
+}
+
+// CompareFanout measures both fan-outs for size, in alternating rounds of
+// d as Compare does, and reports the medians.
+func CompareFanout(ctx context.Context, subscribers, size, rounds int, d time.Duration) (FanoutRow, error) {
+	fans := make([]Fanout, len(FanoutKinds))
+	defer func() {
+		for _, f := range fans {
+			if f != nil {
+				_ = f.Close()
+			}
+		}
+	}()
+	for i, k := range FanoutKinds {
+		f, err := k.New(ctx, subscribers)
+		if err != nil {
+			return FanoutRow{}, fmt.Errorf("%s fan-out: %w", k.Name, err)
+		}
+		fans[i] = f
+		if err := f.Move(ctx, FanoutBatch(size), size); err != nil { // warm up
+			return FanoutRow{}, fmt.Errorf("%s fan-out: %w", k.Name, err)
+		}
+	}
+	costs := make([][]CPUCost, len(FanoutKinds))
+	var ratios []float64
+	for round := range rounds {
+		var this [2]CPUCost
+		for j := range FanoutKinds {
+			i := j
+			if round%2 == 1 {
+				i = len(FanoutKinds) - 1 - j
+			}
+			c, err := MeasureFanout(ctx, fans[i], subscribers, size, d)
+			if err != nil {
+				return FanoutRow{}, fmt.Errorf("%s fan-out: %w", FanoutKinds[i].Name, err)
+			}
+			costs[i] = append(costs[i], c)
+			this[i] = c
+		}
+		ratios = append(ratios, float64(this[1].PerObject())/float64(this[0].PerObject()))
+	}
+	return FanoutRow{Size: size, Subscribers: subscribers, Raw: medianCost(costs[0]), MoQT: medianCost(costs[1]),
+		Ratio: median(ratios)}, nil
+}
+
+func medianCost(cs []CPUCost) CPUCost {
+	cs = append([]CPUCost(nil), cs...)
+	for i := 1; i < len(cs); i++ {
+		for j := i; j > 0 && cs[j].PerObject() < cs[j-1].PerObject(); j-- {
+			cs[j], cs[j-1] = cs[j-1], cs[j]
+		}
+	}
+	return cs[len(cs)/2]
+}
