@@ -15,6 +15,42 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
+// Lock order:
+//
+// A lock may be taken while holding one listed above it in the same
+// chain, never the other way round; locks marked leaf take no other lock
+// and call out to nothing that might. No lock is held across a call into
+// the application (Handler, hooks, callbacks). The data plane's locks
+// (Session.mu, the writers', backlogs' and pipes') are to be added here.
+//
+//   - Subscription.mu, then authtoken.Sent's lock (Session.sentTokens):
+//     an update's tokens are checked under the subscription's lock, so
+//     that they reach the peer in the order they were checked (§8.9).
+//   - Subscription.mu, then requestStream.wmu: the update is written
+//     under the subscription's lock too, so that answers, which come back
+//     in order, match updates in order.
+//   - requestStream.wmu: serializes a request stream's writes and guards
+//     its FIN and cancel flags. It is held across the stream's Write,
+//     Close, CancelWrite and CancelRead, never across a read; cancel sets
+//     a past write deadline before taking it, so a Write blocked on the
+//     peer's flow control never keeps cancel waiting. Under it only
+//     Session.streamError runs, which cancels the session's Context and
+//     takes no lock.
+//   - controlStream.mu: serializes writes to this endpoint's control
+//     stream (SETUP, GOAWAY, the probe for the stream's end); the same
+//     holds as for requestStream.wmu, without the deadline: only GOAWAY
+//     follows SETUP, once, and a blocked write ends with the session.
+//   - Leaves: openRequests.mu (the open requests, for Shutdown and the
+//     session's end), requestIDSpace.mu (the peer's Request IDs),
+//     acceptQueue.mu (sessions waiting for Server.Accept), ServeMux.mu
+//     (its routes; read-locked while routing), authtoken.Cache's lock
+//     (Session.peerTokens), authtoken.Sent's lock, priority.Table's lock
+//     (Session.prio; under it the streams' SetPriority, which takes only
+//     the transport's own locks).
+//
+// This endpoint's next Request ID and whether it sent GOAWAY are atomics,
+// and the peer's GOAWAY is a channel closed once: they need no lock.
+
 // Session is one MoQT session over a QUIC connection or a WebTransport
 // session (§6). It is safe for concurrent use.
 //
