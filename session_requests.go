@@ -235,10 +235,7 @@ func (s *Session) TrackStatus(ctx context.Context, track wire.FullTrackName, par
 	return askTrackStatus(ctx, s, track, params)
 }
 
-// startPublish sends PUBLISH and starts reading the subscriber's answer.
-// The subscription is Pending(Publisher) when it returns. join, if set,
-// starts serving the subscription before the PUBLISH is written and
-// returns the LARGEST_OBJECT it reports (LocalTrack.join).
+// startPublish is openPublish, for LocalTrack.Publish and its join.
 func (s *Session) startPublish(ctx context.Context, track wire.FullTrackName, params wire.Params, props wire.KVList,
 	join func(*ServedSubscription) (wire.Opt[wire.Location], error)) (*ServedSubscription, error) {
 	return openPublish(ctx, s, track, params, props, join)
