@@ -19,10 +19,17 @@ import (
 //
 // A lock may be taken while holding one listed above it in the same
 // chain, never the other way round; locks marked leaf take no other lock
-// and call out to nothing that might. No lock is held across a call into
-// the application (Handler, hooks, callbacks). The data plane's locks
-// (Session.mu, the writers', backlogs' and pipes') are to be added here.
+// and call out to nothing that might. The control side holds no lock
+// across a call into the application (the Handler, AcceptOptions.OnUpdate).
+// The data plane's locks (Session.mu, LocalTrack's, ServedSubscription's,
+// the writers', backlogs' and pipes') are to be added here.
 //
+//   - incoming.once, a lock in effect (sync.Once holds one while its
+//     function runs): a request's one answer is made and written under
+//     it, so a second answer waits for the first and then finds it sent.
+//     Under it: LocalTrack.mu and the ServedSubscription's locks, since
+//     LocalTrack.Accept joins the track there; requestStream.wmu; and, on
+//     a REQUEST_ERROR, the termination of the request's subscription.
 //   - Subscription.mu, then authtoken.Sent's lock (Session.sentTokens):
 //     an update's tokens are checked under the subscription's lock, so
 //     that they reach the peer in the order they were checked (§8.9).
