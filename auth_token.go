@@ -12,8 +12,8 @@ import (
 // token caches, in internal/authtoken: the peer's registrations, which this
 // endpoint stores and enforces (tokenCache), and a mirror of this
 // endpoint's registrations with the peer (sentTokens), which keeps it from
-// breaking the peer's rules. This file gives their verdicts the session's
-// error types and their tokens the public AuthToken form.
+// breaking the peer's rules. Here their verdicts get the session's error
+// types and their tokens the public AuthToken form.
 
 // AuthToken is an authorization token as the peer meant it: the Token Type
 // and Token Value after any alias is resolved (§8.9). Using an alias has the
@@ -70,14 +70,14 @@ func (c *tokenCache) refuse(tok AuthToken, code wire.RequestErrorCode) bool {
 	return c.c.Refuse(tok.entry, code)
 }
 
-// takeTokens resolves the AUTHORIZATION_TOKENs of a message the peer sent
+// take resolves the AUTHORIZATION_TOKENs of a message the peer sent
 // (§8.9) and puts them back into p in their resolved form, USE_VALUE, so
 // that the parameters mean the same outside this session. See resolve.
-func (s *Session) takeTokens(p *wire.Params) ([]AuthToken, *RequestError, error) {
+func (c *tokenCache) take(p *wire.Params) ([]AuthToken, *RequestError, error) {
 	if p == nil || len(p.AuthorizationTokens) == 0 {
 		return nil, nil, nil
 	}
-	toks, rej, err := s.peerTokens.resolve(p.AuthorizationTokens, false)
+	toks, rej, err := c.resolve(p.AuthorizationTokens, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -95,22 +95,6 @@ func useValues(toks []AuthToken) []wire.Token {
 		out[i] = wire.Token{AliasType: wire.TokenUseValue, Type: t.Type, Value: t.Value}
 	}
 	return out
-}
-
-// PeerAuthorizationTokens returns the authorization tokens of the peer's
-// SETUP, resolved (§9.1.4).
-func (s *Session) PeerAuthorizationTokens() []AuthToken { return s.peerSetupTokens }
-
-// StoreTokenError records that the token tok, registered by the peer under
-// an alias, now fails with code: every later request or update that uses
-// the alias with USE_ALIAS is rejected with code before it reaches the
-// Handler (§8.9). The peer may still delete the alias. Use it for errors the
-// token cannot recover from: EXPIRED_AUTH_TOKEN, or UNAUTHORIZED or
-// MALFORMED_AUTH_TOKEN for a token that can never become valid. tok must
-// come from this session's requests or SETUP; StoreTokenError reports false
-// when it came without an alias.
-func (s *Session) StoreTokenError(tok AuthToken, code wire.RequestErrorCode) bool {
-	return s.peerTokens.refuse(tok, code)
 }
 
 // sentTokens mirrors the token cache of the peer: what this endpoint has

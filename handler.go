@@ -3,8 +3,6 @@ package moqt
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime/debug"
 	"sync"
 
 	"github.com/moqt-go/moqt/wire"
@@ -166,57 +164,6 @@ func (in *incoming) rejectWith(e *RequestError) error {
 		}
 		return nil
 	})
-}
-
-// handOff gives r, ready for its answer, to the Handler; the read loop of
-// its stream, which the caller runs next, ends r's Context.
-func (s *Session) handOff(r Request) {
-	in := r.base()
-	in.rs.peer = in
-	s.serve(r)
-}
-
-// serve starts the Handler for r in a goroutine of its own, which Close
-// does not wait for, and rejects r if the handler did not answer.
-//
-// A panicking Handler is recovered, as net/http does, and logged with its
-// stack: the session stays up, and the request alone ends with
-// INTERNAL_ERROR, as a REQUEST_ERROR if it was not answered yet, else as a
-// reset of its stream.
-func (s *Session) serve(r Request) {
-	s.handlers.Go(func() {
-		defer func() {
-			in := r.base()
-			v := recover()
-			if s.ctx.Err() != nil {
-				// The request ended with the session. An answer now could
-				// still slip out before the connection's close, between
-				// the session's cancellation and it, and reach the peer
-				// as the request's end instead of the session's.
-				in.answer(func() error { return nil })
-				if v != nil {
-					s.logPanic(r, v)
-				}
-				return
-			}
-			if v != nil {
-				s.logPanic(r, v)
-				e := &RequestError{Code: wire.ReqInternalError, Reason: "internal error"}
-				if in.rejectWith(e) == errAlreadyAnswered {
-					in.rs.cancel(wire.ResetInternalError)
-				}
-				return
-			}
-			_ = in.rejectWith(&RequestError{Code: wire.ReqInternalError, Reason: "request not answered"})
-		}()
-		s.handler.ServeMOQT(r)
-	})
-}
-
-// logPanic logs a Handler's panic with its stack, as net/http does.
-func (s *Session) logPanic(r Request, v any) {
-	s.log.Error("moqt: Handler panicked", "request_id", r.RequestID(), "request", fmt.Sprintf("%T", r),
-		"panic", v, "stack", string(debug.Stack()))
 }
 
 // errAlreadyAnswered is returned when a request is answered twice.

@@ -1,23 +1,12 @@
 package moqt
 
 import (
-	"github.com/moqt-go/moqt/internal/priority"
 	"github.com/moqt-go/moqt/wire"
 )
 
 // Priorities (§5.1). The ranking of data streams onto quic-go urgencies
-// lives in internal/priority; this file holds what comes from the session
-// and its requests: which sessions rank at all, and the priorities and
-// group order requests and tracks carry.
-
-// priorities returns the session's data stream priorities, or nil on
-// WebTransport, where streams have none.
-func (s *Session) priorities() *priority.Table {
-	if s.conn.WebTransport() {
-		return nil
-	}
-	return &s.prio
-}
+// lives in internal/priority; here is what requests and tracks carry: the
+// subscriber priority and the group order.
 
 // subscriberPriority is the SUBSCRIBER_PRIORITY in force: 128 when the
 // subscriber set none (§9.20.8).
@@ -39,15 +28,4 @@ func trackGroupOrder(props wire.KVList) wire.GroupOrder {
 		return wire.GroupOrderDescending
 	}
 	return wire.GroupOrderAscending
-}
-
-// refreshPriority re-reads the subscriber priority of ss and applies it to
-// its open data streams. The data path does this on the next object
-// anyway; calling it when a REQUEST_UPDATE changes SUBSCRIBER_PRIORITY
-// applies the change to streams that are waiting for no new object.
-func (ss *ServedSubscription) refreshPriority() {
-	ss.mu.Lock()
-	prio := subscriberPriority(&ss.params)
-	ss.mu.Unlock()
-	ss.sess.priorities().SetSubscriber(ss.rs.id, prio)
 }

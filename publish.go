@@ -7,11 +7,11 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// startPublish sends PUBLISH and starts reading the subscriber's answer.
+// openPublish sends PUBLISH on s and starts reading the subscriber's answer.
 // The subscription is Pending(Publisher) when it returns. join, if set,
 // starts serving the subscription before the PUBLISH is written and
 // returns the LARGEST_OBJECT it reports (LocalTrack.join).
-func (s *Session) startPublish(ctx context.Context, track wire.FullTrackName, params wire.Params, props wire.KVList,
+func openPublish(ctx context.Context, s *Session, track wire.FullTrackName, params wire.Params, props wire.KVList,
 	join func(*ServedSubscription) (wire.Opt[wire.Location], error)) (*ServedSubscription, error) {
 	if err := params.Check(wire.InPublish); err != nil {
 		return nil, err
@@ -34,7 +34,7 @@ func (s *Session) startPublish(ctx context.Context, track wire.FullTrackName, pa
 		largest, err := join(ss)
 		if err != nil {
 			ss.abort(err)
-			s.untrack(rs)
+			s.requests.remove(rs)
 			return nil, err
 		}
 		params.LargestObject = largest
@@ -46,7 +46,7 @@ func (s *Session) startPublish(ctx context.Context, track wire.FullTrackName, pa
 		TrackAlias: ss.alias, Parameters: params, TrackProperties: props}
 	if err := rs.write(msg); err != nil {
 		ss.abort(err)
-		s.untrack(rs)
+		s.requests.remove(rs)
 		return nil, err
 	}
 	if err := ss.markOpened(); err != nil {

@@ -75,7 +75,7 @@ func (r *PublishRequest) Reject(code wire.RequestErrorCode, reason string) error
 
 // servePublish hands a PUBLISH to the Handler and reads the publisher's
 // side of the stream.
-func (s *Session) servePublish(rs *requestStream, m *wire.Publish, toks []AuthToken) error {
+func servePublish(s *Session, rs *requestStream, m *wire.Publish, toks []AuthToken) error {
 	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
 	// C035 applies on receipt, whatever the application would answer.
 	if err := s.checkAlias(m.TrackAlias, track); err != nil {

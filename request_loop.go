@@ -115,7 +115,7 @@ func (rs *requestStream) goServe(side requestSide) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer s.untrack(rs)
+		defer s.requests.remove(rs)
 		if err := rs.serve(side); err != nil {
 			s.fail(err)
 		}

@@ -198,7 +198,7 @@ func (rs *requestStream) crossed(m wire.Message) error {
 	if !ok {
 		return nil
 	}
-	if err := rs.sess.checkPeerRequestID(u.RequestID); err != nil {
+	if err := rs.sess.ids.checkPeer(u.RequestID); err != nil {
 		return err
 	}
 	if err := u.Parameters.Check(updateContext(rs.requestType())); err != nil {
@@ -303,7 +303,7 @@ func (rs *requestStream) readMessage() (wire.Message, error) {
 		}
 	}
 	if u, ok := m.(*wire.RequestUpdate); ok && (err == nil || isReject(err)) {
-		_, tokRej, terr := rs.sess.takeTokens(&u.Parameters)
+		_, tokRej, terr := rs.sess.peerTokens.take(&u.Parameters)
 		if terr != nil {
 			return nil, terr
 		}
@@ -347,4 +347,15 @@ func (rs *requestStream) readMessage() (wire.Message, error) {
 		}
 	}
 	return m, nil
+}
+
+// reject answers a request with REQUEST_ERROR and FIN (§6.4.2.3). The
+// requester finishes its direction in turn, and whoever reads the stream
+// keeps reading until it does (§6.4.2.2); the request counts as open, for
+// Shutdown, until then. A STOP_SENDING here would read as a cancellation,
+// so none is sent.
+func (rs *requestStream) reject(e *RequestError) {
+	// A failed write means the stream or session is gone already, which
+	// ends the request just the same.
+	_ = rs.writeAndFin(e.message())
 }

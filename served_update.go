@@ -22,7 +22,7 @@ func (ss *ServedSubscription) receiveUpdate(m *wire.RequestUpdate, rej *wire.Rej
 	if ss.State() == StatePendingPublisher {
 		return protocolViolation("REQUEST_UPDATE before the answer to PUBLISH")
 	}
-	if err := ss.sess.checkPeerRequestID(m.RequestID); err != nil {
+	if err := ss.sess.ids.checkPeer(m.RequestID); err != nil {
 		return err
 	}
 	if err := m.Parameters.Check(wire.InUpdateSubscription); err != nil {
@@ -125,4 +125,15 @@ func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 	}
 	ss.restartExpiry()
 	_ = ss.rs.write(&wire.RequestOK{Parameters: ss.grantParams()})
+}
+
+// refreshPriority re-reads the subscriber priority of ss and applies it to
+// its open data streams. The data path does this on the next object
+// anyway; calling it when a REQUEST_UPDATE changes SUBSCRIBER_PRIORITY
+// applies the change to streams that are waiting for no new object.
+func (ss *ServedSubscription) refreshPriority() {
+	ss.mu.Lock()
+	prio := subscriberPriority(&ss.params)
+	ss.mu.Unlock()
+	ss.sess.priorities().SetSubscriber(ss.rs.id, prio)
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -15,6 +14,49 @@ import (
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
+
+// Lock order:
+//
+// A lock may be taken while holding one listed above it in the same
+// chain, never the other way round; locks marked leaf take no other lock
+// and call out to nothing that might. The control side holds no lock
+// across a call into the application (the Handler, AcceptOptions.OnUpdate).
+// The data plane's locks (Session.mu, LocalTrack's, ServedSubscription's,
+// the writers', backlogs' and pipes') are to be added here.
+//
+//   - incoming.once, a lock in effect (sync.Once holds one while its
+//     function runs): a request's one answer is made and written under
+//     it, so a second answer waits for the first and then finds it sent.
+//     Under it: LocalTrack.mu and the ServedSubscription's locks, since
+//     LocalTrack.Accept joins the track there; requestStream.wmu; and, on
+//     a REQUEST_ERROR, the termination of the request's subscription.
+//   - Subscription.mu, then authtoken.Sent's lock (Session.sentTokens):
+//     an update's tokens are checked under the subscription's lock, so
+//     that they reach the peer in the order they were checked (§8.9).
+//   - Subscription.mu, then requestStream.wmu: the update is written
+//     under the subscription's lock too, so that answers, which come back
+//     in order, match updates in order.
+//   - requestStream.wmu: serializes a request stream's writes and guards
+//     its FIN and cancel flags. It is held across the stream's Write,
+//     Close, CancelWrite and CancelRead, never across a read; cancel sets
+//     a past write deadline before taking it, so a Write blocked on the
+//     peer's flow control never keeps cancel waiting. Under it only
+//     Session.streamError runs, which cancels the session's Context and
+//     takes no lock.
+//   - controlStream.mu: serializes writes to this endpoint's control
+//     stream (SETUP, GOAWAY, the probe for the stream's end); the same
+//     holds as for requestStream.wmu, without the deadline: only GOAWAY
+//     follows SETUP, once, and a blocked write ends with the session.
+//   - Leaves: openRequests.mu (the open requests, for Shutdown and the
+//     session's end), requestIDSpace.mu (the peer's Request IDs),
+//     acceptQueue.mu (sessions waiting for Server.Accept), ServeMux.mu
+//     (its routes; read-locked while routing), authtoken.Cache's lock
+//     (Session.peerTokens), authtoken.Sent's lock, priority.Table's lock
+//     (Session.prio; under it the streams' SetPriority, which takes only
+//     the transport's own locks).
+//
+// This endpoint's next Request ID and whether it sent GOAWAY are atomics,
+// and the peer's GOAWAY is a channel closed once: they need no lock.
 
 // Session is one MoQT session over a QUIC connection or a WebTransport
 // session (§6). It is safe for concurrent use.
@@ -52,25 +94,14 @@ type Session struct {
 	peerTokens *tokenCache // the peer's token registrations (§8.9)
 	sentTokens *sentTokens // this endpoint's registrations with the peer
 
-	// peerCtrl is set by the first unidirectional stream of type SETUP:
-	// the peer's control stream. A second is a PROTOCOL_VIOLATION (§6.3).
-	peerCtrl atomic.Bool
+	ctrl controlStream // this endpoint's control stream, and the claim on the peer's
+	away goawayState   // GOAWAY, both ways (§9.2)
 
-	ctrlMu  sync.Mutex // serializes writes to ctrl
-	ctrl    transport.SendStream
-	ctrlBuf []byte
+	requests *openRequests   // the open requests, both ways, for Shutdown's drain
+	ids      *requestIDSpace // Request IDs, both ways (§6.4.2.1)
 
-	goawayIn   chan struct{} // closed when the peer sent GOAWAY on the control stream
-	goawayURI  string        // written once, before goawayIn is closed
-	goawayOnce sync.Once
-
-	mu         sync.Mutex // guards the fields below; never held while calling out
-	nextID     uint64
-	peerIDs    requestIDs
-	active     map[*requestStream]struct{}
-	idle       chan struct{} // closed and replaced when active becomes empty
-	sentGoaway bool
-	aliases    aliasTable
+	mu      sync.Mutex // guards the fields below; never held while calling out
+	aliases aliasTable
 	// aliasBound is closed and replaced whenever an alias is bound, waking
 	// the data streams that wait for theirs.
 	aliasBound       chan struct{}
@@ -94,9 +125,8 @@ func newSession(conn transport.Conn, version wire.Version, isClient bool, cfg *C
 		ctx:        ctx,
 		cancel:     cancel,
 		setupDone:  make(chan struct{}),
-		goawayIn:   make(chan struct{}),
-		active:     map[*requestStream]struct{}{},
-		idle:       make(chan struct{}),
+		away:       goawayState{in: make(chan struct{})},
+		requests:   newOpenRequests(ctx),
 		aliasBound: make(chan struct{}),
 		peerTokens: newTokenCache(cfg.MaxAuthTokenCacheSize),
 		sentTokens: newSentTokens(),
@@ -104,67 +134,12 @@ func newSession(conn transport.Conn, version wire.Version, isClient bool, cfg *C
 	role := "server"
 	if isClient {
 		role = "client"
-		s.peerIDs = newRequestIDs(1) // the server's IDs are odd
+		s.ids = newRequestIDSpace(0, 1) // the server's IDs are odd
 	} else {
-		s.nextID = 1
-		s.peerIDs = newRequestIDs(0) // the client's IDs are even
+		s.ids = newRequestIDSpace(1, 0) // the client's IDs are even
 	}
-	close(s.idle)
 	s.log = cfg.Logger.With("role", role, "version", version.String(), "remote", conn.RemoteAddr().String())
 	return s
-}
-
-// handshake opens the control stream, sends SETUP, starts the session's
-// goroutines and waits for the peer's SETUP (§6.3). On failure the session
-// is closed.
-func (s *Session) handshake(ctx context.Context, setup *wire.Setup) error {
-	s.wg.Add(4)
-	go s.receiveDatagrams()
-	go s.watchTransport()
-	go s.acceptUniStreams()
-	go s.acceptRequestStreams()
-
-	ctrl, err := s.conn.OpenUniStreamSync(ctx)
-	if err != nil {
-		s.fail(&SessionError{Code: wire.InternalError, Reason: "opening the control stream: " + err.Error()})
-		return s.closeErr(err)
-	}
-	s.ctrl = ctrl
-	context.AfterFunc(ctrl.Context(), s.controlStreamEnded)
-	if err := s.writeControl(setup); err != nil {
-		s.fail(err)
-		return s.closeErr(err)
-	}
-	timer := time.NewTimer(s.cfg.SetupTimeout)
-	defer timer.Stop()
-	select {
-	case <-s.setupDone:
-		return nil
-	case <-s.ctx.Done():
-		return context.Cause(s.ctx)
-	case <-timer.C:
-		s.fail(&SessionError{Code: wire.ControlMessageTimeout, Reason: "no SETUP from peer"})
-		return context.Cause(s.ctx)
-	case <-ctx.Done():
-		s.fail(&SessionError{Code: wire.InternalError, Reason: "setup abandoned"})
-		return ctx.Err()
-	}
-}
-
-// controlStreamEnded runs once this endpoint's control stream can no
-// longer be written. If the peer stopped it with STOP_SENDING, the stream
-// was closed at the transport layer during the session, which is a
-// PROTOCOL_VIOLATION (§6.3). An empty write reports the reason without
-// sending anything: the peer's STOP_SENDING as a remote stream error, the
-// connection's end as a close error.
-func (s *Session) controlStreamEnded() {
-	s.ctrlMu.Lock()
-	_, err := s.ctrl.Write(nil)
-	s.ctrlMu.Unlock()
-	var se *transport.StreamError
-	if errors.As(err, &se) && se.Remote {
-		s.fail(protocolViolation("peer stopped this endpoint's control stream"))
-	}
 }
 
 // hook runs the test hook pick selects, if any.
@@ -182,25 +157,6 @@ func (s *Session) closeErr(err error) error {
 		return cause
 	}
 	return err
-}
-
-// ownSetup builds the SETUP this endpoint sends.
-func (s *Session) ownSetup() *wire.Setup {
-	st := &wire.Setup{}
-	if !s.cfg.DisableImplementation {
-		st.MoqtImplementation = wire.Some(s.cfg.Implementation)
-	}
-	if s.cfg.MaxRequestUpdates != 0 {
-		st.MaxRequestUpdates = wire.Some(s.cfg.MaxRequestUpdates)
-	}
-	if s.cfg.MaxFilterRanges != 0 {
-		st.MaxFilterRanges = wire.Some(s.cfg.MaxFilterRanges)
-	}
-	if s.cfg.MaxAuthTokenCacheSize != 0 {
-		st.MaxAuthTokenCacheSize = wire.Some(s.cfg.MaxAuthTokenCacheSize)
-	}
-	st.AuthorizationTokens = s.cfg.AuthorizationTokens
-	return st
 }
 
 // Context is cancelled when the session ends; its cause is the
@@ -226,6 +182,31 @@ func (s *Session) Authority() string { return s.authority }
 // AUTHORIZATION_TOKENs as sent, for the application to inspect.
 // PeerAuthorizationTokens has the tokens resolved.
 func (s *Session) PeerSetup() *wire.Setup { return s.peerSetup }
+
+// PeerAuthorizationTokens returns the authorization tokens of the peer's
+// SETUP, resolved (§9.1.4).
+func (s *Session) PeerAuthorizationTokens() []AuthToken { return s.peerSetupTokens }
+
+// StoreTokenError records that the token tok, registered by the peer under
+// an alias, now fails with code: every later request or update that uses
+// the alias with USE_ALIAS is rejected with code before it reaches the
+// Handler (§8.9). The peer may still delete the alias. Use it for errors the
+// token cannot recover from: EXPIRED_AUTH_TOKEN, or UNAUTHORIZED or
+// MALFORMED_AUTH_TOKEN for a token that can never become valid. tok must
+// come from this session's requests or SETUP; StoreTokenError reports false
+// when it came without an alias.
+func (s *Session) StoreTokenError(tok AuthToken, code wire.RequestErrorCode) bool {
+	return s.peerTokens.refuse(tok, code)
+}
+
+// priorities returns the session's data stream priorities, or nil on
+// WebTransport, where streams have none.
+func (s *Session) priorities() *priority.Table {
+	if s.conn.WebTransport() {
+		return nil
+	}
+	return &s.prio
+}
 
 // acceptUniStreams dispatches the peer's unidirectional streams by their
 // stream type (§6.4.1).

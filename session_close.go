@@ -94,13 +94,7 @@ func (s *Session) watchTransport() {
 // A closed QUIC connection does that by itself, but a WebTransport stream
 // can block a Read until its session is torn down, which may lag.
 func (s *Session) abortRequests() {
-	s.mu.Lock()
-	open := make([]*requestStream, 0, len(s.active))
-	for rs := range s.active {
-		open = append(open, rs)
-	}
-	s.mu.Unlock()
-	for _, rs := range open {
+	for _, rs := range s.requests.snapshot() {
 		rs.cancel(wire.ResetSessionClosed)
 	}
 }

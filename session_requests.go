@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
@@ -68,19 +69,19 @@ func (s *Session) serveRequestStream(str transport.Stream) error {
 	}
 	m := parsed.(wire.Request) // every request type is one (wire tests)
 	rs.id = m.ID()
-	if err := s.checkPeerRequestID(rs.id); err != nil {
+	if err := s.ids.checkPeer(rs.id); err != nil {
 		return err
 	}
 	// Tokens are resolved whatever becomes of the request: a REGISTER
 	// stands even if the request fails (§8.9).
-	toks, tokRej, err := s.takeTokens(m.Params())
+	toks, tokRej, err := s.peerTokens.take(m.Params())
 	if err != nil {
 		return err
 	}
-	if !s.track(rs) {
+	if !s.requests.add(rs) {
 		return nil
 	}
-	defer s.untrack(rs)
+	defer s.requests.remove(rs)
 	if e := s.refusal(m, rej, tokRej); e != nil {
 		rs.reject(e)
 		return rs.drain()
@@ -122,9 +123,9 @@ type requestKind struct {
 // Session.openRequest, write the request, and read the answers with
 // requestStream.goServe and a requestSide of their own.
 var requestKinds = map[wire.MessageType]requestKind{
-	wire.MsgSubscribe:          serveKind((*Session).serveSubscribe),
-	wire.MsgPublish:            serveKind((*Session).servePublish),
-	wire.MsgTrackStatus:        serveKind((*Session).serveTrackStatus),
+	wire.MsgSubscribe:          serveKind(serveSubscribe),
+	wire.MsgPublish:            serveKind(servePublish),
+	wire.MsgTrackStatus:        serveKind(serveTrackStatus),
 	wire.MsgFetch:              notSupported,
 	wire.MsgPublishNamespace:   notSupported,
 	wire.MsgSubscribeNamespace: notSupported,
@@ -159,7 +160,7 @@ func (s *Session) refusal(m wire.Request, rej *wire.RejectError, tokRej *Request
 	if tokRej != nil {
 		return tokRej
 	}
-	if s.goingAway() {
+	if s.away.sent.Load() {
 		return &RequestError{Code: wire.ReqGoingAway, Reason: "session is draining"}
 	}
 	if !isSessionNamespace(m.Namespace()) {
@@ -175,78 +176,83 @@ func (s *Session) refusal(m wire.Request, rej *wire.RejectError, tokRej *Request
 	return &RequestError{Code: wire.ReqDoesNotExist, Reason: "unknown session-level namespace"}
 }
 
-// reject answers a request with REQUEST_ERROR and FIN (§6.4.2.3). The
-// requester finishes its direction in turn, and whoever reads the stream
-// keeps reading until it does (§6.4.2.2); the request counts as open, for
-// Shutdown, until then. A STOP_SENDING here would read as a cancellation,
-// so none is sent.
-func (rs *requestStream) reject(e *RequestError) {
-	// A failed write means the stream or session is gone already, which
-	// ends the request just the same.
-	_ = rs.writeAndFin(e.message())
+// handOff gives r, ready for its answer, to the Handler; the read loop of
+// its stream, which the caller runs next, ends r's Context.
+func (s *Session) handOff(r Request) {
+	in := r.base()
+	in.rs.peer = in
+	s.serve(r)
 }
 
-// goingAway reports whether this endpoint sent GOAWAY.
-func (s *Session) goingAway() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sentGoaway
+// serve starts the Handler for r in a goroutine of its own, which Close
+// does not wait for, and rejects r if the handler did not answer.
+//
+// A panicking Handler is recovered, as net/http does, and logged with its
+// stack: the session stays up, and the request alone ends with
+// INTERNAL_ERROR, as a REQUEST_ERROR if it was not answered yet, else as a
+// reset of its stream.
+func (s *Session) serve(r Request) {
+	s.handlers.Go(func() {
+		defer func() {
+			in := r.base()
+			v := recover()
+			if s.ctx.Err() != nil {
+				// The request ended with the session. An answer now could
+				// still slip out before the connection's close, between
+				// the session's cancellation and it, and reach the peer
+				// as the request's end instead of the session's.
+				in.answer(func() error { return nil })
+				if v != nil {
+					s.logPanic(r, v)
+				}
+				return
+			}
+			if v != nil {
+				s.logPanic(r, v)
+				e := &RequestError{Code: wire.ReqInternalError, Reason: "internal error"}
+				if in.rejectWith(e) == errAlreadyAnswered {
+					in.rs.cancel(wire.ResetInternalError)
+				}
+				return
+			}
+			_ = in.rejectWith(&RequestError{Code: wire.ReqInternalError, Reason: "request not answered"})
+		}()
+		s.handler.ServeMOQT(r)
+	})
 }
 
-// track registers an open request, for Shutdown's drain. It reports false
-// once the session is closed.
-func (s *Session) track(rs *requestStream) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ctx.Err() != nil {
-		return false
-	}
-	if len(s.active) == 0 {
-		s.idle = make(chan struct{})
-	}
-	s.active[rs] = struct{}{}
-	return true
+// logPanic logs a Handler's panic with its stack, as net/http does.
+func (s *Session) logPanic(r Request, v any) {
+	s.log.Error("moqt: Handler panicked", "request_id", r.RequestID(), "request", fmt.Sprintf("%T", r),
+		"panic", v, "stack", string(debug.Stack()))
 }
 
-func (s *Session) untrack(rs *requestStream) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.active[rs]; !ok {
-		return
-	}
-	delete(s.active, rs)
-	if len(s.active) == 0 {
-		close(s.idle)
-	}
+// TrackStatus asks the peer for the status of track (§9.13). A
+// REQUEST_ERROR is returned as *RequestError. A peer that sends GOAWAY on
+// the request's stream and ends it unanswered migrates the request (§9.2):
+// the error wraps ErrGoingAway.
+func (s *Session) TrackStatus(ctx context.Context, track wire.FullTrackName, params wire.Params) (*TrackStatus, error) {
+	return askTrackStatus(ctx, s, track, params)
 }
 
-// newRequestID allocates this endpoint's next Request ID (§6.4.2.1).
-func (s *Session) newRequestID() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id := s.nextID
-	s.nextID += 2
-	return id
+// startPublish is openPublish, for LocalTrack.Publish and its join.
+func (s *Session) startPublish(ctx context.Context, track wire.FullTrackName, params wire.Params, props wire.KVList,
+	join func(*ServedSubscription) (wire.Opt[wire.Location], error)) (*ServedSubscription, error) {
+	return openPublish(ctx, s, track, params, props, join)
 }
 
-// checkPeerRequestID enforces the peer's parity and uniqueness (§6.4.2.1).
-func (s *Session) checkPeerRequestID(id uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.peerIDs.add(id); err != nil {
-		return &SessionError{Code: wire.InvalidRequestID, Reason: err.Error()}
-	}
-	return nil
-}
+// newRequestID, checkPeerRequestID and untrack are the request plumbing
+// the subscriber's side reaches through the Session.
+func (s *Session) newRequestID() uint64               { return s.ids.allocate() }
+func (s *Session) checkPeerRequestID(id uint64) error { return s.ids.checkPeer(id) }
+func (s *Session) untrack(rs *requestStream)          { s.requests.remove(rs) }
 
 // openRequest opens a request stream for a new request of this endpoint,
 // whose message will carry toks. The tokens are checked against the peer's
 // token cache first (§8.9): if they break its rules, nothing is opened.
 func (s *Session) openRequest(ctx context.Context, toks []wire.Token) (*requestStream, error) {
-	select {
-	case <-s.goawayIn:
+	if s.away.received() {
 		return nil, ErrGoingAway
-	default:
 	}
 	if cause := context.Cause(s.ctx); cause != nil {
 		return nil, cause
@@ -261,53 +267,14 @@ func (s *Session) openRequest(ctx context.Context, toks []wire.Token) (*requestS
 		s.sentTokens.abort(use)
 		return nil, s.closeErr(err)
 	}
-	rs := newRequestStream(s, str, s.newRequestID(), true)
+	rs := newRequestStream(s, str, s.ids.allocate(), true)
 	rs.tokenKey, rs.sentTokens = key, use
-	if !s.track(rs) {
+	if !s.requests.add(rs) {
 		str.CancelWrite(uint64(wire.ResetSessionClosed))
 		s.sentTokens.abort(use)
 		return nil, context.Cause(s.ctx)
 	}
 	return rs, nil
-}
-
-// requestIDs records the Request IDs a peer has used. IDs below floor are
-// all used; used IDs above it wait in above until the gap closes. A peer
-// that leaves a gap open cannot grow above past maxRequestIDGap: the floor
-// then moves up, treating the skipped IDs as used.
-type requestIDs struct {
-	floor uint64
-	above map[uint64]struct{}
-}
-
-const maxRequestIDGap = 1 << 12
-
-func newRequestIDs(first uint64) requestIDs {
-	return requestIDs{floor: first, above: map[uint64]struct{}{}}
-}
-
-func (r *requestIDs) add(id uint64) error {
-	if id%2 != r.floor%2 {
-		return fmt.Errorf("request ID %d has the wrong parity", id)
-	}
-	if _, dup := r.above[id]; id < r.floor || dup {
-		return fmt.Errorf("request ID %d reused", id)
-	}
-	r.above[id] = struct{}{}
-	if len(r.above) > maxRequestIDGap {
-		lowest := id
-		for k := range r.above {
-			lowest = min(lowest, k)
-		}
-		r.floor = lowest
-	}
-	for {
-		if _, ok := r.above[r.floor]; !ok {
-			return nil
-		}
-		delete(r.above, r.floor)
-		r.floor += 2
-	}
 }
 
 // sessionNamespace is the reserved first namespace field ".session" (§6.5).

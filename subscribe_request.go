@@ -74,7 +74,7 @@ func (r *SubscribeRequest) accept(opts AcceptOptions, props wire.KVList, join fu
 
 // serveSubscribe hands a SUBSCRIBE to the Handler and reads the
 // subscriber's side of the stream until the subscription ends.
-func (s *Session) serveSubscribe(rs *requestStream, m *wire.Subscribe, toks []AuthToken) error {
+func serveSubscribe(s *Session, rs *requestStream, m *wire.Subscribe, toks []AuthToken) error {
 	if err := checkRanges(&m.Parameters, s.cfg.MaxFilterRanges); err != nil {
 		rs.reject(asRequestError(err)) // C026
 		return rs.drain()

@@ -18,11 +18,8 @@ type TrackStatus struct {
 	Properties wire.KVList
 }
 
-// TrackStatus asks the peer for the status of track (§9.13). A
-// REQUEST_ERROR is returned as *RequestError. A peer that sends GOAWAY on
-// the request's stream and ends it unanswered migrates the request (§9.2):
-// the error wraps ErrGoingAway.
-func (s *Session) TrackStatus(ctx context.Context, track wire.FullTrackName, params wire.Params) (*TrackStatus, error) {
+// askTrackStatus sends TRACK_STATUS on s and waits for the answer.
+func askTrackStatus(ctx context.Context, s *Session, track wire.FullTrackName, params wire.Params) (*TrackStatus, error) {
 	if err := params.Check(wire.InTrackStatus); err != nil {
 		return nil, err
 	}
@@ -33,7 +30,7 @@ func (s *Session) TrackStatus(ctx context.Context, track wire.FullTrackName, par
 	// TRACK_STATUS is the only message this end sends (§9.13).
 	if err := rs.writeAndFin(&wire.TrackStatus{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name, Parameters: params}); err != nil {
 		rs.cancel(wire.ResetInternalError)
-		s.untrack(rs)
+		s.requests.remove(rs)
 		return nil, err
 	}
 	a := &trackStatusAnswer{rs: rs, done: make(chan struct{})}
@@ -149,7 +146,7 @@ func (r *TrackStatusRequest) Accept(largest wire.Opt[wire.Location], props wire.
 
 // serveTrackStatus hands a TRACK_STATUS to the Handler. Nothing more may
 // arrive from the requester (§9.13).
-func (s *Session) serveTrackStatus(rs *requestStream, m *wire.TrackStatus, toks []AuthToken) error {
+func serveTrackStatus(s *Session, rs *requestStream, m *wire.TrackStatus, toks []AuthToken) error {
 	req := &TrackStatusRequest{
 		incoming: newIncoming(rs, toks, m.TrackNamespace),
 		Track:    wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName},

@@ -5,24 +5,124 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
-// writeControl sends one message on this endpoint's control stream.
-func (s *Session) writeControl(m wire.Message) error {
-	s.ctrlMu.Lock()
-	defer s.ctrlMu.Unlock()
-	b, err := wire.AppendMessage(s.version, s.ctrlBuf[:0], m)
+// handshake opens the control stream, sends SETUP, starts the session's
+// goroutines and waits for the peer's SETUP (§6.3). On failure the session
+// is closed.
+func (s *Session) handshake(ctx context.Context, setup *wire.Setup) error {
+	s.wg.Add(4)
+	go s.receiveDatagrams()
+	go s.watchTransport()
+	go s.acceptUniStreams()
+	go s.acceptRequestStreams()
+
+	ctrl, err := s.conn.OpenUniStreamSync(ctx)
+	if err != nil {
+		s.fail(&SessionError{Code: wire.InternalError, Reason: "opening the control stream: " + err.Error()})
+		return s.closeErr(err)
+	}
+	s.ctrl.str = ctrl
+	context.AfterFunc(ctrl.Context(), s.controlStreamEnded)
+	if err := s.writeControl(setup); err != nil {
+		s.fail(err)
+		return s.closeErr(err)
+	}
+	timer := time.NewTimer(s.cfg.SetupTimeout)
+	defer timer.Stop()
+	select {
+	case <-s.setupDone:
+		return nil
+	case <-s.ctx.Done():
+		return context.Cause(s.ctx)
+	case <-timer.C:
+		s.fail(&SessionError{Code: wire.ControlMessageTimeout, Reason: "no SETUP from peer"})
+		return context.Cause(s.ctx)
+	case <-ctx.Done():
+		s.fail(&SessionError{Code: wire.InternalError, Reason: "setup abandoned"})
+		return ctx.Err()
+	}
+}
+
+// controlStreamEnded runs once this endpoint's control stream can no
+// longer be written. If the peer stopped it with STOP_SENDING, the stream
+// was closed at the transport layer during the session, which is a
+// PROTOCOL_VIOLATION (§6.3). An empty write reports the reason without
+// sending anything: the peer's STOP_SENDING as a remote stream error, the
+// connection's end as a close error.
+func (s *Session) controlStreamEnded() {
+	err := s.ctrl.probe()
+	var se *transport.StreamError
+	if errors.As(err, &se) && se.Remote {
+		s.fail(protocolViolation("peer stopped this endpoint's control stream"))
+	}
+}
+
+// ownSetup builds the SETUP this endpoint sends.
+func (s *Session) ownSetup() *wire.Setup {
+	st := &wire.Setup{}
+	if !s.cfg.DisableImplementation {
+		st.MoqtImplementation = wire.Some(s.cfg.Implementation)
+	}
+	if s.cfg.MaxRequestUpdates != 0 {
+		st.MaxRequestUpdates = wire.Some(s.cfg.MaxRequestUpdates)
+	}
+	if s.cfg.MaxFilterRanges != 0 {
+		st.MaxFilterRanges = wire.Some(s.cfg.MaxFilterRanges)
+	}
+	if s.cfg.MaxAuthTokenCacheSize != 0 {
+		st.MaxAuthTokenCacheSize = wire.Some(s.cfg.MaxAuthTokenCacheSize)
+	}
+	st.AuthorizationTokens = s.cfg.AuthorizationTokens
+	return st
+}
+
+// controlStream is this endpoint's control stream, written one whole
+// message at a time, and the claim on the peer's: only the first stream of
+// type SETUP is its control stream (§6.3).
+type controlStream struct {
+	// peerClaimed is set by the first unidirectional stream of type SETUP:
+	// the peer's control stream. A second is a PROTOCOL_VIOLATION (§6.3).
+	peerClaimed atomic.Bool
+
+	mu  sync.Mutex           // serializes writes to str
+	str transport.SendStream // set by handshake before any write
+	buf []byte               // reused for each message; guarded by mu
+}
+
+// write sends m whole; streamErr maps the stream's write error.
+func (c *controlStream) write(v wire.Version, m wire.Message, streamErr func(error) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := wire.AppendMessage(v, c.buf[:0], m)
 	if err != nil {
 		return err
 	}
-	s.ctrlBuf = b
-	if _, err := s.ctrl.Write(b); err != nil {
-		return s.streamError(err)
+	c.buf = b
+	if _, err := c.str.Write(b); err != nil {
+		return streamErr(err)
 	}
 	return nil
+}
+
+// probe writes nothing: its error says why the stream can no longer be
+// written.
+func (c *controlStream) probe() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.str.Write(nil)
+	return err
+}
+
+// writeControl sends one message on this endpoint's control stream.
+func (s *Session) writeControl(m wire.Message) error {
+	return s.ctrl.write(s.version, m, s.streamError)
 }
 
 // readControl reads the peer's control stream: SETUP first, then only
@@ -30,7 +130,7 @@ func (s *Session) writeControl(m wire.Message) error {
 func (s *Session) readControl(mr *wire.MessageReader, ctl *controlReader) error {
 	// Claimed before anything is read, so that two control streams racing
 	// each other cannot both deliver a SETUP.
-	if !s.peerCtrl.CompareAndSwap(false, true) {
+	if !s.ctrl.peerClaimed.CompareAndSwap(false, true) {
 		return protocolViolation("second control stream")
 	}
 	m, err := mr.ReadMessage(s.version)

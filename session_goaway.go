@@ -3,26 +3,53 @@ package moqt
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moqt-go/moqt/wire"
 )
+
+// goawayState is GOAWAY on the control stream, both ways (§9.2): the
+// peer's, after which this end opens no request, and this endpoint's,
+// after which it refuses the peer's new requests with GOING_AWAY.
+type goawayState struct {
+	in   chan struct{} // closed when the peer sent GOAWAY
+	uri  string        // the peer's New Session URI; written once, before in is closed
+	once sync.Once
+	sent atomic.Bool // this endpoint sent, or is sending, GOAWAY
+}
+
+// receive records the peer's GOAWAY. It reports false for a second one.
+func (a *goawayState) receive(uri string) bool {
+	first := false
+	a.once.Do(func() {
+		first = true
+		a.uri = uri
+		close(a.in)
+	})
+	return first
+}
+
+// received reports whether the peer sent GOAWAY.
+func (a *goawayState) received() bool {
+	select {
+	case <-a.in:
+		return true
+	default:
+		return false
+	}
+}
 
 // receiveGoaway handles GOAWAY on the control stream (§9.2).
 func (s *Session) receiveGoaway(g *wire.Goaway) error {
 	if err := s.checkGoaway(g); err != nil {
 		return err
 	}
-	seen := true
-	s.goawayOnce.Do(func() {
-		seen = false
-		s.goawayURI = g.NewSessionURI
-		close(s.goawayIn)
-	})
-	if seen {
+	if !s.away.receive(g.NewSessionURI) {
 		return protocolViolation("second GOAWAY on the control stream")
 	}
-	s.log.Info("peer sent GOAWAY", "uri", s.goawayURI, "timeout_ms", g.Timeout)
+	s.log.Info("peer sent GOAWAY", "uri", s.away.uri, "timeout_ms", g.Timeout)
 	s.wg.Add(1)
 	go s.closeWhenIdle()
 	return nil
@@ -38,16 +65,14 @@ func (s *Session) checkGoaway(g *wire.Goaway) error {
 
 // GoingAway is closed when the peer sends GOAWAY on the control stream. New
 // requests then fail with ErrGoingAway.
-func (s *Session) GoingAway() <-chan struct{} { return s.goawayIn }
+func (s *Session) GoingAway() <-chan struct{} { return s.away.in }
 
 // GoawayURI is the New Session URI of the peer's GOAWAY, if any.
 func (s *Session) GoawayURI() string {
-	select {
-	case <-s.goawayIn:
-		return s.goawayURI
-	default:
-		return ""
+	if s.away.received() {
+		return s.away.uri
 	}
+	return ""
 }
 
 // Shutdown drains the session (§6.6.1): it sends GOAWAY on the control
@@ -72,16 +97,12 @@ func (s *Session) Shutdown(ctx context.Context, uri string) error {
 	if s.isClient {
 		uri = ""
 	}
-	s.mu.Lock()
-	already := s.sentGoaway
-	s.sentGoaway = true
-	s.mu.Unlock()
-	if !already {
+	if !s.away.sent.Swap(true) {
 		if err := s.writeControl(&wire.Goaway{NewSessionURI: uri, Timeout: timeout}); err != nil {
 			return err
 		}
 	}
-	if err := s.waitIdle(ctx); err != nil {
+	if err := s.requests.waitIdle(ctx); err != nil {
 		if s.ctx.Err() != nil {
 			return s.closedByPeer()
 		}
@@ -105,33 +126,12 @@ func (s *Session) closedByPeer() error {
 	return nil
 }
 
-// waitIdle waits until no request is open. It fails when ctx or the
-// session ends first.
-func (s *Session) waitIdle(ctx context.Context) error {
-	for {
-		s.mu.Lock()
-		idle := s.idle
-		n := len(s.active)
-		s.mu.Unlock()
-		if n == 0 {
-			return nil
-		}
-		select {
-		case <-idle:
-		case <-s.ctx.Done():
-			return context.Cause(s.ctx)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
 // closeWhenIdle closes the session with NO_ERROR once no request is open,
 // after the peer's GOAWAY: the close the spec recommends (§6.6.1), which
 // the peer's drain waits for.
 func (s *Session) closeWhenIdle() {
 	defer s.wg.Done()
-	if s.waitIdle(s.ctx) == nil {
+	if s.requests.waitIdle(s.ctx) == nil {
 		s.log.Info("closing after the peer's GOAWAY: no request is open")
 		s.fail(&SessionError{Code: wire.NoError}) // not Close, which would wait for this goroutine
 	}

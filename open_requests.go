@@ -1,0 +1,86 @@
+package moqt
+
+import (
+	"context"
+	"sync"
+)
+
+// openRequests is the set of a session's open requests, both directions:
+// what Shutdown drains (§6.6.1) and what the session's end unblocks. A
+// request is open from its stream's first message until the stream is
+// closed both ways.
+type openRequests struct {
+	// sess is the session's Context: once it is done, nothing is added,
+	// so that every request added is in the snapshot taken after it.
+	sess context.Context
+
+	mu     sync.Mutex // guards the fields below; held for no call out
+	active map[*requestStream]struct{}
+	idle   chan struct{} // closed and replaced when active becomes empty
+}
+
+func newOpenRequests(sess context.Context) *openRequests {
+	o := &openRequests{sess: sess, active: map[*requestStream]struct{}{}, idle: make(chan struct{})}
+	close(o.idle)
+	return o
+}
+
+// add registers an open request. It reports false once the session has
+// ended.
+func (o *openRequests) add(rs *requestStream) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.sess.Err() != nil {
+		return false
+	}
+	if len(o.active) == 0 {
+		o.idle = make(chan struct{})
+	}
+	o.active[rs] = struct{}{}
+	return true
+}
+
+// remove unregisters a request; removing one twice is harmless.
+func (o *openRequests) remove(rs *requestStream) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.active[rs]; !ok {
+		return
+	}
+	delete(o.active, rs)
+	if len(o.active) == 0 {
+		close(o.idle)
+	}
+}
+
+// waitIdle waits until no request is open. It fails when ctx or the
+// session ends first.
+func (o *openRequests) waitIdle(ctx context.Context) error {
+	for {
+		o.mu.Lock()
+		idle := o.idle
+		n := len(o.active)
+		o.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-idle:
+		case <-o.sess.Done():
+			return context.Cause(o.sess)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// snapshot returns the requests open now.
+func (o *openRequests) snapshot() []*requestStream {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	open := make([]*requestStream, 0, len(o.active))
+	for rs := range o.active {
+		open = append(open, rs)
+	}
+	return open
+}

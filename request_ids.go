@@ -1,0 +1,78 @@
+package moqt
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// requestIDSpace is a session's Request IDs (§6.4.2.1): the ones this
+// endpoint allocates, and the record of those the peer has used.
+type requestIDSpace struct {
+	next atomic.Uint64 // this endpoint's next Request ID
+
+	mu   sync.Mutex // guards peer; held for no call out
+	peer requestIDs
+}
+
+// newRequestIDSpace starts this endpoint's IDs at own and the peer's at
+// peer: a client's are even, a server's odd.
+func newRequestIDSpace(own, peer uint64) *requestIDSpace {
+	r := &requestIDSpace{peer: newRequestIDs(peer)}
+	r.next.Store(own)
+	return r
+}
+
+// allocate returns this endpoint's next Request ID.
+func (r *requestIDSpace) allocate() uint64 { return r.next.Add(2) - 2 }
+
+// checkPeer enforces the peer's parity and uniqueness.
+func (r *requestIDSpace) checkPeer(id uint64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.peer.add(id); err != nil {
+		return &SessionError{Code: wire.InvalidRequestID, Reason: err.Error()}
+	}
+	return nil
+}
+
+// requestIDs records the Request IDs a peer has used. IDs below floor are
+// all used; used IDs above it wait in above until the gap closes. A peer
+// that leaves a gap open cannot grow above past maxRequestIDGap: the floor
+// then moves up, treating the skipped IDs as used.
+type requestIDs struct {
+	floor uint64
+	above map[uint64]struct{}
+}
+
+const maxRequestIDGap = 1 << 12
+
+func newRequestIDs(first uint64) requestIDs {
+	return requestIDs{floor: first, above: map[uint64]struct{}{}}
+}
+
+func (r *requestIDs) add(id uint64) error {
+	if id%2 != r.floor%2 {
+		return fmt.Errorf("request ID %d has the wrong parity", id)
+	}
+	if _, dup := r.above[id]; id < r.floor || dup {
+		return fmt.Errorf("request ID %d reused", id)
+	}
+	r.above[id] = struct{}{}
+	if len(r.above) > maxRequestIDGap {
+		lowest := id
+		for k := range r.above {
+			lowest = min(lowest, k)
+		}
+		r.floor = lowest
+	}
+	for {
+		if _, ok := r.above[r.floor]; !ok {
+			return nil
+		}
+		delete(r.above, r.floor)
+		r.floor += 2
+	}
+}

@@ -1,0 +1,110 @@
+package moqt
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// REQUEST_ERROR with REDIRECT (§9.4): the Connect URI and the track reach
+// the requester, on either side.
+
+// redirectError is a REQUEST_ERROR REDIRECT to uri and track.
+func redirectError(uri string, track wire.FullTrackName) *wire.RequestError {
+	return &wire.RequestError{ErrorCode: wire.ReqRedirect, ErrorReason: "moved",
+		Redirect: wire.Some(wire.Redirect{ConnectURI: uri, TrackNamespace: track.Namespace, TrackName: track.Name})}
+}
+
+// A server that receives a Redirect with a Connect URI closes the session
+// with PROTOCOL_VIOLATION, whichever request it answers; an empty Connect
+// URI is a Redirect like any other.
+func TestServerReceivesRedirectWithConnectURI(t *testing.T) {
+	requests := map[string]func(s *Session) error{
+		"TRACK_STATUS": func(s *Session) error {
+			_, err := s.TrackStatus(context.Background(), trackA, wire.Params{})
+			return err
+		},
+		"SUBSCRIBE": func(s *Session) error {
+			_, err := s.Subscribe(context.Background(), trackA, wire.Params{})
+			return err
+		},
+	}
+	for name, request := range requests {
+		for _, scheme := range schemes {
+			t.Run(scheme+"/"+name, func(t *testing.T) {
+				s, fp := serverSessionOver(t, scheme, nil)
+				done := goErr(func() error { return request(s) })
+				fs := fp.accept()
+				fs.read()
+				fs.send(redirectError("moqt://elsewhere.example/live", trackB))
+				fp.expectClose(wire.ProtocolViolation)
+				assert.Error(t, recvOrFail(t, done))
+			})
+		}
+		t.Run("empty Connect URI/"+name, func(t *testing.T) {
+			s, fp := serverSession(t, nil)
+			done := goErr(func() error { return request(s) })
+			fs := fp.accept()
+			fs.read()
+			fs.send(redirectError("", trackB))
+			fs.fin()
+			var re *RequestError
+			require.ErrorAs(t, recvOrFail(t, done), &re)
+			require.NotNil(t, re.Redirect)
+			assert.Equal(t, trackB.Name, re.Redirect.TrackName)
+			fp.alive(0)
+			assert.NoError(t, s.Context().Err())
+		})
+	}
+}
+
+// A client may be redirected to another server.
+func TestClientReceivesRedirectWithConnectURI(t *testing.T) {
+	s, fp := clientSession(t, nil)
+	done := goErr(func() error {
+		_, err := s.TrackStatus(context.Background(), trackA, wire.Params{})
+		return err
+	})
+	fs := fp.accept()
+	expect[*wire.TrackStatus](fs)
+	fs.send(redirectError("moqt://elsewhere.example/live", trackB))
+	fs.fin()
+	var re *RequestError
+	require.ErrorAs(t, recvOrFail(t, done), &re)
+	require.NotNil(t, re.Redirect)
+	assert.Equal(t, "moqt://elsewhere.example/live", re.Redirect.ConnectURI)
+	assert.NoError(t, s.Context().Err())
+}
+
+// The rule for namespace-scoped requests is applied by the same read: the
+// library sends no such request yet, so the stream is built by hand.
+func TestRedirectForNamespaceRequestHasNoTrackName(t *testing.T) {
+	for _, tc := range []struct {
+		request wire.MessageType
+		name    string
+		ok      bool
+	}{
+		{wire.MsgSubscribeNamespace, "video", false},
+		{wire.MsgPublishNamespace, "video", false},
+		{wire.MsgSubscribeTracks, "video", false},
+		{wire.MsgSubscribeNamespace, "", true},
+		{wire.MsgSubscribe, "video", true},
+	} {
+		t.Run(tc.request.String()+"/"+tc.name, func(t *testing.T) {
+			rs := pipedRequestStream(t, tc.request, redirectError("", wire.FullTrackName{Namespace: trackA.Namespace, Name: []byte(tc.name)}))
+			m, err := rs.readMessage()
+			if tc.ok {
+				require.NoError(t, err)
+				assert.IsType(t, &wire.RequestError{}, m)
+				return
+			}
+			se, ok := asSessionError(err)
+			require.True(t, ok, "%v", err)
+			assert.Equal(t, wire.ProtocolViolation, se.Code)
+		})
+	}
+}
