@@ -90,7 +90,6 @@ func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader,
 
 // receiveDatagrams reads the session's datagrams until it ends (§11.2).
 func (s *Session) receiveDatagrams() {
-	defer s.wg.Done()
 	for {
 		b, err := s.conn.ReceiveDatagram(s.ctx)
 		if err != nil {

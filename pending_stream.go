@@ -48,9 +48,7 @@ func (ss *ServedSubscription) openLater() *pendingStream {
 	openCtx, abandon := context.WithCancel(s.ctx)
 	p.abandon = abandon
 	ss.pendingOpens.Add(1)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.goroutines.Go(func() {
 		defer abandon()
 		str, err := s.conn.OpenUniStreamSync(openCtx)
 		if err != nil {
@@ -58,7 +56,7 @@ func (ss *ServedSubscription) openLater() *pendingStream {
 		}
 		ss.pendingOpens.Add(-1)
 		p.opened(str, err)
-	}()
+	})
 	return p
 }
 

@@ -112,14 +112,12 @@ func (rs *requestStream) end(side requestSide, err error) error {
 // an error of the peer's closes the session.
 func (rs *requestStream) goServe(side requestSide) {
 	s := rs.sess
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.goroutines.Go(func() {
 		defer s.requests.remove(rs)
 		if err := rs.serve(side); err != nil {
 			s.fail(err)
 		}
-	}()
+	})
 }
 
 // drain reads and discards what the peer still sends on a request that

@@ -121,8 +121,7 @@ func newServedSubscription(rs *requestStream, track wire.FullTrackName, params w
 		},
 	}
 	ss.stopWatch = context.AfterFunc(s.ctx, ss.watchSession)
-	s.wg.Add(1)
-	go ss.updateWorker()
+	s.goroutines.Go(ss.updateWorker)
 	return ss
 }
 

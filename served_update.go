@@ -55,7 +55,6 @@ func (ss *ServedSubscription) receiveUpdate(m *wire.RequestUpdate, rej *wire.Rej
 // REQUEST_OK or REQUEST_ERROR (§9.5). Updates wait until the subscription
 // is Established and its SUBSCRIBE_OK written.
 func (ss *ServedSubscription) updateWorker() {
-	defer ss.sess.wg.Done()
 	for _, ch := range []<-chan struct{}{ss.established, ss.opened} {
 		select {
 		case <-ch:

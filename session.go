@@ -78,9 +78,9 @@ type Session struct {
 	// checkSetup lets a Server refuse a client's SETUP (INVALID_PATH, …).
 	checkSetup func(*wire.Setup) error
 
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	wg     sync.WaitGroup // the session's own goroutines, which Close waits for
+	ctx        context.Context
+	cancel     context.CancelCauseFunc
+	goroutines goroutines // the session's own, which Close waits for
 	// handlers counts running Handler calls, which Close does not wait
 	// for: user code, possibly the caller of Close.
 	handlers sync.WaitGroup
@@ -211,19 +211,16 @@ func (s *Session) priorities() *priority.Table {
 // acceptUniStreams dispatches the peer's unidirectional streams by their
 // stream type (§6.4.1).
 func (s *Session) acceptUniStreams() {
-	defer s.wg.Done()
 	for {
 		str, err := s.conn.AcceptUniStream(s.ctx)
 		if err != nil {
 			return
 		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
+		s.goroutines.Go(func() {
 			if err := s.serveUniStream(str); err != nil {
 				s.fail(err)
 			}
-		}()
+		})
 	}
 }
 

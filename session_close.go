@@ -38,7 +38,7 @@ func (s *Session) Close() error { return s.CloseWithError(wire.NoError, "") }
 func (s *Session) waitGoroutines() {
 	done := make(chan struct{})
 	go func() {
-		s.wg.Wait()
+		s.goroutines.Wait()
 		close(done)
 	}()
 	t := time.NewTimer(closeWait)
@@ -73,7 +73,6 @@ func (s *Session) fail(err error) {
 
 // watchTransport ends the session when the connection goes away by itself.
 func (s *Session) watchTransport() {
-	defer s.wg.Done()
 	select {
 	case <-s.ctx.Done():
 		// Closed from this end: fail closes the connection next. The

@@ -17,11 +17,10 @@ import (
 // goroutines and waits for the peer's SETUP (§6.3). On failure the session
 // is closed.
 func (s *Session) handshake(ctx context.Context, setup *wire.Setup) error {
-	s.wg.Add(4)
-	go s.receiveDatagrams()
-	go s.watchTransport()
-	go s.acceptUniStreams()
-	go s.acceptRequestStreams()
+	s.goroutines.Go(s.receiveDatagrams)
+	s.goroutines.Go(s.watchTransport)
+	s.goroutines.Go(s.acceptUniStreams)
+	s.goroutines.Go(s.acceptRequestStreams)
 
 	ctrl, err := s.conn.OpenUniStreamSync(ctx)
 	if err != nil {

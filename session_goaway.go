@@ -50,8 +50,7 @@ func (s *Session) receiveGoaway(g *wire.Goaway) error {
 		return protocolViolation("second GOAWAY on the control stream")
 	}
 	s.log.Info("peer sent GOAWAY", "uri", s.away.uri, "timeout_ms", g.Timeout)
-	s.wg.Add(1)
-	go s.closeWhenIdle()
+	s.goroutines.Go(s.closeWhenIdle)
 	return nil
 }
 
@@ -130,7 +129,6 @@ func (s *Session) closedByPeer() error {
 // after the peer's GOAWAY: the close the spec recommends (§6.6.1), which
 // the peer's drain waits for.
 func (s *Session) closeWhenIdle() {
-	defer s.wg.Done()
 	if s.requests.waitIdle(s.ctx) == nil {
 		s.log.Info("closing after the peer's GOAWAY: no request is open")
 		s.fail(&SessionError{Code: wire.NoError}) // not Close, which would wait for this goroutine

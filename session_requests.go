@@ -13,19 +13,16 @@ import (
 
 // acceptRequestStreams serves the request streams the peer opens.
 func (s *Session) acceptRequestStreams() {
-	defer s.wg.Done()
 	for {
 		str, err := s.conn.AcceptStream(s.ctx)
 		if err != nil {
 			return
 		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
+		s.goroutines.Go(func() {
 			if err := s.serveRequestStream(str); err != nil {
 				s.fail(err)
 			}
-		}()
+		})
 	}
 }
 

@@ -50,8 +50,7 @@ var errPipeClosed = errors.New("moqt: data stream abandoned")
 func newStreamPipe(s *Session, str transport.ReceiveStream, src *bufio.Reader) *streamPipe {
 	p := &streamPipe{s: s, str: str, src: src,
 		ready: make(chan struct{}, 1), quit: make(chan struct{}), filled: make(chan struct{})}
-	s.wg.Add(1)
-	go p.fill()
+	s.goroutines.Go(p.fill)
 	return p
 }
 
@@ -67,7 +66,6 @@ func signal(ch chan struct{}) {
 // before they are copied, so the budget is never exceeded, not even
 // briefly; the only other memory is the stream's bufio.Reader.
 func (p *streamPipe) fill() {
-	defer p.s.wg.Done()
 	defer close(p.filled)
 	defer signal(p.ready)
 	for {

@@ -35,7 +35,7 @@ func TestStreamPipeAbortReleasesBudget(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		require.FailNow(t, "the pipe's reader did not end")
 	}
-	s.wg.Wait()
+	s.goroutines.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	assert.Zero(t, s.pendingBytes, "bytes charged after the pipe was abandoned")
