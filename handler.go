@@ -22,7 +22,7 @@ import (
 //
 //	mux := moqt.NewServeMux()
 //	mux.HandleFunc(wire.NewNamespace("live"), func(r moqt.Request) {
-//		if sr, ok := r.(*moqt.SubscribeRequest); ok {
+//		if sr, ok := r.(*moqt.SubscribeRequest); ok && sr.Track.Equal(liveTrack.Name()) {
 //			_, _ = liveTrack.Accept(sr, moqt.AcceptOptions{})
 //			return
 //		}

@@ -238,11 +238,6 @@ func (s *Session) startPublish(ctx context.Context, track wire.FullTrackName, pa
 	return openPublish(ctx, s, track, params, props, join)
 }
 
-// newRequestID, checkPeerRequestID and untrack are the request plumbing
-// the subscriber's side reaches through the Session.
-func (s *Session) newRequestID() uint64               { return s.ids.allocate() }
-func (s *Session) checkPeerRequestID(id uint64) error { return s.ids.checkPeer(id) }
-func (s *Session) untrack(rs *requestStream)          { s.requests.remove(rs) }
 
 // openRequest opens a request stream for a new request of this endpoint,
 // whose message will carry toks. The tokens are checked against the peer's

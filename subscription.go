@@ -87,7 +87,7 @@ func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, param
 	sub.initData()
 	if err := rs.write(&wire.Subscribe{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name, Parameters: params}); err != nil {
 		rs.cancel(wire.ResetInternalError)
-		s.untrack(rs)
+		s.requests.remove(rs)
 		return nil, err
 	}
 	rs.goServe(sub)
@@ -207,7 +207,7 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 		return err
 	}
 	sub.updates = append(sub.updates, sentUpdate{answer: answer, tokens: use, params: &params, filter: sub.updatedFilterLocked(&params)})
-	id := sub.sess.newRequestID()
+	id := sub.sess.ids.allocate()
 	err = sub.rs.write(&wire.RequestUpdate{RequestID: id, Parameters: params})
 	if err != nil {
 		// Whether any of it left is unknown, so the tokens stay pending.
@@ -451,7 +451,7 @@ func (sub *Subscription) answerUpdate(err error) error {
 // direction (§9), so the update waits for it; a refused PUBLISH leaves
 // nothing to update and the update goes unanswered.
 func (sub *Subscription) publisherUpdate(m *wire.RequestUpdate, rej *wire.RejectError) error {
-	if err := sub.sess.checkPeerRequestID(m.RequestID); err != nil {
+	if err := sub.sess.ids.checkPeer(m.RequestID); err != nil {
 		return err
 	}
 	if err := m.Parameters.Check(wire.InUpdateSubscription); err != nil {

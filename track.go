@@ -147,7 +147,15 @@ func (t *LocalTrack) Idle() <-chan struct{} {
 // subscription. The subscription receives every object published after the
 // Largest Object its SUBSCRIBE_OK reports; the first of them may reach the
 // subscriber before the SUBSCRIBE_OK does, which it buffers (§3.1.2).
+//
+// A SUBSCRIBE for another track is answered with REQUEST_ERROR
+// DOES_NOT_EXIST and Accept fails: serving it this track's objects would
+// give them the wrong name (§2.4).
 func (t *LocalTrack) Accept(r *SubscribeRequest, opts AcceptOptions) (*ServedSubscription, error) {
+	if !r.Track.Equal(t.name) {
+		_ = r.Reject(wire.ReqDoesNotExist, "no such track")
+		return nil, fmt.Errorf("moqt: SUBSCRIBE for %v accepted by the LocalTrack of %v", r.Track, t.name)
+	}
 	props := t.props
 	if p := r.Params.IncludeProperties; p.Set && !p.Value {
 		props = nil // §9.20.22
