@@ -197,10 +197,10 @@ func (ss *ServedSubscription) largestNow() wire.Opt[wire.Location] {
 
 // Notify sends PUBLISH_STATE_NOTIFY (§9.10) with the parameters that
 // changed at the publisher: FORWARD or LOCATION_FILTER. LARGEST_OBJECT is
-// added when known (C014).
+// added when known (§9.10).
 //
 // A publisher must not change a subscriber-controlled value the subscriber
-// did not ask for (C013), and what the subscriber asks for arrives as a
+// did not ask for (§9.10), and what the subscriber asks for arrives as a
 // REQUEST_UPDATE, whose REQUEST_OK already confirms it. So Notify refuses
 // to change FORWARD or LOCATION_FILTER on a SUBSCRIBE-initiated
 // subscription, and on a PUBLISH-initiated one once the subscriber has set

@@ -238,7 +238,6 @@ func (s *Session) startPublish(ctx context.Context, track wire.FullTrackName, pa
 	return openPublish(ctx, s, track, params, props, join)
 }
 
-
 // openRequest opens a request stream for a new request of this endpoint,
 // whose message will carry toks. The tokens are checked against the peer's
 // token cache first (§8.9): if they break its rules, nothing is opened.

@@ -15,7 +15,7 @@ import (
 // track's Largest Object and Track Properties and serves every Established
 // subscription to it, in any number of sessions: each object written
 // through it goes once to every subscription whose filters it passes
-// (C027, C033).
+// (§3.3.3), a copy for each even when they share a Track Alias.
 //
 // A subscription joins the track in one step with the Largest Object its
 // answer reports, so it receives every object published after that
@@ -170,7 +170,7 @@ func (t *LocalTrack) Accept(r *SubscribeRequest, opts AcceptOptions) (*ServedSub
 // the subscription. Objects start flowing at once, before PUBLISH_OK
 // (§3.1), up to Config.MaxEarlyObjects of them, unless params sets
 // FORWARD to 0; the rest wait for the answer. LARGEST_OBJECT is added to
-// params when anything has been published (C016), and the subscription
+// params when anything has been published (§9.20.18), and the subscription
 // receives every object published after it. A REQUEST_ERROR is returned
 // as *RequestError.
 func (t *LocalTrack) Publish(ctx context.Context, s *Session, params wire.Params) (*ServedSubscription, error) {
@@ -271,7 +271,7 @@ func (t *LocalTrack) noteObject(l wire.Location) {
 
 // End ends every subscription to the track with PUBLISH_DONE code (§9.9),
 // TRACK_ENDED for a track that is over. Subgroups still open are reset
-// first (C078). The subscriptions end in parallel, so a subscriber that
+// first, as their streams would otherwise read as complete (§9.9). The subscriptions end in parallel, so a subscriber that
 // does not read its request stream delays no other; End returns once
 // each PUBLISH_DONE is written or, past Config.PublishDoneTimeout, its
 // request stream reset.
@@ -284,7 +284,7 @@ func (t *LocalTrack) End(code wire.PublishDoneCode, reason string) {
 }
 
 // WriteDatagram sends o as a datagram to every subscription whose filters
-// it passes (C027, C033). A datagram larger than the path allows is
+// it passes (§3.3.3). A datagram larger than the path allows is
 // dropped by the transport without notice (§11.2); the error reports it.
 // A subscription whose delivery timeout passes before its copy reaches the
 // transport (the transport's queue can block the loop) does not get it

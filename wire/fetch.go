@@ -28,9 +28,9 @@ func (m *Fetch) ParseBody(_ Version, body []byte) error {
 // TrackProperties fill the rest of the message and alias the parsed body.
 //
 // End Of Track is an 8-bit field whose text defines only 1 and 0; like the
-// other 0/1 fields of §9.20 (C017), any other value is decoded as a
+// other 0/1 fields of §9.20, any other value is decoded as a
 // PROTOCOL_VIOLATION. That End Location is not smaller than the FETCH's
-// start (C096) needs the request and is checked by the session.
+// start (§9.12) needs the request and is checked by the session.
 type FetchOK struct {
 	EndOfTrack      bool
 	EndLocation     Location

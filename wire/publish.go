@@ -59,7 +59,7 @@ func (m *Publish) ParseBody(_ Version, body []byte) error {
 
 // PublishDone is PUBLISH_DONE (§9.9), the publisher's last message on a
 // subscription's request stream. StreamCount uses the full 64-bit range:
-// 2^64-1 means the publisher does not know the exact count (C084). An
+// 2^64-1 means the publisher does not know the exact count. An
 // unknown StatusCode decodes fine and is read as INTERNAL_ERROR (§13).
 type PublishDone struct {
 	StatusCode  PublishDoneCode

@@ -69,7 +69,7 @@ func (m *SubscribeOK) ParseBody(_ Version, body []byte) error {
 // PublishStateNotify is PUBLISH_STATE_NOTIFY (§9.10): the publisher's
 // unilateral report of the parameters of a subscription that changed. It
 // has no response. That it arrives only from the publisher of a subscription
-// is checked by the session (C012).
+// is checked by the session.
 type PublishStateNotify struct {
 	Parameters Params
 }
