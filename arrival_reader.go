@@ -6,7 +6,6 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Subscription.ReadObject reads a subscription's objects in the order they
@@ -60,7 +59,7 @@ type arrival struct {
 	cancel  context.CancelFunc
 	drained chan struct{} // closed when the pump and every stream goroutine have ended
 	started atomic.Bool   // items is set: the stall watchdog may look at it
-	// taken is when ReadObject last returned (unix nanoseconds), for the
+	// taken is the stall clock's tick when ReadObject last returned, for the
 	// stall watchdog.
 	taken atomic.Int64
 
@@ -186,16 +185,18 @@ func (a *arrival) start(sub *Subscription) {
 	}
 	a.live = 1
 	a.mu.Unlock()
-	a.taken.Store(time.Now().UnixNano())
+	a.taken.Store(sub.stall.now())
 	a.started.Store(true)
 	go a.pump(sub)
 }
 
 // took records the application's progress, for the stall watchdog.
 func (a *arrival) took(sub *Subscription) {
-	now := time.Now().UnixNano()
-	a.taken.Store(now)
-	sub.readProgress.Store(now)
+	now := sub.stall.now()
+	if a.taken.Load() != now {
+		a.taken.Store(now)
+	}
+	sub.stall.advance(now)
 }
 
 // stalled reports objects queued for ReadObject since before cutoff, when

@@ -53,13 +53,15 @@ func (r *SubgroupReader) Subscription() *Subscription { return r.sub }
 // Objects outside the subscription's filters when they are read are
 // skipped; they still count for the Malformed Track checks.
 func (r *SubgroupReader) Next() (Object, error) {
-	r.watch.enter()
 	defer r.leave()
 	for {
 		if r.err != nil {
 			return Object{}, r.err
 		}
 		if r.remain > 0 {
+			if r.remain > uint64(r.br.Buffered()) {
+				r.watch.wait()
+			}
 			n, err := r.br.Discard(int(min(r.remain, maxDiscard)))
 			r.remain -= uint64(n)
 			if err != nil {
@@ -72,6 +74,9 @@ func (r *SubgroupReader) Next() (Object, error) {
 		if routed {
 			o, r.first = *r.first, nil
 		} else {
+			if r.dec.Header.HasProperties || r.br.Buffered() < maxPlainObjectHeader {
+				r.watch.wait() // the header may not all be here yet
+			}
 			var err error
 			if o, err = r.dec.Read(r.br, r.props[:0]); err != nil {
 				return Object{}, r.fail(err)
@@ -91,6 +96,10 @@ func (r *SubgroupReader) Next() (Object, error) {
 		}
 	}
 }
+
+// maxPlainObjectHeader is the longest object header without properties:
+// three varints (§11.3.2).
+const maxPlainObjectHeader = 3 * 8
 
 // maxDiscard is the most Next skips of an unread payload at once.
 const maxDiscard = 1 << 30
@@ -143,7 +152,6 @@ func (r *SubgroupReader) object(o wire.SubgroupObject) Object {
 // Read reads the current object's payload; it returns io.EOF at the end of
 // the payload.
 func (r *SubgroupReader) Read(p []byte) (int, error) {
-	r.watch.enter()
 	defer r.leave()
 	if r.err != nil {
 		return 0, r.err
@@ -153,6 +161,9 @@ func (r *SubgroupReader) Read(p []byte) (int, error) {
 	}
 	if uint64(len(p)) > r.remain {
 		p = p[:r.remain]
+	}
+	if r.br.Buffered() == 0 {
+		r.watch.wait()
 	}
 	n, err := r.br.Read(p)
 	r.remain -= uint64(n)
@@ -233,11 +244,11 @@ func (r *SubgroupReader) readInto(p []byte, n int) ([]byte, error) {
 // r) forwards one payload. A write error leaves the payload's rest
 // unread, for Read, WriteTo or Next.
 func (r *SubgroupReader) WriteTo(w io.Writer) (int64, error) {
-	r.watch.enter()
 	defer r.leave()
 	var n int64
 	for r.err == nil && r.remain > 0 {
 		if r.br.Buffered() == 0 {
+			r.watch.wait()
 			if _, err := r.br.Peek(1); err != nil {
 				return n, r.fail(err)
 			}

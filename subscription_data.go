@@ -3,7 +3,6 @@ package moqt
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/moqt-go/moqt/internal/filter"
@@ -39,9 +38,9 @@ type subData struct {
 	// stallTimer runs the stall watchdog while streams are open
 	// (receive_stall.go).
 	stallTimer *time.Timer
-	// readProgress is when the application last took or read one of the
-	// subscription's streams (unix nanoseconds; receive_stall.go).
-	readProgress atomic.Int64
+	// stall is the stall watchdog's clock, and when the application last
+	// took or read one of the subscription's streams (receive_stall.go).
+	stall stallClock
 
 	// checks is what the subscription has seen of its track, to detect a
 	// Malformed Track (malformed.go). It has its own lock.
@@ -317,8 +316,8 @@ func (sub *Subscription) trackReader(r *SubgroupReader) {
 		sub.readers = map[*SubgroupReader]struct{}{}
 	}
 	sub.readers[r] = struct{}{}
-	r.watch.progress = &sub.readProgress
-	r.watch.touched.Store(time.Now().UnixNano())
+	r.watch.clock = &sub.stall
+	r.watch.touched.Store(sub.stall.now())
 	sub.watchStallsLocked()
 }
 
