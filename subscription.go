@@ -21,6 +21,9 @@ type Subscription struct {
 	track wire.FullTrackName
 	// byPublish reports a PUBLISH-initiated subscription.
 	byPublish bool
+	// updateTurn, of capacity 1, is held by the Update sending its
+	// REQUEST_UPDATE.
+	updateTurn chan struct{}
 	// answered, for a PUBLISH-initiated subscription, is closed once this
 	// end has sent its one answer (PUBLISH_OK or REQUEST_ERROR), which
 	// must precede anything else it sends on the stream (§9).
@@ -38,6 +41,11 @@ type Subscription struct {
 	properties wire.KVList
 	goaway     bool
 	updates    []sentUpdate // outstanding REQUEST_UPDATEs, oldest first
+	// ownLocation is set once this end sets LOCATION_FILTER with
+	// REQUEST_UPDATE. Until then the Location filter of a
+	// PUBLISH-initiated subscription is the publisher's, which it may
+	// widen with PUBLISH_STATE_NOTIFY (§9.10).
+	ownLocation bool
 	// credit is closed and replaced each time an outstanding update is
 	// answered, waking an Update held back by the peer's
 	// MAX_REQUEST_UPDATES (§9.1.7).
@@ -179,6 +187,17 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 		return fmt.Errorf("moqt: update of a %s subscription", sub.State())
 	}
 	answer := make(chan error, 1)
+	// Updates are sent one at a time, in the order of their Request IDs,
+	// which the answers follow; the turn, not sub.mu, is held across the
+	// write, so a peer that does not read its stream stalls no object.
+	select {
+	case sub.updateTurn <- struct{}{}:
+	case <-sub.done:
+		return sub.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-sub.updateTurn }()
 	sub.mu.Lock()
 	// The peer's MAX_REQUEST_UPDATES bounds the unanswered updates on
 	// this stream (§9.1.7): wait for credit rather than exceed it.
@@ -197,24 +216,30 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 		}
 		sub.mu.Lock()
 	}
-	// The tokens are checked, the Request ID is allocated and the message
-	// written under sub.mu, so that the peer sees tokens in the order they
-	// were checked (§8.9) and answers, which come back in order, match
-	// updates in order.
+	// The tokens are checked and the update queued in the turn, so that
+	// the peer sees tokens in the order they were checked (§8.9) and
+	// answers, which come back in order, match updates in order.
 	use, err := sub.sess.sentTokens.prepare(params.AuthorizationTokens, sub.rs.tokenKey)
 	if err != nil {
 		sub.mu.Unlock()
 		return err
 	}
 	sub.updates = append(sub.updates, sentUpdate{answer: answer, tokens: use, params: &params, filter: sub.updatedFilterLocked(&params)})
-	id := sub.sess.ids.allocate()
-	err = sub.rs.write(&wire.RequestUpdate{RequestID: id, Parameters: params})
-	if err != nil {
-		// Whether any of it left is unknown, so the tokens stay pending.
-		sub.updates = sub.updates[:len(sub.updates)-1]
+	if params.LocationFilter.Set {
+		sub.ownLocation = true
 	}
+	id := sub.sess.ids.allocate()
 	sub.mu.Unlock()
-	if err != nil {
+	if err := sub.rs.write(&wire.RequestUpdate{RequestID: id, Parameters: params}); err != nil {
+		// Whether any of it left is unknown, so the tokens stay pending.
+		sub.mu.Lock()
+		for i := range sub.updates {
+			if sub.updates[i].answer == answer {
+				sub.updates = append(sub.updates[:i], sub.updates[i+1:]...)
+				break
+			}
+		}
+		sub.mu.Unlock()
 		return err
 	}
 	select {

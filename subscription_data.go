@@ -61,6 +61,7 @@ const (
 )
 
 func (sub *Subscription) initData() {
+	sub.updateTurn = make(chan struct{}, 1)
 	sub.incoming = make(chan *SubgroupReader, incomingStreamQueue)
 	sub.datagrams = make(chan Object, datagramQueue)
 	sub.dataDone = make(chan struct{})
@@ -74,10 +75,26 @@ func (sub *Subscription) initData() {
 // so what fails them all is a late object of an ended subscription that
 // had the same alias (§3.1.2), or one sent under a filter replaced long
 // ago, and neither belongs to this one.
+//
+// The exception is a Location filter that is the publisher's: it may widen
+// it with PUBLISH_STATE_NOTIFY, and objects sent under the wider filter
+// can arrive, on new streams, before the notify does. Those belong to the
+// subscription (§9.20.10: the notify reports the filter "now in effect at
+// the publisher"), so only the range filters, which are this end's, are
+// checked then.
 func (sub *Subscription) accepts(meta filter.Object) bool {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
+	if sub.publisherLocationLocked() {
+		return sub.passesLocked(func(f *filter.Filter) bool { return f.MatchesRanges(meta) })
+	}
 	return sub.passesLocked(func(f *filter.Filter) bool { return f.Covers(meta) })
+}
+
+// publisherLocationLocked reports whether the subscription's Location
+// filter is the publisher's to change. sub.mu is held.
+func (sub *Subscription) publisherLocationLocked() bool {
+	return sub.byPublish && !sub.ownLocation
 }
 
 // acceptsGroup reports whether a subgroup stream of group that carries no
@@ -86,6 +103,9 @@ func (sub *Subscription) accepts(meta filter.Object) bool {
 func (sub *Subscription) acceptsGroup(group uint64) bool {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
+	if sub.publisherLocationLocked() {
+		return true
+	}
 	return sub.passesLocked(func(f *filter.Filter) bool {
 		w := f.Window()
 		return !w.Empty() && w.Start.Group <= group && (!w.Bounded || group <= w.End.Group)

@@ -316,6 +316,10 @@ func (f *Filter) Covers(meta Object) bool {
 	return f.window.Contains(meta.Location) && f.ranges.Match(&meta)
 }
 
+// MatchesRanges reports whether meta passes the Range filters alone,
+// whatever its Location.
+func (f *Filter) MatchesRanges(meta Object) bool { return f.ranges.Match(&meta) }
+
 // Forward reports the Forward State (§3.1, §9.20.19).
 func (f *Filter) Forward() bool { return f.forward }
 
