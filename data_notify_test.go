@@ -1,13 +1,17 @@
 package moqt
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -46,5 +50,46 @@ func TestNotifyWidenedFilterLosesNothing(t *testing.T) {
 			assert.Equal(t, [][]byte{[]byte("widened")}, payloads)
 			require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
 		}
+	})
+}
+
+// TestUpdateBlockedOnPeerHoldsNoObject: a REQUEST_UPDATE whose write waits
+// for a peer that does not read its request stream holds no lock the data
+// path takes, so the subscription's objects keep arriving meanwhile.
+func TestUpdateBlockedOnPeerHoldsNoObject(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		s, fp, dialed := pipeClientDial(t, transport.PipeConfig{StreamWindow: 1024}, nil)
+		fp.readPeerSetup()
+		fp.sendSetup(&wire.Setup{MaxRequestUpdates: wire.Some[uint64](0)}) // unlimited
+		require.NoError(t, <-dialed)
+		got := make(chan *Subscription, 1)
+		go func() {
+			sub, err := s.Subscribe(fakeCtx(t), testTrack, wire.Params{})
+			assert.NoError(t, err)
+			got <- sub
+		}()
+		req := fp.accept()
+		expect[*wire.Subscribe](req)
+		req.send(&wire.SubscribeOK{TrackAlias: fakeAlias})
+		sub := recvOrFail(t, got)
+		// Updates the peer never reads fill the stream's window: the last
+		// ones wait in their write.
+		ctx, cancel := context.WithCancel(fakeCtx(t))
+		defer cancel()
+		var updates sync.WaitGroup
+		for i := range 400 {
+			updates.Go(func() {
+				_ = sub.Update(ctx, wire.Params{SubscriberPriority: wire.Some(uint8(i))})
+			})
+		}
+		synctest.Wait()
+		p := &fakePub{t: t, s: s, fp: fp, req: req, sub: sub, ctx: fakeCtx(t)}
+		p.subgroup(hdr(0, 0, 1)).objects(0).fin()
+		r, err := sub.AcceptSubgroup(fakeCtx(t))
+		require.NoError(t, err)
+		ids, _ := readSubgroup(t, r)
+		assert.Equal(t, []uint64{0}, ids)
+		cancel()
+		updates.Wait()
 	})
 }

@@ -197,7 +197,14 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer func() { <-sub.updateTurn }()
+	turnHeld := true
+	release := func() {
+		if turnHeld {
+			turnHeld = false
+			<-sub.updateTurn
+		}
+	}
+	defer release()
 	sub.mu.Lock()
 	// The peer's MAX_REQUEST_UPDATES bounds the unanswered updates on
 	// this stream (§9.1.7): wait for credit rather than exceed it.
@@ -230,7 +237,9 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 	}
 	id := sub.sess.ids.allocate()
 	sub.mu.Unlock()
-	if err := sub.rs.write(&wire.RequestUpdate{RequestID: id, Parameters: params}); err != nil {
+	err = sub.rs.write(&wire.RequestUpdate{RequestID: id, Parameters: params})
+	release()
+	if err != nil {
 		// Whether any of it left is unknown, so the tokens stay pending.
 		sub.mu.Lock()
 		for i := range sub.updates {
