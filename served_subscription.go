@@ -108,7 +108,7 @@ func newServedSubscription(rs *requestStream, track wire.FullTrackName, params w
 		sess:      s,
 		rs:        rs,
 		track:     track,
-		alias:     s.publisherAlias(track),
+		alias:     s.routes.publisherAlias(track),
 		byPublish: initial == StatePendingPublisher,
 		ctx:       ctx,
 		cancelCtx: cancel,
@@ -379,7 +379,7 @@ func (ss *ServedSubscription) release() {
 			t.leave(ss)
 		}
 		ss.cancelCtx(ss.Err())
-		ss.sess.releaseAlias(ss.track, ss.alias)
+		ss.sess.routes.releaseAlias(ss.track, ss.alias)
 	})
 }
 

@@ -100,15 +100,7 @@ type Session struct {
 	requests *openRequests   // the open requests, both ways, for Shutdown's drain
 	ids      *requestIDSpace // Request IDs, both ways (§6.4.2.1)
 
-	mu      sync.Mutex // guards the fields below; never held while calling out
-	aliases aliasTable
-	// aliasBound is closed and replaced whenever an alias is bound, waking
-	// the data streams that wait for theirs.
-	aliasBound       chan struct{}
-	pendingStreams   int               // data streams waiting for their alias
-	pendingBytes     int               // bytes read ahead from them
-	pendingDatagrams []pendingDatagram // datagrams waiting for their alias
-	droppedDatagrams uint64            // datagrams dropped while waiting
+	routes aliasRoutes // Track Aliases and what waits for one (data plane)
 
 	prio priority.Table // urgency of this session's data streams (raw QUIC)
 }
@@ -127,7 +119,7 @@ func newSession(conn transport.Conn, version wire.Version, isClient bool, cfg *C
 		setupDone:  make(chan struct{}),
 		away:       goawayState{in: make(chan struct{})},
 		requests:   newOpenRequests(ctx),
-		aliasBound: make(chan struct{}),
+		routes:     newAliasRoutes(cfg),
 		peerTokens: newTokenCache(cfg.MaxAuthTokenCacheSize),
 		sentTokens: newSentTokens(),
 	}

@@ -1,7 +1,5 @@
 package moqt
 
-import "slices"
-
 // A publisher may give concurrent subscriptions to one track the same
 // Track Alias (§3.1.2; this library's publisher does only with
 // Config.SharedTrackAliases), and an object passing several of their
@@ -26,47 +24,6 @@ type copyClaims struct {
 }
 
 const maxCopyClaims = 4096
-
-// routeCopy picks the subscription a copy belongs to among subs, those
-// bound to alias in order of binding: one whose filters the copy passes
-// (accepts), and of several such, one that has not taken this copy yet.
-// It returns nil when the copy passes no subscription's filters: it is not
-// theirs (see Subscription.accepts).
-func (s *Session) routeCopy(alias uint64, subs []*Subscription, key copyKey, accepts func(*Subscription) bool) *Subscription {
-	var buf [4]*Subscription
-	cands := buf[:0]
-	for _, sub := range subs {
-		if accepts(sub) {
-			cands = append(cands, sub)
-		}
-	}
-	switch len(cands) {
-	case 0:
-		return nil
-	case 1:
-		return cands[0]
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.aliases.claims[alias]
-	if c == nil {
-		if s.aliases.claims == nil {
-			s.aliases.claims = map[uint64]*copyClaims{}
-		}
-		c = &copyClaims{taken: map[copyKey][]*Subscription{}}
-		s.aliases.claims[alias] = c
-	}
-	taken := c.taken[key]
-	for _, sub := range cands {
-		if !slices.Contains(taken, sub) {
-			c.claim(key, sub)
-			return sub
-		}
-	}
-	// Every candidate has its copy: the publisher opened the subgroup
-	// again (say after a reset); it is the first candidate's.
-	return cands[0]
-}
 
 // claim records that sub took the copy named by key.
 func (c *copyClaims) claim(key copyKey, sub *Subscription) {

@@ -36,7 +36,7 @@ func TestStreamPipeAbortReleasesBudget(t *testing.T) {
 		require.FailNow(t, "the pipe's reader did not end")
 	}
 	s.goroutines.Wait()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	assert.Zero(t, s.pendingBytes, "bytes charged after the pipe was abandoned")
+	s.routes.mu.Lock()
+	defer s.routes.mu.Unlock()
+	assert.Zero(t, s.routes.pendingBytes, "bytes charged after the pipe was abandoned")
 }
