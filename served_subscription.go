@@ -513,3 +513,24 @@ func sameFilter(cur wire.Opt[wire.LocationFilter], f wire.LocationFilter) bool {
 	}
 	return cur.Set && cur.Value == f
 }
+
+// awaitPublishOK waits for the answer to PUBLISH; if ctx ends first the
+// subscription is cancelled.
+func (ss *ServedSubscription) awaitPublishOK(ctx context.Context) error {
+	select {
+	case <-ss.established:
+		return nil
+	case <-ss.done:
+		// Returned once the subscription has released its data streams
+		// and left its track: no object goes out for a request that
+		// ended with an error (C004), whatever the caller writes next.
+		select {
+		case <-ss.ctx.Done():
+		case <-ctx.Done():
+		}
+		return ss.Err()
+	case <-ctx.Done():
+		ss.cancel(ErrCancelled, wire.ResetCancelled)
+		return ctx.Err()
+	}
+}

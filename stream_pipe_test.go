@@ -23,6 +23,7 @@ func (pipeStream) CancelRead(uint64) {}
 // end up refusing every early stream with EXCESSIVE_LOAD.
 func TestStreamPipeAbortReleasesBudget(t *testing.T) {
 	s := &Session{cfg: (&Config{}).withDefaults()}
+	s.routes = newAliasRoutes(s.cfg)
 	pr, pw := io.Pipe()
 	p := newStreamPipe(s, pipeStream{pr}, bufio.NewReader(pr))
 	p.abort(wire.ResetCancelled) // fill waits for the stream's first bytes
