@@ -476,29 +476,6 @@ func (w *SubgroupWriter) settle(begun int64) {
 	}
 }
 
-// addBacklog counts n more bytes queued for the subscription. If that
-// would pass Config.MaxSubscriberBacklog the bytes are refused and the
-// subscription ends with PUBLISH_DONE TOO_FAR_BEHIND, which resets its
-// streams first.
-func (ss *ServedSubscription) addBacklog(n int) error {
-	limit := int64(ss.sess.cfg.MaxSubscriberBacklog)
-	if ss.backlog.Add(int64(n)) <= limit {
-		return nil
-	}
-	ss.backlog.Add(-int64(n))
-	ss.fallBehind(fmt.Sprintf("more than %d bytes waiting for the subscriber", limit))
-	return errTooFarBehind
-}
-
-// fallBehind ends the subscription with PUBLISH_DONE TOO_FAR_BEHIND, once.
-// PUBLISH_DONE is sent from its own goroutine: its write may wait for the
-// subscriber's flow control, and the publisher must not.
-func (ss *ServedSubscription) fallBehind(reason string) {
-	if ss.behind.CompareAndSwap(false, true) {
-		go func() { _ = ss.End(wire.DoneTooFarBehind, reason) }()
-	}
-}
-
 // watch makes sure the writer's watchdog runs: it wakes a
 // subscription's Write still blocked at w.until. It costs an atomic load
 // while it runs; it stops once no write is in progress when it fires.

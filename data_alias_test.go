@@ -64,9 +64,9 @@ func TestAliasStreamBeforeSubscribeOK(t *testing.T) {
 		require.NoError(t, data.Close())
 		// Let the library see the stream before the answer.
 		synctest.Wait()
-		s.mu.Lock()
-		require.Equal(t, 1, s.pendingStreams, "the stream waits for its alias")
-		s.mu.Unlock()
+		s.routes.mu.Lock()
+		require.Equal(t, 1, s.routes.pendingStreams, "the stream waits for its alias")
+		s.routes.mu.Unlock()
 		req.send(&wire.SubscribeOK{TrackAlias: 7})
 		sub := recvOrFail(t, got)
 		require.NotNil(t, sub)
@@ -213,9 +213,9 @@ func dataFlood(t *testing.T, s *Session, fp *fakePeer, settled func(written *ato
 		str.CancelWrite(uint64(wire.ResetCancelled))
 	}
 	wg.Wait()
-	s.mu.Lock()
-	assert.LessOrEqual(t, s.pendingBytes, 256<<10, "read-ahead stays within MaxPendingBytes")
-	s.mu.Unlock()
+	s.routes.mu.Lock()
+	assert.LessOrEqual(t, s.routes.pendingBytes, 256<<10, "read-ahead stays within MaxPendingBytes")
+	s.routes.mu.Unlock()
 }
 
 // TestDataLingerExpiryStopsStreams: PUBLISH_DONE counts three streams but

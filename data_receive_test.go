@@ -174,9 +174,9 @@ func TestReceiveEarlyStreamsShareOneBudget(t *testing.T) {
 			early = append(early, fp.openSubgroup(5, g, make([]byte, first)))
 		}
 		synctest.Wait()
-		s.mu.Lock()
-		require.GreaterOrEqual(t, s.pendingBytes, streams*first, "the early streams are read ahead")
-		s.mu.Unlock()
+		s.routes.mu.Lock()
+		require.GreaterOrEqual(t, s.routes.pendingBytes, streams*first, "the early streams are read ahead")
+		s.routes.mu.Unlock()
 		req.send(&wire.SubscribeOK{TrackAlias: 5})
 		sub := recvOrFail(t, got)
 		require.NotNil(t, sub)
@@ -246,9 +246,9 @@ func TestReceiveEarlyStreamsShareOneBudget(t *testing.T) {
 		// bufio buffer (4 KiB) a pipe may have had in progress when the alias
 		// was bound; a pipe reading ahead would have taken more.
 		assert.LessOrEqual(t, last, int64(streams*(window+1452+4<<10)), "bound pipes read no further ahead")
-		s.mu.Lock()
-		assert.LessOrEqual(t, s.pendingBytes, budget, "what the pipes hold stays within MaxPendingBytes")
-		s.mu.Unlock()
+		s.routes.mu.Lock()
+		assert.LessOrEqual(t, s.routes.pendingBytes, budget, "what the pipes hold stays within MaxPendingBytes")
+		s.routes.mu.Unlock()
 	})
 }
 

@@ -40,26 +40,6 @@ type pendingStream struct {
 	code     uint64
 }
 
-// openLater starts opening a data stream for ss in the background.
-func (ss *ServedSubscription) openLater() *pendingStream {
-	s := ss.sess
-	p := &pendingStream{ss: ss, ready: make(chan struct{}), kick: make(chan struct{})}
-	p.ctx, p.done = context.WithCancelCause(s.ctx)
-	openCtx, abandon := context.WithCancel(s.ctx)
-	p.abandon = abandon
-	ss.pendingOpens.Add(1)
-	s.goroutines.Go(func() {
-		defer abandon()
-		str, err := s.conn.OpenUniStreamSync(openCtx)
-		if err != nil {
-			err = s.closeErr(err)
-		}
-		ss.pendingOpens.Add(-1)
-		p.opened(str, err)
-	})
-	return p
-}
-
 // opened ends the wait: str is the stream, or err why there is none.
 func (p *pendingStream) opened(str transport.SendStream, err error) {
 	p.mu.Lock()

@@ -57,24 +57,3 @@ func openPublish(ctx context.Context, s *Session, track wire.FullTrackName, para
 	rs.goServe(ss)
 	return ss, nil
 }
-
-// awaitPublishOK waits for the answer to PUBLISH; if ctx ends first the
-// subscription is cancelled.
-func (ss *ServedSubscription) awaitPublishOK(ctx context.Context) error {
-	select {
-	case <-ss.established:
-		return nil
-	case <-ss.done:
-		// Returned once the subscription has released its data streams
-		// and left its track: no object goes out for a request that
-		// ended with an error (C004), whatever the caller writes next.
-		select {
-		case <-ss.ctx.Done():
-		case <-ctx.Done():
-		}
-		return ss.Err()
-	case <-ctx.Done():
-		ss.cancel(ErrCancelled, wire.ResetCancelled)
-		return ctx.Err()
-	}
-}

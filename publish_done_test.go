@@ -94,6 +94,7 @@ func newEndingSubscription(t *testing.T) *endingSubscription {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t.Cleanup(func() { cancel(nil) })
 	s := &Session{conn: webTransportConn{}, version: wire.Draft21, cfg: (&Config{}).withDefaults(), ctx: ctx, cancel: cancel}
+	s.routes = newAliasRoutes(s.cfg)
 	log := &doneLog{}
 	req := &recordedRequest{log: log, v: s.version}
 	rs := &requestStream{sess: s, str: req}

@@ -44,7 +44,7 @@ func (r *PublishRequest) Accept(params wire.Params) (*Subscription, error) {
 		default:
 			return fmt.Errorf("moqt: PUBLISH in state %s", sub.State())
 		}
-		if err := sub.sess.bindAlias(sub); err != nil {
+		if err := sub.sess.routes.bindAlias(sub); err != nil {
 			sub.sess.fail(err)
 			return err
 		}
@@ -78,7 +78,7 @@ func (r *PublishRequest) Reject(code wire.RequestErrorCode, reason string) error
 func servePublish(s *Session, rs *requestStream, m *wire.Publish, toks []AuthToken) error {
 	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
 	// C035 applies on receipt, whatever the application would answer.
-	if err := s.checkAlias(m.TrackAlias, track); err != nil {
+	if err := s.routes.checkAlias(m.TrackAlias, track); err != nil {
 		return err
 	}
 	if err := checkTrackProperties(m.TrackProperties); err != nil {

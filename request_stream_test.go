@@ -43,6 +43,7 @@ func serverSessionOver(t *testing.T, scheme string, cfg *Config) (*Session, *fak
 // message buffer, no 4 KiB read-ahead buffer.
 func TestRequestStreamCostsLittleWhenIdle(t *testing.T) {
 	s := &Session{cfg: (&Config{}).withDefaults()}
+	s.routes = newAliasRoutes(s.cfg)
 	const n = 100
 	streams := make([]*requestStream, n) // kept, so that nothing is optimized away
 	least := ^uint64(0)
@@ -250,6 +251,7 @@ func pipedRequestStream(t *testing.T, request wire.MessageType, m wire.Message) 
 	ctx, cancel := context.WithCancelCause(t.Context())
 	t.Cleanup(func() { cancel(nil) })
 	s := &Session{cfg: quietConfig(nil).withDefaults(), version: wire.Draft21, ctx: ctx, cancel: cancel}
+	s.routes = newAliasRoutes(s.cfg)
 	rs := newRequestStream(s, bytesStream{bytes.NewReader(b), t.Context()}, 1, true)
 	rs.typ = request
 	return rs
@@ -463,6 +465,7 @@ func TestCancelWakesBlockedWrite(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(t.Context())
 	t.Cleanup(func() { cancel(nil) })
 	s := &Session{cfg: quietConfig(nil).withDefaults(), version: wire.Draft21, ctx: ctx, cancel: cancel}
+	s.routes = newAliasRoutes(s.cfg)
 	str := stuckStream{bytesStream{bytes.NewReader(nil), t.Context()}, make(chan struct{}), make(chan struct{}), &sync.Once{}}
 	rs := newRequestStream(s, str, 1, true)
 	written := goErr(func() error { return rs.write(&wire.RequestOK{}) })

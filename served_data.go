@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -208,6 +209,49 @@ func (ss *ServedSubscription) openDataStream() (transport.SendStream, error) {
 	ss.dataStreams[str] = struct{}{}
 	ss.streams++
 	return str, nil
+}
+
+// openLater starts opening a data stream for ss in the background.
+func (ss *ServedSubscription) openLater() *pendingStream {
+	s := ss.sess
+	p := &pendingStream{ss: ss, ready: make(chan struct{}), kick: make(chan struct{})}
+	p.ctx, p.done = context.WithCancelCause(s.ctx)
+	openCtx, abandon := context.WithCancel(s.ctx)
+	p.abandon = abandon
+	ss.pendingOpens.Add(1)
+	s.goroutines.Go(func() {
+		defer abandon()
+		str, err := s.conn.OpenUniStreamSync(openCtx)
+		if err != nil {
+			err = s.closeErr(err)
+		}
+		ss.pendingOpens.Add(-1)
+		p.opened(str, err)
+	})
+	return p
+}
+
+// addBacklog counts n more bytes queued for the subscription. If that
+// would pass Config.MaxSubscriberBacklog the bytes are refused and the
+// subscription ends with PUBLISH_DONE TOO_FAR_BEHIND, which resets its
+// streams first.
+func (ss *ServedSubscription) addBacklog(n int) error {
+	limit := int64(ss.sess.cfg.MaxSubscriberBacklog)
+	if ss.backlog.Add(int64(n)) <= limit {
+		return nil
+	}
+	ss.backlog.Add(-int64(n))
+	ss.fallBehind(fmt.Sprintf("more than %d bytes waiting for the subscriber", limit))
+	return errTooFarBehind
+}
+
+// fallBehind ends the subscription with PUBLISH_DONE TOO_FAR_BEHIND, once.
+// PUBLISH_DONE is sent from its own goroutine: its write may wait for the
+// subscriber's flow control, and the publisher must not.
+func (ss *ServedSubscription) fallBehind(reason string) {
+	if ss.behind.CompareAndSwap(false, true) {
+		go func() { _ = ss.End(wire.DoneTooFarBehind, reason) }()
+	}
 }
 
 // finishDataStream ends a data stream with a FIN: every object it was to

@@ -108,7 +108,7 @@ func newServedSubscription(rs *requestStream, track wire.FullTrackName, params w
 		sess:      s,
 		rs:        rs,
 		track:     track,
-		alias:     s.publisherAlias(track),
+		alias:     s.routes.publisherAlias(track),
 		byPublish: initial == StatePendingPublisher,
 		ctx:       ctx,
 		cancelCtx: cancel,
@@ -379,7 +379,7 @@ func (ss *ServedSubscription) release() {
 			t.leave(ss)
 		}
 		ss.cancelCtx(ss.Err())
-		ss.sess.releaseAlias(ss.track, ss.alias)
+		ss.sess.routes.releaseAlias(ss.track, ss.alias)
 	})
 }
 
@@ -512,4 +512,25 @@ func sameFilter(cur wire.Opt[wire.LocationFilter], f wire.LocationFilter) bool {
 		return !cur.Set || cur.Value.Fields == 0
 	}
 	return cur.Set && cur.Value == f
+}
+
+// awaitPublishOK waits for the answer to PUBLISH; if ctx ends first the
+// subscription is cancelled.
+func (ss *ServedSubscription) awaitPublishOK(ctx context.Context) error {
+	select {
+	case <-ss.established:
+		return nil
+	case <-ss.done:
+		// Returned once the subscription has released its data streams
+		// and left its track: no object goes out for a request that
+		// ended with an error (C004), whatever the caller writes next.
+		select {
+		case <-ss.ctx.Done():
+		case <-ctx.Done():
+		}
+		return ss.Err()
+	case <-ctx.Done():
+		ss.cancel(ErrCancelled, wire.ResetCancelled)
+		return ctx.Err()
+	}
 }

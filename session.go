@@ -15,14 +15,15 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// Lock order:
+// Lock order: every mutex of the package, in one place.
 //
 // A lock may be taken while holding one listed above it in the same
 // chain, never the other way round; locks marked leaf take no other lock
-// and call out to nothing that might. The control side holds no lock
-// across a call into the application (the Handler, AcceptOptions.OnUpdate).
-// The data plane's locks (Session.mu, LocalTrack's, ServedSubscription's,
-// the writers', backlogs' and pipes') are to be added here.
+// and call out to nothing that might. No lock is held across a call into
+// the application (the Handler, AcceptOptions.OnUpdate) except
+// SubgroupWriter.turn, which LocalTrack.OnObject's function runs under.
+//
+// The control side:
 //
 //   - incoming.once, a lock in effect (sync.Once holds one while its
 //     function runs): a request's one answer is made and written under
@@ -47,13 +48,48 @@ import (
 //     stream (SETUP, GOAWAY, the probe for the stream's end); the same
 //     holds as for requestStream.wmu, without the deadline: only GOAWAY
 //     follows SETUP, once, and a blocked write ends with the session.
-//   - Leaves: openRequests.mu (the open requests, for Shutdown and the
-//     session's end), requestIDSpace.mu (the peer's Request IDs),
-//     acceptQueue.mu (sessions waiting for Server.Accept), ServeMux.mu
-//     (its routes; read-locked while routing), authtoken.Cache's lock
-//     (Session.peerTokens), authtoken.Sent's lock, priority.Table's lock
-//     (Session.prio; under it the streams' SetPriority, which takes only
-//     the transport's own locks).
+//
+// The publisher's data side. Per object, a writer takes its own
+// SubgroupWriter.turn and, once per object, LocalTrack.mu (the Largest
+// Object); what it reads of each subscription (state, filter, parameters,
+// the subscription list) is atomic, so the per-subscription cost is no
+// lock while the subscribers keep up. turn is the one lock held across
+// stream writes, which the writer's deadlines bound and Close and Reset
+// interrupt; a backlog's drain writes with no lock held.
+//
+//	SubgroupWriter.turn
+//	  LocalTrack.mu              (join, leave, the Largest Object)
+//	    subState.mu              (a state move: establish in join)
+//	    ServedSubscription.mu    (attachTrack; filter, parameters, streams)
+//	  ServedSubscription.openMu  (read-locked to open a stream)
+//	    ServedSubscription.mu
+//	  backlog.mu, subgroupTimers.mu, pendingStream.mu, the session's
+//	  priority table
+//
+// SubgroupWriter.watchMu is taken alone, by the watchdog and by writers
+// arming it, and never while taking another. pendingStream.mu is held
+// while a stream that just opened is given what was asked of it before
+// (priority, deadline, FIN, reset): calls that queue and do not block.
+//
+// The subscriber's data side:
+//
+//   - streamPipe.mu, then aliasRoutes.mu: a pipe charges and releases the
+//     bytes it reads ahead under its own lock (it copies only what its
+//     bufio.Reader holds already: no read under it).
+//   - aliasRoutes.mu (Session.routes), leaf: the Track Alias table and
+//     what waits for an alias. Held datagrams are delivered after it is
+//     released, since a malformed one cancels its subscription.
+//   - Subscription.mu, on the data side a leaf: counters, stop codes and
+//     timers, the stall watch reading its readers' atomics.
+//   - arrival.mu (ReadObject's queue), leaf.
+//
+// Leaves anywhere: openRequests.mu (the open requests, for Shutdown and
+// the session's end), requestIDSpace.mu (the peer's Request IDs),
+// goroutines.mu (the session's goroutines, for Close), acceptQueue.mu
+// (sessions waiting for Server.Accept), ServeMux.mu (its routes;
+// read-locked while routing), authtoken.Cache's lock (Session.peerTokens),
+// authtoken.Sent's lock, priority.Table's lock (Session.prio; under it the
+// streams' SetPriority, which takes only the transport's own locks).
 //
 // This endpoint's next Request ID and whether it sent GOAWAY are atomics,
 // and the peer's GOAWAY is a channel closed once: they need no lock.
@@ -100,15 +136,7 @@ type Session struct {
 	requests *openRequests   // the open requests, both ways, for Shutdown's drain
 	ids      *requestIDSpace // Request IDs, both ways (§6.4.2.1)
 
-	mu      sync.Mutex // guards the fields below; never held while calling out
-	aliases aliasTable
-	// aliasBound is closed and replaced whenever an alias is bound, waking
-	// the data streams that wait for theirs.
-	aliasBound       chan struct{}
-	pendingStreams   int               // data streams waiting for their alias
-	pendingBytes     int               // bytes read ahead from them
-	pendingDatagrams []pendingDatagram // datagrams waiting for their alias
-	droppedDatagrams uint64            // datagrams dropped while waiting
+	routes aliasRoutes // Track Aliases and what waits for one (data plane)
 
 	prio priority.Table // urgency of this session's data streams (raw QUIC)
 }
@@ -127,7 +155,7 @@ func newSession(conn transport.Conn, version wire.Version, isClient bool, cfg *C
 		setupDone:  make(chan struct{}),
 		away:       goawayState{in: make(chan struct{})},
 		requests:   newOpenRequests(ctx),
-		aliasBound: make(chan struct{}),
+		routes:     newAliasRoutes(cfg),
 		peerTokens: newTokenCache(cfg.MaxAuthTokenCacheSize),
 		sentTokens: newSentTokens(),
 	}

@@ -85,7 +85,7 @@ func (p *streamPipe) fill() {
 			return
 		}
 		if n > 0 {
-			if !p.s.reservePendingBytes(n) {
+			if !p.s.routes.reservePendingBytes(n) {
 				p.mu.Unlock()
 				p.abort(wire.ResetExcessiveLoad)
 				return
@@ -97,7 +97,7 @@ func (p *streamPipe) fill() {
 			if k, rerr := io.ReadFull(p.src, p.buf[start:]); rerr != nil {
 				p.buf = p.buf[:start+k]
 				p.reserved -= n - k
-				p.s.releasePendingBytes(n - k)
+				p.s.routes.releasePendingBytes(n - k)
 				err = rerr
 			}
 		}
@@ -132,7 +132,7 @@ func (p *streamPipe) abort(code wire.ResetCode) {
 		p.str.CancelRead(uint64(code))
 		p.mu.Lock()
 		p.aborted = true
-		p.s.releasePendingBytes(p.reserved)
+		p.s.routes.releasePendingBytes(p.reserved)
 		p.reserved = 0
 		p.buf = nil
 		p.mu.Unlock()
@@ -150,7 +150,7 @@ func (p *streamPipe) Read(b []byte) (int, error) {
 				p.buf = nil
 			}
 			p.reserved -= n
-			p.s.releasePendingBytes(n)
+			p.s.routes.releasePendingBytes(n)
 			p.mu.Unlock()
 			return n, nil
 		}
@@ -186,22 +186,4 @@ func (p *streamPipe) Read(b []byte) (int, error) {
 			return 0, p.s.closeErr(errPipeClosed)
 		}
 	}
-}
-
-// reservePendingBytes counts n bytes of a waiting stream against
-// Config.MaxPendingBytes; it reports false if they do not fit.
-func (s *Session) reservePendingBytes(n int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pendingBytes+n > s.cfg.MaxPendingBytes {
-		return false
-	}
-	s.pendingBytes += n
-	return true
-}
-
-func (s *Session) releasePendingBytes(n int) {
-	s.mu.Lock()
-	s.pendingBytes -= n
-	s.mu.Unlock()
 }

@@ -23,6 +23,7 @@ func (pipeStream) CancelRead(uint64) {}
 // end up refusing every early stream with EXCESSIVE_LOAD.
 func TestStreamPipeAbortReleasesBudget(t *testing.T) {
 	s := &Session{cfg: (&Config{}).withDefaults()}
+	s.routes = newAliasRoutes(s.cfg)
 	pr, pw := io.Pipe()
 	p := newStreamPipe(s, pipeStream{pr}, bufio.NewReader(pr))
 	p.abort(wire.ResetCancelled) // fill waits for the stream's first bytes
@@ -36,7 +37,7 @@ func TestStreamPipeAbortReleasesBudget(t *testing.T) {
 		require.FailNow(t, "the pipe's reader did not end")
 	}
 	s.goroutines.Wait()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	assert.Zero(t, s.pendingBytes, "bytes charged after the pipe was abandoned")
+	s.routes.mu.Lock()
+	defer s.routes.mu.Unlock()
+	assert.Zero(t, s.routes.pendingBytes, "bytes charged after the pipe was abandoned")
 }

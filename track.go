@@ -28,7 +28,7 @@ type LocalTrack struct {
 	priority uint8 // DEFAULT_PUBLISHER_PRIORITY (§10.4)
 
 	// mu guards largest and idle and serializes replacing subs (see the
-	// lock order below).
+	// lock order in session.go).
 	mu      sync.Mutex
 	largest filter.LargestObject
 	// idle is closed while no subscription is served; a fresh one is made
@@ -42,25 +42,7 @@ type LocalTrack struct {
 	store atomic.Pointer[func(Object)]
 }
 
-// Lock order on the publisher's side. Per object, a writer takes its own
-// SubgroupWriter.turn and, once per object, LocalTrack.mu (the Largest
-// Object); what it reads of each subscription (state, filter, parameters,
-// the subscription list) is atomic, so the per-subscription cost is no
-// lock while the subscribers keep up. What remains nests in this order
-// only, each taken after those above it, none held across network I/O
-// except turn, whose stream writes are bounded by the writer's deadlines
-// and interrupted by Close and Reset:
-//
-//	SubgroupWriter.turn
-//	  LocalTrack.mu            (join, leave, the Largest Object)
-//	    subState.mu            (a state move: establish in join)
-//	    ServedSubscription.mu  (attachTrack; filter, parameters, streams)
-//	  ServedSubscription.openMu (read-locked to open a stream)
-//	    ServedSubscription.mu
-//	  backlog.mu, subgroupTimers.mu, the session's priority table
-//
-// SubgroupWriter.watchMu is taken alone, by the watchdog and by writers
-// arming it, and never while taking another.
+// The lock order, the publisher's side included, is in session.go (// Lock order:).
 
 // DefaultPublisherPriority is the publisher priority of a track that does
 // not set DEFAULT_PUBLISHER_PRIORITY (§10.4).

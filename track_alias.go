@@ -1,14 +1,39 @@
 package moqt
 
 import (
+	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/moqt-go/moqt/wire"
 )
 
+// aliasRoutes is the data plane's routing state of one session: the
+// Track Alias table, both ends, and the streams, bytes and datagrams that
+// wait for an alias to be bound (Config.MaxPendingStreams,
+// MaxPendingBytes, MaxPendingDatagrams, AliasWait).
+type aliasRoutes struct {
+	cfg *Config
+
+	mu      sync.Mutex // guards the fields below; a leaf, never held while calling out
+	aliases aliasTable
+	// aliasBound is closed and replaced whenever an alias is bound, waking
+	// the data streams that wait for theirs.
+	aliasBound       chan struct{}
+	pendingStreams   int               // data streams waiting for their alias
+	pendingBytes     int               // bytes read ahead from them
+	pendingDatagrams []pendingDatagram // datagrams waiting for their alias
+	droppedDatagrams uint64            // datagrams dropped while waiting
+}
+
+func newAliasRoutes(cfg *Config) aliasRoutes {
+	return aliasRoutes{cfg: cfg, aliasBound: make(chan struct{})}
+}
+
 // aliasTable holds both ends' Track Alias state for one session (§3.1.2).
-// It lives under Session.mu.
+// It lives under aliasRoutes.mu.
 //
 // As a publisher, the session gives each subscription an alias of its
 // own, so objects of a subscription that is ending never pass for those of
@@ -41,14 +66,14 @@ type aliasTable struct {
 const maxEndedAliases = 1024
 
 // recentlyEnded reports whether alias belonged to a subscription that ended
-// within the alias wait. s.mu is held.
+// within the alias wait. aliasRoutes.mu is held.
 func (t *aliasTable) recentlyEnded(alias uint64) bool {
 	_, ok := t.ended[alias]
 	return ok
 }
 
 // markEnded records that alias has no subscription left, dropping the
-// oldest records beyond the bound. s.mu is held.
+// oldest records beyond the bound. aliasRoutes.mu is held.
 func (t *aliasTable) markEnded(alias uint64, now time.Time, keep time.Duration) {
 	if t.ended == nil {
 		t.ended = map[uint64]time.Time{}
@@ -69,11 +94,11 @@ type publishedAlias struct {
 // publisherAlias returns the alias of a new subscription this end serves
 // to track: a fresh one, or with Config.SharedTrackAliases the one the
 // track's live subscriptions use.
-func (s *Session) publisherAlias(track wire.FullTrackName) uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := &s.aliases
-	if !s.cfg.SharedTrackAliases {
+func (r *aliasRoutes) publisherAlias(track wire.FullTrackName) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := &r.aliases
+	if !r.cfg.SharedTrackAliases {
 		a := t.next
 		t.next++
 		return a
@@ -93,13 +118,13 @@ func (s *Session) publisherAlias(track wire.FullTrackName) uint64 {
 }
 
 // releaseAlias drops one ended subscription's use of a shared alias.
-func (s *Session) releaseAlias(track wire.FullTrackName, alias uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (r *aliasRoutes) releaseAlias(track wire.FullTrackName, alias uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	key := track.Key()
-	if a := s.aliases.byTrack[key]; a != nil && a.alias == alias {
+	if a := r.aliases.byTrack[key]; a != nil && a.alias == alias {
 		if a.users--; a.users == 0 {
-			delete(s.aliases.byTrack, key)
+			delete(r.aliases.byTrack, key)
 		}
 	}
 }
@@ -107,14 +132,14 @@ func (s *Session) releaseAlias(track wire.FullTrackName, alias uint64) {
 // bindAlias records an Established subscriber-side subscription under its
 // alias. An alias already used by an Established subscription to another
 // track closes the session with DUPLICATE_TRACK_ALIAS (C035).
-func (s *Session) bindAlias(sub *Subscription) error {
+func (r *aliasRoutes) bindAlias(sub *Subscription) error {
 	alias := sub.TrackAlias()
-	s.mu.Lock()
-	if err := s.aliasConflict(alias, sub.track); err != nil {
-		s.mu.Unlock()
+	r.mu.Lock()
+	if err := r.aliasConflict(alias, sub.track); err != nil {
+		r.mu.Unlock()
 		return err
 	}
-	t := &s.aliases
+	t := &r.aliases
 	if t.subs == nil {
 		t.subs = map[uint64][]*Subscription{}
 	}
@@ -130,10 +155,10 @@ func (s *Session) bindAlias(sub *Subscription) error {
 	// Wake the streams waiting for an alias, and hand over the datagrams
 	// held for this one, outside the lock: a malformed one cancels the
 	// subscription, which unbinds it.
-	close(s.aliasBound)
-	s.aliasBound = make(chan struct{})
-	held := s.releaseDatagramsLocked(alias)
-	s.mu.Unlock()
+	close(r.aliasBound)
+	r.aliasBound = make(chan struct{})
+	held := r.releaseDatagramsLocked(alias)
+	r.mu.Unlock()
 	for _, d := range held {
 		sub.deliverDatagram(d)
 	}
@@ -142,16 +167,16 @@ func (s *Session) bindAlias(sub *Subscription) error {
 
 // checkAlias applies C035 to a PUBLISH as it arrives: alias must not name
 // another track with an Established subscription.
-func (s *Session) checkAlias(alias uint64, track wire.FullTrackName) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.aliasConflict(alias, track)
+func (r *aliasRoutes) checkAlias(alias uint64, track wire.FullTrackName) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.aliasConflict(alias, track)
 }
 
 // aliasConflict returns DUPLICATE_TRACK_ALIAS if alias is bound to a track
-// other than track (C035). s.mu is held.
-func (s *Session) aliasConflict(alias uint64, track wire.FullTrackName) error {
-	for _, other := range s.aliases.subs[alias] {
+// other than track (C035). r.mu is held.
+func (r *aliasRoutes) aliasConflict(alias uint64, track wire.FullTrackName) error {
+	for _, other := range r.aliases.subs[alias] {
 		if !other.track.Equal(track) {
 			return &SessionError{Code: wire.DuplicateTrackAlias,
 				Reason: fmt.Sprintf("track alias %d names %s and %s", alias, other.track, track)}
@@ -162,11 +187,11 @@ func (s *Session) aliasConflict(alias uint64, track wire.FullTrackName) error {
 
 // boundTo returns the subscriber-side subscriptions to track whose alias
 // is bound, whatever the alias.
-func (s *Session) boundTo(track wire.FullTrackName) []*Subscription {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (r *aliasRoutes) boundTo(track wire.FullTrackName) []*Subscription {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var out []*Subscription
-	for _, subs := range s.aliases.subs {
+	for _, subs := range r.aliases.subs {
 		for _, sub := range subs {
 			if sub.track.Equal(track) {
 				out = append(out, sub)
@@ -177,11 +202,11 @@ func (s *Session) boundTo(track wire.FullTrackName) []*Subscription {
 }
 
 // unbindAlias forgets a subscriber-side subscription.
-func (s *Session) unbindAlias(sub *Subscription) {
+func (r *aliasRoutes) unbindAlias(sub *Subscription) {
 	alias := sub.TrackAlias()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	list := s.aliases.subs[alias]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	list := r.aliases.subs[alias]
 	kept := make([]*Subscription, 0, len(list))
 	for _, other := range list {
 		if other != sub {
@@ -192,12 +217,214 @@ func (s *Session) unbindAlias(sub *Subscription) {
 		return // not bound
 	}
 	if len(kept) <= 1 {
-		delete(s.aliases.claims, alias)
+		delete(r.aliases.claims, alias)
 	}
 	if len(kept) == 0 {
-		delete(s.aliases.subs, alias)
-		s.aliases.markEnded(alias, time.Now(), s.cfg.AliasWait)
+		delete(r.aliases.subs, alias)
+		r.aliases.markEnded(alias, time.Now(), r.cfg.AliasWait)
 	} else {
-		s.aliases.subs[alias] = kept
+		r.aliases.subs[alias] = kept
 	}
+}
+
+// lookupAlias returns the subscriptions bound to alias, and whether the
+// alias belongs to a subscription that just ended.
+func (r *aliasRoutes) lookupAlias(alias uint64) ([]*Subscription, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	subs := r.aliases.subs[alias]
+	return subs, len(subs) == 0 && r.aliases.recentlyEnded(alias)
+}
+
+// reservePendingStream claims one of Config.MaxPendingStreams slots for a
+// stream waiting for its alias.
+func (r *aliasRoutes) reservePendingStream() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pendingStreams >= r.cfg.MaxPendingStreams {
+		return false
+	}
+	r.pendingStreams++
+	return true
+}
+
+func (r *aliasRoutes) releasePendingStream() {
+	r.mu.Lock()
+	r.pendingStreams--
+	r.mu.Unlock()
+}
+
+// waitAlias waits up to Config.AliasWait for alias to be bound and returns
+// its subscriptions. It reports false with a STOP_SENDING code when the
+// wait ends otherwise.
+func (r *aliasRoutes) waitAlias(ctx context.Context, alias uint64) ([]*Subscription, wire.ResetCode, bool) {
+	timer := time.NewTimer(r.cfg.AliasWait)
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		subs := r.aliases.subs[alias]
+		bound := r.aliasBound
+		r.mu.Unlock()
+		if len(subs) > 0 {
+			return subs, 0, true
+		}
+		select {
+		case <-bound:
+		case <-timer.C:
+			return nil, wire.ResetCancelled, false
+		case <-ctx.Done():
+			return nil, wire.ResetSessionClosed, false
+		}
+	}
+}
+
+// liveAliasSubs returns the subscriptions bound to alias.
+func (r *aliasRoutes) liveAliasSubs(alias uint64) []*Subscription {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.aliases.subs[alias]
+}
+
+// pendingDatagram is a datagram held until its alias is known.
+type pendingDatagram struct {
+	d    wire.ObjectDatagram
+	when time.Time
+}
+
+// holdDatagram keeps a datagram with an unknown alias for up to
+// Config.AliasWait, within Config.MaxPendingDatagrams; beyond that, or for
+// an alias that just ended, it is dropped, as §11.2 allows.
+func (r *aliasRoutes) holdDatagram(d wire.ObjectDatagram) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.aliases.recentlyEnded(d.TrackAlias) {
+		return
+	}
+	now := time.Now()
+	kept := r.pendingDatagrams[:0]
+	for _, p := range r.pendingDatagrams {
+		if now.Sub(p.when) < r.cfg.AliasWait {
+			kept = append(kept, p)
+		}
+	}
+	r.pendingDatagrams = kept
+	if len(kept) >= r.cfg.MaxPendingDatagrams {
+		r.droppedDatagrams++
+		return
+	}
+	// The payload aliases the transport's buffer, which is the
+	// datagram's own; it is kept as is.
+	r.pendingDatagrams = append(r.pendingDatagrams, pendingDatagram{d: d, when: now})
+}
+
+// releaseDatagrams delivers the held datagrams of a newly bound alias.
+// r.mu is held.
+func (r *aliasRoutes) releaseDatagramsLocked(alias uint64) []wire.ObjectDatagram {
+	var out []wire.ObjectDatagram
+	kept := r.pendingDatagrams[:0]
+	for _, p := range r.pendingDatagrams {
+		if p.d.TrackAlias == alias {
+			out = append(out, p.d)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	r.pendingDatagrams = kept
+	return out
+}
+
+// reservePendingBytes counts n bytes of a waiting stream against
+// Config.MaxPendingBytes; it reports false if they do not fit.
+func (r *aliasRoutes) reservePendingBytes(n int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pendingBytes+n > r.cfg.MaxPendingBytes {
+		return false
+	}
+	r.pendingBytes += n
+	return true
+}
+
+func (r *aliasRoutes) releasePendingBytes(n int) {
+	r.mu.Lock()
+	r.pendingBytes -= n
+	r.mu.Unlock()
+}
+
+// A publisher may give concurrent subscriptions to one track the same
+// Track Alias (§3.1.2; this library's publisher does only with
+// Config.SharedTrackAliases), and an object passing several of their
+// filters then arrives once per subscription (C033): as look-alike streams
+// or datagrams. Routing gives
+// each copy to a different subscription among those whose filter the
+// object passes, so every subscription receives its own copy once.
+
+// copyKey names what one copy carries: a subgroup of a group, or the
+// datagram of one object.
+type copyKey struct {
+	group, id uint64 // id is the Subgroup ID, or the Object ID of a datagram
+	datagram  bool
+}
+
+// copyClaims remembers, for one alias, which subscriptions already took a
+// copy. It keeps the newest maxCopyClaims keys: a copy older than that
+// arrives so late that its subscription has long moved on.
+type copyClaims struct {
+	taken map[copyKey][]*Subscription
+	order []copyKey // oldest first
+}
+
+const maxCopyClaims = 4096
+
+// claim records that sub took the copy named by key.
+func (c *copyClaims) claim(key copyKey, sub *Subscription) {
+	if _, ok := c.taken[key]; !ok {
+		if len(c.order) == maxCopyClaims {
+			delete(c.taken, c.order[0])
+			c.order = c.order[1:]
+		}
+		c.order = append(c.order, key)
+	}
+	c.taken[key] = append(c.taken[key], sub)
+}
+
+// routeCopy picks the subscription a copy belongs to among subs, those
+// bound to alias in order of binding: one whose filters the copy passes
+// (accepts), and of several such, one that has not taken this copy yet.
+// It returns nil when the copy passes no subscription's filters: it is not
+// theirs (see Subscription.accepts).
+func (r *aliasRoutes) routeCopy(alias uint64, subs []*Subscription, key copyKey, accepts func(*Subscription) bool) *Subscription {
+	var buf [4]*Subscription
+	cands := buf[:0]
+	for _, sub := range subs {
+		if accepts(sub) {
+			cands = append(cands, sub)
+		}
+	}
+	switch len(cands) {
+	case 0:
+		return nil
+	case 1:
+		return cands[0]
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.aliases.claims[alias]
+	if c == nil {
+		if r.aliases.claims == nil {
+			r.aliases.claims = map[uint64]*copyClaims{}
+		}
+		c = &copyClaims{taken: map[copyKey][]*Subscription{}}
+		r.aliases.claims[alias] = c
+	}
+	taken := c.taken[key]
+	for _, sub := range cands {
+		if !slices.Contains(taken, sub) {
+			c.claim(key, sub)
+			return sub
+		}
+	}
+	// Every candidate has its copy: the publisher opened the subgroup
+	// again (say after a reset); it is the first candidate's.
+	return cands[0]
 }
