@@ -141,19 +141,6 @@ func (s *Session) dataStreamError(str transport.ReceiveStream, err error) error 
 	return nil
 }
 
-// The alias table's entry points for the subscriber's side, which
-// Subscription calls from subscription.go and subscription_data.go.
-
-// bindAlias records an Established subscription under its alias; see
-// aliasRoutes.bindAlias.
-func (s *Session) bindAlias(sub *Subscription) error { return s.routes.bindAlias(sub) }
-
-// unbindAlias forgets a subscription; see aliasRoutes.unbindAlias.
-func (s *Session) unbindAlias(sub *Subscription) { s.routes.unbindAlias(sub) }
-
-// boundTo returns the bound subscriptions to track; see aliasRoutes.boundTo.
-func (s *Session) boundTo(track wire.FullTrackName) []*Subscription { return s.routes.boundTo(track) }
-
 // isCleanEOF reports a stream that ended at a boundary, not inside a
 // structure.
 func isCleanEOF(err error) bool {

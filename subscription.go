@@ -450,7 +450,7 @@ func (sub *Subscription) accept(m *wire.SubscribeOK) error {
 	}
 	sub.properties = props
 	sub.mu.Unlock()
-	if err := sub.sess.bindAlias(sub); err != nil {
+	if err := sub.sess.routes.bindAlias(sub); err != nil {
 		return err
 	}
 	return sub.move(StateEstablished, nil)

@@ -309,7 +309,7 @@ func (sub *Subscription) endData() {
 		}
 		finished := sub.finished != nil
 		sub.mu.Unlock()
-		sub.sess.unbindAlias(sub)
+		sub.sess.routes.unbindAlias(sub)
 		close(sub.dataDone)
 		if finished {
 			return // late streams stay for AcceptSubgroup
@@ -376,7 +376,7 @@ func (sub *Subscription) stopReaders() {
 // malformedTrack cancels, on a Malformed Track, this subscription and
 // every other one to the same track on the session (§12.1, C022).
 func (sub *Subscription) malformedTrack(e *MalformedTrackError) {
-	others := sub.sess.boundTo(sub.track)
+	others := sub.sess.routes.boundTo(sub.track)
 	sub.cancelMalformed(e)
 	for _, other := range others {
 		if other != sub {
