@@ -85,26 +85,40 @@ func (ow *ObjectWriter) Write(p []byte) (int, error) {
 // io.ErrUnexpectedEOF with the object incomplete (Close then resets its
 // streams). The bytes read are written as they come, so a payload may be
 // larger than memory.
+//
+// r is read without holding the subgroup: Close, Reset and the
+// SubgroupWriter's deadlines are not held up by a stalled upstream, and a
+// subgroup closed meanwhile fails the next write with ErrSubgroupClosed.
+// An ObjectWriter is not for concurrent use.
 func (ow *ObjectWriter) ReadFrom(r io.Reader) (int64, error) {
 	w, err := ow.acquire()
 	if err != nil {
 		return 0, err
 	}
-	defer w.turn.Unlock()
-	if w.rbuf == nil {
-		w.rbuf = make([]byte, min(w.remain, readFromChunk))
+	if len(w.rbuf) < readFromChunk {
+		w.rbuf = make([]byte, readFromChunk)
 	}
+	buf := w.rbuf // this object's until it is complete: no other reads it
+	remain := w.remain
+	w.turn.Unlock()
 	var total int64
-	for w.remain > 0 {
-		n, err := r.Read(w.rbuf[:min(uint64(len(w.rbuf)), w.remain)])
+	for remain > 0 {
+		n, err := r.Read(buf[:min(uint64(len(buf)), remain)])
 		if n > 0 {
-			if werr := w.streamed(w.rbuf[:n], monoNow()); werr != nil {
+			w, werr := ow.acquire()
+			if werr != nil {
+				return total, werr
+			}
+			werr = w.streamed(buf[:n], monoNow())
+			remain = w.remain
+			w.turn.Unlock()
+			if werr != nil {
 				return total, werr
 			}
 			total += int64(n)
 		}
 		switch {
-		case err == io.EOF && w.remain > 0:
+		case err == io.EOF && remain > 0:
 			return total, io.ErrUnexpectedEOF
 		case err == io.EOF:
 			return total, nil

@@ -349,3 +349,83 @@ func TestLocalTrackAcceptOtherTrack(t *testing.T) {
 	assert.Error(t, <-accepted)
 	assert.Empty(t, track.snapshot(), "nothing served")
 }
+
+// blockingReader blocks every Read until release is closed, counting the
+// reads and the largest buffer it was given.
+type blockingReader struct {
+	entered chan struct{} // if set, gets a value as each Read starts
+	release chan struct{}
+	data    []byte
+	reads   int
+	maxBuf  int
+}
+
+func (b *blockingReader) Read(p []byte) (int, error) {
+	if b.entered != nil {
+		b.entered <- struct{}{}
+	}
+	if b.release != nil {
+		<-b.release
+	}
+	b.reads++
+	b.maxBuf = max(b.maxBuf, len(p))
+	if len(b.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, b.data)
+	b.data = b.data[n:]
+	return n, nil
+}
+
+// TestObjectWriterReadFromStalledUpstream: a ReadFrom waiting on a stalled
+// upstream holds up neither Close nor Reset of its subgroup, and fails
+// once the subgroup is closed.
+func TestObjectWriterReadFromStalledUpstream(t *testing.T) {
+	track, err := NewLocalTrack(testTrack, nil)
+	require.NoError(t, err)
+	w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+	ow, err := w.BeginObject(0, 100, nil)
+	require.NoError(t, err)
+	br := &blockingReader{entered: make(chan struct{}, 2), release: make(chan struct{}), data: []byte("x")}
+	result := make(chan error, 1)
+	go func() {
+		_, err := ow.ReadFrom(br)
+		result <- err
+	}()
+	<-br.entered // ReadFrom waits in the upstream's Read
+	closed := make(chan struct{})
+	go func() {
+		_ = w.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		close(br.release)
+		require.FailNow(t, "Close waits behind the upstream's Read")
+	}
+	close(br.release)
+	assert.ErrorIs(t, <-result, ErrSubgroupClosed)
+}
+
+// TestObjectWriterReadFromBuffer: ReadFrom reads in chunks of its full
+// buffer whatever the size of the first object it forwarded.
+func TestObjectWriterReadFromBuffer(t *testing.T) {
+	track, err := NewLocalTrack(testTrack, nil)
+	require.NoError(t, err)
+	w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+	ow, err := w.BeginObject(0, 1, nil)
+	require.NoError(t, err)
+	_, err = ow.ReadFrom(&blockingReader{data: []byte("a")})
+	require.NoError(t, err)
+	const size = 100 << 10
+	ow, err = w.BeginObject(1, size, nil)
+	require.NoError(t, err)
+	br := &blockingReader{data: make([]byte, size)}
+	n, err := ow.ReadFrom(br)
+	require.NoError(t, err)
+	assert.Equal(t, int64(size), n)
+	assert.Equal(t, readFromChunk, br.maxBuf)
+	assert.LessOrEqual(t, br.reads, size/readFromChunk+2)
+	require.NoError(t, w.Close())
+}
