@@ -134,6 +134,15 @@ func monoNow() int64 {
 	return int64(time.Now().Sub(bubbleEpoch))
 }
 
+// monoAt is t as a monoNow time, so that a deadline the application gives
+// compares with monoNow's readings, in a bubble too.
+func monoAt(t time.Time) int64 {
+	if time.Since(epoch) >= 0 {
+		return int64(t.Sub(epoch))
+	}
+	return int64(t.Sub(bubbleEpoch))
+}
+
 // dataParams are the subscription parameters the data path reads for each
 // object: they may change with REQUEST_UPDATE.
 type dataParams struct {

@@ -185,7 +185,7 @@ func (w *SubgroupWriter) SetWriteDeadline(t time.Time) {
 		w.userDeadline.Store(0)
 		return
 	}
-	w.userDeadline.Store(max(int64(t.Sub(epoch)), 1))
+	w.userDeadline.Store(max(monoAt(t), 1))
 }
 
 // waitUntil is the latest a write begun at start waits for ss: its

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"testing/iotest"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -428,4 +429,20 @@ func TestObjectWriterReadFromBuffer(t *testing.T) {
 	assert.Equal(t, readFromChunk, br.maxBuf)
 	assert.LessOrEqual(t, br.reads, size/readFromChunk+2)
 	require.NoError(t, w.Close())
+}
+
+// TestSetWriteDeadlineClock: a deadline the application sets is on the
+// clock the write path reads, in a synctest bubble as outside one.
+func TestSetWriteDeadlineClock(t *testing.T) {
+	check := func(t *testing.T) {
+		track, err := NewLocalTrack(testTrack, nil)
+		require.NoError(t, err)
+		w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+		defer w.Close()
+		w.SetWriteDeadline(time.Now().Add(time.Hour))
+		left := time.Duration(w.userDeadline.Load() - monoNow())
+		assert.InDelta(t, float64(time.Hour), float64(left), float64(time.Minute))
+	}
+	t.Run("wall", check)
+	t.Run("bubble", func(t *testing.T) { synctest.Test(t, check) })
 }
