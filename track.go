@@ -95,8 +95,11 @@ func (t *LocalTrack) SetLargest(l wire.Location) {
 // (BeginObject) is passed once complete, one closed short not at all. f
 // runs on the writer's goroutine, while the writer waits, and may be
 // called from several writers at once: it must be quick and safe for
-// concurrent use. The Object's Payload and Properties are valid only
+// concurrent use, and must not write to the same SubgroupWriter, which
+// it holds up meanwhile. The Object's Payload and Properties are valid only
 // during the call, since the writer reuses them: f copies what it keeps.
+// While f is set, a streamed object's payload is gathered in memory to be
+// passed whole, so objects streamed to a track with f cost their size.
 // A nil f removes the function.
 func (t *LocalTrack) OnObject(f func(Object)) {
 	if f == nil {
