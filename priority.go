@@ -14,12 +14,12 @@ func subscriberPriority(p *wire.Params) uint8 {
 	if p.SubscriberPriority.Set {
 		return p.SubscriberPriority.Value
 	}
-	return DefaultSubscriberPriority
+	return defaultSubscriberPriority
 }
 
-// DefaultSubscriberPriority is the subscriber priority of a request that
+// defaultSubscriberPriority is the subscriber priority of a request that
 // does not set SUBSCRIBER_PRIORITY (§9.20.8).
-const DefaultSubscriberPriority = 128
+const defaultSubscriberPriority = 128
 
 // trackGroupOrder is the track's DEFAULT_PUBLISHER_GROUP_ORDER, Ascending
 // when absent or invalid (§10.5).

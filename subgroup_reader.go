@@ -37,9 +37,6 @@ type SubgroupReader struct {
 // Header is the stream's SUBGROUP_HEADER.
 func (r *SubgroupReader) Header() wire.SubgroupHeader { return r.dec.Header }
 
-// Subscription is the subscription the stream belongs to.
-func (r *SubgroupReader) Subscription() *Subscription { return r.sub }
-
 // Next returns the next object without its payload (Payload is nil), first
 // skipping whatever was left of the previous one's payload; PayloadLen is
 // the payload's size, and Read, WriteTo or ReadPayload read it. The

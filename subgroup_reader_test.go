@@ -43,7 +43,7 @@ func TestSubgroupReaderReadObject(t *testing.T) {
 			assert.Equal(t, "first", string(obj.Payload))
 			assert.Equal(t, &buf[:1][0], &obj.Payload[0], "read into the caller's storage")
 			assert.Equal(t, wire.Location{Group: 4, Object: 0}, obj.Location)
-			assert.Equal(t, wire.Some[uint8](DefaultPublisherPriority), obj.Priority)
+			assert.Equal(t, wire.Some[uint8](defaultPublisherPriority), obj.Priority)
 
 			obj, err = r.ReadObject(obj.Payload)
 			require.NoError(t, err)

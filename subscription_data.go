@@ -234,7 +234,7 @@ func (sub *Subscription) publisherPriority() uint8 {
 	if kv, ok := sub.properties.Get(wire.PropDefaultPublisherPriority); ok && kv.Value <= 255 {
 		return uint8(kv.Value)
 	}
-	return DefaultPublisherPriority
+	return defaultPublisherPriority
 }
 
 // release ends the subscription's data plane once it has terminated. After

@@ -44,16 +44,16 @@ type LocalTrack struct {
 
 // The lock order, the publisher's side included, is in session.go (// Lock order:).
 
-// DefaultPublisherPriority is the publisher priority of a track that does
+// defaultPublisherPriority is the publisher priority of a track that does
 // not set DEFAULT_PUBLISHER_PRIORITY (§10.4).
-const DefaultPublisherPriority = 128
+const defaultPublisherPriority = 128
 
 // NewLocalTrack returns a track named name with Track Properties props.
 func NewLocalTrack(name wire.FullTrackName, props wire.KVList) (*LocalTrack, error) {
 	if err := name.Namespace.Validate(len(name.Name)); err != nil {
 		return nil, err
 	}
-	t := &LocalTrack{name: name, props: props, priority: DefaultPublisherPriority}
+	t := &LocalTrack{name: name, props: props, priority: defaultPublisherPriority}
 	if kv, ok := props.Get(wire.PropDefaultPublisherPriority); ok && kv.Value <= 255 {
 		t.priority = uint8(kv.Value)
 	}

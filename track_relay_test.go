@@ -192,7 +192,7 @@ func TestLocalTrackOnObject(t *testing.T) {
 				{Location: at(1, 1), SubgroupID: 2, Priority: wire.Some[uint8](3), Properties: props, Payload: []byte("stream")},
 				{Location: at(1, 2), SubgroupID: 2, Priority: wire.Some[uint8](3)},
 				{Location: at(1, 3), SubgroupID: 2, Priority: wire.Some[uint8](3), Status: wire.ObjectEndOfGroup},
-				{Location: at(3, 0), Priority: wire.Some[uint8](DefaultPublisherPriority), Payload: []byte("dgram"), Datagram: true, EndOfGroup: true},
+				{Location: at(3, 0), Priority: wire.Some[uint8](defaultPublisherPriority), Payload: []byte("dgram"), Datagram: true, EndOfGroup: true},
 			}, stored[1:])
 
 			lt.track.OnObject(nil)
