@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"slices"
 
 	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/transport"
@@ -73,17 +74,26 @@ func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader,
 		}
 		accepts = func(sub *Subscription) bool { return sub.accepts(meta) }
 	}
-	sub := s.routes.routeCopy(h.TrackAlias, subs, copyKey{group: h.GroupID, id: subgroupID}, accepts)
-	if sub == nil {
-		// Its first object passes no subscription's filters: a late
-		// stream of an ended subscription that had the alias (see
-		// Subscription.accepts). It is stopped, not delivered nor
-		// counted for PUBLISH_DONE.
-		r.stopWith(wire.ResetCancelled)
-		return nil
+	// A subscription that has all its streams, ended while this one was
+	// routed, is passed over: a copy of a shared alias it would drop is
+	// another's (§3.1.2).
+	live := func(sub *Subscription) bool { return !sub.dataEnded() && accepts(sub) }
+	for {
+		sub := s.routes.routeCopy(h.TrackAlias, subs, copyKey{group: h.GroupID, id: subgroupID}, live)
+		if sub == nil {
+			// Its first object passes no live subscription's filters: a
+			// late stream of an ended subscription that had the alias
+			// (see Subscription.accepts). It is stopped, not delivered
+			// nor counted for PUBLISH_DONE.
+			r.stopWith(wire.ResetCancelled)
+			return nil
+		}
+		r.sub = sub
+		if sub.deliverStream(r) {
+			return nil
+		}
+		subs = slices.DeleteFunc(slices.Clone(subs), func(o *Subscription) bool { return o == sub })
 	}
-	r.sub = sub
-	return sub.deliverStream(r)
 }
 
 // receiveDatagrams reads the session's datagrams until it ends (§11.2).

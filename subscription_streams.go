@@ -11,10 +11,22 @@ import (
 // them over (deliverStream, deliverDatagram) and how the application takes
 // them (AcceptSubgroup, ReadDatagram).
 
+// dataEnded reports whether the subscription has stopped receiving
+// streams and datagrams.
+func (sub *Subscription) dataEnded() bool {
+	select {
+	case <-sub.dataDone:
+		return true
+	default:
+		return false
+	}
+}
+
 // deliverStream hands a subgroup stream to the subscription's reader,
 // waiting while its queue is full: the stream stays unread meanwhile, so
-// QUIC flow control pushes back on the publisher.
-func (sub *Subscription) deliverStream(r *SubgroupReader) error {
+// QUIC flow control pushes back on the publisher. It reports false, with
+// the stream untouched, when the subscription stopped receiving first.
+func (sub *Subscription) deliverStream(r *SubgroupReader) bool {
 	if r.err == nil {
 		sub.trackReader(r)
 	}
@@ -24,8 +36,9 @@ func (sub *Subscription) deliverStream(r *SubgroupReader) error {
 	// nothing is queued any more.
 	select {
 	case <-sub.dataDone:
-		_ = r.Close()
-		return nil
+		// Not taken: the caller routes it elsewhere or stops it.
+		sub.forgetReader(r)
+		return false
 	default:
 	}
 	select {
@@ -39,10 +52,10 @@ func (sub *Subscription) deliverStream(r *SubgroupReader) error {
 			default:
 			}
 		case <-sub.dataDone:
-			_ = r.Close()
-			return nil
+			sub.forgetReader(r)
+			return false
 		case <-sub.sess.ctx.Done():
-			return nil
+			return true
 		}
 	}
 	sub.mu.Lock()
@@ -59,7 +72,7 @@ func (sub *Subscription) deliverStream(r *SubgroupReader) error {
 	default:
 	}
 	sub.noteStream()
-	return nil
+	return true
 }
 
 // deliverDatagram queues a datagram for ReadDatagram. When the queue is
