@@ -244,6 +244,9 @@ type sessionHooks struct {
 	// graceExpired runs when a fan-out write to a data stream of ss passed
 	// writeGrace and the rest of it went to the stream's backlog.
 	graceExpired func(ss *ServedSubscription)
+	// streamRouted runs when a received subgroup stream has been routed
+	// to a subscription, before it is handed to it.
+	streamRouted func()
 	// sessionEnded runs in watchTransport once the session has ended,
 	// before it unblocks the open requests.
 	sessionEnded func()

@@ -89,6 +89,7 @@ func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader,
 			return nil
 		}
 		r.sub = sub
+		s.hook(func(h *sessionHooks) func() { return h.streamRouted })
 		if sub.deliverStream(r) {
 			return nil
 		}
