@@ -6,6 +6,8 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+
+	"github.com/moqt-go/moqt/wire"
 )
 
 // Subscription.ReadObject reads a subscription's objects in the order they
@@ -30,24 +32,13 @@ const (
 	arrivalBytes = 1 << 20
 )
 
-// SubgroupError is returned by Subscription.ReadObject for a subgroup
-// stream that ended before its FIN: the publisher reset it (Err wraps the
-// *StreamError, whose Code says why, such as DELIVERY_TIMEOUT), or one of
-// its objects was larger than Config.MaxObjectSize (Err wraps
-// ErrObjectTooLarge, and this end stopped the stream). The stream's objects
-// before the error were returned; the subscription and its other streams
-// go on, so keep calling ReadObject.
-type SubgroupError struct {
-	Group, Subgroup uint64
-	Err             error
+// subgroupFailed is the item of a subgroup stream that ended before its
+// FIN: the error, with the Object naming the subgroup.
+func subgroupFailed(r *SubgroupReader, err error) arrivalItem {
+	id, _ := r.dec.SubgroupID()
+	return arrivalItem{obj: Object{Location: wire.Location{Group: r.dec.Header.GroupID}, SubgroupID: id},
+		err: fmt.Errorf("moqt: subgroup %d of group %d: %w", id, r.dec.Header.GroupID, err)}
 }
-
-func (e *SubgroupError) Error() string {
-	return fmt.Sprintf("moqt: subgroup %d of group %d: %v", e.Subgroup, e.Group, e.Err)
-}
-
-// Unwrap returns the stream's error.
-func (e *SubgroupError) Unwrap() error { return e.Err }
 
 // arrival is the state of Subscription.ReadObject.
 type arrival struct {
@@ -90,7 +81,7 @@ type arrivalItem struct {
 // off the network. The returned Payload and Properties are valid until the
 // next call of ReadObject: copy them to keep them longer. Objects whose
 // payload exceeds Config.MaxObjectSize are not read into memory: the
-// stream is stopped and reported with a *SubgroupError.
+// stream is stopped and reported as a stream error (see below).
 //
 // Use ReadObject or AcceptSubgroup and ReadDatagram, not both: the first
 // call of ReadObject takes every stream of the subscription, and returns
@@ -102,8 +93,14 @@ type arrivalItem struct {
 // Config.ReadStallTimeout, while it is not called, is cancelled
 // (ErrFellBehind), as one whose streams wait for AcceptSubgroup.
 //
-// A *SubgroupError reports a stream that was reset, and the subscription
-// goes on. After the subscription ends, and every stream has been read to
+// A subgroup stream that ends before its FIN is reported as an error with
+// an Object whose Location.Group and SubgroupID name the subgroup (only
+// those fields are set): the publisher reset it (the error wraps the
+// *StreamError, whose Code says why, such as DELIVERY_TIMEOUT), or one of
+// its objects was larger than Config.MaxObjectSize (it wraps
+// ErrObjectTooLarge, and this end stopped the stream). The stream's
+// earlier objects were returned; the subscription goes on, so keep
+// calling ReadObject. After the subscription ends, and every stream has been read to
 // its end (or reset), ReadObject returns the subscription's error, such as
 // *DoneError after PUBLISH_DONE. Once this end cancels the subscription
 // (Close, or ErrFellBehind, or a Malformed Track), ReadObject returns its
@@ -122,7 +119,7 @@ func (sub *Subscription) ReadObject(ctx context.Context) (Object, error) {
 	}
 	a.took(sub)
 	if it.err != nil {
-		return Object{}, it.err
+		return it.obj, it.err
 	}
 	a.mu.Lock()
 	a.held = it
@@ -246,8 +243,7 @@ func (a *arrival) readStream(r *SubgroupReader) {
 		}
 		if err != nil {
 			if err != io.EOF { // not the subgroup's FIN
-				id, _ := r.dec.SubgroupID()
-				a.push(arrivalItem{err: &SubgroupError{Group: r.dec.Header.GroupID, Subgroup: id, Err: err}})
+				a.push(subgroupFailed(r, err))
 			}
 			return
 		}
@@ -262,8 +258,7 @@ func (a *arrival) readStream(r *SubgroupReader) {
 		buf, err = r.readInto(buf[:0], n)
 		if err != nil {
 			a.release(size, nil)
-			id, _ := r.dec.SubgroupID()
-			a.push(arrivalItem{err: &SubgroupError{Group: r.dec.Header.GroupID, Subgroup: id, Err: err}})
+			a.push(subgroupFailed(r, err))
 			return
 		}
 		// The properties alias the reader's buffer, which the next Next

@@ -239,7 +239,7 @@ func TestReadObjectClose(t *testing.T) {
 }
 
 // TestReadObjectReset: a stream the publisher resets is reported with a
-// *SubgroupError carrying the code, after its objects; the subscription
+// stream error carrying the code, after its objects; the subscription
 // goes on.
 func TestReadObjectReset(t *testing.T) {
 	for _, tr := range transports {
@@ -252,11 +252,10 @@ func TestReadObjectReset(t *testing.T) {
 			require.NoError(t, err)
 			got.add(obj)
 			w.Reset(wire.ResetDeliveryTimeout)
-			_, err = lt.sub.ReadObject(lt.ctx)
-			var se *SubgroupError
-			require.ErrorAs(t, err, &se)
-			assert.Equal(t, uint64(2), se.Group)
-			assert.Equal(t, uint64(5), se.Subgroup)
+			failed, err := lt.sub.ReadObject(lt.ctx)
+			require.Error(t, err)
+			assert.Equal(t, uint64(2), failed.Location.Group)
+			assert.Equal(t, uint64(5), failed.SubgroupID)
 			var se2 *StreamError
 			require.ErrorAs(t, err, &se2)
 			assert.Equal(t, wire.ResetDeliveryTimeout, se2.Code)
@@ -312,10 +311,9 @@ func TestReadObjectTooLarge(t *testing.T) {
 	obj, err := lt.sub.ReadObject(lt.ctx)
 	require.NoError(t, err)
 	assert.Len(t, obj.Payload, 1000)
-	_, err = lt.sub.ReadObject(lt.ctx)
-	var se *SubgroupError
-	require.ErrorAs(t, err, &se)
+	failed, err := lt.sub.ReadObject(lt.ctx)
 	assert.ErrorIs(t, err, ErrObjectTooLarge)
+	assert.Equal(t, uint64(0), failed.Location.Group)
 	assert.False(t, errors.Is(lt.sub.Err(), ErrCancelled), "the subscription goes on")
 }
 

@@ -1,7 +1,6 @@
 package moqt
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/moqt-go/moqt/internal/authtoken"
@@ -31,13 +30,6 @@ type AuthToken struct {
 
 	entry *authtoken.Entry // the registration behind Alias, for StoreTokenError
 }
-
-// ErrAuthToken is wrapped by the errors of requests whose authorization
-// tokens break a rule of §8.9 towards the peer's token cache: an alias
-// registered twice, an alias that is unknown or not yet usable, a
-// registration past the peer's MAX_AUTH_TOKEN_CACHE_SIZE, a repeated token.
-// Nothing is sent.
-var ErrAuthToken = errors.New("moqt: authorization token")
 
 // tokenCache holds the tokens the peer registered with this endpoint.
 type tokenCache struct{ c *authtoken.Cache }

@@ -333,7 +333,7 @@ func (out *subgroupOut) drain() {
 	ss := out.ss
 	defer out.drained()
 	var err error
-	if ss.State() == StatePendingPublisher {
+	if ss.current() == statePendingPublisher {
 		select {
 		case <-ss.established:
 		case <-ss.done:

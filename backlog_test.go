@@ -119,7 +119,7 @@ func readSubgroupAsync(ctx context.Context, sub *Subscription) <-chan received {
 			}
 			var p []byte
 			if err == nil {
-				p, err = r.ReadPayload(1 << 20)
+				p, err = r.readPayload(1 << 20)
 			}
 			if err != nil {
 				ch <- received{err: err}

@@ -17,11 +17,11 @@ import (
 	"time"
 )
 
-// MaxCertificateValidity is the longest validity period a browser accepts
+// maxCertificateValidity is the longest validity period a browser accepts
 // for a certificate pinned with WebTransport's serverCertificateHashes
 // option (W3C WebTransport, "custom certificate requirements"), and Dial
 // for one pinned with Config.ServerCertificateHashes.
-const MaxCertificateValidity = 14 * 24 * time.Hour
+const maxCertificateValidity = 14 * 24 * time.Hour
 
 // certBackdate is how far before now a generated certificate becomes
 // valid, to tolerate clocks that run a little behind ours.
@@ -29,7 +29,7 @@ const certBackdate = time.Hour
 
 // GenerateCertificate makes a fresh self-signed ECDSA P-256 certificate for
 // hosts (DNS names or IP addresses; default 127.0.0.1, ::1 and localhost),
-// valid from an hour ago for less than MaxCertificateValidity in total. It
+// valid from an hour ago for less than 14 days in total. It
 // returns the certificate and the SHA-256 hash of its DER encoding, which is
 // what a browser passes in serverCertificateHashes, and a Dial in
 // Config.ServerCertificateHashes, to trust it without a CA.
@@ -55,7 +55,7 @@ func GenerateCertificate(hosts ...string) (tls.Certificate, [32]byte, error) {
 		NotBefore:    notBefore,
 		// An hour short of the limit, so that rounding by the encoder or
 		// the verifier can never push it over.
-		NotAfter:              notBefore.Add(MaxCertificateValidity - time.Hour),
+		NotAfter:              notBefore.Add(maxCertificateValidity - time.Hour),
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
@@ -140,9 +140,9 @@ func checkPinned(certs []*x509.Certificate, hashes [][32]byte, now time.Time) er
 		return fmt.Errorf("moqt: pinned server certificate is valid from %s to %s, not now (%s)",
 			leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
-	if leaf.NotAfter.Sub(leaf.NotBefore) > MaxCertificateValidity {
-		return fmt.Errorf("moqt: pinned server certificate is valid for %s, longer than MaxCertificateValidity (%s)",
-			leaf.NotAfter.Sub(leaf.NotBefore), MaxCertificateValidity)
+	if leaf.NotAfter.Sub(leaf.NotBefore) > maxCertificateValidity {
+		return fmt.Errorf("moqt: pinned server certificate is valid for %s, longer than the %s a browser accepts",
+			leaf.NotAfter.Sub(leaf.NotBefore), maxCertificateValidity)
 	}
 	return nil
 }

@@ -43,7 +43,7 @@ func selfSigned(t *testing.T, notBefore, notAfter time.Time) (tls.Certificate, [
 // WebTransport trusting them only by Config.ServerCertificateHashes: a
 // matching, currently valid, short-lived certificate is accepted without
 // any root; a mismatch, an expired certificate and one valid for longer
-// than MaxCertificateValidity fail the dial with an error that says why.
+// than 14 days fail the dial with an error that says why.
 func TestDialServerCertificateHashes(t *testing.T) {
 	good, goodHash, err := GenerateCertificate("127.0.0.1")
 	require.NoError(t, err)
@@ -52,7 +52,7 @@ func TestDialServerCertificateHashes(t *testing.T) {
 	now := time.Now()
 	expired, expiredHash := selfSigned(t, now.Add(-20*24*time.Hour), now.Add(-7*24*time.Hour))
 	notYet, notYetHash := selfSigned(t, now.Add(time.Hour), now.Add(2*24*time.Hour))
-	long, longHash := selfSigned(t, now.Add(-time.Hour), now.Add(MaxCertificateValidity))
+	long, longHash := selfSigned(t, now.Add(-time.Hour), now.Add(maxCertificateValidity))
 
 	tests := []struct {
 		name    string
@@ -65,7 +65,7 @@ func TestDialServerCertificateHashes(t *testing.T) {
 		{"mismatch", good, [][32]byte{otherHash}, "matches none of Config.ServerCertificateHashes"},
 		{"expired", expired, [][32]byte{expiredHash}, "not now"},
 		{"not yet valid", notYet, [][32]byte{notYetHash}, "not now"},
-		{"valid too long", long, [][32]byte{longHash}, "longer than MaxCertificateValidity"},
+		{"valid too long", long, [][32]byte{longHash}, "longer than the"},
 	}
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
@@ -131,7 +131,7 @@ func TestDialServerCertificateHashesKeepsVerifyConnection(t *testing.T) {
 }
 
 // TestCheckPinnedValidityBounds checks the validity rules at their edges:
-// a period of exactly MaxCertificateValidity is accepted, one second more
+// a period of exactly 14 days is accepted, one second more
 // is not; the first and last instants of the period are valid.
 func TestCheckPinnedValidityBounds(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -139,12 +139,12 @@ func TestCheckPinnedValidityBounds(t *testing.T) {
 		raw := []byte(validity.String())
 		return &x509.Certificate{Raw: raw, NotBefore: start, NotAfter: start.Add(validity)}, sha256.Sum256(raw)
 	}
-	c, h := leaf(MaxCertificateValidity)
+	c, h := leaf(maxCertificateValidity)
 	assert.NoError(t, checkPinned([]*x509.Certificate{c}, [][32]byte{h}, start))
 	assert.NoError(t, checkPinned([]*x509.Certificate{c}, [][32]byte{h}, c.NotAfter))
 	assert.Error(t, checkPinned([]*x509.Certificate{c}, [][32]byte{h}, c.NotAfter.Add(time.Second)))
 	assert.Error(t, checkPinned([]*x509.Certificate{c}, [][32]byte{h}, start.Add(-time.Second)))
-	c, h = leaf(MaxCertificateValidity + time.Second)
+	c, h = leaf(maxCertificateValidity + time.Second)
 	assert.Error(t, checkPinned([]*x509.Certificate{c}, [][32]byte{h}, start.Add(time.Hour)))
 	assert.Error(t, checkPinned(nil, [][32]byte{h}, start), "no certificate")
 }

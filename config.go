@@ -194,7 +194,7 @@ type Config struct {
 	// WebTransport's serverCertificateHashes option, instead of by a
 	// chain to TLSConfig's roots: the leaf certificate must hash to one of
 	// them, be valid now (TLSConfig.Time, if set, tells the time), and
-	// have a validity period of at most MaxCertificateValidity. Neither
+	// have a validity period of at most 14 days. Neither
 	// the chain nor the server name is then checked; TLSConfig's own
 	// VerifyConnection, if any, still runs after this check. Dial fails
 	// with an error naming the hash when none matches. GenerateCertificate

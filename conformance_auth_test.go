@@ -34,7 +34,7 @@ func tokenHandler(answer func(Request)) (Handler, <-chan tokenCall) {
 		case *PublishRequest:
 			params = r.Params
 		}
-		ch <- tokenCall{id: r.RequestID(), tokens: r.AuthorizationTokens(), params: params.AuthorizationTokens}
+		ch <- tokenCall{id: r.base().requestID(), tokens: r.AuthorizationTokens(), params: params.AuthorizationTokens}
 		if answer != nil {
 			answer(r)
 			return

@@ -21,7 +21,7 @@ func TestSubscriberCancelResetsAndStops(t *testing.T) {
 	require.NoError(t, sub.Close())
 	fs.expectReset(wire.ResetCancelled)
 	fs.expectStopSending(wire.ResetCancelled)
-	assert.Equal(t, StateTerminated, sub.State())
+	assert.Equal(t, stateTerminated, sub.current())
 	assert.ErrorIs(t, sub.Err(), ErrCancelled)
 	assert.NoError(t, s.Context().Err())
 }
@@ -50,7 +50,7 @@ func TestC003_PublisherResetsAfterStopSending(t *testing.T) {
 	// STOP_SENDING alone, the receiving side left open.
 	fs.stopSending(wire.ResetCancelled)
 	closedOrFail(t, ss.Context().Done(), "publisher did not see STOP_SENDING")
-	assert.Equal(t, StateTerminated, ss.State())
+	assert.Equal(t, stateTerminated, ss.current())
 	assert.ErrorIs(t, ss.Err(), ErrCancelled)
 	// The publisher's reply is RESET_STREAM on its sending direction; the
 	// fake no longer reads, so the library's own view must show it.
@@ -135,7 +135,7 @@ func TestC008_FINIsNotCancellation(t *testing.T) {
 	fs.fin()
 	expect[*wire.SubscribeOK](fs)
 	ss := recvOrFail(t, served)
-	assert.Equal(t, StateEstablished, ss.State())
+	assert.Equal(t, stateEstablished, ss.current())
 	assert.NoError(t, ss.Context().Err())
 	require.NoError(t, ss.End(wire.DoneTrackEnded, "end"))
 	d := expect[*wire.PublishDone](fs)

@@ -78,7 +78,7 @@ func TestRequestIDsClientEvenFromZero(t *testing.T) {
 	fs.send(&wire.SubscribeOK{TrackAlias: 1})
 	sub := recvOrFail(t, res).sub
 	require.NotNil(t, sub)
-	assert.Equal(t, uint64(0), sub.RequestID())
+	assert.Equal(t, uint64(0), sub.requestID())
 
 	ts := goErr(func() error { _, err := s.TrackStatus(ctx, trackB, wire.Params{}); return err })
 	tsStream := fp.accept()

@@ -314,7 +314,7 @@ func TestSetupPipelinedRequest(t *testing.T) {
 	ls.accept()
 	expect[*wire.SubscribeOK](fs)
 	ss := recvOrFail(t, served)
-	assert.Equal(t, uint64(0), ss.RequestID())
+	assert.Equal(t, uint64(0), ss.requestID())
 }
 
 // Request streams that arrive before the peer's control stream wait in
@@ -341,7 +341,7 @@ func TestSetupRequestBeforeControlStream(t *testing.T) {
 	}
 	ids := map[uint64]bool{}
 	for range n {
-		ids[recvOrFail(t, served).RequestID()] = true
+		ids[recvOrFail(t, served).requestID()] = true
 	}
 	assert.Equal(t, map[uint64]bool{0: true, 2: true, 4: true}, ids)
 }

@@ -13,36 +13,36 @@ import (
 // The subscription state machine and its transitions (§3.1, §3.6).
 
 func TestSubscriptionStateDiagram(t *testing.T) {
-	all := []SubscriptionState{StateIdle, StatePendingSubscriber, StatePendingPublisher, StateEstablished, StateTerminated}
-	arrows := map[[2]SubscriptionState]bool{
-		{StateIdle, StatePendingSubscriber}:              true, // SUBSCRIBE
-		{StateIdle, StatePendingPublisher}:               true, // PUBLISH
-		{StatePendingSubscriber, StateEstablished}:       true, // SUBSCRIBE_OK
-		{StatePendingPublisher, StateEstablished}:        true, // PUBLISH_OK
-		{StatePendingSubscriber, StateTerminated}:        true, // REQUEST_ERROR, STOP_SENDING
-		{StatePendingPublisher, StateTerminated}:         true, // REQUEST_ERROR, PUBLISH_DONE
-		{StateEstablished, StateEstablished}:             true, // REQUEST_UPDATE
-		{StateEstablished, StateTerminated}:              true, // STOP_SENDING, PUBLISH_DONE
-		{StateTerminated, StateTerminated}:               false,
-		{StatePendingSubscriber, StatePendingPublisher}:  false,
-		{StateEstablished, StatePendingSubscriber}:       false,
-		{StateTerminated, StateEstablished}:              false,
-		{StateIdle, StateEstablished}:                    false,
-		{StatePendingPublisher, StatePendingSubscriber}:  false,
-		{StatePendingSubscriber, StatePendingSubscriber}: false,
+	all := []subscriptionState{stateIdle, statePendingSubscriber, statePendingPublisher, stateEstablished, stateTerminated}
+	arrows := map[[2]subscriptionState]bool{
+		{stateIdle, statePendingSubscriber}:              true, // SUBSCRIBE
+		{stateIdle, statePendingPublisher}:               true, // PUBLISH
+		{statePendingSubscriber, stateEstablished}:       true, // SUBSCRIBE_OK
+		{statePendingPublisher, stateEstablished}:        true, // PUBLISH_OK
+		{statePendingSubscriber, stateTerminated}:        true, // REQUEST_ERROR, STOP_SENDING
+		{statePendingPublisher, stateTerminated}:         true, // REQUEST_ERROR, PUBLISH_DONE
+		{stateEstablished, stateEstablished}:             true, // REQUEST_UPDATE
+		{stateEstablished, stateTerminated}:              true, // STOP_SENDING, PUBLISH_DONE
+		{stateTerminated, stateTerminated}:               false,
+		{statePendingSubscriber, statePendingPublisher}:  false,
+		{stateEstablished, statePendingSubscriber}:       false,
+		{stateTerminated, stateEstablished}:              false,
+		{stateIdle, stateEstablished}:                    false,
+		{statePendingPublisher, statePendingSubscriber}:  false,
+		{statePendingSubscriber, statePendingSubscriber}: false,
 	}
 	for _, from := range all {
 		for _, to := range all {
-			want := arrows[[2]SubscriptionState{from, to}]
+			want := arrows[[2]subscriptionState{from, to}]
 			assert.Equal(t, want, from.canMove(to), "%s -> %s", from, to)
 			st := newSubState(from)
 			err := st.move(to, nil)
 			if want {
 				assert.NoError(t, err)
-				assert.Equal(t, to, st.State())
+				assert.Equal(t, to, st.current())
 			} else {
 				assert.Error(t, err)
-				assert.Equal(t, from, st.State())
+				assert.Equal(t, from, st.current())
 			}
 		}
 	}
@@ -51,15 +51,15 @@ func TestSubscriptionStateDiagram(t *testing.T) {
 // The publisher's end of a SUBSCRIBE: Pending(Subscriber) until the handler
 // answers, then Established, then Terminated by PUBLISH_DONE.
 func TestSubscriptionStatesServedSubscribe(t *testing.T) {
-	pending := make(chan SubscriptionState, 1)
+	pending := make(chan subscriptionState, 1)
 	h := HandlerFunc(func(r Request) {
 		sr := r.(*SubscribeRequest)
-		pending <- sr.served.State()
+		pending <- sr.served.current()
 		_, _ = acceptLocal(sr, AcceptOptions{})
 	})
 	_, fp := serverSession(t, &Config{Handler: h})
 	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-	assert.Equal(t, StatePendingSubscriber, recvOrFail(t, pending))
+	assert.Equal(t, statePendingSubscriber, recvOrFail(t, pending))
 	expect[*wire.SubscribeOK](fs)
 }
 
@@ -75,7 +75,7 @@ func TestSubscriptionStatesRejectedSubscribe(t *testing.T) {
 	assert.Equal(t, wire.ReqUnauthorized, expect[*wire.RequestError](fs).ErrorCode)
 	fs.expectFIN()
 	ss := recvOrFail(t, served)
-	assert.Equal(t, StateTerminated, ss.State())
+	assert.Equal(t, stateTerminated, ss.current())
 	var re *RequestError
 	require.ErrorAs(t, ss.Err(), &re)
 	assert.Equal(t, wire.ReqUnauthorized, re.Code)
@@ -84,11 +84,11 @@ func TestSubscriptionStatesRejectedSubscribe(t *testing.T) {
 // The subscriber's end of a PUBLISH: Pending(Publisher), Established on
 // PUBLISH_OK, Terminated on PUBLISH_DONE.
 func TestSubscriptionStatesPublishInitiated(t *testing.T) {
-	pending := make(chan SubscriptionState, 1)
+	pending := make(chan subscriptionState, 1)
 	subs := make(chan *Subscription, 1)
 	h := HandlerFunc(func(r Request) {
 		pr := r.(*PublishRequest)
-		pending <- pr.sub.State()
+		pending <- pr.sub.current()
 		sub, err := pr.Accept(wire.Params{})
 		if err == nil {
 			subs <- sub
@@ -96,15 +96,15 @@ func TestSubscriptionStatesPublishInitiated(t *testing.T) {
 	})
 	_, fp := clientSession(t, &Config{Handler: h})
 	fs := fp.open(publishMsg(1, trackA, 7, wire.Params{}, nil))
-	assert.Equal(t, StatePendingPublisher, recvOrFail(t, pending))
+	assert.Equal(t, statePendingPublisher, recvOrFail(t, pending))
 	expect[*wire.RequestOK](fs)
 	sub := recvOrFail(t, subs)
-	assert.Equal(t, StateEstablished, sub.State())
+	assert.Equal(t, stateEstablished, sub.current())
 	assert.Equal(t, uint64(7), sub.TrackAlias())
 	fs.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
 	fs.fin()
 	closedOrFail(t, sub.Done(), "not terminated")
-	assert.Equal(t, StateTerminated, sub.State())
+	assert.Equal(t, stateTerminated, sub.current())
 	fs.expectFIN()
 }
 

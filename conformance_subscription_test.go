@@ -40,12 +40,12 @@ func TestForwardStateSetByInitiatorChangedByUpdate(t *testing.T) {
 		s, fp := clientSession(t, nil)
 		sub, fs, m := establish(t, s, fp, trackA, wire.Params{Forward: wire.Some(false)}, &wire.SubscribeOK{TrackAlias: 1})
 		assert.Equal(t, wire.Some(false), m.Parameters.Forward)
-		assert.False(t, sub.Forward())
+		assert.False(t, sub.forwardState())
 		upd := goErr(func() error { return sub.Update(fakeCtx(t), wire.Params{Forward: wire.Some(true)}) })
 		assert.Equal(t, wire.Some(true), expect[*wire.RequestUpdate](fs).Parameters.Forward)
 		fs.send(&wire.RequestOK{})
 		require.NoError(t, recvOrFail(t, upd))
-		assert.True(t, sub.Forward())
+		assert.True(t, sub.forwardState())
 	})
 	t.Run("PUBLISH, library publisher", func(t *testing.T) {
 		s, fp := serverSession(t, nil)
@@ -72,13 +72,13 @@ func TestForwardStateSetByInitiatorChangedByUpdate(t *testing.T) {
 		fs := fp.open(publishMsg(1, trackA, 7, wire.Params{Forward: wire.Some(false)}, nil))
 		expect[*wire.RequestOK](fs)
 		sub := recvOrFail(t, subs)
-		assert.False(t, sub.Forward())
+		assert.False(t, sub.forwardState())
 		upd := goErr(func() error { return sub.Update(fakeCtx(t), wire.Params{Forward: wire.Some(true)}) })
 		u := expect[*wire.RequestUpdate](fs)
 		assert.Equal(t, uint64(0), u.RequestID)
 		fs.send(&wire.RequestOK{})
 		require.NoError(t, recvOrFail(t, upd))
-		assert.True(t, sub.Forward())
+		assert.True(t, sub.forwardState())
 	})
 }
 
@@ -177,7 +177,7 @@ func TestC014_NotifyCarriesLargestObject(t *testing.T) {
 		ss := recvOrFail(t, served)
 		require.NoError(t, ss.Notify(wire.Params{}))
 		assert.Equal(t, wire.Some(wire.Location{Group: 1, Object: 4}), expect[*wire.PublishStateNotify](fs).Parameters.LargestObject)
-		ss.SetLargest(wire.Location{Group: 2, Object: 0})
+		ss.setLargest(wire.Location{Group: 2, Object: 0})
 		require.NoError(t, ss.Notify(wire.Params{}))
 		assert.Equal(t, wire.Some(wire.Location{Group: 2, Object: 0}), expect[*wire.PublishStateNotify](fs).Parameters.LargestObject)
 	})
@@ -288,8 +288,8 @@ func TestLargestObjectFromAcceptOptions(t *testing.T) {
 	ok := expect[*wire.SubscribeOK](fs)
 	assert.Equal(t, wire.Some(wire.Location{Group: 7, Object: 3}), ok.Parameters.LargestObject)
 	ss := recvOrFail(t, served)
-	ss.SetLargest(wire.Location{Group: 8, Object: 0})
-	ss.SetLargest(wire.Location{Group: 7, Object: 9}) // never goes back
+	ss.setLargest(wire.Location{Group: 8, Object: 0})
+	ss.setLargest(wire.Location{Group: 7, Object: 9}) // never goes back
 	fs.send(&wire.RequestUpdate{RequestID: 2})
 	assert.Equal(t, wire.Some(wire.Location{Group: 8, Object: 0}), expect[*wire.RequestOK](fs).Parameters.LargestObject)
 }
@@ -330,7 +330,7 @@ func TestExpiresEndsSubscription(t *testing.T) {
 		assert.Equal(t, wire.DoneExpired, d.StatusCode)
 		assert.Equal(t, grant, time.Since(start), "expired when the grant passed")
 		fs.expectFIN()
-		assert.Equal(t, StateTerminated, recvOrFail(t, served).State())
+		assert.Equal(t, stateTerminated, recvOrFail(t, served).current())
 	})
 }
 

@@ -30,7 +30,7 @@ func TestConcurrentSubscriptionsShareAlias(t *testing.T) {
 		assert.NotEqual(t, a1, a3)
 		ids := map[uint64]bool{}
 		for range 3 {
-			ids[recvOrFail(t, served).RequestID()] = true
+			ids[recvOrFail(t, served).requestID()] = true
 		}
 		assert.Len(t, ids, 3)
 	})
@@ -60,7 +60,7 @@ func TestSelfSubscription(t *testing.T) {
 	// The peer, a relay, answers the subscription with the same alias.
 	sub, _, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: alias})
 	assert.Equal(t, alias, sub.TrackAlias())
-	assert.Equal(t, StateEstablished, ss.State())
+	assert.Equal(t, stateEstablished, ss.current())
 	assert.NoError(t, s.Context().Err())
 }
 

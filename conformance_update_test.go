@@ -150,7 +150,7 @@ func TestC080_FailedUpdateEndsSubscription(t *testing.T) {
 		assert.Equal(t, wire.DoneUpdateFailed, d.StatusCode)
 		assert.Equal(t, uint64(0), d.StreamCount) // C083
 		fs.expectFIN()
-		assert.Equal(t, StateTerminated, ss.State())
+		assert.Equal(t, stateTerminated, ss.current())
 		assert.Equal(t, wire.Some[uint8](5), ss.Params().SubscriberPriority, "the refused update applied")
 	})
 	t.Run("library subscriber", func(t *testing.T) {
@@ -168,7 +168,7 @@ func TestC080_FailedUpdateEndsSubscription(t *testing.T) {
 		var de *DoneError
 		require.ErrorAs(t, sub.Err(), &de)
 		assert.Equal(t, wire.DoneUpdateFailed, de.Code)
-		assert.True(t, sub.Forward(), "a refused update changed the Forward State")
+		assert.True(t, sub.forwardState(), "a refused update changed the Forward State")
 		fs.expectFIN()
 	})
 }

@@ -204,7 +204,7 @@ func dataFlood(t *testing.T, s *Session, fp *fakePeer, settled func(written *ato
 	select {
 	case sub := <-got:
 		require.NotNil(t, sub)
-		assert.Equal(t, StateEstablished, sub.State())
+		assert.Equal(t, stateEstablished, sub.current())
 	case <-time.After(5 * time.Second):
 		t.Fatal("SUBSCRIBE_OK starved by data streams")
 	}

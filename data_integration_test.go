@@ -84,7 +84,7 @@ func readAllN(r *SubgroupReader, n int) (ids []uint64, payloads [][]byte, err er
 		if err != nil {
 			return ids, payloads, err
 		}
-		p, err := r.ReadPayload(1 << 20)
+		p, err := r.readPayload(1 << 20)
 		if err != nil {
 			return ids, payloads, err
 		}
@@ -133,7 +133,7 @@ func TestDataSubgroupEndToEnd(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, uint64(2), h.Location.Object)
 			assert.Equal(t, props, h.Properties)
-			b, err = r.ReadPayload(100)
+			b, err = r.readPayload(100)
 			require.NoError(t, err)
 			assert.Equal(t, "two", string(b))
 			h, err = r.Next()

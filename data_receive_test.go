@@ -354,7 +354,7 @@ func TestReceiveStalledApplicationFallsBehind(t *testing.T) {
 					if _, err := r.Next(); err != nil {
 						break
 					}
-					if _, err := r.ReadPayload(1 << 20); err != nil {
+					if _, err := r.readPayload(1 << 20); err != nil {
 						break
 					}
 					if received.Add(1) >= want.Load() {
@@ -386,7 +386,7 @@ func TestReceiveStalledApplicationFallsBehind(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			assert.Fail(t, "the other subscription does not keep receiving")
 		}
-		assert.Equal(t, StateEstablished, live.State())
+		assert.Equal(t, stateEstablished, live.current())
 		assert.NoError(t, context.Cause(p.client.Context()), "the session is up")
 		// What an application watching Done does: subscribe again.
 		again, err := p.client.Subscribe(ctx, stalledName, wire.Params{})
@@ -438,7 +438,7 @@ func takenStreamIdle(t *testing.T, stall time.Duration) {
 	require.NoError(t, err)
 	_, err = r.Next()
 	require.NoError(t, err)
-	_, err = r.ReadPayload(16)
+	_, err = r.readPayload(16)
 	require.NoError(t, err) // nothing more has come: idle, not behind
 	reading := fp.openSubgroup(2, 1, []byte("z"))
 	r2, err := sub.AcceptSubgroup(fakeCtx(t))
@@ -452,7 +452,7 @@ func takenStreamIdle(t *testing.T, stall time.Duration) {
 		t.Fatalf("cancelled: %v", sub.Err())
 	case <-time.After(5 * stall):
 	}
-	assert.Equal(t, StateEstablished, sub.State())
+	assert.Equal(t, stateEstablished, sub.current())
 	// The blocked reader gets what comes next.
 	enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 2, GroupID: 1, DefaultPriority: true}}
 	_, err = enc.AppendObject(nil, wire.SubgroupObject{ObjectID: 0, PayloadLength: 1}) // sent already
@@ -505,12 +505,12 @@ func TestReceiveSerialReaderNotBehind(t *testing.T) {
 		for range objects {
 			_, err := r.Next()
 			require.NoError(t, err)
-			_, err = r.ReadPayload(16)
+			_, err = r.readPayload(16)
 			require.NoError(t, err)
 			advance(stall / 4)
 		}
 		require.NoError(t, sub.Err(), "a serial reader reading at pace is not behind")
-		assert.Equal(t, StateEstablished, sub.State())
+		assert.Equal(t, stateEstablished, sub.current())
 		// The application stops: the waiting stream now stalls it.
 		closedOrFail(t, sub.Done(), "the stalled subscription")
 		assert.ErrorIs(t, sub.Err(), ErrFellBehind)

@@ -129,20 +129,6 @@ func (e *MalformedTrackError) Error() string { return "moqt: malformed track: " 
 // Unwrap returns ErrCancelled: the subscription was cancelled by this end.
 func (e *MalformedTrackError) Unwrap() error { return ErrCancelled }
 
-// ErrNoDynamicGroups is returned by Subscription.Update for a
-// NEW_GROUP_REQUEST on a track whose properties do not include
-// DYNAMIC_GROUPS with value 1 (§9.20.20, §10.6). Nothing is sent.
-var ErrNoDynamicGroups = errors.New("moqt: NEW_GROUP_REQUEST needs a track with DYNAMIC_GROUPS = 1")
-
-// ErrCancelled is returned for a request that was cancelled: by the local
-// application, or by the peer with a stream reset or STOP_SENDING
-// (§6.4.2.3).
-var ErrCancelled = errors.New("moqt: request cancelled")
-
-// ErrGoingAway is returned by calls that would start a new request after
-// the peer sent GOAWAY on the control stream (§9.2).
-var ErrGoingAway = errors.New("moqt: peer is going away")
-
 // sessionErrorFrom classifies err for closing the session: codec errors
 // carry their code; anything else is an INTERNAL_ERROR. This is the one
 // place where an error becomes a session close code.
@@ -203,12 +189,6 @@ type TransportError struct {
 // quicConnectionRefused is QUIC's CONNECTION_REFUSED (RFC 9000 §20.1).
 const quicConnectionRefused = 0x2
 
-// ErrConnectionRefused matches, with errors.Is, the *TransportError of a
-// connection the server refused with QUIC's CONNECTION_REFUSED: a busy
-// server (see ServerOptions.MaxPendingSessions). Trying again later may
-// succeed.
-var ErrConnectionRefused = errors.New("moqt: connection refused by the server")
-
 func (e *TransportError) Error() string {
 	return "moqt: " + strings.TrimPrefix(e.err.Error(), "moqt transport: ")
 }
@@ -219,12 +199,6 @@ func (e *TransportError) Unwrap() error { return errors.Unwrap(e.err) }
 // Is reports whether target is ErrConnectionRefused and e a refusal.
 func (e *TransportError) Is(target error) bool {
 	return target == ErrConnectionRefused && e.kind == transport.ConnTransportClose && e.Code == quicConnectionRefused && e.Remote
-}
-
-// Timeout reports whether e is an idle or handshake timeout, as a
-// net.Error does.
-func (e *TransportError) Timeout() bool {
-	return e.kind == transport.ConnIdleTimeout || e.kind == transport.ConnHandshakeTimeout
 }
 
 // A StreamError reports that a stream of the session was reset
@@ -274,3 +248,53 @@ func publicError(err error) error {
 func transportError(e *transport.ConnError) *TransportError {
 	return &TransportError{Code: e.Code, Reason: e.Reason, Remote: e.Remote, kind: e.Kind, err: e}
 }
+
+// Errors a caller can test for with errors.Is.
+var (
+	// ErrAuthToken is wrapped by the errors of requests whose authorization
+	// tokens break a rule of §8.9 towards the peer's token cache: an alias
+	// registered twice, an alias that is unknown or not yet usable, a
+	// registration past the peer's MAX_AUTH_TOKEN_CACHE_SIZE, a repeated token.
+	// Nothing is sent.
+	ErrAuthToken = errors.New("moqt: authorization token")
+
+	// ErrNoDynamicGroups is returned by Subscription.Update for a
+	// NEW_GROUP_REQUEST on a track whose properties do not include
+	// DYNAMIC_GROUPS with value 1 (§9.20.20, §10.6). Nothing is sent.
+	ErrNoDynamicGroups = errors.New("moqt: NEW_GROUP_REQUEST needs a track with DYNAMIC_GROUPS = 1")
+
+	// ErrCancelled is returned for a request that was cancelled: by the local
+	// application, or by the peer with a stream reset or STOP_SENDING
+	// (§6.4.2.3).
+	ErrCancelled = errors.New("moqt: request cancelled")
+
+	// ErrGoingAway is returned by calls that would start a new request after
+	// the peer sent GOAWAY on the control stream (§9.2).
+	ErrGoingAway = errors.New("moqt: peer is going away")
+
+	// ErrConnectionRefused matches, with errors.Is, the *TransportError of a
+	// connection the server refused with QUIC's CONNECTION_REFUSED: a busy
+	// server (see ServerOptions.MaxPendingSessions). Trying again later may
+	// succeed.
+	ErrConnectionRefused = errors.New("moqt: connection refused by the server")
+
+	// ErrFellBehind is wrapped by the error of a subscription cancelled
+	// because its application left received data unread for longer than
+	// Config.ReadStallTimeout. It also wraps ErrCancelled.
+	ErrFellBehind = errors.New("moqt: subscriber fell behind")
+
+	// ErrObjectTooLarge is wrapped by the error of ReadObject, on a
+	// SubgroupReader or a Subscription, for an object whose payload is larger
+	// than Config.MaxObjectSize.
+	ErrObjectTooLarge = errors.New("moqt: object payload exceeds Config.MaxObjectSize")
+
+	// ErrSubgroupClosed is returned by writes after Close or Reset, and by a
+	// write that Close or Reset interrupted.
+	ErrSubgroupClosed = errors.New("moqt: subgroup closed")
+
+	// ErrFilterRanges is returned by Session.Subscribe and Subscription.Update
+	// for range filters with more Ranges than the peer's MAX_FILTER_RANGES
+	// Setup Option allows (§9.1.6; 0, the default, allows none). The peer
+	// would refuse them with INVALID_FILTER; nothing is sent.
+	ErrFilterRanges = errors.New("moqt: more filter Ranges than the peer's MAX_FILTER_RANGES")
+)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -67,7 +68,7 @@ func Example() {
 		if err != nil {
 			break // io.EOF: the publisher's FIN ends the subgroup
 		}
-		payload, _ := r.ReadPayload(1 << 10)
+		payload, _ := io.ReadAll(r)
 		fmt.Printf("%v %s\n", h.Location, payload)
 	}
 	// Output:

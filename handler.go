@@ -44,12 +44,6 @@ func (f HandlerFunc) ServeMOQT(r Request) { f(r) }
 type Request interface {
 	// Session is the session the request arrived on.
 	Session() *Session
-	// RequestID is the Request ID the peer gave it (§6.4.2.1).
-	RequestID() uint64
-	// Namespace is the namespace the request names (§2.4.1): its track's
-	// Track Namespace, or for a request about a namespace, that namespace
-	// or prefix. ServeMux routes by it.
-	Namespace() wire.Namespace
 	// Context is cancelled, with the reason as its cause, when the peer
 	// gives up the request (a stream reset or STOP_SENDING, whose cause
 	// wraps ErrCancelled), when the request ends (it is refused, its
@@ -110,11 +104,13 @@ func (in *incoming) base() *incoming { return in }
 // Session is the session the request arrived on.
 func (in *incoming) Session() *Session { return in.sess }
 
-// RequestID is the Request ID the peer gave the request.
-func (in *incoming) RequestID() uint64 { return in.rs.id }
+// requestID is the Request ID the peer gave the request.
+func (in *incoming) requestID() uint64 { return in.rs.id }
 
-// Namespace is the namespace the request names.
-func (in *incoming) Namespace() wire.Namespace { return in.ns }
+// namespace is the namespace the request names (§2.4.1): its track's
+// Track Namespace, or for a request about a namespace, that namespace or
+// prefix. ServeMux routes by it.
+func (in *incoming) namespace() wire.Namespace { return in.ns }
 
 // Context is cancelled when the peer gives up the request, when it ends,
 // or when the session ends; its cause says which.

@@ -174,7 +174,7 @@ func TestIntegrationSubscribeUpdateDone(t *testing.T) {
 			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{SubscriberPriority: wire.Some[uint8](7)})
 			require.NoError(t, err)
 			ss := <-served
-			assert.Equal(t, StateEstablished, sub.State())
+			assert.Equal(t, stateEstablished, sub.current())
 			assert.Equal(t, ss.TrackAlias(), sub.TrackAlias())
 			largest, ok := sub.Largest()
 			require.True(t, ok)
@@ -183,7 +183,7 @@ func TestIntegrationSubscribeUpdateDone(t *testing.T) {
 
 			require.NoError(t, sub.Update(ctx, wire.Params{Forward: wire.Some(false)}))
 			assert.False(t, ss.Forward())
-			assert.False(t, sub.Forward())
+			assert.False(t, sub.forwardState())
 
 			require.NoError(t, ss.End(wire.DoneTrackEnded, "bye"))
 			select {
@@ -221,7 +221,7 @@ func TestIntegrationSubscriberCancel(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("publisher did not see the cancellation")
 			}
-			assert.Equal(t, StateTerminated, ss.State())
+			assert.Equal(t, stateTerminated, ss.current())
 			assert.True(t, errors.Is(ss.Err(), ErrCancelled))
 		})
 	}
@@ -275,13 +275,13 @@ func TestIntegrationPublish(t *testing.T) {
 				LargestObject: wire.Some(wire.Location{Group: 9, Object: 1})},
 				wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 3}})
 			require.NoError(t, err)
-			assert.Equal(t, StateEstablished, ss.State())
+			assert.Equal(t, stateEstablished, ss.current())
 			assert.False(t, ss.Forward())
 			sub := <-h.subs
-			assert.Equal(t, StateEstablished, sub.State())
+			assert.Equal(t, stateEstablished, sub.current())
 			assert.True(t, sub.Track().Equal(testTrack))
 			assert.Equal(t, ss.TrackAlias(), sub.TrackAlias())
-			assert.False(t, sub.Forward())
+			assert.False(t, sub.forwardState())
 			largest, ok := sub.Largest()
 			require.True(t, ok)
 			assert.Equal(t, wire.Location{Group: 9, Object: 1}, largest)

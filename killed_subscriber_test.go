@@ -167,7 +167,7 @@ func (a *arrivals) record(r *SubgroupReader) {
 		if err != nil {
 			return
 		}
-		p, err := r.ReadPayload(1 << 20)
+		p, err := r.readPayload(1 << 20)
 		if err != nil {
 			return
 		}

@@ -87,7 +87,7 @@ func collectLocations(ctx context.Context, wg *sync.WaitGroup, sub *Subscription
 						}
 						return
 					}
-					if _, err := r.ReadPayload(1 << 10); err != nil {
+					if _, err := r.readPayload(1 << 10); err != nil {
 						rs.fail(err)
 						return
 					}
@@ -335,7 +335,7 @@ func TestServedSubscriptionErrMatchesContext(t *testing.T) {
 				err = ss.Err()
 				require.Error(t, err, "Err is nil once the context is done")
 				assert.Same(t, err, context.Cause(ss.Context()), "the context's cause is not Err")
-				assert.Equal(t, StateTerminated, ss.State())
+				assert.Equal(t, stateTerminated, ss.current())
 				e.check(t, err)
 
 				closedOrFail(t, sub.Done(), "the subscriber's end did not end")
@@ -429,7 +429,7 @@ func TestFreshAliasPerSubscription(t *testing.T) {
 	a2 := expect[*wire.SubscribeOK](fs2).TrackAlias
 	assert.NotEqual(t, a1, a2, "concurrent subscriptions to one track share an alias")
 	ss1, other := recvOrFail(t, served), recvOrFail(t, served)
-	if ss1.RequestID() != 0 {
+	if ss1.requestID() != 0 {
 		ss1 = other
 	}
 	// The first ends; the subscriber has not read its PUBLISH_DONE yet

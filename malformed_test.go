@@ -184,7 +184,7 @@ func (p *fakePub) expectMalformed(err error) *MalformedTrackError {
 	var subErr *MalformedTrackError
 	require.ErrorAs(p.t, p.sub.Err(), &subErr)
 	assert.ErrorIs(p.t, p.sub.Err(), ErrCancelled)
-	assert.Equal(p.t, StateTerminated, p.sub.State())
+	assert.Equal(p.t, stateTerminated, p.sub.current())
 	p.req.expectReset(wire.ResetMalformedTrack)
 	p.req.expectStopSending(wire.ResetMalformedTrack)
 	assert.NoError(p.t, p.s.Context().Err(), "a Malformed Track ends the subscription, not the session")
@@ -238,7 +238,7 @@ func TestC022_EverySubscriptionToTheTrackCancelled(t *testing.T) {
 	assert.Equal(t, me.Reason, sameErr.Reason)
 	sameReq.expectReset(wire.ResetMalformedTrack)
 	sameReq.expectStopSending(wire.ResetMalformedTrack)
-	assert.Equal(t, StateEstablished, other.State(), "another track is not affected")
+	assert.Equal(t, stateEstablished, other.current(), "another track is not affected")
 }
 
 // TestC022_ObjectAfterSubgroupFinal: condition 2, an object past the last

@@ -9,7 +9,7 @@ import (
 // ServeMux routes requests by namespace, in the manner of net/http's
 // ServeMux: each Handler is registered for a namespace prefix, and a
 // request goes to the one whose prefix is the longest that matches the
-// namespace it names (Request.Namespace). Prefixes match field by field
+// namespace it names (its track's namespace). Prefixes match field by field
 // (§2.4.1): (live, cam) matches the requests in (live, cam) and in
 // (live, cam, 1), not those in (live, camera) or in (live). The empty
 // prefix matches every request. A request no prefix matches gets
@@ -77,7 +77,7 @@ func (mux *ServeMux) HandleFunc(prefix wire.Namespace, f func(Request)) {
 // ServeMOQT hands r to the Handler of the longest registered prefix of its
 // namespace, or to DefaultHandler when there is none.
 func (mux *ServeMux) ServeMOQT(r Request) {
-	mux.handler(r.Namespace()).ServeMOQT(r)
+	mux.handler(r.base().namespace()).ServeMOQT(r)
 }
 
 // handler returns the Handler for requests in ns.

@@ -179,7 +179,7 @@ func TestServeMuxOverSession(t *testing.T) {
 
 			sub, err := p.client.Subscribe(ctx, cam, wire.Params{})
 			require.NoError(t, err, "(live, cam) serves (live, cam, 1)")
-			assert.Equal(t, StateEstablished, sub.State())
+			assert.Equal(t, stateEstablished, sub.current())
 			_, err = p.client.TrackStatus(ctx, cam, wire.Params{})
 			assert.NoError(t, err)
 
@@ -196,7 +196,7 @@ func TestServeMuxOverSession(t *testing.T) {
 			require.NoError(t, err)
 			ss, err := camPub.Publish(ctx, p.server, wire.Params{})
 			require.NoError(t, err)
-			assert.Equal(t, StateEstablished, ss.State())
+			assert.Equal(t, stateEstablished, ss.current())
 			otherPub, err := NewLocalTrack(other, nil)
 			require.NoError(t, err)
 			_, err = otherPub.Publish(ctx, p.server, wire.Params{})

@@ -263,7 +263,7 @@ func readObjects(t *testing.T, r *SubgroupReader, n int) (ids []uint64, payloads
 	for range n {
 		h, err := r.Next()
 		require.NoError(t, err)
-		p, err := r.ReadPayload(1 << 20)
+		p, err := r.readPayload(1 << 20)
 		require.NoError(t, err)
 		ids = append(ids, h.Location.Object)
 		payloads = append(payloads, p)

@@ -26,7 +26,7 @@ func openPublish(ctx context.Context, s *Session, track wire.FullTrackName, para
 	if err != nil {
 		return nil, err
 	}
-	ss := newServedSubscription(rs, track, params, StatePendingPublisher)
+	ss := newServedSubscription(rs, track, params, statePendingPublisher)
 	if params.Expires.Set {
 		ss.grant = msDuration(params.Expires.Value)
 	}
@@ -40,7 +40,7 @@ func openPublish(ctx context.Context, s *Session, track wire.FullTrackName, para
 		params.LargestObject = largest
 	}
 	if params.LargestObject.Set {
-		ss.SetLargest(params.LargestObject.Value)
+		ss.setLargest(params.LargestObject.Value)
 	}
 	msg := &wire.Publish{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name,
 		TrackAlias: ss.alias, Parameters: params, TrackProperties: props}

@@ -98,7 +98,7 @@ func newEndingSubscription(t *testing.T) *endingSubscription {
 	log := &doneLog{}
 	req := &recordedRequest{log: log, v: s.version}
 	rs := &requestStream{sess: s, str: req}
-	ss := newServedSubscription(rs, trackA, wire.Params{}, StatePendingSubscriber)
+	ss := newServedSubscription(rs, trackA, wire.Params{}, statePendingSubscriber)
 	req.alive = func() bool { return stateAlive(ss) }
 	require.NoError(t, ss.establish())
 	require.NoError(t, ss.markOpened()) // as if the SUBSCRIBE_OK was written
@@ -145,5 +145,5 @@ func TestC082_StateKeptUntilPublishDone(t *testing.T) {
 	e.log.mu.Unlock()
 	assert.True(t, alive, "the subscription's state was gone before PUBLISH_DONE was sent")
 	assert.False(t, stateAlive(e.ss), "released once PUBLISH_DONE is sent")
-	assert.Equal(t, StateTerminated, e.ss.State())
+	assert.Equal(t, stateTerminated, e.ss.current())
 }

@@ -32,9 +32,9 @@ func (r *PublishRequest) Accept(params wire.Params) (*Subscription, error) {
 	}
 	sub := r.sub
 	err := r.answer(func() error {
-		switch sub.State() {
-		case StatePendingPublisher:
-		case StateTerminated:
+		switch sub.current() {
+		case statePendingPublisher:
+		case stateTerminated:
 			// The publisher ended the PUBLISH before this answer
 			// (§3.1). It still gets its one response (C002) before
 			// this end's FIN (C008); the application learns that the
@@ -42,7 +42,7 @@ func (r *PublishRequest) Accept(params wire.Params) (*Subscription, error) {
 			_ = sub.rs.write(&wire.RequestOK{Parameters: params})
 			return fmt.Errorf("moqt: PUBLISH already ended: %w", sub.Err())
 		default:
-			return fmt.Errorf("moqt: PUBLISH in state %s", sub.State())
+			return fmt.Errorf("moqt: PUBLISH in state %s", sub.current())
 		}
 		if err := sub.sess.routes.bindAlias(sub); err != nil {
 			sub.sess.fail(err)
@@ -56,7 +56,7 @@ func (r *PublishRequest) Accept(params wire.Params) (*Subscription, error) {
 			// the time has passed (§9.20.17).
 			sub.expireAfter(msDuration(params.Expires.Value))
 		}
-		if err := sub.move(StateEstablished, nil); err != nil {
+		if err := sub.move(stateEstablished, nil); err != nil {
 			return endedAsAccepted(sub.Err(), err)
 		}
 		return nil
@@ -90,7 +90,7 @@ func servePublish(s *Session, rs *requestStream, m *wire.Publish, toks []AuthTok
 		return rs.drain()
 	}
 	sub := &Subscription{
-		subState:   newSubState(StatePendingPublisher),
+		subState:   newSubState(statePendingPublisher),
 		sess:       s,
 		rs:         rs,
 		track:      track,

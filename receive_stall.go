@@ -1,7 +1,6 @@
 package moqt
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -19,11 +18,6 @@ import (
 // its streams stopped (which returns their flow-control credit to the
 // connection) and its request stream cancelled (§3.1.1, §6.4.2.3), and it
 // ends with an error wrapping ErrFellBehind.
-
-// ErrFellBehind is wrapped by the error of a subscription cancelled
-// because its application left received data unread for longer than
-// Config.ReadStallTimeout. It also wraps ErrCancelled.
-var ErrFellBehind = errors.New("moqt: subscriber fell behind")
 
 // stallClock is a subscription's coarse clock for the stall watchdog: it
 // counts the watchdog's looks, a stallTick apart at least. Readers record

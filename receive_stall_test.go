@@ -57,7 +57,7 @@ func TestReceiveStallWaitingReader(t *testing.T) {
 			t.Fatalf("the call returned before its data came: %v", err)
 		case <-time.After(5 * stall):
 		}
-		assert.Equal(t, StateEstablished, sub.State())
+		assert.Equal(t, stateEstablished, sub.current())
 		_, err := str.Write(rest)
 		require.NoError(t, err)
 		assert.NoError(t, recvOrFail(t, call))
@@ -87,7 +87,7 @@ func TestReceiveStallWaitingReader(t *testing.T) {
 			sub, str, r := open(t, append(b, next[:1]...)) // the next header's first byte is buffered
 			_, err = r.Next()
 			require.NoError(t, err)
-			_, err = r.ReadPayload(16)
+			_, err = r.readPayload(16)
 			require.NoError(t, err)
 			call := goErr(func() error { _, err := r.Next(); return err })
 			alive(t, sub, str, call, next[1:])

@@ -20,7 +20,7 @@ import (
 func blockingHandler() (Handler, <-chan context.Context) {
 	ch := make(chan context.Context, 4)
 	return HandlerFunc(func(r Request) {
-		if !r.Namespace().Equal(trackA.Namespace) && !r.Namespace().Equal(testTrack.Namespace) {
+		if ns := r.base().namespace(); !ns.Equal(trackA.Namespace) && !ns.Equal(testTrack.Namespace) {
 			DefaultHandler.ServeMOQT(r)
 			return
 		}

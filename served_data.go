@@ -80,11 +80,11 @@ const (
 // PUBLISH awaiting its answer, whose objects past Config.MaxEarlyObjects
 // are held back. It takes no lock.
 func (ss *ServedSubscription) admit(v *servedView, meta filter.Object) admission {
-	st := ss.State()
-	if st != StateEstablished && st != StatePendingPublisher || v.filter == nil || !v.filter.Passes(meta) {
+	st := ss.current()
+	if st != stateEstablished && st != statePendingPublisher || v.filter == nil || !v.filter.Passes(meta) {
 		return admitSkip
 	}
-	if st == StateEstablished {
+	if st == stateEstablished {
 		return admitSend
 	}
 	limit := int64(ss.sess.cfg.MaxEarlyObjects)

@@ -94,7 +94,7 @@ type controlled struct {
 	forward, locationFilter bool
 }
 
-func newServedSubscription(rs *requestStream, track wire.FullTrackName, params wire.Params, initial SubscriptionState) *ServedSubscription {
+func newServedSubscription(rs *requestStream, track wire.FullTrackName, params wire.Params, initial subscriptionState) *ServedSubscription {
 	s := rs.sess
 	// Not a child of the session's context: the subscription's context
 	// ends only once Err is set, the session's end included.
@@ -109,15 +109,15 @@ func newServedSubscription(rs *requestStream, track wire.FullTrackName, params w
 		rs:        rs,
 		track:     track,
 		alias:     s.routes.publisherAlias(track),
-		byPublish: initial == StatePendingPublisher,
+		byPublish: initial == statePendingPublisher,
 		ctx:       ctx,
 		cancelCtx: cancel,
 		opened:    make(chan struct{}),
 		params:    params,
 		updates:   make(chan pendingUpdate, capacity),
 		subscriberSet: controlled{
-			forward:        initial == StatePendingSubscriber,
-			locationFilter: initial == StatePendingSubscriber,
+			forward:        initial == statePendingSubscriber,
+			locationFilter: initial == statePendingSubscriber,
 		},
 	}
 	ss.stopWatch = context.AfterFunc(s.ctx, ss.watchSession)
@@ -140,13 +140,13 @@ func (ss *ServedSubscription) watchSession() {
 // Once Context is done, Err is set and is the context's cause: the
 // context ends when the subscription's state is released, right after its
 // PUBLISH_DONE is sent, or at once when the session ends.
-func (ss *ServedSubscription) Err() error { return ss.subState.Err() }
+func (ss *ServedSubscription) Err() error { return ss.subState.termErr() }
 
 // Track is the track being served.
 func (ss *ServedSubscription) Track() wire.FullTrackName { return ss.track }
 
-// RequestID is the Request ID of the SUBSCRIBE or PUBLISH.
-func (ss *ServedSubscription) RequestID() uint64 { return ss.rs.id }
+// requestID is the Request ID of the SUBSCRIBE or PUBLISH.
+func (ss *ServedSubscription) requestID() uint64 { return ss.rs.id }
 
 // TrackAlias is the alias objects of this subscription carry (§3.1.2).
 func (ss *ServedSubscription) TrackAlias() uint64 { return ss.alias }
@@ -169,10 +169,10 @@ func (ss *ServedSubscription) Forward() bool {
 	return forwardOf(&p)
 }
 
-// SetLargest records the track's Largest Object, which SUBSCRIBE_OK,
+// setLargest records the track's Largest Object, which SUBSCRIBE_OK,
 // REQUEST_OK and PUBLISH_STATE_NOTIFY then report (§9.20.18). A
 // subscription served by a LocalTrack follows the track's by itself.
-func (ss *ServedSubscription) SetLargest(l wire.Location) {
+func (ss *ServedSubscription) setLargest(l wire.Location) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if !ss.largest.Set || ss.largest.Value.Less(l) {
@@ -181,7 +181,7 @@ func (ss *ServedSubscription) SetLargest(l wire.Location) {
 }
 
 // largestNow is the Largest Object to report now: the larger of what
-// SetLargest recorded and the serving track's. ss.mu is not held (the
+// setLargest recorded and the serving track's. ss.mu is not held (the
 // track's lock comes first).
 func (ss *ServedSubscription) largestNow() wire.Opt[wire.Location] {
 	ss.mu.Lock()
@@ -210,7 +210,7 @@ func (ss *ServedSubscription) Notify(params wire.Params) error {
 	if err := params.Check(wire.InPublishStateNotify); err != nil {
 		return err
 	}
-	if st := ss.State(); st != StateEstablished {
+	if st := ss.current(); st != stateEstablished {
 		return fmt.Errorf("moqt: PUBLISH_STATE_NOTIFY on a %s subscription", st)
 	}
 	largest := ss.largestNow()
@@ -251,7 +251,7 @@ func (ss *ServedSubscription) Notify(params wire.Params) error {
 // PUBLISH is still being written, the PUBLISH_DONE follows it, and End
 // does not wait for either. Done, unlike End, only reports the end.
 func (ss *ServedSubscription) End(code wire.PublishDoneCode, reason string) error {
-	if st := ss.State(); st != StateEstablished && st != StatePendingPublisher {
+	if st := ss.current(); st != stateEstablished && st != statePendingPublisher {
 		if err := ss.Err(); err != nil {
 			return fmt.Errorf("moqt: PUBLISH_DONE on a %s subscription: %w", st, err)
 		}
@@ -385,7 +385,7 @@ func (ss *ServedSubscription) release() {
 
 // establish moves to Established and starts the EXPIRES timer.
 func (ss *ServedSubscription) establish() error {
-	if err := ss.move(StateEstablished, nil); err != nil {
+	if err := ss.move(stateEstablished, nil); err != nil {
 		return err
 	}
 	ss.restartExpiry()
@@ -423,7 +423,7 @@ func (ss *ServedSubscription) grantParams() wire.Params {
 // REQUEST_ERROR or reset may still be on its way and says more, so the
 // STOP_SENDING is acted on only once the PUBLISH_OK has arrived.
 func (ss *ServedSubscription) stoppedByPeer() {
-	if ss.State() == StatePendingPublisher {
+	if ss.current() == statePendingPublisher {
 		return
 	}
 	ss.cancel(fmt.Errorf("%w: STOP_SENDING from the subscriber", ErrCancelled), wire.ResetCancelled)
@@ -440,7 +440,7 @@ func (ss *ServedSubscription) failed(se *SessionError) {
 
 // peerFinished applies the subscriber's FIN.
 func (ss *ServedSubscription) peerFinished() {
-	if ss.State() == StatePendingPublisher {
+	if ss.current() == statePendingPublisher {
 		// The subscriber finished without answering the PUBLISH: the
 		// request failed (§6.4.2.2).
 		ss.cancel(fmt.Errorf("moqt: subscriber closed the stream without answering PUBLISH: %w", ErrCancelled), wire.ResetCancelled)
@@ -462,12 +462,12 @@ func (ss *ServedSubscription) reset(cause error) { ss.cancel(cause, wire.ResetCa
 // handle applies one message from the subscriber; rej refuses a
 // REQUEST_UPDATE.
 func (ss *ServedSubscription) handle(m wire.Message, rej *wire.RejectError) error {
-	state := ss.State()
+	state := ss.current()
 	switch m := m.(type) {
 	case *wire.RequestUpdate:
 		return ss.receiveUpdate(m, rej)
 	case *wire.RequestOK:
-		if !ss.byPublish || state != StatePendingPublisher {
+		if !ss.byPublish || state != statePendingPublisher {
 			return protocolViolation("unexpected REQUEST_OK in state %s", state) // C002
 		}
 		if err := m.Check(wire.InPublishOK); err != nil {
@@ -482,7 +482,7 @@ func (ss *ServedSubscription) handle(m wire.Message, rej *wire.RejectError) erro
 		}
 		return nil
 	case *wire.RequestError:
-		if !ss.byPublish || state != StatePendingPublisher {
+		if !ss.byPublish || state != statePendingPublisher {
 			return protocolViolation("unexpected REQUEST_ERROR in state %s", state) // C002
 		}
 		own, err := detach(ss.sess.version, m)

@@ -19,7 +19,7 @@ type pendingUpdate struct {
 // SUBSCRIBE the requester may send updates at once, and they wait for the
 // subscription to be Established.
 func (ss *ServedSubscription) receiveUpdate(m *wire.RequestUpdate, rej *wire.RejectError) error {
-	if ss.State() == StatePendingPublisher {
+	if ss.current() == statePendingPublisher {
 		return protocolViolation("REQUEST_UPDATE before the answer to PUBLISH")
 	}
 	if err := ss.sess.ids.checkPeer(m.RequestID); err != nil {
@@ -69,7 +69,7 @@ func (ss *ServedSubscription) updateWorker() {
 		case <-ss.done:
 			return
 		}
-		if ss.State() != StateEstablished {
+		if ss.current() != stateEstablished {
 			return
 		}
 		ss.applyUpdate(u)

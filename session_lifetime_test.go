@@ -117,7 +117,9 @@ func TestIdleTimeoutIsTransportError(t *testing.T) {
 				assert.Equal(t, wire.InternalError, se.Code, "no MoQT code: %v", se)
 				require.NotNil(t, se.Transport, "a transport death: %v", se)
 				assert.Equal(t, transport.ConnIdleTimeout, se.Transport.kind)
-				assert.True(t, se.Transport.Timeout())
+				var ne net.Error // what the QUIC library reports, unwrapped
+				require.ErrorAs(t, se.Transport, &ne)
+				assert.True(t, ne.Timeout())
 				assert.Contains(t, se.Error(), "idle timeout")
 				var te *TransportError
 				assert.ErrorAs(t, se, &te)

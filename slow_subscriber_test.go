@@ -284,7 +284,7 @@ func TestC020_JoinMidSubgroup(t *testing.T) {
 					h, err := r.Next()
 					require.NoError(t, err)
 					require.Equal(t, id, h.Location.Object)
-					_, err = r.ReadPayload(100)
+					_, err = r.readPayload(100)
 					require.NoError(t, err)
 				}
 				require.NoError(t, w.Close())

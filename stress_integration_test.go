@@ -156,7 +156,7 @@ func (r *stressReceived) readStream(sr *SubgroupReader) {
 			r.mu.Unlock()
 			return
 		}
-		p, err := sr.ReadPayload(64)
+		p, err := sr.readPayload(64)
 		if err != nil {
 			return
 		}
@@ -336,6 +336,9 @@ func TestStressJoinLeave(t *testing.T) {
 			defer cancel()
 			pub := startLivePublisher(track, time.Millisecond)
 			defer pub.halt()
+			// The track is live before anyone joins: a SUBSCRIBE answered
+			// before the first object rightly has no LARGEST_OBJECT.
+			require.Eventually(t, func() bool { _, ok := track.Largest(); return ok }, 10*time.Second, time.Millisecond)
 
 			const subscriptions = 100
 			var mu sync.Mutex

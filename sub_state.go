@@ -6,29 +6,29 @@ import (
 	"sync/atomic"
 )
 
-// SubscriptionState is a subscription's place in the state machine of §3.1.
-type SubscriptionState int
+// subscriptionState is a subscription's place in the state machine of §3.1.
+type subscriptionState int
 
 // Subscription states (§3.1).
 const (
-	StateIdle              SubscriptionState = iota
-	StatePendingSubscriber                   // SUBSCRIBE sent, no answer yet
-	StatePendingPublisher                    // PUBLISH sent, no answer yet
-	StateEstablished                         // SUBSCRIBE_OK or PUBLISH_OK
-	StateTerminated                          // REQUEST_ERROR, cancellation or PUBLISH_DONE
+	stateIdle              subscriptionState = iota
+	statePendingSubscriber                   // SUBSCRIBE sent, no answer yet
+	statePendingPublisher                    // PUBLISH sent, no answer yet
+	stateEstablished                         // SUBSCRIBE_OK or PUBLISH_OK
+	stateTerminated                          // REQUEST_ERROR, cancellation or PUBLISH_DONE
 )
 
-func (st SubscriptionState) String() string {
+func (st subscriptionState) String() string {
 	switch st {
-	case StateIdle:
+	case stateIdle:
 		return "Idle"
-	case StatePendingSubscriber:
+	case statePendingSubscriber:
 		return "Pending(Subscriber)"
-	case StatePendingPublisher:
+	case statePendingPublisher:
 		return "Pending(Publisher)"
-	case StateEstablished:
+	case stateEstablished:
 		return "Established"
-	case StateTerminated:
+	case stateTerminated:
 		return "Terminated"
 	}
 	return fmt.Sprintf("SubscriptionState(%d)", int(st))
@@ -36,14 +36,14 @@ func (st SubscriptionState) String() string {
 
 // canMove reports whether §3.1's diagram has an arrow from st to next.
 // Established → Established is REQUEST_UPDATE.
-func (st SubscriptionState) canMove(next SubscriptionState) bool {
+func (st subscriptionState) canMove(next subscriptionState) bool {
 	switch st {
-	case StateIdle:
-		return next == StatePendingSubscriber || next == StatePendingPublisher
-	case StatePendingSubscriber, StatePendingPublisher:
-		return next == StateEstablished || next == StateTerminated
-	case StateEstablished:
-		return next == StateEstablished || next == StateTerminated
+	case stateIdle:
+		return next == statePendingSubscriber || next == statePendingPublisher
+	case statePendingSubscriber, statePendingPublisher:
+		return next == stateEstablished || next == stateTerminated
+	case stateEstablished:
+		return next == stateEstablished || next == stateTerminated
 	}
 	return false
 }
@@ -55,22 +55,22 @@ func (st SubscriptionState) canMove(next SubscriptionState) bool {
 // object without a lock.
 type subState struct {
 	mu    sync.Mutex
-	state SubscriptionState
+	state subscriptionState
 	// initial is the state it was created in, and moved is state+1 once
 	// it moved from there, 0 before: the lock-free copy State reads.
-	initial     SubscriptionState
+	initial     subscriptionState
 	moved       atomic.Int32
 	err         error // why it terminated
 	established chan struct{}
 	done        chan struct{}
 }
 
-func newSubState(initial SubscriptionState) subState {
+func newSubState(initial subscriptionState) subState {
 	return subState{state: initial, initial: initial, established: make(chan struct{}), done: make(chan struct{})}
 }
 
 // move performs a transition, reporting an error for an illegal one.
-func (s *subState) move(next SubscriptionState, err error) error {
+func (s *subState) move(next subscriptionState, err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.state.canMove(next) {
@@ -82,9 +82,9 @@ func (s *subState) move(next SubscriptionState, err error) error {
 	s.state = next
 	s.moved.Store(int32(next) + 1)
 	switch next {
-	case StateEstablished:
+	case stateEstablished:
 		close(s.established)
-	case StateTerminated:
+	case stateTerminated:
 		s.err = err
 		close(s.done)
 	}
@@ -94,22 +94,22 @@ func (s *subState) move(next SubscriptionState, err error) error {
 // terminate moves to Terminated if not there yet; it reports whether it
 // did.
 func (s *subState) terminate(err error) bool {
-	return s.move(StateTerminated, err) == nil
+	return s.move(stateTerminated, err) == nil
 }
 
-// State returns the current state.
-func (s *subState) State() SubscriptionState {
+// current returns the current state.
+func (s *subState) current() subscriptionState {
 	if m := s.moved.Load(); m != 0 {
-		return SubscriptionState(m - 1)
+		return subscriptionState(m - 1)
 	}
 	return s.initial
 }
 
-// Done is closed when the subscription is Terminated.
-func (s *subState) Done() <-chan struct{} { return s.done }
+// ended is closed when the subscription is Terminated.
+func (s *subState) ended() <-chan struct{} { return s.done }
 
-// Err returns why the subscription terminated, or nil while it is live.
-func (s *subState) Err() error {
+// termErr returns why the subscription terminated, or nil while it is live.
+func (s *subState) termErr() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err

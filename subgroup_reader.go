@@ -39,7 +39,7 @@ func (r *SubgroupReader) Header() wire.SubgroupHeader { return r.dec.Header }
 
 // Next returns the next object without its payload (Payload is nil), first
 // skipping whatever was left of the previous one's payload; PayloadLen is
-// the payload's size, and Read, WriteTo or ReadPayload read it. The
+// the payload's size, and Read or WriteTo read it. The
 // returned Properties alias the reader's buffer: they are valid until the
 // next call of Next or ReadObject, so copy them to keep them longer.
 //
@@ -170,10 +170,10 @@ func (r *SubgroupReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// ReadPayload reads the rest of the current object's payload into a new
+// readPayload reads the rest of the current object's payload into a new
 // slice, which is the caller's. Payloads larger than max fail without
 // reading; use Read or WriteTo for those.
-func (r *SubgroupReader) ReadPayload(max int) ([]byte, error) {
+func (r *SubgroupReader) readPayload(max int) ([]byte, error) {
 	if r.remain > uint64(max) {
 		return nil, fmt.Errorf("moqt: object payload of %d bytes exceeds %d", r.remain, max)
 	}
@@ -181,11 +181,6 @@ func (r *SubgroupReader) ReadPayload(max int) ([]byte, error) {
 	_, err := io.ReadFull(r, b)
 	return b, err
 }
-
-// ErrObjectTooLarge is wrapped by the error of ReadObject, on a
-// SubgroupReader or a Subscription, for an object whose payload is larger
-// than Config.MaxObjectSize.
-var ErrObjectTooLarge = errors.New("moqt: object payload exceeds Config.MaxObjectSize")
 
 // ReadObject reads the next object whole: Next, then its payload, read into
 // buf's storage from index 0 and grown when too small. The returned Payload

@@ -170,10 +170,6 @@ func (t *LocalTrack) OpenSubgroup(group, subgroup uint64, opts SubgroupOptions) 
 		stopCh: make(chan struct{})}
 }
 
-// ErrSubgroupClosed is returned by writes after Close or Reset, and by a
-// write that Close or Reset interrupted.
-var ErrSubgroupClosed = errors.New("moqt: subgroup closed")
-
 // SetWriteDeadline bounds how long later writes of w wait for slow
 // subscribers, as Config.SubscriberGrace does for each write, whichever
 // comes first; the zero time removes it. A write that reaches it does not

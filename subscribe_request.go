@@ -44,7 +44,7 @@ type AcceptOptions struct {
 func (r *SubscribeRequest) accept(opts AcceptOptions, props wire.KVList, join func(*ServedSubscription) (wire.Opt[wire.Location], error)) (*ServedSubscription, error) {
 	ss := r.served
 	err := r.answer(func() error {
-		if ss.State() != StatePendingSubscriber {
+		if ss.current() != statePendingSubscriber {
 			return fmt.Errorf("moqt: SUBSCRIBE already ended: %w", ss.Err())
 		}
 		// Read by the update worker only once Established.
@@ -80,7 +80,7 @@ func serveSubscribe(s *Session, rs *requestStream, m *wire.Subscribe, toks []Aut
 		return rs.drain()
 	}
 	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
-	ss := newServedSubscription(rs, track, m.Parameters, StatePendingSubscriber)
+	ss := newServedSubscription(rs, track, m.Parameters, statePendingSubscriber)
 	req := &SubscribeRequest{
 		incoming: newIncoming(rs, toks, track.Namespace),
 		Track:    track,

@@ -2,7 +2,6 @@ package moqt
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -86,7 +85,7 @@ func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, param
 		return nil, err
 	}
 	sub := &Subscription{
-		subState: newSubState(StatePendingSubscriber),
+		subState: newSubState(statePendingSubscriber),
 		sess:     s,
 		rs:       rs,
 		track:    track,
@@ -113,8 +112,8 @@ func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, param
 // Track is the subscribed track.
 func (sub *Subscription) Track() wire.FullTrackName { return sub.track }
 
-// RequestID is the Request ID of the SUBSCRIBE or PUBLISH.
-func (sub *Subscription) RequestID() uint64 { return sub.rs.id }
+// requestID is the Request ID of the SUBSCRIBE or PUBLISH.
+func (sub *Subscription) requestID() uint64 { return sub.rs.id }
 
 // TrackAlias is the alias the publisher chose (§3.1.2).
 func (sub *Subscription) TrackAlias() uint64 {
@@ -132,9 +131,9 @@ func (sub *Subscription) Params() wire.Params {
 	return sub.params
 }
 
-// Forward reports the Forward State (§3.1): whether the publisher sends
+// forwardState reports the Forward State (§3.1): whether the publisher sends
 // objects.
-func (sub *Subscription) Forward() bool {
+func (sub *Subscription) forwardState() bool {
 	p := sub.Params()
 	return forwardOf(&p)
 }
@@ -183,8 +182,8 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 	if err := sub.sess.checkFilterRanges(&merged); err != nil {
 		return err
 	}
-	if sub.State() != StateEstablished {
-		return fmt.Errorf("moqt: update of a %s subscription", sub.State())
+	if sub.current() != stateEstablished {
+		return fmt.Errorf("moqt: update of a %s subscription", sub.current())
 	}
 	answer := make(chan error, 1)
 	// Updates are sent one at a time, in the order of their Request IDs,
@@ -307,7 +306,7 @@ func (sub *Subscription) failed(se *SessionError) {
 
 // peerFinished applies the publisher's FIN.
 func (sub *Subscription) peerFinished() {
-	if sub.State() == StateTerminated {
+	if sub.current() == stateTerminated {
 		// The publisher finished after REQUEST_ERROR or PUBLISH_DONE: the
 		// request is complete, so this end finishes too (§6.4.2.2), once
 		// its own answer to a PUBLISH is out (C008).
@@ -338,8 +337,8 @@ func (sub *Subscription) handle(m wire.Message, rej *wire.RejectError) error {
 	if rej != nil {
 		return sub.publisherUpdate(m.(*wire.RequestUpdate), rej)
 	}
-	state := sub.State()
-	if state == StateTerminated {
+	state := sub.current()
+	if state == stateTerminated {
 		if sub.peerEnded {
 			return protocolViolation("%s after the subscription ended", m.Type())
 		}
@@ -349,7 +348,7 @@ func (sub *Subscription) handle(m wire.Message, rej *wire.RejectError) error {
 	}
 	switch m := m.(type) {
 	case *wire.SubscribeOK:
-		if sub.byPublish || state != StatePendingSubscriber {
+		if sub.byPublish || state != statePendingSubscriber {
 			return protocolViolation("unexpected SUBSCRIBE_OK in state %s", state) // C001
 		}
 		sub.rs.answered()
@@ -359,7 +358,7 @@ func (sub *Subscription) handle(m wire.Message, rej *wire.RejectError) error {
 		if err != nil {
 			return err
 		}
-		if state == StatePendingSubscriber {
+		if state == statePendingSubscriber {
 			sub.rs.answered()
 			sub.peerEnded = true
 			sub.terminate(requestErrorFrom(m))
@@ -380,7 +379,7 @@ func (sub *Subscription) handle(m wire.Message, rej *wire.RejectError) error {
 		sub.mu.Unlock()
 		return sub.answerUpdate(nil)
 	case *wire.PublishStateNotify:
-		if state != StateEstablished && state != StatePendingPublisher {
+		if state != stateEstablished && state != statePendingPublisher {
 			return protocolViolation("PUBLISH_STATE_NOTIFY in state %s", state)
 		}
 		sub.mu.Lock()
@@ -398,7 +397,7 @@ func (sub *Subscription) handle(m wire.Message, rej *wire.RejectError) error {
 		sub.mu.Unlock()
 		return nil
 	case *wire.PublishDone:
-		if state != StateEstablished && state != StatePendingPublisher {
+		if state != stateEstablished && state != statePendingPublisher {
 			return protocolViolation("PUBLISH_DONE in state %s", state)
 		}
 		d := &DoneError{Code: m.StatusCode, StreamCount: m.StreamCount, Reason: m.ErrorReason}
@@ -453,7 +452,7 @@ func (sub *Subscription) accept(m *wire.SubscribeOK) error {
 	if err := sub.sess.routes.bindAlias(sub); err != nil {
 		return err
 	}
-	return sub.move(StateEstablished, nil)
+	return sub.move(stateEstablished, nil)
 }
 
 // answerUpdate resolves the oldest outstanding REQUEST_UPDATE.
@@ -501,7 +500,7 @@ func (sub *Subscription) publisherUpdate(m *wire.RequestUpdate, rej *wire.Reject
 	case <-sub.sess.ctx.Done():
 		return nil
 	}
-	if sub.State() != StateEstablished {
+	if sub.current() != stateEstablished {
 		return nil
 	}
 	if rej != nil {
@@ -513,12 +512,6 @@ func (sub *Subscription) publisherUpdate(m *wire.RequestUpdate, rej *wire.Reject
 	sub.mu.Unlock()
 	return sub.rs.write(&wire.RequestOK{})
 }
-
-// ErrFilterRanges is returned by Session.Subscribe and Subscription.Update
-// for range filters with more Ranges than the peer's MAX_FILTER_RANGES
-// Setup Option allows (§9.1.6; 0, the default, allows none). The peer
-// would refuse them with INVALID_FILTER; nothing is sent.
-var ErrFilterRanges = errors.New("moqt: more filter Ranges than the peer's MAX_FILTER_RANGES")
 
 // checkFilterRanges refuses range filters in p beyond the peer's
 // MAX_FILTER_RANGES.
@@ -597,3 +590,10 @@ func ownKVList(l wire.KVList) (wire.KVList, error) {
 	}
 	return wire.ParseKVList(b)
 }
+
+// Done is closed when the subscription has ended: PUBLISH_DONE, a
+// REQUEST_ERROR, a cancellation, or the session's end.
+func (sub *Subscription) Done() <-chan struct{} { return sub.ended() }
+
+// Err returns why the subscription ended, or nil while it is live.
+func (sub *Subscription) Err() error { return sub.termErr() }

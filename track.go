@@ -63,9 +63,6 @@ func NewLocalTrack(name wire.FullTrackName, props wire.KVList) (*LocalTrack, err
 // Name is the track's Full Track Name.
 func (t *LocalTrack) Name() wire.FullTrackName { return t.name }
 
-// Properties are the Track Properties sent in SUBSCRIBE_OK and PUBLISH.
-func (t *LocalTrack) Properties() wire.KVList { return t.props }
-
 // Largest returns the track's Largest Object (§3.1.3): the larger of the
 // largest Location published through the track and what SetLargest
 // reported.
@@ -198,11 +195,11 @@ func (t *LocalTrack) join(ss *ServedSubscription, establish bool) (filter.Larges
 		if err := ss.establish(); err != nil {
 			return largest, endedAsAccepted(ss.Err(), err)
 		}
-	} else if ss.State() == StateTerminated {
+	} else if ss.current() == stateTerminated {
 		return largest, ss.Err()
 	}
 	if l, ok := largest.Get(); ok {
-		ss.SetLargest(l)
+		ss.setLargest(l)
 	}
 	ss.attachTrack(t, largest)
 	subs := t.snapshot()

@@ -315,7 +315,7 @@ func (lr *liveReceiver) run(ctx context.Context, sub *moqt.Subscription) {
 			}
 			var payload []byte
 			if err == nil {
-				payload, err = r.ReadPayload(liveObjectSize)
+				payload, err = io.ReadAll(io.LimitReader(r, liveObjectSize+1))
 			}
 			if err != nil {
 				failed = fmt.Errorf("group %d: %w", g, err)

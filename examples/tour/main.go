@@ -92,8 +92,8 @@ func serve(r moqt.Request) {
 // acceptPublish is the client's Handler: it takes any PUBLISH.
 func acceptPublish(r moqt.Request) {
 	if p, ok := r.(*moqt.PublishRequest); ok {
-		if sub, err := p.Accept(wire.Params{}); err == nil {
-			fmt.Printf("client: accepted PUBLISH of %s (alias %d); now %s\n", p.Track, p.TrackAlias, sub.State())
+		if _, err := p.Accept(wire.Params{}); err == nil {
+			fmt.Printf("client: accepted PUBLISH of %s (alias %d); now Established\n", p.Track, p.TrackAlias)
 		}
 		return
 	}
@@ -149,7 +149,7 @@ func visit(srv *moqt.Server, url string, cfg *moqt.Config) error {
 		return err
 	}
 	largest, _ := sub.Largest()
-	fmt.Printf("SUBSCRIBE %s -> SUBSCRIBE_OK alias %d, largest %v, state %s\n", clock, sub.TrackAlias(), largest, sub.State())
+	fmt.Printf("SUBSCRIBE %s -> SUBSCRIBE_OK alias %d, largest %v: Established\n", clock, sub.TrackAlias(), largest)
 	ss := <-served
 
 	w = clockTrack.OpenSubgroup(42, 0, moqt.SubgroupOptions{EndOfGroup: true})
@@ -192,7 +192,7 @@ func visit(srv *moqt.Server, url string, cfg *moqt.Config) error {
 	}
 	var done *moqt.DoneError
 	if errors.As(sub.Err(), &done) {
-		fmt.Printf("PUBLISH_DONE %s (%q), stream count %d; state %s\n", done.Code, done.Reason, done.StreamCount, sub.State())
+		fmt.Printf("PUBLISH_DONE %s (%q), stream count %d: Terminated\n", done.Code, done.Reason, done.StreamCount)
 	}
 
 	chat, err := moqt.NewLocalTrack(wire.FullTrackName{Namespace: wire.NewNamespace("demo"), Name: []byte("chat")}, nil)
@@ -203,6 +203,6 @@ func visit(srv *moqt.Server, url string, cfg *moqt.Config) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("server: PUBLISH -> PUBLISH_OK, %s\n", pub.State())
+	fmt.Printf("server: PUBLISH -> PUBLISH_OK: Established\n")
 	return pub.End(wire.DoneTrackEnded, "")
 }

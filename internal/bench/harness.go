@@ -473,7 +473,7 @@ func readMoQT(ctx context.Context, sub *moqt.Subscription, group uint64, n, size
 		}
 		if check {
 			// The allocating API, as an application would use it.
-			b, err := r.ReadPayload(size)
+			b, err := io.ReadAll(r)
 			if err != nil {
 				return i, fmt.Errorf("bench: moqt object %d payload: %w", i, err)
 			}
