@@ -34,4 +34,11 @@ type Object struct {
 	// EndOfGroup is the datagram END_OF_GROUP flag: no larger Object ID
 	// exists in the group (§11.2.1).
 	EndOfGroup bool
+	// EndOfRange, when set, makes this entry of a FETCH or fill fetch
+	// stream not an object but the end of a range of objects the stream
+	// does not carry (§11.4.1.2): every Location after the previous entry
+	// (or from the start of the requested range) up to and including
+	// Location does not exist, is unknown, or timed out. No other field is
+	// used. Subscription streams and datagrams never carry one.
+	EndOfRange wire.EndOfRange
 }

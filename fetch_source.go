@@ -1,0 +1,54 @@
+package moqt
+
+import (
+	"context"
+	"io"
+
+	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// fetchCursor yields the entries a LocalTrack answers a FETCH or a fill
+// fetch stream with (§9.11, §3.4): the objects of one window, groups in the
+// requested order and objects by Object ID within a group, and End of Range
+// markers (Object.EndOfRange) for the ranges it cannot serve. next returns
+// io.EOF after the last entry. A cursor waits for an object whose
+// publication has begun but is not complete; if ctx ends meanwhile, it
+// reports that object as timed out (EndOfTimedOutRange) and goes on without
+// waiting again, so the caller bounds the wait with ctx (FILL_TIMEOUT,
+// §9.20.6). Entries' slices are shared with the store and must not be
+// modified.
+type fetchCursor interface {
+	next(ctx context.Context) (Object, error)
+}
+
+// cursor returns the entries of window w in the order desc gives
+// (GROUP_ORDER, §9.20.9). A track that keeps no objects knows none of
+// them: the whole window is one unknown range (§11.4.1.2).
+func (t *LocalTrack) cursor(w filter.Window, desc bool) fetchCursor {
+	return &unknownCursor{end: clampLocation(w.End)}
+}
+
+// unknownCursor is the cursor of a track that keeps nothing: one End of
+// Unknown Range marker over the whole window.
+type unknownCursor struct {
+	end  wire.Location
+	done bool
+}
+
+func (c *unknownCursor) next(context.Context) (Object, error) {
+	if c.done {
+		return Object{}, io.EOF
+	}
+	c.done = true
+	return Object{Location: c.end, EndOfRange: wire.EndOfUnknownRange}, nil
+}
+
+// clampLocation fits l in the varints a fetch stream carries: a window
+// that names a whole group ends at Object ID 2^64−1, which no object can
+// have, so the last encodable one stands for it.
+func clampLocation(l wire.Location) wire.Location {
+	l.Group = min(l.Group, wire.MaxVarint)
+	l.Object = min(l.Object, wire.MaxVarint)
+	return l
+}
