@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 
+	"github.com/moqt-go/moqt/internal/cache"
 	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -23,10 +24,37 @@ type fetchCursor interface {
 }
 
 // cursor returns the entries of window w in the order desc gives
-// (GROUP_ORDER, §9.20.9). A track that keeps no objects knows none of
-// them: the whole window is one unknown range (§11.4.1.2).
+// (GROUP_ORDER, §9.20.9), from the track's cache (SetCache). A track that
+// keeps no objects knows none of them: the whole window is one unknown
+// range (§11.4.1.2).
 func (t *LocalTrack) cursor(w filter.Window, desc bool) fetchCursor {
-	return &unknownCursor{end: clampLocation(w.End)}
+	c := t.cache.c.Load()
+	if c == nil {
+		return &unknownCursor{end: clampLocation(w.End)}
+	}
+	if w.Empty() {
+		return &unknownCursor{done: true}
+	}
+	end := w.End
+	if !w.Bounded {
+		end = wire.Location{Group: wire.MaxVarint, Object: ^uint64(0)}
+	}
+	return cachedCursor{c.Cursor(w.Start, end, desc)}
+}
+
+// cachedCursor is the cursor of a track with a cache.
+type cachedCursor struct{ cu *cache.Cursor }
+
+func (c cachedCursor) next(ctx context.Context) (Object, error) {
+	o, err := c.cu.Next(ctx)
+	if err != nil {
+		return Object{}, err
+	}
+	if o.EndOfRange != 0 {
+		return Object{Location: o.Location, EndOfRange: o.EndOfRange}, nil
+	}
+	return Object{Location: o.Location, SubgroupID: o.SubgroupID, Priority: wire.Some(o.Priority),
+		Properties: o.Properties, Payload: o.Payload, Datagram: o.Datagram}, nil
 }
 
 // unknownCursor is the cursor of a track that keeps nothing: one End of

@@ -27,7 +27,7 @@ func (w *SubgroupWriter) BeginObject(id, length uint64, props []byte) (*ObjectWr
 	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}, nil, monoNow()); err != nil {
 		return nil, err
 	}
-	if w.track.store.Load() != nil {
+	if w.track.keeps() {
 		// The object goes to the track's store once complete, when the
 		// caller's props may have been reused: a copy, in a buffer
 		// reused from object to object.
@@ -47,9 +47,9 @@ func (w *SubgroupWriter) BeginObject(id, length uint64, props []byte) (*ObjectWr
 // caller holds the turn.
 func (w *SubgroupWriter) stored() {
 	k := w.keep
-	w.keep = nil
-	if store := w.track.store.Load(); store != nil && k != nil {
-		(*store)(*k)
+	w.keep, w.pend = nil, false
+	if k != nil {
+		w.track.published(*k)
 	}
 }
 
@@ -182,6 +182,7 @@ func (ow *ObjectWriter) Close() error {
 	w.remain = 0
 	w.closed = true
 	w.keep = nil // never complete: nothing to store
+	w.abandon()
 	for _, out := range w.outs {
 		if !out.closed() {
 			w.drop(out, wire.ResetCancelled)

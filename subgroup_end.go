@@ -114,6 +114,7 @@ func (w *SubgroupWriter) Close() error {
 		return nil
 	}
 	w.closed = true
+	w.abandon() // an object interrupted or left incomplete
 	if w.remain > 0 {
 		// A FIN inside an object would be a protocol violation (§11.3).
 		for _, out := range w.outs {
@@ -142,6 +143,7 @@ func (w *SubgroupWriter) Reset(code wire.ResetCode) {
 	w.turn.Lock()
 	defer w.turn.Unlock()
 	w.closed = true
+	w.abandon()
 	for _, out := range w.outs {
 		if !out.closed() {
 			w.drop(out, code)

@@ -73,6 +73,7 @@ type SubgroupWriter struct {
 	firstID uint64 // the first one's Object ID
 	last    uint64 // the last one's
 	ended   bool   // an End of Group or End of Track object was written
+	pend    bool   // the last object's publication began and is not complete
 	closed  bool
 	buf     []byte
 	rbuf    []byte // ObjectWriter.ReadFrom's
@@ -238,11 +239,19 @@ func (w *SubgroupWriter) WriteObject(o Object) error {
 		}
 	}
 	w.objectDone()
-	if store := w.track.store.Load(); store != nil {
-		o.Priority = wire.Some(w.priority())
-		(*store)(o)
-	}
+	w.pend = false
+	o.Priority = wire.Some(w.priority())
+	w.track.published(o)
 	return nil
+}
+
+// abandon tells the track's cache that the object begun last will not be
+// complete. The caller holds the turn.
+func (w *SubgroupWriter) abandon() {
+	if w.pend {
+		w.pend = false
+		w.track.abandoned(wire.Location{Group: w.group, Object: w.last})
+	}
 }
 
 // checkObject checks what WriteObject takes from o that the writer's
@@ -278,6 +287,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun int64
 	}
 	loc := wire.Location{Group: w.group, Object: o.ObjectID}
 	w.track.noteObject(loc)
+	w.pend = true
 	meta := filter.Object{Location: loc, SubgroupID: w.subgroup, PublisherPriority: w.priority(), Properties: o.Properties}
 	first := !w.started
 	prev := w.last // the object before o, if any

@@ -40,6 +40,8 @@ type LocalTrack struct {
 	subs atomic.Pointer[[]*ServedSubscription]
 	// store is OnObject's function, nil for none.
 	store atomic.Pointer[func(Object)]
+	// cache is SetCache's, and the End of Track (track_cache.go).
+	cache trackCache
 }
 
 // The lock order, the publisher's side included, is in session.go (// Lock order:).
@@ -82,6 +84,9 @@ func (t *LocalTrack) Largest() (wire.Location, bool) {
 func (t *LocalTrack) SetLargest(l wire.Location) {
 	t.mu.Lock()
 	t.largest.Update(l)
+	if c := t.cache.c.Load(); c != nil {
+		c.Unknown(l) // objects the track never carried
+	}
 	t.mu.Unlock()
 }
 
@@ -248,6 +253,7 @@ func (t *LocalTrack) snapshot() []*ServedSubscription {
 func (t *LocalTrack) noteObject(l wire.Location) {
 	t.mu.Lock()
 	t.largest.Update(l)
+	t.begun(l)
 	t.mu.Unlock()
 }
 
@@ -303,10 +309,8 @@ func (t *LocalTrack) WriteDatagram(o Object) error {
 		return err
 	}
 	t.noteObject(loc)
-	if store := t.store.Load(); store != nil {
-		o.Priority, o.Datagram = wire.Some(prio), true
-		(*store)(o)
-	}
+	o.Priority, o.Datagram = wire.Some(prio), true
+	t.published(o)
 	timeouts := trackTimeouts(t.props).withObjectProperties(o.Properties)
 	meta := filter.Object{Location: loc, Datagram: true, PublisherPriority: prio, Properties: o.Properties}
 	var firstErr error

@@ -1,0 +1,426 @@
+// Package cache keeps one track's recent objects for FETCH and fill fetch
+// streams (§9.11, §3.4): every field a fetch stream carries (§11.1.1), what
+// the status objects say does not exist (§11.1.2), and which Locations it
+// cannot speak for (§2.1: evicted, expired, never seen), within fixed
+// limits of objects, bytes and age (§10.3).
+//
+// A Location the cache holds no entry for is in one of two states. It is
+// unknown when it lies at or below the floor (everything evicted, or
+// published before the cache existed), inside one of the few recorded
+// unknown ranges (an upstream Largest Object the cache never saw the
+// objects of), or past the largest Location begun. Otherwise it does not
+// exist: the cache has seen every object begun since it was made, so a
+// Location it was never given was never published, as are Locations past
+// an End of Group or End of Track. Entries that are not served objects
+// (abandoned objects, expired ones) are unknown.
+package cache
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// EntryOverhead is what one entry costs beyond its payload and properties,
+// counted against Limits.Bytes: the entry itself, its share of its
+// group's slices and of the group header. BenchmarkMemoryPerByte measures
+// the real figure.
+const EntryOverhead = 160
+
+// MaxUnknownRanges caps the unknown ranges recorded above the floor (see
+// Unknown). Past it the floor rises over the lowest range, evicting what
+// lies below it, so the record stays small whatever the calls.
+const MaxUnknownRanges = 16
+
+// Limits bound a Cache. Objects and Bytes of 0 mean no limit of that
+// kind; a Cache needs at least one of them, so its memory is bounded.
+// Duration 0 keeps objects until the other limits evict them.
+type Limits struct {
+	Objects  int
+	Bytes    int64
+	Duration time.Duration
+}
+
+// Object is an object given to or served by the Cache, or, in a Cursor's
+// output, an End of Range marker (EndOfRange set, only Location used).
+type Object struct {
+	Location   wire.Location
+	SubgroupID uint64
+	Priority   uint8
+	Datagram   bool
+	// EndOfGroup is the datagram END_OF_GROUP flag: no larger Object ID
+	// exists in the group (§11.2.1).
+	EndOfGroup bool
+	// Status is Normal, or ObjectEndOfGroup / ObjectEndOfTrack: recorded
+	// as knowledge, never served (§11.1.2).
+	Status     wire.ObjectStatus
+	Properties []byte
+	Payload    []byte
+	EndOfRange wire.EndOfRange
+}
+
+// kind is what an entry stands for.
+type kind uint8
+
+const (
+	kindObject     kind = iota // a complete object, served
+	kindPending                // publication began, not complete yet
+	kindAbandoned              // begun but never completed: unknown (§2.1)
+	kindEndOfGroup             // an END_OF_GROUP status object
+	kindEndOfTrack             // an END_OF_TRACK status object
+)
+
+// entry is one Location the cache holds. Its fields do not change once
+// kind is kindObject, so a Cursor returns its slices without a copy.
+type entry struct {
+	id       uint64
+	kind     kind
+	datagram bool
+	priority uint8
+	subgroup uint64
+	received time.Time // when its publication began, for Limits.Duration
+	props    []byte
+	payload  []byte
+	// done is closed when a pending entry completes, is abandoned or is
+	// evicted; nil for other kinds.
+	done chan struct{}
+}
+
+func (e *entry) size() int64 { return int64(len(e.props)+len(e.payload)) + EntryOverhead }
+
+// group is one group's entries, by Object ID.
+type group struct {
+	id   uint64
+	objs []*entry
+	// eog is the smallest Object ID known not to exist with all the
+	// larger ones (END_OF_GROUP status, or one past a datagram's
+	// END_OF_GROUP flag); valid when hasEOG.
+	eog    uint64
+	hasEOG bool
+}
+
+// find returns the index of the first entry with an Object ID of at
+// least id.
+func (g *group) find(id uint64) int {
+	i, _ := slices.BinarySearchFunc(g.objs, id, func(e *entry, id uint64) int { return cmpU(e.id, id) })
+	return i
+}
+
+// span is a Location range, both ends included.
+type span struct{ from, to wire.Location }
+
+// Cache is one track's cache. It is safe for concurrent use; it starts no
+// goroutine and does no I/O.
+type Cache struct {
+	limits Limits
+
+	// mu guards everything below. Callers may hold their track's lock
+	// when they call in; the Cache calls out to nothing.
+	mu     sync.Mutex
+	groups []*group // by Group ID
+	count  int      // entries
+	bytes  int64    // their sizes
+	// floor: every Location at or below it is unknown; valid when
+	// hasFloor.
+	floor    wire.Location
+	hasFloor bool
+	// top is the largest Location begun or reported (Unknown); valid
+	// when hasTop. Locations past it are not produced yet: unknown.
+	top    wire.Location
+	hasTop bool
+	// unknown are ranges above the floor the cache cannot speak for, at
+	// most MaxUnknownRanges, by start.
+	unknown []span
+	// eot is the End of Track Location, valid when hasEOT: it and every
+	// larger Location do not exist.
+	eot    wire.Location
+	hasEOT bool
+	closed bool
+}
+
+// New returns an empty Cache. If neverSeen is set, the objects up to it
+// were published before the cache existed: they are unknown.
+func New(l Limits, neverSeen wire.Opt[wire.Location]) *Cache {
+	c := &Cache{limits: l}
+	if neverSeen.Set {
+		c.floor, c.hasFloor = neverSeen.Value, true
+		c.top, c.hasTop = neverSeen.Value, true
+	}
+	return c
+}
+
+// below reports whether l is at or below the floor.
+func (c *Cache) below(l wire.Location) bool { return c.hasFloor && !c.floor.Less(l) }
+
+// group returns the group with ID id, and where it is or would go.
+func (c *Cache) group(id uint64) (*group, int) {
+	i, ok := slices.BinarySearchFunc(c.groups, id, func(g *group, id uint64) int { return cmpU(g.id, id) })
+	if ok {
+		return c.groups[i], i
+	}
+	return nil, i
+}
+
+// lookup returns the entry at l, its group, and the entry's index or
+// where it would go.
+func (c *Cache) lookup(l wire.Location) (*entry, *group, int) {
+	g, _ := c.group(l.Group)
+	if g == nil {
+		return nil, nil, 0
+	}
+	i := g.find(l.Object)
+	if i < len(g.objs) && g.objs[i].id == l.Object {
+		return g.objs[i], g, i
+	}
+	return nil, g, i
+}
+
+// insert adds e at l, which holds no entry and lies above the floor.
+func (c *Cache) insert(l wire.Location, e *entry) {
+	g, gi := c.group(l.Group)
+	if g == nil {
+		g = &group{id: l.Group}
+		c.groups = slices.Insert(c.groups, gi, g)
+	}
+	g.objs = slices.Insert(g.objs, g.find(l.Object), e)
+	c.count++
+	c.bytes += e.size()
+	c.raiseTop(l)
+}
+
+func (c *Cache) raiseTop(l wire.Location) {
+	if !c.hasTop || c.top.Less(l) {
+		c.top, c.hasTop = l, true
+	}
+}
+
+// Begin records that the object at l started being published: a Cursor
+// reaching it waits until Add completes it or Abandon gives it up. A
+// Location already held, or unknown below the floor, is left as it is.
+func (c *Cache) Begin(l wire.Location) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.below(l) {
+		return
+	}
+	if e, _, _ := c.lookup(l); e != nil {
+		return
+	}
+	c.insert(l, &entry{id: l.Object, kind: kindPending, received: time.Now(), done: make(chan struct{})})
+	c.evict()
+}
+
+// Add stores a complete object, copying its slices, or the knowledge a
+// status object carries. It completes the pending entry Begin made, and
+// counts its age from then (§10.3: from the beginning of the object).
+// An object the limits cannot hold at all is recorded as unknown.
+func (c *Cache) Add(o Object) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := o.Location
+	if c.closed || c.below(l) {
+		return
+	}
+	received := time.Now()
+	e, g, i := c.lookup(l)
+	if e != nil {
+		switch e.kind {
+		case kindPending:
+			received = e.received
+		case kindAbandoned: // known after all
+		default:
+			return // an object does not change (§2.1)
+		}
+	}
+	n := &entry{id: l.Object, priority: o.Priority, subgroup: o.SubgroupID, datagram: o.Datagram, received: received}
+	switch o.Status {
+	case wire.ObjectEndOfGroup:
+		n.kind = kindEndOfGroup
+	case wire.ObjectEndOfTrack:
+		n.kind = kindEndOfTrack
+		if !c.hasEOT || l.Less(c.eot) {
+			c.eot, c.hasEOT = l, true
+		}
+	default:
+		if c.limits.Bytes > 0 && int64(len(o.Properties)+len(o.Payload))+EntryOverhead > c.limits.Bytes {
+			n.kind = kindAbandoned
+			break
+		}
+		buf := make([]byte, len(o.Properties)+len(o.Payload))
+		copy(buf, o.Properties)
+		copy(buf[len(o.Properties):], o.Payload)
+		if len(o.Properties) > 0 {
+			n.props = buf[:len(o.Properties):len(o.Properties)]
+		}
+		n.payload = buf[len(o.Properties):]
+	}
+	if e != nil {
+		// In place of the pending entry: a Cursor waiting on it looks again.
+		g.objs[i] = n
+		c.bytes += n.size() - e.size()
+		if e.done != nil {
+			close(e.done)
+		}
+	} else {
+		c.insert(l, n)
+		g, _ = c.group(l.Group)
+	}
+	switch {
+	case n.kind == kindEndOfGroup:
+		g.noteEOG(l.Object)
+	case o.EndOfGroup && l.Object < ^uint64(0):
+		g.noteEOG(l.Object + 1)
+	}
+	c.evict()
+}
+
+func (g *group) noteEOG(id uint64) {
+	if !g.hasEOG || id < g.eog {
+		g.eog, g.hasEOG = id, true
+	}
+}
+
+// Abandon gives up the object begun at l: it was closed short or reset,
+// so its state stays unknown. Anything else at l is left as it is.
+func (c *Cache) Abandon(l wire.Location) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, _, _ := c.lookup(l); e != nil && e.kind == kindPending {
+		e.kind = kindAbandoned
+		close(e.done)
+		e.done = nil
+	}
+}
+
+// Unknown records l as a Largest Object learnt from elsewhere (an
+// upstream's, §9.7): the Locations past the largest the cache saw, up to
+// l, were published without it, so they are unknown.
+func (c *Cache) Unknown(l wire.Location) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || (c.hasTop && !c.top.Less(l)) {
+		return
+	}
+	if c.count == 0 || !c.hasTop {
+		c.raiseFloor(l)
+		c.raiseTop(l)
+		return
+	}
+	c.unknown = append(c.unknown, span{from: next(c.top), to: l})
+	c.raiseTop(l)
+	if len(c.unknown) > MaxUnknownRanges {
+		c.raiseFloor(c.unknown[0].to)
+	}
+}
+
+// Close abandons every pending object and makes the Cache take nothing
+// more; its Cursors go on over what it holds. A track closes the cache it
+// replaces, so nobody waits for objects it will never be told of.
+func (c *Cache) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for _, g := range c.groups {
+		for _, e := range g.objs {
+			if e.kind == kindPending {
+				e.kind = kindAbandoned
+				close(e.done)
+				e.done = nil
+			}
+		}
+	}
+}
+
+// Len returns the number of entries held and their size in bytes (with
+// EntryOverhead each).
+func (c *Cache) Len() (int, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.count, c.bytes
+}
+
+// remove drops entry i of g, and g once empty.
+func (c *Cache) remove(g *group, i int) {
+	e := g.objs[i]
+	c.count--
+	c.bytes -= e.size()
+	if i == 0 {
+		// Eviction takes the front: a reslice, not a shift. The backing
+		// array's dropped head goes when append reallocates.
+		g.objs[0] = nil
+		g.objs = g.objs[1:]
+	} else {
+		g.objs = slices.Delete(g.objs, i, i+1)
+	}
+	if len(g.objs) == 0 {
+		if _, gi := c.group(g.id); gi == 0 {
+			c.groups[0] = nil
+			c.groups = c.groups[1:]
+		} else {
+			c.groups = slices.Delete(c.groups, gi, gi+1)
+		}
+	}
+}
+
+// expired reports whether e may no longer be served (§10.3).
+func (c *Cache) expired(e *entry, now time.Time) bool {
+	return c.limits.Duration > 0 && now.Sub(e.received) >= c.limits.Duration
+}
+
+// evict drops the lowest Locations while the limits are passed or the
+// lowest has expired; the floor rises over them, so they read as unknown.
+func (c *Cache) evict() {
+	now := time.Now()
+	for len(c.groups) > 0 {
+		g := c.groups[0]
+		e := g.objs[0]
+		over := (c.limits.Objects > 0 && c.count > c.limits.Objects) || (c.limits.Bytes > 0 && c.bytes > c.limits.Bytes)
+		if !over && !c.expired(e, now) {
+			return
+		}
+		c.raiseFloor(wire.Location{Group: g.id, Object: e.id})
+	}
+}
+
+// raiseFloor makes every Location up to l unknown, dropping the entries
+// there (waking the Cursors waiting on pending ones) and the unknown
+// ranges it covers.
+func (c *Cache) raiseFloor(l wire.Location) {
+	if c.below(l) {
+		return
+	}
+	c.floor, c.hasFloor = l, true
+	for len(c.groups) > 0 && c.groups[0].id <= l.Group {
+		g := c.groups[0]
+		e := g.objs[0]
+		if g.id == l.Group && e.id > l.Object {
+			break
+		}
+		if e.done != nil {
+			close(e.done)
+			e.done = nil
+		}
+		c.remove(g, 0)
+	}
+	c.unknown = slices.DeleteFunc(c.unknown, func(s span) bool { return !l.Less(s.to) })
+}
+
+// next is the Location after l in Location order.
+func next(l wire.Location) wire.Location {
+	if l.Object == ^uint64(0) {
+		return wire.Location{Group: l.Group + 1}
+	}
+	return wire.Location{Group: l.Group, Object: l.Object + 1}
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
