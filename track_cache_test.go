@@ -1,0 +1,171 @@
+package moqt
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// cursorEntries reads every entry of t's cursor over [start, end].
+func cursorEntries(t *testing.T, ctx context.Context, tr *LocalTrack, start, end wire.Location, desc bool) []Object {
+	t.Helper()
+	cu := tr.cursor(filter.Window{Start: start, End: end, Bounded: true}, desc)
+	var got []Object
+	for range 1000 {
+		o, err := cu.next(ctx)
+		if errors.Is(err, io.EOF) {
+			return got
+		}
+		require.NoError(t, err)
+		got = append(got, o)
+	}
+	t.Fatal("cursor does not end")
+	return nil
+}
+
+func cacheTrack(t *testing.T, props wire.KVList) *LocalTrack {
+	tr, err := NewLocalTrack(wire.FullTrackName{Namespace: wire.NewNamespace("cache"), Name: []byte("t")}, props)
+	require.NoError(t, err)
+	return tr
+}
+
+func mark(g, o uint64, k wire.EndOfRange) Object {
+	return Object{Location: wire.Location{Group: g, Object: o}, EndOfRange: k}
+}
+
+// Objects published through a LocalTrack with a cache come back from its
+// cursor with every field a fetch stream carries, in both group orders: a
+// subgroup's objects and its status object, a streamed object once
+// complete (waited for meanwhile), a datagram with its preference, and a
+// streamed object closed short as unknown.
+func TestTrackCacheCursor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := cacheTrack(t, nil)
+		tr.SetCache(CacheLimits{Objects: 100})
+		sg := tr.OpenSubgroup(0, 4, SubgroupOptions{Priority: wire.Some[uint8](9), Properties: true})
+		require.NoError(t, sg.WriteObject(Object{Location: wire.Location{Group: 0, Object: 0}, SubgroupID: 4,
+			Properties: []byte{0x3e, 0x01}, Payload: []byte("a")}))
+		ow, err := sg.BeginObject(1, 4, nil)
+		require.NoError(t, err)
+		_, err = ow.Write([]byte("bc"))
+		require.NoError(t, err)
+
+		// The streamed object's publication began: a cursor reaching it
+		// waits until it is complete.
+		got := make(chan []Object)
+		go func() {
+			got <- cursorEntries(t, context.Background(), tr, wire.Location{}, wire.Location{Group: 0, Object: 1}, false)
+		}()
+		synctest.Wait()
+		select {
+		case <-got:
+			t.Fatal("the cursor did not wait for the streamed object")
+		default:
+		}
+		_, err = ow.Write([]byte("de"))
+		require.NoError(t, err)
+		require.NoError(t, sg.WriteObject(Object{Location: wire.Location{Group: 0, Object: 2}, SubgroupID: 4, Status: wire.ObjectEndOfGroup}))
+		require.NoError(t, sg.Close())
+		require.NoError(t, tr.WriteDatagram(Object{Location: wire.Location{Group: 1, Object: 0}, Payload: []byte("dg")}))
+		short := tr.OpenSubgroup(2, 0, SubgroupOptions{})
+		ow, err = short.BeginObject(0, 10, nil)
+		require.NoError(t, err)
+		_, err = ow.Write([]byte("xyz"))
+		require.NoError(t, err)
+		require.Error(t, ow.Close())
+		end := tr.OpenSubgroup(3, 0, SubgroupOptions{})
+		require.NoError(t, end.WriteObject(Object{Location: wire.Location{Group: 3}, Status: wire.ObjectEndOfTrack}))
+
+		o00 := Object{Location: wire.Location{Group: 0, Object: 0}, SubgroupID: 4, Priority: wire.Some[uint8](9),
+			Properties: []byte{0x3e, 0x01}, Payload: []byte("a")}
+		o01 := Object{Location: wire.Location{Group: 0, Object: 1}, SubgroupID: 4, Priority: wire.Some[uint8](9), Payload: []byte("bcde")}
+		dg := Object{Location: wire.Location{Group: 1, Object: 0}, Priority: wire.Some[uint8](defaultPublisherPriority),
+			Payload: []byte("dg"), Datagram: true}
+		assert.Equal(t, []Object{o00, o01}, <-got)
+		// The End of Group and End of Track are not served; nothing past
+		// them exists.
+		assert.Equal(t, []Object{o00, o01, dg, mark(1, ^uint64(0), wire.EndOfNonExistentRange), mark(2, 0, wire.EndOfUnknownRange)},
+			cursorEntries(t, context.Background(), tr, wire.Location{}, wire.Location{Group: 3}, false))
+		assert.Equal(t, []Object{mark(3, 0, wire.EndOfNonExistentRange), mark(2, 0, wire.EndOfUnknownRange), dg, o00, o01},
+			cursorEntries(t, context.Background(), tr, wire.Location{}, wire.Location{Group: 3}, true))
+
+		eot, ok := tr.endOfTrack()
+		assert.True(t, ok)
+		assert.Equal(t, wire.Location{Group: 3}, eot)
+	})
+}
+
+// A streamed object whose subgroup is reset while it is being written is
+// unknown; one interrupted by Close likewise.
+func TestTrackCacheAbandonedByReset(t *testing.T) {
+	tr := cacheTrack(t, nil)
+	tr.SetCache(CacheLimits{Objects: 100})
+	sg := tr.OpenSubgroup(0, 0, SubgroupOptions{})
+	_, err := sg.BeginObject(0, 10, nil)
+	require.NoError(t, err)
+	sg.Reset(wire.ResetCancelled)
+	sg = tr.OpenSubgroup(1, 0, SubgroupOptions{})
+	_, err = sg.BeginObject(0, 10, nil)
+	require.NoError(t, err)
+	require.Error(t, sg.Close())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	assert.Equal(t, []Object{mark(0, 0, wire.EndOfUnknownRange), mark(0, ^uint64(0), wire.EndOfNonExistentRange),
+		mark(1, 0, wire.EndOfUnknownRange)}, cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 1}, false))
+}
+
+// A cache set after objects were published knows nothing of them, nor of
+// a Largest Object learnt through SetLargest; a track without a cache
+// knows nothing at all, but its End of Track.
+func TestTrackCacheNeverSeen(t *testing.T) {
+	tr := cacheTrack(t, nil)
+	sg := tr.OpenSubgroup(0, 0, SubgroupOptions{})
+	require.NoError(t, sg.WriteObject(Object{Location: wire.Location{Group: 0, Object: 0}, Payload: []byte("a")}))
+	ctx := context.Background()
+	assert.Equal(t, []Object{mark(0, 5, wire.EndOfUnknownRange)}, cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 0, Object: 5}, false))
+
+	tr.SetCache(CacheLimits{Bytes: 1 << 20})
+	require.NoError(t, sg.WriteObject(Object{Location: wire.Location{Group: 0, Object: 1}, Payload: []byte("b")}))
+	tr.SetLargest(wire.Location{Group: 4, Object: 2})
+	require.NoError(t, tr.OpenSubgroup(4, 0, SubgroupOptions{}).WriteObject(Object{Location: wire.Location{Group: 4, Object: 3}, Payload: []byte("c")}))
+	got := cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 4, Object: 3}, false)
+	require.Len(t, got, 4)
+	assert.Equal(t, mark(0, 0, wire.EndOfUnknownRange), got[0])
+	assert.Equal(t, []byte("b"), got[1].Payload)
+	assert.Equal(t, mark(4, 2, wire.EndOfUnknownRange), got[2])
+	assert.Equal(t, []byte("c"), got[3].Payload)
+
+	// Limits of no objects and no bytes remove the cache.
+	tr.SetCache(CacheLimits{Duration: time.Hour})
+	assert.Equal(t, []Object{mark(4, 3, wire.EndOfUnknownRange)}, cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 4, Object: 3}, false))
+	_, ok := tr.endOfTrack()
+	assert.False(t, ok)
+	require.NoError(t, tr.WriteDatagram(Object{Location: wire.Location{Group: 5}, Status: wire.ObjectEndOfTrack}))
+	eot, ok := tr.endOfTrack()
+	assert.True(t, ok)
+	assert.Equal(t, wire.Location{Group: 5}, eot)
+}
+
+// MAX_CACHE_DURATION caps the configured Duration (§10.3).
+func TestTrackCacheMaxCacheDuration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := cacheTrack(t, wire.KVList{{Type: wire.PropMaxCacheDuration, Value: 1000}})
+		tr.SetCache(CacheLimits{Objects: 10, Duration: time.Hour})
+		sg := tr.OpenSubgroup(0, 0, SubgroupOptions{})
+		require.NoError(t, sg.WriteObject(Object{Location: wire.Location{Group: 0, Object: 0}, Payload: []byte("a")}))
+		ctx := context.Background()
+		require.Len(t, cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 0}, false), 1)
+		assert.Empty(t, cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 0}, false)[0].EndOfRange)
+		time.Sleep(1500 * time.Millisecond)
+		assert.Equal(t, []Object{mark(0, 0, wire.EndOfUnknownRange)}, cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 0}, false))
+	})
+}
