@@ -47,7 +47,9 @@ type trackCache struct {
 // unknown too, as are the Locations up to a Largest Object learnt
 // through SetLargest that the track never carried. SetCache replaces the
 // cache set before, dropping what it kept; limits with zero Objects and
-// Bytes remove it. The cache is independent of OnObject.
+// Bytes remove it. The cache is independent of OnObject. While a cache is
+// set, a streamed object's payload is gathered in memory until complete,
+// as for OnObject.
 func (t *LocalTrack) SetCache(l CacheLimits) {
 	var c *cache.Cache
 	t.mu.Lock()

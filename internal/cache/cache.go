@@ -83,9 +83,17 @@ type entry struct {
 	received time.Time // when its publication began, for Limits.Duration
 	props    []byte
 	payload  []byte
-	// done is closed when a pending entry completes, is abandoned or is
-	// evicted; nil for other kinds.
+	// done, made when a Cursor first waits on a pending entry, is closed
+	// when it completes, is abandoned or is evicted.
 	done chan struct{}
+}
+
+// settle wakes the Cursors waiting on e.
+func (e *entry) settle() {
+	if e.done != nil {
+		close(e.done)
+		e.done = nil
+	}
 }
 
 func (e *entry) size() int64 { return int64(len(e.props)+len(e.payload)) + EntryOverhead }
@@ -208,7 +216,7 @@ func (c *Cache) Begin(l wire.Location) {
 	if e, _, _ := c.lookup(l); e != nil {
 		return
 	}
-	c.insert(l, &entry{id: l.Object, kind: kindPending, received: time.Now(), done: make(chan struct{})})
+	c.insert(l, &entry{id: l.Object, kind: kindPending, received: time.Now()})
 	c.evict()
 }
 
@@ -224,7 +232,7 @@ func (c *Cache) Add(o Object) {
 		return
 	}
 	received := time.Now()
-	e, g, i := c.lookup(l)
+	e, g, _ := c.lookup(l)
 	if e != nil {
 		switch e.kind {
 		case kindPending:
@@ -234,7 +242,7 @@ func (c *Cache) Add(o Object) {
 			return // an object does not change (§2.1)
 		}
 	}
-	n := &entry{id: l.Object, priority: o.Priority, subgroup: o.SubgroupID, datagram: o.Datagram, received: received}
+	n := entry{id: l.Object, priority: o.Priority, subgroup: o.SubgroupID, datagram: o.Datagram, received: received}
 	switch o.Status {
 	case wire.ObjectEndOfGroup:
 		n.kind = kindEndOfGroup
@@ -257,14 +265,15 @@ func (c *Cache) Add(o Object) {
 		n.payload = buf[len(o.Properties):]
 	}
 	if e != nil {
-		// In place of the pending entry: a Cursor waiting on it looks again.
-		g.objs[i] = n
-		c.bytes += n.size() - e.size()
-		if e.done != nil {
-			close(e.done)
-		}
+		// In place of the pending entry: a Cursor waiting on it looks
+		// again. No Cursor holds an entry across its calls.
+		old, done := e.size(), e.done
+		*e = n
+		c.bytes += e.size() - old
+		e.done = done
+		e.settle()
 	} else {
-		c.insert(l, n)
+		c.insert(l, &n)
 		g, _ = c.group(l.Group)
 	}
 	switch {
@@ -289,8 +298,7 @@ func (c *Cache) Abandon(l wire.Location) {
 	defer c.mu.Unlock()
 	if e, _, _ := c.lookup(l); e != nil && e.kind == kindPending {
 		e.kind = kindAbandoned
-		close(e.done)
-		e.done = nil
+		e.settle()
 	}
 }
 
@@ -326,8 +334,7 @@ func (c *Cache) Close() {
 		for _, e := range g.objs {
 			if e.kind == kindPending {
 				e.kind = kindAbandoned
-				close(e.done)
-				e.done = nil
+				e.settle()
 			}
 		}
 	}
@@ -398,10 +405,7 @@ func (c *Cache) raiseFloor(l wire.Location) {
 		if g.id == l.Group && e.id > l.Object {
 			break
 		}
-		if e.done != nil {
-			close(e.done)
-			e.done = nil
-		}
+		e.settle()
 		c.remove(g, 0)
 	}
 	c.unknown = slices.DeleteFunc(c.unknown, func(s span) bool { return !l.Less(s.to) })

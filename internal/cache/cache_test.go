@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/moqt-go/moqt/wire"
 )
@@ -398,3 +399,5 @@ func TestConcurrentAddEvict(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

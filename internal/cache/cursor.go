@@ -19,6 +19,9 @@ const (
 
 const maxID = ^uint64(0)
 
+// maxSteps bounds the runs one fill looks at under the lock.
+const maxSteps = 256
+
 // Cursor walks a window of the Cache in fetch order (§9.11): groups
 // ascending or descending, objects by Object ID within each group. It
 // yields the objects the Cache serves and End of Range markers
@@ -117,7 +120,10 @@ func (cu *Cursor) fill() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	for len(cu.out) == 0 {
+	for steps := 0; len(cu.out) == 0; steps++ {
+		if steps == maxSteps {
+			return nil // the lock goes to others between calls
+		}
 		if cu.fin {
 			cu.flushUnknown()
 			cu.eof = true
@@ -149,6 +155,9 @@ func (cu *Cursor) fill() <-chan struct{} {
 				cu.object(g, e)
 			case e.kind == kindPending && !c.expired(e, now):
 				if !cu.timedOut {
+					if e.done == nil {
+						e.done = make(chan struct{})
+					}
 					return e.done
 				}
 				cu.run(runTimedOut, l)
