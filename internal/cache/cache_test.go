@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -350,26 +352,55 @@ func TestBounded(t *testing.T) {
 	assert.LessOrEqual(t, len(c.groups), 64)
 }
 
-// Objects added and evicted while cursors walk: each cursor yields
-// Locations in strictly increasing order, every object whole, and every
-// published Location either as an object or under a marker.
+// Objects begun, completed, abandoned and evicted while cursors walk, in
+// both orders: each cursor yields Locations in strictly increasing order
+// (its order), every object whole, and no published Location silently:
+// the only plain gaps are the unpublished tails of the groups.
 func TestConcurrentAddEvict(t *testing.T) {
 	c := New(Limits{Objects: 50}, wire.Opt[wire.Location]{})
-	const groups, per = 200, 10
+	const groups, per = 300, 10
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for g := range uint64(groups) {
 			for id := range uint64(per) {
-				add(c, obj(g, id))
+				l := loc(g, id)
+				c.Begin(l)
+				runtime.Gosched()
+				if (g+id)%13 == 0 {
+					c.Abandon(l)
+				} else {
+					c.Add(obj(g, id))
+				}
 			}
 		}
 	})
-	for range 4 {
+	var markers atomic.Int64
+	for i := range 4 {
+		desc := i%2 == 1
 		wg.Go(func() {
+			// before reports whether a comes before b in the cursor's order.
+			before := func(a, b wire.Location) bool {
+				if desc && a.Group != b.Group {
+					return a.Group > b.Group
+				}
+				return a.Less(b)
+			}
+			succ := func(l wire.Location) wire.Location {
+				switch {
+				case l.Object < maxID:
+					return loc(l.Group, l.Object+1)
+				case desc:
+					return loc(l.Group-1, 0)
+				}
+				return loc(l.Group+1, 0)
+			}
 			for range 20 {
-				cu := c.Cursor(loc(0, 0), loc(groups-1, per-1), false)
+				cu := c.Cursor(loc(0, 0), loc(groups-1, per-1), desc)
 				var prev *wire.Location
-				covered := loc(0, 0) // every Location before it was yielded or covered
+				covered := loc(0, 0) // everything before it in order was yielded or covered
+				if desc {
+					covered = loc(groups-1, 0)
+				}
 				for {
 					e, err := cu.Next(context.Background())
 					if errors.Is(err, io.EOF) {
@@ -378,26 +409,30 @@ func TestConcurrentAddEvict(t *testing.T) {
 					if !assert.NoError(t, err) {
 						return
 					}
-					if prev != nil && !prev.Less(e.Location) {
+					if prev != nil && !before(*prev, e.Location) {
 						t.Errorf("%v after %v", e.Location, *prev)
 						return
 					}
 					if e.EndOfRange == 0 {
-						// Every Location is published but the tail of
-						// each group: an object follows the previous
-						// entry, or the tail the gap stands for.
-						gap := e.Location != covered && (covered.Object < per || e.Location != loc(covered.Group+1, 0))
+						tail := loc(covered.Group+1, 0)
+						if desc {
+							tail = loc(covered.Group-1, 0)
+						}
+						gap := e.Location != covered && (covered.Object < per || e.Location != tail)
 						assert.False(t, gap, "%v after %v without a marker", e.Location, covered)
 						assert.Equal(t, obj(e.Location.Group, e.Location.Object).Payload, e.Payload)
+					} else {
+						markers.Add(1)
 					}
 					l := e.Location
 					prev = &l
-					covered = next(l)
+					covered = succ(l)
 				}
 			}
 		})
 	}
 	wg.Wait()
+	assert.Positive(t, markers.Load(), "the cursors met evicted ranges")
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
