@@ -332,24 +332,40 @@ func TestHugeWindow(t *testing.T) {
 		walk(t, context.Background(), c.Cursor(loc(0, 0), end, true)))
 }
 
-// Memory stays within the limits whatever the rate.
+// Memory stays within the limits whatever the rate: entries and bytes
+// counted, and the heap really held, with many small groups or one huge
+// one.
 func TestBounded(t *testing.T) {
-	c := New(Limits{Objects: 64, Bytes: 64 << 10}, wire.Opt[wire.Location]{})
-	for i := range uint64(200000) {
-		o := obj(i/16, i%16)
-		o.Payload = make([]byte, int(i%3000))
-		c.Begin(o.Location)
-		if i%7 == 0 {
-			c.Abandon(o.Location)
-			continue
-		}
-		c.Add(o)
-		n, b := c.Len()
-		if n > 64 || b > 64<<10 {
-			t.Fatalf("after %d objects: %d entries, %d bytes", i, n, b)
-		}
+	for name, perGroup := range map[string]uint64{"small groups": 16, "one group": 1 << 62} {
+		t.Run(name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			c := New(Limits{Objects: 64, Bytes: 64 << 10}, wire.Opt[wire.Location]{})
+			for i := range uint64(200000) {
+				o := obj(i/perGroup, i%perGroup)
+				o.Payload = make([]byte, int(i%3000))
+				c.Begin(o.Location)
+				if i%7 == 0 {
+					c.Abandon(o.Location)
+					continue
+				}
+				c.Add(o)
+				n, b := c.Len()
+				if n > 64 || b > 64<<10 {
+					t.Fatalf("after %d objects: %d entries, %d bytes", i, n, b)
+				}
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			assert.LessOrEqual(t, len(c.groups), 64)
+			// 64 KiB of objects, their slices and bookkeeping: far below
+			// 1 MiB, where 200,000 objects of 1.5 KB on average would be
+			// 300 MB.
+			assert.Less(t, int64(after.HeapAlloc)-int64(before.HeapAlloc), int64(1<<20))
+			runtime.KeepAlive(c)
+		})
 	}
-	assert.LessOrEqual(t, len(c.groups), 64)
 }
 
 // Objects begun, completed, abandoned and evicted while cursors walk, in
