@@ -292,6 +292,17 @@ func TestPendingTimesOut(t *testing.T) {
 	})
 }
 
+// A cursor waits for a pending object no longer than it may be served.
+func TestPendingExpires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := New(Limits{Objects: 10, Duration: time.Second}, wire.Opt[wire.Location]{})
+		c.Begin(loc(0, 0))
+		start := time.Now()
+		assert.Equal(t, []want{unknown(0, 0)}, walk(t, context.Background(), c.Cursor(loc(0, 0), loc(0, 0), false)))
+		assert.Equal(t, time.Second, time.Since(start))
+	})
+}
+
 func TestPendingEvicted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := New(Limits{Objects: 2}, wire.Opt[wire.Location]{})

@@ -97,37 +97,56 @@ func (cu *Cursor) Next(ctx context.Context) (Object, error) {
 		if cu.eof {
 			return Object{}, io.EOF
 		}
-		wait := cu.fill()
+		wait, expires := cu.fill()
 		if wait == nil {
 			continue
 		}
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			select {
-			case <-wait: // settled meanwhile: serve what it became
-			default:
-				cu.timedOut = true
-			}
+		if !await(ctx, wait, expires) {
+			cu.timedOut = true
 		}
 	}
 }
 
+// await waits for a pending object to settle or expire, and reports false
+// if ctx ended first.
+func await(ctx context.Context, settled <-chan struct{}, expires time.Time) bool {
+	var expiry <-chan time.Time
+	if !expires.IsZero() {
+		// Past its age an object may not be served (§10.3): no point
+		// waiting for it longer.
+		t := time.NewTimer(time.Until(expires))
+		defer t.Stop()
+		expiry = t.C
+	}
+	select {
+	case <-settled:
+	case <-expiry:
+	case <-ctx.Done():
+		select {
+		case <-settled: // settled meanwhile: serve what it became
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // fill prepares the next entries, or returns the channel of the pending
-// object the Cursor must wait for.
-func (cu *Cursor) fill() <-chan struct{} {
+// object the Cursor must wait for, and when that object expires (zero for
+// never).
+func (cu *Cursor) fill() (<-chan struct{}, time.Time) {
 	c := cu.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
 	for steps := 0; len(cu.out) == 0; steps++ {
 		if steps == maxSteps {
-			return nil // the lock goes to others between calls
+			return nil, time.Time{} // the lock goes to others between calls
 		}
 		if cu.fin {
 			cu.flushUnknown()
 			cu.eof = true
-			return nil
+			return nil, time.Time{}
 		}
 		g, o := cu.g, cu.o
 		gs, _ := c.group(g)
@@ -158,7 +177,11 @@ func (cu *Cursor) fill() <-chan struct{} {
 					if e.done == nil {
 						e.done = make(chan struct{})
 					}
-					return e.done
+					var expires time.Time
+					if c.limits.Duration > 0 {
+						expires = e.received.Add(c.limits.Duration)
+					}
+					return e.done, expires
 				}
 				cu.run(runTimedOut, l)
 			case e.kind == kindEndOfGroup || e.kind == kindEndOfTrack:
@@ -178,7 +201,7 @@ func (cu *Cursor) fill() <-chan struct{} {
 		cu.run(k, wire.Location{Group: g, Object: until})
 		cu.advance(until)
 	}
-	return nil
+	return nil, time.Time{}
 }
 
 // advance moves past Object ID x of the current group.
