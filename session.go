@@ -139,6 +139,9 @@ type Session struct {
 	routes aliasRoutes // Track Aliases and what waits for one (data plane)
 
 	prio priority.Table // urgency of this session's data streams (raw QUIC)
+	// fetches counts the FETCHes and fill fetch streams served now, up to
+	// Config.MaxServedFetches (fetch_serve.go).
+	fetches fetchServing
 }
 
 // newSession wraps conn. The caller runs handshake next.
