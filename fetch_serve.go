@@ -109,7 +109,7 @@ func pumpFetch(ctx context.Context, cur fetchCursor, f *filter.Filter, w *FetchW
 			return w.Close()
 		}
 		if err != nil {
-			w.fail(wire.ResetInternalError, err)
+			w.failAfterHeader(wire.ResetInternalError, err, w.cut)
 			return err
 		}
 		if o.EndOfRange == 0 {

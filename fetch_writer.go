@@ -41,6 +41,9 @@ type FetchWriter struct {
 	open   func(ctx context.Context) (transport.SendStream, error)
 	forget func(transport.SendStream)
 	over   func(error)
+	// cut, if set, resets a stream that failed keeping what was written
+	// (a fill's, whose FETCH_HEADER must reach the subscriber, C089).
+	cut func(transport.SendStream, wire.ResetCode)
 
 	subscriber atomic.Uint32 // the subscriber priority in force (§9.20.8)
 
@@ -192,7 +195,11 @@ func (w *FetchWriter) Reset(code wire.ResetCode) {
 }
 
 // fail resets the stream with code, once, and reports err as why.
-func (w *FetchWriter) fail(code wire.ResetCode, err error) {
+func (w *FetchWriter) fail(code wire.ResetCode, err error) { w.reset(code, err, nil) }
+
+// reset resets the stream with code, once, through cut when set, and
+// reports err as why.
+func (w *FetchWriter) reset(code wire.ResetCode, err error, cut func(transport.SendStream, wire.ResetCode)) {
 	if !w.end(err) {
 		return
 	}
@@ -202,11 +209,32 @@ func (w *FetchWriter) fail(code wire.ResetCode, err error) {
 	if cancel != nil {
 		cancel()
 	}
-	if str != nil {
+	switch {
+	case str != nil && cut != nil:
+		cut(str, code)
+	case str != nil:
 		str.CancelWrite(uint64(code))
 		w.forget(str)
 	}
 	w.over(&fetchStreamError{code: code, err: err})
+}
+
+// failAfterHeader resets the stream with code, opened for its
+// FETCH_HEADER first when nothing was written: a fill fetch stream's
+// failure is told that way (§3.4.1, C089). cut, if set, resets it keeping
+// what was written (ServedSubscription.cutDataStream).
+func (w *FetchWriter) failAfterHeader(code wire.ResetCode, err error, cut func(transport.SendStream, wire.ResetCode)) {
+	w.turn.Lock()
+	defer w.turn.Unlock()
+	if !w.started {
+		if str, serr := w.stream(); serr == nil {
+			w.started = true
+			if w.write(str, wire.FetchHeader{RequestID: w.id}.Append(w.buf[:0])) != nil {
+				return // the stream failed, and was reset
+			}
+		}
+	}
+	w.reset(code, err, cut)
 }
 
 // end marks the stream ended, reporting whether this call did.

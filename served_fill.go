@@ -3,7 +3,6 @@ package moqt
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/transport"
@@ -43,10 +42,12 @@ func (ss *ServedSubscription) startFill(id uint64, fill *wire.Params, largest wi
 	w := newFetchWriter(ss.sess, id, desc, subscriberPriority(&fp), t.priority)
 	w.open = func(context.Context) (transport.SendStream, error) { return ss.openDataStream() }
 	w.forget = ss.forgetDataStream
+	w.cut = ss.cutDataStream
 	release, ok := ss.sess.takeFetchSlot()
 	if !ok {
 		why := fmt.Errorf("moqt: more than %d fetches served at once", ss.sess.cfg.MaxServedFetches)
-		ss.sess.goroutines.Go(func() { ss.failFill(id, wire.ResetExcessiveLoad, why) })
+		w.over = func(error) {}
+		ss.sess.goroutines.Go(func() { w.failAfterHeader(wire.ResetExcessiveLoad, why, w.cut) })
 		return
 	}
 	w.over = func(error) { release() }
@@ -76,21 +77,4 @@ func fillParams(p, fill *wire.Params, trackOrder wire.GroupOrder) wire.Params {
 		fp.GroupOrder = wire.Some(trackOrder)
 	}
 	return fp
-}
-
-// failFill signals a fill that cannot be served: its stream opens and is
-// reset right after its FETCH_HEADER (C089), the header kept where the
-// transport can (see cutDataStream).
-func (ss *ServedSubscription) failFill(id uint64, code wire.ResetCode, why error) {
-	str, err := ss.openDataStream()
-	if err != nil {
-		return // the subscription is ending: its streams are reset anyway
-	}
-	_ = str.SetWriteDeadline(time.Now().Add(ss.sess.cfg.SubscriberGrace))
-	if _, err := str.Write(wire.FetchHeader{RequestID: id}.Append(nil)); err != nil {
-		ss.closeDataStream(str, code)
-		return
-	}
-	ss.sess.log.Debug("moqt: fill fetch stream refused", "request_id", id, "err", why)
-	ss.cutDataStream(str, code)
 }
