@@ -395,3 +395,116 @@ func TestFetchRangeFiltersAndPriority(t *testing.T) {
 		assert.Equal(t, uint8(9), e.Priority)
 	}
 }
+
+// Over both transports, in memory and real: a FETCH, ascending and
+// descending, answered with FETCH_OK and read raw, objects and gaps; and a
+// SUBSCRIBE's fill fetch stream.
+func TestFetchOverTransports(t *testing.T) {
+	entries := func(desc bool) []Object {
+		es := []Object{pobj(1, 0, "a"), pobj(1, 1, "b"), {Location: pl(2, 5), EndOfRange: wire.EndOfUnknownRange},
+			pobj(3, 0, "c")}
+		if desc {
+			es = []Object{pobj(3, 0, "c"), {Location: pl(2, 5), EndOfRange: wire.EndOfUnknownRange},
+				pobj(1, 0, "a"), pobj(1, 1, "b")}
+		}
+		return es
+	}
+	for _, desc := range []bool{false, true} {
+		name := "ascending"
+		params := wire.Params{LocationFilter: wire.Some(wire.StartFilter(pl(1, 0)))}
+		if desc {
+			name = "descending"
+			params.GroupOrder = wire.Some(wire.GroupOrderDescending)
+		}
+		forServerSessions(t, "fetch "+name, func(t *testing.T, connect fakeConnector) {
+			h, errs := fetchHandler(pubTrack(t, wire.Some(pl(3, 0))))
+			s, fp := connect(t, &Config{Handler: h})
+			pubUseCursor(s, func(_ filter.Window, d bool) fetchCursor {
+				return &pubSliceCursor{entries: entries(d)}
+			})
+			fs := fp.open(pubFetchMsg(0, trackA, params))
+			fs.fin()
+			ok := expect[*wire.FetchOK](fs)
+			assert.Equal(t, pl(3, 0), ok.EndLocation)
+			d := fp.acceptPubFetch(desc)
+			assert.Equal(t, uint64(0), d.id)
+			es := d.all()
+			want := entries(desc)
+			require.Len(t, es, len(want))
+			for i, e := range es {
+				assert.Equal(t, want[i].Location, e.Location())
+				assert.Equal(t, want[i].EndOfRange, e.EndOfRange)
+				assert.Equal(t, string(want[i].Payload), string(e.Payload))
+			}
+			fs.expectFIN()
+			require.NoError(t, recvOrFail(t, errs))
+		})
+	}
+	forServerSessions(t, "fill", func(t *testing.T, connect fakeConnector) {
+		lt := pubTrack(t, wire.Some(pl(2, 3)))
+		h, _ := fetchHandler(lt)
+		s, fp := connect(t, &Config{Handler: h})
+		pubUseCursor(s, func(filter.Window, bool) fetchCursor {
+			return &pubSliceCursor{entries: []Object{pobj(2, 3, "last")}}
+		})
+		fs := fp.open(subscribeMsg(4, trackA, wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter()),
+			FillParameters: &wire.Params{LocationFilter: wire.Some(wire.RelativeFilter(1))}}))
+		assert.Equal(t, wire.Some(pl(2, 3)), expect[*wire.SubscribeOK](fs).Parameters.LargestObject)
+		d := fp.acceptPubFetch(false)
+		assert.Equal(t, uint64(4), d.id)
+		es := d.all()
+		require.Len(t, es, 1)
+		assert.Equal(t, "last", string(es[0].Payload))
+	})
+}
+
+// A REQUEST_ERROR may follow objects (§3.2.1): the application's Reject
+// after writing resets the data stream; the request stream gets the
+// REQUEST_ERROR and FIN.
+func TestFetchRejectAfterObjects(t *testing.T) {
+	written := make(chan struct{})
+	h := HandlerFunc(func(r Request) {
+		fr := r.(*FetchRequest)
+		_ = fr.Objects().WriteObject(pobj(0, 0, "cached"))
+		<-written
+		_ = fr.Reject(wire.ReqTimeout, "upstream gave up")
+		assert.Error(t, fr.Objects().WriteObject(pobj(0, 1, "late")))
+	})
+	_, fp := serverSession(t, &Config{Handler: h})
+	fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+	d := fp.acceptPubFetch(false)
+	e, err := d.next()
+	require.NoError(t, err)
+	assert.Equal(t, "cached", string(e.Payload))
+	close(written)
+	assert.Equal(t, wire.ReqTimeout, expect[*wire.RequestError](fs).ErrorCode)
+	fs.expectFIN()
+	d.expectReset(wire.ResetCancelled)
+}
+
+// FETCH for a track nobody serves: DOES_NOT_EXIST, from DefaultHandler
+// and from another track's LocalTrack.Fetch; a FETCH in a namespace
+// reaches the ServeMux handler of that namespace.
+func TestFetchRouting(t *testing.T) {
+	t.Run("DefaultHandler", func(t *testing.T) {
+		_, fp := serverSession(t, nil)
+		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+		assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
+	})
+	t.Run("another track", func(t *testing.T) {
+		h, errs := fetchHandler(pubTrack(t, wire.Some(pl(0, 0))))
+		_, fp := serverSession(t, &Config{Handler: h})
+		fs := fp.open(pubFetchMsg(0, trackB, wire.Params{}))
+		assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
+		assert.Error(t, recvOrFail(t, errs))
+	})
+	t.Run("ServeMux", func(t *testing.T) {
+		h, errs := fetchHandler(pubTrack(t, wire.Some(pl(0, 0))))
+		mux := NewServeMux()
+		mux.Handle(trackA.Namespace, h)
+		_, fp := serverSession(t, &Config{Handler: mux})
+		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+		expect[*wire.FetchOK](fs)
+		require.NoError(t, recvOrFail(t, errs))
+	})
+}
