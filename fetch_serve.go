@@ -44,10 +44,10 @@ func (t *LocalTrack) Fetch(r *FetchRequest) error {
 	if l, ok := trackEndOfTrack(t); ok && !w.End.Less(l) {
 		end, eot = l, true
 	}
+	r.w.defaultPriority = t.priority
 	if err := r.Accept(eot, clampLocation(end), t.props); err != nil {
 		return err
 	}
-	r.w.defaultPriority = t.priority
 	desc := r.Params.GroupOrder.Set && r.Params.GroupOrder.Value == wire.GroupOrderDescending
 	budget := fillBudgetOf(&r.Params, r.sess.cfg.FillTimeout)
 	return pumpFetch(r.ctx, r.sess.fetches.cursor(t, w, desc), f, r.w, budget)

@@ -508,3 +508,59 @@ func TestFetchRouting(t *testing.T) {
 		require.NoError(t, recvOrFail(t, errs))
 	})
 }
+
+// Window resolves the FETCH's range (§3.3.1, §9.11, C093).
+func TestFetchRequestWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		filter     wire.Opt[wire.LocationFilter]
+		largest    wire.Opt[wire.Location]
+		start, end wire.Location
+		code       wire.RequestErrorCode // 0: no error
+	}{
+		{"no filter", wire.Opt[wire.LocationFilter]{}, wire.Some(pl(4, 2)), pl(0, 0), pl(4, 2), 0},
+		{"end cut at Largest Object", wire.Some(wire.RangeFilterToObject(pl(1, 1), pl(9, 9))), wire.Some(pl(4, 2)), pl(1, 1), pl(4, 2), 0},
+		{"whole end group", wire.Some(wire.RangeFilterTo(pl(1, 1), 2)), wire.Some(pl(4, 2)), pl(1, 1), pl(2, wire.MaxVarint), 0},
+		{"nothing published", wire.Opt[wire.LocationFilter]{}, wire.Opt[wire.Location]{}, pl(0, 0), pl(0, 0), wire.ReqInvalidRange},
+		{"start past Largest Object", wire.Some(wire.StartFilter(pl(5, 0))), wire.Some(pl(4, 2)), pl(0, 0), pl(0, 0), wire.ReqInvalidRange},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &FetchRequest{Params: wire.Params{LocationFilter: tc.filter}}
+			start, end, err := r.Window(tc.largest)
+			if tc.code != 0 {
+				var re *RequestError
+				require.ErrorAs(t, err, &re)
+				assert.Equal(t, tc.code, re.Code)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.start, start)
+			assert.Equal(t, tc.end, end)
+		})
+	}
+}
+
+// The checks before the application: range filters beyond
+// MAX_FILTER_RANGES are refused as for SUBSCRIBE; INCLUDE_PROPERTIES 0
+// leaves the Track Properties out of FETCH_OK (§9.20.22).
+func TestFetchParamsChecked(t *testing.T) {
+	rf := wire.RangeFilter{Type: wire.ParamSubgroupFilter, Ranges: []wire.Range{{Start: 0, End: 0}}}
+	t.Run("MAX_FILTER_RANGES", func(t *testing.T) {
+		h, _ := fetchHandler(pubTrack(t, wire.Some(pl(0, 0))))
+		_, fp := serverSession(t, &Config{Handler: h})
+		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{RangeFilters: []wire.RangeFilter{rf}}))
+		assert.Equal(t, wire.ReqInvalidFilter, expect[*wire.RequestError](fs).ErrorCode)
+	})
+	t.Run("INCLUDE_PROPERTIES", func(t *testing.T) {
+		props := wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 9}}
+		lt, err := NewLocalTrack(trackA, props)
+		require.NoError(t, err)
+		lt.noteObject(pl(0, 0))
+		h, _ := fetchHandler(lt)
+		_, fp := serverSession(t, &Config{Handler: h})
+		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+		assert.Len(t, expect[*wire.FetchOK](fs).TrackProperties, 1)
+		fs = fp.open(pubFetchMsg(2, trackA, wire.Params{IncludeProperties: wire.Some(false)}))
+		assert.Empty(t, expect[*wire.FetchOK](fs).TrackProperties)
+	})
+}
