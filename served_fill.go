@@ -40,6 +40,9 @@ func (ss *ServedSubscription) startFill(id uint64, fill *wire.Params, largest wi
 	}
 	desc := fp.GroupOrder.Value == wire.GroupOrderDescending
 	w := newFetchWriter(ss.sess, id, desc, subscriberPriority(&fp), t.priority)
+	// Ranked among the subscription's streams (§5.1.2 rules 3 and 4), and
+	// moved with its subscriber priority by later updates.
+	w.owner = ss.rs.id
 	w.open = func(context.Context) (transport.SendStream, error) { return ss.openDataStream() }
 	w.forget = ss.forgetDataStream
 	w.cut = ss.cutDataStream
