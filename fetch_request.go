@@ -21,7 +21,11 @@ import (
 // The fetch is over once its data stream has ended and its answer was
 // sent, or when the subscriber cancels it: STOP_SENDING on the request
 // stream resets both streams (§3.2.1, C087), as does STOP_SENDING on the
-// data stream. Context ends then.
+// data stream. Context ends at a cancellation, or once the fetch is over
+// and the requester has finished its direction. A Handler that accepts
+// ends the data stream, with Close or Reset, itself or through another
+// goroutine: until then the fetch keeps its place among those the
+// session serves at once (Config.MaxServedFetches).
 type FetchRequest struct {
 	incoming
 	// Track is the requested track.
