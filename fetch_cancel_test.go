@@ -195,3 +195,20 @@ func TestFetchStalledSubscriber(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, uint64(wire.ResetTooFarBehind), se.Code)
 }
+
+// The session's end ends the fetch: the handler's Fetch returns and the
+// fetch's place is free.
+func TestFetchEndsWithSession(t *testing.T) {
+	f := openFetch(t, &Config{}, wire.Params{})
+	require.NoError(t, f.s.Close())
+	assert.Error(t, recvOrFail(t, f.errs))
+	assert.Eventually(t, func() bool { return f.s.fetches.n.Load() == 0 }, fakeGuard, time.Millisecond)
+}
+
+// A REQUEST_UPDATE on a FETCH may carry only what a FETCH's update allows
+// (§9.20.2): FORWARD there closes the session.
+func TestFetchUpdateParamsChecked(t *testing.T) {
+	f := openFetch(t, &Config{}, wire.Params{})
+	f.fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{Forward: wire.Some(false)}})
+	f.fp.expectClose(wire.ProtocolViolation)
+}
