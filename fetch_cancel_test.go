@@ -212,3 +212,37 @@ func TestFetchUpdateParamsChecked(t *testing.T) {
 	f.fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{Forward: wire.Some(false)}})
 	f.fp.expectClose(wire.ProtocolViolation)
 }
+
+// Over both transports, in memory and real: the subscriber's STOP_SENDING
+// on a FETCH resets its data stream (C087), and a subscription's end
+// resets its open fill (C088).
+func TestFetchCancelOverTransports(t *testing.T) {
+	blocked := func(filter.Window, bool) fetchCursor {
+		return &pubBlockedCursor{first: []Object{pobj(0, 0, "a")}}
+	}
+	forServerSessions(t, "fetch cancelled", func(t *testing.T, connect fakeConnector) {
+		h, errs := fetchHandler(pubTrack(t, wire.Some(pl(0, 5))))
+		s, fp := connect(t, &Config{Handler: h})
+		pubUseCursor(s, blocked)
+		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+		expect[*wire.FetchOK](fs)
+		d := fp.acceptPubFetch(false)
+		_, err := d.next()
+		require.NoError(t, err)
+		fs.stopSending(wire.ResetCancelled)
+		d.expectReset(wire.ResetCancelled)
+		assert.ErrorIs(t, recvOrFail(t, errs), ErrCancelled)
+	})
+	forServerSessions(t, "fill reset", func(t *testing.T, connect fakeConnector) {
+		h, _ := fetchHandler(pubTrack(t, wire.Some(pl(0, 5))))
+		s, fp := connect(t, &Config{Handler: h})
+		pubUseCursor(s, blocked)
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{FillParameters: wholeTrack()}))
+		expect[*wire.SubscribeOK](fs)
+		d := fp.acceptPubFetch(false)
+		_, err := d.next()
+		require.NoError(t, err)
+		fs.cancel()
+		d.expectReset(wire.ResetCancelled)
+	})
+}
