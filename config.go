@@ -209,6 +209,21 @@ type Config struct {
 	// WriteTo move payloads of any size). Default 16 MiB.
 	MaxObjectSize int
 
+	// Serving FETCH and fill fetch streams (publisher side).
+	//
+	// MaxServedFetches bounds the FETCHes and fill fetch streams this end
+	// serves at once in a session, each holding one stream and one
+	// object's worth of memory: a FETCH past it is refused with
+	// REQUEST_ERROR EXCESSIVE_LOAD, a fill past it is reset right after
+	// its FETCH_HEADER with EXCESSIVE_LOAD (§3.4.1). Default 16. A fetch
+	// stream's write waits for the subscriber at most SubscriberGrace;
+	// one that takes nothing for that long is reset with TOO_FAR_BEHIND.
+	MaxServedFetches int
+	// FillTimeout is the total time a FETCH or fill without FILL_TIMEOUT
+	// waits for objects whose publication has begun but is not complete
+	// before reporting them as timed out (§9.20.6). Default 2s.
+	FillTimeout time.Duration
+
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler
 
@@ -323,6 +338,13 @@ func (c *Config) withDefaults() *Config {
 	// Reading whole objects.
 	if out.MaxObjectSize <= 0 {
 		out.MaxObjectSize = 16 << 20
+	}
+	// Serving FETCH and fill fetch streams.
+	if out.MaxServedFetches <= 0 {
+		out.MaxServedFetches = 16
+	}
+	if out.FillTimeout <= 0 {
+		out.FillTimeout = 2 * time.Second
 	}
 	if out.Handler == nil {
 		out.Handler = DefaultHandler

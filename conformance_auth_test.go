@@ -206,7 +206,7 @@ func TestAuthTokenRejectedRequestStillRegisters(t *testing.T) {
 		}, wire.ReqUnauthorized},
 		{"repeated token", func(fp *fakePeer) *fakeStream { return fp.subscribeWith(0, tokReg(1, "t"), tokVal("t")) }, wire.ReqMalformedAuthToken},
 		{"unsupported request", func(fp *fakePeer) *fakeStream {
-			return fp.open(&wire.Fetch{RequestID: 0, TrackNamespace: trackA.Namespace, TrackName: trackA.Name,
+			return fp.open(&wire.PublishNamespace{RequestID: 0, TrackNamespace: trackA.Namespace,
 				Parameters: wire.Params{AuthorizationTokens: toks(tokReg(1, "t"))}})
 		}, wire.ReqNotSupported},
 	} {

@@ -35,9 +35,9 @@
 //
 // Incoming requests go to Config.Handler, in the manner of net/http: one
 // goroutine per request, and the concrete type (*SubscribeRequest,
-// *PublishRequest, *TrackStatusRequest) is answered with Accept or Reject
-// (a SUBSCRIBE is accepted by the LocalTrack that serves it,
-// LocalTrack.Accept). Every request's Context ends when the peer gives it
+// *FetchRequest, *PublishRequest, *TrackStatusRequest) is answered with
+// Accept or Reject (a SUBSCRIBE is accepted by the LocalTrack that serves
+// it, LocalTrack.Accept, and a FETCH answered from it, LocalTrack.Fetch). Every request's Context ends when the peer gives it
 // up, when it ends, or with the session. DefaultHandler rejects everything.
 // A ServeMux routes requests by namespace prefix, the most specific
 // registered prefix winning, as net/http's routes by path; relays and

@@ -16,7 +16,8 @@ import (
 // too, which ends when the peer gives up.
 //
 // The concrete types are *SubscribeRequest (answered with LocalTrack.Accept
-// or Reject), *PublishRequest and *TrackStatusRequest (LocalTrack.Status
+// or Reject), *FetchRequest (LocalTrack.Fetch serves one from a local
+// track), *PublishRequest and *TrackStatusRequest (LocalTrack.Status
 // answers one for a local track). A relay or an application with many
 // tracks routes them by namespace with a ServeMux:
 //
@@ -59,8 +60,8 @@ type Request interface {
 	base() *incoming
 }
 
-// DefaultHandler rejects every request: SUBSCRIBE and TRACK_STATUS with
-// DOES_NOT_EXIST, PUBLISH with NOT_SUPPORTED. It serves a session without
+// DefaultHandler rejects every request: SUBSCRIBE, FETCH and TRACK_STATUS
+// with DOES_NOT_EXIST, PUBLISH with NOT_SUPPORTED. It serves a session without
 // Config.Handler, and the requests a ServeMux has no Handler for.
 var DefaultHandler Handler = HandlerFunc(func(r Request) {
 	code := wire.ReqDoesNotExist

@@ -165,7 +165,7 @@ func TestRefusedRequestStreamFollowsTheRules(t *testing.T) {
 	publish := func(id uint64) wire.Message { // a Mandatory Track Property: refused (C006)
 		return publishMsg(id, trackA, 7, wire.Params{}, mandatoryProp)
 	}
-	fetch := func(id uint64) wire.Message { // not supported: refused
+	fetch := func(id uint64) wire.Message { // no such track: refused by DefaultHandler
 		return &wire.Fetch{RequestID: id, TrackNamespace: trackA.Namespace, TrackName: trackA.Name}
 	}
 	for _, tc := range []struct {

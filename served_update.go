@@ -123,7 +123,12 @@ func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 		ss.refreshPriority()
 	}
 	ss.restartExpiry()
-	_ = ss.rs.write(&wire.RequestOK{Parameters: ss.grantParams()})
+	granted := ss.grantParams()
+	if err := ss.rs.write(&wire.RequestOK{Parameters: granted}); err == nil {
+		// A fill asked for here ends at the Largest Object the
+		// REQUEST_OK reports (§3.4).
+		ss.startFill(u.msg.RequestID, p.FillParameters, granted.LargestObject)
+	}
 }
 
 // refreshPriority re-reads the subscriber priority of ss and applies it to

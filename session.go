@@ -66,6 +66,12 @@ import (
 //	  backlog.mu, subgroupTimers.mu, pendingStream.mu, the session's
 //	  priority table
 //
+// A fetch stream (fetch_writer.go) has the same shape: FetchWriter.turn is
+// held across its stream's writes, each bounded by a write deadline, and
+// Reset interrupts the holder without taking it; under turn a fill's
+// stream opens (ServedSubscription.openMu, then .mu) and the priority
+// table is updated. FetchWriter.mu and FetchRequest.mu are leaves.
+//
 // SubgroupWriter.watchMu is taken alone, by the watchdog and by writers
 // arming it, and never while taking another. pendingStream.mu is held
 // while a stream that just opened is given what was asked of it before
@@ -139,6 +145,9 @@ type Session struct {
 	routes aliasRoutes // Track Aliases and what waits for one (data plane)
 
 	prio priority.Table // urgency of this session's data streams (raw QUIC)
+	// fetches counts the FETCHes and fill fetch streams served now, up to
+	// Config.MaxServedFetches (fetch_serve.go).
+	fetches fetchServing
 }
 
 // newSession wraps conn. The caller runs handshake next.

@@ -101,7 +101,7 @@ type requestKind struct {
 // PROTOCOL_VIOLATION. A kind this end does not serve is refused with
 // NOT_SUPPORTED (§9.4).
 //
-// To serve a new kind (FETCH, PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE,
+// To serve a new kind (PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE,
 // SUBSCRIBE_TRACKS), replace its notSupported with serveKind(f), where f,
 // given the detached message:
 //   - applies the checks of the kind that come before the application
@@ -123,7 +123,7 @@ var requestKinds = map[wire.MessageType]requestKind{
 	wire.MsgSubscribe:          serveKind(serveSubscribe),
 	wire.MsgPublish:            serveKind(servePublish),
 	wire.MsgTrackStatus:        serveKind(serveTrackStatus),
-	wire.MsgFetch:              notSupported,
+	wire.MsgFetch:              serveKind(serveFetch),
 	wire.MsgPublishNamespace:   notSupported,
 	wire.MsgSubscribeNamespace: notSupported,
 	wire.MsgSubscribeTracks:    notSupported,

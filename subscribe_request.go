@@ -64,6 +64,8 @@ func (r *SubscribeRequest) accept(opts AcceptOptions, props wire.KVList, join fu
 		if err := ss.markOpened(); err != nil {
 			return endedAsAccepted(ss.Err(), err)
 		}
+		// The fill ends at the Largest Object just reported (§3.4).
+		ss.startFill(ss.rs.id, r.Params.FillParameters, largest)
 		return nil
 	})
 	if err != nil {

@@ -1,0 +1,205 @@
+package moqt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// Fetch answers a FETCH for this track from what the track keeps (§9.11):
+// the range resolves against the track's Largest Object now
+// (REQUEST_ERROR INVALID_RANGE when nothing was published or the start is
+// past it, C093), FETCH_OK reports its end, cut at the Largest Object, and
+// End Of Track when the range reaches the track's end, and then the
+// entries of the range go in the requested group order, those the FETCH's
+// range filters refuse left out, ranges the track cannot serve as End of
+// Range markers, then FIN. Objects still being published when reached are
+// waited for within FILL_TIMEOUT in total (Config.FillTimeout without it,
+// §9.20.6), then reported as timed out. Fetch returns once the fetch is
+// over, or at the first error.
+//
+// A FETCH for another track is answered with REQUEST_ERROR DOES_NOT_EXIST
+// and Fetch fails, as Accept does.
+func (t *LocalTrack) Fetch(r *FetchRequest) error {
+	if !r.Track.Equal(t.name) {
+		_ = r.Reject(wire.ReqDoesNotExist, "no such track")
+		return fmt.Errorf("moqt: FETCH for %v answered by the LocalTrack of %v", r.Track, t.name)
+	}
+	largest, known := t.Largest()
+	f, err := filter.NewFetch(&r.Params, largestOf(wire.Opt[wire.Location]{Value: largest, Set: known}))
+	if err != nil {
+		e := asRequestError(filterError(err))
+		_ = r.rejectWith(e)
+		return e
+	}
+	w := f.Window()
+	end, eot := w.End, false
+	if l, ok := t.endOfTrack(); ok && !w.End.Less(l) {
+		end, eot = l, true
+	}
+	r.w.defaultPriority = t.priority
+	if err := r.Accept(eot, clampLocation(end), t.props); err != nil {
+		return err
+	}
+	desc := r.Params.GroupOrder.Set && r.Params.GroupOrder.Value == wire.GroupOrderDescending
+	budget := fillBudgetOf(&r.Params, r.sess.cfg.FillTimeout)
+	return pumpFetch(r.ctx, r.sess.fetches.cursor(t, w, desc), f, r.w, budget)
+}
+
+// fetchServing is a session's count of the FETCHes and fill fetch streams
+// it serves now, which Config.MaxServedFetches bounds.
+type fetchServing struct {
+	n atomic.Int64
+	// source, when set, replaces LocalTrack.cursor (tests only).
+	source atomic.Pointer[func(t *LocalTrack, w filter.Window, desc bool) fetchCursor]
+}
+
+// cursor returns the entries t answers window w with.
+func (f *fetchServing) cursor(t *LocalTrack, w filter.Window, desc bool) fetchCursor {
+	if src := f.source.Load(); src != nil {
+		return (*src)(t, w, desc)
+	}
+	return t.cursor(w, desc)
+}
+
+// takeFetchSlot counts one more FETCH or fill served in the session, if
+// Config.MaxServedFetches allows it; release gives the place back.
+func (s *Session) takeFetchSlot() (release func(), ok bool) {
+	if s.fetches.n.Add(1) > int64(s.cfg.MaxServedFetches) {
+		s.fetches.n.Add(-1)
+		return nil, false
+	}
+	var once sync.Once
+	return func() { once.Do(func() { s.fetches.n.Add(-1) }) }, true
+}
+
+
+// fillBudgetOf is the total wait FILL_TIMEOUT allows (§9.20.6): def when
+// absent, none at all for 0.
+func fillBudgetOf(p *wire.Params, def time.Duration) time.Duration {
+	if p.FillTimeout.Set {
+		return msDuration(p.FillTimeout.Value)
+	}
+	return def
+}
+
+// pumpFetch writes the entries of cur that f passes to w, then FIN. The
+// cursor's waits share budget; ctx ends the fetch (w is then reset). One
+// entry is in memory at a time.
+func pumpFetch(ctx context.Context, cur fetchCursor, f *filter.Filter, w *FetchWriter, budget time.Duration) error {
+	b := newWaitBudget(ctx, budget)
+	defer b.close()
+	for {
+		o, err := b.next(cur)
+		if ctx.Err() != nil {
+			w.fail(wire.ResetCancelled, context.Cause(ctx))
+			return context.Cause(ctx)
+		}
+		if errors.Is(err, io.EOF) {
+			return w.Close()
+		}
+		if err != nil {
+			w.failAfterHeader(wire.ResetInternalError, err, w.cut)
+			return err
+		}
+		if o.EndOfRange == 0 {
+			if o.Status != wire.ObjectNormal {
+				continue // a fetch stream carries no status (§11.4.1)
+			}
+			prio := w.defaultPriority
+			if o.Priority.Set {
+				prio = o.Priority.Value
+			}
+			meta := filter.Object{Location: o.Location, SubgroupID: o.SubgroupID, Datagram: o.Datagram,
+				PublisherPriority: prio, Properties: o.Properties}
+			if !f.Passes(meta) {
+				continue // the range filters leave it out (§3.3.2)
+			}
+		}
+		if err := w.WriteObject(o); err != nil {
+			return err
+		}
+	}
+}
+
+// waitBudget is the context a fetch's cursor waits under: done once the
+// fetch's total wait has used up its budget (FILL_TIMEOUT, §9.20.6), or
+// when the fetch ends. Only the time spent inside next counts, so the
+// time the subscriber takes to read does not use the budget.
+type waitBudget struct {
+	context.Context // the fetch's: values and the end of the fetch
+	left            time.Duration
+	timer           *time.Timer
+	stop            func() bool
+	once            sync.Once
+	done            chan struct{}
+	mu              sync.Mutex
+	err             error
+}
+
+func newWaitBudget(ctx context.Context, budget time.Duration) *waitBudget {
+	b := &waitBudget{Context: ctx, left: budget, done: make(chan struct{})}
+	b.stop = context.AfterFunc(ctx, func() { b.end(context.Cause(ctx)) })
+	if budget <= 0 {
+		b.end(context.DeadlineExceeded) // 0: never wait
+	}
+	return b
+}
+
+// next returns cur's next entry, charging the wait to the budget.
+func (b *waitBudget) next(cur fetchCursor) (Object, error) {
+	select {
+	case <-b.done:
+		return cur.next(b)
+	default:
+	}
+	start := monoNow()
+	if b.timer == nil {
+		b.timer = time.AfterFunc(b.left, func() { b.end(context.DeadlineExceeded) })
+	} else {
+		b.timer.Reset(b.left)
+	}
+	o, err := cur.next(b)
+	b.timer.Stop()
+	b.left -= time.Duration(monoNow() - start)
+	if b.left <= 0 {
+		b.end(context.DeadlineExceeded)
+	}
+	return o, err
+}
+
+func (b *waitBudget) end(err error) {
+	b.once.Do(func() {
+		b.mu.Lock()
+		b.err = err
+		b.mu.Unlock()
+		close(b.done)
+	})
+}
+
+func (b *waitBudget) close() {
+	b.stop()
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+}
+
+// Deadline reports none: the budget has no fixed end.
+func (b *waitBudget) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Done is closed once the budget is used up or the fetch ends.
+func (b *waitBudget) Done() <-chan struct{} { return b.done }
+
+// Err is context.DeadlineExceeded for a used-up budget.
+func (b *waitBudget) Err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}

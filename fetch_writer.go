@@ -1,0 +1,354 @@
+package moqt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/moqt-go/moqt/internal/priority"
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// FetchWriter writes the data stream of one FETCH (§11.4): the
+// FETCH_HEADER, then each object or End of Range marker in the fetch's
+// group order, then a FIN (Close) or a reset. The stream opens with the
+// first write or Close; Close without any write sends the FETCH_HEADER
+// alone, the answer when no object exists in the range (§9.11).
+//
+// A write never waits on the subscriber for longer than
+// Config.SubscriberGrace: a fetch stream that takes nothing for that long
+// (a subscriber that stopped reading) is reset with TOO_FAR_BEHIND and the
+// FETCH's request stream with it. The subscriber's STOP_SENDING on the
+// data stream ends the fetch too, its request stream reset (§3.2.1).
+// Writes are serialized; Reset may be called from any goroutine and
+// interrupts a write in progress.
+type FetchWriter struct {
+	sess  *Session
+	id    uint64 // the FETCH_HEADER's Request ID
+	desc  bool   // Descending group order
+	owner uint64 // the priority table's owner of the stream
+	// defaultPriority is the Publisher Priority of an object that sets
+	// none.
+	defaultPriority uint8
+	// open opens the stream; forget runs once the stream is finished or
+	// reset, to drop it from where it was counted; over runs once after
+	// that, with nil for a FIN and else why the stream was reset.
+	open   func(ctx context.Context) (transport.SendStream, error)
+	forget func(transport.SendStream)
+	over   func(error)
+	// cut, if set, resets a stream that failed keeping what was written
+	// (a fill's, whose FETCH_HEADER must reach the subscriber, C089).
+	cut func(transport.SendStream, wire.ResetCode)
+
+	subscriber atomic.Uint32 // the subscriber priority in force (§9.20.8)
+
+	// turn is held by the call that writes, so entries go out one at a
+	// time; each Write under it is bounded by a write deadline, and Reset
+	// interrupts it without taking it. The fields below belong to its
+	// holder.
+	turn    sync.Mutex
+	enc     wire.FetchEncoder
+	buf     []byte
+	started bool          // an entry was written
+	last    wire.Location // the last entry's Location
+	ranked  int           // the publisher priority the stream is ranked with; -1 before
+
+	mu     sync.Mutex // guards the fields below; a leaf
+	str    transport.SendStream
+	opened bool  // str is set, or the open failed
+	ended  bool  // finished or reset: nothing more is written
+	err    error // why, for a reset
+	stop   func() bool
+	cancel context.CancelFunc // interrupts an open in progress
+}
+
+// newFetchWriter returns the writer of a fetch stream tagged id.
+func newFetchWriter(s *Session, id uint64, desc bool, subscriber, defaultPriority uint8) *FetchWriter {
+	w := &FetchWriter{sess: s, id: id, owner: id, desc: desc, defaultPriority: defaultPriority, ranked: -1}
+	w.enc.Descending = desc
+	w.subscriber.Store(uint32(subscriber))
+	return w
+}
+
+// errFetchEnded reports a write to a fetch stream that was finished or
+// reset.
+var errFetchEnded = errors.New("moqt: fetch stream ended")
+
+// WriteObject writes o, an object or, with o.EndOfRange set, the end of a
+// range the stream does not carry (§11.4.1.2). Groups must come in the
+// fetch's group order and objects by increasing Object ID within a group
+// (§9.11, C094): an entry out of order fails, and nothing is written. An
+// object whose Datagram is set goes with the Datagram flag (C102); an
+// unset Priority stands for the track's default publisher priority, or
+// 128 on a FETCH the application serves. Fetch streams carry no Object
+// Status (§11.4.1), so only Normal objects are written. WriteObject does
+// not keep o's slices once it returns.
+func (w *FetchWriter) WriteObject(o Object) error {
+	fo, err := w.entry(o)
+	if err != nil {
+		return err
+	}
+	w.turn.Lock()
+	defer w.turn.Unlock()
+	if err := w.follows(o.Location); err != nil {
+		return err
+	}
+	str, err := w.stream()
+	if err != nil {
+		return err
+	}
+	b := w.buf[:0]
+	if !w.started {
+		b = wire.FetchHeader{RequestID: w.id}.Append(b)
+	}
+	b, err = w.enc.AppendObject(b, fo)
+	if err != nil {
+		return err
+	}
+	w.started, w.last = true, o.Location
+	large := len(o.Payload) > inlinePayload
+	if fo.EndOfRange == 0 {
+		w.rank(str, fo)
+		if !large {
+			// Header and payload in one Write.
+			b = append(b, o.Payload...)
+		}
+	}
+	w.buf = b[:0]
+	if err := w.write(str, b); err != nil {
+		return err
+	}
+	if fo.EndOfRange == 0 && large {
+		return w.write(str, o.Payload)
+	}
+	return nil
+}
+
+// entry converts o to the fields of a fetch stream entry.
+func (w *FetchWriter) entry(o Object) (wire.FetchObject, error) {
+	if o.EndOfRange != 0 {
+		return wire.FetchObject{EndOfRange: o.EndOfRange, GroupID: o.Location.Group, ObjectID: o.Location.Object}, nil
+	}
+	switch {
+	case o.Status != wire.ObjectNormal:
+		return wire.FetchObject{}, fmt.Errorf("moqt: a %s object on a fetch stream, which carries no Object Status", o.Status)
+	case o.Datagram && o.SubgroupID != 0:
+		return wire.FetchObject{}, fmt.Errorf("moqt: datagram object with Subgroup ID %d", o.SubgroupID)
+	}
+	prio := w.defaultPriority
+	if o.Priority.Set {
+		prio = o.Priority.Value
+	}
+	return wire.FetchObject{GroupID: o.Location.Group, ObjectID: o.Location.Object, Datagram: o.Datagram,
+		SubgroupID: o.SubgroupID, Priority: prio, Properties: o.Properties, PayloadLength: uint64(len(o.Payload))}, nil
+}
+
+// follows checks that an entry at l may come next (C094). The caller
+// holds the turn.
+func (w *FetchWriter) follows(l wire.Location) error {
+	if !w.started {
+		return nil
+	}
+	p := w.last
+	switch {
+	case l.Group == p.Group && l.Object <= p.Object:
+		return fmt.Errorf("moqt: fetch entry %v does not follow %v", l, p)
+	case l.Group != p.Group && (l.Group < p.Group) != w.desc:
+		return fmt.Errorf("moqt: group %d cannot follow group %d in this fetch's group order", l.Group, p.Group)
+	}
+	return nil
+}
+
+// Close ends the stream with a FIN: every entry of the range was written.
+// A stream never written to is opened for its FETCH_HEADER first.
+func (w *FetchWriter) Close() error {
+	w.turn.Lock()
+	defer w.turn.Unlock()
+	str, err := w.stream()
+	if err != nil {
+		return err
+	}
+	if !w.started {
+		w.started = true
+		if err := w.write(str, wire.FetchHeader{RequestID: w.id}.Append(w.buf[:0])); err != nil {
+			return err
+		}
+	}
+	if !w.end(nil) {
+		return w.endErr()
+	}
+	err = str.Close()
+	w.forget(str)
+	w.over(nil)
+	return err
+}
+
+// Reset ends the stream abruptly with code (§12.5): the objects not yet
+// delivered will not be.
+func (w *FetchWriter) Reset(code wire.ResetCode) {
+	w.fail(code, fmt.Errorf("moqt: fetch stream reset with %s", code))
+}
+
+// fail resets the stream with code, once, and reports err as why.
+func (w *FetchWriter) fail(code wire.ResetCode, err error) { w.reset(code, err, nil) }
+
+// reset resets the stream with code, once, through cut when set, and
+// reports err as why.
+func (w *FetchWriter) reset(code wire.ResetCode, err error, cut func(transport.SendStream, wire.ResetCode)) {
+	if !w.end(err) {
+		return
+	}
+	w.mu.Lock()
+	str, cancel := w.str, w.cancel
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	switch {
+	case str != nil && cut != nil:
+		cut(str, code)
+	case str != nil:
+		str.CancelWrite(uint64(code))
+		w.forget(str)
+	}
+	w.over(&fetchStreamError{code: code, err: err})
+}
+
+// failAfterHeader resets the stream with code, opened for its
+// FETCH_HEADER first when nothing was written: a fill fetch stream's
+// failure is told that way (§3.4.1, C089). cut, if set, resets it keeping
+// what was written (ServedSubscription.cutDataStream).
+func (w *FetchWriter) failAfterHeader(code wire.ResetCode, err error, cut func(transport.SendStream, wire.ResetCode)) {
+	w.turn.Lock()
+	defer w.turn.Unlock()
+	if !w.started {
+		if str, serr := w.stream(); serr == nil {
+			w.started = true
+			if w.write(str, wire.FetchHeader{RequestID: w.id}.Append(w.buf[:0])) != nil {
+				return // the stream failed, and was reset
+			}
+		}
+	}
+	w.reset(code, err, cut)
+}
+
+// end marks the stream ended, reporting whether this call did.
+func (w *FetchWriter) end(err error) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ended {
+		return false
+	}
+	w.ended, w.err = true, err
+	if w.stop != nil {
+		w.stop()
+	}
+	return true
+}
+
+// endErr is the error a write to an ended stream returns.
+func (w *FetchWriter) endErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return fmt.Errorf("%w: %w", errFetchEnded, w.err)
+	}
+	return errFetchEnded
+}
+
+// stream returns the stream, opening it first. The caller holds the turn.
+func (w *FetchWriter) stream() (transport.SendStream, error) {
+	w.mu.Lock()
+	if w.ended {
+		w.mu.Unlock()
+		return nil, w.endErr()
+	}
+	if w.opened {
+		str := w.str
+		w.mu.Unlock()
+		if str == nil {
+			return nil, w.endErr()
+		}
+		return str, nil
+	}
+	ctx, cancel := context.WithTimeout(w.sess.ctx, w.sess.cfg.SubscriberGrace)
+	w.cancel = cancel
+	w.mu.Unlock()
+	str, err := w.open(ctx)
+	cancel()
+	if err != nil {
+		code := wire.ResetInternalError
+		if errors.Is(err, context.DeadlineExceeded) {
+			code, err = wire.ResetTooFarBehind, fmt.Errorf("moqt: no stream credit for a fetch stream within %v", w.sess.cfg.SubscriberGrace)
+		}
+		w.mu.Lock()
+		w.opened = true
+		w.mu.Unlock()
+		w.fail(code, err)
+		return nil, w.endErr()
+	}
+	w.sess.priorities().Add(str, priority.Params{Owner: w.owner, Subscriber: uint8(w.subscriber.Load()),
+		Publisher: w.defaultPriority})
+	w.mu.Lock()
+	w.str, w.opened, w.cancel = str, true, nil
+	ended := w.ended
+	if !ended {
+		// The subscriber's STOP_SENDING ends the fetch even while nothing
+		// is being written (§3.2.1).
+		w.stop = context.AfterFunc(str.Context(), func() {
+			w.fail(wire.ResetCancelled, fmt.Errorf("%w: STOP_SENDING from the subscriber on the fetch stream", ErrCancelled))
+		})
+	}
+	w.mu.Unlock()
+	if ended {
+		str.CancelWrite(uint64(wire.ResetCancelled))
+		w.forget(str)
+		return nil, w.endErr()
+	}
+	return str, nil
+}
+
+// write writes b, bounded by Config.SubscriberGrace. A stream that takes
+// nothing for that long is too far behind and is reset; any other failure
+// (the subscriber's STOP_SENDING, the session's end) ends the fetch too.
+// The caller holds the turn.
+func (w *FetchWriter) write(str transport.SendStream, b []byte) error {
+	_ = str.SetWriteDeadline(time.Now().Add(w.sess.cfg.SubscriberGrace))
+	if _, err := str.Write(b); err != nil {
+		code := wire.ResetCancelled
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			code = wire.ResetTooFarBehind
+			err = fmt.Errorf("moqt: fetch stream took nothing for %v: %w", w.sess.cfg.SubscriberGrace, err)
+		}
+		w.fail(code, w.sess.streamError(err))
+		return w.endErr()
+	}
+	return nil
+}
+
+// rank places the stream by the publisher priority of the object about
+// to be written: a fetch's objects may differ in it (§5.1.1). The caller
+// holds the turn.
+func (w *FetchWriter) rank(str transport.SendStream, o wire.FetchObject) {
+	if int(o.Priority) == w.ranked {
+		return
+	}
+	w.ranked = int(o.Priority)
+	order := wire.GroupOrderAscending
+	if w.desc {
+		order = wire.GroupOrderDescending
+	}
+	w.sess.priorities().Add(str, priority.Params{Owner: w.owner, Subscriber: uint8(w.subscriber.Load()),
+		Publisher: o.Priority, Order: order, Group: o.GroupID})
+}
+
+// setSubscriber applies a new subscriber priority (§5.1.1, REQUEST_UPDATE).
+func (w *FetchWriter) setSubscriber(prio uint8) {
+	w.subscriber.Store(uint32(prio))
+	w.sess.priorities().SetSubscriber(w.owner, prio)
+}
