@@ -80,7 +80,6 @@ func (s *Session) takeFetchSlot() (release func(), ok bool) {
 	return func() { once.Do(func() { s.fetches.n.Add(-1) }) }, true
 }
 
-
 // fillBudgetOf is the total wait FILL_TIMEOUT allows (§9.20.6): def when
 // absent, none at all for 0.
 func fillBudgetOf(p *wire.Params, def time.Duration) time.Duration {
