@@ -137,6 +137,8 @@ type Session struct {
 	ids      *requestIDSpace // Request IDs, both ways (§6.4.2.1)
 
 	routes aliasRoutes // Track Aliases and what waits for one (data plane)
+	// fetches routes FETCH_HEADER streams by Request ID (fetch_route.go).
+	fetches fetchRoutes
 
 	prio priority.Table // urgency of this session's data streams (raw QUIC)
 }
@@ -302,9 +304,10 @@ func (s *Session) serveUniStream(str transport.ReceiveStream) error {
 		return s.readControl(wire.NewMessageReader(ctl), ctl)
 	case wire.StreamSubgroup:
 		return s.receiveSubgroup(str, br, h.Subgroup)
+	case wire.StreamFetch:
+		return s.receiveFetch(str, br, h.Fetch)
 	default:
-		// Padding is discarded (§11.5.1). A FETCH_HEADER stream answers
-		// a FETCH; this endpoint sends none yet, so none is expected.
+		// Padding is discarded (§11.5.1).
 		str.CancelRead(uint64(wire.ResetCancelled))
 		return nil
 	}
