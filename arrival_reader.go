@@ -44,6 +44,12 @@ func subgroupFailed(r *SubgroupReader, err error) arrivalItem {
 type arrival struct {
 	startOnce sync.Once
 	items     chan arrivalItem // read objects and stream errors, in arrival order
+	// fills carries the fill fetch streams' entries and ends, when
+	// ReadObject reads the fills (subscription_fill.go); nil otherwise.
+	fills chan arrivalItem
+	// waiting is set while ReadObject waits: the application is not
+	// behind, whatever is held back (receive_stall.go).
+	waiting atomic.Bool
 	// ctx ends the goroutines: cancelled by abort, by the session's end,
 	// or once they have all ended.
 	ctx     context.Context
@@ -73,6 +79,10 @@ type arrivalItem struct {
 	buf  []byte // obj's storage, reused once the caller is done with it
 	size int    // bytes reserved for it
 	err  error
+	// slot is set on the entries of a fill fetch stream; fillEnd marks
+	// the item that ends one, with err unless it ended with its FIN.
+	slot    *fillSlot
+	fillEnd bool
 }
 
 // ReadObject returns the subscription's next object, from whichever of its
@@ -131,18 +141,43 @@ func (sub *Subscription) ReadObject(ctx context.Context) (Object, error) {
 // goroutines have ended, what is left is returned before the
 // subscription's error.
 func (a *arrival) next(ctx context.Context, sub *Subscription) (arrivalItem, error) {
+	a.waiting.Store(true)
+	defer a.waiting.Store(false)
+	for {
+		it, err := a.nextRaw(ctx, sub)
+		if err != nil {
+			return it, err
+		}
+		if it, ok := sub.seam(a, it); ok {
+			return it, nil
+		}
+	}
+}
+
+// nextRaw is next without the seam between fill and subscription: while
+// the initial fill is awaited only fill entries are taken.
+func (a *arrival) nextRaw(ctx context.Context, sub *Subscription) (arrivalItem, error) {
+	if slot := sub.pendingInitialFill(); slot != nil {
+		return a.nextFill(ctx, sub, slot)
+	}
 	select {
+	case it := <-a.fills:
+		return it, nil
 	case it := <-a.items:
 		return it, nil
 	default:
 	}
 	select {
+	case it := <-a.fills:
+		return it, nil
 	case it := <-a.items:
 		return it, nil
 	case d := <-sub.datagrams:
 		return arrivalItem{obj: d}, nil
 	case <-a.drained:
 		select {
+		case it := <-a.fills:
+			return it, nil
 		case it := <-a.items:
 			return it, nil
 		case d := <-sub.datagrams:
@@ -181,10 +216,18 @@ func (a *arrival) start(sub *Subscription) {
 		a.cancel()
 	}
 	a.live = 1
+	byRead := sub.readFills()
+	if byRead {
+		a.fills = make(chan arrivalItem, arrivalObjects)
+		a.live++
+	}
 	a.mu.Unlock()
 	a.taken.Store(sub.stall.now())
 	a.started.Store(true)
 	go a.pump(sub)
+	if byRead {
+		go a.pumpFills(sub)
+	}
 }
 
 // took records the application's progress, for the stall watchdog.
@@ -342,12 +385,15 @@ func (a *arrival) recycle() {
 
 // push queues it, waiting for room; it reports false once the reader is
 // aborted or the session ends.
-func (a *arrival) push(it arrivalItem) bool {
+func (a *arrival) push(it arrivalItem) bool { return a.pushTo(a.items, it) }
+
+// pushTo is push onto ch.
+func (a *arrival) pushTo(ch chan arrivalItem, it arrivalItem) bool {
 	if a.ctx.Err() != nil {
 		return false
 	}
 	select {
-	case a.items <- it:
+	case ch <- it:
 		return true
 	case <-a.ctx.Done():
 		return false

@@ -209,6 +209,14 @@ type Config struct {
 	// WriteTo move payloads of any size). Default 16 MiB.
 	MaxObjectSize int
 
+	// Fill fetch streams, as Subscription.ReadObject reads them (§3.4).
+	//
+	// FillWait bounds how long ReadObject holds a subscription's objects
+	// back for its initial fill fetch stream to open, once SUBSCRIBE_OK
+	// promised one; then the fill is reported failed and the objects
+	// flow. A fill that has opened is waited for to its end. Default 5s.
+	FillWait time.Duration
+
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler
 
@@ -323,6 +331,10 @@ func (c *Config) withDefaults() *Config {
 	// Reading whole objects.
 	if out.MaxObjectSize <= 0 {
 		out.MaxObjectSize = 16 << 20
+	}
+	// Fill fetch streams.
+	if out.FillWait <= 0 {
+		out.FillWait = 5 * time.Second
 	}
 	if out.Handler == nil {
 		out.Handler = DefaultHandler

@@ -38,6 +38,9 @@ type fetchStream struct {
 	watch readWatch
 	// hold is the slot the stream held while it waited for its request.
 	hold *holdSlot
+	// onEnd, if set, is called once when the stream has ended.
+	onEnd   func()
+	endOnce sync.Once
 
 	props   []byte
 	hasPrev bool
@@ -186,6 +189,9 @@ func (r *fetchStream) fail(err error, inPayload bool) error {
 // leave ends a call for the stall watchdog.
 func (r *fetchStream) leave() {
 	r.watch.leave(r.err == nil && r.br.Buffered() > 0)
+	if r.err != nil && r.onEnd != nil {
+		r.endOnce.Do(r.onEnd)
+	}
 }
 
 // stop sends STOP_SENDING with code, once, unless the stream was read to
@@ -198,6 +204,9 @@ func (r *fetchStream) stop(code wire.ResetCode) {
 		}
 	})
 	r.hold.release()
+	if r.onEnd != nil {
+		r.endOnce.Do(r.onEnd)
+	}
 }
 
 // fetchPump reads a fetch stream's entries for ReadObject in a goroutine of

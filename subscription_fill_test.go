@@ -1,0 +1,241 @@
+package moqt
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// openObjects opens a subgroup stream of group on alias carrying the
+// objects first, first+1, … with payloads.
+func (fp *fakePeer) openObjects(alias, group, first uint64, payloads ...string) transport.SendStream {
+	fp.t.Helper()
+	str, err := fp.conn.OpenUniStreamSync(fakeCtx(fp.t))
+	require.NoError(fp.t, err)
+	enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: alias, GroupID: group, DefaultPriority: true}}
+	b, err := enc.Header.Append(nil)
+	require.NoError(fp.t, err)
+	for i, p := range payloads {
+		b, err = enc.AppendObject(b, wire.SubgroupObject{ObjectID: first + uint64(i), PayloadLength: uint64(len(p))})
+		require.NoError(fp.t, err)
+		b = append(b, p...)
+	}
+	_, err = str.Write(b)
+	require.NoError(fp.t, err)
+	return str
+}
+
+// subscribeWithFill subscribes with params, answers SUBSCRIBE_OK with
+// largest on alias 1, and returns the subscription, the fake's request
+// stream and the SUBSCRIBE's Request ID.
+func subscribeWithFill(t *testing.T, s *Session, fp *fakePeer, params wire.Params, largest wire.Location) (*Subscription, *fakeStream, uint64) {
+	t.Helper()
+	got := make(chan *Subscription, 1)
+	go func() {
+		sub, err := s.Subscribe(fakeCtx(t), testTrack, params)
+		if err == nil {
+			got <- sub
+		}
+		close(got)
+	}()
+	req := fp.accept()
+	m := expect[*wire.Subscribe](req)
+	require.NotNil(t, m.Parameters.FillParameters, "FILL_PARAMETERS sent")
+	req.send(&wire.SubscribeOK{TrackAlias: 1, Parameters: wire.Params{LargestObject: wire.Some(largest)}})
+	sub := recvOrFail(t, got)
+	require.NotNil(t, sub)
+	return sub, req, m.RequestID
+}
+
+// readEntries reads n entries from sub and describes each: "g/o:payload",
+// "gap g/o", or "err".
+func readEntries(t *testing.T, sub *Subscription, n int) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), fakeGuard)
+	defer cancel()
+	var out []string
+	for range n {
+		o, err := sub.ReadObject(ctx)
+		switch {
+		case err != nil:
+			require.NotErrorIs(t, err, context.DeadlineExceeded, "after %v", out)
+			out = append(out, "err")
+		case o.EndOfRange != 0:
+			out = append(out, fmt.Sprintf("gap %d/%d", o.Location.Group, o.Location.Object))
+		default:
+			out = append(out, fmt.Sprintf("%d/%d:%s", o.Location.Group, o.Location.Object, o.Payload))
+		}
+	}
+	return out
+}
+
+// nextObjectWithFill is §3.4's recipe: the Next Object filter and an
+// open-ended fill.
+var nextObjectWithFill = wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter()),
+	FillParameters: &wire.Params{LocationFilter: wire.Some(wire.NoLocationFilter())}}
+
+// TestFillExactlyOnceAcrossSeam: with §3.4's recipe, ReadObject yields the
+// fill, gaps included, then the subscription's objects, each once and in
+// order, though the subscription's stream arrives before the fill's.
+func TestFillExactlyOnceAcrossSeam(t *testing.T) {
+	forClientSessions(t, "seam", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		sub, _, id := subscribeWithFill(t, s, fp, nextObjectWithFill, wire.Location{Group: 2, Object: 1})
+		live := fp.openObjects(1, 2, 2, "s22", "s23")
+		require.NoError(t, live.Close())
+		got := make(chan []string, 1)
+		go func() { got <- readEntries(t, sub, 7) }()
+		time.Sleep(20 * time.Millisecond) // ReadObject waits for the fill meanwhile
+		fill := fp.openFetch(id, fobj(0, 0, "f00"), fobj(0, 1, "f01"), fgap(wire.EndOfNonExistentRange, 1, wire.MaxVarint),
+			fobj(2, 0, "f20"), fobj(2, 1, "f21"))
+		require.NoError(t, fill.Close())
+		assert.Equal(t, []string{"0/0:f00", "0/1:f01", fmt.Sprintf("gap 1/%d", uint64(wire.MaxVarint)), "2/0:f20", "2/1:f21", "2/2:s22", "2/3:s23"},
+			recvOrFail(t, got))
+	})
+}
+
+// TestFillDropsOnlyCoveredObjects: a subscription whose objects overlap
+// the fill's range gets the overlap once, from the fill; what lies past it
+// comes from the subscription.
+func TestFillDropsOnlyCoveredObjects(t *testing.T) {
+	forClientSessions(t, "overlap", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		params := wire.Params{FillParameters: &wire.Params{LocationFilter: wire.Some(wire.RelativeFilter(1))}}
+		sub, _, id := subscribeWithFill(t, s, fp, params, wire.Location{Group: 4, Object: 1})
+		live := fp.openObjects(1, 4, 1, "s41", "s42")
+		require.NoError(t, live.Close())
+		fill := fp.openFetch(id, fobj(4, 0, "f40"), fobj(4, 1, "f41"))
+		require.NoError(t, fill.Close())
+		assert.Equal(t, []string{"4/0:f40", "4/1:f41", "4/2:s42"}, readEntries(t, sub, 3))
+	})
+}
+
+// TestFillResetLeavesSubscription: a fill stream that is reset is an error
+// entry of ReadObject, and the subscription goes on (§3.4.1).
+func TestFillResetLeavesSubscription(t *testing.T) {
+	forClientSessions(t, "reset", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		sub, _, id := subscribeWithFill(t, s, fp, nextObjectWithFill, wire.Location{Group: 1, Object: 0})
+		fill := fp.openFetch(id, fobj(0, 0, "f00"))
+		live := fp.openObjects(1, 1, 1, "s11")
+		require.NoError(t, live.Close())
+		ctx := fakeCtx(t)
+		o, err := sub.ReadObject(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, []byte("f00"), o.Payload)
+		fill.CancelWrite(uint64(wire.ResetUnknownObjectStatus))
+		_, err = sub.ReadObject(ctx)
+		var se *StreamError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, wire.ResetUnknownObjectStatus, se.Code)
+		o, err = sub.ReadObject(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, []byte("s11"), o.Payload)
+		assert.Nil(t, sub.Err(), "the subscription is live")
+	})
+}
+
+// TestFillMissingIsReported: a fill SUBSCRIBE_OK promised that never opens
+// is reported after Config.FillWait, and the subscription's objects flow.
+func TestFillMissingIsReported(t *testing.T) {
+	forClientSessions(t, "missing", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, &Config{FillWait: 100 * time.Millisecond})
+		sub, _, _ := subscribeWithFill(t, s, fp, nextObjectWithFill, wire.Location{Group: 1, Object: 0})
+		live := fp.openObjects(1, 1, 1, "s11")
+		require.NoError(t, live.Close())
+		ctx := fakeCtx(t)
+		_, err := sub.ReadObject(ctx)
+		assert.ErrorIs(t, err, errFillMissing)
+		o, err := sub.ReadObject(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, []byte("s11"), o.Payload)
+	})
+}
+
+// TestAcceptFill: AcceptFill hands out the fill streams, the SUBSCRIBE's
+// and an update's (tagged with the REQUEST_UPDATE's Request ID, §3.4);
+// ReadObject then yields no fill entries and does not wait for them, and a
+// stream for a fill that was not asked for is stopped.
+func TestAcceptFill(t *testing.T) {
+	forClientSessions(t, "accept", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		sub, req, id := subscribeWithFill(t, s, fp, nextObjectWithFill, wire.Location{Group: 3, Object: 0})
+		fill := fp.openFetch(id, fobj(3, 0, "f30"))
+		require.NoError(t, fill.Close())
+		f, err := sub.AcceptFill(fakeCtx(t))
+		require.NoError(t, err)
+		objs, err := readFetch(t, f)
+		require.ErrorIs(t, err, io.EOF)
+		require.Len(t, objs, 1)
+		assert.Equal(t, []byte("f30"), objs[0].Payload)
+
+		live := fp.openObjects(1, 3, 1, "s31")
+		require.NoError(t, live.Close())
+		o, err := sub.ReadObject(fakeCtx(t))
+		require.NoError(t, err)
+		assert.Equal(t, []byte("s31"), o.Payload)
+
+		update := goErr(func() error {
+			return sub.Update(fakeCtx(t), wire.Params{FillParameters: &wire.Params{LocationFilter: wire.Some(wire.RelativeFilter(1))}})
+		})
+		u := expect[*wire.RequestUpdate](req)
+		later := fp.openFetch(u.RequestID, fobj(3, 0, "u30"))
+		require.NoError(t, later.Close())
+		req.send(&wire.RequestOK{})
+		require.NoError(t, recvOrFail(t, update))
+		f2, err := sub.AcceptFill(fakeCtx(t))
+		require.NoError(t, err)
+		objs, err = readFetch(t, f2)
+		require.ErrorIs(t, err, io.EOF)
+		require.Len(t, objs, 1)
+		assert.Equal(t, []byte("u30"), objs[0].Payload)
+
+		again := fp.openFetch(u.RequestID, fobj(3, 0, "dup"))
+		assert.Equal(t, uint64(wire.ResetCancelled), expectStopped(t, again))
+	})
+}
+
+// TestFillBeforeSubscribeOK: a fill stream that arrives before
+// SUBSCRIBE_OK is held and read once the subscription is Established.
+func TestFillBeforeSubscribeOK(t *testing.T) {
+	forClientSessions(t, "early", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		got := make(chan *Subscription, 1)
+		go func() {
+			sub, _ := s.Subscribe(fakeCtx(t), testTrack, nextObjectWithFill)
+			got <- sub
+		}()
+		req := fp.accept()
+		m := expect[*wire.Subscribe](req)
+		fill := fp.openFetch(m.RequestID, fobj(0, 0, "f00"))
+		require.NoError(t, fill.Close())
+		waitFillRouted(t, s, m.RequestID)
+		req.send(&wire.SubscribeOK{TrackAlias: 1, Parameters: wire.Params{LargestObject: wire.Some(wire.Location{})}})
+		sub := recvOrFail(t, got)
+		require.NotNil(t, sub)
+		assert.Equal(t, []string{"0/0:f00"}, readEntries(t, sub, 1))
+	})
+}
+
+// waitFillRouted waits until the fill stream of request id has reached its
+// subscription.
+func waitFillRouted(t *testing.T, s *Session, id uint64) {
+	t.Helper()
+	settle(t, func() bool {
+		sub, _ := s.fetches.lookup(id).(*Subscription)
+		if sub == nil {
+			return false
+		}
+		sub.mu.Lock()
+		defer sub.mu.Unlock()
+		return sub.fill.slots[id] != nil && sub.fill.slots[id].arrived
+	}, "fill stream routed")
+}
