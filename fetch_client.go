@@ -292,16 +292,16 @@ func (d *fetchData) markAnswered(window filter.Window) {
 	}
 }
 
-// fail records that no stream will be read, or, with stop, stops one that
-// came.
-func (d *fetchData) fail(err error, stop bool) {
+// fail records that no stream will be read; one held for an answer that
+// did not come is stopped.
+func (d *fetchData) fail(err error) {
 	d.mu.Lock()
 	r := d.r
 	if d.err == nil && r == nil {
 		d.err = err
 		close(d.ready)
 	}
-	stop = stop || !d.answered // a held stream goes with its request
+	stop := !d.answered
 	d.mu.Unlock()
 	if r != nil && stop {
 		r.stop(wire.ResetCancelled)
@@ -421,11 +421,9 @@ func (q *fetchReq) settle(err error) {
 }
 
 // end ends the request with err: the data stream, if still awaited, never
-// comes; outstanding updates fail. REQUEST_ERROR also stops a data stream
-// that came (stopData): its objects are discarded (§3.2.1).
-func (q *fetchReq) end(err error) { q.endWith(err, false) }
-
-func (q *fetchReq) endWith(err error, stopData bool) {
+// comes; outstanding updates fail. One held before the answer is stopped:
+// after a REQUEST_ERROR its objects are discarded (§3.2.1).
+func (q *fetchReq) end(err error) {
 	q.settle(err)
 	q.mu.Lock()
 	q.ended = true
@@ -439,7 +437,7 @@ func (q *fetchReq) endWith(err error, stopData bool) {
 		u.answer <- err
 	}
 	q.rs.sess.fetches.remove(q.rs.id)
-	q.f.data.fail(err, stopData)
+	q.f.data.fail(err)
 	q.doneOnce.Do(func() { close(q.done) })
 }
 
@@ -492,7 +490,7 @@ func (q *fetchReq) handle(m wire.Message, _ *wire.RejectError) error {
 			q.gotAnswer = true
 			q.rs.answered()
 			// Objects sent before it are discarded (§3.2.1).
-			q.endWith(requestErrorFrom(own), true)
+			q.end(requestErrorFrom(own))
 			return nil // the publisher's FIN follows
 		}
 		return q.answerUpdate(requestErrorFrom(own))

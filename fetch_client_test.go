@@ -315,7 +315,7 @@ func TestC100_FetchGroupOutOfRange(t *testing.T) {
 func TestC101_FetchObjectOverflow(t *testing.T) {
 	forClientSessions(t, "overflow", func(t *testing.T, connect fakeConnector) {
 		first := append(varints(0x08|0x04|0x10, 0, wire.MaxVarint), append([]byte{1}, varints(0)...)...)
-		next := varints(0x00) // object ID MaxVarint + 1
+		next := varints(0x00, 0) // object ID MaxVarint + 1; payload length 0
 		badFetchStream(t, connect, wire.Params{}, append(first, next...), wire.ProtocolViolation)
 	})
 }
@@ -488,4 +488,57 @@ func waitRouted(t *testing.T, s *Session, id uint64) {
 		defer f.data.mu.Unlock()
 		return f.data.r != nil || f.data.err != nil
 	}, "data stream routed")
+}
+
+// TestFetchUpdate: REQUEST_UPDATE on a FETCH waits for its answer; a
+// refused one returns *RequestError.
+func TestFetchUpdate(t *testing.T) {
+	forClientSessions(t, "update", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		f, req, _ := fetchFake(t, s, fp, wire.Params{}, wire.Location{Group: 1})
+		done := goErr(func() error { return f.Update(fakeCtx(t), wire.Params{SubscriberPriority: wire.Some[uint8](3)}) })
+		u := expect[*wire.RequestUpdate](req)
+		assert.Equal(t, wire.Some[uint8](3), u.Parameters.SubscriberPriority)
+		req.send(&wire.RequestOK{})
+		require.NoError(t, recvOrFail(t, done))
+		done = goErr(func() error { return f.Update(fakeCtx(t), wire.Params{SubscriberPriority: wire.Some[uint8](4)}) })
+		expect[*wire.RequestUpdate](req)
+		req.send(&wire.RequestError{ErrorCode: wire.ReqInternalError, ErrorReason: "no"})
+		var re *RequestError
+		require.ErrorAs(t, recvOrFail(t, done), &re)
+		assert.Error(t, f.Update(fakeCtx(t), wire.Params{Forward: wire.Some(true)}), "FORWARD is not a FETCH's")
+	})
+}
+
+// TestFetchGoaway: a FETCH the publisher closes after GOAWAY without an
+// answer fails with ErrGoingAway; after the session's GOAWAY no FETCH is
+// sent (§9.2).
+func TestFetchGoaway(t *testing.T) {
+	forClientSessions(t, "goaway", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		got, req, _ := startFetch(t, s, fp, wire.Params{})
+		req.send(&wire.Goaway{})
+		req.fin()
+		assert.ErrorIs(t, recvOrFail(t, got).err, ErrGoingAway)
+		fp.sendControl(&wire.Goaway{})
+		settle(t, func() bool { return s.away.received() }, "GOAWAY received")
+		_, err := s.Fetch(fakeCtx(t), testTrack, wire.Params{})
+		assert.ErrorIs(t, err, ErrGoingAway)
+	})
+}
+
+// TestFetchSessionEnd: the session's end wakes a blocked ReadObject and
+// releases the fetch (the package's goroutine-leak check).
+func TestFetchSessionEnd(t *testing.T) {
+	forClientSessions(t, "end", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		f, _, _ := fetchFake(t, s, fp, wire.Params{}, wire.Location{Group: 1})
+		read := goErr(func() error { _, err := f.ReadObject(fakeCtx(t)); return err })
+		time.Sleep(10 * time.Millisecond)
+		require.NoError(t, s.Close())
+		assert.Error(t, recvOrFail(t, read))
+		_, err := f.ReadObject(fakeCtx(t))
+		assert.Error(t, err)
+		require.NoError(t, f.Close())
+	})
 }

@@ -239,3 +239,37 @@ func waitFillRouted(t *testing.T, s *Session, id uint64) {
 		return sub.fill.slots[id] != nil && sub.fill.slots[id].arrived
 	}, "fill stream routed")
 }
+
+// TestFillStall: a fill stream left untaken past Config.ReadStallTimeout
+// cancels the subscription as a subgroup stream would (ErrFellBehind); one
+// the application waits for inside ReadObject, holding the subscription's
+// objects back, does not.
+func TestFillStall(t *testing.T) {
+	forClientSessions(t, "untaken", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, &Config{ReadStallTimeout: 200 * time.Millisecond})
+		sub, _, id := subscribeWithFill(t, s, fp, nextObjectWithFill, wire.Location{Group: 1})
+		fill := fp.openFetch(id, fobj(0, 0, "f00"))
+		closedOrFail(t, sub.Done(), "subscription cancelled")
+		assert.ErrorIs(t, sub.Err(), ErrFellBehind)
+		assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, fill))
+	})
+	forClientSessions(t, "waiting", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, &Config{ReadStallTimeout: 200 * time.Millisecond})
+		sub, _, id := subscribeWithFill(t, s, fp, nextObjectWithFill, wire.Location{Group: 1})
+		// More objects than ReadObject queues: the stream waits, unread,
+		// while the fill is awaited.
+		payloads := make([]string, 2*arrivalObjects)
+		payloads[0] = "s11"
+		for i := 1; i < len(payloads); i++ {
+			payloads[i] = "x"
+		}
+		fp.openObjects(1, 1, 1, payloads...)
+		got := make(chan []string, 1)
+		go func() { got <- readEntries(t, sub, 2) }()
+		time.Sleep(time.Second)
+		fill := fp.openFetch(id, fobj(1, 0, "f10"))
+		require.NoError(t, fill.Close())
+		assert.Equal(t, []string{"1/0:f10", "1/1:s11"}, recvOrFail(t, got))
+		assert.Nil(t, sub.Err())
+	})
+}
