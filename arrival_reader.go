@@ -93,6 +93,19 @@ type arrivalItem struct {
 // payload exceeds Config.MaxObjectSize are not read into memory: the
 // stream is stopped and reported as a stream error (see below).
 //
+// With FILL_PARAMETERS, ReadObject also yields the fill fetch streams'
+// entries (§3.4), gap markers (Object.EndOfRange) included, unless
+// AcceptFill was called first. The fill SUBSCRIBE_OK promised comes first:
+// its entries, in the fill's order, then the subscription's own objects,
+// which wait meanwhile (never dropped, and pushed back on the publisher
+// past the bounds below); an object the ended fill already delivered or
+// reported as a gap is not returned again. With the Next Object filter and
+// an open-ended fill (§3.4) that is every object once, in order. A fill
+// that is reset, or does not open within Config.FillWait, is returned as
+// an error wrapping the cause (a *StreamError for a reset), with a zero
+// Object; the subscription goes on. Fills asked for later by Update are
+// yielded as they arrive.
+//
 // Use ReadObject or AcceptSubgroup and ReadDatagram, not both: the first
 // call of ReadObject takes every stream of the subscription, and returns
 // datagrams too. It buffers at most 64 objects and 1 MiB (or one larger

@@ -264,20 +264,22 @@ func (d *fetchData) init() {
 // Config.MaxPendingStreams.
 func (d *fetchData) take(s *Session, r *fetchStream) bool {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.r != nil || d.err != nil || d.closed {
+		d.mu.Unlock()
 		return false
 	}
 	if !d.answered {
 		if r.hold = s.reserveHold(); r.hold == nil {
-			r.str.CancelRead(uint64(wire.ResetExcessiveLoad))
 			d.err = errHeldStreams
 			close(d.ready)
+			d.mu.Unlock()
+			r.str.CancelRead(uint64(wire.ResetExcessiveLoad))
 			return true
 		}
 	}
 	d.r = r
 	close(d.ready)
+	d.mu.Unlock()
 	return true
 }
 

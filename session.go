@@ -83,6 +83,11 @@ import (
 //     timers, the stall watch reading its readers' atomics.
 //   - arrival.mu (ReadObject's queue), leaf.
 //
+// Fetches (fetch_client.go, subscription_fill.go): Subscription.mu, then
+// fetchData.mu (a fill's window at SUBSCRIBE_OK), then aliasRoutes.mu (a
+// held stream's slot); fetchRoutes.mu (Session.fetches) and fetchReq.mu
+// are leaves.
+//
 // Leaves anywhere: openRequests.mu (the open requests, for Shutdown and
 // the session's end), requestIDSpace.mu (the peer's Request IDs),
 // goroutines.mu (the session's goroutines, for Close), acceptQueue.mu

@@ -79,19 +79,21 @@ func (sub *Subscription) takeFetchStream(r *fetchStream) bool {
 	}
 	established := sub.current() == stateEstablished
 	sub.mu.Lock()
-	defer sub.mu.Unlock()
 	slot := sub.fill.slots[r.id]
 	if slot == nil || slot.arrived {
+		sub.mu.Unlock()
 		return false
 	}
 	slot.arrived = true
 	if !established {
 		// Before SUBSCRIBE_OK: held, within Config.MaxPendingStreams.
 		if r.hold = sub.sess.reserveHold(); r.hold == nil {
+			sub.mu.Unlock()
 			r.str.CancelRead(uint64(wire.ResetExcessiveLoad))
 			return true
 		}
 	}
+	defer sub.mu.Unlock()
 	f := &Fetch{sess: sub.sess}
 	f.data.init()
 	f.data.r, f.data.answered = r, true
