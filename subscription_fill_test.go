@@ -273,3 +273,46 @@ func TestFillStall(t *testing.T) {
 		assert.Nil(t, sub.Err())
 	})
 }
+
+// TestFillJoinCurrentGroup is §3.5's join at the current group: the Next
+// Object filter and a fill of the current group from its start.
+func TestFillJoinCurrentGroup(t *testing.T) {
+	forClientSessions(t, "current", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		params := wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter()),
+			FillParameters: &wire.Params{LocationFilter: wire.Some(wire.RelativeFilter(1))}}
+		sub, _, id := subscribeWithFill(t, s, fp, params, wire.Location{Group: 7, Object: 2})
+		live := fp.openObjects(1, 7, 3, "s73", "s74")
+		require.NoError(t, live.Close())
+		fill := fp.openFetch(id, fobj(7, 0, "f70"), fgap(wire.EndOfUnknownRange, 7, 1), fobj(7, 2, "f72"))
+		require.NoError(t, fill.Close())
+		assert.Equal(t, []string{"7/0:f70", "gap 7/1", "7/2:f72", "7/3:s73", "7/4:s74"}, readEntries(t, sub, 5))
+	})
+}
+
+// TestFillMalformedAndBad: a fill entry outside the fill range is a
+// Malformed Track, which cancels the subscription (§12.1); bad fill stream
+// data closes the session (§11.4.1).
+func TestFillMalformedAndBad(t *testing.T) {
+	forClientSessions(t, "outside", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		params := wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter()),
+			FillParameters: &wire.Params{LocationFilter: wire.Some(wire.RelativeFilter(1))}}
+		sub, req, id := subscribeWithFill(t, s, fp, params, wire.Location{Group: 7, Object: 2})
+		fill := fp.openFetch(id, fobj(6, 0, "before the current group"))
+		_, err := sub.ReadObject(fakeCtx(t))
+		var me *MalformedTrackError
+		require.ErrorAs(t, err, &me)
+		assert.Equal(t, uint64(wire.ResetMalformedTrack), expectStopped(t, fill))
+		req.expectStopSending(wire.ResetMalformedTrack)
+		fp.alive(1)
+	})
+	forClientSessions(t, "flags", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		sub, _, id := subscribeWithFill(t, s, fp, nextObjectWithFill, wire.Location{Group: 1})
+		fp.openFetchRaw(append(wire.FetchHeader{RequestID: id}.Append(nil), varints(0x81, 0, 0)...))
+		_, err := sub.ReadObject(fakeCtx(t))
+		assert.Error(t, err)
+		fp.expectClose(wire.ProtocolViolation)
+	})
+}
