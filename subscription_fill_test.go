@@ -316,3 +316,32 @@ func TestFillMalformedAndBad(t *testing.T) {
 		fp.expectClose(wire.ProtocolViolation)
 	})
 }
+
+// TestFillFromUpdateInReadObject: a fill asked for by Update comes through
+// ReadObject as it arrives, between the subscription's objects, and
+// AcceptFill then has none to give.
+func TestFillFromUpdateInReadObject(t *testing.T) {
+	forClientSessions(t, "update", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		sub, req, id := subscribeWithFill(t, s, fp, nextObjectWithFill, wire.Location{Group: 2})
+		fill := fp.openFetch(id, fobj(2, 0, "f20"))
+		require.NoError(t, fill.Close())
+		assert.Equal(t, []string{"2/0:f20"}, readEntries(t, sub, 1))
+		_, err := sub.AcceptFill(fakeCtx(t))
+		assert.ErrorIs(t, err, errFillsTaken)
+
+		update := goErr(func() error {
+			return sub.Update(fakeCtx(t), wire.Params{FillParameters: &wire.Params{LocationFilter: wire.Some(wire.RelativeFilter(1))}})
+		})
+		u := expect[*wire.RequestUpdate](req)
+		require.NotNil(t, u.Parameters.FillParameters)
+		req.send(&wire.RequestOK{Parameters: wire.Params{LargestObject: wire.Some(wire.Location{Group: 2, Object: 1})}})
+		require.NoError(t, recvOrFail(t, update))
+		later := fp.openFetch(u.RequestID, fobj(2, 0, "u20"), fobj(2, 1, "u21"))
+		require.NoError(t, later.Close())
+		assert.Equal(t, []string{"2/0:u20", "2/1:u21"}, readEntries(t, sub, 2))
+		live := fp.openObjects(1, 2, 2, "s22")
+		require.NoError(t, live.Close())
+		assert.Equal(t, []string{"2/2:s22"}, readEntries(t, sub, 1))
+	})
+}
