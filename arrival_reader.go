@@ -46,7 +46,8 @@ type arrival struct {
 	items     chan arrivalItem // read objects and stream errors, in arrival order
 	// fills carries the fill fetch streams' entries and ends, when
 	// ReadObject reads the fills (subscription_fill.go); nil otherwise.
-	fills chan arrivalItem
+	fills     chan arrivalItem
+	fillBytes fillBudget // the bytes of the fill entries in fills or held
 	// waiting is set while ReadObject waits: the application is not
 	// behind, whatever is held back (receive_stall.go).
 	waiting atomic.Bool
@@ -391,7 +392,10 @@ func (a *arrival) recycle() {
 	held := a.held
 	a.held = arrivalItem{}
 	a.mu.Unlock()
-	if held.buf != nil || held.size > 0 {
+	switch {
+	case held.slot != nil:
+		a.fillBytes.release(held.size)
+	case held.buf != nil || held.size > 0:
 		a.release(held.size, held.buf)
 	}
 }

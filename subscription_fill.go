@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/moqt-go/moqt/internal/filter"
@@ -443,6 +444,48 @@ func (a *arrival) pumpFills(sub *Subscription) {
 	}
 }
 
+// fillBudget bounds the bytes of the fill entries queued for ReadObject,
+// or last returned, to arrivalBytes (one larger entry alone), apart from
+// the subscription's own objects: those may all be held back waiting for
+// the initial fill, which must still get through.
+type fillBudget struct {
+	mu    sync.Mutex // a leaf
+	bytes int
+	room  chan struct{} // closed when bytes are released
+}
+
+// reserve waits until size fits, or nothing else is held; it reports false
+// once ctx ends.
+func (b *fillBudget) reserve(ctx context.Context, size int) bool {
+	b.mu.Lock()
+	for b.bytes > 0 && b.bytes+size > arrivalBytes {
+		if b.room == nil {
+			b.room = make(chan struct{})
+		}
+		room := b.room
+		b.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return false
+		}
+		b.mu.Lock()
+	}
+	b.bytes += size
+	b.mu.Unlock()
+	return true
+}
+
+func (b *fillBudget) release(size int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.bytes -= size
+	if b.room != nil {
+		close(b.room)
+		b.room = nil
+	}
+}
+
 // readFill reads one fill stream's entries into the fill queue, within the
 // queue's byte bound, then its end.
 func (a *arrival) readFill(f *Fetch, slot *fillSlot) {
@@ -461,11 +504,11 @@ func (a *arrival) readFill(f *Fetch, slot *fillSlot) {
 			return
 		}
 		size := len(obj.Payload) + len(obj.Properties)
-		if _, ok := a.reserve(size); !ok {
+		if !a.fillBytes.reserve(a.ctx, size) {
 			return
 		}
 		if !a.pushTo(a.fills, arrivalItem{obj: obj, size: size, slot: slot}) {
-			a.release(size, nil)
+			a.fillBytes.release(size)
 			return
 		}
 	}

@@ -345,3 +345,29 @@ func TestFillFromUpdateInReadObject(t *testing.T) {
 		assert.Equal(t, []string{"2/2:s22"}, readEntries(t, sub, 1))
 	})
 }
+
+// TestFillNotStarvedByHeldObjects: subscription objects held back for the
+// initial fill fill ReadObject's byte bound; the fill's entries have a
+// bound of their own, so they still come through, then the objects.
+func TestFillNotStarvedByHeldObjects(t *testing.T) {
+	forClientSessions(t, "bytes", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		sub, _, id := subscribeWithFill(t, s, fp, nextObjectWithFill, wire.Location{Group: 1})
+		big := string(make([]byte, arrivalBytes/2))
+		// Written in the background: flow control holds the writes back.
+		liveDone := goErr(func() error {
+			live := fp.openObjects(1, 1, 1, big, big, big)
+			return live.Close()
+		})
+		time.Sleep(20 * time.Millisecond)
+		fillDone := goErr(func() error { return fp.openFetch(id, fobj(1, 0, big)).Close() })
+		ctx := fakeCtx(t)
+		for i, want := range []wire.Location{{Group: 1}, {Group: 1, Object: 1}, {Group: 1, Object: 2}, {Group: 1, Object: 3}} {
+			o, err := sub.ReadObject(ctx)
+			require.NoError(t, err, "entry %d", i)
+			assert.Equal(t, want, o.Location)
+		}
+		require.NoError(t, recvOrFail(t, liveDone))
+		require.NoError(t, recvOrFail(t, fillDone))
+	})
+}
