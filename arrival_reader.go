@@ -102,7 +102,8 @@ type arrivalItem struct {
 // past the bounds below); an object the ended fill already delivered or
 // reported as a gap is not returned again. With the Next Object filter and
 // an open-ended fill (§3.4) that is every object once, in order. A fill
-// that is reset, or does not open within Config.FillWait, is returned as
+// that is reset, does not open within Config.FillWait, or then gives no
+// entry for as long while objects wait, is returned as
 // an error wrapping the cause (a *StreamError for a reset), with a zero
 // Object; the subscription goes on. Fills asked for later by Update are
 // yielded as they arrive.

@@ -213,8 +213,10 @@ type Config struct {
 	//
 	// FillWait bounds how long ReadObject holds a subscription's objects
 	// back for its initial fill fetch stream to open, once SUBSCRIBE_OK
-	// promised one; then the fill is reported failed and the objects
-	// flow. A fill that has opened is waited for to its end. Default 5s.
+	// promised one, and then for each of its entries; past it the fill is
+	// reported failed and the objects flow (the rest of the fill follows
+	// as it comes). The held objects fill the connection's flow-control
+	// window, and may be what keeps the fill from coming. Default 5s.
 	FillWait time.Duration
 
 	// Handler serves requests the peer opens. Default: DefaultHandler.

@@ -311,6 +311,10 @@ func fillError(slot *fillSlot, err error) error {
 // open within Config.FillWait.
 var errFillMissing = errors.New("moqt: the fill fetch stream did not open within Config.FillWait")
 
+// errFillStalled is the fill error when the initial fill gives nothing for
+// Config.FillWait while the subscription's objects wait for it.
+var errFillStalled = errors.New("moqt: the fill fetch stream stalled while the subscription's objects waited: they follow, the rest of the fill as it comes")
+
 // readFills decides, at ReadObject's start, whether it reads the fills: it
 // does unless AcceptFill took them first.
 func (sub *Subscription) readFills() bool {
@@ -335,34 +339,59 @@ func (sub *Subscription) pendingInitialFill() *fillSlot {
 
 // nextFill waits for the next entry of the fills while the initial fill
 // is awaited: up to its deadline for the stream to open, then as long as
-// it takes.
+// entries keep coming. A fill that gives nothing for Config.FillWait while
+// the subscription's objects wait ends the wait (errFillStalled): the held
+// objects may be what keeps it from coming, filling the connection's
+// flow-control window.
 func (a *arrival) nextFill(ctx context.Context, sub *Subscription, slot *fillSlot) (arrivalItem, error) {
 	sub.mu.Lock()
 	arrived := slot.arrived
 	sub.mu.Unlock()
-	var expired <-chan time.Time
+	var expired, stalled <-chan time.Time
 	if !arrived {
 		t := time.NewTimer(time.Until(slot.deadline))
 		defer t.Stop()
 		expired = t.C
+	} else {
+		t := time.NewTicker(sub.sess.cfg.FillWait)
+		defer t.Stop()
+		stalled = t.C
 	}
-	select {
-	case it := <-a.fills:
-		return it, nil
-	case <-expired:
-		return arrivalItem{slot: slot, fillEnd: true, err: fillError(slot, errFillMissing)}, nil
-	case <-a.drained:
+	for {
 		select {
 		case it := <-a.fills:
 			return it, nil
-		default:
-			// Nothing more comes: the fill is over, as is everything.
+		case <-stalled:
+			if len(a.items) == 0 && len(sub.datagrams) == 0 {
+				continue // nothing is held back
+			}
+			return arrivalItem{slot: slot, fillEnd: true, err: fillError(slot, errFillStalled)}, nil
+		case <-expired:
+			sub.mu.Lock()
+			arrived := slot.arrived
+			sub.mu.Unlock()
+			if arrived {
+				// It opened in time and has yet to give its first
+				// entry: waited for as any entry is.
+				t := time.NewTicker(sub.sess.cfg.FillWait)
+				defer t.Stop()
+				expired, stalled = nil, t.C
+				continue
+			}
 			return arrivalItem{slot: slot, fillEnd: true, err: fillError(slot, errFillMissing)}, nil
+		case <-a.drained:
+			select {
+			case it := <-a.fills:
+				return it, nil
+			default:
+				// Nothing more comes: the fill is over, as is everything.
+				return arrivalItem{slot: slot, fillEnd: true, err: fillError(slot, errFillMissing)}, nil
+			}
+		case <-a.stopped:
+			return arrivalItem{}, sub.endErr(ctx)
+		case <-ctx.Done():
+			return arrivalItem{}, ctx.Err()
 		}
-	case <-a.stopped:
-		return arrivalItem{}, sub.endErr(ctx)
-	case <-ctx.Done():
-		return arrivalItem{}, ctx.Err()
 	}
 }
 

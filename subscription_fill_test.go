@@ -371,3 +371,23 @@ func TestFillNotStarvedByHeldObjects(t *testing.T) {
 		require.NoError(t, recvOrFail(t, fillDone))
 	})
 }
+
+// TestFillStalledReleasesObjects: an initial fill that gives nothing for
+// Config.FillWait while the subscription's objects wait is reported, and
+// the objects flow; the rest of the fill follows as it comes.
+func TestFillStalledReleasesObjects(t *testing.T) {
+	forClientSessions(t, "stalled", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, &Config{FillWait: 300 * time.Millisecond})
+		sub, _, id := subscribeWithFill(t, s, fp, nextObjectWithFill, wire.Location{Group: 1, Object: 1})
+		both := encodeFetch(t, id, false, fobj(1, 0, "f10"), fobj(1, 1, "f11"))
+		first := len(encodeFetch(t, id, false, fobj(1, 0, "f10")))
+		fill := fp.openFetchRaw(both[:first])
+		live := fp.openObjects(1, 1, 2, "s12")
+		require.NoError(t, live.Close())
+		assert.Equal(t, []string{"1/0:f10", "err", "1/2:s12"}, readEntries(t, sub, 3))
+		_, err := fill.Write(both[first:])
+		require.NoError(t, err)
+		require.NoError(t, fill.Close())
+		assert.Equal(t, []string{"1/1:f11"}, readEntries(t, sub, 1))
+	})
+}
