@@ -222,6 +222,10 @@ func (sub *Subscription) endErr(ctx context.Context) error {
 func (a *arrival) start(sub *Subscription) {
 	a.items = make(chan arrivalItem, arrivalObjects)
 	a.drained = make(chan struct{})
+	byRead := sub.readFills() // under Subscription.mu: before arrival.mu, a leaf
+	if byRead {
+		a.fills = make(chan arrivalItem, arrivalObjects)
+	}
 	a.mu.Lock()
 	a.ctx, a.cancel = context.WithCancel(sub.sess.ctx)
 	if a.stopped == nil {
@@ -231,9 +235,7 @@ func (a *arrival) start(sub *Subscription) {
 		a.cancel()
 	}
 	a.live = 1
-	byRead := sub.readFills()
 	if byRead {
-		a.fills = make(chan arrivalItem, arrivalObjects)
 		a.live++
 	}
 	a.mu.Unlock()

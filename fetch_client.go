@@ -16,7 +16,8 @@ import (
 // fill fetch stream (§3.4, Subscription.AcceptFill). Its fields are set
 // once, from FETCH_OK; a fill has none of them. ReadObject and Close may be
 // called from different goroutines; ReadObject is not safe for concurrent
-// use with itself.
+// use with itself. A Fetch not read to its end should be closed: its data
+// stream, unread, holds connection flow-control credit.
 type Fetch struct {
 	// EndOfTrack reports that the End Location is the track's last object.
 	EndOfTrack bool
@@ -360,7 +361,6 @@ func (d *fetchData) wait(ctx context.Context, s *Session) (*fetchPump, error) {
 		return nil, d.err
 	case d.pump == nil:
 		d.r.window, d.r.dec.Descending, d.r.malformed = d.window, d.desc, d.malformed
-		d.r.dec.MaxPropertiesLen = 0
 		d.pump = startPump(d.r)
 	}
 	return d.pump, nil

@@ -137,6 +137,9 @@ func TestFetchReadsObjectsAndGaps(t *testing.T) {
 		req.expectFIN()
 		require.NoError(t, f.Close())
 		require.NoError(t, f.Close())
+		time.Sleep(20 * time.Millisecond)
+		assert.NoError(t, req.str.Context().Err(), "Close after the FIN sends no STOP_SENDING: the fetch was complete")
+		req.fin()
 	})
 }
 
