@@ -545,3 +545,22 @@ func TestFetchSessionEnd(t *testing.T) {
 		require.NoError(t, f.Close())
 	})
 }
+
+// TestFetchDescending: with GROUP_ORDER Descending the stream's Group ID
+// Deltas count down (§11.4.1.1), and groups must come in that order.
+func TestFetchDescending(t *testing.T) {
+	forClientSessions(t, "desc", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		params := wire.Params{GroupOrder: wire.Some(wire.GroupOrderDescending)}
+		f, _, id := fetchFake(t, s, fp, params, wire.Location{Group: 5, Object: 1})
+		str := fp.openFetchRaw(encodeFetch(t, id, true, fobj(5, 0, "a"), fobj(5, 1, "b"), fobj(3, 0, "c"), fgap(wire.EndOfNonExistentRange, 1, 4), fobj(0, 2, "d")))
+		require.NoError(t, str.Close())
+		objs, err := readFetch(t, f)
+		require.ErrorIs(t, err, io.EOF)
+		var locs []wire.Location
+		for _, o := range objs {
+			locs = append(locs, o.Location)
+		}
+		assert.Equal(t, []wire.Location{{Group: 5}, {Group: 5, Object: 1}, {Group: 3}, {Group: 1, Object: 4}, {Group: 0, Object: 2}}, locs)
+	})
+}
