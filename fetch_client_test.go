@@ -564,3 +564,20 @@ func TestFetchDescending(t *testing.T) {
 		assert.Equal(t, []wire.Location{{Group: 5}, {Group: 5, Object: 1}, {Group: 3}, {Group: 1, Object: 4}, {Group: 0, Object: 2}}, locs)
 	})
 }
+
+// TestFetchAnswerRules: a FETCH has exactly one answer (C085, seen from
+// the subscriber): a second FETCH_OK, or a REQUEST_OK with no
+// REQUEST_UPDATE outstanding, closes the session.
+func TestFetchAnswerRules(t *testing.T) {
+	for name, m := range map[string]wire.Message{
+		"second-ok":  &wire.FetchOK{EndLocation: wire.Location{Group: 1}},
+		"request-ok": &wire.RequestOK{},
+	} {
+		forClientSessions(t, name, func(t *testing.T, connect fakeConnector) {
+			s, fp := connect(t, nil)
+			_, req, _ := fetchFake(t, s, fp, wire.Params{}, wire.Location{Group: 1})
+			req.send(m)
+			fp.expectClose(wire.ProtocolViolation)
+		})
+	}
+}
