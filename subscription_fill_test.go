@@ -377,7 +377,7 @@ func TestFillNotStarvedByHeldObjects(t *testing.T) {
 // the objects flow; the rest of the fill follows as it comes.
 func TestFillStalledReleasesObjects(t *testing.T) {
 	forClientSessions(t, "stalled", func(t *testing.T, connect fakeConnector) {
-		s, fp := connect(t, &Config{FillWait: 300 * time.Millisecond})
+		s, fp := connect(t, &Config{FillWait: time.Second})
 		sub, _, id := subscribeWithFill(t, s, fp, nextObjectWithFill, wire.Location{Group: 1, Object: 1})
 		both := encodeFetch(t, id, false, fobj(1, 0, "f10"), fobj(1, 1, "f11"))
 		first := len(encodeFetch(t, id, false, fobj(1, 0, "f10")))
