@@ -44,6 +44,13 @@ func subgroupFailed(r *SubgroupReader, err error) arrivalItem {
 type arrival struct {
 	startOnce sync.Once
 	items     chan arrivalItem // read objects and stream errors, in arrival order
+	// fills carries the fill fetch streams' entries and ends, when
+	// ReadObject reads the fills (subscription_fill.go); nil otherwise.
+	fills     chan arrivalItem
+	fillBytes fillBudget // the bytes of the fill entries in fills or held
+	// waiting is set while ReadObject waits: the application is not
+	// behind, whatever is held back (receive_stall.go).
+	waiting atomic.Bool
 	// ctx ends the goroutines: cancelled by abort, by the session's end,
 	// or once they have all ended.
 	ctx     context.Context
@@ -73,6 +80,10 @@ type arrivalItem struct {
 	buf  []byte // obj's storage, reused once the caller is done with it
 	size int    // bytes reserved for it
 	err  error
+	// slot is set on the entries of a fill fetch stream; fillEnd marks
+	// the item that ends one, with err unless it ended with its FIN.
+	slot    *fillSlot
+	fillEnd bool
 }
 
 // ReadObject returns the subscription's next object, from whichever of its
@@ -82,6 +93,20 @@ type arrivalItem struct {
 // next call of ReadObject: copy them to keep them longer. Objects whose
 // payload exceeds Config.MaxObjectSize are not read into memory: the
 // stream is stopped and reported as a stream error (see below).
+//
+// With FILL_PARAMETERS, ReadObject also yields the fill fetch streams'
+// entries (§3.4), gap markers (Object.EndOfRange) included, unless
+// AcceptFill was called first. The fill SUBSCRIBE_OK promised comes first:
+// its entries, in the fill's order, then the subscription's own objects,
+// which wait meanwhile (never dropped, and pushed back on the publisher
+// past the bounds below); an object the ended fill already delivered or
+// reported as a gap is not returned again. With the Next Object filter and
+// an open-ended fill (§3.4) that is every object once, in order. A fill
+// that is reset, does not open within Config.FillWait, or then gives no
+// entry for as long while objects wait, is returned as
+// an error wrapping the cause (a *StreamError for a reset), with a zero
+// Object; the subscription goes on. Fills asked for later by Update are
+// yielded as they arrive.
 //
 // Use ReadObject or AcceptSubgroup and ReadDatagram, not both: the first
 // call of ReadObject takes every stream of the subscription, and returns
@@ -131,18 +156,43 @@ func (sub *Subscription) ReadObject(ctx context.Context) (Object, error) {
 // goroutines have ended, what is left is returned before the
 // subscription's error.
 func (a *arrival) next(ctx context.Context, sub *Subscription) (arrivalItem, error) {
+	a.waiting.Store(true)
+	defer a.waiting.Store(false)
+	for {
+		it, err := a.nextRaw(ctx, sub)
+		if err != nil {
+			return it, err
+		}
+		if it, ok := sub.seam(a, it); ok {
+			return it, nil
+		}
+	}
+}
+
+// nextRaw is next without the seam between fill and subscription: while
+// the initial fill is awaited only fill entries are taken.
+func (a *arrival) nextRaw(ctx context.Context, sub *Subscription) (arrivalItem, error) {
+	if slot := sub.pendingInitialFill(); slot != nil {
+		return a.nextFill(ctx, sub, slot)
+	}
 	select {
+	case it := <-a.fills:
+		return it, nil
 	case it := <-a.items:
 		return it, nil
 	default:
 	}
 	select {
+	case it := <-a.fills:
+		return it, nil
 	case it := <-a.items:
 		return it, nil
 	case d := <-sub.datagrams:
 		return arrivalItem{obj: d}, nil
 	case <-a.drained:
 		select {
+		case it := <-a.fills:
+			return it, nil
 		case it := <-a.items:
 			return it, nil
 		case d := <-sub.datagrams:
@@ -172,6 +222,10 @@ func (sub *Subscription) endErr(ctx context.Context) error {
 func (a *arrival) start(sub *Subscription) {
 	a.items = make(chan arrivalItem, arrivalObjects)
 	a.drained = make(chan struct{})
+	byRead := sub.readFills() // under Subscription.mu: before arrival.mu, a leaf
+	if byRead {
+		a.fills = make(chan arrivalItem, arrivalObjects)
+	}
 	a.mu.Lock()
 	a.ctx, a.cancel = context.WithCancel(sub.sess.ctx)
 	if a.stopped == nil {
@@ -181,10 +235,16 @@ func (a *arrival) start(sub *Subscription) {
 		a.cancel()
 	}
 	a.live = 1
+	if byRead {
+		a.live++
+	}
 	a.mu.Unlock()
 	a.taken.Store(sub.stall.now())
 	a.started.Store(true)
 	go a.pump(sub)
+	if byRead {
+		go a.pumpFills(sub)
+	}
 }
 
 // took records the application's progress, for the stall watchdog.
@@ -335,19 +395,25 @@ func (a *arrival) recycle() {
 	held := a.held
 	a.held = arrivalItem{}
 	a.mu.Unlock()
-	if held.buf != nil || held.size > 0 {
+	switch {
+	case held.slot != nil:
+		a.fillBytes.release(held.size)
+	case held.buf != nil || held.size > 0:
 		a.release(held.size, held.buf)
 	}
 }
 
 // push queues it, waiting for room; it reports false once the reader is
 // aborted or the session ends.
-func (a *arrival) push(it arrivalItem) bool {
+func (a *arrival) push(it arrivalItem) bool { return a.pushTo(a.items, it) }
+
+// pushTo is push onto ch.
+func (a *arrival) pushTo(ch chan arrivalItem, it arrivalItem) bool {
 	if a.ctx.Err() != nil {
 		return false
 	}
 	select {
-	case a.items <- it:
+	case ch <- it:
 		return true
 	case <-a.ctx.Done():
 		return false

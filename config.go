@@ -223,6 +223,15 @@ type Config struct {
 	// waits for objects whose publication has begun but is not complete
 	// before reporting them as timed out (§9.20.6). Default 2s.
 	FillTimeout time.Duration
+	// Fill fetch streams, as Subscription.ReadObject reads them (§3.4).
+	//
+	// FillWait bounds how long ReadObject holds a subscription's objects
+	// back for its initial fill fetch stream to open, once SUBSCRIBE_OK
+	// promised one, and then for each of its entries; past it the fill is
+	// reported failed and the objects flow (the rest of the fill follows
+	// as it comes). The held objects fill the connection's flow-control
+	// window, and may be what keeps the fill from coming. Default 5s.
+	FillWait time.Duration
 
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler
@@ -345,6 +354,10 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.FillTimeout <= 0 {
 		out.FillTimeout = 2 * time.Second
+	}
+	// Fill fetch streams.
+	if out.FillWait <= 0 {
+		out.FillWait = 5 * time.Second
 	}
 	if out.Handler == nil {
 		out.Handler = DefaultHandler

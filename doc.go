@@ -74,7 +74,10 @@
 // bounded and back-pressured), or one subgroup stream at a time
 // (AcceptSubgroup, then SubgroupReader.ReadObject into a reused buffer, or
 // Next and Read or WriteTo for payloads that stream), with ReadDatagram
-// for datagrams. Each method says who owns the payload it returns, and
+// for datagrams. Session.Fetch reads a past range of a track; a
+// subscription's fill fetch streams (FILL_PARAMETERS, §3.4) come through
+// Subscription.ReadObject, before the subscription's own objects, or one
+// at a time from AcceptFill. Each method says who owns the payload it returns, and
 // until when; a relay forwards objects without allocating per object.
 //
 // Objects go from the publisher's goroutine straight to the QUIC streams.

@@ -50,7 +50,7 @@ func (t *LocalTrack) Fetch(r *FetchRequest) error {
 	}
 	desc := r.Params.GroupOrder.Set && r.Params.GroupOrder.Value == wire.GroupOrderDescending
 	budget := fillBudgetOf(&r.Params, r.sess.cfg.FillTimeout)
-	return pumpFetch(r.ctx, r.sess.fetches.cursor(t, w, desc), f, r.w, budget)
+	return pumpFetch(r.ctx, r.sess.serving.cursor(t, w, desc), f, r.w, budget)
 }
 
 // fetchServing is a session's count of the FETCHes and fill fetch streams
@@ -72,12 +72,12 @@ func (f *fetchServing) cursor(t *LocalTrack, w filter.Window, desc bool) fetchCu
 // takeFetchSlot counts one more FETCH or fill served in the session, if
 // Config.MaxServedFetches allows it; release gives the place back.
 func (s *Session) takeFetchSlot() (release func(), ok bool) {
-	if s.fetches.n.Add(1) > int64(s.cfg.MaxServedFetches) {
-		s.fetches.n.Add(-1)
+	if s.serving.n.Add(1) > int64(s.cfg.MaxServedFetches) {
+		s.serving.n.Add(-1)
 		return nil, false
 	}
 	var once sync.Once
-	return func() { once.Do(func() { s.fetches.n.Add(-1) }) }, true
+	return func() { once.Do(func() { s.serving.n.Add(-1) }) }, true
 }
 
 // fillBudgetOf is the total wait FILL_TIMEOUT allows (§9.20.6): def when

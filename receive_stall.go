@@ -148,16 +148,18 @@ func (sub *Subscription) checkStalls() {
 	if sub.arrival.stalled(cutoff) {
 		stalled++
 	}
-	if sub.stall.progress.Load() >= cutoff {
+	stalled += sub.fillsStalledLocked(cutoff)
+	if sub.stall.progress.Load() >= cutoff || sub.arrival.waiting.Load() {
 		// The application took or read one of the subscription's
 		// streams lately: it reads, one stream after another perhaps,
-		// and the others wait their turn.
+		// and the others wait their turn. Or it waits in ReadObject,
+		// which holds objects back for the initial fill (§3.4).
 		stalled = 0
 	}
 	switch {
 	case stalled > 0:
 		sub.stallTimer = nil
-	case len(sub.readers) == 0 || sub.sess.ctx.Err() != nil:
+	case len(sub.readers) == 0 && len(sub.fill.open) == 0 || sub.sess.ctx.Err() != nil:
 		sub.stallTimer = nil // restarted by the next stream
 	default:
 		sub.stallTimer.Reset(stallTick(d))

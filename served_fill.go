@@ -55,7 +55,7 @@ func (ss *ServedSubscription) startFill(id uint64, fill *wire.Params, largest wi
 	}
 	w.over = func(error) { release() }
 	budget := fillBudgetOf(&fp, ss.sess.cfg.FillTimeout)
-	cur := ss.sess.fetches.cursor(t, f.Window(), desc)
+	cur := ss.sess.serving.cursor(t, f.Window(), desc)
 	ss.sess.goroutines.Go(func() {
 		defer release()
 		if err := pumpFetch(ss.ctx, cur, f, w, budget); err != nil {

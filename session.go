@@ -89,6 +89,11 @@ import (
 //     timers, the stall watch reading its readers' atomics.
 //   - arrival.mu (ReadObject's queue), leaf.
 //
+// Fetches (fetch_client.go, subscription_fill.go): Subscription.mu, then
+// fetchData.mu (a fill's window at SUBSCRIBE_OK), then aliasRoutes.mu (a
+// held stream's slot); fetchRoutes.mu (Session.fetches) and fetchReq.mu
+// are leaves.
+//
 // Leaves anywhere: openRequests.mu (the open requests, for Shutdown and
 // the session's end), requestIDSpace.mu (the peer's Request IDs),
 // goroutines.mu (the session's goroutines, for Close), acceptQueue.mu
@@ -143,11 +148,13 @@ type Session struct {
 	ids      *requestIDSpace // Request IDs, both ways (§6.4.2.1)
 
 	routes aliasRoutes // Track Aliases and what waits for one (data plane)
+	// fetches routes FETCH_HEADER streams by Request ID (fetch_route.go).
+	fetches fetchRoutes
 
 	prio priority.Table // urgency of this session's data streams (raw QUIC)
-	// fetches counts the FETCHes and fill fetch streams served now, up to
+	// serving counts the FETCHes and fill fetch streams served now, up to
 	// Config.MaxServedFetches (fetch_serve.go).
-	fetches fetchServing
+	serving fetchServing
 }
 
 // newSession wraps conn. The caller runs handshake next.
@@ -311,9 +318,10 @@ func (s *Session) serveUniStream(str transport.ReceiveStream) error {
 		return s.readControl(wire.NewMessageReader(ctl), ctl)
 	case wire.StreamSubgroup:
 		return s.receiveSubgroup(str, br, h.Subgroup)
+	case wire.StreamFetch:
+		return s.receiveFetch(str, br, h.Fetch)
 	default:
-		// Padding is discarded (§11.5.1). A FETCH_HEADER stream answers
-		// a FETCH; this endpoint sends none yet, so none is expected.
+		// Padding is discarded (§11.5.1).
 		str.CancelRead(uint64(wire.ResetCancelled))
 		return nil
 	}

@@ -50,6 +50,7 @@ type Subscription struct {
 	// MAX_REQUEST_UPDATES (§9.1.7).
 	credit   chan struct{}
 	finished *DoneError // the PUBLISH_DONE, once received
+	fill     subFill    // fill fetch streams (subscription_fill.go)
 	subData
 }
 
@@ -92,9 +93,17 @@ func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, param
 		params:   params,
 	}
 	sub.initData()
+	if params.FillParameters != nil {
+		// Registered before the SUBSCRIBE leaves, so the fill stream,
+		// which may precede SUBSCRIBE_OK, finds its subscription (§3.4).
+		sub.mu.Lock()
+		sub.askFillLocked(rs.id, params.FillParameters)
+		sub.mu.Unlock()
+	}
 	if err := rs.write(&wire.Subscribe{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name, Parameters: params}); err != nil {
 		rs.cancel(wire.ResetInternalError)
 		s.requests.remove(rs)
+		s.fetches.remove(rs.id)
 		return nil, err
 	}
 	rs.goServe(sub)
@@ -235,6 +244,9 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 		sub.ownLocation = true
 	}
 	id := sub.sess.ids.allocate()
+	if params.FillParameters != nil {
+		sub.askFillLocked(id, params.FillParameters) // before it is sent
+	}
 	sub.mu.Unlock()
 	err = sub.rs.write(&wire.RequestUpdate{RequestID: id, Parameters: params})
 	release()
@@ -449,6 +461,7 @@ func (sub *Subscription) accept(m *wire.SubscribeOK) error {
 	}
 	sub.properties = props
 	sub.mu.Unlock()
+	sub.startFill()
 	if err := sub.sess.routes.bindAlias(sub); err != nil {
 		return err
 	}
@@ -532,63 +545,6 @@ func expiry(ms uint64) time.Time {
 		return time.Time{}
 	}
 	return time.Now().Add(msDuration(ms))
-}
-
-// mergeParams overlays the parameters present in update onto p, the rule for
-// REQUEST_UPDATE (§9.5). FILL_PARAMETERS is never sticky (§9.20.16); a
-// range filter of a type in update replaces that type's filters, and a
-// Clear one removes them (§3.3.2).
-func mergeParams(p, update *wire.Params) {
-	set := func(dst *wire.Opt[uint64], src wire.Opt[uint64]) {
-		if src.Set {
-			*dst = src
-		}
-	}
-	set(&p.ObjectDeliveryTimeout, update.ObjectDeliveryTimeout)
-	set(&p.SubgroupDeliveryTimeout, update.SubgroupDeliveryTimeout)
-	set(&p.NewGroupRequest, update.NewGroupRequest)
-	if len(update.AuthorizationTokens) > 0 {
-		p.AuthorizationTokens = update.AuthorizationTokens
-	}
-	if update.Forward.Set {
-		p.Forward = update.Forward
-	}
-	if update.SubscriberPriority.Set {
-		p.SubscriberPriority = update.SubscriberPriority
-	}
-	if update.LocationFilter.Set {
-		p.LocationFilter = update.LocationFilter
-		if update.LocationFilter.Value.Fields == 0 {
-			p.LocationFilter = wire.Opt[wire.LocationFilter]{}
-		}
-	}
-	if len(update.RangeFilters) > 0 {
-		replaced := map[wire.ParamType]bool{}
-		for _, f := range update.RangeFilters {
-			replaced[f.Type] = true
-		}
-		kept := p.RangeFilters[:0:0]
-		for _, f := range p.RangeFilters {
-			if !replaced[f.Type] {
-				kept = append(kept, f)
-			}
-		}
-		for _, f := range update.RangeFilters {
-			if !f.Clear {
-				kept = append(kept, f)
-			}
-		}
-		p.RangeFilters = kept
-	}
-}
-
-// ownKVList copies l so that it no longer aliases a read buffer.
-func ownKVList(l wire.KVList) (wire.KVList, error) {
-	b, err := l.Append(nil)
-	if err != nil {
-		return nil, &SessionError{Code: wire.InternalError, Reason: err.Error()}
-	}
-	return wire.ParseKVList(b)
 }
 
 // Done is closed when the subscription has ended: PUBLISH_DONE, a

@@ -310,6 +310,7 @@ func (sub *Subscription) endData() {
 		finished := sub.finished != nil
 		sub.mu.Unlock()
 		sub.sess.routes.unbindAlias(sub)
+		sub.forgetFills()
 		close(sub.dataDone)
 		if finished {
 			return // late streams stay for AcceptSubgroup
@@ -363,6 +364,7 @@ func (sub *Subscription) stopReaders() {
 	for r := range open {
 		r.stopWith(code)
 	}
+	sub.stopFills(code)
 	for {
 		select {
 		case r := <-sub.incoming:

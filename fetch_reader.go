@@ -1,0 +1,248 @@
+package moqt
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// fetchStream reads one fetch data stream (§11.4.1): a FETCH's or a fill's.
+// Its entries come out as Objects, gap markers included, each checked
+// against what the stream may carry (checkEntry). It is read by one
+// goroutine at a time; stop may be called from any.
+type fetchStream struct {
+	sess *Session
+	str  transport.ReceiveStream
+	br   *bufio.Reader
+	id   uint64 // the Request ID of its FETCH_HEADER
+	dec  wire.FetchDecoder
+
+	// Set by the stream's owner before the first read.
+	//
+	// window bounds the Locations of its entries: the FETCH's range, up to
+	// the FETCH_OK End, or the fill range; the zero Window passes all.
+	window filter.Window
+	// malformed is told when the stream reveals a Malformed Track (§12.1).
+	malformed func(*MalformedTrackError)
+	// watch is what the stall watchdog sees of a fill stream (nil clock
+	// for a FETCH's).
+	watch readWatch
+	// hold is the slot the stream held while it waited for its request.
+	hold *holdSlot
+	// onEnd, if set, is called once when the stream has ended.
+	onEnd   func()
+	endOnce sync.Once
+
+	props   []byte
+	hasPrev bool
+	prev    wire.Location // the last entry's Location
+	err     error         // sticky
+	stopped atomic.Bool   // this end stopped the stream
+	fin     atomic.Bool   // the stream ended with its FIN, read
+	once    sync.Once
+}
+
+// errFetchClosed is what a Fetch's reads return once Close stopped it.
+var errFetchClosed = fmt.Errorf("moqt: fetch closed: %w", ErrCancelled)
+
+// next reads the next entry whole. The Payload and Properties of an object
+// are new slices, the caller's. maxSize bounds payload and properties.
+func (r *fetchStream) next(maxSize int) (Object, error) {
+	defer r.leave()
+	if r.err != nil {
+		return Object{}, r.err
+	}
+	if r.br.Buffered() < maxPlainObjectHeader {
+		r.watch.wait() // the entry may not all be here yet
+	}
+	o, err := r.dec.Read(r.br, r.props[:0])
+	if err != nil {
+		return Object{}, r.fail(err, false)
+	}
+	if o.Properties != nil {
+		r.props = o.Properties // its storage is reused by the next read
+	}
+	loc := o.Location()
+	if e := r.checkEntry(loc); e != nil {
+		return Object{}, r.onMalformed(e)
+	}
+	r.hasPrev, r.prev = true, loc
+	if o.EndOfRange != 0 {
+		return Object{Location: loc, EndOfRange: o.EndOfRange}, nil
+	}
+	obj := Object{Location: loc, SubgroupID: o.SubgroupID, Priority: wire.Some(o.Priority),
+		Datagram: o.Datagram, Properties: bytes.Clone(o.Properties)}
+	if o.PayloadLength > uint64(maxSize) || o.PayloadLength+uint64(len(o.Properties)) > uint64(maxSize) {
+		// A local limit, not the peer's error: the rest of the stream
+		// cannot be read past it, so the stream is stopped.
+		r.stop(wire.ResetCancelled)
+		r.err = fmt.Errorf("%w: object %v of %d bytes", ErrObjectTooLarge, loc, o.PayloadLength)
+		return Object{}, r.err
+	}
+	if obj.Payload, err = r.readPayload(int(o.PayloadLength)); err != nil {
+		return Object{}, r.fail(err, true)
+	}
+	return obj, nil
+}
+
+// readPayload reads n payload bytes into a new slice, growing it by at
+// most growStep beyond what has arrived, never on a length alone.
+func (r *fetchStream) readPayload(n int) ([]byte, error) {
+	var p []byte
+	if n == 0 {
+		return []byte{}, nil
+	}
+	for len(p) < n {
+		k := min(n-len(p), growStep)
+		start := len(p)
+		p = slices.Grow(p, k)[:start+k]
+		if r.br.Buffered() < k {
+			r.watch.wait()
+		}
+		if _, err := io.ReadFull(r.br, p[start:]); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// checkEntry holds an entry's Location to what the stream may carry: inside
+// its window (§9.11: nothing past the requested range or the FETCH_OK End;
+// §3.4: a fill never extends beyond Largest Object), and after the entry
+// before it in the stream's order: groups in the Group Order, objects in
+// Object ID order within a group (§9.11, C094). The Delta encoding keeps
+// objects in order by itself; End of Range markers carry absolute
+// Locations, which must keep it too.
+func (r *fetchStream) checkEntry(loc wire.Location) *MalformedTrackError {
+	if !r.window.Contains(loc) {
+		return &MalformedTrackError{Reason: fmt.Sprintf("fetch stream %d carries %v, outside its range", r.id, loc)}
+	}
+	if !r.hasPrev {
+		return nil
+	}
+	p := r.prev
+	var ok bool
+	switch {
+	case loc.Group == p.Group:
+		ok = p.Object < loc.Object
+	case r.dec.Descending:
+		ok = loc.Group < p.Group
+	default:
+		ok = p.Group < loc.Group
+	}
+	if !ok {
+		return &MalformedTrackError{Reason: fmt.Sprintf("fetch stream %d carries %v after %v, out of order", r.id, loc, p)}
+	}
+	return nil
+}
+
+// onMalformed ends the stream on a Malformed Track: the entry that
+// revealed it is dropped, the stream stopped with MALFORMED_TRACK, and
+// the owner told, which cancels the fetch or subscription (§12.1).
+func (r *fetchStream) onMalformed(e *MalformedTrackError) error {
+	r.err = e
+	r.stop(wire.ResetMalformedTrack)
+	if r.malformed != nil {
+		r.malformed(e)
+	}
+	return e
+}
+
+// fail records why the stream ended. A FIN between entries ends it (io.EOF);
+// one inside an entry or a payload, and any bad entry, is a
+// PROTOCOL_VIOLATION, or the decoder's own code, and closes the session
+// (§11.4.1.1, C098-C101). A reset is reported as a *StreamError with its
+// code.
+func (r *fetchStream) fail(err error, inPayload bool) error {
+	var pe *wire.ProtocolError
+	switch {
+	case r.stopped.Load():
+		r.err = errFetchClosed
+	case !inPayload && isCleanEOF(err):
+		r.err = io.EOF
+		r.fin.Store(true)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		se := protocolViolation("fetch stream %d ended inside an object", r.id)
+		r.sess.fail(se)
+		r.err = r.sess.closeErr(se)
+	case asProtocolError(err, &pe):
+		r.sess.fail(err)
+		r.err = r.sess.closeErr(sessionErrorFrom(err))
+	default:
+		r.err = r.sess.streamError(err)
+		if r.stopped.Load() {
+			r.err = errFetchClosed
+		}
+	}
+	return r.err
+}
+
+// leave ends a call for the stall watchdog.
+func (r *fetchStream) leave() {
+	r.watch.leave(r.err == nil && r.br.Buffered() > 0)
+	if r.err != nil && r.onEnd != nil {
+		r.endOnce.Do(r.onEnd)
+	}
+}
+
+// stop sends STOP_SENDING with code, once, unless the stream was read to
+// its end, and gives back its held-stream slot. Safe from any goroutine.
+func (r *fetchStream) stop(code wire.ResetCode) {
+	r.once.Do(func() {
+		r.stopped.Store(true)
+		if !r.fin.Load() {
+			r.str.CancelRead(uint64(code))
+		}
+	})
+	r.hold.release()
+	if r.onEnd != nil {
+		r.endOnce.Do(r.onEnd)
+	}
+}
+
+// fetchPump reads a fetch stream's entries for ReadObject in a goroutine of
+// its own, one entry ahead, so that a context can abandon a wait without
+// leaving an entry half read.
+type fetchPump struct {
+	r     *fetchStream
+	items chan arrivalItem // capacity 1: the entry read ahead
+	quit  chan struct{}    // closed by halt
+	done  chan struct{}    // closed when the goroutine has ended
+	once  sync.Once
+}
+
+// startPump starts reading r; the goroutine ends at the stream's end,
+// with halt, or with the session.
+func startPump(r *fetchStream) *fetchPump {
+	p := &fetchPump{r: r, items: make(chan arrivalItem, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	s := r.sess
+	go func() {
+		defer close(p.done)
+		for {
+			obj, err := r.next(s.cfg.MaxObjectSize)
+			select {
+			case p.items <- arrivalItem{obj: obj, err: err}:
+			case <-p.quit:
+				return
+			case <-s.ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return p
+}
+
+// halt ends the pump's goroutine.
+func (p *fetchPump) halt() { p.once.Do(func() { close(p.quit) }) }

@@ -1,0 +1,544 @@
+package moqt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// A subscription's fill fetch streams (§3.4, §3.4.1). A SUBSCRIBE or
+// REQUEST_UPDATE carrying FILL_PARAMETERS asks for one, tagged with that
+// message's Request ID; the ID is registered with the session's fetch
+// routes (fetch_route.go) before the message leaves. Arrived streams queue
+// here for AcceptFill or ReadObject (arrival_reader.go), whichever the
+// application uses first: the other then gets none.
+
+// subFill is the fill state of a Subscription, guarded by Subscription.mu.
+type subFill struct {
+	slots  map[uint64]*fillSlot  // by Request ID, the fills asked for
+	queue  []*Fetch              // arrived fill streams not yet taken
+	open   map[*fetchStream]bool // delivered streams not yet ended, for the stall watchdog
+	signal chan struct{}         // closed and replaced when queue grows
+	mode   fillMode
+	// initial is the SUBSCRIBE's fill, when SUBSCRIBE_OK promised one:
+	// ReadObject yields it before the subscription's own objects.
+	initial *fillSlot
+}
+
+type fillMode uint8
+
+const (
+	fillUndecided fillMode = iota
+	fillByAccept           // AcceptFill takes the streams
+	fillByRead             // ReadObject takes them
+)
+
+// fillSlot is one fill asked for.
+type fillSlot struct {
+	id      uint64
+	params  *wire.Params // the FILL_PARAMETERS
+	arrived bool
+	// window bounds the fill's Locations (the zero Window passes all) and
+	// desc is its Group Order; set for the initial fill at SUBSCRIBE_OK.
+	window filter.Window
+	desc   bool
+	// For the initial fill, owned by ReadObject's caller (arrival.next):
+	// deadline for the stream to open, the last Location yielded, and
+	// whether it ended with its FIN (then it covered its whole window).
+	deadline time.Time
+	ended    bool
+	hasLast  bool
+	last     wire.Location
+	fin      bool
+}
+
+// errFillsTaken is AcceptFill's error once ReadObject reads the fills.
+var errFillsTaken = errors.New("moqt: the subscription's fills are read by ReadObject")
+
+// askFillLocked registers a fill asked for by the message with Request ID
+// id, before it is sent. sub.mu is held.
+func (sub *Subscription) askFillLocked(id uint64, p *wire.Params) *fillSlot {
+	if sub.fill.slots == nil {
+		sub.fill.slots = map[uint64]*fillSlot{}
+	}
+	slot := &fillSlot{id: id, params: p}
+	sub.fill.slots[id] = slot
+	sub.sess.fetches.add(id, sub)
+	return slot
+}
+
+// takeFetchStream is the route of the subscription's fill streams.
+func (sub *Subscription) takeFetchStream(r *fetchStream) bool {
+	if sub.dataEnded() {
+		return false
+	}
+	established := sub.current() == stateEstablished
+	sub.mu.Lock()
+	slot := sub.fill.slots[r.id]
+	if slot == nil || slot.arrived {
+		sub.mu.Unlock()
+		return false
+	}
+	slot.arrived = true
+	if !established {
+		// Before SUBSCRIBE_OK: held, within Config.MaxPendingStreams.
+		if r.hold = sub.sess.reserveHold(); r.hold == nil {
+			sub.mu.Unlock()
+			r.str.CancelRead(uint64(wire.ResetExcessiveLoad))
+			return true
+		}
+	}
+	defer sub.mu.Unlock()
+	f := &Fetch{sess: sub.sess}
+	f.data.init()
+	f.data.r, f.data.answered = r, true
+	close(f.data.ready)
+	f.data.window, f.data.desc = slot.window, slot.desc
+	if slot.id != sub.rs.id {
+		f.data.window, f.data.desc = fillWindowLocked(sub, slot, false)
+	}
+	f.data.malformed = sub.malformedTrack
+	r.watch.clock = &sub.stall
+	r.watch.touched.Store(sub.stall.now())
+	r.onEnd = func() { sub.fillEnded(r) }
+	if sub.fill.open == nil {
+		sub.fill.open = map[*fetchStream]bool{}
+	}
+	sub.fill.open[r] = true
+	sub.watchStallsLocked()
+	sub.fill.queue = append(sub.fill.queue, f)
+	if sub.fill.signal != nil {
+		close(sub.fill.signal)
+		sub.fill.signal = nil
+	}
+	return true
+}
+
+// fillWindowLocked resolves a fill's range and Group Order (§3.4): its
+// LOCATION_FILTER, or the subscription's, evaluated as a FETCH's against
+// the Largest Object, which only SUBSCRIBE_OK gives exactly (initial). A
+// later fill's range depends on the Largest Object when the publisher
+// processed the REQUEST_UPDATE, which its answer may not have told yet: it
+// is bounded below only, by an absolute start. sub.mu is held.
+func fillWindowLocked(sub *Subscription, slot *fillSlot, initial bool) (filter.Window, bool) {
+	p := slot.params
+	lf := sub.params.LocationFilter
+	if p.LocationFilter.Set {
+		lf = p.LocationFilter
+	}
+	order := sub.params.GroupOrder
+	if p.GroupOrder.Set {
+		order = p.GroupOrder
+	}
+	desc := order.Set && order.Value == wire.GroupOrderDescending
+	if !order.Set {
+		if kv, ok := sub.properties.Get(wire.PropDefaultPublisherGroupOrder); ok {
+			desc = kv.Value == uint64(wire.GroupOrderDescending)
+		}
+	}
+	if initial {
+		w, err := filter.FetchWindow(lf.Value, largestOf(sub.largest))
+		if err != nil {
+			return filter.Window{}, desc // empty: no stream expected
+		}
+		return w, desc
+	}
+	start, known := fetchStart(lf)
+	if !known {
+		start = wire.Location{}
+	}
+	return filter.Window{Start: start}, desc
+}
+
+// startFill applies SUBSCRIBE_OK to the initial fill: whether one comes
+// (Forward 1 and a fill range that is not empty, §3.4, §3.4.1), its range,
+// and how long ReadObject waits for it; held streams are released.
+func (sub *Subscription) startFill() {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	slot := sub.fill.slots[sub.rs.id]
+	if slot == nil || sub.byPublish {
+		return
+	}
+	w, desc := fillWindowLocked(sub, slot, true)
+	slot.desc = desc
+	if forwardOf(&sub.params) && !w.Empty() && sub.largest.Set {
+		slot.window = w
+		slot.deadline = time.Now().Add(sub.sess.cfg.FillWait)
+		sub.fill.initial = slot
+	}
+	for _, f := range sub.fill.queue {
+		f.data.mu.Lock()
+		if f.data.r.id == slot.id {
+			f.data.window, f.data.desc = slot.window, slot.desc
+		}
+		f.data.r.hold.release()
+		f.data.mu.Unlock()
+	}
+}
+
+// forgetFills drops the fills' routes: streams for them that come later
+// are stopped (fetch_route.go).
+func (sub *Subscription) forgetFills() {
+	sub.mu.Lock()
+	ids := make([]uint64, 0, len(sub.fill.slots))
+	for id := range sub.fill.slots {
+		ids = append(ids, id)
+	}
+	sub.mu.Unlock()
+	for _, id := range ids {
+		sub.sess.fetches.remove(id)
+	}
+}
+
+// fillEnded forgets a fill stream that ended.
+func (sub *Subscription) fillEnded(r *fetchStream) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	delete(sub.fill.open, r)
+}
+
+// fillsStalledLocked counts the fill streams left waiting with data since
+// before cutoff, as checkStalls counts subgroup streams. sub.mu is held.
+func (sub *Subscription) fillsStalledLocked(cutoff int64) int {
+	n := 0
+	for r := range sub.fill.open {
+		if r.watch.stalled(cutoff) {
+			n++
+		}
+	}
+	return n
+}
+
+// stopFills stops the subscription's fill streams, taken or not, with
+// code, and forgets its fills: the subscription no longer receives.
+func (sub *Subscription) stopFills(code wire.ResetCode) {
+	sub.mu.Lock()
+	open := sub.fill.open
+	sub.fill.open = nil
+	queued := sub.fill.queue
+	sub.fill.queue = nil
+	sub.mu.Unlock()
+	sub.forgetFills()
+	for r := range open {
+		r.stop(code)
+	}
+	for _, f := range queued {
+		f.data.r.stop(code)
+	}
+}
+
+// AcceptFill returns the subscription's next fill fetch stream (§3.4), as a
+// Fetch whose ReadObject and Close work as a FETCH's; its FETCH_OK fields
+// are unset, and it has no Update. A fill the publisher could not serve
+// arrives reset (§3.4.1): its ReadObject returns the *StreamError. Closing
+// one stops only that stream; the subscription goes on. After the
+// subscription's data plane ends, AcceptFill returns the subscription's
+// error. Use AcceptFill or ReadObject, not both: once ReadObject has
+// started it takes the fills, and AcceptFill fails; once AcceptFill has
+// been called, ReadObject yields no fill objects.
+func (sub *Subscription) AcceptFill(ctx context.Context) (*Fetch, error) {
+	for {
+		sub.mu.Lock()
+		if sub.fill.mode == fillByRead {
+			sub.mu.Unlock()
+			return nil, errFillsTaken
+		}
+		sub.fill.mode = fillByAccept
+		f, sig := sub.nextFillLocked()
+		sub.mu.Unlock()
+		if f != nil {
+			return f, nil
+		}
+		select {
+		case <-sig:
+		case <-sub.dataDone:
+			sub.mu.Lock()
+			f, _ = sub.nextFillLocked()
+			sub.mu.Unlock()
+			if f != nil {
+				return f, nil
+			}
+			return nil, sub.Err()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// nextFillLocked takes the oldest queued fill, or returns the channel that
+// signals the next. sub.mu is held.
+func (sub *Subscription) nextFillLocked() (*Fetch, <-chan struct{}) {
+	if len(sub.fill.queue) > 0 {
+		f := sub.fill.queue[0]
+		sub.fill.queue = sub.fill.queue[1:]
+		f.data.r.watch.take()
+		return f, nil
+	}
+	if sub.fill.signal == nil {
+		sub.fill.signal = make(chan struct{})
+	}
+	return nil, sub.fill.signal
+}
+
+// fillError is the ReadObject error entry of a fill stream that ended
+// before its FIN.
+func fillError(slot *fillSlot, err error) error {
+	return fmt.Errorf("moqt: fill fetch stream of request %d: %w", slot.id, err)
+}
+
+// The fill side of Subscription.ReadObject. The initial fill, the one
+// SUBSCRIBE_OK promised, comes first: until it has ended, ReadObject takes
+// only its entries, and the subscription's own objects wait in their
+// streams and the arrival queue, whose bounds push back on the publisher;
+// none is dropped for it. Once it has ended, a subscription-delivered
+// object is dropped only when it lies in the range the fill covered: the
+// whole fill range after the fill's FIN, or up to the last entry it
+// yielded in the fill's order after a reset, since the fill delivered it
+// or reported it as a gap (§3.4). With the Next Object filter and an
+// open-ended fill (§3.4's recipe) nothing is dropped: the ranges meet at
+// the Largest Object of SUBSCRIBE_OK, and every object comes once, in
+// order across the seam. Later fills, from Update, are yielded as they
+// arrive, between the subscription's objects.
+
+// errFillMissing is the fill error when the initial fill stream does not
+// open within Config.FillWait.
+var errFillMissing = errors.New("moqt: the fill fetch stream did not open within Config.FillWait")
+
+// errFillStalled is the fill error when the initial fill gives nothing for
+// Config.FillWait while the subscription's objects wait for it.
+var errFillStalled = errors.New("moqt: the fill fetch stream stalled while the subscription's objects waited: they follow, the rest of the fill as it comes")
+
+// readFills decides, at ReadObject's start, whether it reads the fills: it
+// does unless AcceptFill took them first.
+func (sub *Subscription) readFills() bool {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if sub.fill.mode == fillUndecided {
+		sub.fill.mode = fillByRead
+	}
+	return sub.fill.mode == fillByRead
+}
+
+// pendingInitialFill returns the initial fill while ReadObject must wait
+// for it.
+func (sub *Subscription) pendingInitialFill() *fillSlot {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if s := sub.fill.initial; s != nil && sub.fill.mode == fillByRead && !s.ended {
+		return s
+	}
+	return nil
+}
+
+// nextFill waits for the next entry of the fills while the initial fill
+// is awaited: up to its deadline for the stream to open, then as long as
+// entries keep coming. A fill that gives nothing for Config.FillWait while
+// the subscription's objects wait ends the wait (errFillStalled): the held
+// objects may be what keeps it from coming, filling the connection's
+// flow-control window.
+func (a *arrival) nextFill(ctx context.Context, sub *Subscription, slot *fillSlot) (arrivalItem, error) {
+	sub.mu.Lock()
+	arrived := slot.arrived
+	sub.mu.Unlock()
+	var expired, stalled <-chan time.Time
+	if !arrived {
+		t := time.NewTimer(time.Until(slot.deadline))
+		defer t.Stop()
+		expired = t.C
+	} else {
+		t := time.NewTicker(sub.sess.cfg.FillWait)
+		defer t.Stop()
+		stalled = t.C
+	}
+	for {
+		select {
+		case it := <-a.fills:
+			return it, nil
+		case <-stalled:
+			if len(a.items) == 0 && len(sub.datagrams) == 0 {
+				continue // nothing is held back
+			}
+			return arrivalItem{slot: slot, fillEnd: true, err: fillError(slot, errFillStalled)}, nil
+		case <-expired:
+			sub.mu.Lock()
+			arrived := slot.arrived
+			sub.mu.Unlock()
+			if arrived {
+				// It opened in time and has yet to give its first
+				// entry: waited for as any entry is.
+				t := time.NewTicker(sub.sess.cfg.FillWait)
+				defer t.Stop()
+				expired, stalled = nil, t.C
+				continue
+			}
+			return arrivalItem{slot: slot, fillEnd: true, err: fillError(slot, errFillMissing)}, nil
+		case <-a.drained:
+			select {
+			case it := <-a.fills:
+				return it, nil
+			default:
+				// Nothing more comes: the fill is over, as is everything.
+				return arrivalItem{slot: slot, fillEnd: true, err: fillError(slot, errFillMissing)}, nil
+			}
+		case <-a.stopped:
+			return arrivalItem{}, sub.endErr(ctx)
+		case <-ctx.Done():
+			return arrivalItem{}, ctx.Err()
+		}
+	}
+}
+
+// seam applies the order across fill and subscription to an item taken
+// off the queues, and reports whether ReadObject returns it.
+func (sub *Subscription) seam(a *arrival, it arrivalItem) (arrivalItem, bool) {
+	if s := it.slot; s != nil {
+		if it.fillEnd {
+			sub.mu.Lock()
+			if !s.ended {
+				s.ended, s.fin = true, it.err == nil
+			}
+			sub.mu.Unlock()
+			return arrivalItem{obj: Object{}, err: it.err}, it.err != nil
+		}
+		s.hasLast, s.last = true, it.obj.Location
+		return it, true
+	}
+	if it.err != nil {
+		return it, true
+	}
+	sub.mu.Lock()
+	s := sub.fill.initial
+	covered := s != nil && s.ended && s.covers(it.obj.Location)
+	sub.mu.Unlock()
+	if covered {
+		a.release(it.size, it.buf)
+		return arrivalItem{}, false
+	}
+	return it, true
+}
+
+// covers reports whether the ended fill delivered l or reported it as a
+// gap.
+func (s *fillSlot) covers(l wire.Location) bool {
+	switch {
+	case !s.window.Contains(l):
+		return false
+	case s.fin:
+		return true
+	case !s.hasLast:
+		return false
+	case s.desc:
+		return l.Group > s.last.Group || l.Group == s.last.Group && l.Object <= s.last.Object
+	}
+	return !s.last.Less(l)
+}
+
+// pumpFills takes the subscription's fill streams and starts a reader for
+// each, until the data plane ends.
+func (a *arrival) pumpFills(sub *Subscription) {
+	defer a.exit()
+	for {
+		sub.mu.Lock()
+		f, sig := sub.nextFillLocked()
+		sub.mu.Unlock()
+		if f == nil {
+			select {
+			case <-sig:
+				continue
+			case <-sub.dataDone:
+				sub.mu.Lock()
+				f, _ = sub.nextFillLocked()
+				sub.mu.Unlock()
+				if f == nil {
+					return
+				}
+			case <-a.ctx.Done():
+				return
+			}
+		}
+		sub.mu.Lock()
+		slot := sub.fill.slots[f.data.r.id]
+		sub.mu.Unlock()
+		a.mu.Lock()
+		a.live++
+		a.mu.Unlock()
+		go a.readFill(f, slot)
+	}
+}
+
+// fillBudget bounds the bytes of the fill entries queued for ReadObject,
+// or last returned, to arrivalBytes (one larger entry alone), apart from
+// the subscription's own objects: those may all be held back waiting for
+// the initial fill, which must still get through.
+type fillBudget struct {
+	mu    sync.Mutex // a leaf
+	bytes int
+	room  chan struct{} // closed when bytes are released
+}
+
+// reserve waits until size fits, or nothing else is held; it reports false
+// once ctx ends.
+func (b *fillBudget) reserve(ctx context.Context, size int) bool {
+	b.mu.Lock()
+	for b.bytes > 0 && b.bytes+size > arrivalBytes {
+		if b.room == nil {
+			b.room = make(chan struct{})
+		}
+		room := b.room
+		b.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return false
+		}
+		b.mu.Lock()
+	}
+	b.bytes += size
+	b.mu.Unlock()
+	return true
+}
+
+func (b *fillBudget) release(size int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.bytes -= size
+	if b.room != nil {
+		close(b.room)
+		b.room = nil
+	}
+}
+
+// readFill reads one fill stream's entries into the fill queue, within the
+// queue's byte bound, then its end.
+func (a *arrival) readFill(f *Fetch, slot *fillSlot) {
+	defer a.exit()
+	for {
+		obj, err := f.ReadObject(a.ctx)
+		if a.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			end := arrivalItem{slot: slot, fillEnd: true}
+			if err != io.EOF {
+				end.err = fillError(slot, err)
+			}
+			a.pushTo(a.fills, end)
+			return
+		}
+		size := len(obj.Payload) + len(obj.Properties)
+		if !a.fillBytes.reserve(a.ctx, size) {
+			return
+		}
+		if !a.pushTo(a.fills, arrivalItem{obj: obj, size: size, slot: slot}) {
+			a.fillBytes.release(size)
+			return
+		}
+	}
+}
