@@ -62,7 +62,7 @@ func TestC087_StopSendingResetsFetchStreams(t *testing.T) {
 		// view must show its reset.
 		assert.Eventually(t, f.req.rs.isCancelled, fakeGuard, time.Millisecond)
 		assert.ErrorIs(t, recvOrFail(t, errs), ErrCancelled)
-		assert.Eventually(t, func() bool { return s.fetches.n.Load() == 0 }, fakeGuard, time.Millisecond)
+		assert.Eventually(t, func() bool { return s.serving.n.Load() == 0 }, fakeGuard, time.Millisecond)
 	})
 	t.Run("data stream", func(t *testing.T) {
 		f := openFetch(t, &Config{}, wire.Params{})
@@ -70,7 +70,7 @@ func TestC087_StopSendingResetsFetchStreams(t *testing.T) {
 		d.str.CancelRead(uint64(wire.ResetCancelled))
 		fs.expectReset(wire.ResetCancelled)
 		assert.Error(t, recvOrFail(t, errs))
-		assert.Eventually(t, func() bool { return s.fetches.n.Load() == 0 }, fakeGuard, time.Millisecond)
+		assert.Eventually(t, func() bool { return s.serving.n.Load() == 0 }, fakeGuard, time.Millisecond)
 	})
 	t.Run("request stream reset", func(t *testing.T) {
 		f := openFetch(t, &Config{}, wire.Params{})
@@ -89,7 +89,7 @@ func TestC092_FailedFetchUpdateResetsDataStream(t *testing.T) {
 	s, fs, d := f.s, f.fs, f.d
 	fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](7)}})
 	expect[*wire.RequestOK](fs)
-	assert.Eventually(t, func() bool { return s.fetches.n.Load() == 1 }, fakeGuard, time.Millisecond)
+	assert.Eventually(t, func() bool { return s.serving.n.Load() == 1 }, fakeGuard, time.Millisecond)
 	// A token registered and used as a value at once is malformed
 	// (§8.9): the update fails.
 	fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{AuthorizationTokens: toks(tokReg(2, "b"), tokVal("b"))}})
@@ -119,7 +119,7 @@ func TestFetchCap(t *testing.T) {
 	fs2.expectFIN()
 	fs.cancel()
 	d.expectReset(wire.ResetCancelled)
-	require.Eventually(t, func() bool { return s.fetches.n.Load() == 0 }, fakeGuard, time.Millisecond)
+	require.Eventually(t, func() bool { return s.serving.n.Load() == 0 }, fakeGuard, time.Millisecond)
 	pubUseCursor(s, func(filter.Window, bool) fetchCursor { return &pubSliceCursor{} })
 	fs3 := fp.open(pubFetchMsg(4, trackA, wire.Params{}))
 	expect[*wire.FetchOK](fs3)
@@ -202,7 +202,7 @@ func TestFetchEndsWithSession(t *testing.T) {
 	f := openFetch(t, &Config{}, wire.Params{})
 	require.NoError(t, f.s.Close())
 	assert.Error(t, recvOrFail(t, f.errs))
-	assert.Eventually(t, func() bool { return f.s.fetches.n.Load() == 0 }, fakeGuard, time.Millisecond)
+	assert.Eventually(t, func() bool { return f.s.serving.n.Load() == 0 }, fakeGuard, time.Millisecond)
 }
 
 // A REQUEST_UPDATE on a FETCH may carry only what a FETCH's update allows

@@ -86,7 +86,7 @@ func (c *pubBlockedCursor) next(ctx context.Context) (Object, error) {
 // returns.
 func pubUseCursor(s *Session, mk func(w filter.Window, desc bool) fetchCursor) {
 	f := func(_ *LocalTrack, w filter.Window, desc bool) fetchCursor { return mk(w, desc) }
-	s.fetches.source.Store(&f)
+	s.serving.source.Store(&f)
 }
 
 // pubTrack is a LocalTrack named trackA whose Largest Object is largest,

@@ -167,7 +167,7 @@ func TestC089_FillFailureResetsAfterHeader(t *testing.T) {
 		expect[*wire.FetchOK](fetch)
 		fetchData := fp.acceptPubFetch(false)
 		assert.Equal(t, uint64(0), fetchData.id)
-		require.Equal(t, int64(1), s.fetches.n.Load())
+		require.Equal(t, int64(1), s.serving.n.Load())
 		fs := fp.open(subscribeMsg(2, trackA, wire.Params{FillParameters: wholeTrack()}))
 		expect[*wire.SubscribeOK](fs)
 		d := fp.acceptPubFetch(false)
@@ -198,7 +198,7 @@ func TestFillStopSending(t *testing.T) {
 	_, err := d.next()
 	require.NoError(t, err)
 	d.str.CancelRead(uint64(wire.ResetCancelled))
-	require.Eventually(t, func() bool { return s.fetches.n.Load() == 0 }, fakeGuard, time.Millisecond)
+	require.Eventually(t, func() bool { return s.serving.n.Load() == 0 }, fakeGuard, time.Millisecond)
 	fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{}})
 	expect[*wire.RequestOK](fs)
 }
