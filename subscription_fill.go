@@ -86,6 +86,10 @@ func (sub *Subscription) takeFetchStream(r *fetchStream) bool {
 		return false
 	}
 	slot.arrived = true
+	// A fill stream is one of the subscription's data streams, which
+	// PUBLISH_DONE's Stream Count includes (§9.9).
+	sub.streamsSeen++
+	defer sub.noteStream()
 	if !established {
 		// Before SUBSCRIBE_OK: held, within Config.MaxPendingStreams.
 		if r.hold = sub.sess.reserveHold(); r.hold == nil {
