@@ -328,30 +328,55 @@ var benchTrack = wire.FullTrackName{Namespace: wire.NewNamespace("bench"), Name:
 // MoQT is the moqt path: a Server whose LocalTrack serves the subscription
 // of a client over raw QUIC (moqt://).
 type MoQT struct {
+	moqtPair
+	sub   *moqt.Subscription
+	group uint64
+	pay   payload
+	rbuf  []byte
+	scr   []byte
+}
+
+// moqtPair is a moqt Server on 127.0.0.1 serving one LocalTrack, and a
+// client session connected to it.
+type moqtPair struct {
 	srv    *moqt.Server
 	server *moqt.Session
 	client *moqt.Session
 	track  *moqt.LocalTrack
-	sub    *moqt.Subscription
-	group  uint64
-	pay    payload
-	rbuf   []byte
-	scr    []byte
 }
 
 // NewMoQT starts a moqt Server on 127.0.0.1 serving one LocalTrack,
 // connects to it and subscribes.
 func NewMoQT(ctx context.Context) (_ *MoQT, err error) {
-	srv, track, ctls, err := trackServer(&moqt.Config{}, nil)
-	if err != nil {
+	p := &MoQT{}
+	if p.moqtPair, err = newMoQTPair(ctx, nil); err != nil {
 		return nil, err
 	}
-	p := &MoQT{srv: srv, track: track}
+	if p.sub, err = p.client.Subscribe(ctx, benchTrack, wire.Params{}); err != nil {
+		_ = p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// newMoQTPair starts the server, prepares its track with prepare (if not
+// nil) before any session connects, and connects a client.
+func newMoQTPair(ctx context.Context, prepare func(*moqt.LocalTrack) error) (_ moqtPair, err error) {
+	srv, track, ctls, err := trackServer(&moqt.Config{}, nil)
+	if err != nil {
+		return moqtPair{}, err
+	}
+	p := moqtPair{srv: srv, track: track}
 	defer func() {
 		if err != nil {
 			_ = p.Close()
 		}
 	}()
+	if prepare != nil {
+		if err := prepare(track); err != nil {
+			return p, err
+		}
+	}
 	accepted := make(chan *moqt.Session, 1)
 	go func() {
 		s, err := srv.Accept(ctx)
@@ -363,13 +388,10 @@ func NewMoQT(ctx context.Context) (_ *MoQT, err error) {
 	// On failure the deferred Close closes srv, which ends the Accept.
 	p.client, err = moqt.Dial(ctx, "moqt://"+srv.Addr().String()+"/bench", &moqt.Config{Logger: quiet, TLSConfig: ctls})
 	if err != nil {
-		return nil, err
+		return p, err
 	}
 	if p.server = <-accepted; p.server == nil {
-		return nil, errors.New("bench: moqt server accepted no session")
-	}
-	if p.sub, err = p.client.Subscribe(ctx, benchTrack, wire.Params{}); err != nil {
-		return nil, err
+		return p, errors.New("bench: moqt server accepted no session")
 	}
 	return p, nil
 }
@@ -391,11 +413,14 @@ func trackServer(cfg *moqt.Config, opts *moqt.ServerOptions) (*moqt.Server, *moq
 	}
 	cfg.Logger = quiet
 	cfg.Handler = moqt.HandlerFunc(func(r moqt.Request) {
-		if sr, ok := r.(*moqt.SubscribeRequest); ok && sr.Track.Equal(benchTrack) {
-			_, _ = track.Accept(sr, moqt.AcceptOptions{})
-			return
+		switch r := r.(type) {
+		case *moqt.SubscribeRequest:
+			_, _ = track.Accept(r, moqt.AcceptOptions{})
+		case *moqt.FetchRequest:
+			_ = track.Fetch(r)
+		default:
+			moqt.DefaultHandler.ServeMOQT(r)
 		}
-		moqt.DefaultHandler.ServeMOQT(r)
 	})
 	cfg.TLSConfig = stls
 	srv, err := moqt.Listen("127.0.0.1:0", cfg, opts)
@@ -494,7 +519,8 @@ func readMoQT(ctx context.Context, sub *moqt.Subscription, group uint64, n, size
 
 // Close ends the subscription's sessions and the server, waiting for
 // their goroutines.
-func (p *MoQT) Close() error {
+// Close closes both sessions and the server, and waits for the sessions.
+func (p *moqtPair) Close() error {
 	var err error
 	if p.client != nil {
 		err = p.client.Close()
