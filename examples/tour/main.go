@@ -2,8 +2,9 @@
 // server and a client in one process, over raw QUIC and then WebTransport.
 // It shows the SETUP exchange, a SUBSCRIBE refused with REQUEST_ERROR, one
 // accepted with SUBSCRIBE_OK, objects published through a LocalTrack and
-// read back, a REQUEST_UPDATE, TRACK_STATUS, a publisher-initiated PUBLISH
-// and the PUBLISH_DONE that ends a subscription.
+// read back, a FETCH of past objects from the track's cache, a
+// REQUEST_UPDATE, TRACK_STATUS, a publisher-initiated PUBLISH and the
+// PUBLISH_DONE that ends a subscription.
 //
 //	go run ./examples/tour
 package main
@@ -84,6 +85,8 @@ func serve(r moqt.Request) {
 		}
 	case *moqt.TrackStatusRequest:
 		_ = clockTrack.Status(r)
+	case *moqt.FetchRequest:
+		_ = clockTrack.Fetch(r) // from the track's cache
 	default:
 		moqt.DefaultHandler.ServeMOQT(r)
 	}
@@ -108,8 +111,10 @@ func visit(srv *moqt.Server, url string, cfg *moqt.Config) error {
 	if err != nil {
 		return err
 	}
-	// One group published before anyone subscribes: it only moves the
-	// track's Largest Object.
+	// The track keeps its last 100 objects for FETCH and fill.
+	clockTrack.SetCache(moqt.CacheLimits{Objects: 100})
+	// One group published before anyone subscribes: it moves the track's
+	// Largest Object and stays in the cache.
 	w := clockTrack.OpenSubgroup(41, 0, moqt.SubgroupOptions{})
 	for id := uint64(0); id <= 7; id++ {
 		if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: 41, Object: id}, Payload: []byte("tick")}); err != nil {
@@ -143,6 +148,24 @@ func visit(srv *moqt.Server, url string, cfg *moqt.Config) error {
 		return err
 	}
 	fmt.Printf("TRACK_STATUS %s -> largest %v, properties %v\n", clock, st.Largest.Value, st.Properties)
+
+	past := wire.RangeFilterToObject(wire.Location{Group: 41, Object: 2}, wire.Location{Group: 41, Object: 4})
+	f, err := client.Fetch(ctx, clock, wire.Params{LocationFilter: wire.Some(past)})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("FETCH %s {41, 2}..{41, 4} -> FETCH_OK end %v\n", clock, f.End)
+	for {
+		obj, err := f.ReadObject(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Printf("fetched object %v: %q\n", obj.Location, obj.Payload)
+	}
+	fmt.Println("fetch stream ended with FIN: the range is complete")
 
 	sub, err := client.Subscribe(ctx, clock, wire.Params{SubscriberPriority: wire.Some[uint8](10)})
 	if err != nil {
