@@ -130,17 +130,21 @@ func pumpFetch(ctx context.Context, cur fetchCursor, f *filter.Filter, w *FetchW
 
 // waitBudget is the context a fetch's cursor waits under: done once the
 // fetch's total wait has used up its budget (FILL_TIMEOUT, §9.20.6), or
-// when the fetch ends. Only the time spent inside next counts, so the
-// time the subscriber takes to read does not use the budget.
+// when the fetch ends. Only the time spent inside next, from when the
+// cursor first asks for Done, counts, so neither the time the subscriber
+// takes to read nor an entry served without waiting uses the budget, nor
+// costs a timer.
 type waitBudget struct {
 	context.Context // the fetch's: values and the end of the fetch
-	left            time.Duration
-	timer           *time.Timer
 	stop            func() bool
 	once            sync.Once
 	done            chan struct{}
-	mu              sync.Mutex
+	mu              sync.Mutex // guards the fields below
 	err             error
+	left            time.Duration
+	timer           *time.Timer
+	armed           bool  // the timer runs for the call of next in progress
+	armedAt         int64 // when, a monoNow time
 }
 
 func newWaitBudget(ctx context.Context, budget time.Duration) *waitBudget {
@@ -154,21 +158,17 @@ func newWaitBudget(ctx context.Context, budget time.Duration) *waitBudget {
 
 // next returns cur's next entry, charging the wait to the budget.
 func (b *waitBudget) next(cur fetchCursor) (Object, error) {
-	select {
-	case <-b.done:
-		return cur.next(b)
-	default:
-	}
-	start := monoNow()
-	if b.timer == nil {
-		b.timer = time.AfterFunc(b.left, func() { b.end(context.DeadlineExceeded) })
-	} else {
-		b.timer.Reset(b.left)
-	}
 	o, err := cur.next(b)
-	b.timer.Stop()
-	b.left -= time.Duration(monoNow() - start)
-	if b.left <= 0 {
+	b.mu.Lock()
+	spent := false
+	if b.armed {
+		b.armed = false
+		b.timer.Stop()
+		b.left -= time.Duration(monoNow() - b.armedAt)
+		spent = b.left <= 0
+	}
+	b.mu.Unlock()
+	if spent {
 		b.end(context.DeadlineExceeded)
 	}
 	return o, err
@@ -185,6 +185,8 @@ func (b *waitBudget) end(err error) {
 
 func (b *waitBudget) close() {
 	b.stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.timer != nil {
 		b.timer.Stop()
 	}
@@ -193,8 +195,22 @@ func (b *waitBudget) close() {
 // Deadline reports none: the budget has no fixed end.
 func (b *waitBudget) Deadline() (time.Time, bool) { return time.Time{}, false }
 
-// Done is closed once the budget is used up or the fetch ends.
-func (b *waitBudget) Done() <-chan struct{} { return b.done }
+// Done is closed once the budget is used up or the fetch ends. The first
+// call inside a call of next starts the budget's clock.
+func (b *waitBudget) Done() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.armed || b.err != nil {
+		return b.done
+	}
+	b.armed, b.armedAt = true, monoNow()
+	if b.timer == nil {
+		b.timer = time.AfterFunc(b.left, func() { b.end(context.DeadlineExceeded) })
+	} else {
+		b.timer.Reset(b.left)
+	}
+	return b.done
+}
 
 // Err is context.DeadlineExceeded for a used-up budget.
 func (b *waitBudget) Err() error {

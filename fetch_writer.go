@@ -58,6 +58,18 @@ type FetchWriter struct {
 	last    wire.Location // the last entry's Location
 	ranked  int           // the publisher priority the stream is ranked with; -1 before
 
+	// until is the monoNow time by which the Write in progress must be
+	// done, 0 between writes. The watchdog, a timer armed by the first
+	// write and re-armed while writes go on, gives a Write still blocked
+	// at until a past stream deadline: a stream deadline per Write would
+	// cost a lock, a wake-up and a timer in quic-go each time.
+	until    atomic.Int64
+	watching atomic.Bool // the watchdog is armed
+	watchMu  sync.Mutex  // guards the fields below
+	watchdog *time.Timer
+	watched  transport.SendStream // the stream the watchdog interrupts
+	unwatch  bool                 // the stream ended: the watchdog stays off
+
 	mu     sync.Mutex // guards the fields below; a leaf
 	str    transport.SendStream
 	opened bool  // str is set, or the open failed
@@ -240,14 +252,16 @@ func (w *FetchWriter) failAfterHeader(code wire.ResetCode, err error, cut func(t
 // end marks the stream ended, reporting whether this call did.
 func (w *FetchWriter) end(err error) bool {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.ended {
+		w.mu.Unlock()
 		return false
 	}
 	w.ended, w.err = true, err
 	if w.stop != nil {
 		w.stop()
 	}
+	w.mu.Unlock()
+	w.stopWatch()
 	return true
 }
 
@@ -318,17 +332,91 @@ func (w *FetchWriter) stream() (transport.SendStream, error) {
 // (the subscriber's STOP_SENDING, the session's end) ends the fetch too.
 // The caller holds the turn.
 func (w *FetchWriter) write(str transport.SendStream, b []byte) error {
-	_ = str.SetWriteDeadline(time.Now().Add(w.sess.cfg.SubscriberGrace))
-	if _, err := str.Write(b); err != nil {
+	grace := w.sess.cfg.SubscriberGrace
+	until := monoNow() + int64(grace)
+	for {
+		w.until.Store(until)
+		w.watch(str)
+		n, err := str.Write(b)
+		w.until.Store(0)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && monoNow() < until {
+			// The watchdog's past deadline was for an earlier Write,
+			// done by the time it was set: this one still has time.
+			if err := str.SetWriteDeadline(time.Time{}); err == nil {
+				b = b[n:]
+				continue
+			}
+		}
 		code := wire.ResetCancelled
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			code = wire.ResetTooFarBehind
-			err = fmt.Errorf("moqt: fetch stream took nothing for %v: %w", w.sess.cfg.SubscriberGrace, err)
+			err = fmt.Errorf("moqt: fetch stream took nothing for %v: %w", grace, err)
 		}
 		w.fail(code, w.sess.streamError(err))
 		return w.endErr()
 	}
-	return nil
+}
+
+// watch makes sure the watchdog runs while a Write is in progress: an
+// atomic load once it does.
+func (w *FetchWriter) watch(str transport.SendStream) {
+	if w.watching.Load() {
+		return
+	}
+	w.watchMu.Lock()
+	defer w.watchMu.Unlock()
+	if w.watching.Load() || w.unwatch {
+		return
+	}
+	w.watching.Store(true)
+	w.watched = str
+	wait := time.Duration(w.until.Load() - monoNow())
+	if w.watchdog == nil {
+		w.watchdog = time.AfterFunc(wait, w.watchFired)
+		return
+	}
+	w.watchdog.Reset(wait)
+}
+
+// watchFired runs on the watchdog's goroutine: a Write blocked past its
+// until gets a past deadline and fails; while writes go on, the watchdog
+// is re-armed for the one in progress.
+func (w *FetchWriter) watchFired() {
+	w.watchMu.Lock()
+	defer w.watchMu.Unlock()
+	if w.unwatch {
+		return
+	}
+	u, now := w.until.Load(), monoNow()
+	if u != 0 && now >= u {
+		_ = w.watched.SetWriteDeadline(time.Unix(1, 0))
+	}
+	if u != 0 && now < u {
+		w.watchdog.Reset(time.Duration(u - now))
+		return
+	}
+	w.watching.Store(false)
+	// A write that began after until was read saw watching still set and
+	// left the arming to this run: arm for it, or its Write would have no
+	// bound.
+	if u2 := w.until.Load(); u2 != 0 && u2 != u {
+		w.watching.Store(true)
+		w.watchdog.Reset(max(time.Duration(u2-monoNow()), 0))
+	}
+}
+
+// stopWatch stops the watchdog for good: the stream ended.
+func (w *FetchWriter) stopWatch() {
+	w.watchMu.Lock()
+	defer w.watchMu.Unlock()
+	w.unwatch = true
+	if w.watchdog != nil {
+		w.watchdog.Stop()
+	}
+	w.watched = nil
 }
 
 // rank places the stream by the publisher priority of the object about
