@@ -143,8 +143,8 @@ type waitBudget struct {
 	err             error
 	left            time.Duration
 	timer           *time.Timer
-	armed           bool  // the timer runs for the call of next in progress
-	armedAt         int64 // when, a monoNow time
+	armedAt         int64       // when the timer started, a monoNow time
+	armed           atomic.Bool // the timer runs for the call of next in progress; set under mu
 }
 
 func newWaitBudget(ctx context.Context, budget time.Duration) *waitBudget {
@@ -159,10 +159,13 @@ func newWaitBudget(ctx context.Context, budget time.Duration) *waitBudget {
 // next returns cur's next entry, charging the wait to the budget.
 func (b *waitBudget) next(cur fetchCursor) (Object, error) {
 	o, err := cur.next(b)
+	if !b.armed.Load() {
+		return o, err // no wait: nothing to charge
+	}
 	b.mu.Lock()
 	spent := false
-	if b.armed {
-		b.armed = false
+	if b.armed.Load() {
+		b.armed.Store(false)
 		b.timer.Stop()
 		b.left -= time.Duration(monoNow() - b.armedAt)
 		spent = b.left <= 0
@@ -200,10 +203,11 @@ func (b *waitBudget) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (b *waitBudget) Done() <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.armed || b.err != nil {
+	if b.armed.Load() || b.err != nil {
 		return b.done
 	}
-	b.armed, b.armedAt = true, monoNow()
+	b.armedAt = monoNow()
+	b.armed.Store(true)
 	if b.timer == nil {
 		b.timer = time.AfterFunc(b.left, func() { b.end(context.DeadlineExceeded) })
 	} else {
