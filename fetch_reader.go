@@ -109,8 +109,7 @@ const (
 )
 
 // carve returns n bytes of storage of the caller's, from the slab when n
-// is small. Only bytes that have arrived are sized by: the caller has them
-// buffered.
+// is small.
 func (r *fetchStream) carve(n int) []byte {
 	if n > fetchSlabMax {
 		return make([]byte, n)
@@ -130,11 +129,16 @@ func (r *fetchStream) readPayload(n int) ([]byte, error) {
 	if n == 0 {
 		return []byte{}, nil
 	}
-	if n <= fetchSlabMax && r.br.Buffered() >= n {
-		// All here: read from the buffer, which cannot fail.
+	if n <= fetchSlabMax {
+		// Less than growStep: sized at once.
 		p = r.carve(n)
-		_, err := io.ReadFull(r.br, p)
-		return p, err
+		if r.br.Buffered() < n {
+			r.watch.wait()
+		}
+		if _, err := io.ReadFull(r.br, p); err != nil {
+			return nil, err
+		}
+		return p, nil
 	}
 	for len(p) < n {
 		k := min(n-len(p), growStep)
@@ -252,6 +256,12 @@ const (
 	fetchAheadBytes = 64 << 10
 )
 
+// readAhead is an entry a fetchPump read, or the error that ended it.
+type readAhead struct {
+	obj Object
+	err error
+}
+
 // errFetchQuit is fetchPump.take's report that the Fetch was closed.
 var errFetchQuit = errors.New("moqt: fetch closed")
 
@@ -270,13 +280,13 @@ type fetchPump struct {
 	once  sync.Once
 
 	mu         sync.Mutex // guards the fields below
-	q          []arrivalItem
+	q          []readAhead
 	bytes      int  // payload and properties queued
 	takerWaits bool // ReadObject waits for an entry
 	pumpWaits  bool // the pump waits for room
 
 	// ReadObject's: the batch it returns entries from.
-	cur []arrivalItem
+	cur []readAhead
 	pos int
 }
 
@@ -284,13 +294,14 @@ type fetchPump struct {
 // with halt, or with the session.
 func startPump(r *fetchStream) *fetchPump {
 	p := &fetchPump{r: r, quit: make(chan struct{}), done: make(chan struct{}),
-		ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+		ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
+		q: make([]readAhead, 0, fetchAhead/4), cur: make([]readAhead, 0, fetchAhead/4)}
 	s := r.sess
 	go func() {
 		defer close(p.done)
 		for {
 			obj, err := r.next(s.cfg.MaxObjectSize)
-			if !p.put(arrivalItem{obj: obj, err: err}, s.ctx.Done()) || err != nil {
+			if !p.put(readAhead{obj: obj, err: err}, s.ctx.Done()) || err != nil {
 				return
 			}
 		}
@@ -300,7 +311,7 @@ func startPump(r *fetchStream) *fetchPump {
 
 // put queues it, waiting for room; it reports false once halted or the
 // session ended.
-func (p *fetchPump) put(it arrivalItem, sessDone <-chan struct{}) bool {
+func (p *fetchPump) put(it readAhead, sessDone <-chan struct{}) bool {
 	size := len(it.obj.Payload) + len(it.obj.Properties)
 	p.mu.Lock()
 	for len(p.q) >= fetchAhead || len(p.q) > 0 && p.bytes+size > fetchAheadBytes {
@@ -329,16 +340,16 @@ func (p *fetchPump) put(it arrivalItem, sessDone <-chan struct{}) bool {
 // take returns the next entry, waiting for one. It fails with ctx's error,
 // or errFetchQuit once quit is closed. After the pump ended with nothing
 // more queued, the entry is the stream's error, or the session's.
-func (p *fetchPump) take(ctx context.Context, quit <-chan struct{}, s *Session) (arrivalItem, error) {
+func (p *fetchPump) take(ctx context.Context, quit <-chan struct{}, s *Session) (readAhead, error) {
 	if p.pos == len(p.cur) {
 		ended, err := p.refill(ctx, quit)
 		if err != nil {
-			return arrivalItem{}, err
+			return readAhead{}, err
 		}
 		if ended {
 			// The pump ended, perhaps with the session, before it
 			// could hand over its last entry or error.
-			it := arrivalItem{err: p.r.err}
+			it := readAhead{err: p.r.err}
 			if it.err == nil {
 				it.err = s.closeErr(ErrCancelled)
 			}
@@ -346,7 +357,7 @@ func (p *fetchPump) take(ctx context.Context, quit <-chan struct{}, s *Session) 
 		}
 	}
 	it := p.cur[p.pos]
-	p.cur[p.pos] = arrivalItem{} // the caller's now
+	p.cur[p.pos] = readAhead{} // the caller's now
 	p.pos++
 	return it, nil
 }
