@@ -95,6 +95,10 @@ func fillBudgetOf(p *wire.Params, def time.Duration) time.Duration {
 func pumpFetch(ctx context.Context, cur fetchCursor, f *filter.Filter, w *FetchWriter, budget time.Duration) error {
 	b := newWaitBudget(ctx, budget)
 	defer b.close()
+	// Entries ready one after another share Writes; what is held goes
+	// out before the cursor waits.
+	w.setCoalesce()
+	b.onWait = w.flushHeld
 	for {
 		o, err := b.next(cur)
 		if ctx.Err() != nil {
@@ -137,6 +141,7 @@ func pumpFetch(ctx context.Context, cur fetchCursor, f *filter.Filter, w *FetchW
 type waitBudget struct {
 	context.Context // the fetch's: values and the end of the fetch
 	stop            func() bool
+	onWait          func() // called when the cursor is about to wait, if set
 	once            sync.Once
 	done            chan struct{}
 	mu              sync.Mutex // guards the fields below
@@ -205,6 +210,14 @@ func (b *waitBudget) Done() <-chan struct{} {
 	defer b.mu.Unlock()
 	if b.armed.Load() || b.err != nil {
 		return b.done
+	}
+	if b.onWait != nil {
+		b.mu.Unlock()
+		b.onWait() // may write: not under mu
+		b.mu.Lock()
+		if b.armed.Load() || b.err != nil {
+			return b.done
+		}
 	}
 	b.armedAt = monoNow()
 	b.armed.Store(true)

@@ -53,8 +53,10 @@ type FetchWriter struct {
 	// holder.
 	turn    sync.Mutex
 	enc     wire.FetchEncoder
-	buf     []byte
+	buf     []byte        // the entries held, when coalescing; else empty between writes
 	started bool          // an entry was written
+	// coalesce: WriteObject holds small entries in buf (setCoalesce).
+	coalesce bool
 	last    wire.Location // the last entry's Location
 	ranked  int           // the publisher priority the stream is ranked with; -1 before
 
@@ -114,7 +116,14 @@ func (w *FetchWriter) WriteObject(o Object) error {
 	if err != nil {
 		return err
 	}
-	b := w.buf[:0]
+	if fo.EndOfRange == 0 && int(fo.Priority) != w.ranked {
+		// The bytes held go at the rank they were given.
+		if err := w.flush(str); err != nil {
+			return err
+		}
+		w.rank(str, fo)
+	}
+	b := w.buf // after the entries held, when coalescing
 	if !w.started {
 		b = wire.FetchHeader{RequestID: w.id}.Append(b)
 	}
@@ -123,22 +132,60 @@ func (w *FetchWriter) WriteObject(o Object) error {
 		return err
 	}
 	w.started, w.last = true, o.Location
-	large := len(o.Payload) > inlinePayload
-	if fo.EndOfRange == 0 {
-		w.rank(str, fo)
-		if !large {
-			// Header and payload in one Write.
-			b = append(b, o.Payload...)
-		}
+	large := fo.EndOfRange == 0 && len(o.Payload) > inlinePayload
+	if fo.EndOfRange == 0 && !large {
+		// Header and payload in one Write.
+		b = append(b, o.Payload...)
 	}
-	w.buf = b[:0]
-	if err := w.write(str, b); err != nil {
+	w.buf = b
+	if w.coalesce && !large && len(b) < fetchCoalesce {
+		return nil // written with the next entries, or by flush
+	}
+	if err := w.flush(str); err != nil {
 		return err
 	}
-	if fo.EndOfRange == 0 && large {
+	if large {
 		return w.write(str, o.Payload)
 	}
 	return nil
+}
+
+// fetchCoalesce is how many bytes of entries a coalescing FetchWriter
+// holds before it writes them: a Write per several small objects, not one
+// each, so quic-go fills its packets and wakes its sender less often.
+const fetchCoalesce = 16 << 10
+
+// flush writes the entries held. The caller holds the turn.
+func (w *FetchWriter) flush(str transport.SendStream) error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	b := w.buf
+	w.buf = b[:0]
+	return w.write(str, b)
+}
+
+// setCoalesce makes WriteObject hold small entries, up to fetchCoalesce
+// bytes, for fewer and larger Writes; the caller must then call flushHeld
+// before it waits for its next entry, and Close writes what is held. For
+// a writer fed from a cursor (pumpFetch), not the application's.
+func (w *FetchWriter) setCoalesce() {
+	w.turn.Lock()
+	w.coalesce = true
+	w.turn.Unlock()
+}
+
+// flushHeld writes the entries held, if any: the caller's next entry is
+// not ready.
+func (w *FetchWriter) flushHeld() {
+	w.turn.Lock()
+	defer w.turn.Unlock()
+	if len(w.buf) == 0 {
+		return
+	}
+	if str, err := w.stream(); err == nil {
+		_ = w.flush(str) // a failure resets the stream, which the next write reports
+	}
 }
 
 // entry converts o to the fields of a fetch stream entry.
@@ -187,9 +234,10 @@ func (w *FetchWriter) Close() error {
 	}
 	if !w.started {
 		w.started = true
-		if err := w.write(str, wire.FetchHeader{RequestID: w.id}.Append(w.buf[:0])); err != nil {
-			return err
-		}
+		w.buf = wire.FetchHeader{RequestID: w.id}.Append(w.buf[:0])
+	}
+	if err := w.flush(str); err != nil {
+		return err
 	}
 	if !w.end(nil) {
 		return w.endErr()
@@ -238,12 +286,14 @@ func (w *FetchWriter) reset(code wire.ResetCode, err error, cut func(transport.S
 func (w *FetchWriter) failAfterHeader(code wire.ResetCode, err error, cut func(transport.SendStream, wire.ResetCode)) {
 	w.turn.Lock()
 	defer w.turn.Unlock()
-	if !w.started {
-		if str, serr := w.stream(); serr == nil {
+	if str, serr := w.stream(); serr == nil {
+		if !w.started {
 			w.started = true
-			if w.write(str, wire.FetchHeader{RequestID: w.id}.Append(w.buf[:0])) != nil {
-				return // the stream failed, and was reset
-			}
+			w.buf = wire.FetchHeader{RequestID: w.id}.Append(w.buf[:0])
+		}
+		// What was held goes first: a cut keeps what was written.
+		if w.flush(str) != nil {
+			return // the stream failed, and was reset
 		}
 	}
 	w.reset(code, err, cut)
