@@ -53,12 +53,12 @@ type FetchWriter struct {
 	// holder.
 	turn    sync.Mutex
 	enc     wire.FetchEncoder
-	buf     []byte        // the entries held, when coalescing; else empty between writes
-	started bool          // an entry was written
+	buf     []byte // the entries held, when coalescing; else empty between writes
+	started bool   // an entry was written
 	// coalesce: WriteObject holds small entries in buf (setCoalesce).
 	coalesce bool
-	last    wire.Location // the last entry's Location
-	ranked  int           // the publisher priority the stream is ranked with; -1 before
+	last     wire.Location // the last entry's Location
+	ranked   int           // the publisher priority the stream is ranked with; -1 before
 
 	// until is the monoNow time by which the Write in progress must be
 	// done, 0 between writes. The watchdog, a timer armed by the first
