@@ -53,10 +53,9 @@ type FetchWriter struct {
 	// holder.
 	turn    sync.Mutex
 	enc     wire.FetchEncoder
-	buf     []byte // the entries held, when coalescing; else empty between writes
-	started bool   // an entry was written
-	// coalesce: WriteObject holds small entries in buf (setCoalesce).
-	coalesce bool
+	buf      []byte        // the entries held, when coalescing; else empty between writes
+	coalesce bool          // WriteObject holds small entries in buf (setCoalesce)
+	started  bool          // an entry was written
 	last     wire.Location // the last entry's Location
 	ranked   int           // the publisher priority the stream is ranked with; -1 before
 
