@@ -51,8 +51,8 @@ type FetchWriter struct {
 	// time; each Write under it is bounded by a write deadline, and Reset
 	// interrupts it without taking it. The fields below belong to its
 	// holder.
-	turn    sync.Mutex
-	enc     wire.FetchEncoder
+	turn     sync.Mutex
+	enc      wire.FetchEncoder
 	buf      []byte        // the entries held, when coalescing; else empty between writes
 	coalesce bool          // WriteObject holds small entries in buf (setCoalesce)
 	started  bool          // an entry was written
