@@ -48,7 +48,7 @@ type FetchWriter struct {
 	subscriber atomic.Uint32 // the subscriber priority in force (§9.20.8)
 
 	// turn is held by the call that writes, so entries go out one at a
-	// time; each Write under it is bounded by a write deadline, and Reset
+	// time; each Write under it is bounded by the watchdog below, and Reset
 	// interrupts it without taking it. The fields below belong to its
 	// holder.
 	turn     sync.Mutex
