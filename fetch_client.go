@@ -123,24 +123,12 @@ func (f *Fetch) ReadObject(ctx context.Context) (Object, error) {
 	if err != nil {
 		return Object{}, err
 	}
-	var it arrivalItem
-	select {
-	case it = <-p.items:
-	case <-p.done:
-		// The pump ended, perhaps with the session, before it could
-		// hand over its last entry or error.
-		select {
-		case it = <-p.items:
-		default:
-			it.err = p.r.err
-			if it.err == nil {
-				it.err = f.sess.closeErr(ErrCancelled)
-			}
-		}
-	case <-f.data.quit:
+	it, err := p.take(ctx, f.data.quit, f.sess)
+	switch {
+	case err == errFetchQuit:
 		return Object{}, f.data.closedErr()
-	case <-ctx.Done():
-		return Object{}, ctx.Err()
+	case err != nil:
+		return Object{}, err
 	}
 	if err := f.data.closedErr(); err != nil {
 		return Object{}, err
@@ -254,6 +242,7 @@ type fetchData struct {
 	closed   bool
 	closeErr error // what reads return once closed
 	pump     *fetchPump
+	started  atomic.Pointer[fetchPump] // pump, once set: wait's fast path
 }
 
 func (d *fetchData) init() {
@@ -343,6 +332,9 @@ func (d *fetchData) closedErr() error {
 
 // wait waits for the stream and returns its pump, started on first use.
 func (d *fetchData) wait(ctx context.Context, s *Session) (*fetchPump, error) {
+	if p := d.started.Load(); p != nil {
+		return p, nil // ReadObject checks closedErr after
+	}
 	select {
 	case <-d.ready:
 	case <-d.quit:
@@ -362,6 +354,7 @@ func (d *fetchData) wait(ctx context.Context, s *Session) (*fetchPump, error) {
 	case d.pump == nil:
 		d.r.window, d.r.dec.Descending, d.r.malformed = d.window, d.desc, d.malformed
 		d.pump = startPump(d.r)
+		d.started.Store(d.pump)
 	}
 	return d.pump, nil
 }

@@ -2,7 +2,7 @@ package moqt
 
 import (
 	"bufio"
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +43,7 @@ type fetchStream struct {
 	endOnce sync.Once
 
 	props   []byte
+	slab    []byte // what is left of the storage small payloads are carved from
 	hasPrev bool
 	prev    wire.Location // the last entry's Location
 	err     error         // sticky
@@ -80,7 +81,11 @@ func (r *fetchStream) next(maxSize int) (Object, error) {
 		return Object{Location: loc, EndOfRange: o.EndOfRange}, nil
 	}
 	obj := Object{Location: loc, SubgroupID: o.SubgroupID, Priority: wire.Some(o.Priority),
-		Datagram: o.Datagram, Properties: bytes.Clone(o.Properties)}
+		Datagram: o.Datagram}
+	if len(o.Properties) > 0 {
+		obj.Properties = r.carve(len(o.Properties))
+		copy(obj.Properties, o.Properties)
+	}
 	if o.PayloadLength > uint64(maxSize) || o.PayloadLength+uint64(len(o.Properties)) > uint64(maxSize) {
 		// A local limit, not the peer's error: the rest of the stream
 		// cannot be read past it, so the stream is stopped.
@@ -94,12 +99,46 @@ func (r *fetchStream) next(maxSize int) (Object, error) {
 	return obj, nil
 }
 
+// Small payloads and properties are carved from slabs of fetchSlab bytes:
+// an allocation per several objects rather than one each. A slice kept
+// keeps its slab alive, so only slices of up to fetchSlabMax bytes share
+// one.
+const (
+	fetchSlab    = 16 << 10
+	fetchSlabMax = 2 << 10
+)
+
+// carve returns n bytes of storage of the caller's, from the slab when n
+// is small.
+func (r *fetchStream) carve(n int) []byte {
+	if n > fetchSlabMax {
+		return make([]byte, n)
+	}
+	if len(r.slab) < n {
+		r.slab = make([]byte, fetchSlab)
+	}
+	b := r.slab[:n:n]
+	r.slab = r.slab[n:]
+	return b
+}
+
 // readPayload reads n payload bytes into a new slice, growing it by at
 // most growStep beyond what has arrived, never on a length alone.
 func (r *fetchStream) readPayload(n int) ([]byte, error) {
 	var p []byte
 	if n == 0 {
 		return []byte{}, nil
+	}
+	if n <= fetchSlabMax {
+		// Less than growStep: sized at once.
+		p = r.carve(n)
+		if r.br.Buffered() < n {
+			r.watch.wait()
+		}
+		if _, err := io.ReadFull(r.br, p); err != nil {
+			return nil, err
+		}
+		return p, nil
 	}
 	for len(p) < n {
 		k := min(n-len(p), growStep)
@@ -209,39 +248,153 @@ func (r *fetchStream) stop(code wire.ResetCode) {
 	}
 }
 
+// Bounds of what a fetchPump reads ahead of ReadObject: the queue holds
+// at most fetchAhead entries and, beyond its first entry, fetchAheadBytes
+// of payload and properties; ReadObject's batch holds as many.
+const (
+	fetchAhead      = 32
+	fetchAheadBytes = 64 << 10
+)
+
+// readAhead is an entry a fetchPump read, or the error that ended it.
+type readAhead struct {
+	obj Object
+	err error
+}
+
+// errFetchQuit is fetchPump.take's report that the Fetch was closed.
+var errFetchQuit = errors.New("moqt: fetch closed")
+
 // fetchPump reads a fetch stream's entries for ReadObject in a goroutine of
-// its own, one entry ahead, so that a context can abandon a wait without
-// leaving an entry half read.
+// its own, ahead of it within fetchAhead entries and fetchAheadBytes, so
+// that a context can abandon a wait without leaving an entry half read.
+// ReadObject takes the entries read by the batch: a lock per batch, and a
+// wake-up only when it waits for the network, not a channel handoff per
+// entry.
 type fetchPump struct {
 	r     *fetchStream
-	items chan arrivalItem // capacity 1: the entry read ahead
-	quit  chan struct{}    // closed by halt
-	done  chan struct{}    // closed when the goroutine has ended
+	quit  chan struct{} // closed by halt
+	done  chan struct{} // closed when the goroutine has ended
+	ready chan struct{} // capacity 1: entries were queued while ReadObject waited
+	room  chan struct{} // capacity 1: ReadObject took the queue while the pump waited
 	once  sync.Once
+
+	mu         sync.Mutex // guards the fields below
+	q          []readAhead
+	bytes      int  // payload and properties queued
+	takerWaits bool // ReadObject waits for an entry
+	pumpWaits  bool // the pump waits for room
+
+	// ReadObject's: the batch it returns entries from.
+	cur []readAhead
+	pos int
 }
 
 // startPump starts reading r; the goroutine ends at the stream's end,
 // with halt, or with the session.
 func startPump(r *fetchStream) *fetchPump {
-	p := &fetchPump{r: r, items: make(chan arrivalItem, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	p := &fetchPump{r: r, quit: make(chan struct{}), done: make(chan struct{}),
+		ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
+		q: make([]readAhead, 0, fetchAhead/4), cur: make([]readAhead, 0, fetchAhead/4)}
 	s := r.sess
 	go func() {
 		defer close(p.done)
 		for {
 			obj, err := r.next(s.cfg.MaxObjectSize)
-			select {
-			case p.items <- arrivalItem{obj: obj, err: err}:
-			case <-p.quit:
-				return
-			case <-s.ctx.Done():
-				return
-			}
-			if err != nil {
+			if !p.put(readAhead{obj: obj, err: err}, s.ctx.Done()) || err != nil {
 				return
 			}
 		}
 	}()
 	return p
+}
+
+// put queues it, waiting for room; it reports false once halted or the
+// session ended.
+func (p *fetchPump) put(it readAhead, sessDone <-chan struct{}) bool {
+	size := len(it.obj.Payload) + len(it.obj.Properties)
+	p.mu.Lock()
+	for len(p.q) >= fetchAhead || len(p.q) > 0 && p.bytes+size > fetchAheadBytes {
+		p.pumpWaits = true
+		p.mu.Unlock()
+		select {
+		case <-p.room:
+		case <-p.quit:
+			return false
+		case <-sessDone:
+			return false
+		}
+		p.mu.Lock()
+	}
+	p.q = append(p.q, it)
+	p.bytes += size
+	wake := p.takerWaits
+	p.takerWaits = false
+	p.mu.Unlock()
+	if wake {
+		signal(p.ready)
+	}
+	return true
+}
+
+// take returns the next entry, waiting for one. It fails with ctx's error,
+// or errFetchQuit once quit is closed. After the pump ended with nothing
+// more queued, the entry is the stream's error, or the session's.
+func (p *fetchPump) take(ctx context.Context, quit <-chan struct{}, s *Session) (readAhead, error) {
+	if p.pos == len(p.cur) {
+		ended, err := p.refill(ctx, quit)
+		if err != nil {
+			return readAhead{}, err
+		}
+		if ended {
+			// The pump ended, perhaps with the session, before it
+			// could hand over its last entry or error.
+			it := readAhead{err: p.r.err}
+			if it.err == nil {
+				it.err = s.closeErr(ErrCancelled)
+			}
+			return it, nil
+		}
+	}
+	it := p.cur[p.pos]
+	p.cur[p.pos] = readAhead{} // the caller's now
+	p.pos++
+	return it, nil
+}
+
+// refill swaps ReadObject's spent batch for the queue, waiting for an
+// entry; ended reports the pump ended with the queue empty.
+func (p *fetchPump) refill(ctx context.Context, quit <-chan struct{}) (ended bool, err error) {
+	p.mu.Lock()
+	for len(p.q) == 0 {
+		p.takerWaits = true
+		p.mu.Unlock()
+		select {
+		case <-p.ready:
+		case <-p.done:
+			ended = true
+		case <-quit:
+			err = errFetchQuit
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		p.mu.Lock()
+		if len(p.q) == 0 && (ended || err != nil) {
+			p.takerWaits = false
+			p.mu.Unlock()
+			return ended, err
+		}
+		ended, err = false, nil
+	}
+	p.takerWaits = false
+	p.cur, p.q, p.pos, p.bytes = p.q, p.cur[:0], 0, 0
+	wake := p.pumpWaits
+	p.pumpWaits = false
+	p.mu.Unlock()
+	if wake {
+		signal(p.room)
+	}
+	return false, nil
 }
 
 // halt ends the pump's goroutine.

@@ -95,6 +95,10 @@ func fillBudgetOf(p *wire.Params, def time.Duration) time.Duration {
 func pumpFetch(ctx context.Context, cur fetchCursor, f *filter.Filter, w *FetchWriter, budget time.Duration) error {
 	b := newWaitBudget(ctx, budget)
 	defer b.close()
+	// Entries ready one after another share Writes; what is held goes
+	// out before the cursor waits.
+	w.setCoalesce()
+	b.onWait = w.flushHeld
 	for {
 		o, err := b.next(cur)
 		if ctx.Err() != nil {
@@ -130,17 +134,22 @@ func pumpFetch(ctx context.Context, cur fetchCursor, f *filter.Filter, w *FetchW
 
 // waitBudget is the context a fetch's cursor waits under: done once the
 // fetch's total wait has used up its budget (FILL_TIMEOUT, §9.20.6), or
-// when the fetch ends. Only the time spent inside next counts, so the
-// time the subscriber takes to read does not use the budget.
+// when the fetch ends. Only the time spent inside next, from when the
+// cursor first asks for Done, counts, so neither the time the subscriber
+// takes to read nor an entry served without waiting uses the budget, nor
+// costs a timer.
 type waitBudget struct {
 	context.Context // the fetch's: values and the end of the fetch
-	left            time.Duration
-	timer           *time.Timer
 	stop            func() bool
+	onWait          func() // called when the cursor is about to wait, if set
 	once            sync.Once
 	done            chan struct{}
-	mu              sync.Mutex
+	mu              sync.Mutex // guards the fields below
 	err             error
+	left            time.Duration
+	timer           *time.Timer
+	armedAt         int64       // when the timer started, a monoNow time
+	armed           atomic.Bool // the timer runs for the call of next in progress; set under mu
 }
 
 func newWaitBudget(ctx context.Context, budget time.Duration) *waitBudget {
@@ -154,21 +163,20 @@ func newWaitBudget(ctx context.Context, budget time.Duration) *waitBudget {
 
 // next returns cur's next entry, charging the wait to the budget.
 func (b *waitBudget) next(cur fetchCursor) (Object, error) {
-	select {
-	case <-b.done:
-		return cur.next(b)
-	default:
-	}
-	start := monoNow()
-	if b.timer == nil {
-		b.timer = time.AfterFunc(b.left, func() { b.end(context.DeadlineExceeded) })
-	} else {
-		b.timer.Reset(b.left)
-	}
 	o, err := cur.next(b)
-	b.timer.Stop()
-	b.left -= time.Duration(monoNow() - start)
-	if b.left <= 0 {
+	if !b.armed.Load() {
+		return o, err // no wait: nothing to charge
+	}
+	b.mu.Lock()
+	spent := false
+	if b.armed.Load() {
+		b.armed.Store(false)
+		b.timer.Stop()
+		b.left -= time.Duration(monoNow() - b.armedAt)
+		spent = b.left <= 0
+	}
+	b.mu.Unlock()
+	if spent {
 		b.end(context.DeadlineExceeded)
 	}
 	return o, err
@@ -185,6 +193,8 @@ func (b *waitBudget) end(err error) {
 
 func (b *waitBudget) close() {
 	b.stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.timer != nil {
 		b.timer.Stop()
 	}
@@ -193,8 +203,31 @@ func (b *waitBudget) close() {
 // Deadline reports none: the budget has no fixed end.
 func (b *waitBudget) Deadline() (time.Time, bool) { return time.Time{}, false }
 
-// Done is closed once the budget is used up or the fetch ends.
-func (b *waitBudget) Done() <-chan struct{} { return b.done }
+// Done is closed once the budget is used up or the fetch ends. The first
+// call inside a call of next starts the budget's clock.
+func (b *waitBudget) Done() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.armed.Load() || b.err != nil {
+		return b.done
+	}
+	if b.onWait != nil {
+		b.mu.Unlock()
+		b.onWait() // may write: not under mu
+		b.mu.Lock()
+		if b.armed.Load() || b.err != nil {
+			return b.done
+		}
+	}
+	b.armedAt = monoNow()
+	b.armed.Store(true)
+	if b.timer == nil {
+		b.timer = time.AfterFunc(b.left, func() { b.end(context.DeadlineExceeded) })
+	} else {
+		b.timer.Reset(b.left)
+	}
+	return b.done
+}
 
 // Err is context.DeadlineExceeded for a used-up budget.
 func (b *waitBudget) Err() error {

@@ -48,15 +48,28 @@ type FetchWriter struct {
 	subscriber atomic.Uint32 // the subscriber priority in force (§9.20.8)
 
 	// turn is held by the call that writes, so entries go out one at a
-	// time; each Write under it is bounded by a write deadline, and Reset
+	// time; each Write under it is bounded by the watchdog below, and Reset
 	// interrupts it without taking it. The fields below belong to its
 	// holder.
-	turn    sync.Mutex
-	enc     wire.FetchEncoder
-	buf     []byte
-	started bool          // an entry was written
-	last    wire.Location // the last entry's Location
-	ranked  int           // the publisher priority the stream is ranked with; -1 before
+	turn     sync.Mutex
+	enc      wire.FetchEncoder
+	buf      []byte        // the entries held, when coalescing; else empty between writes
+	coalesce bool          // WriteObject holds small entries in buf (setCoalesce)
+	started  bool          // an entry was written
+	last     wire.Location // the last entry's Location
+	ranked   int           // the publisher priority the stream is ranked with; -1 before
+
+	// until is the monoNow time by which the Write in progress must be
+	// done, 0 between writes. The watchdog, a timer armed by the first
+	// write and re-armed while writes go on, gives a Write still blocked
+	// at until a past stream deadline: a stream deadline per Write would
+	// cost a lock, a wake-up and a timer in quic-go each time.
+	until    atomic.Int64
+	watching atomic.Bool // the watchdog is armed
+	watchMu  sync.Mutex  // guards the fields below
+	watchdog *time.Timer
+	watched  transport.SendStream // the stream the watchdog interrupts
+	unwatch  bool                 // the stream ended: the watchdog stays off
 
 	mu     sync.Mutex // guards the fields below; a leaf
 	str    transport.SendStream
@@ -102,7 +115,14 @@ func (w *FetchWriter) WriteObject(o Object) error {
 	if err != nil {
 		return err
 	}
-	b := w.buf[:0]
+	if fo.EndOfRange == 0 && int(fo.Priority) != w.ranked {
+		// The bytes held go at the rank they were given.
+		if err := w.flush(str); err != nil {
+			return err
+		}
+		w.rank(str, fo)
+	}
+	b := w.buf // after the entries held, when coalescing
 	if !w.started {
 		b = wire.FetchHeader{RequestID: w.id}.Append(b)
 	}
@@ -111,22 +131,60 @@ func (w *FetchWriter) WriteObject(o Object) error {
 		return err
 	}
 	w.started, w.last = true, o.Location
-	large := len(o.Payload) > inlinePayload
-	if fo.EndOfRange == 0 {
-		w.rank(str, fo)
-		if !large {
-			// Header and payload in one Write.
-			b = append(b, o.Payload...)
-		}
+	large := fo.EndOfRange == 0 && len(o.Payload) > inlinePayload
+	if fo.EndOfRange == 0 && !large {
+		// Header and payload in one Write.
+		b = append(b, o.Payload...)
 	}
-	w.buf = b[:0]
-	if err := w.write(str, b); err != nil {
+	w.buf = b
+	if w.coalesce && !large && len(b) < fetchCoalesce {
+		return nil // written with the next entries, or by flush
+	}
+	if err := w.flush(str); err != nil {
 		return err
 	}
-	if fo.EndOfRange == 0 && large {
+	if large {
 		return w.write(str, o.Payload)
 	}
 	return nil
+}
+
+// fetchCoalesce is how many bytes of entries a coalescing FetchWriter
+// holds before it writes them: a Write per several small objects, not one
+// each, so quic-go fills its packets and wakes its sender less often.
+const fetchCoalesce = 16 << 10
+
+// flush writes the entries held. The caller holds the turn.
+func (w *FetchWriter) flush(str transport.SendStream) error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	b := w.buf
+	w.buf = b[:0]
+	return w.write(str, b)
+}
+
+// setCoalesce makes WriteObject hold small entries, up to fetchCoalesce
+// bytes, for fewer and larger Writes; the caller must then call flushHeld
+// before it waits for its next entry, and Close writes what is held. For
+// a writer fed from a cursor (pumpFetch), not the application's.
+func (w *FetchWriter) setCoalesce() {
+	w.turn.Lock()
+	w.coalesce = true
+	w.turn.Unlock()
+}
+
+// flushHeld writes the entries held, if any: the caller's next entry is
+// not ready.
+func (w *FetchWriter) flushHeld() {
+	w.turn.Lock()
+	defer w.turn.Unlock()
+	if len(w.buf) == 0 {
+		return
+	}
+	if str, err := w.stream(); err == nil {
+		_ = w.flush(str) // a failure resets the stream, which the next write reports
+	}
 }
 
 // entry converts o to the fields of a fetch stream entry.
@@ -175,9 +233,10 @@ func (w *FetchWriter) Close() error {
 	}
 	if !w.started {
 		w.started = true
-		if err := w.write(str, wire.FetchHeader{RequestID: w.id}.Append(w.buf[:0])); err != nil {
-			return err
-		}
+		w.buf = wire.FetchHeader{RequestID: w.id}.Append(w.buf[:0])
+	}
+	if err := w.flush(str); err != nil {
+		return err
 	}
 	if !w.end(nil) {
 		return w.endErr()
@@ -226,12 +285,14 @@ func (w *FetchWriter) reset(code wire.ResetCode, err error, cut func(transport.S
 func (w *FetchWriter) failAfterHeader(code wire.ResetCode, err error, cut func(transport.SendStream, wire.ResetCode)) {
 	w.turn.Lock()
 	defer w.turn.Unlock()
-	if !w.started {
-		if str, serr := w.stream(); serr == nil {
+	if str, serr := w.stream(); serr == nil {
+		if !w.started {
 			w.started = true
-			if w.write(str, wire.FetchHeader{RequestID: w.id}.Append(w.buf[:0])) != nil {
-				return // the stream failed, and was reset
-			}
+			w.buf = wire.FetchHeader{RequestID: w.id}.Append(w.buf[:0])
+		}
+		// What was held goes first: a cut keeps what was written.
+		if w.flush(str) != nil {
+			return // the stream failed, and was reset
 		}
 	}
 	w.reset(code, err, cut)
@@ -240,14 +301,16 @@ func (w *FetchWriter) failAfterHeader(code wire.ResetCode, err error, cut func(t
 // end marks the stream ended, reporting whether this call did.
 func (w *FetchWriter) end(err error) bool {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.ended {
+		w.mu.Unlock()
 		return false
 	}
 	w.ended, w.err = true, err
 	if w.stop != nil {
 		w.stop()
 	}
+	w.mu.Unlock()
+	w.stopWatch()
 	return true
 }
 
@@ -318,17 +381,91 @@ func (w *FetchWriter) stream() (transport.SendStream, error) {
 // (the subscriber's STOP_SENDING, the session's end) ends the fetch too.
 // The caller holds the turn.
 func (w *FetchWriter) write(str transport.SendStream, b []byte) error {
-	_ = str.SetWriteDeadline(time.Now().Add(w.sess.cfg.SubscriberGrace))
-	if _, err := str.Write(b); err != nil {
+	grace := w.sess.cfg.SubscriberGrace
+	until := monoNow() + int64(grace)
+	for {
+		w.until.Store(until)
+		w.watch(str)
+		n, err := str.Write(b)
+		w.until.Store(0)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && monoNow() < until {
+			// The watchdog's past deadline was for an earlier Write,
+			// done by the time it was set: this one still has time.
+			if err := str.SetWriteDeadline(time.Time{}); err == nil {
+				b = b[n:]
+				continue
+			}
+		}
 		code := wire.ResetCancelled
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			code = wire.ResetTooFarBehind
-			err = fmt.Errorf("moqt: fetch stream took nothing for %v: %w", w.sess.cfg.SubscriberGrace, err)
+			err = fmt.Errorf("moqt: fetch stream took nothing for %v: %w", grace, err)
 		}
 		w.fail(code, w.sess.streamError(err))
 		return w.endErr()
 	}
-	return nil
+}
+
+// watch makes sure the watchdog runs while a Write is in progress: an
+// atomic load once it does.
+func (w *FetchWriter) watch(str transport.SendStream) {
+	if w.watching.Load() {
+		return
+	}
+	w.watchMu.Lock()
+	defer w.watchMu.Unlock()
+	if w.watching.Load() || w.unwatch {
+		return
+	}
+	w.watching.Store(true)
+	w.watched = str
+	wait := time.Duration(w.until.Load() - monoNow())
+	if w.watchdog == nil {
+		w.watchdog = time.AfterFunc(wait, w.watchFired)
+		return
+	}
+	w.watchdog.Reset(wait)
+}
+
+// watchFired runs on the watchdog's goroutine: a Write blocked past its
+// until gets a past deadline and fails; while writes go on, the watchdog
+// is re-armed for the one in progress.
+func (w *FetchWriter) watchFired() {
+	w.watchMu.Lock()
+	defer w.watchMu.Unlock()
+	if w.unwatch {
+		return
+	}
+	u, now := w.until.Load(), monoNow()
+	if u != 0 && now >= u {
+		_ = w.watched.SetWriteDeadline(time.Unix(1, 0))
+	}
+	if u != 0 && now < u {
+		w.watchdog.Reset(time.Duration(u - now))
+		return
+	}
+	w.watching.Store(false)
+	// A write that began after until was read saw watching still set and
+	// left the arming to this run: arm for it, or its Write would have no
+	// bound.
+	if u2 := w.until.Load(); u2 != 0 && u2 != u {
+		w.watching.Store(true)
+		w.watchdog.Reset(max(time.Duration(u2-monoNow()), 0))
+	}
+}
+
+// stopWatch stops the watchdog for good: the stream ended.
+func (w *FetchWriter) stopWatch() {
+	w.watchMu.Lock()
+	defer w.watchMu.Unlock()
+	w.unwatch = true
+	if w.watchdog != nil {
+		w.watchdog.Stop()
+	}
+	w.watched = nil
 }
 
 // rank places the stream by the publisher priority of the object about

@@ -22,6 +22,12 @@ const maxID = ^uint64(0)
 // maxSteps bounds the runs one fill looks at under the lock.
 const maxSteps = 256
 
+// cursorBatch is how many entries a fill prepares under one lock, so that
+// a Cursor over cached objects takes the lock once per few entries, not
+// per entry. A step adds at most three, so out holds fewer than
+// cursorBatch+3.
+const cursorBatch = 8
+
 // Cursor walks a window of the Cache in fetch order (§9.11): groups
 // ascending or descending, objects by Object ID within each group. It
 // yields the objects the Cache serves and End of Range markers
@@ -34,11 +40,12 @@ const maxSteps = 256
 // cursor's order, up to and including its own Location: in descending
 // order, the rest of the higher group and the start of the lower one.
 //
-// The Cursor holds a position, not a copy: each Next looks the Cache up
-// from there under its lock and returns with the lock released. It moves
-// only forward, so no Location is yielded twice or out of order; a
-// Location evicted or expired before the Cursor reaches it is reported
-// unknown. A Cursor is not for concurrent use.
+// The Cursor holds a position, not a copy: when it has nothing ready, Next
+// looks the Cache up from there under its lock, preparing up to
+// cursorBatch entries, and returns with the lock released. It moves only
+// forward, so no Location is yielded twice or out of order; a Location
+// evicted or expired before the Cursor reaches it is reported unknown
+// (one already prepared is served). A Cursor is not for concurrent use.
 type Cursor struct {
 	c          *Cache
 	desc       bool
@@ -53,14 +60,15 @@ type Cursor struct {
 	// timedOut is set once a wait for a pending object ended with its
 	// context: no later object is waited for.
 	timedOut bool
-	out      []Object // entries ready to yield, at most four
+	out      []Object // entries ready to yield, from head on
+	head     int
 }
 
 // Cursor returns a Cursor over [start, end], in descending group order if
 // desc. end's Object ID may be 2^64−1 for a whole group; markers are
 // clamped to what a varint holds (wire.MaxVarint).
 func (c *Cache) Cursor(start, end wire.Location, desc bool) *Cursor {
-	cu := &Cursor{c: c, desc: desc, start: start, end: end, out: make([]Object, 0, 4)}
+	cu := &Cursor{c: c, desc: desc, start: start, end: end, out: make([]Object, 0, cursorBatch+2)}
 	cu.g, cu.o = start.Group, start.Object
 	if desc {
 		cu.g, cu.o = end.Group, cu.lo(end.Group)
@@ -89,11 +97,13 @@ func (cu *Cursor) hi(g uint64) uint64 {
 // object is waited for.
 func (cu *Cursor) Next(ctx context.Context) (Object, error) {
 	for {
-		if len(cu.out) > 0 {
-			o := cu.out[0]
-			cu.out = append(cu.out[:0], cu.out[1:]...)
+		if cu.head < len(cu.out) {
+			o := cu.out[cu.head]
+			cu.out[cu.head] = Object{} // the Cursor keeps no slices it yielded
+			cu.head++
 			return o, nil
 		}
+		cu.out, cu.head = cu.out[:0], 0
 		if cu.eof {
 			return Object{}, io.EOF
 		}
@@ -138,8 +148,11 @@ func (cu *Cursor) fill() (<-chan struct{}, time.Time) {
 	c := cu.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
-	for steps := 0; len(cu.out) == 0; steps++ {
+	var now time.Time
+	if c.limits.Duration > 0 {
+		now = time.Now() // only an age limit reads it (expired)
+	}
+	for steps := 0; len(cu.out) < cursorBatch; steps++ {
 		if steps == maxSteps {
 			return nil, time.Time{} // the lock goes to others between calls
 		}
@@ -173,6 +186,10 @@ func (cu *Cursor) fill() (<-chan struct{}, time.Time) {
 			case e.kind == kindObject && !c.expired(e, now):
 				cu.object(g, e)
 			case e.kind == kindPending && !c.expired(e, now):
+				if !cu.timedOut && len(cu.out) > 0 {
+					// What is ready goes first; the next fill waits.
+					return nil, time.Time{}
+				}
 				if !cu.timedOut {
 					if e.done == nil {
 						e.done = make(chan struct{})
