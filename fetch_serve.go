@@ -16,7 +16,7 @@ import (
 // Fetch answers a FETCH for this track from what the track keeps (§9.11):
 // the range resolves against the track's Largest Object now
 // (REQUEST_ERROR INVALID_RANGE when nothing was published or the start is
-// past it, C093), FETCH_OK reports its end, cut at the Largest Object, and
+// past it), FETCH_OK reports its end, cut at the Largest Object, and
 // End Of Track when the range reaches the track's end, and then the
 // entries of the range go in the requested group order, those the FETCH's
 // range filters refuse left out, ranges the track cannot serve as End of
