@@ -314,21 +314,30 @@ func (w *FetchWriter) stream() (transport.SendStream, error) {
 }
 
 // write writes b, bounded by Config.SubscriberGrace. A stream that takes
-// nothing for that long is too far behind and is reset; any other failure
-// (the subscriber's STOP_SENDING, the session's end) ends the fetch too.
-// The caller holds the turn.
+// nothing for that long is too far behind and is reset: the deadline is
+// renewed as long as the subscriber takes bytes, so a large payload going
+// at a slow subscriber's pace is no failure. Any other failure (the
+// subscriber's STOP_SENDING, the session's end) ends the fetch too. The
+// caller holds the turn.
 func (w *FetchWriter) write(str transport.SendStream, b []byte) error {
-	_ = str.SetWriteDeadline(time.Now().Add(w.sess.cfg.SubscriberGrace))
-	if _, err := str.Write(b); err != nil {
+	for {
+		_ = str.SetWriteDeadline(time.Now().Add(w.sess.cfg.SubscriberGrace))
+		n, err := str.Write(b)
+		if err == nil {
+			return nil
+		}
 		code := wire.ResetCancelled
 		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if n > 0 && n < len(b) {
+				b = b[n:] // it took some within the grace: still reading
+				continue
+			}
 			code = wire.ResetTooFarBehind
 			err = fmt.Errorf("moqt: fetch stream took nothing for %v: %w", w.sess.cfg.SubscriberGrace, err)
 		}
 		w.fail(code, w.sess.streamError(err))
 		return w.endErr()
 	}
-	return nil
 }
 
 // rank places the stream by the publisher priority of the object about
