@@ -41,7 +41,12 @@ func (t *LocalTrack) Fetch(r *FetchRequest) error {
 	}
 	w := f.Window()
 	end, eot := w.End, false
-	if l, ok := t.endOfTrack(); ok && !w.End.Less(l) {
+	if l, ok := t.endOfTrack(); ok && !w.End.Less(l) && !l.Less(w.Start) {
+		// The range reaches the End of Track. One starting past it (the
+		// track published on after it, or learnt a larger Largest
+		// Object) keeps its own end: an End Location before the Start
+		// Location is one the subscriber must treat as a protocol
+		// violation (§9.12).
 		end, eot = l, true
 	}
 	r.w.defaultPriority = t.priority
