@@ -51,13 +51,13 @@ type FetchRequest struct {
 // Object now (§3.3.1, §9.11): LOCATION_FILTER's Start and End, End cut at
 // largest, and without a filter {0, 0} to largest. Nothing published, or a
 // start past largest, is an INVALID_RANGE *RequestError to answer
-// with Reject. end fits the varints of FETCH_OK (see Accept).
+// with Reject.
 func (r *FetchRequest) Window(largest wire.Opt[wire.Location]) (start, end wire.Location, err error) {
 	w, err := filter.FetchWindow(r.Params.LocationFilter.Value, largestOf(largest))
 	if err != nil {
 		return wire.Location{}, wire.Location{}, filterError(err)
 	}
-	return w.Start, clampLocation(w.End), nil
+	return w.Start, w.End, nil
 }
 
 // Accept answers with FETCH_OK: end is the End Location, the end of the

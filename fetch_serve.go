@@ -50,7 +50,7 @@ func (t *LocalTrack) Fetch(r *FetchRequest) error {
 		end, eot = l, true
 	}
 	r.w.defaultPriority = t.priority
-	if err := r.Accept(eot, clampLocation(end), t.props); err != nil {
+	if err := r.Accept(eot, end, t.props); err != nil {
 		return err
 	}
 	desc := r.Params.GroupOrder.Set && r.Params.GroupOrder.Value == wire.GroupOrderDescending
