@@ -12,15 +12,15 @@ import (
 )
 
 // FetchRequest is a peer's FETCH (§9.11), handed to the Handler. It is
-// answered with exactly one FETCH_OK (Accept) or REQUEST_ERROR (Reject)
-// (C085), and its objects go on the data stream Objects returns, which
+// answered with exactly one FETCH_OK (Accept) or REQUEST_ERROR (Reject),
+// and its objects go on the data stream Objects returns, which
 // may carry objects before the answer (§9.12). LocalTrack.Fetch serves
 // one from a track; an application with storage of its own uses Window,
 // Objects and Accept.
 //
 // The fetch is over once its data stream has ended and its answer was
 // sent, or when the subscriber cancels it: STOP_SENDING on the request
-// stream resets both streams (§3.2.1, C087), as does STOP_SENDING on the
+// stream resets both streams (§3.2.1), as does STOP_SENDING on the
 // data stream. Context ends at a cancellation, or once the fetch is over
 // and the requester has finished its direction. A Handler that accepts
 // ends the data stream, with Close or Reset, itself or through another
@@ -50,20 +50,20 @@ type FetchRequest struct {
 // Window resolves the FETCH's range against largest, the track's Largest
 // Object now (§3.3.1, §9.11): LOCATION_FILTER's Start and End, End cut at
 // largest, and without a filter {0, 0} to largest. Nothing published, or a
-// start past largest, is an INVALID_RANGE *RequestError (C093) to answer
-// with Reject. end fits the varints of FETCH_OK (see Accept).
+// start past largest, is an INVALID_RANGE *RequestError to answer
+// with Reject.
 func (r *FetchRequest) Window(largest wire.Opt[wire.Location]) (start, end wire.Location, err error) {
 	w, err := filter.FetchWindow(r.Params.LocationFilter.Value, largestOf(largest))
 	if err != nil {
 		return wire.Location{}, wire.Location{}, filterError(err)
 	}
-	return w.Start, clampLocation(w.End), nil
+	return w.Start, w.End, nil
 }
 
 // Accept answers with FETCH_OK: end is the End Location, the end of the
 // range the response covers, and endOfTrack says that it is the track's
 // last object (§9.12). The caller passes it once the end is known, which
-// is the point at which FETCH_OK may go (C095); objects may be written to
+// is the point at which FETCH_OK may go (§9.12); objects may be written to
 // Objects before. props are the Track Properties, left out when the FETCH
 // sets INCLUDE_PROPERTIES to 0 (§9.20.22).
 func (r *FetchRequest) Accept(endOfTrack bool, end wire.Location, props wire.KVList) error {

@@ -16,7 +16,7 @@ import (
 // Fetch answers a FETCH for this track from what the track keeps (§9.11):
 // the range resolves against the track's Largest Object now
 // (REQUEST_ERROR INVALID_RANGE when nothing was published or the start is
-// past it, C093), FETCH_OK reports its end, cut at the Largest Object, and
+// past it), FETCH_OK reports its end, cut at the Largest Object, and
 // End Of Track when the range reaches the track's end, and then the
 // entries of the range go in the requested group order, those the FETCH's
 // range filters refuse left out, ranges the track cannot serve as End of
@@ -41,11 +41,16 @@ func (t *LocalTrack) Fetch(r *FetchRequest) error {
 	}
 	w := f.Window()
 	end, eot := w.End, false
-	if l, ok := t.endOfTrack(); ok && !w.End.Less(l) {
+	if l, ok := t.endOfTrack(); ok && !w.End.Less(l) && !l.Less(w.Start) {
+		// The range reaches the End of Track. One starting past it (the
+		// track published on after it, or learnt a larger Largest
+		// Object) keeps its own end: an End Location before the Start
+		// Location is one the subscriber must treat as a protocol
+		// violation (§9.12).
 		end, eot = l, true
 	}
 	r.w.defaultPriority = t.priority
-	if err := r.Accept(eot, clampLocation(end), t.props); err != nil {
+	if err := r.Accept(eot, end, t.props); err != nil {
 		return err
 	}
 	desc := r.Params.GroupOrder.Set && r.Params.GroupOrder.Value == wire.GroupOrderDescending

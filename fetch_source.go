@@ -30,7 +30,7 @@ type fetchCursor interface {
 func (t *LocalTrack) cursor(w filter.Window, desc bool) fetchCursor {
 	c := t.cache.c.Load()
 	if c == nil {
-		return &unknownCursor{end: clampLocation(w.End)}
+		return &unknownCursor{end: w.End}
 	}
 	if w.Empty() {
 		return &unknownCursor{done: true}
@@ -70,13 +70,4 @@ func (c *unknownCursor) next(context.Context) (Object, error) {
 	}
 	c.done = true
 	return Object{Location: c.end, EndOfRange: wire.EndOfUnknownRange}, nil
-}
-
-// clampLocation fits l in the varints a fetch stream carries: a window
-// that names a whole group ends at Object ID 2^64−1, which no object can
-// have, so the last encodable one stands for it.
-func clampLocation(l wire.Location) wire.Location {
-	l.Group = min(l.Group, wire.MaxVarint)
-	l.Object = min(l.Object, wire.MaxVarint)
-	return l
 }

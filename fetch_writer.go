@@ -377,9 +377,11 @@ func (w *FetchWriter) stream() (transport.SendStream, error) {
 }
 
 // write writes b, bounded by Config.SubscriberGrace. A stream that takes
-// nothing for that long is too far behind and is reset; any other failure
-// (the subscriber's STOP_SENDING, the session's end) ends the fetch too.
-// The caller holds the turn.
+// nothing for that long is too far behind and is reset: the deadline is
+// renewed as long as the subscriber takes bytes, so a large payload going
+// at a slow subscriber's pace is no failure. Any other failure (the
+// subscriber's STOP_SENDING, the session's end) ends the fetch too. The
+// caller holds the turn.
 func (w *FetchWriter) write(str transport.SendStream, b []byte) error {
 	grace := w.sess.cfg.SubscriberGrace
 	until := monoNow() + int64(grace)
@@ -391,12 +393,20 @@ func (w *FetchWriter) write(str transport.SendStream, b []byte) error {
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, os.ErrDeadlineExceeded) && monoNow() < until {
-			// The watchdog's past deadline was for an earlier Write,
-			// done by the time it was set: this one still has time.
-			if err := str.SetWriteDeadline(time.Time{}); err == nil {
-				b = b[n:]
-				continue
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// Time is left when the watchdog's past deadline was for an
+			// earlier Write, done by the time it was set. A subscriber
+			// that took some bytes within the grace is still reading: a
+			// large payload going at its pace gets a fresh grace.
+			early, progress := monoNow() < until, n > 0 && n < len(b)
+			if early || progress {
+				if err := str.SetWriteDeadline(time.Time{}); err == nil {
+					b = b[n:]
+					if progress {
+						until = monoNow() + int64(grace)
+					}
+					continue
+				}
 			}
 		}
 		code := wire.ResetCancelled

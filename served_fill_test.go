@@ -251,3 +251,17 @@ func TestFillOnPublish(t *testing.T) {
 	assert.Equal(t, uint64(0), d.id)
 	assert.Equal(t, []wire.Location{pl(1, 0)}, pubLocs(d.all()))
 }
+
+// The Ranges inside a REQUEST_UPDATE's FILL_PARAMETERS count against
+// MAX_FILTER_RANGES as a SUBSCRIBE's do (§3.3.2): past it the update is
+// refused with INVALID_FILTER, and no fill opens.
+func TestFillUpdateRangesLimited(t *testing.T) {
+	_, fp, windows, _ := fillServer(t, &Config{MaxFilterRanges: 1}, func() fetchCursor { return &pubSliceCursor{} })
+	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+	expect[*wire.SubscribeOK](fs)
+	two := wire.RangeFilter{Type: wire.ParamSubgroupFilter, Ranges: []wire.Range{{Start: 0, End: 0}, {Start: 2, End: 2}}}
+	fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{
+		FillParameters: &wire.Params{RangeFilters: []wire.RangeFilter{two}}}})
+	assert.Equal(t, wire.ReqInvalidFilter, expect[*wire.RequestError](fs).ErrorCode)
+	assert.Empty(t, windows, "no fill opened")
+}

@@ -90,6 +90,9 @@ func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 	p := &u.msg.Parameters
 	merged := ss.Params()
 	mergeParams(&merged, p)
+	// The fill this update asks for is checked over the merged filters;
+	// the SUBSCRIBE's own FILL_PARAMETERS are spent.
+	merged.FillParameters = p.FillParameters
 	largest := ss.largestNow()
 	rangeErr := checkRanges(&merged, ss.sess.cfg.MaxFilterRanges) // C026
 	switch {

@@ -20,8 +20,7 @@ type CacheLimits struct {
 	// End of Track) count as one each.
 	Objects int
 	// Bytes is the most bytes kept, each object counting its payload,
-	// its properties and a fixed bookkeeping share (internal/cache
-	// EntryOverhead, 160 bytes).
+	// its properties and a fixed bookkeeping share of 160 bytes.
 	Bytes int64
 	// Duration is how long after its publication began an object may
 	// still be served (§10.3). The track's MAX_CACHE_DURATION property,

@@ -65,8 +65,8 @@ type Cursor struct {
 }
 
 // Cursor returns a Cursor over [start, end], in descending group order if
-// desc. end's Object ID may be 2^64−1 for a whole group; markers are
-// clamped to what a varint holds (wire.MaxVarint).
+// desc. end's Object ID may be 2^64−1 for a whole group: a vi64 carries
+// it, so markers need no clamping.
 func (c *Cache) Cursor(start, end wire.Location, desc bool) *Cursor {
 	cu := &Cursor{c: c, desc: desc, start: start, end: end, out: make([]Object, 0, cursorBatch+2)}
 	cu.g, cu.o = start.Group, start.Object
@@ -403,8 +403,6 @@ func (cu *Cursor) flushUnknown() {
 }
 
 func (cu *Cursor) mark(k wire.EndOfRange, l wire.Location) {
-	l.Group = min(l.Group, wire.MaxVarint)
-	l.Object = min(l.Object, wire.MaxVarint)
 	cu.out = append(cu.out, Object{Location: l, EndOfRange: k})
 }
 
