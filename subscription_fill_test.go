@@ -391,3 +391,97 @@ func TestFillStalledReleasesObjects(t *testing.T) {
 		assert.Equal(t, []string{"1/1:f11"}, readEntries(t, sub, 1))
 	})
 }
+
+// TestFillFromUpdateInheritsItsFilter: a REQUEST_UPDATE that lowers the
+// subscription's start and carries FILL_PARAMETERS without a filter of
+// its own fills from the new start (§3.4, §9.5.1), and its stream may
+// overtake REQUEST_OK: its entries are in range, not a Malformed Track.
+func TestFillFromUpdateInheritsItsFilter(t *testing.T) {
+	forClientSessions(t, "lowered", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		got := make(chan *Subscription, 1)
+		go func() {
+			sub, _ := s.Subscribe(fakeCtx(t), testTrack, wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 10}))})
+			got <- sub
+		}()
+		req := fp.accept()
+		expect[*wire.Subscribe](req)
+		req.send(&wire.SubscribeOK{TrackAlias: 1, Parameters: wire.Params{LargestObject: wire.Some(wire.Location{Group: 12})}})
+		sub := recvOrFail(t, got)
+		require.NotNil(t, sub)
+		update := goErr(func() error {
+			return sub.Update(fakeCtx(t), wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 5})),
+				FillParameters: &wire.Params{}})
+		})
+		u := expect[*wire.RequestUpdate](req)
+		fill := fp.openFetch(u.RequestID, fobj(5, 0, "f50"), fobj(12, 0, "f120"))
+		require.NoError(t, fill.Close())
+		assert.Equal(t, []string{"5/0:f50", "12/0:f120"}, readEntries(t, sub, 2))
+		req.send(&wire.RequestOK{})
+		require.NoError(t, recvOrFail(t, update))
+		assert.Nil(t, sub.Err(), "the subscription is live")
+	})
+}
+
+// TestFillNotHeldOnceSubscribeOKApplied: SUBSCRIBE_OK's fills are applied
+// before the subscription turns Established; a fill stream arriving in
+// between takes no held-stream slot, which nothing would give back.
+func TestFillNotHeldOnceSubscribeOKApplied(t *testing.T) {
+	forClientSessions(t, "between", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		got := make(chan *Subscription, 1)
+		go func() {
+			sub, _ := s.Subscribe(fakeCtx(t), testTrack, nextObjectWithFill)
+			got <- sub
+		}()
+		req := fp.accept()
+		m := expect[*wire.Subscribe](req)
+		pending, ok := s.fetches.lookup(m.RequestID).(*Subscription)
+		require.True(t, ok)
+		pending.startFill() // where the handling of SUBSCRIBE_OK stands
+		fill := fp.openFetch(m.RequestID, fobj(0, 0, "f00"))
+		require.NoError(t, fill.Close())
+		waitFillRouted(t, s, m.RequestID)
+		s.routes.mu.Lock()
+		held := s.routes.pendingStreams
+		s.routes.mu.Unlock()
+		assert.Zero(t, held, "no held-stream slot taken")
+		req.send(&wire.SubscribeOK{TrackAlias: 1, Parameters: wire.Params{LargestObject: wire.Some(wire.Location{})}})
+		sub := recvOrFail(t, got)
+		require.NotNil(t, sub)
+		assert.Equal(t, []string{"0/0:f00"}, readEntries(t, sub, 1))
+	})
+}
+
+// TestFillRefusedIsReportedAtOnce: a fill stream stopped with
+// EXCESSIVE_LOAD because it came before SUBSCRIBE_OK with every
+// held-stream slot taken ends the fill: ReadObject reports it at once
+// rather than waiting for a fill that will not come.
+func TestFillRefusedIsReportedAtOnce(t *testing.T) {
+	forClientSessions(t, "refused", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, &Config{MaxPendingStreams: 1, AliasWait: time.Minute, FillWait: time.Minute})
+		got := make(chan *Subscription, 1)
+		go func() {
+			sub, _ := s.Subscribe(fakeCtx(t), testTrack, nextObjectWithFill)
+			got <- sub
+		}()
+		req := fp.accept()
+		m := expect[*wire.Subscribe](req)
+		early := fp.openObjects(9, 0, 0, "unknown alias") // takes the one slot
+		settle(t, func() bool {
+			s.routes.mu.Lock()
+			defer s.routes.mu.Unlock()
+			return s.routes.pendingStreams == 1
+		}, "early subgroup stream held")
+		fill := fp.openFetch(m.RequestID, fobj(0, 0, "f00"))
+		assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, fill))
+		req.send(&wire.SubscribeOK{TrackAlias: 1, Parameters: wire.Params{LargestObject: wire.Some(wire.Location{Group: 1})}})
+		sub := recvOrFail(t, got)
+		require.NotNil(t, sub)
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		_, err := sub.ReadObject(ctx)
+		assert.ErrorIs(t, err, errHeldStreams)
+		early.CancelWrite(0)
+	})
+}
