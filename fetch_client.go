@@ -115,7 +115,7 @@ func fetchStart(lf wire.Opt[wire.LocationFilter]) (start wire.Location, known bo
 // of order is a Malformed Track (§12.1): the fetch, and every subscription
 // to the track on the session, is cancelled, and ReadObject returns
 // *MalformedTrackError. An object larger than Config.MaxObjectSize stops
-// the stream (ErrObjectTooLarge). Bad stream data closes the session
+// the stream and cancels the fetch (ErrObjectTooLarge). Bad stream data closes the session
 // (§11.4.1). ReadObject returns ctx's error if ctx ends first, and an
 // error wrapping ErrCancelled after Close.
 func (f *Fetch) ReadObject(ctx context.Context) (Object, error) {
@@ -146,8 +146,14 @@ func (f *Fetch) ReadObject(ctx context.Context) (Object, error) {
 		return Object{}, err
 	}
 	if it.err != nil {
-		if it.err == io.EOF && f.req != nil {
+		switch {
+		case f.req == nil:
+		case it.err == io.EOF:
 			f.req.complete()
+		case errors.Is(it.err, ErrObjectTooLarge):
+			// This end stopped the data stream: that cancels the fetch,
+			// whose request stream is stopped too (§3.2.1).
+			f.req.cancel(it.err, wire.ResetCancelled)
 		}
 		return Object{}, it.err
 	}

@@ -212,6 +212,19 @@ func TestC086_FetchCancelStopsRequestStream(t *testing.T) {
 		assert.ErrorIs(t, recvOrFail(t, done), context.Canceled)
 		req.expectStopSending(wire.ResetCancelled)
 	})
+	// An object past Config.MaxObjectSize stops the data stream: the
+	// fetch is over, so its request stream is stopped too.
+	forClientSessions(t, "too large", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, &Config{MaxObjectSize: 4})
+		f, req, id := fetchFake(t, s, fp, wire.Params{}, wire.Location{Group: 5})
+		str := fp.openFetch(id, fobj(0, 0, "x"), fobj(0, 1, "too large"))
+		_, err := f.ReadObject(fakeCtx(t))
+		require.NoError(t, err)
+		_, err = f.ReadObject(fakeCtx(t))
+		assert.ErrorIs(t, err, ErrObjectTooLarge)
+		assert.Equal(t, uint64(wire.ResetCancelled), expectStopped(t, str))
+		req.expectStopSending(wire.ResetCancelled)
+	})
 }
 
 // TestC091_FetchMandatoryTrackProperty: a FETCH_OK with a Mandatory Track
