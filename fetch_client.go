@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -196,27 +197,30 @@ func (f *Fetch) Update(ctx context.Context, params wire.Params) error {
 	q.mu.Unlock()
 	if err := q.rs.write(&wire.RequestUpdate{RequestID: f.sess.ids.allocate(), Parameters: params}); err != nil {
 		q.mu.Lock()
-		for i := range q.updates {
-			if q.updates[i].answer == answer {
-				q.updates = append(q.updates[:i], q.updates[i+1:]...)
-				break
-			}
-		}
+		q.updates = slices.DeleteFunc(q.updates, func(u fetchUpdate) bool { return u.answer == answer })
 		q.mu.Unlock()
 		return err
 	}
+	_, err = awaitAnswer(ctx, answer, q.done, q.endErr)
+	return err
+}
+
+// awaitAnswer waits for the answer to a REQUEST_UPDATE, and reports
+// whether it came, with its error: an answer that came before the request ended (done)
+// is still the update's result; otherwise the error is ended's, or ctx's.
+func awaitAnswer(ctx context.Context, answer <-chan error, done <-chan struct{}, ended func() error) (bool, error) {
 	select {
-	case err = <-answer:
-		return err
-	case <-q.done:
+	case err := <-answer:
+		return true, err
+	case <-done:
 		select {
-		case err = <-answer:
-			return err
+		case err := <-answer:
+			return true, err
 		default:
-			return q.endErr()
+			return false, ended()
 		}
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	}
 }
 

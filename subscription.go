@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -253,28 +254,12 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 	if err != nil {
 		// Whether any of it left is unknown, so the tokens stay pending.
 		sub.mu.Lock()
-		for i := range sub.updates {
-			if sub.updates[i].answer == answer {
-				sub.updates = append(sub.updates[:i], sub.updates[i+1:]...)
-				break
-			}
-		}
+		sub.updates = slices.DeleteFunc(sub.updates, func(u sentUpdate) bool { return u.answer == answer })
 		sub.mu.Unlock()
 		return err
 	}
-	select {
-	case err = <-answer:
-	case <-sub.done:
-		// An answer that came before the end is the update's result.
-		select {
-		case err = <-answer:
-		default:
-			return sub.Err()
-		}
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if err == nil {
+	answered, err := awaitAnswer(ctx, answer, sub.done, sub.Err)
+	if answered && err == nil {
 		sub.mu.Lock()
 		mergeParams(&sub.params, &params)
 		sub.mu.Unlock()
