@@ -164,10 +164,9 @@ func fillWindowLocked(sub *Subscription, slot *fillSlot, initial bool) (filter.W
 		}
 	}
 	if initial {
-		w, err := filter.FetchWindow(lf.Value, largestOf(sub.largest))
-		if err != nil {
-			return filter.Window{}, desc // empty: no stream expected
-		}
+		// A range the publisher would refuse as a FETCH's comes back
+		// Empty: no stream is expected for it.
+		w, _ := filter.FetchWindow(lf.Value, largestOf(sub.largest))
 		return w, desc
 	}
 	start, known := fetchStart(lf)

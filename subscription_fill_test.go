@@ -485,3 +485,28 @@ func TestFillRefusedIsReportedAtOnce(t *testing.T) {
 		early.CancelWrite(0)
 	})
 }
+
+// TestFillNoneExpectedNothingWaits: when the publisher opens no fill
+// stream, because the subscription starts in Forward State 0 (§3.4.1) or
+// the fill range is empty or starts past the Largest Object (§3.4),
+// ReadObject holds nothing back for one.
+func TestFillNoneExpectedNothingWaits(t *testing.T) {
+	fill := &wire.Params{LocationFilter: wire.Some(wire.NoLocationFilter())}
+	for name, params := range map[string]wire.Params{
+		"forward 0": {LocationFilter: wire.Some(wire.NextObjectFilter()), Forward: wire.Some(false), FillParameters: fill},
+		"past largest": {LocationFilter: wire.Some(wire.NextObjectFilter()),
+			FillParameters: &wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 9}))}},
+	} {
+		forClientSessions(t, name, func(t *testing.T, connect fakeConnector) {
+			s, fp := connect(t, &Config{FillWait: time.Minute})
+			sub, _, _ := subscribeWithFill(t, s, fp, params, wire.Location{Group: 2, Object: 1})
+			live := fp.openObjects(1, 2, 2, "s22")
+			require.NoError(t, live.Close())
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+			defer cancel()
+			o, err := sub.ReadObject(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, []byte("s22"), o.Payload)
+		})
+	}
+}
