@@ -225,7 +225,7 @@ func awaitAnswer(ctx context.Context, answer <-chan error, done <-chan struct{},
 }
 
 // Close cancels the fetch, if it is not complete: STOP_SENDING on its
-// request stream (§3.2.1, C086) and on its data stream if it is open, and
+// request stream (§3.2.1) and on its data stream if it is open, and
 // a reset of this end's direction (§6.4.2.3). After the data stream's FIN
 // was read, Close only finishes this end's direction. It is safe to call
 // at any time, more than once.
