@@ -510,3 +510,25 @@ func TestFillNoneExpectedNothingWaits(t *testing.T) {
 		})
 	}
 }
+
+// TestFillDescendingGapCovers: in a Descending fill a gap marker covers
+// what follows the entry before it in the stream's order, up to its own
+// Location: the rest of that entry's group, the groups between, and its
+// own group up to it (§11.4.1.2). After the fill is reset there, the
+// subscription's objects in that span are dropped as delivered, and the
+// rest come through.
+func TestFillDescendingGapCovers(t *testing.T) {
+	forClientSessions(t, "desc", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		params := wire.Params{FillParameters: &wire.Params{GroupOrder: wire.Some(wire.GroupOrderDescending)}}
+		sub, _, id := subscribeWithFill(t, s, fp, params, wire.Location{Group: 3, Object: 1})
+		fill := fp.openFetchRaw(encodeFetch(t, id, true, fobj(3, 0, "f30"), fobj(3, 1, "f31"), fgap(wire.EndOfUnknownRange, 1, 4)))
+		assert.Equal(t, []string{"3/0:f30", "3/1:f31", "gap 1/4"}, readEntries(t, sub, 3))
+		fill.CancelWrite(uint64(wire.ResetUnknownObjectStatus))
+		assert.Equal(t, []string{"err"}, readEntries(t, sub, 1))
+		for _, g := range []uint64{2, 1, 0} {
+			require.NoError(t, fp.openObjects(1, g, 4, fmt.Sprintf("s%d4", g), fmt.Sprintf("s%d5", g)).Close())
+		}
+		assert.ElementsMatch(t, []string{"1/5:s15", "0/4:s04", "0/5:s05"}, readEntries(t, sub, 3))
+	})
+}
