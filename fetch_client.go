@@ -201,26 +201,25 @@ func (f *Fetch) Update(ctx context.Context, params wire.Params) error {
 		q.mu.Unlock()
 		return err
 	}
-	_, err = awaitAnswer(ctx, answer, q.done, q.endErr)
-	return err
+	return awaitAnswer(ctx, answer, q.done, q.endErr)
 }
 
-// awaitAnswer waits for the answer to a REQUEST_UPDATE, and reports
-// whether it came, with its error: an answer that came before the request ended (done)
-// is still the update's result; otherwise the error is ended's, or ctx's.
-func awaitAnswer(ctx context.Context, answer <-chan error, done <-chan struct{}, ended func() error) (bool, error) {
+// awaitAnswer waits for the answer to a REQUEST_UPDATE: an answer that
+// came before the request ended (done) is still the update's result;
+// otherwise the error is ended's, or ctx's.
+func awaitAnswer(ctx context.Context, answer <-chan error, done <-chan struct{}, ended func() error) error {
 	select {
 	case err := <-answer:
-		return true, err
+		return err
 	case <-done:
 		select {
 		case err := <-answer:
-			return true, err
+			return err
 		default:
-			return false, ended()
+			return ended()
 		}
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return ctx.Err()
 	}
 }
 

@@ -532,3 +532,38 @@ func TestFillDescendingGapCovers(t *testing.T) {
 		assert.ElementsMatch(t, []string{"1/5:s15", "0/4:s04", "0/5:s05"}, readEntries(t, sub, 3))
 	})
 }
+
+// TestFillAfterAbandonedUpdate: an update whose caller gave up waiting is
+// still applied when REQUEST_OK comes, so a later fill inherits the
+// filter it set (§3.4), as the publisher applies it.
+func TestFillAfterAbandonedUpdate(t *testing.T) {
+	forClientSessions(t, "abandoned", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		got := make(chan *Subscription, 1)
+		go func() {
+			sub, _ := s.Subscribe(fakeCtx(t), testTrack, wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 10}))})
+			got <- sub
+		}()
+		req := fp.accept()
+		expect[*wire.Subscribe](req)
+		req.send(&wire.SubscribeOK{TrackAlias: 1, Parameters: wire.Params{LargestObject: wire.Some(wire.Location{Group: 12})}})
+		sub := recvOrFail(t, got)
+		require.NotNil(t, sub)
+		ctx, cancel := context.WithCancel(t.Context())
+		first := goErr(func() error {
+			return sub.Update(ctx, wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 5}))})
+		})
+		expect[*wire.RequestUpdate](req)
+		cancel()
+		assert.ErrorIs(t, recvOrFail(t, first), context.Canceled)
+		req.send(&wire.RequestOK{})
+		settle(t, func() bool { return sub.Params().LocationFilter.Value.StartGroup == 5 }, "the update applied")
+		second := goErr(func() error { return sub.Update(fakeCtx(t), wire.Params{FillParameters: &wire.Params{}}) })
+		u := expect[*wire.RequestUpdate](req)
+		fill := fp.openFetch(u.RequestID, fobj(5, 0, "f50"))
+		require.NoError(t, fill.Close())
+		assert.Equal(t, []string{"5/0:f50"}, readEntries(t, sub, 1))
+		req.send(&wire.RequestOK{})
+		require.NoError(t, recvOrFail(t, second))
+	})
+}
