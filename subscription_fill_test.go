@@ -33,10 +33,10 @@ func (fp *fakePeer) openObjects(alias, group, first uint64, payloads ...string) 
 	return str
 }
 
-// subscribeWithFill subscribes with params, answers SUBSCRIBE_OK with
-// largest on alias 1, and returns the subscription, the fake's request
-// stream and the SUBSCRIBE's Request ID.
-func subscribeWithFill(t *testing.T, s *Session, fp *fakePeer, params wire.Params, largest wire.Location) (*Subscription, *fakeStream, uint64) {
+// subscribeInBackground subscribes with params in the background and returns
+// where the subscription will come once answered, the fake's request
+// stream and the SUBSCRIBE.
+func subscribeInBackground(t *testing.T, s *Session, fp *fakePeer, params wire.Params) (<-chan *Subscription, *fakeStream, *wire.Subscribe) {
 	t.Helper()
 	got := make(chan *Subscription, 1)
 	go func() {
@@ -47,11 +47,27 @@ func subscribeWithFill(t *testing.T, s *Session, fp *fakePeer, params wire.Param
 		close(got)
 	}()
 	req := fp.accept()
-	m := expect[*wire.Subscribe](req)
-	require.NotNil(t, m.Parameters.FillParameters, "FILL_PARAMETERS sent")
+	return got, req, expect[*wire.Subscribe](req)
+}
+
+// subscribeAnswered subscribes with params, answers SUBSCRIBE_OK with
+// largest on alias 1, and returns the subscription, the fake's request
+// stream and the SUBSCRIBE.
+func subscribeAnswered(t *testing.T, s *Session, fp *fakePeer, params wire.Params, largest wire.Location) (*Subscription, *fakeStream, *wire.Subscribe) {
+	t.Helper()
+	got, req, m := subscribeInBackground(t, s, fp, params)
 	req.send(&wire.SubscribeOK{TrackAlias: 1, Parameters: wire.Params{LargestObject: wire.Some(largest)}})
 	sub := recvOrFail(t, got)
 	require.NotNil(t, sub)
+	return sub, req, m
+}
+
+// subscribeWithFill is subscribeAnswered for a SUBSCRIBE carrying
+// FILL_PARAMETERS; it returns the SUBSCRIBE's Request ID.
+func subscribeWithFill(t *testing.T, s *Session, fp *fakePeer, params wire.Params, largest wire.Location) (*Subscription, *fakeStream, uint64) {
+	t.Helper()
+	sub, req, m := subscribeAnswered(t, s, fp, params, largest)
+	require.NotNil(t, m.Parameters.FillParameters, "FILL_PARAMETERS sent")
 	return sub, req, m.RequestID
 }
 
@@ -208,13 +224,7 @@ func TestAcceptFill(t *testing.T) {
 func TestFillBeforeSubscribeOK(t *testing.T) {
 	forClientSessions(t, "early", func(t *testing.T, connect fakeConnector) {
 		s, fp := connect(t, nil)
-		got := make(chan *Subscription, 1)
-		go func() {
-			sub, _ := s.Subscribe(fakeCtx(t), testTrack, nextObjectWithFill)
-			got <- sub
-		}()
-		req := fp.accept()
-		m := expect[*wire.Subscribe](req)
+		got, req, m := subscribeInBackground(t, s, fp, nextObjectWithFill)
 		fill := fp.openFetch(m.RequestID, fobj(0, 0, "f00"))
 		require.NoError(t, fill.Close())
 		waitFillRouted(t, s, m.RequestID)
@@ -399,16 +409,7 @@ func TestFillStalledReleasesObjects(t *testing.T) {
 func TestFillFromUpdateInheritsItsFilter(t *testing.T) {
 	forClientSessions(t, "lowered", func(t *testing.T, connect fakeConnector) {
 		s, fp := connect(t, nil)
-		got := make(chan *Subscription, 1)
-		go func() {
-			sub, _ := s.Subscribe(fakeCtx(t), testTrack, wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 10}))})
-			got <- sub
-		}()
-		req := fp.accept()
-		expect[*wire.Subscribe](req)
-		req.send(&wire.SubscribeOK{TrackAlias: 1, Parameters: wire.Params{LargestObject: wire.Some(wire.Location{Group: 12})}})
-		sub := recvOrFail(t, got)
-		require.NotNil(t, sub)
+		sub, req, _ := subscribeAnswered(t, s, fp, wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 10}))}, wire.Location{Group: 12})
 		update := goErr(func() error {
 			return sub.Update(fakeCtx(t), wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 5})),
 				FillParameters: &wire.Params{}})
@@ -429,13 +430,7 @@ func TestFillFromUpdateInheritsItsFilter(t *testing.T) {
 func TestFillNotHeldOnceSubscribeOKApplied(t *testing.T) {
 	forClientSessions(t, "between", func(t *testing.T, connect fakeConnector) {
 		s, fp := connect(t, nil)
-		got := make(chan *Subscription, 1)
-		go func() {
-			sub, _ := s.Subscribe(fakeCtx(t), testTrack, nextObjectWithFill)
-			got <- sub
-		}()
-		req := fp.accept()
-		m := expect[*wire.Subscribe](req)
+		got, req, m := subscribeInBackground(t, s, fp, nextObjectWithFill)
 		pending, ok := s.fetches.lookup(m.RequestID).(*Subscription)
 		require.True(t, ok)
 		pending.startFill() // where the handling of SUBSCRIBE_OK stands
@@ -460,13 +455,7 @@ func TestFillNotHeldOnceSubscribeOKApplied(t *testing.T) {
 func TestFillRefusedIsReportedAtOnce(t *testing.T) {
 	forClientSessions(t, "refused", func(t *testing.T, connect fakeConnector) {
 		s, fp := connect(t, &Config{MaxPendingStreams: 1, AliasWait: time.Minute, FillWait: time.Minute})
-		got := make(chan *Subscription, 1)
-		go func() {
-			sub, _ := s.Subscribe(fakeCtx(t), testTrack, nextObjectWithFill)
-			got <- sub
-		}()
-		req := fp.accept()
-		m := expect[*wire.Subscribe](req)
+		got, req, m := subscribeInBackground(t, s, fp, nextObjectWithFill)
 		early := fp.openObjects(9, 0, 0, "unknown alias") // takes the one slot
 		settle(t, func() bool {
 			s.routes.mu.Lock()
@@ -539,16 +528,7 @@ func TestFillDescendingGapCovers(t *testing.T) {
 func TestFillAfterAbandonedUpdate(t *testing.T) {
 	forClientSessions(t, "abandoned", func(t *testing.T, connect fakeConnector) {
 		s, fp := connect(t, nil)
-		got := make(chan *Subscription, 1)
-		go func() {
-			sub, _ := s.Subscribe(fakeCtx(t), testTrack, wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 10}))})
-			got <- sub
-		}()
-		req := fp.accept()
-		expect[*wire.Subscribe](req)
-		req.send(&wire.SubscribeOK{TrackAlias: 1, Parameters: wire.Params{LargestObject: wire.Some(wire.Location{Group: 12})}})
-		sub := recvOrFail(t, got)
-		require.NotNil(t, sub)
+		sub, req, _ := subscribeAnswered(t, s, fp, wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 10}))}, wire.Location{Group: 12})
 		ctx, cancel := context.WithCancel(t.Context())
 		first := goErr(func() error {
 			return sub.Update(ctx, wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 5}))})
