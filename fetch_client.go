@@ -149,7 +149,9 @@ func (f *Fetch) ReadObject(ctx context.Context) (Object, error) {
 	if it.err != nil {
 		switch {
 		case f.req == nil:
-		case it.err == io.EOF:
+		case it.err == io.EOF, errors.As(it.err, new(*StreamError)):
+			// The data stream's FIN, or the publisher's reset of it:
+			// either way the fetch is over (§3.2.1).
 			f.req.complete()
 		case errors.Is(it.err, ErrObjectTooLarge):
 			// This end stopped the data stream: that cancels the fetch,
@@ -225,9 +227,10 @@ func awaitAnswer(ctx context.Context, answer <-chan error, done <-chan struct{},
 
 // Close cancels the fetch, if it is not complete: STOP_SENDING on its
 // request stream (§3.2.1) and on its data stream if it is open, and
-// a reset of this end's direction (§6.4.2.3). After the data stream's FIN
-// was read, Close only finishes this end's direction. It is safe to call
-// at any time, more than once.
+// a reset of this end's direction (§6.4.2.3). Once ReadObject has
+// returned the data stream's end (io.EOF, or the publisher's reset), the
+// fetch is over and this end's direction finished: Close then only
+// releases what is left. It is safe to call at any time, more than once.
 func (f *Fetch) Close() error {
 	f.cancel(errFetchClosed)
 	return nil
@@ -389,7 +392,7 @@ type fetchReq struct {
 	gotAnswer  bool          // reader goroutine only
 	answerOnce sync.Once
 	doneOnce   sync.Once
-	completed  atomic.Bool // the data stream's FIN was read
+	completed  atomic.Bool // the data stream's end, FIN or reset, was read
 
 	mu       sync.Mutex // guards the fields below
 	err      error      // the request's result or end
@@ -463,8 +466,9 @@ func (q *fetchReq) cancel(err error, code wire.ResetCode) {
 	q.end(err)
 }
 
-// complete records the data stream's FIN: the fetch has all it asked for,
-// and this end has nothing more to send (§6.4.2.2).
+// complete records the data stream's end, read: its FIN, or the
+// publisher's reset. The fetch has all it will get, and this end has
+// nothing more to send (§6.4.2.2).
 func (q *fetchReq) complete() {
 	q.completed.Store(true)
 	q.rs.sess.fetches.remove(q.rs.id)

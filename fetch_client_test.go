@@ -375,7 +375,7 @@ func TestC103_FetchDatagramIgnoresSubgroupBits(t *testing.T) {
 func TestFetchResetMidStream(t *testing.T) {
 	forClientSessions(t, "reset", func(t *testing.T, connect fakeConnector) {
 		s, fp := connect(t, nil)
-		f, _, id := fetchFake(t, s, fp, wire.Params{}, wire.Location{Group: 2})
+		f, req, id := fetchFake(t, s, fp, wire.Params{}, wire.Location{Group: 2})
 		str := fp.openFetch(id, fobj(0, 0, "x"))
 		o, err := f.ReadObject(fakeCtx(t))
 		require.NoError(t, err)
@@ -385,6 +385,10 @@ func TestFetchResetMidStream(t *testing.T) {
 		var se *StreamError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, wire.ResetUnknownObjectStatus, se.Code)
+		// The fetch is over (§3.2.1): this end finishes its direction of
+		// the request stream without waiting for Close, and forgets it.
+		req.expectFIN()
+		settle(t, func() bool { return s.fetches.lookup(id) == nil }, "fetch route dropped")
 	})
 }
 
