@@ -102,18 +102,15 @@ func (sub *Subscription) takeFetchStream(r *fetchStream) bool {
 	// PUBLISH_DONE's Stream Count includes (§9.9).
 	sub.streamsSeen++
 	defer sub.noteStream()
-	refused := false
 	if !sub.fill.started && !sub.byPublish {
 		// Before SUBSCRIBE_OK: held, within Config.MaxPendingStreams.
 		// Beyond it the stream is stopped, and still queued, ended, so
 		// that the fill's reader learns of its end at once rather than
 		// waiting for it.
 		if r.hold = sub.sess.reserveHold(); r.hold == nil {
-			r.err, refused = errHeldStreams, true
+			r.err = errHeldStreams
+			defer r.stop(wire.ResetExcessiveLoad) // after sub.mu is released
 		}
-	}
-	if refused {
-		defer r.stop(wire.ResetExcessiveLoad) // after sub.mu is released
 	}
 	defer sub.mu.Unlock()
 	f := &Fetch{sess: sub.sess}
