@@ -255,7 +255,9 @@ func (sub *Subscription) stopFills(code wire.ResetCode) {
 // AcceptFill returns the subscription's next fill fetch stream (§3.4), as a
 // Fetch whose ReadObject and Close work as a FETCH's; its FETCH_OK fields
 // are unset, and it has no Update. A fill the publisher could not serve
-// arrives reset (§3.4.1): its ReadObject returns the *StreamError. Closing
+// arrives reset (§3.4.1): its ReadObject returns the *StreamError; one
+// that came before SUBSCRIBE_OK with Config.MaxPendingStreams streams
+// already held was stopped, and its ReadObject says so. Closing
 // one stops only that stream; the subscription goes on. After the
 // subscription's data plane ends, AcceptFill returns the subscription's
 // error. Use AcceptFill or ReadObject, not both: once ReadObject has
