@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -115,7 +116,7 @@ func fetchStart(lf wire.Opt[wire.LocationFilter]) (start wire.Location, known bo
 // of order is a Malformed Track (§12.1): the fetch, and every subscription
 // to the track on the session, is cancelled, and ReadObject returns
 // *MalformedTrackError. An object larger than Config.MaxObjectSize stops
-// the stream (ErrObjectTooLarge). Bad stream data closes the session
+// the stream and cancels the fetch (ErrObjectTooLarge). Bad stream data closes the session
 // (§11.4.1). ReadObject returns ctx's error if ctx ends first, and an
 // error wrapping ErrCancelled after Close.
 func (f *Fetch) ReadObject(ctx context.Context) (Object, error) {
@@ -134,8 +135,16 @@ func (f *Fetch) ReadObject(ctx context.Context) (Object, error) {
 		return Object{}, err
 	}
 	if it.err != nil {
-		if it.err == io.EOF && f.req != nil {
+		switch {
+		case f.req == nil:
+		case it.err == io.EOF, errors.As(it.err, new(*StreamError)):
+			// The data stream's FIN, or the publisher's reset of it:
+			// either way the fetch is over (§3.2.1).
 			f.req.complete()
+		case errors.Is(it.err, ErrObjectTooLarge):
+			// This end stopped the data stream: that cancels the fetch,
+			// whose request stream is stopped too (§3.2.1).
+			f.req.cancel(it.err, wire.ResetCancelled)
 		}
 		return Object{}, it.err
 	}
@@ -178,24 +187,26 @@ func (f *Fetch) Update(ctx context.Context, params wire.Params) error {
 	q.mu.Unlock()
 	if err := q.rs.write(&wire.RequestUpdate{RequestID: f.sess.ids.allocate(), Parameters: params}); err != nil {
 		q.mu.Lock()
-		for i := range q.updates {
-			if q.updates[i].answer == answer {
-				q.updates = append(q.updates[:i], q.updates[i+1:]...)
-				break
-			}
-		}
+		q.updates = slices.DeleteFunc(q.updates, func(u fetchUpdate) bool { return u.answer == answer })
 		q.mu.Unlock()
 		return err
 	}
+	return awaitAnswer(ctx, answer, q.done, q.endErr)
+}
+
+// awaitAnswer waits for the answer to a REQUEST_UPDATE: an answer that
+// came before the request ended (done) is still the update's result;
+// otherwise the error is ended's, or ctx's.
+func awaitAnswer(ctx context.Context, answer <-chan error, done <-chan struct{}, ended func() error) error {
 	select {
-	case err = <-answer:
+	case err := <-answer:
 		return err
-	case <-q.done:
+	case <-done:
 		select {
-		case err = <-answer:
+		case err := <-answer:
 			return err
 		default:
-			return q.endErr()
+			return ended()
 		}
 	case <-ctx.Done():
 		return ctx.Err()
@@ -203,10 +214,11 @@ func (f *Fetch) Update(ctx context.Context, params wire.Params) error {
 }
 
 // Close cancels the fetch, if it is not complete: STOP_SENDING on its
-// request stream (§3.2.1, C086) and on its data stream if it is open, and
-// a reset of this end's direction (§6.4.2.3). After the data stream's FIN
-// was read, Close only finishes this end's direction. It is safe to call
-// at any time, more than once.
+// request stream (§3.2.1) and on its data stream if it is open, and
+// a reset of this end's direction (§6.4.2.3). Once ReadObject has
+// returned the data stream's end (io.EOF, or the publisher's reset), the
+// fetch is over and this end's direction finished: Close then only
+// releases what is left. It is safe to call at any time, more than once.
 func (f *Fetch) Close() error {
 	f.cancel(errFetchClosed)
 	return nil
@@ -373,7 +385,7 @@ type fetchReq struct {
 	gotAnswer  bool          // reader goroutine only
 	answerOnce sync.Once
 	doneOnce   sync.Once
-	completed  atomic.Bool // the data stream's FIN was read
+	completed  atomic.Bool // the data stream's end, FIN or reset, was read
 
 	mu       sync.Mutex // guards the fields below
 	err      error      // the request's result or end
@@ -447,8 +459,9 @@ func (q *fetchReq) cancel(err error, code wire.ResetCode) {
 	q.end(err)
 }
 
-// complete records the data stream's FIN: the fetch has all it asked for,
-// and this end has nothing more to send (§6.4.2.2).
+// complete records the data stream's end, read: its FIN, or the
+// publisher's reset. The fetch has all it will get, and this end has
+// nothing more to send (§6.4.2.2).
 func (q *fetchReq) complete() {
 	q.completed.Store(true)
 	q.rs.sess.fetches.remove(q.rs.id)

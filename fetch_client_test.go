@@ -212,6 +212,19 @@ func TestC086_FetchCancelStopsRequestStream(t *testing.T) {
 		assert.ErrorIs(t, recvOrFail(t, done), context.Canceled)
 		req.expectStopSending(wire.ResetCancelled)
 	})
+	// An object past Config.MaxObjectSize stops the data stream: the
+	// fetch is over, so its request stream is stopped too.
+	forClientSessions(t, "too large", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, &Config{MaxObjectSize: 4})
+		f, req, id := fetchFake(t, s, fp, wire.Params{}, wire.Location{Group: 5})
+		str := fp.openFetch(id, fobj(0, 0, "x"), fobj(0, 1, "too large"))
+		_, err := f.ReadObject(fakeCtx(t))
+		require.NoError(t, err)
+		_, err = f.ReadObject(fakeCtx(t))
+		assert.ErrorIs(t, err, ErrObjectTooLarge)
+		assert.Equal(t, uint64(wire.ResetCancelled), expectStopped(t, str))
+		req.expectStopSending(wire.ResetCancelled)
+	})
 }
 
 // TestC091_FetchMandatoryTrackProperty: a FETCH_OK with a Mandatory Track
@@ -362,7 +375,7 @@ func TestC103_FetchDatagramIgnoresSubgroupBits(t *testing.T) {
 func TestFetchResetMidStream(t *testing.T) {
 	forClientSessions(t, "reset", func(t *testing.T, connect fakeConnector) {
 		s, fp := connect(t, nil)
-		f, _, id := fetchFake(t, s, fp, wire.Params{}, wire.Location{Group: 2})
+		f, req, id := fetchFake(t, s, fp, wire.Params{}, wire.Location{Group: 2})
 		str := fp.openFetch(id, fobj(0, 0, "x"))
 		o, err := f.ReadObject(fakeCtx(t))
 		require.NoError(t, err)
@@ -372,6 +385,10 @@ func TestFetchResetMidStream(t *testing.T) {
 		var se *StreamError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, wire.ResetUnknownObjectStatus, se.Code)
+		// The fetch is over (§3.2.1): this end finishes its direction of
+		// the request stream without waiting for Close, and forgets it.
+		req.expectFIN()
+		settle(t, func() bool { return s.fetches.lookup(id) == nil }, "fetch route dropped")
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -176,7 +177,9 @@ func (sub *Subscription) Properties() wire.KVList {
 // anything is sent, unless the track has DYNAMIC_GROUPS = 1 (§9.20.20).
 // An update that would leave the subscription with more Ranges in its
 // range filters than the peer's MAX_FILTER_RANGES allows fails with
-// ErrFilterRanges, before anything is sent (§9.1.6).
+// ErrFilterRanges, before anything is sent (§9.1.6). If ctx ends first,
+// Update returns its error, and the update, once sent, still applies to
+// Params when the publisher accepts it.
 func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 	if err := params.Check(wire.InUpdateSubscription); err != nil {
 		return err
@@ -253,33 +256,11 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 	if err != nil {
 		// Whether any of it left is unknown, so the tokens stay pending.
 		sub.mu.Lock()
-		for i := range sub.updates {
-			if sub.updates[i].answer == answer {
-				sub.updates = append(sub.updates[:i], sub.updates[i+1:]...)
-				break
-			}
-		}
+		sub.updates = slices.DeleteFunc(sub.updates, func(u sentUpdate) bool { return u.answer == answer })
 		sub.mu.Unlock()
 		return err
 	}
-	select {
-	case err = <-answer:
-	case <-sub.done:
-		// An answer that came before the end is the update's result.
-		select {
-		case err = <-answer:
-		default:
-			return sub.Err()
-		}
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if err == nil {
-		sub.mu.Lock()
-		mergeParams(&sub.params, &params)
-		sub.mu.Unlock()
-	}
-	return err
+	return awaitAnswer(ctx, answer, sub.done, sub.Err)
 }
 
 // Close cancels the subscription: STOP_SENDING and RESET_STREAM on its
@@ -479,8 +460,11 @@ func (sub *Subscription) answerUpdate(err error) error {
 	sub.updates = sub.updates[1:]
 	if err == nil {
 		// Applied with the answer, under the same lock that drops the
-		// update's provisional filter, so no object falls between them.
+		// update's provisional filter, so no object falls between them,
+		// and whether or not Update still waits for it: the publisher
+		// applies it either way.
 		sub.updateFilterLocked(u.params)
+		mergeParams(&sub.params, u.params)
 	}
 	sub.sess.sentTokens.answered(u.tokens)
 	u.answer <- err

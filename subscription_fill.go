@@ -29,6 +29,9 @@ type subFill struct {
 	// initial is the SUBSCRIBE's fill, when SUBSCRIBE_OK promised one:
 	// ReadObject yields it before the subscription's own objects.
 	initial *fillSlot
+	// started is set once SUBSCRIBE_OK has been applied to the fills: a
+	// fill stream arriving later is no longer held.
+	started bool
 }
 
 type fillMode uint8
@@ -41,8 +44,14 @@ const (
 
 // fillSlot is one fill asked for.
 type fillSlot struct {
-	id      uint64
-	params  *wire.Params // the FILL_PARAMETERS
+	id     uint64
+	params *wire.Params // the FILL_PARAMETERS
+	// base is the subscription's parameters as the publisher applies them
+	// when it processes the message: those of the SUBSCRIBE, or, for a
+	// REQUEST_UPDATE, with every update sent so far overlaid. The fill
+	// inherits what FILL_PARAMETERS leaves out, its Location filter among
+	// them (§3.4).
+	base    wire.Params
 	arrived bool
 	// window bounds the fill's Locations (the zero Window passes all) and
 	// desc is its Group Order; set for the initial fill at SUBSCRIBE_OK.
@@ -62,12 +71,16 @@ type fillSlot struct {
 var errFillsTaken = errors.New("moqt: the subscription's fills are read by ReadObject")
 
 // askFillLocked registers a fill asked for by the message with Request ID
-// id, before it is sent. sub.mu is held.
+// id, before it is sent, and after a REQUEST_UPDATE is queued in
+// sub.updates. sub.mu is held.
 func (sub *Subscription) askFillLocked(id uint64, p *wire.Params) *fillSlot {
 	if sub.fill.slots == nil {
 		sub.fill.slots = map[uint64]*fillSlot{}
 	}
-	slot := &fillSlot{id: id, params: p}
+	slot := &fillSlot{id: id, params: p, base: sub.params}
+	for _, u := range sub.updates {
+		mergeParams(&slot.base, u.params)
+	}
 	sub.fill.slots[id] = slot
 	sub.sess.fetches.add(id, sub)
 	return slot
@@ -75,13 +88,12 @@ func (sub *Subscription) askFillLocked(id uint64, p *wire.Params) *fillSlot {
 
 // takeFetchStream is the route of the subscription's fill streams.
 func (sub *Subscription) takeFetchStream(r *fetchStream) bool {
-	if sub.dataEnded() {
-		return false
-	}
-	established := sub.current() == stateEstablished
 	sub.mu.Lock()
 	slot := sub.fill.slots[r.id]
-	if slot == nil || slot.arrived {
+	// Checked under sub.mu: endData closes dataDone before stopFills
+	// takes the lock, so a stream queued here is always stopped with the
+	// rest.
+	if slot == nil || slot.arrived || sub.dataEnded() {
 		sub.mu.Unlock()
 		return false
 	}
@@ -90,12 +102,14 @@ func (sub *Subscription) takeFetchStream(r *fetchStream) bool {
 	// PUBLISH_DONE's Stream Count includes (§9.9).
 	sub.streamsSeen++
 	defer sub.noteStream()
-	if !established {
+	if !sub.fill.started && !sub.byPublish {
 		// Before SUBSCRIBE_OK: held, within Config.MaxPendingStreams.
+		// Beyond it the stream is stopped, and still queued, ended, so
+		// that the fill's reader learns of its end at once rather than
+		// waiting for it.
 		if r.hold = sub.sess.reserveHold(); r.hold == nil {
-			sub.mu.Unlock()
-			r.str.CancelRead(uint64(wire.ResetExcessiveLoad))
-			return true
+			r.err = errHeldStreams
+			defer r.stop(wire.ResetExcessiveLoad) // after sub.mu is released
 		}
 	}
 	defer sub.mu.Unlock()
@@ -132,11 +146,11 @@ func (sub *Subscription) takeFetchStream(r *fetchStream) bool {
 // is bounded below only, by an absolute start. sub.mu is held.
 func fillWindowLocked(sub *Subscription, slot *fillSlot, initial bool) (filter.Window, bool) {
 	p := slot.params
-	lf := sub.params.LocationFilter
+	lf := slot.base.LocationFilter
 	if p.LocationFilter.Set {
 		lf = p.LocationFilter
 	}
-	order := sub.params.GroupOrder
+	order := slot.base.GroupOrder
 	if p.GroupOrder.Set {
 		order = p.GroupOrder
 	}
@@ -147,10 +161,9 @@ func fillWindowLocked(sub *Subscription, slot *fillSlot, initial bool) (filter.W
 		}
 	}
 	if initial {
-		w, err := filter.FetchWindow(lf.Value, largestOf(sub.largest))
-		if err != nil {
-			return filter.Window{}, desc // empty: no stream expected
-		}
+		// A range the publisher would refuse as a FETCH's comes back
+		// Empty: no stream is expected for it.
+		w, _ := filter.FetchWindow(lf.Value, largestOf(sub.largest))
 		return w, desc
 	}
 	start, known := fetchStart(lf)
@@ -166,6 +179,7 @@ func fillWindowLocked(sub *Subscription, slot *fillSlot, initial bool) (filter.W
 func (sub *Subscription) startFill() {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
+	sub.fill.started = true
 	slot := sub.fill.slots[sub.rs.id]
 	if slot == nil || sub.byPublish {
 		return
@@ -241,7 +255,9 @@ func (sub *Subscription) stopFills(code wire.ResetCode) {
 // AcceptFill returns the subscription's next fill fetch stream (§3.4), as a
 // Fetch whose ReadObject and Close work as a FETCH's; its FETCH_OK fields
 // are unset, and it has no Update. A fill the publisher could not serve
-// arrives reset (§3.4.1): its ReadObject returns the *StreamError. Closing
+// arrives reset (§3.4.1): its ReadObject returns the *StreamError; one
+// that came before SUBSCRIBE_OK with Config.MaxPendingStreams streams
+// already held was stopped, and its ReadObject says so. Closing
 // one stops only that stream; the subscription goes on. After the
 // subscription's data plane ends, AcceptFill returns the subscription's
 // error. Use AcceptFill or ReadObject, not both: once ReadObject has

@@ -33,10 +33,10 @@ func (fp *fakePeer) openObjects(alias, group, first uint64, payloads ...string) 
 	return str
 }
 
-// subscribeWithFill subscribes with params, answers SUBSCRIBE_OK with
-// largest on alias 1, and returns the subscription, the fake's request
-// stream and the SUBSCRIBE's Request ID.
-func subscribeWithFill(t *testing.T, s *Session, fp *fakePeer, params wire.Params, largest wire.Location) (*Subscription, *fakeStream, uint64) {
+// subscribeInBackground subscribes with params in the background and returns
+// where the subscription will come once answered, the fake's request
+// stream and the SUBSCRIBE.
+func subscribeInBackground(t *testing.T, s *Session, fp *fakePeer, params wire.Params) (<-chan *Subscription, *fakeStream, *wire.Subscribe) {
 	t.Helper()
 	got := make(chan *Subscription, 1)
 	go func() {
@@ -47,11 +47,27 @@ func subscribeWithFill(t *testing.T, s *Session, fp *fakePeer, params wire.Param
 		close(got)
 	}()
 	req := fp.accept()
-	m := expect[*wire.Subscribe](req)
-	require.NotNil(t, m.Parameters.FillParameters, "FILL_PARAMETERS sent")
+	return got, req, expect[*wire.Subscribe](req)
+}
+
+// subscribeAnswered subscribes with params, answers SUBSCRIBE_OK with
+// largest on alias 1, and returns the subscription, the fake's request
+// stream and the SUBSCRIBE.
+func subscribeAnswered(t *testing.T, s *Session, fp *fakePeer, params wire.Params, largest wire.Location) (*Subscription, *fakeStream, *wire.Subscribe) {
+	t.Helper()
+	got, req, m := subscribeInBackground(t, s, fp, params)
 	req.send(&wire.SubscribeOK{TrackAlias: 1, Parameters: wire.Params{LargestObject: wire.Some(largest)}})
 	sub := recvOrFail(t, got)
 	require.NotNil(t, sub)
+	return sub, req, m
+}
+
+// subscribeWithFill is subscribeAnswered for a SUBSCRIBE carrying
+// FILL_PARAMETERS; it returns the SUBSCRIBE's Request ID.
+func subscribeWithFill(t *testing.T, s *Session, fp *fakePeer, params wire.Params, largest wire.Location) (*Subscription, *fakeStream, uint64) {
+	t.Helper()
+	sub, req, m := subscribeAnswered(t, s, fp, params, largest)
+	require.NotNil(t, m.Parameters.FillParameters, "FILL_PARAMETERS sent")
 	return sub, req, m.RequestID
 }
 
@@ -208,13 +224,7 @@ func TestAcceptFill(t *testing.T) {
 func TestFillBeforeSubscribeOK(t *testing.T) {
 	forClientSessions(t, "early", func(t *testing.T, connect fakeConnector) {
 		s, fp := connect(t, nil)
-		got := make(chan *Subscription, 1)
-		go func() {
-			sub, _ := s.Subscribe(fakeCtx(t), testTrack, nextObjectWithFill)
-			got <- sub
-		}()
-		req := fp.accept()
-		m := expect[*wire.Subscribe](req)
+		got, req, m := subscribeInBackground(t, s, fp, nextObjectWithFill)
 		fill := fp.openFetch(m.RequestID, fobj(0, 0, "f00"))
 		require.NoError(t, fill.Close())
 		waitFillRouted(t, s, m.RequestID)
@@ -389,5 +399,151 @@ func TestFillStalledReleasesObjects(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, fill.Close())
 		assert.Equal(t, []string{"1/1:f11"}, readEntries(t, sub, 1))
+	})
+}
+
+// TestFillFromUpdateInheritsItsFilter: a REQUEST_UPDATE that lowers the
+// subscription's start and carries FILL_PARAMETERS without a filter of
+// its own fills from the new start (§3.4, §9.5.1), and its stream may
+// overtake REQUEST_OK: its entries are in range, not a Malformed Track.
+func TestFillFromUpdateInheritsItsFilter(t *testing.T) {
+	forClientSessions(t, "lowered", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		sub, req, _ := subscribeAnswered(t, s, fp, wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 10}))}, wire.Location{Group: 12})
+		update := goErr(func() error {
+			return sub.Update(fakeCtx(t), wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 5})),
+				FillParameters: &wire.Params{}})
+		})
+		u := expect[*wire.RequestUpdate](req)
+		fill := fp.openFetch(u.RequestID, fobj(5, 0, "f50"), fobj(12, 0, "f120"))
+		require.NoError(t, fill.Close())
+		assert.Equal(t, []string{"5/0:f50", "12/0:f120"}, readEntries(t, sub, 2))
+		req.send(&wire.RequestOK{})
+		require.NoError(t, recvOrFail(t, update))
+		assert.Nil(t, sub.Err(), "the subscription is live")
+	})
+}
+
+// TestFillNotHeldOnceSubscribeOKApplied: SUBSCRIBE_OK's fills are applied
+// before the subscription turns Established; a fill stream arriving in
+// between takes no held-stream slot, which nothing would give back.
+func TestFillNotHeldOnceSubscribeOKApplied(t *testing.T) {
+	forClientSessions(t, "between", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		got, req, m := subscribeInBackground(t, s, fp, nextObjectWithFill)
+		pending, ok := s.fetches.lookup(m.RequestID).(*Subscription)
+		require.True(t, ok)
+		pending.startFill() // where the handling of SUBSCRIBE_OK stands
+		fill := fp.openFetch(m.RequestID, fobj(0, 0, "f00"))
+		require.NoError(t, fill.Close())
+		waitFillRouted(t, s, m.RequestID)
+		s.routes.mu.Lock()
+		held := s.routes.pendingStreams
+		s.routes.mu.Unlock()
+		assert.Zero(t, held, "no held-stream slot taken")
+		req.send(&wire.SubscribeOK{TrackAlias: 1, Parameters: wire.Params{LargestObject: wire.Some(wire.Location{})}})
+		sub := recvOrFail(t, got)
+		require.NotNil(t, sub)
+		assert.Equal(t, []string{"0/0:f00"}, readEntries(t, sub, 1))
+	})
+}
+
+// TestFillRefusedIsReportedAtOnce: a fill stream stopped with
+// EXCESSIVE_LOAD because it came before SUBSCRIBE_OK with every
+// held-stream slot taken ends the fill: ReadObject reports it at once
+// rather than waiting for a fill that will not come.
+func TestFillRefusedIsReportedAtOnce(t *testing.T) {
+	forClientSessions(t, "refused", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, &Config{MaxPendingStreams: 1, AliasWait: time.Minute, FillWait: time.Minute})
+		got, req, m := subscribeInBackground(t, s, fp, nextObjectWithFill)
+		early := fp.openObjects(9, 0, 0, "unknown alias") // takes the one slot
+		settle(t, func() bool {
+			s.routes.mu.Lock()
+			defer s.routes.mu.Unlock()
+			return s.routes.pendingStreams == 1
+		}, "early subgroup stream held")
+		fill := fp.openFetch(m.RequestID, fobj(0, 0, "f00"))
+		assert.Equal(t, uint64(wire.ResetExcessiveLoad), expectStopped(t, fill))
+		req.send(&wire.SubscribeOK{TrackAlias: 1, Parameters: wire.Params{LargestObject: wire.Some(wire.Location{Group: 1})}})
+		sub := recvOrFail(t, got)
+		require.NotNil(t, sub)
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		_, err := sub.ReadObject(ctx)
+		assert.ErrorIs(t, err, errHeldStreams)
+		early.CancelWrite(0)
+	})
+}
+
+// TestFillNoneExpectedNothingWaits: when the publisher opens no fill
+// stream, because the subscription starts in Forward State 0 (§3.4.1) or
+// the fill range is empty or starts past the Largest Object (§3.4),
+// ReadObject holds nothing back for one.
+func TestFillNoneExpectedNothingWaits(t *testing.T) {
+	fill := &wire.Params{LocationFilter: wire.Some(wire.NoLocationFilter())}
+	for name, params := range map[string]wire.Params{
+		"forward 0": {LocationFilter: wire.Some(wire.NextObjectFilter()), Forward: wire.Some(false), FillParameters: fill},
+		"past largest": {LocationFilter: wire.Some(wire.NextObjectFilter()),
+			FillParameters: &wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 9}))}},
+	} {
+		forClientSessions(t, name, func(t *testing.T, connect fakeConnector) {
+			s, fp := connect(t, &Config{FillWait: time.Minute})
+			sub, _, _ := subscribeWithFill(t, s, fp, params, wire.Location{Group: 2, Object: 1})
+			live := fp.openObjects(1, 2, 2, "s22")
+			require.NoError(t, live.Close())
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+			defer cancel()
+			o, err := sub.ReadObject(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, []byte("s22"), o.Payload)
+		})
+	}
+}
+
+// TestFillDescendingGapCovers: in a Descending fill a gap marker covers
+// what follows the entry before it in the stream's order, up to its own
+// Location: the rest of that entry's group, the groups between, and its
+// own group up to it (§11.4.1.2). After the fill is reset there, the
+// subscription's objects in that span are dropped as delivered, and the
+// rest come through.
+func TestFillDescendingGapCovers(t *testing.T) {
+	forClientSessions(t, "desc", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		params := wire.Params{FillParameters: &wire.Params{GroupOrder: wire.Some(wire.GroupOrderDescending)}}
+		sub, _, id := subscribeWithFill(t, s, fp, params, wire.Location{Group: 3, Object: 1})
+		fill := fp.openFetchRaw(encodeFetch(t, id, true, fobj(3, 0, "f30"), fobj(3, 1, "f31"), fgap(wire.EndOfUnknownRange, 1, 4)))
+		assert.Equal(t, []string{"3/0:f30", "3/1:f31", "gap 1/4"}, readEntries(t, sub, 3))
+		fill.CancelWrite(uint64(wire.ResetUnknownObjectStatus))
+		assert.Equal(t, []string{"err"}, readEntries(t, sub, 1))
+		for _, g := range []uint64{2, 1, 0} {
+			require.NoError(t, fp.openObjects(1, g, 4, fmt.Sprintf("s%d4", g), fmt.Sprintf("s%d5", g)).Close())
+		}
+		assert.ElementsMatch(t, []string{"1/5:s15", "0/4:s04", "0/5:s05"}, readEntries(t, sub, 3))
+	})
+}
+
+// TestFillAfterAbandonedUpdate: an update whose caller gave up waiting is
+// still applied when REQUEST_OK comes, so a later fill inherits the
+// filter it set (§3.4), as the publisher applies it.
+func TestFillAfterAbandonedUpdate(t *testing.T) {
+	forClientSessions(t, "abandoned", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		sub, req, _ := subscribeAnswered(t, s, fp, wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 10}))}, wire.Location{Group: 12})
+		ctx, cancel := context.WithCancel(t.Context())
+		first := goErr(func() error {
+			return sub.Update(ctx, wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 5}))})
+		})
+		expect[*wire.RequestUpdate](req)
+		cancel()
+		assert.ErrorIs(t, recvOrFail(t, first), context.Canceled)
+		req.send(&wire.RequestOK{})
+		settle(t, func() bool { return sub.Params().LocationFilter.Value.StartGroup == 5 }, "the update applied")
+		second := goErr(func() error { return sub.Update(fakeCtx(t), wire.Params{FillParameters: &wire.Params{}}) })
+		u := expect[*wire.RequestUpdate](req)
+		fill := fp.openFetch(u.RequestID, fobj(5, 0, "f50"))
+		require.NoError(t, fill.Close())
+		assert.Equal(t, []string{"5/0:f50"}, readEntries(t, sub, 1))
+		req.send(&wire.RequestOK{})
+		require.NoError(t, recvOrFail(t, second))
 	})
 }
