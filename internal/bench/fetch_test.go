@@ -7,10 +7,19 @@ import (
 )
 
 // fetchKinds are the paths BenchmarkFetch compares: raw quic-go moving
-// FetchObjects objects of FetchSize bytes on one stream, and moqt
-// answering one FETCH of as many cached objects.
+// FetchObjects objects of FetchSize bytes on one stream, with one Write
+// per object (raw-quic) and gathered into 16 KiB Writes as the FETCH
+// writer gathers what it serves from a cache (raw-quic-coalesced), and
+// moqt answering one FETCH of as many cached objects.
 var fetchKinds = []Kind{
 	{Name: "raw-quic", New: func(ctx context.Context) (Path, error) { return NewRawQUIC(ctx) }},
+	{Name: "raw-quic-coalesced", New: func(ctx context.Context) (Path, error) {
+		p, err := NewRawQUIC(ctx)
+		if p != nil {
+			p.Coalesce = 16 << 10
+		}
+		return p, err
+	}},
 	{Name: "moqt-fetch", New: func(ctx context.Context) (Path, error) { return NewMoQTFetch(ctx) }},
 }
 
