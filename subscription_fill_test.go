@@ -547,3 +547,19 @@ func TestFillAfterAbandonedUpdate(t *testing.T) {
 		require.NoError(t, recvOrFail(t, second))
 	})
 }
+
+// TestFillUntakenStoppedAfterLinger: once the wait for streams after
+// PUBLISH_DONE is over, a fill stream nobody took is stopped, as an
+// untaken subgroup stream is (§9.9), rather than left holding
+// flow-control credit for the session's life.
+func TestFillUntakenStoppedAfterLinger(t *testing.T) {
+	forClientSessions(t, "linger", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, &Config{DoneLinger: 200 * time.Millisecond, ReadStallTimeout: time.Minute})
+		sub, req, id := subscribeWithFill(t, s, fp, nextObjectWithFill, wire.Location{Group: 1})
+		fill := fp.openFetch(id, fobj(1, 0, "f10"))
+		waitFillRouted(t, s, id)
+		req.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded, StreamCount: 2}) // one never comes
+		closedOrFail(t, sub.Done(), "subscription ended")
+		assert.Equal(t, uint64(wire.ResetCancelled), expectStopped(t, fill))
+	})
+}
