@@ -51,13 +51,7 @@ type Fetch struct {
 // does not understand cancels the fetch (§3.6), which fails with a
 // *RequestError of UNSUPPORTED_EXTENSION.
 func (s *Session) Fetch(ctx context.Context, track wire.FullTrackName, params wire.Params) (*Fetch, error) {
-	if err := params.Check(wire.InFetch); err != nil {
-		return nil, err
-	}
-	if err := s.checkFilterRanges(&params); err != nil {
-		return nil, err
-	}
-	rs, err := s.openRequest(ctx, params.AuthorizationTokens)
+	rs, err := s.openChecked(ctx, &params, wire.InFetch)
 	if err != nil {
 		return nil, err
 	}

@@ -76,13 +76,7 @@ type sentUpdate struct {
 // Update. Range filters with more Ranges than the peer's MAX_FILTER_RANGES
 // allows fail with ErrFilterRanges, before anything is sent (§9.1.6).
 func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, params wire.Params) (*Subscription, error) {
-	if err := params.Check(wire.InSubscribe); err != nil {
-		return nil, err
-	}
-	if err := s.checkFilterRanges(&params); err != nil {
-		return nil, err
-	}
-	rs, err := s.openRequest(ctx, params.AuthorizationTokens)
+	rs, err := s.openChecked(ctx, &params, wire.InSubscribe)
 	if err != nil {
 		return nil, err
 	}
@@ -508,6 +502,19 @@ func (sub *Subscription) publisherUpdate(m *wire.RequestUpdate, rej *wire.Reject
 	sub.updateFilterLocked(&own.Parameters)
 	sub.mu.Unlock()
 	return sub.rs.write(&wire.RequestOK{})
+}
+
+// openChecked holds the parameters of a SUBSCRIBE or FETCH to what where
+// allows and to the peer's MAX_FILTER_RANGES, then opens its request
+// stream.
+func (s *Session) openChecked(ctx context.Context, params *wire.Params, where wire.ParamContext) (*requestStream, error) {
+	if err := params.Check(where); err != nil {
+		return nil, err
+	}
+	if err := s.checkFilterRanges(params); err != nil {
+		return nil, err
+	}
+	return s.openRequest(ctx, params.AuthorizationTokens)
 }
 
 // checkFilterRanges refuses range filters in p beyond the peer's

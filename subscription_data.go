@@ -255,11 +255,12 @@ func (sub *Subscription) release() {
 }
 
 // lingerExpired drops the subscription's state when not every stream
-// PUBLISH_DONE counted arrived in time: streams still waiting to be taken
-// are stopped (STOP_SENDING, §9.9); streams the application holds stay
-// its own.
+// PUBLISH_DONE counted arrived in time: streams still waiting to be taken,
+// subgroup or fill, are stopped (STOP_SENDING, §9.9); streams the
+// application holds stay its own.
 func (sub *Subscription) lingerExpired() {
 	sub.endData()
+	sub.stopUntakenFills()
 	for {
 		select {
 		case r := <-sub.incoming:

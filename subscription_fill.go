@@ -252,6 +252,21 @@ func (sub *Subscription) stopFills(code wire.ResetCode) {
 	}
 }
 
+// stopUntakenFills stops the fill streams still queued once the data
+// plane has ended for good, unless ReadObject reads the fills: its reader
+// takes every queued one at the end, and reports each.
+func (sub *Subscription) stopUntakenFills() {
+	sub.mu.Lock()
+	var queued []*Fetch
+	if sub.fill.mode != fillByRead {
+		queued, sub.fill.queue = sub.fill.queue, nil
+	}
+	sub.mu.Unlock()
+	for _, f := range queued {
+		f.data.r.stop(wire.ResetCancelled)
+	}
+}
+
 // AcceptFill returns the subscription's next fill fetch stream (§3.4), as a
 // Fetch whose ReadObject and Close work as a FETCH's; its FETCH_OK fields
 // are unset, and it has no Update. A fill the publisher could not serve

@@ -467,7 +467,7 @@ func TestFillRefusedIsReportedAtOnce(t *testing.T) {
 		req.send(&wire.SubscribeOK{TrackAlias: 1, Parameters: wire.Params{LargestObject: wire.Some(wire.Location{Group: 1})}})
 		sub := recvOrFail(t, got)
 		require.NotNil(t, sub)
-		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), fakeGuard)
 		defer cancel()
 		_, err := sub.ReadObject(ctx)
 		assert.ErrorIs(t, err, errHeldStreams)
@@ -491,7 +491,7 @@ func TestFillNoneExpectedNothingWaits(t *testing.T) {
 			sub, _, _ := subscribeWithFill(t, s, fp, params, wire.Location{Group: 2, Object: 1})
 			live := fp.openObjects(1, 2, 2, "s22")
 			require.NoError(t, live.Close())
-			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), fakeGuard)
 			defer cancel()
 			o, err := sub.ReadObject(ctx)
 			require.NoError(t, err)
@@ -545,5 +545,21 @@ func TestFillAfterAbandonedUpdate(t *testing.T) {
 		assert.Equal(t, []string{"5/0:f50"}, readEntries(t, sub, 1))
 		req.send(&wire.RequestOK{})
 		require.NoError(t, recvOrFail(t, second))
+	})
+}
+
+// TestFillUntakenStoppedAfterLinger: once the wait for streams after
+// PUBLISH_DONE is over, a fill stream nobody took is stopped, as an
+// untaken subgroup stream is (§9.9), rather than left holding
+// flow-control credit for the session's life.
+func TestFillUntakenStoppedAfterLinger(t *testing.T) {
+	forClientSessions(t, "linger", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, &Config{DoneLinger: 200 * time.Millisecond, ReadStallTimeout: time.Minute})
+		sub, req, id := subscribeWithFill(t, s, fp, nextObjectWithFill, wire.Location{Group: 1})
+		fill := fp.openFetch(id, fobj(1, 0, "f10"))
+		waitFillRouted(t, s, id)
+		req.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded, StreamCount: 2}) // one never comes
+		closedOrFail(t, sub.Done(), "subscription ended")
+		assert.Equal(t, uint64(wire.ResetCancelled), expectStopped(t, fill))
 	})
 }
