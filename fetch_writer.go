@@ -328,9 +328,11 @@ func (w *FetchWriter) write(str transport.SendStream, b []byte) error {
 		}
 		code := wire.ResetCancelled
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			if n > 0 && n < len(b) {
-				b = b[n:] // it took some within the grace: still reading
-				continue
+			if b = b[n:]; n > 0 {
+				if len(b) == 0 {
+					return nil
+				}
+				continue // it took some within the grace: still reading
 			}
 			code = wire.ResetTooFarBehind
 			err = fmt.Errorf("moqt: fetch stream took nothing for %v: %w", w.sess.cfg.SubscriberGrace, err)
