@@ -271,13 +271,8 @@ func TestSessionGoroutinesEnd(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	func() {
 		h, served := servedCh(AcceptOptions{Expires: time.Hour})
-		ls := startLibServerNoCleanup(t, &Config{Handler: h})
+		ls, s, fp := serverSessionNoCleanup(t, &Config{Handler: h})
 		defer ls.srv.Close()
-		fp := ls.dial("moqt")
-		fp.sendSetup(ls.clientSetup())
-		s, err := ls.srv.Accept(fakeCtx(t))
-		require.NoError(t, err)
-		fp.readPeerSetup()
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 		expect[*wire.SubscribeOK](fs)
 		recvOrFail(t, served)
@@ -296,6 +291,19 @@ func TestSessionGoroutinesEnd(t *testing.T) {
 		_ = fp.conn.CloseWithError(0, "")
 	}()
 	goleak.VerifyNone(t, ignore)
+}
+
+// serverSessionNoCleanup is serverSession for a test that closes the
+// server (ls.srv) itself before checking goroutines.
+func serverSessionNoCleanup(t *testing.T, cfg *Config) (*libServer, *Session, *fakePeer) {
+	t.Helper()
+	ls := startLibServerNoCleanup(t, cfg)
+	fp := ls.dial("moqt")
+	fp.sendSetup(ls.clientSetup())
+	s, err := ls.srv.Accept(fakeCtx(t))
+	require.NoError(t, err)
+	fp.readPeerSetup()
+	return ls, s, fp
 }
 
 // startLibServerNoCleanup is startLibServer for a test that closes the

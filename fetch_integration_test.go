@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -333,6 +334,9 @@ func TestFillCountedInStreamCount(t *testing.T) {
 					_, err := sub.ReadObject(ctx)
 					require.NoError(t, err)
 				}
+				// The fill's FIN goes out after its last object: the
+				// fill is over once the bubble is idle.
+				synctest.Wait()
 				start := time.Now()
 				track.End(wire.DoneTrackEnded, "done")
 				_, err = sub.ReadObject(ctx)

@@ -398,7 +398,10 @@ func (w *FetchWriter) write(str transport.SendStream, b []byte) error {
 			// earlier Write, done by the time it was set. A subscriber
 			// that took some bytes within the grace is still reading: a
 			// large payload going at its pace gets a fresh grace.
-			early, progress := monoNow() < until, n > 0 && n < len(b)
+			if n == len(b) {
+				return nil // the deadline came after the last byte went
+			}
+			early, progress := monoNow() < until, n > 0
 			if early || progress {
 				if err := str.SetWriteDeadline(time.Time{}); err == nil {
 					b = b[n:]
