@@ -361,7 +361,10 @@ func TestFillFromUpdateInReadObject(t *testing.T) {
 // bound of their own, so they still come through, then the objects.
 func TestFillNotStarvedByHeldObjects(t *testing.T) {
 	forClientSessions(t, "bytes", func(t *testing.T, connect fakeConnector) {
-		s, fp := connect(t, nil)
+		// Windows large enough for every byte written here: the held
+		// objects must not keep the fill out by flow control, which is
+		// FillWait's case (TestFillStalledReleasesObjects).
+		s, fp := connect(t, &Config{StreamReceiveWindow: 4 << 20, ConnectionReceiveWindow: 16 << 20})
 		sub, _, id := subscribeWithFill(t, s, fp, nextObjectWithFill, wire.Location{Group: 1})
 		big := string(make([]byte, arrivalBytes/2))
 		// Written in the background: flow control holds the writes back.
