@@ -46,6 +46,10 @@ type FetchWriter struct {
 	cut func(transport.SendStream, wire.ResetCode)
 
 	subscriber atomic.Uint32 // the subscriber priority in force (§9.20.8)
+	// inherited, when set, gives the subscriber priority instead: that of
+	// the subscription a fill without a SUBSCRIBER_PRIORITY of its own
+	// inherits, which later updates of the subscription move (§3.4).
+	inherited func() uint8
 
 	// turn is held by the call that writes, so entries go out one at a
 	// time; each Write under it is bounded by the watchdog below, and Reset
@@ -355,7 +359,7 @@ func (w *FetchWriter) stream() (transport.SendStream, error) {
 		w.fail(code, err)
 		return nil, w.endErr()
 	}
-	w.sess.priorities().Add(str, priority.Params{Owner: w.owner, Subscriber: uint8(w.subscriber.Load()),
+	w.sess.priorities().Add(str, priority.Params{Owner: w.owner, Subscriber: w.subscriberNow(),
 		Publisher: w.defaultPriority})
 	w.mu.Lock()
 	w.str, w.opened, w.cancel = str, true, nil
@@ -493,8 +497,16 @@ func (w *FetchWriter) rank(str transport.SendStream, o wire.FetchObject) {
 	if w.desc {
 		order = wire.GroupOrderDescending
 	}
-	w.sess.priorities().Add(str, priority.Params{Owner: w.owner, Subscriber: uint8(w.subscriber.Load()),
+	w.sess.priorities().Add(str, priority.Params{Owner: w.owner, Subscriber: w.subscriberNow(),
 		Publisher: o.Priority, Order: order, Group: o.GroupID})
+}
+
+// subscriberNow is the subscriber priority the stream is ranked by.
+func (w *FetchWriter) subscriberNow() uint8 {
+	if w.inherited != nil {
+		return w.inherited()
+	}
+	return uint8(w.subscriber.Load())
 }
 
 // setSubscriber applies a new subscriber priority (§5.1.1, REQUEST_UPDATE).

@@ -40,9 +40,16 @@ func (ss *ServedSubscription) startFill(id uint64, fill *wire.Params, largest wi
 	}
 	desc := fp.GroupOrder.Value == wire.GroupOrderDescending
 	w := newFetchWriter(ss.sess, id, desc, subscriberPriority(&fp), t.priority)
-	// Ranked among the subscription's streams (§5.1.2 rules 3 and 4), and
-	// moved with its subscriber priority by later updates.
+	// Ranked among the subscription's streams (§5.1.2 rules 3 and 4). A
+	// fill without a SUBSCRIBER_PRIORITY of its own moves with the
+	// subscription's by later updates; one with its own keeps it, under an
+	// owner no request has (the Request IDs granted stay far below 2^63).
 	w.owner = ss.rs.id
+	if fill.SubscriberPriority.Set {
+		w.owner = ^id
+	} else {
+		w.inherited = func() uint8 { p := ss.Params(); return subscriberPriority(&p) }
+	}
 	w.open = func(context.Context) (transport.SendStream, error) { return ss.openDataStream() }
 	w.forget = ss.forgetDataStream
 	w.cut = ss.cutDataStream
