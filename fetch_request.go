@@ -27,7 +27,7 @@ import (
 // goroutine: until then the fetch keeps its place among those the
 // session serves at once (Config.MaxServedFetches).
 type FetchRequest struct {
-	incoming
+	RequestCommon
 	// Track is the requested track.
 	Track wire.FullTrackName
 	// Params are the FETCH's parameters. Its AUTHORIZATION_TOKENs are
@@ -188,11 +188,11 @@ func serveFetch(s *Session, rs *requestStream, m *wire.Fetch, toks []AuthToken) 
 	}
 	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
 	r := &FetchRequest{
-		incoming: newIncoming(rs, toks, track.Namespace),
-		Track:    track,
-		Params:   m.Parameters,
-		done:     make(chan struct{}),
-		release:  release,
+		RequestCommon: newIncoming(rs, toks, track.Namespace),
+		Track:         track,
+		Params:        m.Parameters,
+		done:          make(chan struct{}),
+		release:       release,
 	}
 	desc := m.Parameters.GroupOrder.Set && m.Parameters.GroupOrder.Value == wire.GroupOrderDescending
 	r.w = newFetchWriter(s, rs.id, desc, subscriberPriority(&m.Parameters), defaultPublisherPriority)

@@ -57,7 +57,7 @@ type Request interface {
 	// AuthorizationTokens returns the request's authorization tokens,
 	// resolved (§8.9).
 	AuthorizationTokens() []AuthToken
-	base() *incoming
+	base() *RequestCommon
 }
 
 // DefaultHandler rejects every request: SUBSCRIBE, FETCH and TRACK_STATUS
@@ -71,9 +71,12 @@ var DefaultHandler Handler = HandlerFunc(func(r Request) {
 	_ = r.Reject(code, "no such track")
 })
 
-// incoming is the part every incoming request shares: its stream and the
-// rule that it is answered exactly once (C001, C002).
-type incoming struct {
+// RequestCommon is what every incoming request shares, embedded in each
+// of SubscribeRequest, PublishRequest, TrackStatusRequest and
+// FetchRequest: the session it arrived on, its Context, its resolved
+// authorization tokens, and Reject. A request is answered exactly once;
+// a later answer fails. Only the library makes one.
+type RequestCommon struct {
 	sess *Session
 	rs   *requestStream
 	once sync.Once
@@ -94,28 +97,28 @@ type incoming struct {
 // newIncoming prepares the shared part of a peer's request on rs, which
 // names ns (detached). Its Context ends at the latest with the read loop
 // that the request's stream runs once handed to the Handler (handOff).
-func newIncoming(rs *requestStream, tokens []AuthToken, ns wire.Namespace) incoming {
+func newIncoming(rs *requestStream, tokens []AuthToken, ns wire.Namespace) RequestCommon {
 	ctx, cancel := context.WithCancelCause(rs.sess.ctx)
-	return incoming{sess: rs.sess, rs: rs, answeredCh: make(chan struct{}), tokens: tokens, ns: ns,
+	return RequestCommon{sess: rs.sess, rs: rs, answeredCh: make(chan struct{}), tokens: tokens, ns: ns,
 		ctx: ctx, cancel: cancel}
 }
 
-func (in *incoming) base() *incoming { return in }
+func (in *RequestCommon) base() *RequestCommon { return in }
 
 // Session is the session the request arrived on.
-func (in *incoming) Session() *Session { return in.sess }
+func (in *RequestCommon) Session() *Session { return in.sess }
 
 // requestID is the Request ID the peer gave the request.
-func (in *incoming) requestID() uint64 { return in.rs.id }
+func (in *RequestCommon) requestID() uint64 { return in.rs.id }
 
 // namespace is the namespace the request names (§2.4.1): its track's
 // Track Namespace, or for a request about a namespace, that namespace or
 // prefix. ServeMux routes by it.
-func (in *incoming) namespace() wire.Namespace { return in.ns }
+func (in *RequestCommon) namespace() wire.Namespace { return in.ns }
 
 // Context is cancelled when the peer gives up the request, when it ends,
 // or when the session ends; its cause says which.
-func (in *incoming) Context() context.Context { return in.ctx }
+func (in *RequestCommon) Context() context.Context { return in.ctx }
 
 // AuthorizationTokens returns the request's AUTHORIZATION_TOKENs with their
 // aliases resolved, in message order; a DELETE only retires an alias and
@@ -123,11 +126,11 @@ func (in *incoming) Context() context.Context { return in.ctx }
 // USE_VALUE. A handler that finds one expired or invalid rejects the
 // request (EXPIRED_AUTH_TOKEN, UNAUTHORIZED, …), and may have later uses of
 // its alias refused too with Session.StoreTokenError.
-func (in *incoming) AuthorizationTokens() []AuthToken { return in.tokens }
+func (in *RequestCommon) AuthorizationTokens() []AuthToken { return in.tokens }
 
 // answer runs send as the request's one answer. It reports
 // errAlreadyAnswered on every later call.
-func (in *incoming) answer(send func() error) error {
+func (in *RequestCommon) answer(send func() error) error {
 	err := errAlreadyAnswered
 	in.once.Do(func() {
 		err = send()
@@ -137,7 +140,7 @@ func (in *incoming) answer(send func() error) error {
 }
 
 // waitAnswered blocks until the request is answered or the session ends.
-func (in *incoming) waitAnswered() {
+func (in *RequestCommon) waitAnswered() {
 	select {
 	case <-in.answeredCh:
 	case <-in.sess.ctx.Done():
@@ -145,12 +148,12 @@ func (in *incoming) waitAnswered() {
 }
 
 // Reject answers with REQUEST_ERROR and FIN (§6.4.2.3).
-func (in *incoming) Reject(code wire.RequestErrorCode, reason string) error {
+func (in *RequestCommon) Reject(code wire.RequestErrorCode, reason string) error {
 	return in.rejectWith(&RequestError{Code: code, Reason: reason})
 }
 
 // rejectWith sends e as the request's one answer.
-func (in *incoming) rejectWith(e *RequestError) error {
+func (in *RequestCommon) rejectWith(e *RequestError) error {
 	return in.answer(func() error {
 		in.rs.reject(e)
 		// The request is over. Its Context ends first, so that the cause

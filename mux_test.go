@@ -15,12 +15,12 @@ import (
 // nsRequest is a request in a namespace, with no stream: it records the
 // REQUEST_ERROR it gets.
 type nsRequest struct {
-	incoming
+	RequestCommon
 	code wire.RequestErrorCode
 }
 
 func newNSRequest(fields ...string) *nsRequest {
-	return &nsRequest{incoming: incoming{ns: wire.NewNamespace(fields...)}}
+	return &nsRequest{RequestCommon: RequestCommon{ns: wire.NewNamespace(fields...)}}
 }
 
 func (r *nsRequest) Reject(code wire.RequestErrorCode, _ string) error {

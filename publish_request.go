@@ -10,7 +10,7 @@ import (
 // PublishRequest is a peer's PUBLISH (§9.8), handed to the Handler: the
 // peer offers a subscription to one of its tracks.
 type PublishRequest struct {
-	incoming
+	RequestCommon
 	// Track is the offered track; TrackAlias its alias.
 	Track      wire.FullTrackName
 	TrackAlias uint64
@@ -70,7 +70,7 @@ func (r *PublishRequest) Accept(params wire.Params) (*Subscription, error) {
 // Reject answers with REQUEST_ERROR, UNINTERESTED being the usual code
 // (§9.8).
 func (r *PublishRequest) Reject(code wire.RequestErrorCode, reason string) error {
-	return r.incoming.Reject(code, reason)
+	return r.RequestCommon.Reject(code, reason)
 }
 
 // servePublish hands a PUBLISH to the Handler and reads the publisher's
@@ -106,12 +106,12 @@ func servePublish(s *Session, rs *requestStream, m *wire.Publish, toks []AuthTok
 		sub.expires = expiry(m.Parameters.Expires.Value)
 	}
 	req := &PublishRequest{
-		incoming:   newIncoming(rs, toks, track.Namespace),
-		Track:      track,
-		TrackAlias: m.TrackAlias,
-		Params:     m.Parameters,
-		Properties: m.TrackProperties,
-		sub:        sub,
+		RequestCommon: newIncoming(rs, toks, track.Namespace),
+		Track:         track,
+		TrackAlias:    m.TrackAlias,
+		Params:        m.Parameters,
+		Properties:    m.TrackProperties,
+		sub:           sub,
 	}
 	sub.answered = req.answeredCh
 	req.rejected = func(e *RequestError) { sub.terminate(e) }

@@ -37,7 +37,7 @@ type requestStream struct {
 	// peer is the request a peer's stream carries, once it is handed to
 	// the Handler: the read loop ends its Context. Set before the loop
 	// starts; the loop's goroutine alone reads it.
-	peer *incoming
+	peer *RequestCommon
 
 	wmu sync.Mutex // guards the fields below and serializes writes
 	// typ is the type of the request that opened the stream: set before

@@ -10,7 +10,7 @@ import (
 
 // SubscribeRequest is a peer's SUBSCRIBE (§9.6), handed to the Handler.
 type SubscribeRequest struct {
-	incoming
+	RequestCommon
 	// Track is the requested track.
 	Track wire.FullTrackName
 	// Params are the SUBSCRIBE's parameters. Its AUTHORIZATION_TOKENs are
@@ -84,10 +84,10 @@ func serveSubscribe(s *Session, rs *requestStream, m *wire.Subscribe, toks []Aut
 	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
 	ss := newServedSubscription(rs, track, m.Parameters, statePendingSubscriber)
 	req := &SubscribeRequest{
-		incoming: newIncoming(rs, toks, track.Namespace),
-		Track:    track,
-		Params:   m.Parameters,
-		served:   ss,
+		RequestCommon: newIncoming(rs, toks, track.Namespace),
+		Track:         track,
+		Params:        m.Parameters,
+		served:        ss,
 	}
 	req.rejected = func(e *RequestError) {
 		ss.terminate(e)

@@ -125,7 +125,7 @@ func (a *trackStatusAnswer) unanswered(err error) error {
 // TrackStatusRequest is a peer's TRACK_STATUS (§9.13), handed to the
 // Handler.
 type TrackStatusRequest struct {
-	incoming
+	RequestCommon
 	// Track is the track asked about.
 	Track wire.FullTrackName
 	// Params are the request's parameters. Its AUTHORIZATION_TOKENs are
@@ -148,9 +148,9 @@ func (r *TrackStatusRequest) Accept(largest wire.Opt[wire.Location], props wire.
 // arrive from the requester (§9.13).
 func serveTrackStatus(s *Session, rs *requestStream, m *wire.TrackStatus, toks []AuthToken) error {
 	req := &TrackStatusRequest{
-		incoming: newIncoming(rs, toks, m.TrackNamespace),
-		Track:    wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName},
-		Params:   m.Parameters,
+		RequestCommon: newIncoming(rs, toks, m.TrackNamespace),
+		Track:         wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName},
+		Params:        m.Parameters,
 	}
 	s.handOff(req)
 	return rs.serve((*trackStatusServed)(req))
