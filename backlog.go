@@ -164,14 +164,14 @@ func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun int
 	if w.overdue.Load() {
 		w.overdue.Store(false)
 	}
-	w.until.Store(max(until, 1))
-	w.watch()
+	w.dog.until.Store(max(until, 1))
+	w.dog.watch()
 	// Interruption: Close and Reset set stop, the watchdog overdue, then
 	// a past deadline on cur.
 	w.cur.Store(out)
 	if w.stop.Load() || w.overdue.Load() {
 		w.cur.CompareAndSwap(out, nil)
-		w.until.Store(0)
+		w.dog.until.Store(0)
 		if w.stop.Load() {
 			return ErrSubgroupClosed
 		}
@@ -181,7 +181,7 @@ func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun int
 	if !w.cur.CompareAndSwap(out, nil) {
 		out.wdl = time.Unix(1, 0) // the watchdog or an interruption set this past deadline
 	}
-	w.until.Store(0)
+	w.dog.until.Store(0)
 	out.off += uint64(n)
 	if n > 0 && out.ss.backlog.Load() > 0 {
 		// Only a drain, which counts its bytes in the backlog while it
@@ -476,62 +476,12 @@ func (w *SubgroupWriter) settle(begun int64) {
 	}
 }
 
-// watch makes sure the writer's watchdog runs: it wakes a
-// subscription's Write still blocked at w.until. It costs an atomic load
-// while it runs; it stops once no write is in progress when it fires.
-func (w *SubgroupWriter) watch() {
-	if w.watching.Load() {
-		return
+// expireWrite is the watchdog's expire: the Write to cur, blocked past
+// its bound, gets a past deadline and returns what it took; the rest goes
+// to the stream's backlog.
+func (w *SubgroupWriter) expireWrite() {
+	w.overdue.Store(true)
+	if out := w.cur.Swap(nil); out != nil {
+		_ = out.str.SetWriteDeadline(time.Unix(1, 0))
 	}
-	w.watchMu.Lock()
-	defer w.watchMu.Unlock()
-	if w.watching.Load() || w.stop.Load() {
-		return
-	}
-	w.watching.Store(true)
-	wait := time.Duration(w.until.Load() - monoNow())
-	if w.watchdog == nil {
-		w.watchdog = time.AfterFunc(wait, w.watchFired)
-		return
-	}
-	w.watchdog.Reset(wait)
-}
-
-// watchFired runs on the watchdog's goroutine. A Write blocked past its
-// wait gets a past deadline, and returns what it took: the rest goes to
-// the stream's backlog. While writes go on the watchdog is re-armed for
-// the current one.
-func (w *SubgroupWriter) watchFired() {
-	w.watchMu.Lock()
-	defer w.watchMu.Unlock()
-	u := w.until.Load()
-	now := monoNow()
-	if u != 0 && now >= u {
-		w.overdue.Store(true)
-		if out := w.cur.Swap(nil); out != nil {
-			_ = out.str.SetWriteDeadline(time.Unix(1, 0))
-		}
-	}
-	if u != 0 && now < u && !w.stop.Load() {
-		w.watchdog.Reset(time.Duration(u - now))
-		return
-	}
-	w.watching.Store(false)
-	// A write that began after until was read saw watching still set and
-	// left the arming to this run: arm for it, or its Write would have no
-	// bound.
-	if u2 := w.until.Load(); u2 != 0 && u2 != u && !w.stop.Load() {
-		w.watching.Store(true)
-		w.watchdog.Reset(max(time.Duration(u2-monoNow()), 0))
-	}
-}
-
-// stopWatch stops the watchdog for good, once the subgroup is closing.
-func (w *SubgroupWriter) stopWatch() {
-	w.watchMu.Lock()
-	defer w.watchMu.Unlock()
-	if w.watchdog != nil {
-		w.watchdog.Stop()
-	}
-	w.watching.Store(false)
 }

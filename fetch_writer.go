@@ -63,17 +63,9 @@ type FetchWriter struct {
 	last     wire.Location // the last entry's Location
 	ranked   int           // the publisher priority the stream is ranked with; -1 before
 
-	// until is the monoNow time by which the Write in progress must be
-	// done, 0 between writes. The watchdog, a timer armed by the first
-	// write and re-armed while writes go on, gives a Write still blocked
-	// at until a past stream deadline: a stream deadline per Write would
-	// cost a lock, a wake-up and a timer in quic-go each time.
-	until    atomic.Int64
-	watching atomic.Bool // the watchdog is armed
-	watchMu  sync.Mutex  // guards the fields below
-	watchdog *time.Timer
-	watched  transport.SendStream // the stream the watchdog interrupts
-	unwatch  bool                 // the stream ended: the watchdog stays off
+	// dog gives a Write still blocked at its bound a past stream
+	// deadline (expireWrite).
+	dog writeWatchdog
 
 	mu     sync.Mutex // guards the fields below; a leaf
 	str    transport.SendStream
@@ -89,6 +81,7 @@ func newFetchWriter(s *Session, id uint64, desc bool, subscriber, defaultPriorit
 	w := &FetchWriter{sess: s, id: id, owner: id, desc: desc, defaultPriority: defaultPriority, ranked: -1}
 	w.enc.Descending = desc
 	w.subscriber.Store(uint32(subscriber))
+	w.dog.expire = w.expireWrite
 	return w
 }
 
@@ -314,7 +307,7 @@ func (w *FetchWriter) end(err error) bool {
 		w.stop()
 	}
 	w.mu.Unlock()
-	w.stopWatch()
+	w.dog.stop()
 	return true
 }
 
@@ -390,10 +383,10 @@ func (w *FetchWriter) write(str transport.SendStream, b []byte) error {
 	grace := w.sess.cfg.SubscriberGrace
 	until := monoNow() + int64(grace)
 	for {
-		w.until.Store(until)
-		w.watch(str)
+		w.dog.until.Store(until)
+		w.dog.watch()
 		n, err := str.Write(b)
-		w.until.Store(0)
+		w.dog.until.Store(0)
 		if err == nil {
 			return nil
 		}
@@ -426,63 +419,15 @@ func (w *FetchWriter) write(str transport.SendStream, b []byte) error {
 	}
 }
 
-// watch makes sure the watchdog runs while a Write is in progress: an
-// atomic load once it does.
-func (w *FetchWriter) watch(str transport.SendStream) {
-	if w.watching.Load() {
-		return
+// expireWrite is the watchdog's expire: the stream's Write in progress,
+// blocked past its bound, gets a past deadline.
+func (w *FetchWriter) expireWrite() {
+	w.mu.Lock()
+	str := w.str
+	w.mu.Unlock()
+	if str != nil {
+		_ = str.SetWriteDeadline(time.Unix(1, 0))
 	}
-	w.watchMu.Lock()
-	defer w.watchMu.Unlock()
-	if w.watching.Load() || w.unwatch {
-		return
-	}
-	w.watching.Store(true)
-	w.watched = str
-	wait := time.Duration(w.until.Load() - monoNow())
-	if w.watchdog == nil {
-		w.watchdog = time.AfterFunc(wait, w.watchFired)
-		return
-	}
-	w.watchdog.Reset(wait)
-}
-
-// watchFired runs on the watchdog's goroutine: a Write blocked past its
-// until gets a past deadline and fails; while writes go on, the watchdog
-// is re-armed for the one in progress.
-func (w *FetchWriter) watchFired() {
-	w.watchMu.Lock()
-	defer w.watchMu.Unlock()
-	if w.unwatch {
-		return
-	}
-	u, now := w.until.Load(), monoNow()
-	if u != 0 && now >= u {
-		_ = w.watched.SetWriteDeadline(time.Unix(1, 0))
-	}
-	if u != 0 && now < u {
-		w.watchdog.Reset(time.Duration(u - now))
-		return
-	}
-	w.watching.Store(false)
-	// A write that began after until was read saw watching still set and
-	// left the arming to this run: arm for it, or its Write would have no
-	// bound.
-	if u2 := w.until.Load(); u2 != 0 && u2 != u {
-		w.watching.Store(true)
-		w.watchdog.Reset(max(time.Duration(u2-monoNow()), 0))
-	}
-}
-
-// stopWatch stops the watchdog for good: the stream ended.
-func (w *FetchWriter) stopWatch() {
-	w.watchMu.Lock()
-	defer w.watchMu.Unlock()
-	w.unwatch = true
-	if w.watchdog != nil {
-		w.watchdog.Stop()
-	}
-	w.watched = nil
 }
 
 // rank places the stream by the publisher priority of the object about

@@ -99,7 +99,7 @@ func (w *SubgroupWriter) interrupt(code wire.ResetCode) {
 	if out := w.cur.Load(); out != nil {
 		_ = out.str.SetWriteDeadline(time.Unix(1, 0))
 	}
-	w.stopWatch()
+	w.dog.stop()
 }
 
 // Close ends the subgroup: every stream gets a FIN, which tells the

@@ -106,14 +106,9 @@ type SubgroupWriter struct {
 	cur atomic.Pointer[subgroupOut]
 	// userDeadline is SetWriteDeadline's, as a monoNow time; 0 for none.
 	userDeadline atomic.Int64
-	// until is when the Write to cur must be woken (a monoNow time; 0 for
-	// none), by the watchdog, a timer that runs while watching, under
-	// watchMu.
-	until    atomic.Int64
-	overdue  atomic.Bool // the watchdog found the current wait over
-	watching atomic.Bool
-	watchMu  sync.Mutex
-	watchdog *time.Timer
+	// dog wakes the Write to cur at its bound (expireWrite).
+	dog     writeWatchdog
+	overdue atomic.Bool // the watchdog found the current wait over
 	// caughtUp is signalled when a stream's backlog goroutine ends.
 	caughtUp chan struct{}
 }
@@ -165,10 +160,12 @@ func (out *subgroupOut) closed() bool {
 // OpenSubgroup starts publishing subgroup subgroup of group. Streams open
 // lazily, per subscription, when an object passes its filters.
 func (t *LocalTrack) OpenSubgroup(group, subgroup uint64, opts SubgroupOptions) *SubgroupWriter {
-	return &SubgroupWriter{track: t, group: group, subgroup: subgroup, opts: opts,
+	w := &SubgroupWriter{track: t, group: group, subgroup: subgroup, opts: opts,
 		trackOrder: trackGroupOrder(t.props), timeouts: trackTimeouts(t.props),
 		outs: map[*ServedSubscription]*subgroupOut{}, caughtUp: make(chan struct{}, 1),
 		stopCh: make(chan struct{})}
+	w.dog.expire = w.expireWrite
+	return w
 }
 
 // SetWriteDeadline bounds how long later writes of w wait for slow
