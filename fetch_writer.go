@@ -92,8 +92,8 @@ var errFetchEnded = errors.New("moqt: fetch stream ended")
 // WriteObject writes o, an object or, with o.EndOfRange set, the end of a
 // range the stream does not carry (§11.4.1.2). Groups must come in the
 // fetch's group order and objects by increasing Object ID within a group
-// (§9.11, C094): an entry out of order fails, and nothing is written. An
-// object whose Datagram is set goes with the Datagram flag (C102); an
+// (§9.11): an entry out of order fails, and nothing is written. An
+// object whose Datagram is set goes with the Datagram flag (§11.4.1.1); an
 // unset Priority stands for the track's default publisher priority, or
 // 128 on a FETCH the application serves. Fetch streams carry no Object
 // Status (§11.4.1), so only Normal objects are written. WriteObject does

@@ -33,7 +33,7 @@ type SubgroupOptions struct {
 
 // SubgroupWriter publishes the objects of one subgroup (§2.2) to every
 // subscription of its track. Each subscription whose filters an object
-// passes gets its own stream (C033), opened when the first such object is
+// passes gets its own stream (§11.3), opened when the first such object is
 // written; objects go straight to the QUIC streams, with no goroutine or
 // queue in between while the subscribers keep up. A SubgroupWriter is safe
 // for concurrent use, though objects are written one at a time, in
@@ -45,16 +45,15 @@ type SubgroupOptions struct {
 // and a subscription that falls too far behind (its queue would pass
 // Config.MaxSubscriberBacklog, or it takes nothing for a whole grace) is
 // ended with PUBLISH_DONE TOO_FAR_BEHIND, its streams reset with
-// TOO_FAR_BEHIND (see backlog.go). Within that bound the publisher goes at
+// TOO_FAR_BEHIND. Within that bound the publisher goes at
 // the pace of its fastest subscriber: a bulk publisher faster than its
 // only subscriber is held back, not cut off, while that subscriber makes
 // progress. Close and Reset interrupt a write in progress.
 //
 // On raw QUIC each stream is scheduled by the subscription's subscriber
-// priority, the subgroup's publisher priority and the group order (§5.1,
-// see priority.go). A stream that misses its OBJECT_DELIVERY_TIMEOUT or
-// SUBGROUP_DELIVERY_TIMEOUT is reset with DELIVERY_TIMEOUT (§5.2, see
-// delivery_timeout.go).
+// priority, the subgroup's publisher priority and the group order (§5.1).
+// A stream that misses its OBJECT_DELIVERY_TIMEOUT or
+// SUBGROUP_DELIVERY_TIMEOUT is reset with DELIVERY_TIMEOUT (§5.2).
 type SubgroupWriter struct {
 	track    *LocalTrack
 	group    uint64
