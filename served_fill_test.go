@@ -3,6 +3,7 @@ package moqt
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/internal/priority"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -265,4 +267,60 @@ func TestFillUpdateRangesLimited(t *testing.T) {
 		FillParameters: &wire.Params{RangeFilters: []wire.RangeFilter{two}}}})
 	assert.Equal(t, wire.ReqInvalidFilter, expect[*wire.RequestError](fs).ErrorCode)
 	assert.Empty(t, windows, "no fill opened")
+}
+
+// TestFillOwnSubscriberPriority: a fill whose FILL_PARAMETERS set
+// SUBSCRIBER_PRIORITY is ranked by it, even after a REQUEST_UPDATE changes
+// the subscription's; a fill without one is ranked by the subscription's
+// and moves with it (§3.4, §5.1.2). Raw QUIC, where streams are ranked.
+func TestFillOwnSubscriberPriority(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var calls atomic.Int32
+	s, fp, _, _ := fillServer(t, &Config{}, func() fetchCursor {
+		// The first fill starts at a later group than the second: ranked
+		// as one subscription's streams, the first would go behind.
+		first := pobj(1, 0, "a")
+		if calls.Add(1) > 1 {
+			first = pobj(0, 0, "b")
+		}
+		return &pubBlockedCursor{first: []Object{first}, release: release}
+	})
+	fs := fp.open(subscribeMsg(0, trackA, wire.Params{SubscriberPriority: wire.Some[uint8](100),
+		FillParameters: &wire.Params{LocationFilter: wire.Some(wire.NoLocationFilter()), SubscriberPriority: wire.Some[uint8](200)}}))
+	expect[*wire.SubscribeOK](fs)
+	own := fp.acceptPubFetch(false)
+	_, err := own.next()
+	require.NoError(t, err)
+	levels := s.priorities().Levels()
+	require.Len(t, levels, 1)
+	var ownStr priority.Stream
+	for str := range levels {
+		ownStr = str
+	}
+
+	fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](250),
+		FillParameters: &wire.Params{LocationFilter: wire.Some(wire.NoLocationFilter())}}})
+	expect[*wire.RequestOK](fs)
+	inherits := fp.acceptPubFetch(false)
+	_, err = inherits.next()
+	require.NoError(t, err)
+	rank := func() (own, inherits int8) {
+		levels := s.priorities().Levels()
+		require.Len(t, levels, 2)
+		for str, l := range levels {
+			if str == ownStr {
+				own = l[0]
+			} else {
+				inherits = l[0]
+			}
+		}
+		return own, inherits
+	}
+	o, i := rank()
+	assert.Less(t, o, i, "the fill's own priority 200 before the subscription's 250")
+
+	fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](10)}})
+	expect[*wire.RequestOK](fs)
+	settle(t, func() bool { o, i := rank(); return i < o }, "the inheriting fill moves with the subscription's priority 10")
 }
