@@ -99,8 +99,9 @@ type arrivalItem struct {
 // AcceptFill was called first. The fill SUBSCRIBE_OK promised comes first:
 // its entries, in the fill's order, then the subscription's own objects,
 // which wait meanwhile (never dropped, and pushed back on the publisher
-// past the bounds below); an object the ended fill already delivered or
-// reported as a gap is not returned again. With the Next Object filter and
+// past the bounds below); an object the ended fill already delivered, or
+// reported as not existing, is not returned again (one in a range it
+// reported unknown or timed out is). With the Next Object filter and
 // an open-ended fill (§3.4) that is every object once, in order. A fill
 // that is reset, does not open within Config.FillWait, or then gives no
 // entry for as long while objects wait, is returned as

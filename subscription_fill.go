@@ -65,7 +65,23 @@ type fillSlot struct {
 	hasLast  bool
 	last     wire.Location
 	fin      bool
+	// gaps are the ranges it reported as unknown or timed out
+	// (§11.4.1.2), the first maxFillGaps of them: it delivered nothing
+	// there, so the subscription's objects there are not dropped.
+	gaps []fillGap
 }
+
+// fillGap is a range a fill did not deliver: the Locations after after
+// (from the fill's start, without hasAfter) up to end, in the fill's order.
+type fillGap struct {
+	after    wire.Location
+	hasAfter bool
+	end      wire.Location
+}
+
+// maxFillGaps bounds the gaps remembered of a fill. A subscription's
+// object in a gap past them is taken as covered, and dropped.
+const maxFillGaps = 64
 
 // errFillsTaken is AcceptFill's error once ReadObject reads the fills.
 var errFillsTaken = errors.New("moqt: the subscription's fills are read by ReadObject")
@@ -442,6 +458,9 @@ func (sub *Subscription) seam(a *arrival, it arrivalItem) (arrivalItem, bool) {
 			sub.mu.Unlock()
 			return arrivalItem{obj: Object{}, err: it.err}, it.err != nil
 		}
+		if e := it.obj.EndOfRange; (e == wire.EndOfUnknownRange || e == wire.EndOfTimedOutRange) && len(s.gaps) < maxFillGaps {
+			s.gaps = append(s.gaps, fillGap{after: s.last, hasAfter: s.hasLast, end: it.obj.Location})
+		}
 		s.hasLast, s.last = true, it.obj.Location
 		return it, true
 	}
@@ -459,20 +478,35 @@ func (sub *Subscription) seam(a *arrival, it arrivalItem) (arrivalItem, bool) {
 	return it, true
 }
 
-// covers reports whether the ended fill delivered l or reported it as a
-// gap.
+// covers reports whether the ended fill delivered l or reported it as not
+// existing: its range, up to where it ended, without the ranges it
+// reported unknown or timed out, where the subscription's copy is the
+// only one.
 func (s *fillSlot) covers(l wire.Location) bool {
 	switch {
 	case !s.window.Contains(l):
 		return false
-	case s.fin:
-		return true
-	case !s.hasLast:
+	case !s.fin && (!s.hasLast || s.before(s.last, l)):
 		return false
-	case s.desc:
-		return l.Group > s.last.Group || l.Group == s.last.Group && l.Object <= s.last.Object
 	}
-	return !s.last.Less(l)
+	for _, g := range s.gaps {
+		if (!g.hasAfter || s.before(g.after, l)) && !s.before(g.end, l) {
+			return false
+		}
+	}
+	return true
+}
+
+// before reports whether a comes before b in the fill's order: groups in
+// its Group Order, objects by Object ID within a group (§9.11).
+func (s *fillSlot) before(a, b wire.Location) bool {
+	switch {
+	case a.Group == b.Group:
+		return a.Object < b.Object
+	case s.desc:
+		return a.Group > b.Group
+	}
+	return a.Group < b.Group
 }
 
 // pumpFills takes the subscription's fill streams and starts a reader for

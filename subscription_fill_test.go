@@ -134,6 +134,24 @@ func TestFillDropsOnlyCoveredObjects(t *testing.T) {
 	})
 }
 
+// TestFillKeepsObjectsInItsGaps: where the fill reported objects as
+// unknown or timed out it delivered none, so the subscription's objects
+// there are returned; those the fill delivered are not returned again.
+func TestFillKeepsObjectsInItsGaps(t *testing.T) {
+	forClientSessions(t, "gaps", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		params := wire.Params{FillParameters: &wire.Params{LocationFilter: wire.Some(wire.RelativeFilter(1))}}
+		sub, _, id := subscribeWithFill(t, s, fp, params, wire.Location{Group: 4, Object: 4})
+		live := fp.openObjects(1, 4, 1, "s41", "s42", "s43", "s44", "s45")
+		require.NoError(t, live.Close())
+		fill := fp.openFetch(id, fgap(wire.EndOfUnknownRange, 4, 1), fobj(4, 2, "f42"),
+			fgap(wire.EndOfTimedOutRange, 4, 3), fobj(4, 4, "f44"))
+		require.NoError(t, fill.Close())
+		assert.Equal(t, []string{"gap 4/1", "4/2:f42", "gap 4/3", "4/4:f44", "4/1:s41", "4/3:s43", "4/5:s45"},
+			readEntries(t, sub, 7))
+	})
+}
+
 // TestFillResetLeavesSubscription: a fill stream that is reset is an error
 // entry of ReadObject, and the subscription goes on (§3.4.1).
 func TestFillResetLeavesSubscription(t *testing.T) {
@@ -507,14 +525,14 @@ func TestFillNoneExpectedNothingWaits(t *testing.T) {
 // what follows the entry before it in the stream's order, up to its own
 // Location: the rest of that entry's group, the groups between, and its
 // own group up to it (§11.4.1.2). After the fill is reset there, the
-// subscription's objects in that span are dropped as delivered, and the
-// rest come through.
+// subscription's objects in that span, which the fill said do not exist,
+// are dropped, and the rest come through.
 func TestFillDescendingGapCovers(t *testing.T) {
 	forClientSessions(t, "desc", func(t *testing.T, connect fakeConnector) {
 		s, fp := connect(t, nil)
 		params := wire.Params{FillParameters: &wire.Params{GroupOrder: wire.Some(wire.GroupOrderDescending)}}
 		sub, _, id := subscribeWithFill(t, s, fp, params, wire.Location{Group: 3, Object: 1})
-		fill := fp.openFetchRaw(encodeFetch(t, id, true, fobj(3, 0, "f30"), fobj(3, 1, "f31"), fgap(wire.EndOfUnknownRange, 1, 4)))
+		fill := fp.openFetchRaw(encodeFetch(t, id, true, fobj(3, 0, "f30"), fobj(3, 1, "f31"), fgap(wire.EndOfNonExistentRange, 1, 4)))
 		assert.Equal(t, []string{"3/0:f30", "3/1:f31", "gap 1/4"}, readEntries(t, sub, 3))
 		fill.CancelWrite(uint64(wire.ResetUnknownObjectStatus))
 		assert.Equal(t, []string{"err"}, readEntries(t, sub, 1))
