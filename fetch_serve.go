@@ -62,6 +62,10 @@ func (t *LocalTrack) Fetch(r *FetchRequest) error {
 // it serves now, which Config.MaxServedFetches bounds.
 type fetchServing struct {
 	n atomic.Int64
+	// refused counts the fills refused for want of a place that are being
+	// reset, their linger included, up to Config.MaxServedFetches too: a
+	// peer's REQUEST_UPDATEs cannot make them pile up (refuseFill).
+	refused atomic.Int64
 	// source, when set, replaces LocalTrack.cursor (tests only).
 	source atomic.Pointer[func(t *LocalTrack, w filter.Window, desc bool) fetchCursor]
 }
@@ -83,6 +87,19 @@ func (s *Session) takeFetchSlot() (release func(), ok bool) {
 	}
 	var once sync.Once
 	return func() { once.Do(func() { s.serving.n.Add(-1) }) }, true
+}
+
+// refuseFill counts one more fill refused over Config.MaxServedFetches
+// and being reset, if there are not that many already; release gives the
+// place back. Without one the fill is reset at once, without the linger
+// that keeps its FETCH_HEADER for the subscriber.
+func (s *Session) refuseFill() (release func(), ok bool) {
+	if s.serving.refused.Add(1) > int64(s.cfg.MaxServedFetches) {
+		s.serving.refused.Add(-1)
+		return nil, false
+	}
+	var once sync.Once
+	return func() { once.Do(func() { s.serving.refused.Add(-1) }) }, true
 }
 
 // fillBudgetOf is the total wait FILL_TIMEOUT allows (§9.20.6): def when

@@ -281,12 +281,28 @@ const cutLinger = time.Second
 // reset after cutLinger. A PUBLISH_DONE or session end meanwhile resets
 // it at once, as it does every open stream.
 func (ss *ServedSubscription) cutDataStream(str transport.SendStream, code wire.ResetCode) {
+	ss.cutDataStreamThen(str, code, nil)
+}
+
+// cutDataStreamThen is cutDataStream, calling done, if set, once the
+// stream is reset. A lingering stream has nothing more to write: it leaves
+// the priority ranking at once, so that many of them cost nothing there.
+func (ss *ServedSubscription) cutDataStreamThen(str transport.SendStream, code wire.ResetCode, done func()) {
 	if ss.sess.conn.ReliableReset() {
 		str.SetReliableBoundary()
 		ss.closeDataStream(str, code)
+		if done != nil {
+			done()
+		}
 		return
 	}
-	time.AfterFunc(cutLinger, func() { ss.closeDataStream(str, code) })
+	ss.sess.priorities().Remove(str)
+	time.AfterFunc(cutLinger, func() {
+		ss.closeDataStream(str, code)
+		if done != nil {
+			done()
+		}
+	})
 }
 
 // uncountDataStream forgets a stream that was abandoned before it opened:

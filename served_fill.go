@@ -57,7 +57,26 @@ func (ss *ServedSubscription) startFill(id uint64, fill *wire.Params, largest wi
 	if !ok {
 		why := fmt.Errorf("moqt: more than %d fetches served at once", ss.sess.cfg.MaxServedFetches)
 		w.over = func(error) {}
-		ss.sess.goroutines.Go(func() { w.failAfterHeader(wire.ResetExcessiveLoad, why, w.cut) })
+		// The fill is opened and reset (C089), keeping its FETCH_HEADER
+		// like any cut stream, unless as many refused fills are being
+		// reset already: then at once, so that a peer's REQUEST_UPDATEs
+		// cannot make lingering streams pile up.
+		done, keep := ss.sess.refuseFill()
+		lingers := false
+		cut := func(str transport.SendStream, code wire.ResetCode) {
+			if !keep {
+				ss.closeDataStream(str, code)
+				return
+			}
+			lingers = true
+			ss.cutDataStreamThen(str, code, done)
+		}
+		ss.sess.goroutines.Go(func() {
+			w.failAfterHeader(wire.ResetExcessiveLoad, why, cut)
+			if keep && !lingers {
+				done()
+			}
+		})
 		return
 	}
 	w.over = func(error) { release() }

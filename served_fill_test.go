@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"sync/atomic"
@@ -26,6 +27,13 @@ func wholeTrack() *wire.Params {
 // mk returns; windows reports the window of each.
 func fillServer(t *testing.T, cfg *Config, mk func() fetchCursor) (*Session, *fakePeer, <-chan filter.Window, <-chan *ServedSubscription) {
 	t.Helper()
+	return fillServerOver(t, "moqt", cfg, mk)
+}
+
+// fillServerOver is fillServer over raw QUIC ("moqt") or WebTransport
+// ("https").
+func fillServerOver(t *testing.T, scheme string, cfg *Config, mk func() fetchCursor) (*Session, *fakePeer, <-chan filter.Window, <-chan *ServedSubscription) {
+	t.Helper()
 	lt := pubTrack(t, wire.Some(pl(2, 3)))
 	served := make(chan *ServedSubscription, 4)
 	h, _ := fetchHandler(lt)
@@ -38,7 +46,7 @@ func fillServer(t *testing.T, cfg *Config, mk func() fetchCursor) (*Session, *fa
 		}
 		h.ServeMOQT(r)
 	})
-	s, fp := serverSession(t, cfg)
+	s, fp := serverSessionOver(t, scheme, cfg)
 	windows := make(chan filter.Window, 16)
 	pubUseCursor(s, func(w filter.Window, _ bool) fetchCursor {
 		windows <- w
@@ -323,4 +331,41 @@ func TestFillOwnSubscriberPriority(t *testing.T) {
 	fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](10)}})
 	expect[*wire.RequestOK](fs)
 	settle(t, func() bool { o, i := rank(); return i < o }, "the inheriting fill moves with the subscription's priority 10")
+}
+
+// TestRefusedFillsDoNotPileUp: fills refused over Config.MaxServedFetches
+// are opened and reset (C089), and no more of them linger at once, keeping
+// their FETCH_HEADER, than that bound: the rest are reset at once, so a
+// peer's REQUEST_UPDATEs cannot make streams, goroutines and timers pile
+// up. WebTransport, where a reset cannot keep what was written and a cut
+// stream lingers.
+func TestRefusedFillsDoNotPileUp(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	_, fp, _, served := fillServerOver(t, "https", &Config{MaxServedFetches: 1}, func() fetchCursor {
+		return &pubBlockedCursor{first: []Object{pobj(1, 0, "a")}, release: release}
+	})
+	fs := fp.open(subscribeMsg(0, trackA, wire.Params{FillParameters: wholeTrack()}))
+	expect[*wire.SubscribeOK](fs)
+	ss := recvOrFail(t, served)
+	holder := fp.acceptPubFetch(false)
+	_, err := holder.next()
+	require.NoError(t, err)
+	const refused = 40
+	for i := range refused {
+		fs.send(&wire.RequestUpdate{RequestID: uint64(2 + 2*i), Parameters: wire.Params{FillParameters: wholeTrack()}})
+		expect[*wire.RequestOK](fs)
+	}
+	for range refused {
+		str, err := fp.conn.AcceptUniStream(fakeCtx(t))
+		require.NoError(t, err)
+		h, err := wire.ReadFetchHeader(bufio.NewReader(str))
+		if err == nil {
+			assert.NotZero(t, h.RequestID, "a refused fill is tagged with its REQUEST_UPDATE")
+		}
+	}
+	ss.mu.Lock()
+	open := len(ss.dataStreams)
+	ss.mu.Unlock()
+	assert.LessOrEqual(t, open, 2, "the fill being served and at most one refused fill lingering")
 }
