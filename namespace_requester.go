@@ -299,7 +299,6 @@ func (r *nsRequester) reset(cause error) {
 
 func (r *nsRequester) failed(se *SessionError) { r.end(se) }
 
-// stoppedByPeer: the responder's STOP_SENDING cancels the request.
-func (r *nsRequester) stoppedByPeer() {
-	r.cancel(fmt.Errorf("%w: STOP_SENDING from the peer", ErrCancelled), wire.ResetCancelled)
-}
+// The responder's STOP_SENDING alone does not end the request: its
+// cancellation resets its direction too (§6.4.2.3), which the read loop
+// sees, with the code; after its FIN, the request is complete anyway.
