@@ -141,7 +141,7 @@ func TestC066_AllTrackPropertiesForwarded(t *testing.T) {
 		tp := wire.KVList{
 			{Type: wire.PropMaxCacheDuration, Value: 60_000},
 			{Type: wire.PropDefaultPublisherPriority, Value: 7},
-			{Type: 0x1234, Value: 42},                  // unknown, not mandatory: forwarded too
+			{Type: 0x1234, Value: 42},                    // unknown, not mandatory: forwarded too
 			{Type: 0x1235, Bytes: []byte("opaque prop")}, // odd: bytes
 		}
 		pub := n.newPublisher("/pub", testTrack, tp)
