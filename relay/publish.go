@@ -52,7 +52,13 @@ func (rl *Relay) servePublish(r *moqt.PublishRequest) {
 		rl.goRun(u.run)
 		if newly {
 			name := e.name
-			rl.goRun(func() { rl.onTrackPublished(name, func(s *moqt.Session) bool { return exclude[s] }) })
+			rl.goRun(func() {
+				skip := func(s *moqt.Session) bool { return exclude[s] }
+				if rl.trackPublishedHook != nil {
+					rl.trackPublishedHook(name, skip)
+				}
+				rl.onTrackPublished(name, skip)
+			})
 		}
 		return
 	}

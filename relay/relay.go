@@ -203,6 +203,9 @@ type Relay struct {
 	idle    *sync.Cond // on gmu: running reached 0
 	running int
 
+	// trackPublishedHook, set by tests, sees onTrackPublished's calls.
+	trackPublishedHook func(wire.FullTrackName, func(*moqt.Session) bool)
+
 	ns    nsState
 	fetch fetchState
 
