@@ -158,4 +158,3 @@ func TestNamespaceAnnounceFIN(t *testing.T) {
 		fs.expectFIN()
 	})
 }
-

@@ -230,7 +230,8 @@ func (r *nsRequester) handle(m wire.Message, _ *wire.RejectError) error {
 		u.answer <- nsUpdateResult{granted: m.Parameters}
 		return nil
 	case *wire.RequestError:
-		if _, err := r.nextUpdate(m.Type()); err != nil {
+		u, err := r.nextUpdate(m.Type())
+		if err != nil {
 			return err
 		}
 		own, err := detach(r.sess.version, m)
@@ -241,7 +242,11 @@ func (r *nsRequester) handle(m wire.Message, _ *wire.RejectError) error {
 		// the request is over; one REQUEST_ERROR may answer every
 		// outstanding update.
 		r.refused = true
-		r.end(requestErrorFrom(own))
+		re := requestErrorFrom(own)
+		if u != nil {
+			u.answer <- nsUpdateResult{err: re}
+		}
+		r.end(re)
 		return nil
 	}
 	r.mu.Lock()

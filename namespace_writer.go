@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -61,15 +62,13 @@ type NamespaceWriter struct {
 	tracks bool
 	// Guarded by srv.mu.
 	prefix  wire.Namespace
-	offered map[string]wire.Namespace // by nsKey
-	sent    map[string]wire.Namespace // offered and sent as NAMESPACE under prefix
+	offered map[wire.NamespaceKey]wire.Namespace
+	sent    map[wire.NamespaceKey]wire.Namespace // offered and sent as NAMESPACE under prefix
 }
 
-// nsKey is ns as a map key: its encoding, which is unambiguous.
-func nsKey(ns wire.Namespace) string {
-	b, _ := ns.Append(nil)
-	return string(b)
-}
+// compareNamespaces orders namespaces field by field, so that what is
+// reported in bulk comes in a stable order.
+func compareNamespaces(a, b wire.Namespace) int { return slices.CompareFunc(a, b, bytes.Compare) }
 
 // cloneNamespace returns a copy of ns that owns its memory.
 func cloneNamespace(ns wire.Namespace) wire.Namespace {
@@ -104,7 +103,7 @@ func (w *NamespaceWriter) Publish(ns wire.Namespace) error {
 	if err := ns.Validate(0); err != nil {
 		return err
 	}
-	k := nsKey(ns)
+	k := ns.Key()
 	w.srv.mu.Lock()
 	if err := w.srv.usableLocked(); err != nil {
 		w.srv.mu.Unlock()
@@ -138,7 +137,7 @@ func (w *NamespaceWriter) Done(ns wire.Namespace) error {
 	if err := ns.Validate(0); err != nil {
 		return err
 	}
-	k := nsKey(ns)
+	k := ns.Key()
 	w.srv.mu.Lock()
 	if err := w.srv.usableLocked(); err != nil {
 		w.srv.mu.Unlock()
@@ -210,17 +209,16 @@ func (w *NamespaceWriter) update(u *wire.RequestUpdate) ([]wire.Message, *Reques
 			delete(w.sent, k)
 		}
 	}
-	var keys []string
+	var now []wire.Namespace
 	for k, ns := range w.offered {
 		if _, sent := w.sent[k]; !sent && ns.HasPrefix(np) {
-			keys = append(keys, k)
+			now = append(now, ns)
 		}
 	}
-	slices.Sort(keys)
-	out := make([]wire.Message, 0, len(keys))
-	for _, k := range keys {
-		ns := w.offered[k]
-		w.sent[k] = ns
+	slices.SortFunc(now, compareNamespaces)
+	out := make([]wire.Message, 0, len(now))
+	for _, ns := range now {
+		w.sent[ns.Key()] = ns
 		out = append(out, &wire.NamespaceMsg{TrackNamespaceSuffix: ns[len(np):]})
 	}
 	return out, nil
@@ -258,7 +256,7 @@ func serveNamespaceSubscription(s *Session, rs *requestStream, prefix wire.Names
 	}
 	srv := newNSServed(&req.RequestCommon, kind)
 	w := &NamespaceWriter{srv: srv, tracks: tracks, prefix: prefix,
-		offered: make(map[string]wire.Namespace), sent: make(map[string]wire.Namespace)}
+		offered: make(map[wire.NamespaceKey]wire.Namespace), sent: make(map[wire.NamespaceKey]wire.Namespace)}
 	srv.update = w.update
 	srv.onEnd = func() { s.nsPrefixes.release(tracks, rs) }
 	req.w = w
