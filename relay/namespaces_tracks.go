@@ -77,17 +77,21 @@ func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 	st.mu.Unlock()
 	rl.reqDone(KindSubscribeTracks, OutcomeOK)
 	rl.log.Debug("relay: subscribe_tracks", "event", "ok", "prefix", r.Prefix.String())
-	context.AfterFunc(r.Context(), func() {
-		st.mu.Lock()
-		sub.ended = true
-		delete(st.tsubs, sub)
-		st.mu.Unlock()
-	})
+	context.AfterFunc(r.Context(), func() { rl.endTracks(sub) })
 	// Listed again now that sub is registered: a track published
 	// meanwhile is offered by onTrackPublished or here, once.
 	for _, name := range rl.tracksFor(s, r.Prefix) {
 		rl.offerTrack(sub, name)
 	}
+}
+
+// endTracks forgets a SUBSCRIBE_TRACKS that ended: no PUBLISH is started
+// for it from then on (§4.1).
+func (rl *Relay) endTracks(sub *tracksSub) {
+	rl.ns.mu.Lock()
+	sub.ended = true
+	delete(rl.ns.tsubs, sub)
+	rl.ns.mu.Unlock()
 }
 
 // tracksFor lists the tracks under prefix available to a subscriber on s:
@@ -149,12 +153,12 @@ func (rl *Relay) offerTrack(sub *tracksSub, name wire.FullTrackName) {
 	of := &trackOffer{}
 	sub.offered[key] = of
 	st.mu.Unlock()
-	rl.goRun(func() { rl.publishTo(sub, name, key, of) })
+	rl.goRun(func() { rl.publishOffered(sub, name, key, of) })
 }
 
-// publishTo makes the PUBLISH of offerTrack: never once the
+// publishOffered makes the PUBLISH of offerTrack: never once the
 // SUBSCRIBE_TRACKS ended (§4.1); PUBLISH_SKIPPED when it fails otherwise.
-func (rl *Relay) publishTo(sub *tracksSub, name wire.FullTrackName, key wire.TrackKey, of *trackOffer) {
+func (rl *Relay) publishOffered(sub *tracksSub, name wire.FullTrackName, key wire.TrackKey, of *trackOffer) {
 	forget := func() {
 		rl.ns.mu.Lock()
 		if sub.offered[key] == of {
@@ -162,14 +166,17 @@ func (rl *Relay) publishTo(sub *tracksSub, name wire.FullTrackName, key wire.Tra
 		}
 		rl.ns.mu.Unlock()
 	}
-	if sub.ctx.Err() != nil {
+	rl.ns.mu.Lock()
+	ended := sub.ended
+	rl.ns.mu.Unlock()
+	if ended {
 		forget()
 		return
 	}
 	ss, err := rl.publishDownstream(sub.ctx, sub.s, name, sub.params)
 	if err != nil {
 		rl.ns.mu.Lock()
-		skip := !sub.ended && sub.ctx.Err() == nil && !errors.Is(err, context.Canceled)
+		skip := !sub.ended && !errors.Is(err, context.Canceled)
 		if skip {
 			of.skipped = true
 			_ = sub.w.Skip(name)
