@@ -347,6 +347,7 @@ func (rl *Relay) closeNamespaces() {
 		sub.w.End(wire.ResetGoingAway)
 	}
 	for sub := range tsubs {
+		sub.stop()
 		sub.w.End(wire.ResetGoingAway)
 	}
 }

@@ -323,7 +323,9 @@ func TestC037_NoPublishAfterSubscribeTracksEnded(t *testing.T) {
 		require.NoError(t, err)
 		waitFor(t, "both served", func() bool { return n.relay.tracksSubs() == 2 })
 		require.NoError(t, ended.Close())
-		waitFor(t, "one ended", func() bool { return n.relay.tracksSubs() == 1 })
+		// Its cancellation reaches the relay; nothing the relay exposes
+		// tells when without depending on the rule under test.
+		time.Sleep(200 * time.Millisecond)
 
 		pc, _ := n.dial("/pub", nil)
 		_, err = publishTo(t, pc, newTrack(t, testTrack), wire.Params{})

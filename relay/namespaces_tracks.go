@@ -12,7 +12,9 @@ import (
 type tracksSub struct {
 	s      *moqt.Session
 	w      *moqt.NamespaceWriter
-	ctx    context.Context // the request's: no PUBLISH once it ended
+	// ctx ends with the request, by endTracks: no PUBLISH once it ended.
+	ctx    context.Context
+	stop   context.CancelFunc
 	params wire.Params     // the PUBLISHes' initial subscription parameters
 	limit  int
 	ended  bool
@@ -71,7 +73,8 @@ func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 		rl.reqDone(KindSubscribeTracks, OutcomeRefused)
 		return
 	}
-	sub := &tracksSub{s: s, w: w, ctx: r.Context(), params: publishParams(r.Params), limit: limit,
+	ctx, stop := context.WithCancel(rl.ctx)
+	sub := &tracksSub{s: s, w: w, ctx: ctx, stop: stop, params: publishParams(r.Params), limit: limit,
 		offered: map[wire.TrackKey]*trackOffer{}}
 	st.tsubs[sub] = struct{}{}
 	st.mu.Unlock()
@@ -92,6 +95,7 @@ func (rl *Relay) endTracks(sub *tracksSub) {
 	sub.ended = true
 	delete(rl.ns.tsubs, sub)
 	rl.ns.mu.Unlock()
+	sub.stop()
 }
 
 // tracksFor lists the tracks under prefix available to a subscriber on s:
@@ -144,10 +148,9 @@ func (rl *Relay) offerTrack(sub *tracksSub, name wire.FullTrackName) {
 		return
 	}
 	if len(sub.offered) >= sub.limit {
-		sub.ended = true
-		delete(st.tsubs, sub)
 		st.mu.Unlock()
 		sub.w.End(wire.ResetExcessiveLoad)
+		rl.endTracks(sub)
 		return
 	}
 	of := &trackOffer{}
