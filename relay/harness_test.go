@@ -51,6 +51,12 @@ func startNode(t *testing.T, scheme string, cfg Config, sessCfg *moqt.Config) *n
 	if cfg.Authorize == nil {
 		cfg.Authorize = AllowAll
 	}
+	return startNodeAuth(t, scheme, cfg, sessCfg)
+}
+
+// startNodeAuth is startNode keeping cfg.Authorize as it is, nil included.
+func startNodeAuth(t *testing.T, scheme string, cfg Config, sessCfg *moqt.Config) *node {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
 	}
