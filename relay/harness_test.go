@@ -299,6 +299,13 @@ func (rl *Relay) trackCount() int {
 	return len(rl.tracks)
 }
 
+// tracksEmptyAndNoHeld: no track, no held SUBSCRIBE (announcements aside).
+func (rl *Relay) tracksEmptyAndNoHeld() bool {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	return len(rl.tracks) == 0 && rl.held == 0
+}
+
 // tablesEmpty reports whether the relay holds nothing: no track, no
 // announcement, no held SUBSCRIBE.
 func (rl *Relay) tablesEmpty() error {
