@@ -51,6 +51,12 @@ func startNode(t *testing.T, scheme string, cfg Config, sessCfg *moqt.Config) *n
 	if cfg.Authorize == nil {
 		cfg.Authorize = AllowAll
 	}
+	return startNodeAuth(t, scheme, cfg, sessCfg)
+}
+
+// startNodeAuth is startNode keeping cfg.Authorize as it is, nil included.
+func startNodeAuth(t *testing.T, scheme string, cfg Config, sessCfg *moqt.Config) *node {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
 	}
@@ -291,6 +297,13 @@ func (rl *Relay) trackCount() int {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	return len(rl.tracks)
+}
+
+// tracksEmptyAndNoHeld: no track, no held SUBSCRIBE (announcements aside).
+func (rl *Relay) tracksEmptyAndNoHeld() bool {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	return len(rl.tracks) == 0 && rl.held == 0
 }
 
 // tablesEmpty reports whether the relay holds nothing: no track, no
