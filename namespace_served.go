@@ -96,19 +96,14 @@ func (srv *nsServed) accept(params wire.Params) {
 
 // rejected ends the request that the Handler refused.
 func (srv *nsServed) rejected(e *RequestError) {
-	srv.mu.Lock()
-	srv.ended, srv.err = true, e
-	srv.pending = nil
-	srv.mu.Unlock()
-	srv.closeDone()
+	if srv.endWith(e) {
+		srv.closeDone()
+	}
 }
 
+// closeDone tells of the request's end; whoever ended it calls it, once.
 func (srv *nsServed) closeDone() {
-	select {
-	case <-srv.done:
-	default:
-		close(srv.done)
-	}
+	close(srv.done)
 	if srv.onEnd != nil {
 		srv.onEnd()
 	}
@@ -148,23 +143,11 @@ func (srv *nsServed) behind(err error) {
 }
 
 // terminate ends the request with cause, resetting the stream with code
-// unless the session is over (its close tells the peer) or code is 0 with
-// FIN already sent. It is idempotent.
+// unless the session is over (its close tells the peer). It is
+// idempotent.
 func (srv *nsServed) terminate(cause error, code wire.ResetCode) {
-	srv.mu.Lock()
-	if srv.ended {
-		srv.mu.Unlock()
+	if !srv.endWith(cause) {
 		return
-	}
-	srv.ended, srv.err = true, cause
-	srv.queue, srv.pending = nil, nil
-	if srv.expiry != nil {
-		srv.expiry.Stop()
-	}
-	stop := srv.stopLife
-	srv.mu.Unlock()
-	if stop != nil {
-		stop()
 	}
 	if srv.sess.ctx.Err() == nil {
 		srv.rs.cancel(code)
@@ -176,12 +159,22 @@ func (srv *nsServed) terminate(cause error, code wire.ResetCode) {
 // finished ends the request after this end's FIN, which followed a
 // refused update (§9.5.1).
 func (srv *nsServed) finished(cause error) {
+	if srv.endWith(cause) {
+		srv.in.cancel(cause)
+		srv.closeDone()
+	}
+}
+
+// endWith marks the request ended with cause and stops its timers; false
+// if it had ended already.
+func (srv *nsServed) endWith(cause error) bool {
 	srv.mu.Lock()
 	if srv.ended {
 		srv.mu.Unlock()
-		return
+		return false
 	}
 	srv.ended, srv.err = true, cause
+	srv.queue, srv.pending = nil, nil
 	if srv.expiry != nil {
 		srv.expiry.Stop()
 	}
@@ -190,8 +183,7 @@ func (srv *nsServed) finished(cause error) {
 	if stop != nil {
 		stop()
 	}
-	srv.in.cancel(cause)
-	srv.closeDone()
+	return true
 }
 
 // run writes the queue in order, each message within
