@@ -77,9 +77,17 @@ func (srv *nsServed) accept(params wire.Params) {
 			srv.terminate(fmt.Errorf("%s: %w", srv.kind, errExpired), wire.ResetCancelled)
 		})
 	}
-	early := srv.pending
+	// The updates that came first are answered now, under the same lock,
+	// so that a later one cannot overtake them.
+	ok := true
+	for _, u := range srv.pending {
+		ok = ok && srv.applyLocked(u)
+	}
 	srv.pending = nil
 	srv.mu.Unlock()
+	if !ok {
+		srv.behind(errNamespaceQueueFull)
+	}
 	// The request lives as long as its Context: the requester's reset or
 	// STOP_SENDING, the session's end and the loop's end all end it.
 	stop := context.AfterFunc(srv.in.ctx, func() {
@@ -89,9 +97,6 @@ func (srv *nsServed) accept(params wire.Params) {
 	srv.stopLife = stop
 	srv.mu.Unlock()
 	srv.sess.goroutines.Go(srv.run)
-	for _, u := range early {
-		srv.apply(u)
-	}
 }
 
 // rejected ends the request that the Handler refused.
@@ -302,9 +307,18 @@ func (srv *nsServed) handle(m wire.Message, rej *wire.RejectError) error {
 // apply answers one update of the accepted request.
 func (srv *nsServed) apply(pu pendingUpdate) {
 	srv.mu.Lock()
+	ok := srv.applyLocked(pu)
+	srv.mu.Unlock()
+	if !ok {
+		srv.behind(errNamespaceQueueFull)
+	}
+}
+
+// applyLocked queues the answer to one update, under mu; false if the
+// queue is full.
+func (srv *nsServed) applyLocked(pu pendingUpdate) bool {
 	if srv.usableLocked() != nil {
-		srv.mu.Unlock()
-		return
+		return true
 	}
 	var refusal *RequestError
 	var after []wire.Message
@@ -329,10 +343,7 @@ func (srv *nsServed) apply(pu pendingUpdate) {
 		}
 		ok = srv.pushLocked(append([]wire.Message{&wire.RequestOK{Parameters: grant}}, after...)...)
 	}
-	srv.mu.Unlock()
-	if !ok {
-		srv.behind(errNamespaceQueueFull)
-	}
+	return ok
 }
 
 // peerFinished waits for the request's end: the requester's FIN is no
