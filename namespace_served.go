@@ -154,10 +154,12 @@ func (srv *nsServed) terminate(cause error, code wire.ResetCode) {
 	if !srv.endWith(cause) {
 		return
 	}
+	// The Context ends first, so that its cause is this one and not the
+	// requester's answer to the reset.
+	srv.in.cancel(cause)
 	if srv.sess.ctx.Err() == nil {
 		srv.rs.cancel(code)
 	}
-	srv.in.cancel(cause)
 	srv.closeDone()
 }
 
