@@ -104,28 +104,18 @@ func (w *NamespaceWriter) Publish(ns wire.Namespace) error {
 		return err
 	}
 	k := ns.Key()
-	w.srv.mu.Lock()
-	if err := w.srv.usableLocked(); err != nil {
-		w.srv.mu.Unlock()
-		return err
-	}
-	if _, ok := w.offered[k]; ok {
-		w.srv.mu.Unlock()
-		return nil
-	}
-	own := cloneNamespace(ns)
-	w.offered[k] = own
-	ok := true
-	if own.HasPrefix(w.prefix) {
+	return w.change(func() (wire.Message, error) {
+		if _, ok := w.offered[k]; ok {
+			return nil, nil
+		}
+		own := cloneNamespace(ns)
+		w.offered[k] = own
+		if !own.HasPrefix(w.prefix) {
+			return nil, nil
+		}
 		w.sent[k] = own
-		ok = w.srv.pushLocked(&wire.NamespaceMsg{TrackNamespaceSuffix: own[len(w.prefix):]})
-	}
-	w.srv.mu.Unlock()
-	if !ok {
-		w.srv.behind(errNamespaceQueueFull)
-		return errNamespaceQueueFull
-	}
-	return nil
+		return &wire.NamespaceMsg{TrackNamespaceSuffix: own[len(w.prefix):]}, nil
+	})
 }
 
 // Done withdraws ns (NAMESPACE_DONE, §9.17), on a SUBSCRIBE_NAMESPACE: it
@@ -138,23 +128,15 @@ func (w *NamespaceWriter) Done(ns wire.Namespace) error {
 		return err
 	}
 	k := ns.Key()
-	w.srv.mu.Lock()
-	if err := w.srv.usableLocked(); err != nil {
-		w.srv.mu.Unlock()
-		return err
-	}
-	delete(w.offered, k)
-	ok := true
-	if sent, was := w.sent[k]; was {
+	return w.change(func() (wire.Message, error) {
+		delete(w.offered, k)
+		sent, was := w.sent[k]
+		if !was {
+			return nil, nil
+		}
 		delete(w.sent, k)
-		ok = w.srv.pushLocked(&wire.NamespaceDone{TrackNamespaceSuffix: sent[len(w.prefix):]})
-	}
-	w.srv.mu.Unlock()
-	if !ok {
-		w.srv.behind(errNamespaceQueueFull)
-		return errNamespaceQueueFull
-	}
-	return nil
+		return &wire.NamespaceDone{TrackNamespaceSuffix: sent[len(w.prefix):]}, nil
+	})
 }
 
 // Skip reports that no PUBLISH will come for track (PUBLISH_SKIPPED,
@@ -166,23 +148,32 @@ func (w *NamespaceWriter) Skip(track wire.FullTrackName) error {
 	if err := track.Namespace.Validate(len(track.Name)); err != nil {
 		return err
 	}
+	return w.change(func() (wire.Message, error) {
+		if !track.Namespace.HasPrefix(w.prefix) {
+			return nil, fmt.Errorf("moqt: track %s is not under the prefix %s", track, w.prefix)
+		}
+		own := cloneNamespace(track.Namespace)
+		return &wire.PublishSkipped{TrackNamespaceSuffix: own[len(w.prefix):], TrackName: slices.Clone(track.Name)}, nil
+	})
+}
+
+// change runs f under the writer's lock, unless the request is over, and
+// queues the message f returns, if any. A full queue means the requester
+// is too far behind: the request ends.
+func (w *NamespaceWriter) change(f func() (wire.Message, error)) error {
 	w.srv.mu.Lock()
 	if err := w.srv.usableLocked(); err != nil {
 		w.srv.mu.Unlock()
 		return err
 	}
-	if !track.Namespace.HasPrefix(w.prefix) {
-		w.srv.mu.Unlock()
-		return fmt.Errorf("moqt: track %s is not under the prefix %s", track, w.prefix)
-	}
-	own := cloneNamespace(track.Namespace)
-	ok := w.srv.pushLocked(&wire.PublishSkipped{TrackNamespaceSuffix: own[len(w.prefix):], TrackName: slices.Clone(track.Name)})
+	m, err := f()
+	ok := err != nil || m == nil || w.srv.pushLocked(m)
 	w.srv.mu.Unlock()
 	if !ok {
 		w.srv.behind(errNamespaceQueueFull)
 		return errNamespaceQueueFull
 	}
-	return nil
+	return err
 }
 
 // End ends the request by resetting its stream with code (§6.4.2.3).
