@@ -204,7 +204,7 @@ func (rl *Relay) changedLocked(e *nsEntry) {
 	st := &rl.ns
 	for sub := range st.subs {
 		if e.visibleTo(sub.s) {
-			rl.offerLocked(sub, e)
+			rl.offerLocked(sub, e, false)
 		} else {
 			_ = sub.w.Done(e.ns)
 		}
@@ -217,13 +217,14 @@ func (rl *Relay) changedLocked(e *nsEntry) {
 	}
 }
 
-// offerLocked offers e to sub. Every namespace is offered, under the
+// offerLocked offers e to sub; counted: the matches were counted
+// already. Every namespace is offered, under the
 // current prefix or not, so that a later TRACK_NAMESPACE_PREFIX finds it
 // (§9.5.2). One under the prefix that takes the subscription past
 // Config.MaxNamespaceMatches ends it (§4.3.1): the stream is reset with
 // EXCESSIVE_LOAD, there being no reset code for NAMESPACE_TOO_LARGE.
-func (rl *Relay) offerLocked(sub *nsSub, e *nsEntry) {
-	if p := sub.w.Prefix(); e.ns.HasPrefix(p) && rl.ns.matchesLocked(sub.s, p) > sub.limit {
+func (rl *Relay) offerLocked(sub *nsSub, e *nsEntry, counted bool) {
+	if p := sub.w.Prefix(); !counted && e.ns.HasPrefix(p) && rl.ns.matchesLocked(sub.s, p) > sub.limit {
 		sub.w.End(wire.ResetExcessiveLoad)
 		rl.dropSubLocked(sub)
 		return
@@ -275,8 +276,9 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 	st.subs[sub] = struct{}{}
 	for _, e := range st.entries {
 		if e.visibleTo(s) {
-			if _, ok := st.subs[sub]; ok {
-				rl.offerLocked(sub, e)
+			rl.offerLocked(sub, e, true) // counted above
+			if _, ok := st.subs[sub]; !ok {
+				break
 			}
 		}
 	}
