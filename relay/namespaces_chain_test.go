@@ -166,3 +166,37 @@ func TestNamespacesEndWithRelayClose(t *testing.T) {
 	assert.Equal(t, withdrawn(wire.NewNamespace("live")), nextEvent(t, disc), "its stream ended: every namespace Done")
 	assert.True(t, n.relay.namespacesEmpty())
 }
+
+// upstreamNamespaces is an upstream's Handler answering SUBSCRIBE_NAMESPACE
+// with the namespaces given.
+type upstreamNamespaces []wire.Namespace
+
+func (u upstreamNamespaces) ServeMOQT(r moqt.Request) {
+	sr, ok := r.(*moqt.SubscribeNamespaceRequest)
+	if !ok || sr.Tracks {
+		moqt.DefaultHandler.ServeMOQT(r)
+		return
+	}
+	w, err := sr.Accept(wire.Params{})
+	if err != nil {
+		return
+	}
+	for _, ns := range u {
+		_ = w.Publish(ns)
+	}
+	<-sr.Context().Done()
+}
+
+// TestSessionNamespacesNotForwarded: session-level namespaces an upstream
+// reports are never passed on to another session (§6.5).
+func TestSessionNamespacesNotForwarded(t *testing.T) {
+	var n *node
+	n = startNode(t, "moqt", Config{Upstream: upstreamTo(&n, "/up")}, nil)
+	live := wire.NewNamespace("live")
+	n.dial("/up", upstreamNamespaces{wire.NewNamespace(".session", "x"), live})
+	sc, _ := n.dial("/sub", nil)
+	sub, err := subscribeNS(t, sc, wire.NewNamespace(), false, wire.Params{})
+	require.NoError(t, err)
+	assert.Equal(t, published(live), nextEvent(t, sub))
+	noEvent(t, sub, 200*time.Millisecond)
+}
