@@ -28,7 +28,7 @@ type nsState struct {
 	anns    map[*localAnn]struct{}
 	subs    map[*nsSub]struct{}     // SUBSCRIBE_NAMESPACE
 	tsubs   map[*tracksSub]struct{} // SUBSCRIBE_TRACKS
-	discs   map[*upDisc]struct{}    // upstream SUBSCRIBE_NAMESPACEs, prefixes pairwise disjoint
+	discs   map[*upDisc]struct{}    // upstream namespace requests, prefixes pairwise disjoint per type
 }
 
 // nsEntry is one namespace the relay offers, with where it comes from.
@@ -53,7 +53,12 @@ type nsSub struct {
 	s     *moqt.Session
 	w     *moqt.NamespaceWriter
 	limit int
-	// prefix is the request's, for the upstream discovery it relies on.
+	ref   discRef
+}
+
+// discRef is a downstream request's share of an upstream one: its prefix,
+// as requested, and the upstream request covering it.
+type discRef struct {
 	prefix wire.Namespace
 	disc   *upDisc
 }
@@ -272,7 +277,7 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 		rl.reqDone(KindSubscribeNamespace, OutcomeRefused)
 		return
 	}
-	sub := &nsSub{s: s, w: w, limit: limit, prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}
+	sub := &nsSub{s: s, w: w, limit: limit, ref: discRef{prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}}
 	st.subs[sub] = struct{}{}
 	for _, e := range st.entries {
 		if e.visibleTo(s) {
@@ -286,7 +291,7 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 	rl.reqDone(KindSubscribeNamespace, OutcomeOK)
 	rl.log.Debug("relay: subscribe_namespace", "event", "ok", "prefix", r.Prefix.String())
 	if rl.cfg.Upstream != nil && !sessionLevel(r.Prefix) && !rl.isUpstream(s) {
-		rl.discoverUpstream(sub)
+		rl.discoverUpstream(&sub.ref, false, func() bool { _, ok := st.subs[sub]; return ok })
 	}
 	context.AfterFunc(r.Context(), func() {
 		st.mu.Lock()
@@ -303,10 +308,7 @@ func (rl *Relay) dropSubLocked(sub *nsSub) {
 		return
 	}
 	delete(st.subs, sub)
-	if d := sub.disc; d != nil {
-		sub.disc = nil
-		rl.releaseDiscLocked(d)
-	}
+	rl.releaseDiscLocked(&sub.ref)
 }
 
 // isUpstream reports whether s is a session the relay dialed or asked as an

@@ -200,3 +200,48 @@ func TestSessionNamespacesNotForwarded(t *testing.T) {
 	assert.Equal(t, published(live), nextEvent(t, sub))
 	noEvent(t, sub, 200*time.Millisecond)
 }
+
+func TestSubscribeTracksChainPublisherAtOrigin(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		origin, edge := chain(t, scheme, Config{})
+		pc, _ := origin.dial("/pub", nil)
+		tr := newTrack(t, testTrack)
+		ss, err := publishTo(t, pc, tr, wire.Params{})
+		require.NoError(t, err)
+
+		sh := &tracksClient{}
+		sc, _ := edge.dial("/sub", sh)
+		req, err := subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{})
+		require.NoError(t, err)
+		waitFor(t, "the origin's track PUBLISHed through the edge", func() bool { return sh.subscription(0) != nil })
+		assert.Equal(t, []string{testTrack.String()}, sh.published())
+		// The edge pauses the PUBLISH it got until its own is accepted
+		// (§7.5), so Forward may go 1, 0 and 1 again at the publisher:
+		// groups are written until one gets through.
+		got := false
+		for g := uint64(0); !got && g < 50; g++ {
+			waitFor(t, "Forward=1 at the publisher", ss.Forward)
+			writeGroup(t, tr, g, 2)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			r, err := sh.subscription(0).AcceptSubgroup(ctx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			got = true
+			for i := range 2 {
+				o, err := r.ReadObject(nil)
+				require.NoError(t, err)
+				assert.LessOrEqual(t, o.Location.Group, g, "a group written, possibly an earlier one")
+				assert.Equal(t, uint64(i), o.Location.Object)
+			}
+		}
+		assert.True(t, got, "objects flow from the origin's publisher to the edge's subscriber")
+		require.NoError(t, req.Close())
+		waitFor(t, "the upstream SUBSCRIBE_TRACKS ends with the last downstream one", func() bool {
+			origin.relay.ns.mu.Lock()
+			defer origin.relay.ns.mu.Unlock()
+			return len(origin.relay.ns.tsubs) == 0
+		})
+	})
+}

@@ -18,6 +18,7 @@ type tracksSub struct {
 	params wire.Params     // the PUBLISHes' initial subscription parameters
 	limit  int
 	ended  bool
+	ref    discRef
 	// offered are the tracks with a PUBLISH in flight or Established, and
 	// those skipped: a skipped track gets no PUBLISH on this request
 	// again (§4.1).
@@ -75,11 +76,17 @@ func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 	}
 	ctx, stop := context.WithCancel(rl.ctx)
 	sub := &tracksSub{s: s, w: w, ctx: ctx, stop: stop, params: publishParams(r.Params), limit: limit,
-		offered: map[wire.TrackKey]*trackOffer{}}
+		offered: map[wire.TrackKey]*trackOffer{},
+		ref:     discRef{prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}}
 	st.tsubs[sub] = struct{}{}
 	st.mu.Unlock()
 	rl.reqDone(KindSubscribeTracks, OutcomeOK)
 	rl.log.Debug("relay: subscribe_tracks", "event", "ok", "prefix", r.Prefix.String())
+	if rl.cfg.Upstream != nil && !sessionLevel(r.Prefix) && !rl.isUpstream(s) {
+		// The upstream's tracks come as PUBLISHes to the relay, which
+		// offers them on (onTrackPublished).
+		rl.discoverUpstream(&sub.ref, true, func() bool { _, ok := st.tsubs[sub]; return ok })
+	}
 	context.AfterFunc(r.Context(), func() { rl.endTracks(sub) })
 	// Listed again now that sub is registered: a track published
 	// meanwhile is offered by onTrackPublished or here, once.
@@ -93,7 +100,10 @@ func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 func (rl *Relay) endTracks(sub *tracksSub) {
 	rl.ns.mu.Lock()
 	sub.ended = true
-	delete(rl.ns.tsubs, sub)
+	if _, ok := rl.ns.tsubs[sub]; ok {
+		delete(rl.ns.tsubs, sub)
+		rl.releaseDiscLocked(&sub.ref)
+	}
 	rl.ns.mu.Unlock()
 	sub.stop()
 }
