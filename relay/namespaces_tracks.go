@@ -10,12 +10,12 @@ import (
 
 // tracksSub is an accepted SUBSCRIBE_TRACKS. Guarded by nsState.mu.
 type tracksSub struct {
-	s      *moqt.Session
-	w      *moqt.NamespaceWriter
+	s *moqt.Session
+	w *moqt.NamespaceWriter
 	// ctx ends with the request, by endTracks: no PUBLISH once it ended.
 	ctx    context.Context
 	stop   context.CancelFunc
-	params wire.Params     // the PUBLISHes' initial subscription parameters
+	params wire.Params // the PUBLISHes' initial subscription parameters
 	limit  int
 	ended  bool
 	ref    discRef
