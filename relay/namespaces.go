@@ -259,22 +259,8 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 	s := r.Session()
 	limit := rl.maxMatches()
 	st := &rl.ns
-	st.mu.Lock()
-	st.initLocked()
-	if st.closed {
-		st.mu.Unlock()
-		rl.refuse(r, wire.ReqGoingAway, "relay closed", OutcomeRefused)
-		return
-	}
-	if st.matchesLocked(s, r.Prefix) > limit {
-		st.mu.Unlock()
-		rl.refuse(r, wire.ReqNamespaceTooLarge, "too many namespaces under the prefix", OutcomeRefused)
-		return
-	}
-	w, err := r.Accept(wire.Params{})
-	if err != nil {
-		st.mu.Unlock()
-		rl.reqDone(KindSubscribeNamespace, OutcomeRefused)
+	w := rl.acceptLocked(r, func() bool { return st.matchesLocked(s, r.Prefix) > limit })
+	if w == nil {
 		return
 	}
 	sub := &nsSub{s: s, w: w, limit: limit, ref: discRef{prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}}
@@ -298,6 +284,34 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 		rl.dropSubLocked(sub)
 		st.mu.Unlock()
 	})
+}
+
+// acceptLocked accepts r unless the relay is closed or tooMany, evaluated
+// under nsState.mu, reports more matches than Config.MaxNamespaceMatches
+// (NAMESPACE_TOO_LARGE, §4.3.1). It returns with nsState.mu held when it
+// accepted; nil, having answered r, otherwise.
+func (rl *Relay) acceptLocked(r *moqt.SubscribeNamespaceRequest, tooMany func() bool) *moqt.NamespaceWriter {
+	st := &rl.ns
+	st.mu.Lock()
+	st.initLocked()
+	var code wire.RequestErrorCode
+	switch {
+	case st.closed:
+		code = wire.ReqGoingAway
+	case tooMany():
+		code = wire.ReqNamespaceTooLarge
+	default:
+		w, err := r.Accept(wire.Params{})
+		if err == nil {
+			return w
+		}
+		st.mu.Unlock()
+		rl.reqDone(requestKind(r), OutcomeRefused)
+		return nil
+	}
+	st.mu.Unlock()
+	rl.refuse(r, code, "relay closed or too many matches under the prefix", OutcomeRefused)
+	return nil
 }
 
 // dropSubLocked forgets a SUBSCRIBE_NAMESPACE that ended, and its share of

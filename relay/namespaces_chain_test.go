@@ -13,24 +13,16 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// chain starts an origin and an edge whose upstream is the origin, dialed
-// with DialUpstream.
-func chain(t *testing.T, scheme string, edgeCfg Config) (origin, edge *node) {
+// chain starts an origin and an edge whose upstream is the origin.
+func chain(t *testing.T, scheme string) (origin, edge *node) {
 	t.Helper()
 	origin = startNode(t, scheme, Config{}, nil)
-	var d *Dialer
-	edgeCfg.Upstream = UpstreamFunc(func(ctx context.Context, ns wire.Namespace) (*moqt.Session, error) {
-		return d.Session(ctx, ns)
-	})
-	edge = startNode(t, scheme, edgeCfg, nil)
-	d = DialUpstream(origin.url("/edge"), origin.clientConfig(edge.relay))
-	t.Cleanup(func() { _ = d.Close() })
-	return origin, edge
+	return origin, edgeOf(t, origin, "edge")
 }
 
 func TestNamespaceChainPublisherAtEdge(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
-		origin, edge := chain(t, scheme, Config{})
+		origin, edge := chain(t, scheme)
 		sc, _ := origin.dial("/sub", nil)
 		disc, err := subscribeNS(t, sc, wire.NewNamespace("live"), false, wire.Params{})
 		require.NoError(t, err)
@@ -54,7 +46,7 @@ func TestNamespaceChainPublisherAtEdge(t *testing.T) {
 
 func TestNamespaceChainPublisherAtOrigin(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
-		origin, edge := chain(t, scheme, Config{})
+		origin, edge := chain(t, scheme)
 		pub := origin.newPublisher("/pub", testTrack, nil)
 		ann := announceNS(t, pub.client, testTrack.Namespace)
 
@@ -90,7 +82,7 @@ func TestNamespaceChainPublisherAtOrigin(t *testing.T) {
 // TestNamespaceUpstreamPrefixesDisjoint: a wider downstream prefix replaces
 // the narrower upstream discovery instead of overlapping it upstream.
 func TestNamespaceUpstreamPrefixesDisjoint(t *testing.T) {
-	origin, edge := chain(t, "moqt", Config{})
+	origin, edge := chain(t, "moqt")
 	pub := origin.newPublisher("/pub", testTrack, nil)
 	announceNS(t, pub.client, testTrack.Namespace)
 	sc, _ := edge.dial("/sub", nil)
@@ -203,7 +195,7 @@ func TestSessionNamespacesNotForwarded(t *testing.T) {
 
 func TestSubscribeTracksChainPublisherAtOrigin(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
-		origin, edge := chain(t, scheme, Config{})
+		origin, edge := chain(t, scheme)
 		pc, _ := origin.dial("/pub", nil)
 		tr := newTrack(t, testTrack)
 		ss, err := publishTo(t, pc, tr, wire.Params{})

@@ -291,6 +291,7 @@ func TestC060_PublishForwardedToSubscribeTracks(t *testing.T) {
 		pc2, _ := n.dial("/pub2", own)
 		_, err = subscribeNS(t, pc2, wire.NewNamespace("live"), true, wire.Params{})
 		require.NoError(t, err)
+		waitFor(t, "the other publisher's track", func() bool { return len(own.published()) == 1 })
 		video := newTrack(t, testTrack)
 		vss, err := publishTo(t, pc2, video, wire.Params{})
 		require.NoError(t, err)

@@ -56,22 +56,10 @@ func publishParams(p wire.Params) wire.Params {
 func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 	s := r.Session()
 	limit := rl.maxMatches()
-	if len(rl.tracksFor(s, r.Prefix)) > limit {
-		rl.refuse(r, wire.ReqNamespaceTooLarge, "too many tracks under the prefix", OutcomeRefused)
-		return
-	}
+	tooMany := len(rl.tracksFor(s, r.Prefix)) > limit
 	st := &rl.ns
-	st.mu.Lock()
-	st.initLocked()
-	if st.closed {
-		st.mu.Unlock()
-		rl.refuse(r, wire.ReqGoingAway, "relay closed", OutcomeRefused)
-		return
-	}
-	w, err := r.Accept(wire.Params{})
-	if err != nil {
-		st.mu.Unlock()
-		rl.reqDone(KindSubscribeTracks, OutcomeRefused)
+	w := rl.acceptLocked(r, func() bool { return tooMany })
+	if w == nil {
 		return
 	}
 	ctx, stop := context.WithCancel(rl.ctx)
