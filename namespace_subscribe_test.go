@@ -73,6 +73,7 @@ func TestNamespaceSubscribe(t *testing.T) {
 		assert.True(t, req.Prefix.Equal(wire.NewNamespace("live")))
 		require.ErrorIs(t, w.Skip(wire.FullTrackName{Namespace: wire.NewNamespace("live"), Name: []byte("x")}), errNotTracks)
 
+		require.ErrorIs(t, w.Publish(wire.NewNamespace(".session")), errSessionNamespacePublish)
 		require.NoError(t, w.Publish(wire.NewNamespace("live", "a")))
 		require.NoError(t, w.Publish(wire.NewNamespace("vod", "x"))) // not under the prefix: offered only
 		require.NoError(t, w.Publish(wire.NewNamespace("live", "b")))

@@ -97,6 +97,9 @@ var (
 // prefix, now or after a prefix update, once. Publishing it again is a
 // no-op.
 func (w *NamespaceWriter) Publish(ns wire.Namespace) error {
+	if isSessionNamespace(ns) {
+		return errSessionNamespacePublish // §6.5
+	}
 	return w.changeNamespace(ns, func(k wire.NamespaceKey) (wire.Message, error) {
 		if _, ok := w.offered[k]; ok {
 			return nil, nil
