@@ -14,7 +14,7 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// fakeNSResponder starts s's SUBSCRIBE_NAMESPACE (or SUBSCRIBE_TRACKS)
+// fakeNSRequest starts s's SUBSCRIBE_NAMESPACE (or SUBSCRIBE_TRACKS)
 // for prefix and returns the fake's end of its stream and a channel that
 // delivers the result.
 func fakeNSRequest(t *testing.T, s *Session, fp *fakePeer, tracks bool, prefix wire.Namespace) (*fakeStream, <-chan *NamespaceSubscription, <-chan error) {
