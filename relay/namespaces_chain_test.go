@@ -237,3 +237,30 @@ func TestSubscribeTracksChainPublisherAtOrigin(t *testing.T) {
 		})
 	})
 }
+
+// TestNamespaceThreeRelays: a publisher announcing at one edge is
+// discovered and subscribed to from another edge, through the origin.
+func TestNamespaceThreeRelays(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		origin := startNode(t, scheme, Config{}, nil)
+		east, west := edgeOf(t, origin, "east"), edgeOf(t, origin, "west")
+		pub := east.newPublisher("/pub", testTrack, nil)
+		announceNS(t, pub.client, testTrack.Namespace)
+		waitFor(t, "announced at the origin", func() bool { return origin.relay.localAnnouncers(testTrack.Namespace) == 1 })
+
+		sc, _ := west.dial("/sub", nil)
+		disc, err := subscribeNS(t, sc, wire.NewNamespace("live"), false, wire.Params{})
+		require.NoError(t, err)
+		assert.Equal(t, published(testTrack.Namespace), nextEvent(t, disc), "west discovers east's publisher through the origin")
+		sub, err := subscribe(t, sc, testTrack, wire.Params{})
+		require.NoError(t, err)
+		waitFor(t, "publisher serves", func() bool { return len(pub.servedSubs()) == 1 })
+		writeGroup(t, pub.track, 0, 3)
+		objs, err := readSubgroup(t, sub)
+		require.NoError(t, err)
+		assert.Len(t, objs, 3)
+
+		require.NoError(t, pub.client.Close())
+		assert.Equal(t, withdrawn(testTrack.Namespace), nextEvent(t, disc), "the publisher's end travels to the far edge")
+	})
+}
