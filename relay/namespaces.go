@@ -223,9 +223,8 @@ func (rl *Relay) changedLocked(e *nsEntry) {
 }
 
 // offerLocked offers e to sub; counted: the matches were counted
-// already. Every namespace is offered, under the
-// current prefix or not, so that a later TRACK_NAMESPACE_PREFIX finds it
-// (§9.5.2). One under the prefix that takes the subscription past
+// already. Every namespace is offered, under the current prefix or not,
+// so that a later TRACK_NAMESPACE_PREFIX finds it (§9.5.2). One under the prefix that takes the subscription past
 // Config.MaxNamespaceMatches ends it (§4.3.1): the stream is reset with
 // EXCESSIVE_LOAD, there being no reset code for NAMESPACE_TOO_LARGE.
 func (rl *Relay) offerLocked(sub *nsSub, e *nsEntry, counted bool) {
@@ -294,12 +293,11 @@ func (rl *Relay) acceptLocked(r *moqt.SubscribeNamespaceRequest, tooMany func() 
 	st := &rl.ns
 	st.mu.Lock()
 	st.initLocked()
-	var code wire.RequestErrorCode
+	code, reason := wire.ReqGoingAway, "relay closed"
 	switch {
 	case st.closed:
-		code = wire.ReqGoingAway
 	case tooMany():
-		code = wire.ReqNamespaceTooLarge
+		code, reason = wire.ReqNamespaceTooLarge, "too many matches under the prefix"
 	default:
 		w, err := r.Accept(wire.Params{})
 		if err == nil {
@@ -310,7 +308,7 @@ func (rl *Relay) acceptLocked(r *moqt.SubscribeNamespaceRequest, tooMany func() 
 		return nil
 	}
 	st.mu.Unlock()
-	rl.refuse(r, code, "relay closed or too many matches under the prefix", OutcomeRefused)
+	rl.refuse(r, code, reason, OutcomeRefused)
 	return nil
 }
 
