@@ -29,8 +29,8 @@ var (
 	// errSessionNamespacePublish refuses a publication in the .session
 	// namespace, which is the implementation's (§6.5).
 	errSessionNamespacePublish = errors.New("moqt: applications must not publish in the .session namespace")
-	errAnnouncementClosed = fmt.Errorf("%w: announcement closed", ErrCancelled)
-	errNotPublisher       = errors.New("moqt: only the publisher of a PUBLISH_NAMESPACE updates it")
+	errAnnouncementClosed      = fmt.Errorf("%w: announcement closed", ErrCancelled)
+	errNotPublisher            = errors.New("moqt: only the publisher of a PUBLISH_NAMESPACE updates it")
 )
 
 // PublishNamespace announces ns to the peer (PUBLISH_NAMESPACE, §9.14)
