@@ -459,3 +459,29 @@ func TestSubscribeTracksPrefixUpdate(t *testing.T) {
 		assert.NoError(t, first.Err(), "the PUBLISH made before the update goes on")
 	})
 }
+
+func TestNamespaceRequestsCounted(t *testing.T) {
+	m := &countingMetrics{requests: map[string]int{}, drops: map[string]int{}}
+	n := startNode(t, "moqt", Config{Metrics: m, MaxNamespaceMatches: 1}, nil)
+	pc, _ := n.dial("/pub", nil)
+	announceNS(t, pc, wire.NewNamespace("live", "a"))
+	announceNS(t, pc, wire.NewNamespace("live", "b"))
+	sc, _ := n.dial("/sub", &tracksClient{})
+	_, err := subscribeNS(t, sc, wire.NewNamespace("live", "a"), false, wire.Params{})
+	require.NoError(t, err)
+	_, err = subscribeNS(t, sc, wire.NewNamespace("vod"), false, wire.Params{})
+	require.NoError(t, err)
+	_, err = subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{})
+	require.NoError(t, err)
+	sc2, _ := n.dial("/sub2", nil)
+	_, err = subscribeNS(t, sc2, wire.NewNamespace("live"), false, wire.Params{})
+	require.Error(t, err)
+	waitFor(t, "counted", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.requests[KindPublishNamespace+"/"+OutcomeOK] == 2 &&
+			m.requests[KindSubscribeNamespace+"/"+OutcomeOK] == 2 &&
+			m.requests[KindSubscribeNamespace+"/"+OutcomeRefused] == 1 &&
+			m.requests[KindSubscribeTracks+"/"+OutcomeOK] == 1
+	})
+}
