@@ -304,6 +304,9 @@ func (r *nsRequester) reset(cause error) {
 
 func (r *nsRequester) failed(se *SessionError) { r.end(se) }
 
-// The responder's STOP_SENDING alone does not end the request: its
-// cancellation resets its direction too (§6.4.2.3), which the read loop
-// sees, with the code; after its FIN, the request is complete anyway.
+// stoppedByPeer: the responder's STOP_SENDING cancels the request
+// (§6.4.2.3, §4.1), whether or not it resets its direction too; after its
+// FIN this end has finished its own, and none is seen.
+func (r *nsRequester) stoppedByPeer() {
+	r.cancel(fmt.Errorf("moqt: %s: STOP_SENDING from the responder: %w", r.kind, ErrCancelled), wire.ResetCancelled)
+}
