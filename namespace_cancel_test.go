@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -22,10 +23,14 @@ func TestNamespaceRequesterStopSending(t *testing.T) {
 		sub := recvOrFail(t, subc)
 		fs.send(&wire.NamespaceMsg{TrackNamespaceSuffix: wire.NewNamespace("a")})
 		assert.Equal(t, nsEvent(false, "p", "a"), next(t, ctx, sub))
-		fs.stopSending(wire.ResetCancelled)
+		fs.stopSending(wire.ResetExcessiveLoad)
 		assert.Equal(t, nsEvent(true, "p", "a"), next(t, ctx, sub))
 		_, err := sub.Next(ctx)
 		assert.ErrorIs(t, err, ErrCancelled)
+		var se *StreamError
+		if assert.ErrorAs(t, err, &se) { // the responder's reason
+			assert.Equal(t, wire.ResetExcessiveLoad, se.Code)
+		}
 		fs.expectStopSending(wire.ResetCancelled)
 		assert.NoError(t, s.Context().Err())
 	})
@@ -55,4 +60,46 @@ func TestNamespaceRequesterStopSending(t *testing.T) {
 		assert.ErrorIs(t, recvOrFail(t, errc), ErrCancelled)
 		fs.expectStopSending(wire.ResetCancelled)
 	})
+}
+
+// A requester that cancels a namespace request before the Handler has
+// answered, by a reset or by STOP_SENDING alone, ends it at once: the
+// Handler's Context ends, its late Accept fails, and the prefix the
+// request claimed is free, so that the requester's next request for it is
+// not refused with PREFIX_OVERLAP while the first Handler still decides.
+func TestNamespaceCancelledBeforeAnswer(t *testing.T) {
+	for _, how := range []string{"reset", "STOP_SENDING"} {
+		forServerSessions(t, how, func(t *testing.T, connect fakeConnector) {
+			release := make(chan struct{})
+			first := make(chan *SubscribeNamespaceRequest, 1)
+			accepted := make(chan error, 1)
+			h := HandlerFunc(func(r Request) {
+				sr := r.(*SubscribeNamespaceRequest)
+				if sr.requestID() == 0 {
+					first <- sr
+					<-release
+					_, err := sr.Accept(wire.Params{})
+					accepted <- err
+					return
+				}
+				_, _ = sr.Accept(wire.Params{})
+			})
+			s, fp := connect(t, &Config{Handler: h})
+			fs := fp.open(&wire.SubscribeNamespace{RequestID: 0, TrackNamespacePrefix: wire.NewNamespace("a")})
+			req := recvOrFail(t, first)
+			if how == "reset" {
+				fs.reset(wire.ResetCancelled)
+			} else {
+				fs.stopSending(wire.ResetCancelled)
+			}
+			closedOrFail(t, req.Context().Done(), "the cancelled request's Context")
+			assert.ErrorIs(t, context.Cause(req.Context()), ErrCancelled)
+			settle(t, func() bool { return s.nsPrefixes.count() == 0 }, "the cancelled request's claim is held")
+			again := fp.open(&wire.SubscribeNamespace{RequestID: 2, TrackNamespacePrefix: wire.NewNamespace("a")})
+			expect[*wire.RequestOK](again)
+			close(release)
+			assert.Error(t, recvOrFail(t, accepted), "Accept of a cancelled request")
+			assert.NoError(t, s.Context().Err())
+		})
+	}
 }
