@@ -103,3 +103,57 @@ func TestNamespaceCancelledBeforeAnswer(t *testing.T) {
 		})
 	}
 }
+
+// The application decides a namespace request's updates (OnUpdate): a
+// TRACK_NAMESPACE_PREFIX wider than what it authorized, or a refreshed
+// token it refuses, ends the request with its code (§9.15, §9.5.1), and
+// the prefix claim goes with it. Updates that came before the Handler's
+// answer are decided too, in order, after it.
+func TestNamespaceOnUpdate(t *testing.T) {
+	forServerSessions(t, "SUBSCRIBE_NAMESPACE", func(t *testing.T, connect fakeConnector) {
+		seen := make(chan wire.Namespace, 4)
+		release := make(chan struct{})
+		h := HandlerFunc(func(r Request) {
+			sr := r.(*SubscribeNamespaceRequest)
+			sr.OnUpdate = func(u *wire.Params) error {
+				p := u.TrackNamespacePrefix
+				seen <- p.Value
+				if !p.Value.HasPrefix(wire.NewNamespace("a")) {
+					return &RequestError{Code: wire.ReqUnauthorized, Reason: "outside (a)"}
+				}
+				return nil
+			}
+			<-release
+			_, _ = sr.Accept(wire.Params{})
+		})
+		s, fp := connect(t, &Config{Handler: h})
+		fs := fp.open(&wire.SubscribeNamespace{RequestID: 0, TrackNamespacePrefix: wire.NewNamespace("a")})
+		fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("a", "b"))}})
+		close(release)
+		expect[*wire.RequestOK](fs) // the answer
+		expect[*wire.RequestOK](fs) // the early update's
+		assert.True(t, recvOrFail(t, seen).Equal(wire.NewNamespace("a", "b")))
+		fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{TrackNamespacePrefix: wire.Some(wire.Namespace{})}})
+		assert.Equal(t, wire.ReqUnauthorized, expect[*wire.RequestError](fs).ErrorCode)
+		fs.expectFIN()
+		assert.Empty(t, recvOrFail(t, seen))
+		settle(t, func() bool { return s.nsPrefixes.count() == 0 }, "the refused request's claim is held")
+		assert.NoError(t, s.Context().Err())
+	})
+	forServerSessions(t, "PUBLISH_NAMESPACE", func(t *testing.T, connect fakeConnector) {
+		h := HandlerFunc(func(r Request) {
+			pr := r.(*PublishNamespaceRequest)
+			pr.OnUpdate = func(u *wire.Params) error {
+				return &RequestError{Code: wire.ReqExpiredAuthToken, Reason: "token expired"}
+			}
+			_, _ = pr.Accept(wire.Params{})
+		})
+		s, fp := connect(t, &Config{Handler: h})
+		fs := fp.open(&wire.PublishNamespace{RequestID: 0, TrackNamespace: wire.NewNamespace("a")})
+		expect[*wire.RequestOK](fs)
+		fs.send(&wire.RequestUpdate{RequestID: 2})
+		assert.Equal(t, wire.ReqExpiredAuthToken, expect[*wire.RequestError](fs).ErrorCode)
+		fs.expectFIN()
+		assert.NoError(t, s.Context().Err())
+	})
+}
