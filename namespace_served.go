@@ -33,7 +33,8 @@ type nsServed struct {
 	// and returns what follows its REQUEST_OK, or the refusal. Nil for a
 	// kind that has none.
 	update func(u *wire.RequestUpdate) ([]wire.Message, *RequestError)
-	// onEnd releases the kind's state when the request ends.
+	// onEnd releases the kind's state when the request ends, or once a
+	// refused update has ended it; it may run twice.
 	onEnd func()
 	// onUpdate is the application's OnUpdate, set by accept; it runs
 	// with no lock held, one update at a time.
@@ -362,11 +363,17 @@ func (srv *nsServed) applyLocked(pu pendingUpdate, refusal *RequestError) bool {
 	}
 	var ok bool
 	if refusal != nil {
-		// A refused update closes the stream (§9.5.1).
+		// A refused update closes the stream (§9.5.1): the request is over
+		// for the requester as soon as it reads the REQUEST_ERROR, so what
+		// the request holds (its prefix claim) goes before that is sent,
+		// not after the FIN that follows; releasing is idempotent.
 		ok = srv.pushLocked(refusal.message())
 		srv.finning, srv.refusal = true, refusal
 		if !ok {
 			srv.finning = false
+		}
+		if srv.onEnd != nil {
+			srv.onEnd()
 		}
 	} else {
 		grant := wire.Params{}
