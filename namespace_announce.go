@@ -129,6 +129,16 @@ type PublishNamespaceRequest struct {
 	// Params are the request's parameters. Its AUTHORIZATION_TOKENs are
 	// resolved, as USE_VALUE (see AuthorizationTokens).
 	Params wire.Params
+	// OnUpdate, if set before Accept, is called with the parameters of
+	// each REQUEST_UPDATE of the accepted request before the library
+	// applies them: refreshed AUTHORIZATION_TOKENs (resolved, as
+	// USE_VALUE), so that the application keeps deciding what it
+	// authorized (§9.14). An
+	// error refuses the update, which ends the request (§9.5.1); a
+	// *RequestError chooses the REQUEST_ERROR code. Calls come one at a
+	// time, in order, and the stream is not read meanwhile; the first
+	// may come within Accept. Without it every update is accepted.
+	OnUpdate func(update *wire.Params) error
 
 	srv *nsServed
 }
@@ -136,18 +146,18 @@ type PublishNamespaceRequest struct {
 // Accept answers with REQUEST_OK (§9.14); only EXPIRES may be set in
 // params, and this end then ends the announcement when it passes unless a
 // REQUEST_UPDATE of the publisher's comes first, which renews it. The
-// publisher's updates are answered by the library.
+// publisher's updates are answered by the library, after OnUpdate. It
+// fails if the request has ended already: the publisher withdrew it, or
+// the session ended.
 func (r *PublishNamespaceRequest) Accept(params wire.Params) (*Announcement, error) {
 	if err := params.Check(wire.InPublishNamespaceOK); err != nil {
 		return nil, err
 	}
-	err := r.answer(func() error {
-		r.srv.accept(params)
-		return nil
-	})
+	err := r.answer(func() error { return r.srv.accept(params, r.OnUpdate) })
 	if err != nil {
 		return nil, err
 	}
+	r.srv.drainEarly()
 	return &Announcement{Namespace: r.Namespace, Params: params, srv: r.srv}, nil
 }
 

@@ -19,10 +19,11 @@ import (
 // requester that reads nothing for Config.SubscriberGrace, or lets the
 // queue fill, gets the stream reset with TOO_FAR_BEHIND (§9.15).
 //
-// The requester's REQUEST_UPDATEs are answered by the library: REQUEST_OK,
-// renewing a granted EXPIRES (§9.20.17), or REQUEST_ERROR, after which
-// this end closes its direction (§9.5.1). Updates that arrive before the
-// Handler's answer wait for it.
+// The requester's REQUEST_UPDATEs are answered by the library, once the
+// application's OnUpdate, if any, let them through: REQUEST_OK, renewing
+// a granted EXPIRES (§9.20.17), or REQUEST_ERROR, after which this end
+// closes its direction (§9.5.1). Updates that arrive before the Handler's
+// answer wait for it, and are decided in order right after it.
 type nsServed struct {
 	in   *RequestCommon
 	rs   *requestStream
@@ -32,14 +33,20 @@ type nsServed struct {
 	// and returns what follows its REQUEST_OK, or the refusal. Nil for a
 	// kind that has none.
 	update func(u *wire.RequestUpdate) ([]wire.Message, *RequestError)
-	// onEnd releases the kind's state when the request ends.
+	// onEnd releases the kind's state when the request ends, or once a
+	// refused update has ended it; it may run twice.
 	onEnd func()
+	// onUpdate is the application's OnUpdate, set by accept; it runs
+	// with no lock held, one update at a time.
+	onUpdate func(update *wire.Params) error
 
-	wake chan struct{} // cap 1: the queue has something
-	done chan struct{} // closed when the request has ended
+	wake    chan struct{} // cap 1: the queue has something
+	done    chan struct{} // closed when the request has ended
+	drained chan struct{} // closed once the updates that came before the answer are decided
 
 	mu       sync.Mutex // guards the fields below, and the kind's state
 	answered bool       // the Handler accepted the request
+	draining bool       // accepted, and pending still being decided
 	pending  []pendingUpdate
 	queue    []wire.Message
 	finning  bool          // FIN once the queue is written: nothing more may be queued
@@ -59,15 +66,23 @@ const maxEarlyUpdates = 16
 var errNamespaceQueueFull = errors.New("moqt: requester too far behind: namespace message queue full")
 
 func newNSServed(in *RequestCommon, kind wire.MessageType) *nsServed {
-	return &nsServed{in: in, rs: in.rs, sess: in.sess, kind: kind, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	return &nsServed{in: in, rs: in.rs, sess: in.sess, kind: kind, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		drained: make(chan struct{})}
 }
 
 // accept queues the request's REQUEST_OK, granting params, and starts
-// the writer; the updates that came first are applied after it. It runs
-// as the request's answer.
-func (srv *nsServed) accept(params wire.Params) {
+// the writer; the updates that came first are decided after it, by
+// drainEarly, which the caller runs once the answer is made. It runs as
+// the request's answer, and fails if the request ended first (the
+// requester cancelled it, or the session ended).
+func (srv *nsServed) accept(params wire.Params, onUpdate func(*wire.Params) error) error {
 	srv.mu.Lock()
-	srv.answered = true
+	if srv.ended {
+		err := srv.err
+		srv.mu.Unlock()
+		return err
+	}
+	srv.answered, srv.draining, srv.onUpdate = true, true, onUpdate
 	srv.pushLocked(&wire.RequestOK{Parameters: params})
 	if params.Expires.Set && params.Expires.Value > 0 {
 		// This end granted EXPIRES, so it ends the request when the time
@@ -77,17 +92,7 @@ func (srv *nsServed) accept(params wire.Params) {
 			srv.terminate(fmt.Errorf("%s: %w", srv.kind, errExpired), wire.ResetCancelled)
 		})
 	}
-	// The updates that came first are answered now, under the same lock,
-	// so that a later one cannot overtake them.
-	ok := true
-	for _, u := range srv.pending {
-		ok = ok && srv.applyLocked(u)
-	}
-	srv.pending = nil
 	srv.mu.Unlock()
-	if !ok {
-		srv.behind(errNamespaceQueueFull)
-	}
 	// The request lives as long as its Context: the requester's reset or
 	// STOP_SENDING, the session's end and the loop's end all end it.
 	stop := context.AfterFunc(srv.in.ctx, func() {
@@ -97,6 +102,25 @@ func (srv *nsServed) accept(params wire.Params) {
 	srv.stopLife = stop
 	srv.mu.Unlock()
 	srv.sess.goroutines.Go(srv.run)
+	return nil
+}
+
+// drainEarly decides, in order, the updates that came before the answer;
+// later ones wait behind them (draining).
+func (srv *nsServed) drainEarly() {
+	for {
+		srv.mu.Lock()
+		if len(srv.pending) == 0 || srv.ended {
+			srv.pending, srv.draining = nil, false
+			srv.mu.Unlock()
+			close(srv.drained)
+			return
+		}
+		pu := srv.pending[0]
+		srv.pending = srv.pending[1:]
+		srv.mu.Unlock()
+		srv.apply(pu)
+	}
 }
 
 // rejected ends the request that the Handler refused.
@@ -282,7 +306,7 @@ func (srv *nsServed) handle(m wire.Message, rej *wire.RejectError) error {
 	pu := pendingUpdate{msg: own, rej: rej}
 	for {
 		srv.mu.Lock()
-		if srv.answered || srv.ended {
+		if srv.answered && !srv.draining || srv.ended {
 			srv.mu.Unlock()
 			break
 		}
@@ -297,8 +321,10 @@ func (srv *nsServed) handle(m wire.Message, rej *wire.RejectError) error {
 			return nil
 		}
 		srv.mu.Unlock()
-		srv.in.waitAnswered()
-		if srv.sess.ctx.Err() != nil {
+		select {
+		case <-srv.drained:
+		case <-srv.done:
+		case <-srv.sess.ctx.Done():
 			return nil
 		}
 	}
@@ -306,36 +332,48 @@ func (srv *nsServed) handle(m wire.Message, rej *wire.RejectError) error {
 	return nil
 }
 
-// apply answers one update of the accepted request.
+// apply answers one update of the accepted request, once the
+// application's OnUpdate has seen it.
 func (srv *nsServed) apply(pu pendingUpdate) {
+	var refusal *RequestError
+	if pu.rej != nil {
+		refusal = &RequestError{Code: pu.rej.Code, Reason: pu.rej.Reason}
+	} else if srv.onUpdate != nil {
+		if err := srv.onUpdate(&pu.msg.Parameters); err != nil {
+			refusal = asRequestError(err)
+		}
+	}
 	srv.mu.Lock()
-	ok := srv.applyLocked(pu)
+	ok := srv.applyLocked(pu, refusal)
 	srv.mu.Unlock()
 	if !ok {
 		srv.behind(errNamespaceQueueFull)
 	}
 }
 
-// applyLocked queues the answer to one update, under mu; false if the
-// queue is full.
-func (srv *nsServed) applyLocked(pu pendingUpdate) bool {
+// applyLocked queues the answer to one update, under mu, refusing it
+// with refusal if set; false if the queue is full.
+func (srv *nsServed) applyLocked(pu pendingUpdate, refusal *RequestError) bool {
 	if srv.usableLocked() != nil {
 		return true
 	}
-	var refusal *RequestError
 	var after []wire.Message
-	if pu.rej != nil {
-		refusal = &RequestError{Code: pu.rej.Code, Reason: pu.rej.Reason}
-	} else if srv.update != nil {
+	if refusal == nil && srv.update != nil {
 		after, refusal = srv.update(pu.msg)
 	}
 	var ok bool
 	if refusal != nil {
-		// A refused update closes the stream (§9.5.1).
+		// A refused update closes the stream (§9.5.1): the request is over
+		// for the requester as soon as it reads the REQUEST_ERROR, so what
+		// the request holds (its prefix claim) goes before that is sent,
+		// not after the FIN that follows; releasing is idempotent.
 		ok = srv.pushLocked(refusal.message())
 		srv.finning, srv.refusal = true, refusal
 		if !ok {
 			srv.finning = false
+		}
+		if srv.onEnd != nil {
+			srv.onEnd()
 		}
 	} else {
 		grant := wire.Params{}
@@ -357,8 +395,16 @@ func (srv *nsServed) peerFinished() {
 	}
 }
 
-// reset: the read loop ends the request's Context with the cause, which
-// ends the request; one not answered yet waits for its answer.
-func (srv *nsServed) reset(error) { srv.in.waitAnswered() }
+// reset: the requester cancelled the request (or this end did, and the
+// read broke off). It ends now, answered or not: a Handler still deciding
+// finds its Context done and its answer refused, and the prefix it
+// claimed is free for the requester's next request.
+func (srv *nsServed) reset(cause error) { srv.terminate(cause, wire.ResetCancelled) }
+
+// stoppedByPeer: the requester's STOP_SENDING alone cancels the request
+// too (§6.4.2.3), before the answer as after it.
+func (srv *nsServed) stoppedByPeer() {
+	srv.terminate(fmt.Errorf("%w: STOP_SENDING from the requester", ErrCancelled), wire.ResetCancelled)
+}
 
 func (srv *nsServed) failed(*SessionError) {}

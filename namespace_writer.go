@@ -23,6 +23,17 @@ type SubscribeNamespaceRequest struct {
 	// Tracks reports a SUBSCRIBE_TRACKS: the requester wants a PUBLISH
 	// for each track under Prefix (LocalTrack.Publish on Session).
 	Tracks bool
+	// OnUpdate, if set before Accept, is called with the parameters of
+	// each REQUEST_UPDATE of the accepted request before the library
+	// applies them: a new TRACK_NAMESPACE_PREFIX (§9.5.2; PREFIX_OVERLAP
+	// is checked after it), refreshed AUTHORIZATION_TOKENs (resolved, as
+	// USE_VALUE), so that the application keeps deciding what it
+	// authorized (§9.15). An
+	// error refuses the update, which ends the request (§9.5.1); a
+	// *RequestError chooses the REQUEST_ERROR code. Calls come one at a
+	// time, in order, and the stream is not read meanwhile; the first
+	// may come within Accept. Without it every update is accepted.
+	OnUpdate func(update *wire.Params) error
 
 	w *NamespaceWriter
 }
@@ -30,7 +41,8 @@ type SubscribeNamespaceRequest struct {
 // Accept answers with REQUEST_OK; only EXPIRES may be set in params, and
 // this end then ends the request when it passes unless a REQUEST_UPDATE
 // comes first, which renews it. The NamespaceWriter it returns lasts as
-// long as the request's Context.
+// long as the request's Context. It fails if the request has ended
+// already: the requester cancelled it, or the session ended.
 func (r *SubscribeNamespaceRequest) Accept(params wire.Params) (*NamespaceWriter, error) {
 	where := wire.InSubscribeNamespaceOK
 	if r.Tracks {
@@ -39,13 +51,11 @@ func (r *SubscribeNamespaceRequest) Accept(params wire.Params) (*NamespaceWriter
 	if err := params.Check(where); err != nil {
 		return nil, err
 	}
-	err := r.answer(func() error {
-		r.w.srv.accept(params)
-		return nil
-	})
+	err := r.answer(func() error { return r.w.srv.accept(params, r.OnUpdate) })
 	if err != nil {
 		return nil, err
 	}
+	r.w.srv.drainEarly()
 	return r.w, nil
 }
 
