@@ -131,7 +131,11 @@ func pumpFetch(ctx context.Context, cur fetchCursor, f *filter.Filter, w *FetchW
 			return w.Close()
 		}
 		if err != nil {
-			w.failAfterHeader(wire.ResetInternalError, err, w.cut)
+			code := wire.ResetInternalError
+			if errors.As(err, new(*MalformedTrackError)) {
+				code = wire.ResetMalformedTrack // an upstream's (§12.1)
+			}
+			w.failAfterHeader(code, err, w.cut)
 			return err
 		}
 		if o.EndOfRange == 0 {

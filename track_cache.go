@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"context"
 	"math"
 	"sync/atomic"
 	"time"
@@ -26,12 +27,27 @@ type CacheLimits struct {
 	// still be served (§10.3). The track's MAX_CACHE_DURATION property,
 	// when set, caps it.
 	Duration time.Duration
+	// Miss, when set, is asked for a range of the track, from start to
+	// end in ascending order, that a FETCH or fill reaches and the cache
+	// does not know: evicted, or never seen below the Largest Object.
+	// Typically it sends a FETCH upstream (Session.Fetch with that
+	// LOCATION_FILTER). The fetch's delivery pauses until the entries it
+	// yields arrive (§9.11); they are served in place of the unknown
+	// range, and its objects kept in the cache. The wait counts against
+	// the fetch's FILL_TIMEOUT (§9.20.6): with none left, or FILL_TIMEOUT
+	// 0, Miss is not asked and the range is reported timed out. Should
+	// Miss fail, the range is reported unknown and the fetch asks no
+	// more. A descending fetch asks one group at a time. Miss must return
+	// when ctx ends.
+	Miss func(ctx context.Context, start, end wire.Location) (*Fetch, error)
 }
 
 // trackCache is what a LocalTrack keeps of its published objects beyond
 // OnObject's function.
 type trackCache struct {
 	c atomic.Pointer[cache.Cache] // SetCache's, nil for none; swapped under the track's mu
+	// miss is the cache's CacheLimits.Miss, nil for none; set with c.
+	miss atomic.Pointer[missFunc]
 	// eot is the End of Track Location, set when an END_OF_TRACK status
 	// object is published (§11.1.2); guarded by the track's mu.
 	eot    wire.Location
@@ -66,6 +82,11 @@ func (t *LocalTrack) SetCache(l CacheLimits) {
 	}
 	// Under mu, which noteObject holds: each object begins in exactly
 	// one of the two caches.
+	var miss *missFunc
+	if c != nil && l.Miss != nil {
+		miss = &missFunc{ask: l.Miss}
+	}
+	t.cache.miss.Store(miss)
 	old := t.cache.c.Swap(c)
 	t.mu.Unlock()
 	if old != nil {
@@ -101,9 +122,7 @@ func (t *LocalTrack) published(o Object) {
 		t.mu.Unlock()
 	}
 	if c := t.cache.c.Load(); c != nil {
-		c.Add(cache.Object{Location: o.Location, SubgroupID: o.SubgroupID, Priority: o.Priority.Value,
-			Datagram: o.Datagram, EndOfGroup: o.EndOfGroup, Status: o.Status, Properties: o.Properties,
-			Payload: o.Payload})
+		c.Add(o.cacheObject())
 	}
 }
 
