@@ -24,7 +24,7 @@ import (
 // ranges; miss, when set, replaces the upstream FETCH.
 type missRelay struct {
 	relay, origin *LocalTrack
-	down          *pair // the relay serves down.client
+	down          *pair                // the relay serves down.client
 	up            atomic.Pointer[pair] // the origin serves up.client, the relay's upstream session
 	asks          atomic.Int64
 	ranges        chan [2]wire.Location
@@ -194,12 +194,12 @@ func TestMissFailedUnknown(t *testing.T) {
 		got := readFetchAll(t, ctx, f)
 		require.NotEmpty(t, got)
 		assert.Equal(t, missWant(5, 7, true), locations(got[:8]))
-		max := ^uint64(0)
+		all := ^uint64(0)
 		assert.Equal(t, []Object{
-			{Location: wire.Location{Group: 5, Object: max}, EndOfRange: wire.EndOfNonExistentRange},
+			{Location: wire.Location{Group: 5, Object: all}, EndOfRange: wire.EndOfNonExistentRange},
 			{Location: wire.Location{Group: 4, Object: 3}, EndOfRange: wire.EndOfUnknownRange},
-			{Location: wire.Location{Group: 4, Object: max}, EndOfRange: wire.EndOfNonExistentRange},
-			{Location: wire.Location{Group: 0, Object: max}, EndOfRange: wire.EndOfUnknownRange},
+			{Location: wire.Location{Group: 4, Object: all}, EndOfRange: wire.EndOfNonExistentRange},
+			{Location: wire.Location{Group: 0, Object: all}, EndOfRange: wire.EndOfUnknownRange},
 		}, got[8:], "what the cache knows of groups 5 down to 0")
 		assert.Equal(t, int64(1), m.asks.Load(), "asked once")
 	})
