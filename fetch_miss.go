@@ -95,10 +95,6 @@ func (m *missCursor) next(ctx context.Context) (Object, error) {
 			m.neEnd, m.hasNE = o.Location, true
 		case o.EndOfRange != wire.EndOfUnknownRange || m.failed:
 			m.emit(o)
-		case ctx.Err() != nil:
-			// No budget left: unavailable objects are timed out, and no
-			// upstream is waited for (§9.20.6).
-			m.emit(Object{Location: o.Location, EndOfRange: wire.EndOfTimedOutRange})
 		default:
 			m.r = &missRange{end: o.Location}
 			m.part(first)
@@ -151,6 +147,8 @@ func (m *missCursor) step(ctx context.Context) error {
 	r := m.r
 	if r.f == nil {
 		if ctx.Err() != nil {
+			// No budget left: unavailable objects are timed out, and no
+			// upstream is waited for (§9.20.6).
 			m.giveUp(ctx)
 			return nil
 		}
