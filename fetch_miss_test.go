@@ -3,6 +3,7 @@ package moqt
 import (
 	"context"
 	"errors"
+	"io"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,9 +59,17 @@ func newMissRelay(t *testing.T, connect connector, limits CacheLimits,
 	// the relay's track to down.client and the origin's to up.client.
 	m.down = connect(t, &Config{Handler: HandlerFunc(func(r Request) {
 		if r, ok := r.(*FetchRequest); ok {
-			if r.Track.Equal(originTrack) {
+			switch {
+			case r.Track.Equal(originTrack):
 				_ = origin.Fetch(r)
-			} else {
+			case r.Track.Equal(malformedTrack):
+				// Past the End its FETCH_OK reports: a Malformed Track.
+				end := wire.Location{Group: 4, Object: 3}
+				if r.Accept(false, end, nil) == nil && r.Objects().WriteObject(Object{Location: wire.Location{Group: 0}, Payload: []byte("a")}) == nil {
+					_ = r.Objects().WriteObject(Object{Location: wire.Location{Group: 4, Object: 9}, Payload: []byte("b")})
+					<-r.Context().Done()
+				}
+			default:
 				_ = relay.Fetch(r)
 			}
 			return
@@ -71,8 +80,12 @@ func newMissRelay(t *testing.T, connect connector, limits CacheLimits,
 	return m
 }
 
-// originTrack is the origin's name for the relay's track.
-var originTrack = wire.FullTrackName{Namespace: wire.NewNamespace("origin"), Name: []byte("video")}
+// originTrack is the origin's name for the relay's track; malformedTrack
+// is an origin's that answers FETCH with an object past its End.
+var (
+	originTrack    = wire.FullTrackName{Namespace: wire.NewNamespace("origin"), Name: []byte("video")}
+	malformedTrack = wire.FullTrackName{Namespace: wire.NewNamespace("origin"), Name: []byte("malformed")}
+)
 
 // want lists the Locations of groups [from, to) of 4 objects, in the given
 // group order, without {1, 2}.
@@ -221,5 +234,29 @@ func TestMissOutsideRangeRefused(t *testing.T) {
 		require.NotEmpty(t, got)
 		assert.Equal(t, Object{Location: wire.Location{Group: 4, Object: 3}, EndOfRange: wire.EndOfUnknownRange}, got[0])
 		assert.Equal(t, []wire.Location{{Group: 5}, {Group: 5, Object: 1}}, locations(got[1:]))
+	})
+}
+
+// TestC077_MissMalformedUpstream: an upstream FETCH that turns out to be a
+// Malformed Track resets the relay's fetch stream with MALFORMED_TRACK
+// (§12.1), rather than serving the rest as if nothing happened.
+func TestC077_MissMalformedUpstream(t *testing.T) {
+	forTransports(t, func(t *testing.T, connect connector) {
+		m := newMissRelay(t, connect, CacheLimits{Objects: 1000}, func(ctx context.Context, up *Session, start, end wire.Location) (*Fetch, error) {
+			return up.Fetch(ctx, malformedTrack, wire.Params{LocationFilter: wire.Some(wire.RangeFilterToObject(start, end))})
+		})
+		ctx := testCtx(t, 30*time.Second)
+		f, err := m.down.client.Fetch(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+		var serr *StreamError
+		for {
+			_, err := f.ReadObject(ctx)
+			require.NotErrorIs(t, err, io.EOF, "the stream must not end cleanly")
+			if err != nil {
+				require.ErrorAs(t, err, &serr)
+				break
+			}
+		}
+		assert.Equal(t, wire.ResetMalformedTrack, serr.Code)
 	})
 }
