@@ -58,6 +58,10 @@ func newMissRelay(t *testing.T, connect connector, limits CacheLimits,
 	// One server, so that one leak check covers both sessions: it serves
 	// the relay's track to down.client and the origin's to up.client.
 	m.down = connect(t, &Config{Handler: HandlerFunc(func(r Request) {
+		if r, ok := r.(*SubscribeRequest); ok && r.Track.Equal(testTrack) {
+			_, _ = relay.Accept(r, AcceptOptions{})
+			return
+		}
 		if r, ok := r.(*FetchRequest); ok {
 			switch {
 			case r.Track.Equal(originTrack):
@@ -258,5 +262,35 @@ func TestC077_MissMalformedUpstream(t *testing.T) {
 			}
 		}
 		assert.Equal(t, wire.ResetMalformedTrack, serr.Code)
+	})
+}
+
+// TestC070_MissFill: a fill fetch stream (a SUBSCRIBE with
+// FILL_PARAMETERS) reaching what the relay's cache does not know waits
+// for the upstream's objects as a FETCH does: the subscriber gets the
+// whole track, the upstream's part first, in order, then the live objects.
+func TestC070_MissFill(t *testing.T) {
+	forTransports(t, func(t *testing.T, connect connector) {
+		m := newMissRelay(t, connect, CacheLimits{Objects: 1000}, nil)
+		ctx := testCtx(t, 30*time.Second)
+		sub, err := m.down.client.Subscribe(ctx, testTrack, wire.Params{
+			LocationFilter: wire.Some(wire.NextObjectFilter()),
+			FillParameters: &wire.Params{LocationFilter: wire.Some(wire.NoLocationFilter())},
+		})
+		require.NoError(t, err)
+		want := append(missWant(0, 5, false), missWant(5, 7, false)...)
+		var got []wire.Location
+		for range want {
+			o, err := sub.ReadObject(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, locPayload(o.Location), o.Payload)
+			got = append(got, o.Location)
+		}
+		assert.Equal(t, want, got)
+		assert.Equal(t, int64(1), m.asks.Load())
+		publishGroups(t, m.relay, 7, 8, 1, nil)
+		o, err := sub.ReadObject(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, wire.Location{Group: 7}, o.Location, "then the subscription's own")
 	})
 }
