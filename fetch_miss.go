@@ -209,6 +209,15 @@ func (m *missCursor) step(ctx context.Context) error {
 	return nil
 }
 
+// close cancels the upstream fetch being read, if any: the fetch this
+// cursor serves is over.
+func (m *missCursor) close() {
+	if m.r != nil && m.r.f != nil {
+		_ = m.r.f.Close()
+	}
+	m.r = nil
+}
+
 // giveUp ends the range being filled: the rest of it is timed out if the
 // budget is spent, and otherwise unknown, and then nothing more is asked.
 func (m *missCursor) giveUp(ctx context.Context) {

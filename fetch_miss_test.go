@@ -30,12 +30,13 @@ type missRelay struct {
 	asks          atomic.Int64
 	ranges        chan [2]wire.Location
 	miss          func(ctx context.Context, up *Session, start, end wire.Location) (*Fetch, error)
+	stallEnded    chan struct{} // closed when stallTrack's FETCH is cancelled
 }
 
 func newMissRelay(t *testing.T, connect connector, limits CacheLimits,
 	miss func(ctx context.Context, up *Session, start, end wire.Location) (*Fetch, error)) *missRelay {
 	t.Helper()
-	m := &missRelay{ranges: make(chan [2]wire.Location, 100), miss: miss}
+	m := &missRelay{ranges: make(chan [2]wire.Location, 100), miss: miss, stallEnded: make(chan struct{})}
 	origin, err := NewLocalTrack(originTrack, nil)
 	require.NoError(t, err)
 	origin.SetCache(CacheLimits{Objects: 1000})
@@ -73,6 +74,13 @@ func newMissRelay(t *testing.T, connect connector, limits CacheLimits,
 					_ = r.Objects().WriteObject(Object{Location: wire.Location{Group: 4, Object: 9}, Payload: []byte("b")})
 					<-r.Context().Done()
 				}
+			case r.Track.Equal(stallTrack):
+				// One object, then nothing until the FETCH is cancelled.
+				if r.Accept(false, wire.Location{Group: 4, Object: 3}, nil) == nil &&
+					r.Objects().WriteObject(Object{Location: wire.Location{Group: 0}, Payload: locPayload(wire.Location{})}) == nil {
+					<-r.Context().Done()
+					close(m.stallEnded)
+				}
 			default:
 				_ = relay.Fetch(r)
 			}
@@ -89,6 +97,7 @@ func newMissRelay(t *testing.T, connect connector, limits CacheLimits,
 var (
 	originTrack    = wire.FullTrackName{Namespace: wire.NewNamespace("origin"), Name: []byte("video")}
 	malformedTrack = wire.FullTrackName{Namespace: wire.NewNamespace("origin"), Name: []byte("malformed")}
+	stallTrack     = wire.FullTrackName{Namespace: wire.NewNamespace("origin"), Name: []byte("stall")}
 )
 
 // want lists the Locations of groups [from, to) of 4 objects, in the given
@@ -283,6 +292,7 @@ func TestC070_MissFill(t *testing.T) {
 		for range want {
 			o, err := sub.ReadObject(ctx)
 			require.NoError(t, err)
+			require.Zero(t, o.EndOfRange, "at %v", o.Location)
 			assert.Equal(t, locPayload(o.Location), o.Payload)
 			got = append(got, o.Location)
 		}
@@ -292,5 +302,23 @@ func TestC070_MissFill(t *testing.T) {
 		o, err := sub.ReadObject(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, wire.Location{Group: 7}, o.Location, "then the subscription's own")
+	})
+}
+
+// TestMissCancelledWithDownstream: a downstream fetch that is cancelled
+// while the relay waits on the upstream cancels the upstream FETCH.
+func TestMissCancelledWithDownstream(t *testing.T) {
+	forTransports(t, func(t *testing.T, connect connector) {
+		m := newMissRelay(t, connect, CacheLimits{Objects: 1000}, func(ctx context.Context, up *Session, start, end wire.Location) (*Fetch, error) {
+			return up.Fetch(ctx, stallTrack, wire.Params{LocationFilter: wire.Some(wire.RangeFilterToObject(start, end))})
+		})
+		ctx := testCtx(t, 30*time.Second)
+		f, err := m.down.client.Fetch(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+		o, err := f.ReadObject(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, wire.Location{}, o.Location, "the upstream's first object is served at once")
+		require.NoError(t, f.Close())
+		waitDone(t, ctx, m.stallEnded, "the upstream FETCH's cancel")
 	})
 }
