@@ -27,17 +27,21 @@ type CacheLimits struct {
 	// still be served (§10.3). The track's MAX_CACHE_DURATION property,
 	// when set, caps it.
 	Duration time.Duration
-	// Miss, when set, is asked for a range of the track, from start to
-	// end in ascending order, that a FETCH or fill reaches and the cache
-	// does not know: evicted, or never seen below the Largest Object.
-	// Typically it sends a FETCH upstream (Session.Fetch with that
-	// LOCATION_FILTER). The fetch's delivery pauses until the entries it
-	// yields arrive (§9.11); they are served in place of the unknown
-	// range, and its objects kept in the cache. The wait counts against
-	// the fetch's FILL_TIMEOUT (§9.20.6): with none left, or FILL_TIMEOUT
-	// 0, Miss is not asked and the range is reported timed out. Should
-	// Miss fail, the range is reported unknown and the fetch asks no
-	// more. A descending fetch asks one group at a time. Miss must return
+	// Miss, when set, is asked for a range of the track that a FETCH or
+	// fill reaches and the cache does not know (evicted, or never seen
+	// below the Largest Object), from start to end in ascending order:
+	// typically a FETCH upstream, Session.Fetch with LOCATION_FILTER
+	// wire.RangeFilterToObject(start, end). The fetch's delivery pauses
+	// until the entries of the Fetch it returns arrive (§9.11); they are
+	// served in place of the unknown range, and its objects kept in the
+	// cache. Entries outside the range or out of order are refused, the
+	// rest of the range then reported unknown; a Malformed Track upstream
+	// resets the fetch stream with MALFORMED_TRACK. The library closes the
+	// Fetch. The wait counts against the fetch's FILL_TIMEOUT (§9.20.6):
+	// with none left, or FILL_TIMEOUT 0, Miss is not asked and the range
+	// is reported timed out. Should Miss fail, the range is reported
+	// unknown and that fetch asks no more. A descending fetch asks one
+	// group at a time. Miss runs on the fetch's goroutine and must return
 	// when ctx ends.
 	Miss func(ctx context.Context, start, end wire.Location) (*Fetch, error)
 }
@@ -57,7 +61,8 @@ type trackCache struct {
 // SetCache makes the track keep its recent objects, within l, and answer
 // FETCH (Fetch) and fill fetch streams from them; the oldest Locations
 // go first (lowest Group ID, then lowest Object ID), and what went is
-// reported to fetches as unknown (§10.3, §2.1). A cache set on a track
+// reported to fetches as unknown (§10.3, §2.1), unless l.Miss asks
+// elsewhere for it. A cache set on a track
 // that already published knows nothing of those objects: they are
 // unknown too, as are the Locations up to a Largest Object learnt
 // through SetLargest that the track never carried. SetCache replaces the
