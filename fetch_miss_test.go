@@ -171,19 +171,26 @@ func TestC070_MissFetchedUpstream(t *testing.T) {
 	}
 }
 
+// fetchTimedOut fetches the relay's track with FILL_TIMEOUT ms and checks
+// that the range it lacks is reported timed out, and the rest served.
+func fetchTimedOut(t *testing.T, m *missRelay, ms uint64) {
+	t.Helper()
+	ctx := testCtx(t, 30*time.Second)
+	f, err := m.down.client.Fetch(ctx, testTrack, wire.Params{FillTimeout: wire.Some(ms)})
+	require.NoError(t, err)
+	got := readFetchAll(t, ctx, f)
+	require.NotEmpty(t, got)
+	assert.Equal(t, Object{Location: wire.Location{Group: 4, Object: 3}, EndOfRange: wire.EndOfTimedOutRange}, got[0])
+	assert.Equal(t, missWant(5, 7, false), locations(got[1:]))
+}
+
 // TestC071_FillTimeoutZeroTimedOut: with FILL_TIMEOUT 0 the relay serves
 // what it has and reports the rest as a Timed-Out gap, without asking
 // upstream (§9.20.6).
 func TestC071_FillTimeoutZeroTimedOut(t *testing.T) {
 	forTransports(t, func(t *testing.T, connect connector) {
 		m := newMissRelay(t, connect, CacheLimits{Objects: 1000}, nil)
-		ctx := testCtx(t, 30*time.Second)
-		f, err := m.down.client.Fetch(ctx, testTrack, wire.Params{FillTimeout: wire.Some(uint64(0))})
-		require.NoError(t, err)
-		got := readFetchAll(t, ctx, f)
-		require.NotEmpty(t, got)
-		assert.Equal(t, Object{Location: wire.Location{Group: 4, Object: 3}, EndOfRange: wire.EndOfTimedOutRange}, got[0])
-		assert.Equal(t, missWant(5, 7, false), locations(got[1:]))
+		fetchTimedOut(t, m, 0)
 		assert.Zero(t, m.asks.Load(), "no upstream FETCH")
 	})
 }
@@ -196,13 +203,7 @@ func TestC071_BudgetSpentTimedOut(t *testing.T) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
-		ctx := testCtx(t, 30*time.Second)
-		f, err := m.down.client.Fetch(ctx, testTrack, wire.Params{FillTimeout: wire.Some(uint64(200))})
-		require.NoError(t, err)
-		got := readFetchAll(t, ctx, f)
-		require.NotEmpty(t, got)
-		assert.Equal(t, Object{Location: wire.Location{Group: 4, Object: 3}, EndOfRange: wire.EndOfTimedOutRange}, got[0])
-		assert.Equal(t, missWant(5, 7, false), locations(got[1:]))
+		fetchTimedOut(t, m, 200)
 	})
 }
 
