@@ -32,7 +32,8 @@ type missFunc struct {
 // yields an entry outside the range asked or out of order, is reported
 // unknown from there, and the cursor asks no more. An upstream object
 // that contradicts the cached one, or an upstream Malformed Track, ends
-// the cursor with *MalformedTrackError.
+// the cursor with *MalformedTrackError; an ask refused with
+// UNSUPPORTED_EXTENSION ends it with that error.
 type missCursor struct {
 	inner      fetchCursor
 	c          *cache.Cache
@@ -153,6 +154,14 @@ func (m *missCursor) step(ctx context.Context) error {
 			return nil
 		}
 		f, err := m.ask(ctx, r.a, r.b)
+		var re *RequestError
+		if errors.As(err, &re) && re.Code == wire.ReqUnsupportedExtension {
+			// The upstream's track has a Mandatory Track Property this end
+			// does not understand: it is not to be forwarded, and what was
+			// is cut off (§3.6).
+			m.r = nil
+			return err
+		}
 		if err != nil || f == nil {
 			m.giveUp(ctx)
 			return nil

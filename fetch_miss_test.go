@@ -320,3 +320,23 @@ func TestMissCancelledWithDownstream(t *testing.T) {
 		waitDone(t, ctx, m.stallEnded, "the upstream FETCH's cancel")
 	})
 }
+
+// TestC040_MissUnsupportedExtensionResets: an upstream FETCH refused for
+// a Mandatory Track Property this end does not understand (§3.6) resets
+// the relay's fetch stream, already answered with FETCH_OK and carrying
+// data, rather than ending it as if the range were merely unknown.
+func TestC040_MissUnsupportedExtensionResets(t *testing.T) {
+	forTransports(t, func(t *testing.T, connect connector) {
+		m := newMissRelay(t, connect, CacheLimits{Objects: 1000}, func(context.Context, *Session, wire.Location, wire.Location) (*Fetch, error) {
+			return nil, &RequestError{Code: wire.ReqUnsupportedExtension, Reason: "mandatory property"}
+		})
+		ctx := testCtx(t, 30*time.Second)
+		f, err := m.down.client.Fetch(ctx, testTrack, fetchOrder(true)) // the cached groups first
+		var serr *StreamError
+		for err == nil {
+			_, err = f.ReadObject(ctx)
+			require.NotErrorIs(t, err, io.EOF, "the stream must not end cleanly")
+		}
+		require.ErrorAs(t, err, &serr)
+	})
+}

@@ -36,7 +36,9 @@ type CacheLimits struct {
 	// served in place of the unknown range, and its objects kept in the
 	// cache. Entries outside the range or out of order are refused, the
 	// rest of the range then reported unknown; a Malformed Track upstream
-	// resets the fetch stream with MALFORMED_TRACK. The library closes the
+	// resets the fetch stream with MALFORMED_TRACK, and a Miss failing with
+	// a *RequestError of UNSUPPORTED_EXTENSION (a Mandatory Track Property
+	// not understood, §3.6) resets it too. The library closes the
 	// Fetch. The wait counts against the fetch's FILL_TIMEOUT (§9.20.6):
 	// with none left, or FILL_TIMEOUT 0, Miss is not asked and the range
 	// is reported timed out. Should Miss fail, the range is reported
