@@ -245,7 +245,7 @@ func TestC055_MissFetchedFromThePublisher(t *testing.T) {
 		}
 		// The first FETCH asked for the range the relay lacked, and
 		// the relay kept what came: the second asked nothing.
-		assert.Equal(t, int64(1), pub.fetches.Load())
+		require.Equal(t, int64(1), pub.fetches.Load())
 		lf := <-pub.ranges
 		assert.Equal(t, wire.RangeFilterToObject(wire.Location{}, wire.Location{Group: 2, Object: 2}), lf)
 	})
