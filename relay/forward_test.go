@@ -186,10 +186,10 @@ func TestC048_C072_LargestObjectIsTheMaximum(t *testing.T) {
 	defer cancel()
 	require.NoError(t, s1.Update(ctx, wire.Params{Forward: wire.Some(false)}))
 	require.NoError(t, s2.Update(ctx, wire.Params{Forward: wire.Some(false)}))
-	waitFor(t, "upstream Forward 0", func() bool { return !upstreamForward(pub) })
-	ts, err := c2.TrackStatus(ctx, testTrack, wire.Params{})
-	require.NoError(t, err)
-	assert.Equal(t, wire.Some(wire.Location{Group: 9, Object: 0}), ts.Largest)
+	waitFor(t, "REQUEST_UPDATE_OK's LARGEST_OBJECT reported", func() bool {
+		ts, err := c2.TrackStatus(ctx, testTrack, wire.Params{})
+		return err == nil && ts.Largest == wire.Some(wire.Location{Group: 9, Object: 0})
+	})
 }
 
 // readAll reads sub's objects in arrival order until want of them came,
@@ -217,16 +217,7 @@ func readAll(t *testing.T, sub *moqt.Subscription, want int) []moqt.Object {
 func TestC044_ObjectsOfSeveralPublishersDeduplicated(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
 		n := startNode(t, scheme, Config{}, nil)
-		a := n.newPublisher("/a", testTrack, nil)
-		b := n.newPublisher("/b", testTrack, nil)
-		n.announce(a, wire.NewNamespace("live"))
-		n.announce(b, wire.NewNamespace("live"))
-		c, _ := n.dial("/sub", nil)
-		sub, err := subscribe(t, c, testTrack, wire.Params{})
-		require.NoError(t, err)
-		waitFor(t, "both publishers serve the relay", func() bool {
-			return len(a.servedSubs()) == 1 && len(b.servedSubs()) == 1
-		})
+		a, b, _, sub := n.twoPublishers(t)
 		// Both publish group 0; a also group 1 and b group 2.
 		writeGroup(t, a.track, 0, 4)
 		writeGroup(t, b.track, 0, 4)
@@ -262,16 +253,7 @@ func TestC044_ObjectsOfSeveralPublishersDeduplicated(t *testing.T) {
 
 func TestC075_C076_NewDownstreamStreamWhenNextObjectUnproven(t *testing.T) {
 	n := startNode(t, "moqt", Config{}, nil)
-	a := n.newPublisher("/a", testTrack, nil)
-	b := n.newPublisher("/b", testTrack, nil)
-	n.announce(a, wire.NewNamespace("live"))
-	n.announce(b, wire.NewNamespace("live"))
-	c, _ := n.dial("/sub", nil)
-	sub, err := subscribe(t, c, testTrack, wire.Params{})
-	require.NoError(t, err)
-	waitFor(t, "both publishers serve the relay", func() bool {
-		return len(a.servedSubs()) == 1 && len(b.servedSubs()) == 1
-	})
+	a, b, _, sub := n.twoPublishers(t)
 	// a: objects 0 and 2 of subgroup 0 (1 does not exist; a's stream
 	// proves it) and stays open.
 	wa := a.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
