@@ -153,7 +153,9 @@ func (e *trackEntry) makeTrackLocked(sub *moqt.Subscription) bool {
 	}
 	if !e.rl.cfg.NoCache {
 		limits := e.rl.cfg.Cache
-		limits.Miss = e.rl.fetchMiss(e.name) // what the cache lacks, fetched upstream (fetch.go)
+		if limits.Miss == nil {
+			limits.Miss = e.rl.fetchMiss(e.name) // what the cache lacks, fetched upstream (fetch.go)
+		}
 		t.SetCache(limits)
 	}
 	e.track, e.props = t, sub.Properties()
