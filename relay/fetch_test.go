@@ -388,3 +388,44 @@ func TestFillThroughRelay(t *testing.T) {
 		assert.Equal(t, wire.Location{Group: 5}, o.Location, "then the live objects")
 	})
 }
+
+// TestFetchThroughChain: a FETCH at an edge relay reaches the publisher
+// behind the origin relay: forwarded whole while neither relay carries the
+// track, and, once a subscription made both carry it, served from the
+// edge's cache with what neither relay saw FETCHed through the origin.
+func TestFetchThroughChain(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		origin := startNode(t, scheme, Config{}, nil)
+		edge := edgeOf(t, origin, "edge")
+		pub := newFetchPub(origin, "/pub", nil)
+		for g := range uint64(3) {
+			writeGroup(t, pub.track, g, 3)
+		}
+		c, _ := edge.dial("/viewer", nil)
+		ctx := fetchCtx(t)
+		f, err := c.Fetch(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+		got, err := readFetch(ctx, f)
+		require.NoError(t, err)
+		assert.Equal(t, groupsWant(0, 3, 3, false), locs(got), "forwarded by both relays")
+		assert.Equal(t, wire.Location{Group: 2, Object: 2}, f.End)
+
+		sub, err := subscribe(t, c, testTrack, wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter())})
+		require.NoError(t, err)
+		writeGroup(t, pub.track, 3, 3)
+		objs, err := readSubgroup(t, sub)
+		require.NoError(t, err)
+		require.Len(t, objs, 3)
+		f, err = c.Fetch(ctx, testTrack, wire.Params{GroupOrder: wire.Some(wire.GroupOrderDescending)})
+		require.NoError(t, err)
+		got, err = readFetch(ctx, f)
+		require.NoError(t, err)
+		assert.Equal(t, groupsWant(0, 4, 3, true), locs(got), "the edge's cache, and the rest through the origin")
+		for _, o := range got {
+			assert.Equal(t, payload(o.Location.Group, o.Location.Object), o.Payload)
+		}
+		for _, n := range []*node{origin, edge} {
+			waitFor(t, "no fetch left", n.relay.fetchesEmpty)
+		}
+	})
+}
