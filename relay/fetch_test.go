@@ -429,3 +429,38 @@ func TestFetchThroughChain(t *testing.T) {
 		}
 	})
 }
+
+// TestC045_FetchAuthorized: a FETCH is authorized like a SUBSCRIBE
+// (§7.4): refused with UNAUTHORIZED without anything sent upstream, and
+// once allowed, forwarded without the requester's tokens, which were
+// for this relay.
+func TestC045_FetchAuthorized(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		auth := func(r moqt.Request) error {
+			if _, ok := r.(*moqt.FetchRequest); ok && !hasToken(r, "good") {
+				return errors.New("no")
+			}
+			return nil
+		}
+		n := startNode(t, scheme, Config{Authorize: auth}, nil)
+		var upstreamTokens atomic.Int64
+		pub := newFetchPub(n, "/pub", func(r *moqt.FetchRequest) {
+			upstreamTokens.Add(int64(len(r.AuthorizationTokens())))
+			if r.Accept(false, wire.Location{}, nil) == nil &&
+				r.Objects().WriteObject(moqt.Object{Location: wire.Location{}, Payload: payload(0, 0)}) == nil {
+				_ = r.Objects().Close()
+			}
+		})
+		c, _ := n.dial("/sub", nil)
+		ctx := fetchCtx(t)
+		_, err := c.Fetch(ctx, testTrack, wire.Params{AuthorizationTokens: token("bad")})
+		assert.Equal(t, wire.ReqUnauthorized, requestCode(t, err))
+		assert.Zero(t, pub.fetches.Load(), "nothing went upstream")
+		f, err := c.Fetch(ctx, testTrack, wire.Params{AuthorizationTokens: token("good")})
+		require.NoError(t, err)
+		got, err := readFetch(ctx, f)
+		require.NoError(t, err)
+		assert.Equal(t, []wire.Location{{}}, locs(got))
+		assert.Zero(t, upstreamTokens.Load(), "the requester's tokens stay at the relay")
+	})
+}
