@@ -285,3 +285,27 @@ func TestC075_C076_NewDownstreamStreamWhenNextObjectUnproven(t *testing.T) {
 	assert.Equal(t, uint64(5), o.Location.Object)
 	assert.False(t, r2.Header().FirstObject, "a stream that joined mid-subgroup is no first one")
 }
+
+func TestUpstreamResetPassedOnWithItsCode(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		pub := n.newPublisher("/pub", testTrack, nil)
+		n.announce(pub, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		sub, err := subscribe(t, c, testTrack, wire.Params{})
+		require.NoError(t, err)
+		w := pub.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
+		require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Object: 0}, Payload: []byte("x")}))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := sub.AcceptSubgroup(ctx)
+		require.NoError(t, err)
+		_, err = r.ReadObject(nil)
+		require.NoError(t, err)
+		w.Reset(wire.ResetDeliveryTimeout)
+		_, err = r.ReadObject(nil)
+		var se *moqt.StreamError
+		require.ErrorAs(t, err, &se, "a reset, not a FIN")
+		assert.Equal(t, wire.ResetDeliveryTimeout, se.Code)
+	})
+}

@@ -231,3 +231,25 @@ func TestC073_C074_NewGroupRequestPassedOn(t *testing.T) {
 	require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](6)}))
 	waitFor(t, "a second one", func() bool { return len(ngrs()) == 2 })
 }
+
+// TestTrackEndsWhenLastPublisherLeavesBeforeAnotherAnswers: the only
+// Established publisher ends while another's SUBSCRIBE is in flight, which
+// is then refused: the track ends as the first did.
+func TestTrackEndsWhenLastPublisherLeavesBeforeAnotherAnswers(t *testing.T) {
+	n := startNode(t, "moqt", Config{}, nil)
+	a := n.newPublisher("/a", testTrack, nil)
+	n.announce(a, wire.NewNamespace("live"))
+	c, _ := n.dial("/sub", nil)
+	sub, err := subscribe(t, c, testTrack, wire.Params{})
+	require.NoError(t, err)
+	b := n.newPublisher("/b", testTrack, nil)
+	hold := b.setHold()
+	b.setRefuse(wire.ReqUninterested)
+	n.announce(b, wire.NewNamespace("live"))
+	waitFor(t, "SUBSCRIBE to b", func() bool { return len(b.subscribes()) == 1 })
+	a.track.End(wire.DoneTrackEnded, "over")
+	time.Sleep(100 * time.Millisecond)
+	close(hold)
+	assert.Equal(t, wire.DoneTrackEnded, doneCode(t, sub))
+	waitFor(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
+}
