@@ -149,8 +149,13 @@ func (rl *Relay) forwardFetch(r *moqt.FetchRequest, pubs []*moqt.Session) string
 		case errors.As(err, &re):
 			// The upstream's refusal, UNSUPPORTED_EXTENSION for a
 			// Mandatory Track Property this relay does not understand
-			// included (§3.6).
-			_ = r.Reject(re.Code, re.Reason)
+			// included (§3.6). A REDIRECT was for this relay, and a code
+			// this draft does not define reads as INTERNAL_ERROR (§13).
+			code := re.Code
+			if code == wire.ReqRedirect || !code.Known() {
+				code = wire.ReqInternalError
+			}
+			_ = r.Reject(code, re.Reason)
 			return fetchOutcome(err)
 		case r.Context().Err() != nil:
 			return OutcomeCancelled
