@@ -117,6 +117,9 @@ func fillBudgetOf(p *wire.Params, def time.Duration) time.Duration {
 func pumpFetch(ctx context.Context, cur fetchCursor, f *filter.Filter, w *FetchWriter, budget time.Duration) error {
 	b := newWaitBudget(ctx, budget)
 	defer b.close()
+	if c, ok := cur.(interface{ close() }); ok {
+		defer c.close() // an upstream fetch it reads from, however this ends
+	}
 	// Entries ready one after another share Writes; what is held goes
 	// out before the cursor waits.
 	w.setCoalesce()
@@ -131,7 +134,11 @@ func pumpFetch(ctx context.Context, cur fetchCursor, f *filter.Filter, w *FetchW
 			return w.Close()
 		}
 		if err != nil {
-			w.failAfterHeader(wire.ResetInternalError, err, w.cut)
+			code := wire.ResetInternalError
+			if errors.As(err, new(*MalformedTrackError)) {
+				code = wire.ResetMalformedTrack // an upstream's (§12.1)
+			}
+			w.failAfterHeader(code, err, w.cut)
 			return err
 		}
 		if o.EndOfRange == 0 {

@@ -39,7 +39,11 @@ func (t *LocalTrack) cursor(w filter.Window, desc bool) fetchCursor {
 	if !w.Bounded {
 		end = wire.Location{Group: wire.MaxVarint, Object: ^uint64(0)}
 	}
-	return cachedCursor{c.Cursor(w.Start, end, desc)}
+	cur := cachedCursor{c.Cursor(w.Start, end, desc)}
+	if m := t.cache.miss.Load(); m != nil {
+		return &missCursor{inner: cur, c: c, ask: m.ask, desc: desc, start: w.Start, end: end}
+	}
+	return cur
 }
 
 // cachedCursor is the cursor of a track with a cache.

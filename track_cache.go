@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"context"
 	"math"
 	"sync/atomic"
 	"time"
@@ -26,12 +27,33 @@ type CacheLimits struct {
 	// still be served (§10.3). The track's MAX_CACHE_DURATION property,
 	// when set, caps it.
 	Duration time.Duration
+	// Miss, when set, is asked for a range of the track that a FETCH or
+	// fill reaches and the cache does not know (evicted, or never seen
+	// below the Largest Object), from start to end in ascending order:
+	// typically a FETCH upstream, Session.Fetch with LOCATION_FILTER
+	// wire.RangeFilterToObject(start, end). The fetch's delivery pauses
+	// until the entries of the Fetch it returns arrive (§9.11); they are
+	// served in place of the unknown range, and its objects kept in the
+	// cache. Entries outside the range or out of order are refused, the
+	// rest of the range then reported unknown; a Malformed Track upstream
+	// resets the fetch stream with MALFORMED_TRACK, and a Miss failing with
+	// a *RequestError of UNSUPPORTED_EXTENSION (a Mandatory Track Property
+	// not understood, §3.6) resets it too. The library closes the
+	// Fetch. The wait counts against the fetch's FILL_TIMEOUT (§9.20.6):
+	// with none left, or FILL_TIMEOUT 0, Miss is not asked and the range
+	// is reported timed out. Should Miss fail, the range is reported
+	// unknown and that fetch asks no more. A descending fetch asks one
+	// group at a time. Miss runs on the fetch's goroutine and must return
+	// when ctx ends.
+	Miss func(ctx context.Context, start, end wire.Location) (*Fetch, error)
 }
 
 // trackCache is what a LocalTrack keeps of its published objects beyond
 // OnObject's function.
 type trackCache struct {
 	c atomic.Pointer[cache.Cache] // SetCache's, nil for none; swapped under the track's mu
+	// miss is the cache's CacheLimits.Miss, nil for none; set with c.
+	miss atomic.Pointer[missFunc]
 	// eot is the End of Track Location, set when an END_OF_TRACK status
 	// object is published (§11.1.2); guarded by the track's mu.
 	eot    wire.Location
@@ -41,7 +63,8 @@ type trackCache struct {
 // SetCache makes the track keep its recent objects, within l, and answer
 // FETCH (Fetch) and fill fetch streams from them; the oldest Locations
 // go first (lowest Group ID, then lowest Object ID), and what went is
-// reported to fetches as unknown (§10.3, §2.1). A cache set on a track
+// reported to fetches as unknown (§10.3, §2.1), unless l.Miss asks
+// elsewhere for it. A cache set on a track
 // that already published knows nothing of those objects: they are
 // unknown too, as are the Locations up to a Largest Object learnt
 // through SetLargest that the track never carried. SetCache replaces the
@@ -66,6 +89,11 @@ func (t *LocalTrack) SetCache(l CacheLimits) {
 	}
 	// Under mu, which noteObject holds: each object begins in exactly
 	// one of the two caches.
+	var miss *missFunc
+	if c != nil && l.Miss != nil {
+		miss = &missFunc{ask: l.Miss}
+	}
+	t.cache.miss.Store(miss)
 	old := t.cache.c.Swap(c)
 	t.mu.Unlock()
 	if old != nil {
@@ -101,9 +129,7 @@ func (t *LocalTrack) published(o Object) {
 		t.mu.Unlock()
 	}
 	if c := t.cache.c.Load(); c != nil {
-		c.Add(cache.Object{Location: o.Location, SubgroupID: o.SubgroupID, Priority: o.Priority.Value,
-			Datagram: o.Datagram, EndOfGroup: o.EndOfGroup, Status: o.Status, Properties: o.Properties,
-			Payload: o.Payload})
+		c.Add(o.cacheObject())
 	}
 }
 

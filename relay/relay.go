@@ -152,7 +152,8 @@ type Config struct {
 
 	// Cache bounds the objects each track keeps for FETCH and fills
 	// (moqt.LocalTrack.SetCache). Zero: 8 MiB and 30 s per track. Set
-	// NoCache to keep none.
+	// NoCache to keep none. A nil Miss is the relay's: what a track's
+	// cache lacks is FETCHed from the track's publishers.
 	Cache   moqt.CacheLimits
 	NoCache bool
 

@@ -171,7 +171,11 @@ func (e *trackEntry) makeTrackLocked(sub *moqt.Subscription) bool {
 		return false
 	}
 	if !e.rl.cfg.NoCache {
-		t.SetCache(e.rl.cfg.Cache)
+		limits := e.rl.cfg.Cache
+		if limits.Miss == nil {
+			limits.Miss = e.rl.fetchMiss(e.name) // what the cache lacks, fetched upstream (fetch.go)
+		}
+		t.SetCache(limits)
 	}
 	e.track, e.props = t, sub.Properties()
 	close(e.ready)

@@ -227,10 +227,15 @@ func (c *Cache) Begin(l wire.Location) {
 func (c *Cache) Add(o Object) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	l := o.Location
-	if c.closed || c.below(l) {
+	if c.closed || c.below(o.Location) {
 		return
 	}
+	c.add(o)
+}
+
+// add is Add for a Location above the floor; the caller holds mu.
+func (c *Cache) add(o Object) {
+	l := o.Location
 	received := time.Now()
 	e, g, _ := c.lookup(l)
 	if e != nil {
