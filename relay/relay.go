@@ -1,0 +1,317 @@
+// Package relay is a MoQT relay (§7) built on the public API of package moqt:
+// a moqt.Handler that routes SUBSCRIBE, PUBLISH, TRACK_STATUS, FETCH and the
+// namespace requests between the sessions it serves, with one upstream
+// subscription per track and publisher shared by every downstream subscriber.
+//
+//	r := relay.New(relay.Config{Authorize: relay.AllowAll})
+//	srv, _ := moqt.Listen(addr, &moqt.Config{TLSConfig: tlsConf, Handler: r}, nil)
+//
+// Relays chain: an edge's Config.Upstream is DialUpstream of its origin.
+package relay
+
+// Internal contract between the files of this package.
+//
+// relay.go, registry*.go, subscribe*.go, upstream*.go, forward*.go,
+// publish*.go, status*.go, dial*.go, metrics*.go (helper "relay") own the
+// track registry, SUBSCRIBE / PUBLISH / TRACK_STATUS routing, fan-out,
+// upstreams, authorization and metrics. namespaces*.go (helper "ns-relay")
+// owns PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE and SUBSCRIBE_TRACKS;
+// fetch*.go (helper "fetch") owns FETCH.
+//
+// Dispatch. ServeMOQT authorizes every request first (Config.Authorize;
+// refused ones never reach the functions below), counts it in Metrics and
+// then calls:
+//
+//	func (r *Relay) serveNamespaceRequest(req moqt.Request) bool // namespaces.go
+//	    for every request type relay.go does not know (PublishNamespaceRequest,
+//	    SubscribeNamespaceRequest); it answers req and reports true, or
+//	    reports false without touching it (ServeMOQT then rejects it with
+//	    NOT_SUPPORTED).
+//	func (r *Relay) serveFetch(req *moqt.FetchRequest) // fetch.go
+//
+// Both run on the request's Handler goroutine and must answer before they
+// return, as any Handler. They call r.reqDone(kind, outcome) for the
+// request's outcome (see metrics.go): OutcomeOK, OutcomeRefused, ...
+//
+// Offered to namespaces.go (all safe for concurrent use, none blocks on the
+// network, none may be called with the caller's own locks held if those locks
+// are taken in onTrackPublished):
+//
+//	func (r *Relay) addAnnouncer(s *moqt.Session, ns wire.Namespace) (remove func())
+//	    registers s as a publisher of ns after its PUBLISH_NAMESPACE was
+//	    accepted. SUBSCRIBE routing then finds s for every track whose
+//	    namespace has ns as a field-wise prefix; every track of the registry
+//	    under ns that has downstream subscribers gets a SUBSCRIBE to s, as an
+//	    extra publisher (C062); held rendezvous SUBSCRIBEs under ns proceed.
+//	    remove (idempotent) withdraws it when the announcement ends; upstream
+//	    subscriptions already made to s go on until they end by themselves.
+//	    The registration is also dropped when s ends.
+//	func (r *Relay) availableTracks(prefix wire.Namespace) []wire.FullTrackName
+//	    the tracks under prefix offered to this relay by PUBLISH and still
+//	    Established upstream: what a new SUBSCRIBE_TRACKS gets PUBLISHes of.
+//	func (r *Relay) publishDownstream(ctx context.Context, s *moqt.Session,
+//	    name wire.FullTrackName, params wire.Params) (*moqt.ServedSubscription, error)
+//	    sends PUBLISH for the relay's track name to s (LocalTrack.Publish with
+//	    params, LARGEST_OBJECT added by the library) and serves it like any
+//	    downstream subscription: it keeps the track's entry alive and counts
+//	    for the upstream Forward state. Fails (DOES_NOT_EXIST) when the track
+//	    is no longer available.
+//	func (r *Relay) publisherSessions(name wire.FullTrackName) []*moqt.Session
+//	    the sessions that publish name to this relay (PUBLISH or Established
+//	    upstream subscription): a SUBSCRIBE_TRACKS subscriber's own tracks
+//	    are excluded with it.
+//
+// Implemented by namespaces.go and called by relay.go:
+//
+//	func (r *Relay) onTrackPublished(name wire.FullTrackName, exclude func(*moqt.Session) bool)
+//	    a track became available by PUBLISH (a new entry, or a first
+//	    publisher by PUBLISH): send it to every SUBSCRIBE_TRACKS subscriber
+//	    whose prefix matches, except the sessions exclude reports (the
+//	    track's publishers, and sessions whose held rendezvous SUBSCRIBE for
+//	    it this PUBLISH releases, which get SUBSCRIBE_OK instead). Called
+//	    without relay locks, on a goroutine of its own; it must not block for
+//	    long (publishDownstream in goroutines of its own, bounded by the
+//	    subscriber's request context).
+//	func (r *Relay) closeNamespaces()      // Relay.Close: end everything held
+//	func (r *Relay) namespacesEmpty() bool // tests: no table entry left
+//	type nsState struct{ ... }             // the field r.ns
+//
+// Offered to fetch.go:
+//
+//	func (r *Relay) fetchSources(ctx context.Context, name wire.FullTrackName) (*moqt.LocalTrack, []*moqt.Session, error)
+//	    the relay's LocalTrack for name, nil when it has no entry (its cache,
+//	    Config.Cache, answers with LocalTrack.Fetch what it holds), and the
+//	    publishers to ask upstream for the rest, in order of preference:
+//	    those with an Established upstream subscription, then sessions that
+//	    announced a matching namespace, then Config.Upstream's session. An
+//	    error only when Config.Upstream fails.
+//
+// Implemented by fetch.go and called by relay.go:
+//
+//	func (r *Relay) closeFetches()      // Relay.Close
+//	func (r *Relay) fetchesEmpty() bool // tests
+//	type fetchState struct{ ... }       // the field r.fetch
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// Upstream maps a namespace to the session a relay asks for the tracks in it
+// that no session connected to the relay publishes: another relay, an origin,
+// a cluster's coordination service. A nil session with a nil error means
+// none; the request then fails as if no publisher existed.
+type Upstream interface {
+	Session(ctx context.Context, ns wire.Namespace) (*moqt.Session, error)
+}
+
+// UpstreamFunc adapts a function to an Upstream.
+type UpstreamFunc func(ctx context.Context, ns wire.Namespace) (*moqt.Session, error)
+
+// Session calls f(ctx, ns).
+func (f UpstreamFunc) Session(ctx context.Context, ns wire.Namespace) (*moqt.Session, error) {
+	return f(ctx, ns)
+}
+
+// AllowAll authorizes every request. A relay refuses everything unless its
+// Config.Authorize says otherwise, so allowing all has to be said.
+func AllowAll(moqt.Request) error { return nil }
+
+// Config configures a Relay. Zero fields mean the documented defaults.
+type Config struct {
+	// Authorize decides every request the relay receives (§7.4, §7.5):
+	// SUBSCRIBE, PUBLISH, TRACK_STATUS, FETCH, PUBLISH_NAMESPACE,
+	// SUBSCRIBE_NAMESPACE, SUBSCRIBE_TRACKS, from its track or namespace,
+	// its AuthorizationTokens and its Session's Path, Authority and
+	// PeerAuthorizationTokens. A nil error allows it; an error refuses it
+	// with REQUEST_ERROR UNAUTHORIZED, or with the code of a
+	// *moqt.RequestError. Nil refuses everything; AllowAll allows all.
+	Authorize func(moqt.Request) error
+
+	// Upstream is asked for tracks no connected session publishes. Nil:
+	// none.
+	Upstream Upstream
+
+	// Metrics receives the relay's counters. Default: none kept.
+	Metrics Metrics
+
+	// Logger receives session and request lifecycle events, at Debug
+	// level, and failures at Warn. Default: slog.Default().
+	Logger *slog.Logger
+
+	// Cache bounds the objects each track keeps for FETCH and fills
+	// (moqt.LocalTrack.SetCache). Zero: 8 MiB and 30 s per track. Set
+	// NoCache to keep none.
+	Cache   moqt.CacheLimits
+	NoCache bool
+
+	// MaxRendezvousTimeout caps how long a SUBSCRIBE with
+	// RENDEZVOUS_TIMEOUT waits for a publisher (§9.20.7). Default 30 s.
+	MaxRendezvousTimeout time.Duration
+	// MaxHeldSubscribes bounds the SUBSCRIBEs held at once waiting for a
+	// publisher; more are refused with EXCESSIVE_LOAD. Default 1024.
+	MaxHeldSubscribes int
+
+	// Linger is how long a track's upstream subscriptions outlive its last
+	// downstream subscriber, so that a subscriber coming back at once does
+	// not pay for a new upstream SUBSCRIBE. Default 2 s; negative: none.
+	Linger time.Duration
+
+	// UpstreamTimeout bounds how long an upstream SUBSCRIBE or
+	// TRACK_STATUS may take to be answered. Default 10 s.
+	UpstreamTimeout time.Duration
+}
+
+// Relay routes requests between sessions as a MoQT relay (§7). It is a
+// moqt.Handler: give it as Config.Handler to the sessions it serves,
+// downstream subscribers and publishers alike, and to the upstream sessions it
+// dials. It is safe for concurrent use.
+//
+// For each track it keeps one moqt.LocalTrack that serves every downstream
+// subscriber, so an object is written once and fanned out by the library, and
+// one upstream subscription per publisher of the track, whose objects it
+// forwards, unchanged and in order, deduplicated by Location across
+// publishers (§7.3). Upstream Forward is 1 while any downstream subscriber
+// has Forward 1, and 0 otherwise (§7.2): the relay asks its publishers for
+// objects only while someone receives them.
+type Relay struct {
+	cfg Config
+	log *slog.Logger
+	met Metrics
+
+	mu       sync.Mutex
+	closed   bool
+	tracks   map[wire.TrackKey]*trackEntry
+	sessions map[*moqt.Session]*sessionState
+	anns     map[*announcer]struct{}
+	held     int // rendezvous SUBSCRIBEs waiting
+
+	gmu     sync.Mutex
+	idle    *sync.Cond // on gmu: running reached 0
+	running int
+
+	// trackPublishedHook, set by tests, sees onTrackPublished's calls.
+	trackPublishedHook func(wire.FullTrackName, func(*moqt.Session) bool)
+
+	ns    nsState
+	fetch fetchState
+
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// New returns a Relay configured by cfg.
+func New(cfg Config) *Relay {
+	if cfg.Metrics == nil {
+		cfg.Metrics = nopMetrics{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if !cfg.NoCache && cfg.Cache.Objects == 0 && cfg.Cache.Bytes == 0 {
+		cfg.Cache = moqt.CacheLimits{Bytes: 8 << 20, Duration: 30 * time.Second}
+	}
+	if cfg.MaxRendezvousTimeout <= 0 {
+		cfg.MaxRendezvousTimeout = 30 * time.Second
+	}
+	if cfg.MaxHeldSubscribes <= 0 {
+		cfg.MaxHeldSubscribes = 1024
+	}
+	if cfg.Linger == 0 {
+		cfg.Linger = 2 * time.Second
+	} else if cfg.Linger < 0 {
+		cfg.Linger = 0
+	}
+	if cfg.UpstreamTimeout <= 0 {
+		cfg.UpstreamTimeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rl := &Relay{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		met:      cfg.Metrics,
+		tracks:   map[wire.TrackKey]*trackEntry{},
+		sessions: map[*moqt.Session]*sessionState{},
+		anns:     map[*announcer]struct{}{},
+		ctx:      ctx,
+		cancel:   cancel,
+	}
+	rl.idle = sync.NewCond(&rl.gmu)
+	return rl
+}
+
+// ServeMOQT authorizes r and routes it.
+func (rl *Relay) ServeMOQT(req moqt.Request) {
+	kind := requestKind(req)
+	if !rl.watchSession(req.Session()) {
+		_ = req.Reject(wire.ReqGoingAway, "relay closed")
+		rl.reqDone(kind, OutcomeRefused)
+		return
+	}
+	if err := rl.authorize(req); err != nil {
+		code := wire.ReqUnauthorized
+		var re *moqt.RequestError
+		if errors.As(err, &re) {
+			code = re.Code
+		}
+		_ = req.Reject(code, err.Error())
+		rl.reqDone(kind, OutcomeUnauthorized)
+		rl.log.Debug("relay: request refused", "kind", kind, "err", err)
+		return
+	}
+	switch r := req.(type) {
+	case *moqt.SubscribeRequest:
+		rl.serveSubscribe(r)
+	case *moqt.PublishRequest:
+		rl.servePublish(r)
+	case *moqt.TrackStatusRequest:
+		rl.serveTrackStatus(r)
+	case *moqt.FetchRequest:
+		rl.serveFetch(r)
+	default:
+		if !rl.serveNamespaceRequest(req) {
+			_ = req.Reject(wire.ReqNotSupported, "not supported")
+			rl.reqDone(kind, OutcomeRefused)
+		}
+	}
+}
+
+// authorize runs Config.Authorize; nil refuses.
+func (rl *Relay) authorize(req moqt.Request) error {
+	if rl.cfg.Authorize == nil {
+		return errors.New("relay: no authorizer configured")
+	}
+	return rl.cfg.Authorize(req)
+}
+
+// Close ends every subscription the relay serves and every upstream one it
+// holds, and refuses later requests. Sessions stay up; closing them is the
+// server's business.
+func (rl *Relay) Close() error {
+	rl.mu.Lock()
+	if rl.closed {
+		rl.mu.Unlock()
+		rl.waitGoroutines()
+		return nil
+	}
+	rl.closed = true
+	entries := make([]*trackEntry, 0, len(rl.tracks))
+	for _, e := range rl.tracks {
+		entries = append(entries, e)
+	}
+	rl.mu.Unlock()
+	rl.cancel()
+	for _, e := range entries {
+		e.shutdown(wire.DoneGoingAway, "relay closed")
+	}
+	rl.closeNamespaces()
+	rl.closeFetches()
+	rl.waitGoroutines()
+	return nil
+}
