@@ -84,6 +84,7 @@ type ChainKind struct {
 var ChainKinds = []ChainKind{
 	{Name: "bare-quic", New: NewBareForwarder},
 	{Name: "moqt-hop", New: NewMoQTHop},
+	{Name: "relay", New: NewRelayChain},
 }
 
 func newChain(p chainPath, subscribers int) *Chain {

@@ -23,7 +23,7 @@ func TestChainDelivers(t *testing.T) {
 			c, err := k.New(ctx, subscribers)
 			require.NoError(t, err)
 			defer func() { assert.NoError(t, c.Close()) }()
-			for _, size := range []int{16, 1200, 64 << 10} {
+			for _, size := range []int{16, 1200, 16 << 10} {
 				require.NoError(t, c.move(ctx, 2*ChainGroupObjects+7, size, true), "size %d", size)
 			}
 			lat, err := c.Latency(ctx, 2)

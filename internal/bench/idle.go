@@ -44,6 +44,7 @@ type IdleRow struct {
 // IdleKinds are the servers compared.
 var IdleKinds = []IdleKind{
 	{Name: "direct", New: directTarget},
+	{Name: "relay", New: relayTarget},
 }
 
 // directTarget serves benchTrack from a LocalTrack.
