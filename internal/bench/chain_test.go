@@ -77,3 +77,8 @@ func TestIdleMeasures(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckFiles(t *testing.T) {
+	assert.NoError(t, checkFiles(8))
+	assert.ErrorContains(t, checkFiles(1<<40), "ulimit -n")
+}

@@ -3,7 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sort"
+	"syscall"
 	"time"
 )
 
@@ -43,6 +43,11 @@ type ChainRow struct {
 // subscribers, and for each size measures them in rounds rounds of d,
 // alternating their order. The first kind is the baseline of the ratios.
 func CompareChains(ctx context.Context, kinds []ChainKind, subscribers int, sizes []int, rounds int, d time.Duration) ([]ChainRow, error) {
+	// Every subscriber of every kind has a UDP socket of its own, all
+	// open at once.
+	if err := checkFiles(len(kinds)*(subscribers+4) + 64); err != nil {
+		return nil, err
+	}
 	fans := make([]Fanout, len(kinds))
 	names := make([]string, len(kinds))
 	defer func() {
@@ -109,6 +114,9 @@ func CompareLatency(ctx context.Context, kinds []ChainKind, subscribers, groups 
 }
 
 func measureLatency(ctx context.Context, k ChainKind, subscribers, groups int) (LatencyRow, error) {
+	if err := checkFiles(subscribers + 68); err != nil {
+		return LatencyRow{}, err
+	}
 	c, err := k.New(ctx, subscribers)
 	if err != nil {
 		return LatencyRow{}, err
@@ -121,7 +129,21 @@ func measureLatency(ctx context.Context, k ChainKind, subscribers, groups int) (
 	if err != nil {
 		return LatencyRow{}, err
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	p50, p99 := Percentile(lat, 50), Percentile(lat, 99) // lat is sorted now
 	return LatencyRow{Kind: k.Name, Subscribers: subscribers, Samples: len(lat),
-		P50: Percentile(lat, 50), P99: Percentile(lat, 99), Max: lat[len(lat)-1]}, nil
+		P50: p50, P99: p99, Max: lat[len(lat)-1]}, nil
+}
+
+// checkFiles reports whether this process may hold need open files, and
+// how to allow it when not. (The Go runtime has already raised the soft
+// limit to the hard one.)
+func checkFiles(need int) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return nil // unknown: let the sockets tell
+	}
+	if lim.Cur < uint64(need) {
+		return fmt.Errorf("bench: %d open files needed, the limit is %d: raise it (ulimit -n %d)", need, lim.Cur, need)
+	}
+	return nil
 }

@@ -62,6 +62,9 @@ func directTarget(context.Context) (*idleTarget, error) {
 // sessions exist before the first measurement: what is counted is the
 // subscriptions, not the connections.
 func MeasureIdle(ctx context.Context, k IdleKind, n int) (IdleRow, error) {
+	if err := checkFiles(n + 68); err != nil {
+		return IdleRow{}, err
+	}
 	t, err := k.New(ctx)
 	if err != nil {
 		return IdleRow{}, fmt.Errorf("%s: %w", k.Name, err)
