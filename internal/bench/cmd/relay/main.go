@@ -1,19 +1,15 @@
 // Command relay measures one publisher → forwarder → N subscribers over
 // loopback QUIC, in one run, for a bare quic-go forwarder, a hand-written
-// moqt hop and the relay package, and prints the tables that are reported:
+// moqt hop and the relay package, and prints three tables. Throughput: per
+// subscriber count and object size, delivered objects a second and process
+// CPU time per delivered object of each, and the ratios to the bare
+// forwarder (rate: at least 0.85 at 100 subscribers is the relay's
+// target). Latency from publish to subscriber read at a media-like pace (30
+// groups a second of 10 objects of 1200 B), p50 and p99. Memory and
+// goroutines per idle subscription, on the relay and on a LocalTrack
+// serving directly.
 //
-//   - throughput: per subscriber count and object size, delivered objects
-//     a second and process CPU time per delivered object of each, and the
-//     ratios to the bare forwarder (rate: at least 0.85 at 100 subscribers
-//     is the relay's target);
-//
-//   - latency from publish to subscriber read at a media-like pace (30
-//     groups a second of 10 objects of 1200 B), p50 and p99;
-//
-//   - memory and goroutines per idle subscription, on the relay and on a
-//     LocalTrack serving directly.
-//
-//     go run ./internal/bench/cmd/relay -d 1s -rounds 3
+//	go run ./internal/bench/cmd/relay -d 1s -rounds 3
 //
 // Each count and size measures the chains in alternating rounds of -d and
 // reports the median round of each and the median per-round ratio.
