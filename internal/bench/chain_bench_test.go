@@ -97,7 +97,7 @@ func BenchmarkRelayLatency(b *testing.B) {
 // BenchmarkRelayIdleSubscription measures the memory and goroutines that
 // 1000 idle subscriptions to one track hold, per subscription, on each
 // kind of server (both ends counted, see MeasureIdle): heap-B/sub,
-// live-B/sub, goroutines/sub. One op is one whole measurement.
+// live-B/sub, stack-B/sub, goroutines/sub. One op is one whole measurement.
 func BenchmarkRelayIdleSubscription(b *testing.B) {
 	for _, k := range IdleKinds {
 		b.Run(k.Name, func(b *testing.B) {
@@ -112,6 +112,7 @@ func BenchmarkRelayIdleSubscription(b *testing.B) {
 			}
 			b.ReportMetric(row.HeapInuse, "heap-B/sub")
 			b.ReportMetric(row.HeapAlloc, "live-B/sub")
+			b.ReportMetric(row.Stack, "stack-B/sub")
 			b.ReportMetric(row.Goroutines, "goroutines/sub")
 		})
 	}

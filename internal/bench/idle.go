@@ -37,8 +37,8 @@ type IdleRow struct {
 	Subscriptions int
 	// HeapInuse and HeapAlloc are the growth of the runtime's heap in use
 	// and of its live objects, after a collection, per subscription;
-	// Goroutines is the growth in goroutines per subscription.
-	HeapInuse, HeapAlloc, Goroutines float64
+	// Stack the growth of goroutine stacks, Goroutines of their number.
+	HeapInuse, HeapAlloc, Stack, Goroutines float64
 }
 
 // IdleKinds are the servers compared.
@@ -92,6 +92,7 @@ func MeasureIdle(ctx context.Context, k IdleKind, n int) (IdleRow, error) {
 	return IdleRow{Kind: k.Name, Subscriptions: n,
 		HeapInuse:  (float64(after.HeapInuse) - float64(before.HeapInuse)) / float64(n),
 		HeapAlloc:  (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n),
+		Stack:      (float64(after.StackInuse) - float64(before.StackInuse)) / float64(n),
 		Goroutines: float64(g1-g0) / float64(n)}, nil
 }
 

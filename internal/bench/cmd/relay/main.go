@@ -107,7 +107,7 @@ func main() {
 
 	if *idle > 0 {
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "idle subscriptions\tcount\theap B/sub\tlive B/sub\tgoroutines/sub\t\n")
+		fmt.Fprintf(tw, "idle subscriptions\tcount\theap B/sub\tlive B/sub\tstack B/sub\tgoroutines/sub\t\n")
 		for _, k := range bench.IdleKinds {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			r, err := bench.MeasureIdle(ctx, k, *idle)
@@ -116,7 +116,7 @@ func main() {
 				fail("idle: %v", err)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t\n", r.Kind, r.Subscriptions, r.HeapInuse, r.HeapAlloc, r.Goroutines)
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t\n", r.Kind, r.Subscriptions, r.HeapInuse, r.HeapAlloc, r.Stack, r.Goroutines)
 		}
 		tw.Flush()
 	}
