@@ -82,3 +82,13 @@ func TestCheckFiles(t *testing.T) {
 	assert.NoError(t, checkFiles(8))
 	assert.ErrorContains(t, checkFiles(1<<40), "ulimit -n")
 }
+
+func TestParseInts(t *testing.T) {
+	got, err := ParseInts(" 1,10, ,1000")
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 10, 1000}, got)
+	_, err = ParseInts("1,x")
+	assert.Error(t, err)
+	_, err = ParseInts("0")
+	assert.Error(t, err)
+}

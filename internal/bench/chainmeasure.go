@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -146,4 +148,21 @@ func checkFiles(need int) error {
 		return fmt.Errorf("bench: %d open files needed, the limit is %d: raise it (ulimit -n %d)", need, lim.Cur, need)
 	}
 	return nil
+}
+
+// ParseInts reads a comma-separated list of positive integers, as the
+// commands take counts and sizes; empty fields are skipped.
+func ParseInts(list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("bad number %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

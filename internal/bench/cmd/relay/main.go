@@ -22,8 +22,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -127,17 +125,10 @@ func main() {
 
 // parseList reads a comma-separated list of positive integers.
 func parseList(list string) []int {
-	var out []int
-	for _, f := range strings.Split(list, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n <= 0 {
-			fmt.Fprintf(os.Stderr, "relay: bad number %q\n", f)
-			os.Exit(2)
-		}
-		out = append(out, n)
+	out, err := bench.ParseInts(list)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "relay: %v\n", err)
+		os.Exit(2)
 	}
 	return out
 }
