@@ -97,7 +97,8 @@ func BenchmarkRelayLatency(b *testing.B) {
 // BenchmarkRelayIdleSubscription measures the memory and goroutines that
 // 1000 idle subscriptions to one track hold, per subscription, on each
 // kind of server (both ends counted, see MeasureIdle): heap-B/sub,
-// live-B/sub, stack-B/sub, goroutines/sub. One op is one whole measurement.
+// live-B/sub, stack-B/sub, goroutines/sub. One op is one whole measurement
+// of several seconds: run it with -benchtime=1x.
 func BenchmarkRelayIdleSubscription(b *testing.B) {
 	for _, k := range IdleKinds {
 		b.Run(k.Name, func(b *testing.B) {
