@@ -18,6 +18,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -176,14 +177,13 @@ func (p *RawFanout) Close() error {
 
 // MoQTFanout is one LocalTrack serving many sessions.
 type MoQTFanout struct {
-	srv     *moqt.Server
-	track   *moqt.LocalTrack
-	servers []*moqt.Session
-	clients []*moqt.Session
-	subs    []*moqt.Subscription
-	group   uint64
-	pay     payload
-	rbufs   [][]byte
+	srv   *moqt.Server
+	track *moqt.LocalTrack
+	sessions
+	subs  []*moqt.Subscription
+	group uint64
+	pay   payload
+	rbufs [][]byte
 }
 
 // NewMoQTFanout starts a moqt Server on 127.0.0.1 serving one LocalTrack
@@ -191,8 +191,7 @@ type MoQTFanout struct {
 // queue up to the whole of a batch: on a shared machine a hundred readers
 // fall behind in turn, and the scenario measures cost, not cut-offs.
 func NewMoQTFanout(ctx context.Context, subscribers int) (_ *MoQTFanout, err error) {
-	cfg := &moqt.Config{MaxSubscriberBacklog: 64 << 20, SubscriberGrace: 30 * time.Second}
-	srv, track, ctls, err := trackServer(cfg, &moqt.ServerOptions{MaxPendingSessions: subscribers + 1})
+	srv, track, ctls, err := trackServer(fanoutConfig(), &moqt.ServerOptions{MaxPendingSessions: subscribers + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -202,25 +201,20 @@ func NewMoQTFanout(ctx context.Context, subscribers int) (_ *MoQTFanout, err err
 			_ = p.Close()
 		}
 	}()
-	for range subscribers {
-		c, err := moqt.Dial(ctx, "moqt://"+srv.Addr().String()+"/bench", &moqt.Config{Logger: quiet, TLSConfig: ctls})
-		if err != nil {
-			return nil, err
-		}
-		p.clients = append(p.clients, c)
-		s, err := srv.Accept(ctx)
-		if err != nil {
-			return nil, err
-		}
-		p.servers = append(p.servers, s)
-		sub, err := c.Subscribe(ctx, benchTrack, wire.Params{})
-		if err != nil {
-			return nil, err
-		}
-		p.subs = append(p.subs, sub)
+	if err := p.dial(ctx, srv, ctls, subscribers); err != nil {
+		return nil, err
+	}
+	if p.subs, err = p.subscribe(ctx, 1); err != nil {
+		return nil, err
 	}
 	p.rbufs = make([][]byte, subscribers)
 	return p, nil
+}
+
+// fanoutConfig is the configuration of a publisher serving many
+// subscribers: they may queue up to a whole batch and lag for seconds.
+func fanoutConfig() *moqt.Config {
+	return &moqt.Config{MaxSubscriberBacklog: 64 << 20, SubscriberGrace: 30 * time.Second}
 }
 
 // Move writes one subgroup of n objects to every subscription.
@@ -260,13 +254,58 @@ func (p *MoQTFanout) Move(ctx context.Context, n, size int) error {
 
 // Close ends every session and the server.
 func (p *MoQTFanout) Close() error {
-	for _, s := range append(p.clients, p.servers...) {
+	p.sessions.close()
+	return p.srv.Close()
+}
+
+// sessions are client sessions of one Server, each with its own
+// connection, and their server ends.
+type sessions struct {
+	clients, servers []*moqt.Session
+}
+
+// dial connects n more client sessions to srv, whose certificate ctls
+// trusts, and accepts them. On failure those connected so far stay, for
+// close.
+func (ss *sessions) dial(ctx context.Context, srv *moqt.Server, ctls *tls.Config, n int) error {
+	for range n {
+		c, err := moqt.Dial(ctx, "moqt://"+srv.Addr().String()+"/bench", &moqt.Config{Logger: quiet, TLSConfig: ctls})
+		if err != nil {
+			return err
+		}
+		ss.clients = append(ss.clients, c)
+		s, err := srv.Accept(ctx)
+		if err != nil {
+			return err
+		}
+		ss.servers = append(ss.servers, s)
+	}
+	return nil
+}
+
+// subscribe subscribes to benchTrack from every client session, with up
+// to parallel SUBSCRIBEs in flight at once.
+func (ss *sessions) subscribe(ctx context.Context, parallel int) ([]*moqt.Subscription, error) {
+	subs := make([]*moqt.Subscription, len(ss.clients))
+	sem := make(chan struct{}, max(parallel, 1))
+	err := gather(len(ss.clients), func(i int) error {
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		var err error
+		subs[i], err = ss.clients[i].Subscribe(ctx, benchTrack, wire.Params{})
+		return err
+	})
+	return subs, err
+}
+
+// close ends every session and waits for each.
+func (ss *sessions) close() {
+	for _, s := range append(ss.clients, ss.servers...) {
 		_ = s.Close()
 	}
-	for _, s := range append(p.clients, p.servers...) {
+	for _, s := range append(ss.clients, ss.servers...) {
 		<-s.Context().Done()
 	}
-	return p.srv.Close()
 }
 
 // FanoutBatch is how many objects one fan-out Move carries: about 1 MiB
@@ -282,6 +321,9 @@ type CPUCost struct {
 	Elapsed   time.Duration
 }
 
+// PerSec is the rate of delivered objects.
+func (c CPUCost) PerSec() float64 { return float64(c.Delivered) / c.Elapsed.Seconds() }
+
 // PerObject is the CPU time per delivered object.
 func (c CPUCost) PerObject() time.Duration {
 	if c.Delivered == 0 {
@@ -293,7 +335,11 @@ func (c CPUCost) PerObject() time.Duration {
 // MeasureFanout runs Moves of FanoutBatch(size) objects on f, which has
 // subscribers subscribers, until d has passed.
 func MeasureFanout(ctx context.Context, f Fanout, subscribers, size int, d time.Duration) (CPUCost, error) {
-	batch := FanoutBatch(size)
+	return measureBatches(ctx, f, subscribers, size, FanoutBatch(size), d)
+}
+
+// measureBatches runs Moves of batch objects on f until d has passed.
+func measureBatches(ctx context.Context, f Fanout, subscribers, size, batch int, d time.Duration) (CPUCost, error) {
 	var c CPUCost
 	start, cpu := time.Now(), CPUTime()
 	for c.Elapsed < d {
@@ -320,6 +366,7 @@ type FanoutRow struct {
 // d as Compare does, and reports the medians.
 func CompareFanout(ctx context.Context, subscribers, size, rounds int, d time.Duration) (FanoutRow, error) {
 	fans := make([]Fanout, len(FanoutKinds))
+	names := make([]string, len(FanoutKinds))
 	defer func() {
 		for _, f := range fans {
 			if f != nil {
@@ -332,31 +379,45 @@ func CompareFanout(ctx context.Context, subscribers, size, rounds int, d time.Du
 		if err != nil {
 			return FanoutRow{}, fmt.Errorf("%s fan-out: %w", k.Name, err)
 		}
-		fans[i] = f
-		if err := f.Move(ctx, FanoutBatch(size), size); err != nil { // warm up
-			return FanoutRow{}, fmt.Errorf("%s fan-out: %w", k.Name, err)
-		}
+		fans[i], names[i] = f, k.Name+" fan-out"
 	}
-	costs := make([][]CPUCost, len(FanoutKinds))
+	costs, err := measureRounds(ctx, names, fans, subscribers, size, FanoutBatch(size), rounds, d)
+	if err != nil {
+		return FanoutRow{}, err
+	}
 	var ratios []float64
-	for round := range rounds {
-		var this [2]CPUCost
-		for j := range FanoutKinds {
-			i := j
-			if round%2 == 1 {
-				i = len(FanoutKinds) - 1 - j
-			}
-			c, err := MeasureFanout(ctx, fans[i], subscribers, size, d)
-			if err != nil {
-				return FanoutRow{}, fmt.Errorf("%s fan-out: %w", FanoutKinds[i].Name, err)
-			}
-			costs[i] = append(costs[i], c)
-			this[i] = c
-		}
-		ratios = append(ratios, float64(this[1].PerObject())/float64(this[0].PerObject()))
+	for r := range rounds {
+		ratios = append(ratios, float64(costs[1][r].PerObject())/float64(costs[0][r].PerObject()))
 	}
 	return FanoutRow{Size: size, Subscribers: subscribers, Raw: medianCost(costs[0]), MoQT: medianCost(costs[1]),
 		Ratio: median(ratios)}, nil
+}
+
+// measureRounds warms each of fans (named by names) up with one Move of
+// batch objects, then measures each for rounds rounds of d, reversing
+// their order every other round so that drift in the machine's load hits
+// all alike. It returns the costs by fan-out, then by round.
+func measureRounds(ctx context.Context, names []string, fans []Fanout, subscribers, size, batch, rounds int, d time.Duration) ([][]CPUCost, error) {
+	for i, f := range fans {
+		if err := f.Move(ctx, batch, size); err != nil {
+			return nil, fmt.Errorf("%s: %w", names[i], err)
+		}
+	}
+	costs := make([][]CPUCost, len(fans))
+	for round := range rounds {
+		for j := range fans {
+			i := j
+			if round%2 == 1 {
+				i = len(fans) - 1 - j
+			}
+			c, err := measureBatches(ctx, fans[i], subscribers, size, batch, d)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", names[i], err)
+			}
+			costs[i] = append(costs[i], c)
+		}
+	}
+	return costs, nil
 }
 
 func medianCost(cs []CPUCost) CPUCost {

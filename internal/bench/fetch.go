@@ -29,7 +29,7 @@ type MoQTFetch struct {
 // NewMoQTFetch sets up a session whose publisher caches FetchObjects
 // objects of FetchSize bytes in group 0.
 func NewMoQTFetch(ctx context.Context) (*MoQTFetch, error) {
-	pair, err := newMoQTPair(ctx, func(track *moqt.LocalTrack) error {
+	pair, err := newMoQTPair(ctx, nil, func(track *moqt.LocalTrack) error {
 		track.SetCache(moqt.CacheLimits{Objects: FetchObjects, Bytes: 4 * FetchObjects * FetchSize})
 		return publishCached(track)
 	})

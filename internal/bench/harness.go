@@ -364,7 +364,7 @@ type moqtPair struct {
 // connects to it and subscribes.
 func NewMoQT(ctx context.Context) (_ *MoQT, err error) {
 	p := &MoQT{}
-	if p.moqtPair, err = newMoQTPair(ctx, nil); err != nil {
+	if p.moqtPair, err = newMoQTPair(ctx, nil, nil); err != nil {
 		return nil, err
 	}
 	if p.sub, err = p.client.Subscribe(ctx, benchTrack, wire.Params{}); err != nil {
@@ -374,10 +374,14 @@ func NewMoQT(ctx context.Context) (_ *MoQT, err error) {
 	return p, nil
 }
 
-// newMoQTPair starts the server, prepares its track with prepare (if not
-// nil) before any session connects, and connects a client.
-func newMoQTPair(ctx context.Context, prepare func(*moqt.LocalTrack) error) (_ moqtPair, err error) {
-	srv, track, ctls, err := trackServer(&moqt.Config{}, nil)
+// newMoQTPair starts the server with cfg (nil for the defaults), prepares
+// its track with prepare (if not nil) before any session connects, and
+// connects a client.
+func newMoQTPair(ctx context.Context, cfg *moqt.Config, prepare func(*moqt.LocalTrack) error) (_ moqtPair, err error) {
+	if cfg == nil {
+		cfg = &moqt.Config{}
+	}
+	srv, track, ctls, err := trackServer(cfg, nil)
 	if err != nil {
 		return moqtPair{}, err
 	}

@@ -17,8 +17,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -88,14 +86,10 @@ func main() {
 
 // parseSizes reads a comma-separated list of sizes in bytes.
 func parseSizes(list string) []int {
-	var out []int
-	for _, f := range strings.Split(list, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 {
-			fmt.Fprintf(os.Stderr, "pubsub: bad size %q\n", f)
-			os.Exit(2)
-		}
-		out = append(out, n)
+	out, err := bench.ParseInts(list)
+	if err != nil || len(out) == 0 {
+		fmt.Fprintf(os.Stderr, "pubsub: bad sizes %q: %v\n", list, err)
+		os.Exit(2)
 	}
 	return out
 }

@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestChainDelivers moves batches of several groups through every kind of
+// chain to a few subscribers and checks that each subscriber gets every
+// object of every group, intact and in order, and each group's end; then
+// a short paced run, whose latencies must be one per object and
+// subscriber. It makes no claim about speed.
+func TestChainDelivers(t *testing.T) {
+	const subscribers = 3
+	for _, k := range ChainKinds {
+		t.Run(k.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := k.New(ctx, subscribers)
+			require.NoError(t, err)
+			defer func() { assert.NoError(t, c.Close()) }()
+			for _, size := range []int{16, 1200, 16 << 10} {
+				require.NoError(t, c.move(ctx, 2*ChainGroupObjects+7, size, true), "size %d", size)
+			}
+			lat, err := c.Latency(ctx, 2)
+			require.NoError(t, err)
+			assert.Len(t, lat, 2*MediaGroupObjects*subscribers)
+			for _, l := range lat {
+				assert.Positive(t, l)
+			}
+		})
+	}
+}
+
+// TestChainCatchesLoss checks the harness itself: a subscriber that is
+// told to expect an object more than the publisher writes reports it
+// rather than waiting.
+func TestChainCatchesLoss(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := NewBareForwarder(ctx, 2)
+	require.NoError(t, err)
+	defer c.Close()
+	first := c.next
+	c.next++
+	done := make(chan error, 1)
+	go func() {
+		done <- c.receive(ctx, 1, first, 1, 100, func(uint64) int { return 4 }, true)
+	}()
+	require.NoError(t, c.publishGroups(ctx, first, 1, 100, func(uint64) int { return 3 }))
+	assert.ErrorContains(t, <-done, "object 3")
+}
+
+func TestPercentile(t *testing.T) {
+	ds := []time.Duration{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
+	assert.Equal(t, time.Duration(5), Percentile(ds, 50))
+	assert.Equal(t, time.Duration(10), Percentile(ds, 99))
+	assert.Equal(t, time.Duration(1), Percentile(ds, 1))
+	assert.Zero(t, Percentile(nil, 50))
+}
+
+// TestIdleMeasures runs the idle-subscription measurement on a few
+// subscriptions of every kind.
+func TestIdleMeasures(t *testing.T) {
+	for _, k := range IdleKinds {
+		t.Run(k.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			row, err := MeasureIdle(ctx, k, 4)
+			require.NoError(t, err)
+			assert.Equal(t, 4, row.Subscriptions)
+			assert.Positive(t, row.HeapAlloc)
+		})
+	}
+}
+
+func TestCheckFiles(t *testing.T) {
+	assert.NoError(t, checkFiles(8))
+	assert.ErrorContains(t, checkFiles(1<<40), "ulimit -n")
+}
+
+func TestParseInts(t *testing.T) {
+	got, err := ParseInts(" 1,10, ,1000")
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 10, 1000}, got)
+	_, err = ParseInts("1,x")
+	assert.Error(t, err)
+	_, err = ParseInts("0")
+	assert.Error(t, err)
+}

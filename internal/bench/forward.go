@@ -1,0 +1,215 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/quic-go/quic-go"
+)
+
+// bareForwarder is the ceiling of the chains: quic-go with nothing on top.
+// The publisher opens one unidirectional stream per group on its
+// connection to the forwarder and writes an 8-byte group number, then each
+// object as RawQUIC does (a 4-byte length and the payload, one Write). The
+// forwarder accepts each such stream, opens a stream per subscriber on
+// their connections, and writes every object it reads to each of them in
+// turn (one Write per object and subscriber, as RawFanout does), then
+// finishes them when the publisher's stream ends.
+type bareForwarder struct {
+	up      *RawQUIC   // server: the publisher; client: the forwarder's upstream
+	down    *RawFanout // servers: the forwarder's ends; clients: the subscribers
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // the forwarding goroutines
+	closing closers
+	frame   []byte // the publisher's framing buffer
+}
+
+// NewBareForwarder connects a publisher to a bare quic-go forwarder and
+// subscribers subscribers to the forwarder, each on its own loopback
+// connection.
+func NewBareForwarder(ctx context.Context, subscribers int) (_ *Chain, err error) {
+	up, err := NewRawQUIC(ctx)
+	if err != nil {
+		return nil, err
+	}
+	down, err := NewRawFanout(ctx, subscribers)
+	if err != nil {
+		_ = up.Close()
+		return nil, err
+	}
+	fctx, cancel := context.WithCancel(context.Background())
+	p := &bareForwarder{up: up, down: down, cancel: cancel}
+	p.wg.Go(func() { p.run(fctx) })
+	return newChain(p, subscribers), nil
+}
+
+// run forwards every stream the publisher opens, each on a goroutine of
+// its own, until ctx ends or the upstream connection does.
+func (p *bareForwarder) run(ctx context.Context) {
+	for {
+		str, err := p.up.client.AcceptUniStream(ctx)
+		if err != nil {
+			return
+		}
+		p.wg.Go(func() {
+			if err := p.forward(ctx, str); err != nil {
+				str.CancelRead(1)
+			}
+		})
+	}
+}
+
+// forward copies one group stream to every subscriber. On failure it
+// resets the downstream streams it opened.
+func (p *bareForwarder) forward(ctx context.Context, in *quic.ReceiveStream) (err error) {
+	br := bufio.NewReader(in)
+	hdr := make([]byte, 8)
+	if _, err := io.ReadFull(br, hdr); err != nil {
+		return err
+	}
+	outs := make([]*quic.SendStream, 0, len(p.down.servers))
+	defer func() {
+		if err != nil {
+			for _, o := range outs {
+				o.CancelWrite(1)
+			}
+		}
+	}()
+	for _, c := range p.down.servers {
+		o, err := c.OpenUniStreamSync(ctx)
+		if err != nil {
+			return err
+		}
+		outs = append(outs, o)
+		if _, err := o.Write(hdr); err != nil {
+			return err
+		}
+	}
+	var frame []byte
+	for {
+		var l [4]byte
+		if _, err := io.ReadFull(br, l[:]); err == io.EOF {
+			break
+		} else if err != nil {
+			return err
+		}
+		n := int(binary.BigEndian.Uint32(l[:]))
+		if n > 1<<24 {
+			return errors.New("bench: forwarded object too large")
+		}
+		if cap(frame) < 4+n {
+			frame = make([]byte, 4+n)
+		}
+		frame = frame[:4+n]
+		copy(frame, l[:])
+		if _, err := io.ReadFull(br, frame[4:]); err != nil {
+			return err
+		}
+		for _, o := range outs {
+			if _, err := o.Write(frame); err != nil {
+				return err
+			}
+		}
+	}
+	for _, o := range outs {
+		if err := o.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *bareForwarder) publish(ctx context.Context, g uint64) (groupWriter, error) {
+	str, err := p.up.server.OpenUniStreamSync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var hdr [8]byte
+	binary.BigEndian.PutUint64(hdr[:], g)
+	if _, err := str.Write(hdr[:]); err != nil {
+		str.CancelWrite(1)
+		return nil, err
+	}
+	return &bareWriter{p: p, str: str}, nil
+}
+
+// bareWriter writes one group at the bare publisher.
+type bareWriter struct {
+	p   *bareForwarder
+	str *quic.SendStream
+}
+
+func (w *bareWriter) writeObject(_ uint64, payload []byte) error {
+	if len(payload) > 1<<24 {
+		return errors.New("bench: object too large")
+	}
+	if cap(w.p.frame) < 4+len(payload) {
+		w.p.frame = make([]byte, 4+len(payload))
+	}
+	f := w.p.frame[:4+len(payload)]
+	binary.BigEndian.PutUint32(f, uint32(len(payload)))
+	copy(f[4:], payload)
+	_, err := w.str.Write(f)
+	return err
+}
+
+func (w *bareWriter) close() error { return w.str.Close() }
+func (w *bareWriter) abandon()     { w.str.CancelWrite(1) }
+
+func (p *bareForwarder) accept(ctx context.Context, i int) (groupReader, error) {
+	str, err := p.down.clients[i].AcceptUniStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := &bareReader{br: bufio.NewReader(str)}
+	var hdr [8]byte
+	if _, err := io.ReadFull(r.br, hdr[:]); err != nil {
+		return nil, fmt.Errorf("bench: group header: %w", err)
+	}
+	r.g = binary.BigEndian.Uint64(hdr[:])
+	return r, nil
+}
+
+// bareReader reads one group at a bare subscriber.
+type bareReader struct {
+	br   *bufio.Reader
+	g    uint64
+	next uint64
+}
+
+func (r *bareReader) group() uint64 { return r.g }
+
+func (r *bareReader) readObject(buf []byte) (uint64, []byte, error) {
+	var l [4]byte
+	if _, err := io.ReadFull(r.br, l[:]); err != nil {
+		return 0, nil, err // io.EOF: the stream ended between objects
+	}
+	n := int(binary.BigEndian.Uint32(l[:]))
+	if n > 1<<24 {
+		return 0, nil, errors.New("bench: object too large")
+	}
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(r.br, buf); err != nil {
+		return 0, nil, fmt.Errorf("bench: payload: %w", err)
+	}
+	id := r.next
+	r.next++
+	return id, buf, nil
+}
+
+func (p *bareForwarder) close() error {
+	return p.closing.close(
+		func() error { p.cancel(); return nil },
+		p.up.Close,
+		p.down.Close,
+		func() error { p.wg.Wait(); return nil },
+	)
+}
