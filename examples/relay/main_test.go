@@ -41,7 +41,7 @@ func TestRelayServesAndDrains(t *testing.T) {
 	addrs := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(serveCtx, "127.0.0.1:0", certFile, keyFile, slog.New(slog.DiscardHandler), func(a net.Addr) { addrs <- a })
+		done <- run(serveCtx, options{listen: "127.0.0.1:0", certFile: certFile, keyFile: keyFile}, slog.New(slog.DiscardHandler), func(a net.Addr) { addrs <- a })
 	}()
 	var addr net.Addr
 	select {

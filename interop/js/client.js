@@ -1,5 +1,6 @@
 // The browser side of the interop harness. It uses only @moq/net's public
-// API: Connection.connect over WebTransport, then consume/subscribe.
+// API: Connection.connect over WebTransport, then consume/subscribe,
+// announced (namespace discovery) and publish.
 //
 // The page exposes window.moqtInterop(params), which the Node driver calls
 // with page.evaluate; it resolves to a plain object that the driver prints as
@@ -165,11 +166,116 @@ async function receiveUntilKilled(params, result) {
 	conn.close();
 }
 
+// gate waits until the test opens the gate of that name (GET /gate/{name}
+// on the page's own server returns once it has).
+async function gate(name) {
+	const resp = await fetch(`/gate/${name}`);
+	if (!resp.ok) throw new Error(`gate ${name}: HTTP ${resp.status}`);
+}
+
+function signal(name) {
+	return fetch(`/signal/${name}`, { method: "POST" });
+}
+
+// objectPayload is object o of group g, as the Go test's objectPayload makes
+// it: sizes from one byte to several QUIC packets, bytes that depend on the
+// group, the object and the offset.
+const OBJECT_SIZES = [1, 100, 1500, 20000];
+function objectPayload(g, o) {
+	const b = new Uint8Array(OBJECT_SIZES[o]);
+	for (let i = 0; i < b.length; i++) b[i] = (g * 67 + o * 29 + i * 13 + (i >> 8)) & 0xff;
+	return b;
+}
+
+// publish-broadcast: publish a broadcast at params.namespace, which @moq/net
+// announces with PUBLISH_NAMESPACE. Its track is served on request (not
+// created up front), so that the page learns when a SUBSCRIBE arrives; it
+// writes nothing until the test says the subscription is Established, so
+// that @moq/net's SUBSCRIBE_OK carries no LARGEST_OBJECT (which it codes
+// with a length prefix the spec does not have). Then it writes
+// params.groups groups of OBJECT_SIZES.length objects, waits for the test
+// to have them, ends the track (PUBLISH_DONE), withdraws the broadcast and
+// closes the session when told.
+async function publishBroadcast(params, result) {
+	const conn = await connect(params);
+	result.established = true;
+	result.version = conn.version;
+	result.transport = conn.transport;
+	try {
+		const broadcast = new Moq.Broadcast.Producer();
+		conn.publish(Moq.Path.from(...params.namespace), broadcast);
+		const request = await broadcast.requested();
+		if (!request) throw new Error("the broadcast closed before any track was requested");
+		result.requestedTracks = [request.name];
+		const track = request.accept();
+		await signal("requested");
+		await gate("publish");
+		for (let g = 0; g < params.groups; g++) {
+			const group = track.appendGroup();
+			for (let o = 0; o < OBJECT_SIZES.length; o++) {
+				group.writeFrame({ payload: objectPayload(group.sequence, o), timestamp: Moq.Time.Timestamp.now() });
+			}
+			group.close();
+		}
+		result.published = params.groups;
+		await gate("received");
+		track.close();
+		broadcast.close();
+		await signal("withdrawn");
+		await gate("close");
+	} finally {
+		conn.close();
+	}
+}
+
+// discover-subscribe: ask for the namespaces under params.prefix
+// (SUBSCRIBE_NAMESPACE), wait for params.namespace among them, then
+// subscribe to its track and read params.groups groups as
+// subscribe-objects does.
+async function discoverSubscribe(params, result) {
+	const conn = await connect(params);
+	result.established = true;
+	result.version = conn.version;
+	result.transport = conn.transport;
+	result.groups = [];
+	result.announced = [];
+	try {
+		const prefix = Moq.Path.from(...params.prefix);
+		const want = Moq.Path.from(...params.namespace);
+		const announced = conn.announced(prefix);
+		for (;;) {
+			const entry = await announced.next();
+			if (!entry) throw new Error("the namespace subscription ended before the namespace was announced");
+			result.announced.push({ path: entry.path, active: entry.active });
+			if (entry.active && Moq.Path.join(prefix, entry.path) === want) break;
+		}
+		const broadcast = conn.consume(want);
+		const track = broadcast.subscribe(params.track);
+		await signal("subscribing");
+		while (result.groups.length < params.groups) {
+			const group = await track.recvGroup();
+			if (!group) {
+				result.subscribeClosed = true;
+				break;
+			}
+			result.groups.push(await readGroup(group));
+		}
+		await signal("received");
+		track.close();
+		broadcast.close();
+		announced.close();
+	} finally {
+		conn.close();
+	}
+}
+
 const scenarios = {
 	"setup-only": setupOnly,
 	"subscribe-error": subscribeError,
 	"subscribe-objects": subscribeObjects,
 	"receive-until-killed": receiveUntilKilled,
+	"publish-broadcast": publishBroadcast,
+	"discover-subscribe": discoverSubscribe,
 };
 
 window.moqtInterop = async (params) => {
