@@ -22,7 +22,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestRelayServesAndDrains: the relay serves raw QUIC and WebTransport on
-// one port with the given key pair, answers with the default handler, and
+// one port with the given key pair, answers a SUBSCRIBE for a track nobody
+// publishes with DOES_NOT_EXIST (the relay has no publisher for it), and
 // on shutdown sends every session GOAWAY, then returns once they are gone.
 func TestRelayServesAndDrains(t *testing.T) {
 	cert, hash, err := moqt.GenerateCertificate("127.0.0.1")
