@@ -648,5 +648,6 @@ func TestBrowserMoqNet(t *testing.T) {
 	t.Run("object-status", func(t *testing.T) { testObjectStatus(t, h) })
 	t.Run("browser-killed", func(t *testing.T) { testBrowserKilled(t, h) })
 	t.Run("relay-browser-publishes", func(t *testing.T) { testBrowserPublishes(t, h) })
+	t.Run("relay-browser-publishes-early", func(t *testing.T) { testBrowserPublishesEarly(t, h) })
 	t.Run("relay-browser-subscribes", func(t *testing.T) { testBrowserSubscribes(t, h) })
 }

@@ -430,3 +430,84 @@ func testBrowserSubscribes(t *testing.T, h *harness) {
 	assert.True(t, se.Remote, "the browser should have ended the session: %v", se)
 	assert.Equal(t, wire.NoError, se.Code, "session close code")
 }
+
+// testBrowserPublishesEarly: @moq/net publishes a track that already has
+// a group when the relay's SUBSCRIBE arrives, so its SUBSCRIBE_OK carries
+// LARGEST_OBJECT, which @moq/net codes with a length prefix (§9.20: a
+// Location is two consecutive vi64s). The relay, reading the spec's
+// encoding, finds the message malformed and closes the browser's session
+// with PROTOCOL_VIOLATION (§9); the Go subscriber's SUBSCRIBE is refused,
+// and its own session, like the relay, goes on.
+func testBrowserPublishesEarly(t *testing.T, h *harness) {
+	ns := wire.NewNamespace("moqt-interop", "early")
+	name := wire.FullTrackName{Namespace: ns, Name: []byte("video")}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		client    *moqt.Session
+		subErr    error
+		discovery error
+		goDone    = make(chan struct{})
+	)
+	goSubscriber := func(s *moqt.Session) {
+		defer close(goDone)
+		nsSub, err := s.SubscribeNamespace(ctx, relayPrefix, wire.Params{})
+		if err != nil {
+			discovery = fmt.Errorf("SUBSCRIBE_NAMESPACE: %w", err)
+			return
+		}
+		defer nsSub.Close()
+		for {
+			ev, err := nextNamespace(ctx, nsSub, scenarioTimeout)
+			if err != nil {
+				discovery = fmt.Errorf("waiting for the browser's namespace: %w", err)
+				return
+			}
+			if !ev.Done && ev.Namespace.Equal(ns) {
+				break
+			}
+		}
+		subCtx, cancelSub := context.WithTimeout(ctx, scenarioTimeout)
+		defer cancelSub()
+		sub, err := s.Subscribe(subCtx, name, wire.Params{})
+		if err == nil {
+			_ = sub.Close()
+			err = errors.New("the SUBSCRIBE succeeded")
+		}
+		subErr = err
+	}
+	r := h.runScenario(t, scenario{
+		name:      "publish-early",
+		namespace: "moqt-interop/early",
+		track:     "video",
+		cfg:       moqt.Config{Handler: newRelay(t, nil)},
+		onListen: func(url string, certHash [32]byte) {
+			client = dialRelay(t, ctx, url, certHash, "go-subscriber", nil)
+			go goSubscriber(client)
+		},
+		beforeClose: func(*run) {
+			select {
+			case <-goDone:
+			case <-time.After(closeTimeout):
+				discovery = errors.New("the Go subscriber is still running")
+			}
+		},
+	})
+
+	require.NoError(t, discovery, "the Go subscriber's discovery of the browser's namespace")
+	assert.Nil(t, r.js.Error, "js error")
+	assert.Equal(t, 1, r.js.Published, "groups the page wrote before the SUBSCRIBE")
+
+	// The relay closed the browser's session: its SUBSCRIBE_OK does not
+	// parse.
+	var se *moqt.SessionError
+	if assert.ErrorAs(t, r.closed, &se, "how the browser's session ended") {
+		assert.False(t, se.Remote, "the relay should have closed the session: %v", se)
+		assert.Equal(t, wire.ProtocolViolation, se.Code, "session close code: %v", se)
+	}
+	// The Go subscriber was refused, and its session is still up.
+	var re *moqt.RequestError
+	assert.ErrorAs(t, subErr, &re, "the Go subscriber's SUBSCRIBE")
+	t.Logf("go: the Go subscriber's SUBSCRIBE: %v", subErr)
+	assert.NoError(t, client.Context().Err(), "the Go subscriber's session ended with the browser's")
+}

@@ -228,6 +228,36 @@ async function publishBroadcast(params, result) {
 	}
 }
 
+// publish-early: publish a broadcast whose track already holds a group
+// (created up front, written before anyone asks), so that @moq/net's
+// SUBSCRIBE_OK carries LARGEST_OBJECT. The page then waits for the
+// session to end, which the test expects the server to do.
+async function publishEarly(params, result) {
+	const conn = await connect(params);
+	result.established = true;
+	result.version = conn.version;
+	result.transport = conn.transport;
+	try {
+		const broadcast = new Moq.Broadcast.Producer();
+		const track = broadcast.createTrack(params.track);
+		const group = track.appendGroup();
+		for (let o = 0; o < OBJECT_SIZES.length; o++) {
+			group.writeFrame({ payload: objectPayload(group.sequence, o), timestamp: Moq.Time.Timestamp.now() });
+		}
+		group.close();
+		result.published = 1;
+		conn.publish(Moq.Path.from(...params.namespace), broadcast);
+		try {
+			await withTimeout(conn.closed, SCENARIO_TIMEOUT_MS - 2000, "the server to close the session");
+			result.closedCleanly = true;
+		} catch (err) {
+			result.closeError = describe(err);
+		}
+	} finally {
+		conn.close();
+	}
+}
+
 // discover-subscribe: ask for the namespaces under params.prefix
 // (SUBSCRIBE_NAMESPACE), wait for params.namespace among them, then
 // subscribe to its track and read params.groups groups as
@@ -275,6 +305,7 @@ const scenarios = {
 	"subscribe-objects": subscribeObjects,
 	"receive-until-killed": receiveUntilKilled,
 	"publish-broadcast": publishBroadcast,
+	"publish-early": publishEarly,
 	"discover-subscribe": discoverSubscribe,
 };
 
