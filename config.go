@@ -233,6 +233,17 @@ type Config struct {
 	// window, and may be what keeps the fill from coming. Default 5s.
 	FillWait time.Duration
 
+	// Namespace requests (PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE,
+	// SUBSCRIBE_TRACKS).
+	//
+	// MaxActiveNamespaces bounds the namespaces a NamespaceSubscription
+	// holds active: a peer that publishes more gets the request cancelled
+	// with EXCESSIVE_LOAD. It also bounds the messages queued for a
+	// requester on one namespace request this end serves: past it, the
+	// requester is too far behind and its stream is reset with
+	// TOO_FAR_BEHIND. Default 4096.
+	MaxActiveNamespaces int
+
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler
 
@@ -358,6 +369,10 @@ func (c *Config) withDefaults() *Config {
 	// Fill fetch streams.
 	if out.FillWait <= 0 {
 		out.FillWait = 5 * time.Second
+	}
+	// Namespace requests.
+	if out.MaxActiveNamespaces <= 0 {
+		out.MaxActiveNamespaces = 4096
 	}
 	if out.Handler == nil {
 		out.Handler = DefaultHandler

@@ -205,15 +205,19 @@ func TestAuthTokenRejectedRequestStillRegisters(t *testing.T) {
 				Parameters: wire.Params{AuthorizationTokens: toks(tokReg(1, "t"))}})
 		}, wire.ReqUnauthorized},
 		{"repeated token", func(fp *fakePeer) *fakeStream { return fp.subscribeWith(0, tokReg(1, "t"), tokVal("t")) }, wire.ReqMalformedAuthToken},
-		{"unsupported request", func(fp *fakePeer) *fakeStream {
+		{"refused namespace", func(fp *fakePeer) *fakeStream {
 			return fp.open(&wire.PublishNamespace{RequestID: 0, TrackNamespace: trackA.Namespace,
 				Parameters: wire.Params{AuthorizationTokens: toks(tokReg(1, "t"))}})
-		}, wire.ReqNotSupported},
+		}, wire.ReqUninterested},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, calls := tokenHandler(func(r Request) {
-				if _, ok := r.(*TrackStatusRequest); ok {
+				switch r.(type) {
+				case *TrackStatusRequest:
 					_ = r.Reject(wire.ReqUnauthorized, "no")
+					return
+				case *PublishNamespaceRequest:
+					DefaultHandler.ServeMOQT(r)
 					return
 				}
 				_, _ = acceptLocal(r.(*SubscribeRequest), AcceptOptions{}) // the fake reads SUBSCRIBE_OK

@@ -17,8 +17,10 @@ import (
 //
 // The concrete types are *SubscribeRequest (answered with LocalTrack.Accept
 // or Reject), *FetchRequest (LocalTrack.Fetch serves one from a local
-// track), *PublishRequest and *TrackStatusRequest (LocalTrack.Status
-// answers one for a local track). A relay or an application with many
+// track), *PublishRequest, *TrackStatusRequest (LocalTrack.Status
+// answers one for a local track), *PublishNamespaceRequest and
+// *SubscribeNamespaceRequest (SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS,
+// routed by their prefix). A relay or an application with many
 // tracks routes them by namespace with a ServeMux:
 //
 //	mux := moqt.NewServeMux()
@@ -61,19 +63,27 @@ type Request interface {
 }
 
 // DefaultHandler rejects every request: SUBSCRIBE, FETCH and TRACK_STATUS
-// with DOES_NOT_EXIST, PUBLISH with NOT_SUPPORTED. It serves a session without
-// Config.Handler, and the requests a ServeMux has no Handler for.
+// with DOES_NOT_EXIST, PUBLISH with NOT_SUPPORTED, PUBLISH_NAMESPACE with
+// UNINTERESTED (nobody here wants the namespace), SUBSCRIBE_NAMESPACE and
+// SUBSCRIBE_TRACKS with DOES_NOT_EXIST (no namespace is available under
+// the prefix). It serves a session without Config.Handler, and the
+// requests a ServeMux has no Handler for.
 var DefaultHandler Handler = HandlerFunc(func(r Request) {
-	code := wire.ReqDoesNotExist
-	if _, ok := r.(*PublishRequest); ok {
+	code, reason := wire.ReqDoesNotExist, "no such track"
+	switch r.(type) {
+	case *PublishRequest:
 		code = wire.ReqNotSupported
+	case *PublishNamespaceRequest:
+		code, reason = wire.ReqUninterested, "namespace not wanted"
+	case *SubscribeNamespaceRequest:
+		reason = "no namespace under the prefix"
 	}
-	_ = r.Reject(code, "no such track")
+	_ = r.Reject(code, reason)
 })
 
 // RequestCommon is what every incoming request shares, embedded in each
-// of SubscribeRequest, PublishRequest, TrackStatusRequest and
-// FetchRequest: the session it arrived on, its Context, its resolved
+// of SubscribeRequest, PublishRequest, TrackStatusRequest, FetchRequest,
+// PublishNamespaceRequest and SubscribeNamespaceRequest: the session it arrived on, its Context, its resolved
 // authorization tokens, and Reject. A request is answered exactly once;
 // a later answer fails. Only the library makes one.
 type RequestCommon struct {

@@ -2,45 +2,267 @@ package moqt
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 
 	"github.com/moqt-go/moqt/wire"
 )
 
+// SubscribeNamespaceRequest is a peer's SUBSCRIBE_NAMESPACE (§9.15) or,
+// with Tracks set, SUBSCRIBE_TRACKS (§9.18), handed to the Handler. One
+// whose prefix overlaps another open request of the same type on the
+// session is refused with PREFIX_OVERLAP before it gets here.
+type SubscribeNamespaceRequest struct {
+	RequestCommon
+	// Prefix is the requested namespace prefix.
+	Prefix wire.Namespace
+	// Params are the request's parameters. Its AUTHORIZATION_TOKENs are
+	// resolved, as USE_VALUE (see AuthorizationTokens).
+	Params wire.Params
+	// Tracks reports a SUBSCRIBE_TRACKS: the requester wants a PUBLISH
+	// for each track under Prefix (LocalTrack.Publish on Session).
+	Tracks bool
+
+	w *NamespaceWriter
+}
+
+// Accept answers with REQUEST_OK; only EXPIRES may be set in params, and
+// this end then ends the request when it passes unless a REQUEST_UPDATE
+// comes first, which renews it. The NamespaceWriter it returns lasts as
+// long as the request's Context.
+func (r *SubscribeNamespaceRequest) Accept(params wire.Params) (*NamespaceWriter, error) {
+	where := wire.InSubscribeNamespaceOK
+	if r.Tracks {
+		where = wire.InSubscribeTracksOK
+	}
+	if err := params.Check(where); err != nil {
+		return nil, err
+	}
+	err := r.answer(func() error {
+		r.w.srv.accept(params)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.w, nil
+}
+
 // NamespaceWriter is the responder's end of an accepted
 // SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS. Its methods never block on the
-// network: messages are queued, within bounds, and written by a goroutine
-// of its own; a requester that reads none of them for
-// Config.SubscriberGrace gets the stream reset with TOO_FAR_BEHIND (§9.15).
-// It is safe for concurrent use, and lasts as long as the request's
+// network: messages are queued, within Config.MaxActiveNamespaces, and
+// written in order by a goroutine of its own; a requester that reads none
+// of them for Config.SubscriberGrace, or lets the queue fill, gets the
+// stream reset with TOO_FAR_BEHIND (§9.15), and the methods fail from then
+// on. It is safe for concurrent use, and lasts as long as the request's
 // Context.
 type NamespaceWriter struct {
-	sess *Session
-	rs   *requestStream
+	srv    *nsServed
+	tracks bool
+	// Guarded by srv.mu.
+	prefix  wire.Namespace
+	offered map[string]wire.Namespace // by nsKey
+	sent    map[string]wire.Namespace // offered and sent as NAMESPACE under prefix
+}
+
+// nsKey is ns as a map key: its encoding, which is unambiguous.
+func nsKey(ns wire.Namespace) string {
+	b, _ := ns.Append(nil)
+	return string(b)
+}
+
+// cloneNamespace returns a copy of ns that owns its memory.
+func cloneNamespace(ns wire.Namespace) wire.Namespace {
+	out := make(wire.Namespace, len(ns))
+	for i, f := range ns {
+		out[i] = slices.Clone(f)
+	}
+	return out
 }
 
 // Prefix is the current prefix: the request's, or that of the requester's
 // last TRACK_NAMESPACE_PREFIX update (§9.5.2).
-func (w *NamespaceWriter) Prefix() wire.Namespace { return nil }
+func (w *NamespaceWriter) Prefix() wire.Namespace {
+	w.srv.mu.Lock()
+	defer w.srv.mu.Unlock()
+	return w.prefix
+}
+
+var (
+	errNotTracks    = errors.New("moqt: PUBLISH_SKIPPED is only for a SUBSCRIBE_TRACKS")
+	errNotNamespace = errors.New("moqt: NAMESPACE and NAMESPACE_DONE are only for a SUBSCRIBE_NAMESPACE")
+)
 
 // Publish reports ns as published (NAMESPACE, §9.16), on a
 // SUBSCRIBE_NAMESPACE. ns is remembered: it is sent if it falls under the
 // prefix, now or after a prefix update, once. Publishing it again is a
 // no-op.
 func (w *NamespaceWriter) Publish(ns wire.Namespace) error {
-	return errors.New("moqt: not yet implemented")
+	if w.tracks {
+		return errNotNamespace
+	}
+	if err := ns.Validate(0); err != nil {
+		return err
+	}
+	k := nsKey(ns)
+	w.srv.mu.Lock()
+	if err := w.srv.usableLocked(); err != nil {
+		w.srv.mu.Unlock()
+		return err
+	}
+	if _, ok := w.offered[k]; ok {
+		w.srv.mu.Unlock()
+		return nil
+	}
+	own := cloneNamespace(ns)
+	w.offered[k] = own
+	ok := true
+	if own.HasPrefix(w.prefix) {
+		w.sent[k] = own
+		ok = w.srv.pushLocked(&wire.NamespaceMsg{TrackNamespaceSuffix: own[len(w.prefix):]})
+	}
+	w.srv.mu.Unlock()
+	if !ok {
+		w.srv.behind(errNamespaceQueueFull)
+		return errNamespaceQueueFull
+	}
+	return nil
 }
 
 // Done withdraws ns (NAMESPACE_DONE, §9.17), on a SUBSCRIBE_NAMESPACE: it
-// is sent only if the NAMESPACE was.
+// is sent only if the NAMESPACE was, and ns is no longer offered.
 func (w *NamespaceWriter) Done(ns wire.Namespace) error {
-	return errors.New("moqt: not yet implemented")
+	if w.tracks {
+		return errNotNamespace
+	}
+	if err := ns.Validate(0); err != nil {
+		return err
+	}
+	k := nsKey(ns)
+	w.srv.mu.Lock()
+	if err := w.srv.usableLocked(); err != nil {
+		w.srv.mu.Unlock()
+		return err
+	}
+	delete(w.offered, k)
+	ok := true
+	if sent, was := w.sent[k]; was {
+		delete(w.sent, k)
+		ok = w.srv.pushLocked(&wire.NamespaceDone{TrackNamespaceSuffix: sent[len(w.prefix):]})
+	}
+	w.srv.mu.Unlock()
+	if !ok {
+		w.srv.behind(errNamespaceQueueFull)
+		return errNamespaceQueueFull
+	}
+	return nil
 }
 
 // Skip reports that no PUBLISH will come for track (PUBLISH_SKIPPED,
 // §9.19), on a SUBSCRIBE_TRACKS; track must be under the prefix.
 func (w *NamespaceWriter) Skip(track wire.FullTrackName) error {
-	return errors.New("moqt: not yet implemented")
+	if !w.tracks {
+		return errNotTracks
+	}
+	if err := track.Namespace.Validate(len(track.Name)); err != nil {
+		return err
+	}
+	w.srv.mu.Lock()
+	if err := w.srv.usableLocked(); err != nil {
+		w.srv.mu.Unlock()
+		return err
+	}
+	if !track.Namespace.HasPrefix(w.prefix) {
+		w.srv.mu.Unlock()
+		return fmt.Errorf("moqt: track %s is not under the prefix %s", track, w.prefix)
+	}
+	own := cloneNamespace(track.Namespace)
+	ok := w.srv.pushLocked(&wire.PublishSkipped{TrackNamespaceSuffix: own[len(w.prefix):], TrackName: slices.Clone(track.Name)})
+	w.srv.mu.Unlock()
+	if !ok {
+		w.srv.behind(errNamespaceQueueFull)
+		return errNamespaceQueueFull
+	}
+	return nil
 }
 
 // End ends the request by resetting its stream with code (§6.4.2.3).
-func (w *NamespaceWriter) End(code wire.ResetCode) {}
+func (w *NamespaceWriter) End(code wire.ResetCode) {
+	w.srv.terminate(fmt.Errorf("%w: namespace request ended by this end (%v)", ErrCancelled, code), code)
+}
+
+// update applies a TRACK_NAMESPACE_PREFIX (§9.5.2), under srv.mu: the new
+// prefix must not overlap another open request of the type; what was
+// sent and is not under it is forgotten (the requester drops it too),
+// and what is offered and falls under it follows the REQUEST_OK.
+func (w *NamespaceWriter) update(u *wire.RequestUpdate) ([]wire.Message, *RequestError) {
+	p := u.Parameters.TrackNamespacePrefix
+	if !p.Set {
+		return nil, nil
+	}
+	np := cloneNamespace(p.Value)
+	if !w.srv.sess.nsPrefixes.claim(w.tracks, w.srv.rs, np) {
+		return nil, &RequestError{Code: wire.ReqPrefixOverlap, Reason: "prefix overlaps another request's"}
+	}
+	w.prefix = np
+	for k, ns := range w.sent {
+		if !ns.HasPrefix(np) {
+			delete(w.sent, k)
+		}
+	}
+	var keys []string
+	for k, ns := range w.offered {
+		if _, sent := w.sent[k]; !sent && ns.HasPrefix(np) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	out := make([]wire.Message, 0, len(keys))
+	for _, k := range keys {
+		ns := w.offered[k]
+		w.sent[k] = ns
+		out = append(out, &wire.NamespaceMsg{TrackNamespaceSuffix: ns[len(np):]})
+	}
+	return out, nil
+}
+
+// serveSubscribeNamespace hands a SUBSCRIBE_NAMESPACE to the Handler.
+func serveSubscribeNamespace(s *Session, rs *requestStream, m *wire.SubscribeNamespace, toks []AuthToken) error {
+	return serveNamespaceSubscription(s, rs, m.TrackNamespacePrefix, m.Parameters, toks, false)
+}
+
+// serveSubscribeTracks hands a SUBSCRIBE_TRACKS to the Handler.
+func serveSubscribeTracks(s *Session, rs *requestStream, m *wire.SubscribeTracks, toks []AuthToken) error {
+	return serveNamespaceSubscription(s, rs, m.TrackNamespacePrefix, m.Parameters, toks, true)
+}
+
+// serveNamespaceSubscription claims the request's prefix, refusing one
+// that overlaps with PREFIX_OVERLAP (§9.15, §9.18), and hands it to the
+// Handler. The prefix's field count was checked as it was read.
+func serveNamespaceSubscription(s *Session, rs *requestStream, prefix wire.Namespace, params wire.Params,
+	toks []AuthToken, tracks bool) error {
+	if !s.nsPrefixes.claim(tracks, rs, prefix) {
+		rs.reject(&RequestError{Code: wire.ReqPrefixOverlap, Reason: "prefix overlaps another request's"})
+		return rs.drain()
+	}
+	defer s.nsPrefixes.release(tracks, rs)
+	kind := wire.MsgSubscribeNamespace
+	if tracks {
+		kind = wire.MsgSubscribeTracks
+	}
+	req := &SubscribeNamespaceRequest{
+		RequestCommon: newIncoming(rs, toks, prefix),
+		Prefix:        prefix,
+		Params:        params,
+		Tracks:        tracks,
+	}
+	srv := newNSServed(&req.RequestCommon, kind)
+	w := &NamespaceWriter{srv: srv, tracks: tracks, prefix: prefix,
+		offered: make(map[string]wire.Namespace), sent: make(map[string]wire.Namespace)}
+	srv.update = w.update
+	srv.onEnd = func() { s.nsPrefixes.release(tracks, rs) }
+	req.w = w
+	req.rejected = srv.rejected
+	s.handOff(req)
+	return rs.serve(srv)
+}

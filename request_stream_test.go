@@ -277,13 +277,15 @@ func TestSessionLevelNamespaceDoesNotExist(t *testing.T) {
 		}, "SUBSCRIBE_TRACKS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, fp := serverSession(t, nil)
+			// The Handler refuses what reaches it with a code of its own.
+			h := HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqUninterested, "no") })
+			_, fp := serverSession(t, &Config{Handler: h})
 			fs := fp.open(tc.m(0, session))
 			assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
 			fs.expectFIN()
-			// Any other namespace is simply not supported yet.
+			// Any other namespace goes to the Handler.
 			fs = fp.open(tc.m(2, trackA.Namespace))
-			assert.Equal(t, wire.ReqNotSupported, expect[*wire.RequestError](fs).ErrorCode)
+			assert.Equal(t, wire.ReqUninterested, expect[*wire.RequestError](fs).ErrorCode)
 		})
 	}
 }

@@ -155,6 +155,9 @@ type Session struct {
 	// serving counts the FETCHes and fill fetch streams served now, up to
 	// Config.MaxServedFetches (fetch_serve.go).
 	serving fetchServing
+	// nsPrefixes are the prefixes of the peer's open SUBSCRIBE_NAMESPACE
+	// and SUBSCRIBE_TRACKS requests (namespace_overlap.go).
+	nsPrefixes prefixClaims
 }
 
 // newSession wraps conn. The caller runs handshake next.

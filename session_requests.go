@@ -124,9 +124,9 @@ var requestKinds = map[wire.MessageType]requestKind{
 	wire.MsgPublish:            serveKind(servePublish),
 	wire.MsgTrackStatus:        serveKind(serveTrackStatus),
 	wire.MsgFetch:              serveKind(serveFetch),
-	wire.MsgPublishNamespace:   notSupported,
-	wire.MsgSubscribeNamespace: notSupported,
-	wire.MsgSubscribeTracks:    notSupported,
+	wire.MsgPublishNamespace:   serveKind(servePublishNamespace),
+	wire.MsgSubscribeNamespace: serveKind(serveSubscribeNamespace),
+	wire.MsgSubscribeTracks:    serveKind(serveSubscribeTracks),
 }
 
 // serveKind is the entry of a kind served by f, which gets its own copy of

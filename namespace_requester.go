@@ -1,0 +1,309 @@
+package moqt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// nsRequester is the requester's end of a namespace request this end
+// sent (PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE, SUBSCRIBE_TRACKS), as the
+// request stream's read loop drives it (requestSide): the one answer that
+// must come first (§9.15, §9.18, §4.2), the REQUEST_UPDATEs and their
+// answers in order, and the request's end. A refused update ends the
+// request: the responder closes the stream (§9.5.1).
+type nsRequester struct {
+	sess *Session
+	rs   *requestStream
+	kind wire.MessageType
+	// okCtx is where the answer's parameters are checked.
+	okCtx wire.ParamContext
+	// more applies the kind's messages past the answer (reader
+	// goroutine); nil when there are none.
+	more func(m wire.Message) error
+	// updated runs in the reader goroutine when an update's REQUEST_OK
+	// comes, before its Update returns.
+	updated func(params wire.Params)
+	// ended runs once, when the request ends, with why.
+	ended func(err error)
+
+	answer    chan struct{} // closed once the answer came, or the request ended
+	done      chan struct{} // closed when the request has ended
+	turn      chan struct{} // held by the Update in flight
+	gotAnswer bool          // reader goroutine only
+	refused   bool          // the answer was REQUEST_ERROR (reader goroutine only)
+
+	mu      sync.Mutex // guards the fields below; a leaf
+	params  wire.Params
+	result  error // the answer's: nil for REQUEST_OK
+	err     error // why the request ended
+	isEnded bool
+	updates []*nsUpdate // outstanding REQUEST_UPDATEs, oldest first
+}
+
+// nsUpdate is a REQUEST_UPDATE awaiting its answer.
+type nsUpdate struct {
+	params wire.Params
+	answer chan nsUpdateResult // cap 1
+	tokens *tokenUse
+}
+
+type nsUpdateResult struct {
+	granted wire.Params // the REQUEST_OK's
+	err     error
+}
+
+// errRequesterEnded stops the read loop of a request this end ended.
+var errRequesterEnded = errors.New("moqt: namespace request ended")
+
+func newNSRequester(s *Session, rs *requestStream, kind wire.MessageType, okCtx wire.ParamContext) *nsRequester {
+	return &nsRequester{sess: s, rs: rs, kind: kind, okCtx: okCtx,
+		answer: make(chan struct{}), done: make(chan struct{}), turn: make(chan struct{}, 1)}
+}
+
+// start sends m, the request, and waits for its answer. ctx ending first
+// cancels the request.
+func (r *nsRequester) start(ctx context.Context, m wire.Message) error {
+	if err := r.rs.write(m); err != nil {
+		r.rs.cancel(wire.ResetInternalError)
+		r.sess.requests.remove(r.rs)
+		return err
+	}
+	r.rs.goServe(r)
+	select {
+	case <-r.answer:
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.result
+	case <-ctx.Done():
+		r.cancel(ctx.Err(), wire.ResetCancelled)
+		return ctx.Err()
+	}
+}
+
+// end ends the request with err, once: outstanding updates fail with it.
+func (r *nsRequester) end(err error) {
+	r.mu.Lock()
+	if r.isEnded {
+		r.mu.Unlock()
+		return
+	}
+	r.isEnded, r.err = true, err
+	ups := r.updates
+	r.updates = nil
+	answered := r.gotAnswerLocked()
+	if !answered {
+		r.result = err
+	}
+	r.mu.Unlock()
+	for _, u := range ups {
+		u.answer <- nsUpdateResult{err: err}
+	}
+	if !answered {
+		close(r.answer)
+	}
+	close(r.done)
+	if r.ended != nil {
+		r.ended(err)
+	}
+}
+
+// gotAnswerLocked reports whether answer is closed; mu held.
+func (r *nsRequester) gotAnswerLocked() bool {
+	select {
+	case <-r.answer:
+		return true
+	default:
+		return false
+	}
+}
+
+// cancel cancels the request from this end (§6.4.2.3) and ends it with
+// err.
+func (r *nsRequester) cancel(err error, code wire.ResetCode) {
+	r.rs.cancel(code)
+	r.end(err)
+}
+
+// endErr is why the request ended.
+func (r *nsRequester) endErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return r.err
+	}
+	return fmt.Errorf("moqt: %s request stream closed: %w", r.kind, ErrCancelled)
+}
+
+// update sends REQUEST_UPDATE with params and waits for its answer.
+// Updates are sent one at a time.
+func (r *nsRequester) update(ctx context.Context, params wire.Params) (wire.Params, error) {
+	select {
+	case r.turn <- struct{}{}:
+	case <-r.done:
+		return wire.Params{}, r.endErr()
+	case <-ctx.Done():
+		return wire.Params{}, ctx.Err()
+	}
+	defer func() { <-r.turn }()
+	use, err := r.sess.sentTokens.prepare(params.AuthorizationTokens, r.rs.tokenKey)
+	if err != nil {
+		return wire.Params{}, err
+	}
+	u := &nsUpdate{params: params, answer: make(chan nsUpdateResult, 1), tokens: use}
+	r.mu.Lock()
+	if r.isEnded {
+		r.mu.Unlock()
+		r.sess.sentTokens.abort(use)
+		return wire.Params{}, r.endErr()
+	}
+	r.updates = append(r.updates, u)
+	r.mu.Unlock()
+	if err := r.rs.write(&wire.RequestUpdate{RequestID: r.sess.ids.allocate(), Parameters: params}); err != nil {
+		r.mu.Lock()
+		for i, v := range r.updates {
+			if v == u {
+				r.updates = append(r.updates[:i], r.updates[i+1:]...)
+				break
+			}
+		}
+		r.mu.Unlock()
+		r.sess.sentTokens.abort(use)
+		return wire.Params{}, err
+	}
+	select {
+	case res := <-u.answer:
+		return res.granted, res.err
+	case <-ctx.Done():
+		return wire.Params{}, ctx.Err()
+	}
+}
+
+func (r *nsRequester) handle(m wire.Message, _ *wire.RejectError) error {
+	if _, ok := m.(*wire.Goaway); ok {
+		return nil
+	}
+	if !r.gotAnswer {
+		switch m := m.(type) {
+		case *wire.RequestOK:
+			r.gotAnswer = true
+			r.rs.answered()
+			if err := m.Check(r.okCtx); err != nil {
+				return err
+			}
+			r.mu.Lock()
+			r.params = m.Parameters
+			r.mu.Unlock()
+			close(r.answer)
+			return nil
+		case *wire.RequestError:
+			r.gotAnswer, r.refused = true, true
+			r.rs.answered()
+			own, err := detach(r.sess.version, m)
+			if err != nil {
+				return err
+			}
+			r.end(requestErrorFrom(own)) // the responder's FIN follows
+			return nil
+		}
+		return protocolViolation("%s as the first answer to %s", m.Type(), r.kind)
+	}
+	if r.refused {
+		return protocolViolation("%s after the REQUEST_ERROR answering %s", m.Type(), r.kind)
+	}
+	switch m := m.(type) {
+	case *wire.RequestOK:
+		if err := m.Check(wire.InUpdateOK); err != nil {
+			return err
+		}
+		u, err := r.nextUpdate(m.Type())
+		if err != nil || u == nil {
+			return err
+		}
+		if r.updated != nil {
+			r.updated(u.params)
+		}
+		u.answer <- nsUpdateResult{granted: m.Parameters}
+		return nil
+	case *wire.RequestError:
+		u, err := r.nextUpdate(m.Type())
+		if err != nil {
+			return err
+		}
+		own, err := detach(r.sess.version, m)
+		if err != nil {
+			return err
+		}
+		// The update failed: the responder closes the stream (§9.5.1), and
+		// the request is over; one REQUEST_ERROR may answer every
+		// outstanding update.
+		r.refused = true
+		re := requestErrorFrom(own)
+		if u != nil {
+			u.answer <- nsUpdateResult{err: re}
+		}
+		r.end(re)
+		return nil
+	}
+	r.mu.Lock()
+	ended := r.isEnded
+	r.mu.Unlock()
+	if ended {
+		return nil // this end cancelled; the loop ends with the stream
+	}
+	if r.more == nil {
+		return protocolViolation("unexpected %s on %s", m.Type(), r.kind)
+	}
+	return r.more(m)
+}
+
+// nextUpdate takes the oldest outstanding update, which an answer of type
+// t answers; none is a PROTOCOL_VIOLATION. nil with no error: the request
+// ended meanwhile.
+func (r *nsRequester) nextUpdate(t wire.MessageType) (*nsUpdate, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.updates) == 0 {
+		if r.isEnded {
+			return nil, nil
+		}
+		return nil, protocolViolation("%s on %s with no REQUEST_UPDATE outstanding", t, r.kind)
+	}
+	u := r.updates[0]
+	r.updates = r.updates[1:]
+	r.sess.sentTokens.answered(u.tokens)
+	return u, nil
+}
+
+// peerFinished: the responder's FIN. Before the answer the request failed
+// (or a GOAWAY migrated it, §9.2); after it, the request is complete
+// (§6.4.2.2). Either way this end finishes its direction too.
+func (r *nsRequester) peerFinished() {
+	_ = r.rs.fin()
+	if !r.gotAnswer {
+		err := fmt.Errorf("moqt: %s stream closed without an answer", r.kind)
+		if r.rs.goawayIn {
+			err = fmt.Errorf("moqt: %s migrated by the peer's GOAWAY: %w", r.kind, ErrGoingAway)
+		}
+		r.end(err)
+		return
+	}
+	r.end(io.EOF)
+}
+
+// reset: the responder cancelled the request (cause wraps ErrCancelled),
+// or this end did.
+func (r *nsRequester) reset(cause error) {
+	r.rs.cancel(wire.ResetCancelled)
+	r.end(cause)
+}
+
+func (r *nsRequester) failed(se *SessionError) { r.end(se) }
+
+// The responder's STOP_SENDING alone does not end the request: its
+// cancellation resets its direction too (§6.4.2.3), which the read loop
+// sees, with the code; after its FIN, the request is complete anyway.

@@ -1,0 +1,359 @@
+package moqt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// nsServed is the responder's end of a namespace request that stays open
+// once accepted (PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE, SUBSCRIBE_TRACKS),
+// as the request stream's read loop drives it (requestSide). Everything
+// this end sends after the request, its answer included, goes through one
+// bounded queue that a goroutine of its own writes, in order: the
+// application and the read loop never block on the network, and a
+// requester that reads nothing for Config.SubscriberGrace, or lets the
+// queue fill, gets the stream reset with TOO_FAR_BEHIND (§9.15).
+//
+// The requester's REQUEST_UPDATEs are answered by the library: REQUEST_OK,
+// renewing a granted EXPIRES (§9.20.17), or REQUEST_ERROR, after which
+// this end closes its direction (§9.5.1). Updates that arrive before the
+// Handler's answer wait for it.
+type nsServed struct {
+	in   *RequestCommon
+	rs   *requestStream
+	sess *Session
+	kind wire.MessageType
+	// update applies the kind's part of an accepted update, under mu,
+	// and returns what follows its REQUEST_OK, or the refusal. Nil for a
+	// kind that has none.
+	update func(u *wire.RequestUpdate) ([]wire.Message, *RequestError)
+	// onEnd releases the kind's state when the request ends.
+	onEnd func()
+
+	wake chan struct{} // cap 1: the queue has something
+	done chan struct{} // closed when the request has ended
+
+	mu       sync.Mutex // guards the fields below, and the kind's state
+	answered bool       // the Handler accepted the request
+	pending  []pendingUpdate
+	queue    []wire.Message
+	finning  bool          // FIN once the queue is written: nothing more may be queued
+	refusal  *RequestError // the refused update that closes the stream
+	ended    bool
+	err      error // why the request ended
+	expires  uint64
+	expiry   *time.Timer
+	stopLife func() bool
+}
+
+// maxEarlyUpdates is how many REQUEST_UPDATEs are held while the Handler
+// has not answered; past it the stream is not read until it does, which
+// flow control pushes back on.
+const maxEarlyUpdates = 16
+
+var errNamespaceQueueFull = errors.New("moqt: requester too far behind: namespace message queue full")
+
+func newNSServed(in *RequestCommon, kind wire.MessageType) *nsServed {
+	return &nsServed{in: in, rs: in.rs, sess: in.sess, kind: kind, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// accept queues the request's REQUEST_OK, granting params, and starts
+// the writer; the updates that came first are applied after it. It runs
+// as the request's answer.
+func (srv *nsServed) accept(params wire.Params) {
+	srv.mu.Lock()
+	srv.answered = true
+	srv.pushLocked(&wire.RequestOK{Parameters: params})
+	if params.Expires.Set && params.Expires.Value > 0 {
+		// This end granted EXPIRES, so it ends the request when the time
+		// has passed, unless an update renews it (§9.20.17).
+		srv.expires = params.Expires.Value
+		srv.expiry = time.AfterFunc(msDuration(srv.expires), func() {
+			srv.terminate(fmt.Errorf("%s: %w", srv.kind, errExpired), wire.ResetCancelled)
+		})
+	}
+	early := srv.pending
+	srv.pending = nil
+	srv.mu.Unlock()
+	// The request lives as long as its Context: the requester's reset or
+	// STOP_SENDING, the session's end and the loop's end all end it.
+	stop := context.AfterFunc(srv.in.ctx, func() {
+		srv.terminate(context.Cause(srv.in.ctx), wire.ResetCancelled)
+	})
+	srv.mu.Lock()
+	srv.stopLife = stop
+	srv.mu.Unlock()
+	srv.sess.goroutines.Go(srv.run)
+	for _, u := range early {
+		srv.apply(u)
+	}
+}
+
+// rejected ends the request that the Handler refused.
+func (srv *nsServed) rejected(e *RequestError) {
+	srv.mu.Lock()
+	srv.ended, srv.err = true, e
+	srv.pending = nil
+	srv.mu.Unlock()
+	srv.closeDone()
+}
+
+func (srv *nsServed) closeDone() {
+	select {
+	case <-srv.done:
+	default:
+		close(srv.done)
+	}
+	if srv.onEnd != nil {
+		srv.onEnd()
+	}
+}
+
+// pushLocked queues msgs; false if the queue is full. The caller holds mu
+// and, on false, ends the request with TOO_FAR_BEHIND once it released mu.
+func (srv *nsServed) pushLocked(msgs ...wire.Message) bool {
+	if len(msgs) == 0 {
+		return true
+	}
+	if len(srv.queue)+len(msgs) > srv.sess.cfg.MaxActiveNamespaces {
+		return false
+	}
+	srv.queue = append(srv.queue, msgs...)
+	signal(srv.wake)
+	return true
+}
+
+// usableLocked is why nothing more may be queued, or nil.
+func (srv *nsServed) usableLocked() error {
+	switch {
+	case srv.ended:
+		if srv.err != nil {
+			return srv.err
+		}
+		return errStreamDone
+	case srv.finning:
+		return srv.refusal
+	}
+	return nil
+}
+
+// behind ends the request of a requester that does not keep up.
+func (srv *nsServed) behind(err error) {
+	srv.terminate(err, wire.ResetTooFarBehind)
+}
+
+// terminate ends the request with cause, resetting the stream with code
+// unless the session is over (its close tells the peer) or code is 0 with
+// FIN already sent. It is idempotent.
+func (srv *nsServed) terminate(cause error, code wire.ResetCode) {
+	srv.mu.Lock()
+	if srv.ended {
+		srv.mu.Unlock()
+		return
+	}
+	srv.ended, srv.err = true, cause
+	srv.queue, srv.pending = nil, nil
+	if srv.expiry != nil {
+		srv.expiry.Stop()
+	}
+	stop := srv.stopLife
+	srv.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	if srv.sess.ctx.Err() == nil {
+		srv.rs.cancel(code)
+	}
+	srv.in.cancel(cause)
+	srv.closeDone()
+}
+
+// finished ends the request after this end's FIN, which followed a
+// refused update (§9.5.1).
+func (srv *nsServed) finished(cause error) {
+	srv.mu.Lock()
+	if srv.ended {
+		srv.mu.Unlock()
+		return
+	}
+	srv.ended, srv.err = true, cause
+	if srv.expiry != nil {
+		srv.expiry.Stop()
+	}
+	stop := srv.stopLife
+	srv.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	srv.in.cancel(cause)
+	srv.closeDone()
+}
+
+// run writes the queue in order, each message within
+// Config.SubscriberGrace.
+func (srv *nsServed) run() {
+	for {
+		select {
+		case <-srv.wake:
+		case <-srv.done:
+			return
+		}
+		for {
+			srv.mu.Lock()
+			batch, fin, ended := srv.queue, srv.finning, srv.ended
+			srv.queue = nil
+			refusal := srv.refusal
+			srv.mu.Unlock()
+			if ended {
+				return
+			}
+			if len(batch) == 0 {
+				if fin {
+					_ = srv.rs.fin()
+					srv.finished(refusal)
+					return
+				}
+				break
+			}
+			for _, m := range batch {
+				if !srv.write(m) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// write writes m, giving the requester SubscriberGrace to make room.
+func (srv *nsServed) write(m wire.Message) bool {
+	grace := srv.sess.cfg.SubscriberGrace
+	deadline := time.Now().Add(grace)
+	_ = srv.rs.str.SetWriteDeadline(deadline)
+	srv.mu.Lock()
+	ended := srv.ended
+	srv.mu.Unlock()
+	if ended {
+		// Checked after the deadline is set: a terminate that set its past
+		// deadline before ours is seen here.
+		return false
+	}
+	err := srv.rs.write(m)
+	if err == nil {
+		return true
+	}
+	if !time.Now().Before(deadline) {
+		srv.behind(fmt.Errorf("moqt: requester did not read its %s response stream for %v", srv.kind, grace))
+	} else {
+		srv.terminate(err, wire.ResetCancelled)
+	}
+	return false
+}
+
+// handle applies the requester's messages: REQUEST_UPDATEs (and GOAWAY).
+func (srv *nsServed) handle(m wire.Message, rej *wire.RejectError) error {
+	if _, ok := m.(*wire.Goaway); ok {
+		return nil
+	}
+	u, ok := m.(*wire.RequestUpdate)
+	if !ok {
+		return protocolViolation("%s after %s", m.Type(), srv.kind)
+	}
+	srv.mu.Lock()
+	over := srv.ended || srv.finning
+	srv.mu.Unlock()
+	if over {
+		// The request is over; the update crossed its end.
+		return srv.rs.crossed(m)
+	}
+	if err := srv.sess.ids.checkPeer(u.RequestID); err != nil {
+		return err
+	}
+	if err := u.Parameters.Check(updateContext(srv.kind)); err != nil {
+		return sessionErrorFrom(err)
+	}
+	own, err := detach(srv.sess.version, u)
+	if err != nil {
+		return err
+	}
+	pu := pendingUpdate{msg: own, rej: rej}
+	for {
+		srv.mu.Lock()
+		if srv.answered || srv.ended {
+			srv.mu.Unlock()
+			break
+		}
+		if limit := srv.sess.cfg.MaxRequestUpdates; limit > 0 && uint64(len(srv.pending)) >= limit {
+			srv.mu.Unlock()
+			return &SessionError{Code: wire.TooManyRequestUpdates,
+				Reason: fmt.Sprintf("more than %d outstanding REQUEST_UPDATEs on request stream %d", limit, srv.rs.id)}
+		}
+		if len(srv.pending) < maxEarlyUpdates {
+			srv.pending = append(srv.pending, pu)
+			srv.mu.Unlock()
+			return nil
+		}
+		srv.mu.Unlock()
+		srv.in.waitAnswered()
+		if srv.sess.ctx.Err() != nil {
+			return nil
+		}
+	}
+	srv.apply(pu)
+	return nil
+}
+
+// apply answers one update of the accepted request.
+func (srv *nsServed) apply(pu pendingUpdate) {
+	srv.mu.Lock()
+	if srv.usableLocked() != nil {
+		srv.mu.Unlock()
+		return
+	}
+	var refusal *RequestError
+	var after []wire.Message
+	if pu.rej != nil {
+		refusal = &RequestError{Code: pu.rej.Code, Reason: pu.rej.Reason}
+	} else if srv.update != nil {
+		after, refusal = srv.update(pu.msg)
+	}
+	var ok bool
+	if refusal != nil {
+		// A refused update closes the stream (§9.5.1).
+		ok = srv.pushLocked(refusal.message())
+		srv.finning, srv.refusal = true, refusal
+		if !ok {
+			srv.finning = false
+		}
+	} else {
+		grant := wire.Params{}
+		if srv.expires > 0 {
+			grant.Expires = wire.Some(srv.expires)
+			srv.expiry.Reset(msDuration(srv.expires))
+		}
+		ok = srv.pushLocked(append([]wire.Message{&wire.RequestOK{Parameters: grant}}, after...)...)
+	}
+	srv.mu.Unlock()
+	if !ok {
+		srv.behind(errNamespaceQueueFull)
+	}
+}
+
+// peerFinished waits for the request's end: the requester's FIN is no
+// cancellation (§6.4.2.2).
+func (srv *nsServed) peerFinished() {
+	select {
+	case <-srv.done:
+	case <-srv.sess.ctx.Done():
+	}
+}
+
+// reset: the read loop ends the request's Context with the cause, which
+// ends the request; one not answered yet waits for its answer.
+func (srv *nsServed) reset(error) { srv.in.waitAnswered() }
+
+func (srv *nsServed) failed(*SessionError) {}
