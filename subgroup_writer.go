@@ -29,6 +29,10 @@ type SubgroupOptions struct {
 	// Properties allows Object Properties on this subgroup's objects (the
 	// PROPERTIES flag: every object then carries a properties block).
 	Properties bool
+	// Joined says the first object written is not the first ever
+	// published in the subgroup, as for a relay that joined it late: no
+	// stream then carries FIRST_OBJECT (§2.2).
+	Joined bool
 }
 
 // SubgroupWriter publishes the objects of one subgroup (§2.2) to every
@@ -476,7 +480,7 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, v *servedView)
 		EndOfGroup:      w.opts.EndOfGroup,
 		DefaultPriority: !w.opts.Priority.Set,
 		Priority:        w.opts.Priority.Value,
-		FirstObject:     first,
+		FirstObject:     first && !w.opts.Joined,
 	}
 	switch {
 	case w.opts.SubgroupIDIsFirstObject && first:

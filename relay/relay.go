@@ -189,8 +189,15 @@ type Relay struct {
 	closed   bool
 	tracks   map[wire.TrackKey]*trackEntry
 	sessions map[*moqt.Session]*sessionState
+	anns     map[*announcer]struct{}
 	held     int // rendezvous SUBSCRIBEs waiting
-	wg       sync.WaitGroup
+
+	gmu     sync.Mutex
+	idle    *sync.Cond // on gmu: running reached 0
+	running int
+
+	// trackPublishedHook, set by tests, sees onTrackPublished's calls.
+	trackPublishedHook func(wire.FullTrackName, func(*moqt.Session) bool)
 
 	ns    nsState
 	fetch fetchState
@@ -225,15 +232,18 @@ func New(cfg Config) *Relay {
 		cfg.UpstreamTimeout = 10 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Relay{
+	rl := &Relay{
 		cfg:      cfg,
 		log:      cfg.Logger,
 		met:      cfg.Metrics,
 		tracks:   map[wire.TrackKey]*trackEntry{},
 		sessions: map[*moqt.Session]*sessionState{},
+		anns:     map[*announcer]struct{}{},
 		ctx:      ctx,
 		cancel:   cancel,
 	}
+	rl.idle = sync.NewCond(&rl.gmu)
+	return rl
 }
 
 // ServeMOQT authorizes r and routes it.
@@ -287,7 +297,7 @@ func (rl *Relay) Close() error {
 	rl.mu.Lock()
 	if rl.closed {
 		rl.mu.Unlock()
-		rl.wg.Wait()
+		rl.waitGoroutines()
 		return nil
 	}
 	rl.closed = true
@@ -302,6 +312,6 @@ func (rl *Relay) Close() error {
 	}
 	rl.closeNamespaces()
 	rl.closeFetches()
-	rl.wg.Wait()
+	rl.waitGoroutines()
 	return nil
 }

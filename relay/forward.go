@@ -1,0 +1,288 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// Bounds of what a track remembers to deduplicate the objects of several
+// publishers (§7.3): the subgroups that ended, the datagrams seen.
+const (
+	maxEndedSubgroups = 256
+	maxSeenDatagrams  = 1024
+)
+
+// outputs forwards a track's upstream subgroup streams and datagrams to its
+// LocalTrack. Each subgroup has one downstream writer at a time, fed by
+// every upstream stream of that subgroup (one per publisher): an object
+// already forwarded is a duplicate and dropped; one that cannot be proven
+// to follow the last one forwarded goes on a new downstream stream, the
+// current one being reset (§11.3.2).
+type outputs struct {
+	e  *trackEntry
+	mu sync.Mutex
+	sg map[sgKey]*output
+	// ended remembers, for subgroups no stream feeds any more, the last
+	// Object ID forwarded, in the order they ended.
+	ended      map[sgKey]uint64
+	endedOrder []sgKey
+	dgSeen     map[wire.Location]struct{}
+	dgOrder    []wire.Location
+}
+
+type sgKey struct{ group, subgroup uint64 }
+
+// output is one subgroup of the track being forwarded. mu serializes the
+// writes of the subgroup, which the SubgroupWriter takes one at a time in
+// Object ID order; a write waits for slow subscribers at most
+// Config.SubscriberGrace of the downstream sessions, so holding mu bounds
+// only the other publishers of the same subgroup.
+type output struct {
+	mu      sync.Mutex
+	w       *moqt.SubgroupWriter // nil: none open
+	last    uint64               // last Object ID forwarded
+	has     bool
+	sources int // upstream streams feeding it
+}
+
+// source is one upstream subgroup stream: the last object read from it.
+type source struct {
+	prev    uint64
+	hasPrev bool
+	// first: the stream's first object is the first ever published in
+	// the subgroup (FIRST_OBJECT).
+	first bool
+}
+
+func (o *outputs) init(e *trackEntry) {
+	o.e = e
+	o.sg = map[sgKey]*output{}
+	o.ended = map[sgKey]uint64{}
+	o.dgSeen = map[wire.Location]struct{}{}
+}
+
+// attach returns the output of k for one more source.
+func (o *outputs) attach(k sgKey) *output {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := o.sg[k]
+	if out == nil {
+		out = &output{}
+		if last, ok := o.ended[k]; ok {
+			out.last, out.has = last, true
+		}
+		o.sg[k] = out
+	}
+	out.sources++
+	return out
+}
+
+// detach drops a source of k; the last one's leaving moves the subgroup to
+// the ended ones.
+func (o *outputs) detach(k sgKey, out *output) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if out.sources--; out.sources > 0 {
+		return
+	}
+	delete(o.sg, k)
+	if !out.has {
+		return
+	}
+	if _, ok := o.ended[k]; !ok {
+		o.endedOrder = append(o.endedOrder, k)
+	}
+	o.ended[k] = out.last
+	if len(o.endedOrder) > maxEndedSubgroups {
+		delete(o.ended, o.endedOrder[0])
+		o.endedOrder = o.endedOrder[1:]
+	}
+}
+
+// subgroup forwards one upstream subgroup stream to the end: objects in
+// order and unmodified (§7.4, §7.7), a FIN as a FIN, a reset as a reset
+// with the same code.
+func (o *outputs) subgroup(r *moqt.SubgroupReader) {
+	rl := o.e.rl
+	hdr := r.Header()
+	src := &source{first: hdr.FirstObject}
+	var (
+		k   sgKey
+		out *output
+		buf []byte
+	)
+	defer func() {
+		if out != nil {
+			o.detach(k, out)
+		}
+	}()
+	for {
+		obj, err := r.ReadObject(buf)
+		streamed := errors.Is(err, moqt.ErrObjectTooLarge)
+		if err != nil && !streamed {
+			if out != nil {
+				o.endStream(out, src, err)
+			}
+			return
+		}
+		if !streamed {
+			buf = obj.Payload[:0]
+		}
+		rl.met.ObjectsIn(1, int(r.PayloadLen()))
+		if out == nil {
+			k = sgKey{obj.Location.Group, obj.SubgroupID}
+			out = o.attach(k)
+		}
+		if !o.write(out, src, hdr, obj, r, streamed) {
+			_ = r.Close()
+			return
+		}
+	}
+}
+
+// write forwards obj, read from src, to out: dropped as a duplicate, added
+// to the open downstream stream when it provably follows, or else on a new
+// one (§11.3.2). For a streamed object (too large to read whole) the payload
+// is moved from r. It reports false when the stream cannot go on.
+func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj moqt.Object, r *moqt.SubgroupReader, streamed bool) bool {
+	rl, track := o.e.rl, o.e.track
+	id := obj.Location.Object
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	firstOfStream := !src.hasPrev
+	follows := out.has && (id == out.last+1 || (src.hasPrev && src.prev <= out.last))
+	src.prev, src.hasPrev = id, true
+	if out.has && id <= out.last {
+		rl.met.Dropped(DropDuplicate, 1)
+		return true
+	}
+	if out.w != nil && !follows {
+		out.w.Reset(wire.ResetCancelled)
+		out.w = nil
+	}
+	if out.w == nil {
+		opts := moqt.SubgroupOptions{
+			EndOfGroup: hdr.EndOfGroup,
+			Properties: hdr.HasProperties,
+			// Mode 1 only where the stream starts at the subgroup's
+			// first object, which names it.
+			SubgroupIDIsFirstObject: hdr.SubgroupIDMode == wire.SubgroupIDFirstObject && id == obj.SubgroupID,
+			Joined:                  !(firstOfStream && src.first),
+		}
+		if !hdr.DefaultPriority {
+			opts.Priority = wire.Some(hdr.Priority)
+		}
+		out.w = track.OpenSubgroup(obj.Location.Group, obj.SubgroupID, opts)
+	}
+	var err error
+	if streamed {
+		err = o.stream(out.w, obj, r)
+	} else {
+		err = out.w.WriteObject(obj)
+	}
+	if err != nil {
+		rl.met.Dropped(DropWriteFailed, 1)
+		track.SetLargest(obj.Location) // received, if not forwarded (§9.20.18)
+		out.w.Reset(wire.ResetInternalError)
+		out.w = nil
+		return !streamed
+	}
+	out.last, out.has = id, true
+	rl.met.ObjectsOut(1, int(r.PayloadLen()))
+	return true
+}
+
+// stream forwards a payload too large to hold as it arrives.
+func (o *outputs) stream(w *moqt.SubgroupWriter, obj moqt.Object, r *moqt.SubgroupReader) error {
+	ow, err := w.BeginObject(obj.Location.Object, r.PayloadLen(), obj.Properties)
+	if err != nil {
+		return err
+	}
+	if _, err := ow.ReadFrom(r); err != nil {
+		_ = ow.Close()
+		return err
+	}
+	return ow.Close()
+}
+
+// endStream handles the end of an upstream stream: a FIN closes the
+// downstream stream when it holds every object up to the subgroup's end; a
+// reset resets it with the same code, unless another publisher's stream
+// still feeds the subgroup.
+func (o *outputs) endStream(out *output, src *source, err error) {
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	if out.w == nil {
+		return
+	}
+	if err == io.EOF {
+		if src.hasPrev && out.has && out.last == src.prev {
+			_ = out.w.Close()
+		} else {
+			out.w.Reset(wire.ResetInternalError)
+		}
+		out.w = nil
+		return
+	}
+	o.mu.Lock()
+	others := out.sources > 1
+	o.mu.Unlock()
+	if others {
+		return
+	}
+	code := wire.ResetInternalError
+	var se *moqt.StreamError
+	var mal *moqt.MalformedTrackError
+	switch {
+	case errors.As(err, &mal):
+		code = wire.ResetMalformedTrack
+	case errors.As(err, &se):
+		code = se.Code
+	}
+	o.e.rl.met.Dropped(DropIncomplete, 0)
+	out.w.Reset(code)
+	out.w = nil
+}
+
+// datagrams forwards u's datagrams, dropping those already forwarded.
+func (o *outputs) datagrams(u *upstream) {
+	rl, track := o.e.rl, o.e.track
+	for {
+		obj, err := u.sub.ReadDatagram(context.Background())
+		if err != nil {
+			return
+		}
+		rl.met.ObjectsIn(1, len(obj.Payload))
+		if !o.firstDatagram(obj.Location) {
+			rl.met.Dropped(DropDuplicate, 1)
+			continue
+		}
+		if err := track.WriteDatagram(obj); err != nil {
+			rl.met.Dropped(DropDatagram, 1)
+			track.SetLargest(obj.Location)
+			continue
+		}
+		rl.met.ObjectsOut(1, len(obj.Payload))
+	}
+}
+
+// firstDatagram records l and reports whether it is new.
+func (o *outputs) firstDatagram(l wire.Location) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.dgSeen[l]; ok {
+		return false
+	}
+	o.dgSeen[l] = struct{}{}
+	o.dgOrder = append(o.dgOrder, l)
+	if len(o.dgOrder) > maxSeenDatagrams {
+		delete(o.dgSeen, o.dgOrder[0])
+		o.dgOrder = o.dgOrder[1:]
+	}
+	return true
+}

@@ -1,0 +1,305 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// props builds an Object Properties block.
+func props(t *testing.T, kvs ...wire.KeyValue) []byte {
+	t.Helper()
+	b, err := wire.KVList(kvs).Append(nil)
+	require.NoError(t, err)
+	return b
+}
+
+// stream is one downstream subgroup stream as the subscriber read it.
+type stream struct {
+	hdr  wire.SubgroupHeader
+	objs []moqt.Object
+	err  error // io.EOF for a FIN
+}
+
+// readStream reads one subgroup stream of sub to its end or reset.
+func readStream(t *testing.T, sub *moqt.Subscription) stream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := sub.AcceptSubgroup(ctx)
+	require.NoError(t, err)
+	st := stream{hdr: r.Header()}
+	for {
+		o, err := r.ReadObject(nil)
+		if err != nil {
+			st.err = err
+			return st
+		}
+		o.Properties = append([]byte(nil), o.Properties...)
+		st.objs = append(st.objs, o)
+	}
+}
+
+func TestC049_C067_C069_ObjectsForwardedUnmodified(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		// MaxObjectSize small on the relay: large payloads are streamed
+		// through rather than read whole.
+		n := startNode(t, scheme, Config{}, &moqt.Config{MaxObjectSize: 4096})
+		pub := n.newPublisher("/pub", testTrack, nil)
+		n.announce(pub, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		sub, err := subscribe(t, c, testTrack, wire.Params{})
+		require.NoError(t, err)
+
+		big := bytes.Repeat([]byte("0123456789abcdef"), 64<<10/16) // 64 KiB, past MaxObjectSize
+		binary := []byte{0, 0xff, 0x80, 0x7f, 0}
+		sent := []moqt.Object{
+			{Location: wire.Location{Group: 7, Object: 0}, SubgroupID: 3, Priority: wire.Some[uint8](9), Payload: binary,
+				Properties: props(t, wire.KeyValue{Type: 0x40, Value: 1})},
+			{Location: wire.Location{Group: 7, Object: 1}, SubgroupID: 3, Priority: wire.Some[uint8](9), Payload: big},
+			{Location: wire.Location{Group: 7, Object: 2}, SubgroupID: 3, Priority: wire.Some[uint8](9), Payload: []byte{}},
+			{Location: wire.Location{Group: 7, Object: 5}, SubgroupID: 3, Priority: wire.Some[uint8](9), Payload: []byte("after a gap"),
+				Properties: props(t, wire.KeyValue{Type: 0x41, Bytes: []byte("p")})},
+			{Location: wire.Location{Group: 7, Object: 6}, SubgroupID: 3, Priority: wire.Some[uint8](9), Status: wire.ObjectEndOfGroup},
+		}
+		w := pub.track.OpenSubgroup(7, 3, moqt.SubgroupOptions{Priority: wire.Some[uint8](9), Properties: true, EndOfGroup: true})
+		for _, o := range sent {
+			require.NoError(t, w.WriteObject(o))
+		}
+		require.NoError(t, w.Close())
+
+		st := readStream(t, sub)
+		assert.Equal(t, io.EOF, st.err, "the upstream FIN is a FIN downstream")
+		assert.Equal(t, uint64(7), st.hdr.GroupID)
+		assert.Equal(t, uint64(3), st.hdr.SubgroupID)
+		assert.Equal(t, uint8(9), st.hdr.Priority)
+		assert.False(t, st.hdr.DefaultPriority)
+		assert.True(t, st.hdr.HasProperties)
+		assert.True(t, st.hdr.EndOfGroup)
+		assert.True(t, st.hdr.FirstObject, "the relay saw the subgroup from its first object")
+		require.Len(t, st.objs, len(sent), "one stream, nothing dropped")
+		for i, o := range st.objs {
+			want := sent[i]
+			assert.Equal(t, want.Location, o.Location, "order")
+			assert.Equal(t, want.SubgroupID, o.SubgroupID)
+			assert.Equal(t, want.Priority, o.Priority)
+			assert.Equal(t, want.Status, o.Status)
+			assert.Equal(t, len(want.Payload), len(o.Payload))
+			assert.True(t, bytes.Equal(want.Payload, o.Payload), "payload %d unmodified", i)
+			if len(want.Properties) > 0 {
+				assert.Equal(t, want.Properties, o.Properties, "properties %d", i)
+			}
+		}
+	})
+}
+
+func TestDatagramsForwarded(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		pub := n.newPublisher("/pub", testTrack, nil)
+		n.announce(pub, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		sub, err := subscribe(t, c, testTrack, wire.Params{})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		// Datagrams may be lost: send until one arrives.
+		got := make(chan moqt.Object, 1)
+		go func() {
+			o, err := sub.ReadDatagram(ctx)
+			if err == nil {
+				got <- o
+			}
+		}()
+		for i := uint64(0); ; i++ {
+			require.NoError(t, pub.track.WriteDatagram(moqt.Object{Location: wire.Location{Group: i, Object: 0}, Payload: []byte("dg")}))
+			select {
+			case o := <-got:
+				assert.Equal(t, []byte("dg"), o.Payload)
+				assert.True(t, o.Datagram)
+				return
+			case <-time.After(20 * time.Millisecond):
+			case <-ctx.Done():
+				t.Fatal("no datagram came through")
+			}
+		}
+	})
+}
+
+func TestC066_AllTrackPropertiesForwarded(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		tp := wire.KVList{
+			{Type: wire.PropMaxCacheDuration, Value: 60_000},
+			{Type: wire.PropDefaultPublisherPriority, Value: 7},
+			{Type: 0x1234, Value: 42},                  // unknown, not mandatory: forwarded too
+			{Type: 0x1235, Bytes: []byte("opaque prop")}, // odd: bytes
+		}
+		pub := n.newPublisher("/pub", testTrack, tp)
+		n.announce(pub, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		sub, err := subscribe(t, c, testTrack, wire.Params{})
+		require.NoError(t, err)
+		assert.ElementsMatch(t, tp, sub.Properties(), "SUBSCRIBE_OK")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ts, err := c.TrackStatus(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+		assert.ElementsMatch(t, tp, ts.Properties, "TRACK_STATUS_OK")
+	})
+}
+
+func TestC048_C072_LargestObjectIsTheMaximum(t *testing.T) {
+	n := startNode(t, "moqt", Config{}, nil)
+	pub := n.newPublisher("/pub", testTrack, nil)
+	n.announce(pub, wire.NewNamespace("live"))
+	pub.track.SetLargest(wire.Location{Group: 3, Object: 4}) // published before the relay came
+	c1, _ := n.dial("/sub1", nil)
+	s1, err := subscribe(t, c1, testTrack, wire.Params{})
+	require.NoError(t, err)
+	l, ok := s1.Largest()
+	require.True(t, ok, "the upstream's LARGEST_OBJECT is reported")
+	assert.Equal(t, wire.Location{Group: 3, Object: 4}, l)
+
+	writeGroup(t, pub.track, 4, 2)
+	_, err = readSubgroup(t, s1)
+	require.NoError(t, err)
+	c2, _ := n.dial("/sub2", nil)
+	s2, err := subscribe(t, c2, testTrack, wire.Params{})
+	require.NoError(t, err)
+	l, ok = s2.Largest()
+	require.True(t, ok)
+	assert.Equal(t, wire.Location{Group: 4, Object: 1}, l, "objects received upstream count")
+
+	// An upstream REQUEST_UPDATE_OK reports a larger one.
+	pub.track.SetLargest(wire.Location{Group: 9, Object: 0})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, s1.Update(ctx, wire.Params{Forward: wire.Some(false)}))
+	require.NoError(t, s2.Update(ctx, wire.Params{Forward: wire.Some(false)}))
+	waitFor(t, "upstream Forward 0", func() bool { return !upstreamForward(pub) })
+	ts, err := c2.TrackStatus(ctx, testTrack, wire.Params{})
+	require.NoError(t, err)
+	assert.Equal(t, wire.Some(wire.Location{Group: 9, Object: 0}), ts.Largest)
+}
+
+// readAll reads sub's objects in arrival order until want of them came,
+// keyed by Location.
+func readAll(t *testing.T, sub *moqt.Subscription, want int) []moqt.Object {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []moqt.Object
+	for len(out) < want {
+		o, err := sub.ReadObject(ctx)
+		if err != nil {
+			var se *moqt.StreamError
+			if errors.As(err, &se) {
+				continue // a stream the relay replaced
+			}
+			require.NoError(t, err)
+		}
+		o.Payload = append([]byte(nil), o.Payload...)
+		out = append(out, o)
+	}
+	return out
+}
+
+func TestC044_ObjectsOfSeveralPublishersDeduplicated(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		a := n.newPublisher("/a", testTrack, nil)
+		b := n.newPublisher("/b", testTrack, nil)
+		n.announce(a, wire.NewNamespace("live"))
+		n.announce(b, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		sub, err := subscribe(t, c, testTrack, wire.Params{})
+		require.NoError(t, err)
+		waitFor(t, "both publishers serve the relay", func() bool {
+			return len(a.servedSubs()) == 1 && len(b.servedSubs()) == 1
+		})
+		// Both publish group 0; a also group 1 and b group 2.
+		writeGroup(t, a.track, 0, 4)
+		writeGroup(t, b.track, 0, 4)
+		writeGroup(t, a.track, 1, 3)
+		writeGroup(t, b.track, 2, 3)
+		got := readAll(t, sub, 10)
+		seen := map[wire.Location]int{}
+		for _, o := range got {
+			seen[o.Location]++
+			assert.Equal(t, payload(o.Location.Group, o.Location.Object), o.Payload)
+		}
+		for g, cnt := range map[uint64]int{0: 4, 1: 3, 2: 3} {
+			for i := range cnt {
+				assert.Equal(t, 1, seen[wire.Location{Group: g, Object: uint64(i)}], "object %d/%d once", g, i)
+			}
+		}
+		// Nothing more: a duplicate would show as an eleventh object.
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		for {
+			o, err := sub.ReadObject(ctx)
+			if errors.Is(err, context.DeadlineExceeded) {
+				break
+			}
+			var se *moqt.StreamError
+			if errors.As(err, &se) {
+				continue
+			}
+			t.Fatalf("unexpected object %v (%v)", o.Location, err)
+		}
+	})
+}
+
+func TestC075_C076_NewDownstreamStreamWhenNextObjectUnproven(t *testing.T) {
+	n := startNode(t, "moqt", Config{}, nil)
+	a := n.newPublisher("/a", testTrack, nil)
+	b := n.newPublisher("/b", testTrack, nil)
+	n.announce(a, wire.NewNamespace("live"))
+	n.announce(b, wire.NewNamespace("live"))
+	c, _ := n.dial("/sub", nil)
+	sub, err := subscribe(t, c, testTrack, wire.Params{})
+	require.NoError(t, err)
+	waitFor(t, "both publishers serve the relay", func() bool {
+		return len(a.servedSubs()) == 1 && len(b.servedSubs()) == 1
+	})
+	// a: objects 0 and 2 of subgroup 0 (1 does not exist; a's stream
+	// proves it) and stays open.
+	wa := a.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
+	defer wa.Reset(wire.ResetCancelled)
+	for _, id := range []uint64{0, 2} {
+		require.NoError(t, wa.WriteObject(moqt.Object{Location: wire.Location{Object: id}, Payload: payload(0, id)}))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r1, err := sub.AcceptSubgroup(ctx)
+	require.NoError(t, err)
+	for _, id := range []uint64{0, 2} {
+		o, err := r1.ReadObject(nil)
+		require.NoError(t, err)
+		assert.Equal(t, id, o.Location.Object, "the gap proven by one upstream stream keeps the stream")
+	}
+	// b: a stream of the same subgroup starting at 5. Nothing proves that
+	// 3 and 4 do not exist: a new downstream stream.
+	wb := b.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{Joined: true}) // b too joined late
+	require.NoError(t, wb.WriteObject(moqt.Object{Location: wire.Location{Object: 5}, Payload: payload(0, 5)}))
+	require.NoError(t, wb.Close())
+	_, err = r1.ReadObject(nil)
+	var se *moqt.StreamError
+	require.ErrorAs(t, err, &se, "the first stream is reset, not continued")
+	r2, err := sub.AcceptSubgroup(ctx)
+	require.NoError(t, err)
+	o, err := r2.ReadObject(nil)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(5), o.Location.Object)
+	assert.False(t, r2.Header().FirstObject, "a stream that joined mid-subgroup is no first one")
+}

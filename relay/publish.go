@@ -1,0 +1,106 @@
+package relay
+
+import (
+	"context"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// servePublish accepts a publisher's PUBLISH (§7.5): the track becomes
+// available, or gains a publisher, and its downstream subscribers' Forward
+// state goes upstream with REQUEST_UPDATE.
+func (rl *Relay) servePublish(r *moqt.PublishRequest) {
+	sub, err := r.Accept(wire.Params{})
+	if err != nil {
+		rl.reqDone(KindPublish, OutcomeRefused)
+		return
+	}
+	rl.reqDone(KindPublish, OutcomeOK)
+	rl.log.Debug("relay: publish", "event", "ok", "track", r.Track.String())
+	for {
+		e := rl.entry(r.Track)
+		if e == nil {
+			_ = sub.Close()
+			return
+		}
+		e.mu.Lock()
+		if e.dead {
+			e.mu.Unlock()
+			continue
+		}
+		u := &upstream{e: e, s: r.Session(), byPublish: true, sub: sub, cancel: func() {}, sent: forwardOf(r.Params)}
+		if e.track == nil && !e.makeTrackLocked(sub) {
+			e.mu.Unlock()
+			_ = sub.Close()
+			return
+		}
+		newly := !e.publishedLocked()
+		e.ups[u] = struct{}{}
+		e.noteLargestLocked(sub) // the PUBLISH's LARGEST_OBJECT (§9.20.18)
+		// Held SUBSCRIBEs proceed (ready is closed) and are not offered the
+		// PUBLISH as well (§7.5); nor are the track's publishers.
+		exclude := map[*moqt.Session]bool{}
+		for s := range e.waiting {
+			exclude[s] = true
+		}
+		for o := range e.ups {
+			exclude[o.s] = true
+		}
+		e.updateForwardLocked()
+		e.mu.Unlock()
+		rl.goRun(u.run)
+		if newly {
+			name := e.name
+			rl.goRun(func() {
+				skip := func(s *moqt.Session) bool { return exclude[s] }
+				if rl.trackPublishedHook != nil {
+					rl.trackPublishedHook(name, skip)
+				}
+				rl.onTrackPublished(name, skip)
+			})
+		}
+		return
+	}
+}
+
+// publishedLocked reports whether an Established upstream came by PUBLISH.
+func (e *trackEntry) publishedLocked() bool {
+	for u := range e.ups {
+		if u.byPublish {
+			return true
+		}
+	}
+	return false
+}
+
+// publishDownstream offers the relay's track name to s with PUBLISH (see
+// the contract in relay.go).
+func (rl *Relay) publishDownstream(ctx context.Context, s *moqt.Session, name wire.FullTrackName, params wire.Params) (*moqt.ServedSubscription, error) {
+	gone := &moqt.RequestError{Code: wire.ReqDoesNotExist, Reason: "track not available"}
+	e := rl.lookup(name)
+	if e == nil {
+		return nil, gone
+	}
+	e.mu.Lock()
+	if e.dead || e.track == nil {
+		e.mu.Unlock()
+		return nil, gone
+	}
+	d := &downstream{s: s, forward: forwardOf(params)}
+	e.downs[d] = struct{}{}
+	e.stopLingerLocked()
+	e.updateForwardLocked()
+	track := e.track
+	e.mu.Unlock()
+	ss, err := track.Publish(ctx, s, params)
+	if err != nil {
+		e.removeDown(d)
+		return nil, err
+	}
+	e.mu.Lock()
+	d.ss = ss
+	e.mu.Unlock()
+	context.AfterFunc(ss.Context(), func() { e.removeDown(d) })
+	return ss, nil
+}
