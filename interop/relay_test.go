@@ -402,28 +402,7 @@ func testBrowserSubscribes(t *testing.T, h *harness) {
 	assert.Nil(t, r.js.Error, "js error")
 	assert.True(t, r.js.Established, "@moq/net did not establish the session")
 	assert.Contains(t, r.js.Announced, jsAnnounce{Path: "go", Active: true}, "the namespaces @moq/net discovered through the relay")
-	groups := map[uint64]jsGroup{}
-	for _, g := range r.js.Groups {
-		_, dup := groups[g.Sequence]
-		assert.False(t, dup, "group %d arrived twice", g.Sequence)
-		groups[g.Sequence] = g
-	}
-	require.Len(t, groups, objectGroups, "groups the page read")
-	for seq := range uint64(objectGroups) {
-		g, ok := groups[seq]
-		if !assert.True(t, ok, "group %d is missing", seq) {
-			continue
-		}
-		assert.Nil(t, g.Error, "group %d did not end with a FIN", seq)
-		if !assert.Len(t, g.Frames, objectsPerGroup, "objects in group %d", seq) {
-			continue
-		}
-		for o, f := range g.Frames {
-			assert.Equal(t, uint64(o), f.Index, "group %d: object %d out of order", seq, o)
-			want := hex.EncodeToString(objectPayload(seq, uint64(o)))
-			assert.True(t, want == f.Payload, "group %d object %d: payload differs", seq, o)
-		}
-	}
+	checkJSGroups(t, r.js.Groups)
 
 	var se *moqt.SessionError
 	require.ErrorAs(t, r.closed, &se)
@@ -510,4 +489,124 @@ func testBrowserPublishesEarly(t *testing.T, h *harness) {
 	assert.ErrorAs(t, subErr, &re, "the Go subscriber's SUBSCRIBE")
 	t.Logf("go: the Go subscriber's SUBSCRIBE: %v", subErr)
 	assert.NoError(t, client.Context().Err(), "the Go subscriber's session ended with the browser's")
+}
+
+// testBrowserSubscribesPublished: a Go publisher PUBLISHes its track to
+// the relay; @moq/net subscribes to it through the relay (SUBSCRIBE, which
+// the relay answers from the published track) and gets every object.
+func testBrowserSubscribesPublished(t *testing.T, h *harness) {
+	name := wire.FullTrackName{Namespace: wire.NewNamespace("moqt-interop", "published"), Name: []byte("video")}
+	track, err := moqt.NewLocalTrack(name, nil)
+	require.NoError(t, err)
+	metrics := newAnswered()
+	received := h.signals.take("received")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		ss          *moqt.ServedSubscription // the PUBLISH, the relay's end
+		publishErrs []error
+		pubDone     = make(chan struct{})
+	)
+	publisher := func() {
+		defer close(pubDone)
+		// Nothing is published before the relay has answered the browser
+		// (a SUBSCRIBE_OK with LARGEST_OBJECT would be misread by
+		// @moq/net) and asked the publisher to forward (§7.2: Forward 0
+		// while nobody receives).
+		select {
+		case <-metrics.subscribed:
+		case <-time.After(scenarioTimeout):
+			publishErrs = append(publishErrs, errors.New("the relay never answered the browser's SUBSCRIBE"))
+			return
+		}
+		deadline := time.Now().Add(scenarioTimeout)
+		for !ss.Forward() && ss.Context().Err() == nil && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if !ss.Forward() {
+			publishErrs = append(publishErrs, errors.New("the relay never set Forward 1 on the PUBLISH"))
+			return
+		}
+		for g := range uint64(objectGroups) {
+			w := track.OpenSubgroup(g, 0, moqt.SubgroupOptions{EndOfGroup: true})
+			for o := range uint64(objectsPerGroup) {
+				if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: g, Object: o}, Payload: objectPayload(g, o)}); err != nil {
+					publishErrs = append(publishErrs, fmt.Errorf("group %d object %d: %w", g, o, err))
+				}
+			}
+			if err := w.Close(); err != nil {
+				publishErrs = append(publishErrs, fmt.Errorf("closing group %d: %w", g, err))
+			}
+		}
+		select {
+		case <-received:
+		case <-time.After(scenarioTimeout):
+		}
+	}
+
+	r := h.runScenario(t, scenario{
+		name:      "subscribe-objects",
+		namespace: "moqt-interop/published",
+		track:     "video",
+		params:    map[string]any{"groups": objectGroups, "doneWaitMs": 0},
+		cfg:       moqt.Config{Handler: newRelay(t, metrics)},
+		onListen: func(url string, certHash [32]byte) {
+			s := dialRelay(t, ctx, url, certHash, "go-publisher", nil)
+			pubCtx, cancel := context.WithTimeout(ctx, closeTimeout)
+			defer cancel()
+			var err error
+			ss, err = track.Publish(pubCtx, s, wire.Params{})
+			require.NoError(t, err, "the Go publisher's PUBLISH")
+			go publisher()
+		},
+		beforeClose: func(*run) {
+			select {
+			case <-pubDone:
+			case <-time.After(closeTimeout):
+				publishErrs = append(publishErrs, errors.New("the publisher is still running"))
+			}
+		},
+	})
+	cancel()
+
+	assert.Empty(t, publishErrs, "the Go publisher")
+	assert.Nil(t, r.js.Error, "js error")
+	assert.True(t, r.js.Established, "@moq/net did not establish the session")
+	checkJSGroups(t, r.js.Groups)
+
+	var se *moqt.SessionError
+	require.ErrorAs(t, r.closed, &se)
+	assert.True(t, se.Remote, "the browser should have ended the session: %v", se)
+	assert.Equal(t, wire.NoError, se.Code, "session close code")
+}
+
+// checkJSGroups asserts that the page read groups 0 to objectGroups-1,
+// each once, ended by a FIN and holding objectPayload's objects in order,
+// byte for byte.
+func checkJSGroups(t *testing.T, read []jsGroup) {
+	t.Helper()
+	groups := map[uint64]jsGroup{}
+	for _, g := range read {
+		_, dup := groups[g.Sequence]
+		assert.False(t, dup, "group %d arrived twice", g.Sequence)
+		groups[g.Sequence] = g
+	}
+	require.Len(t, groups, objectGroups, "groups the page read")
+	for seq := range uint64(objectGroups) {
+		g, ok := groups[seq]
+		if !assert.True(t, ok, "group %d is missing", seq) {
+			continue
+		}
+		assert.Nil(t, g.Error, "group %d did not end with a FIN", seq)
+		if !assert.Len(t, g.Frames, objectsPerGroup, "objects in group %d", seq) {
+			continue
+		}
+		for o, f := range g.Frames {
+			assert.Equal(t, uint64(o), f.Index, "group %d: object %d out of order", seq, o)
+			want := hex.EncodeToString(objectPayload(seq, uint64(o)))
+			assert.True(t, want == f.Payload, "group %d object %d: payload differs (%d hex digits, want %d)",
+				seq, o, len(f.Payload), len(want))
+		}
+	}
 }
