@@ -152,32 +152,6 @@ func (p *relayProcess) dial(t *testing.T, ctx context.Context, scheme string, h 
 	return s
 }
 
-// goPublisher announces track's namespace on s and serves its SUBSCRIBEs
-// from track.
-type goPublisher struct {
-	track    *moqt.LocalTrack
-	accepted chan *moqt.ServedSubscription
-}
-
-func newGoPublisher(t *testing.T, name wire.FullTrackName) *goPublisher {
-	track, err := moqt.NewLocalTrack(name, nil)
-	require.NoError(t, err)
-	return &goPublisher{track: track, accepted: make(chan *moqt.ServedSubscription, 4)}
-}
-
-func (p *goPublisher) ServeMOQT(r moqt.Request) {
-	sr, ok := r.(*moqt.SubscribeRequest)
-	if !ok || !sr.Track.Equal(p.track.Name()) {
-		moqt.DefaultHandler.ServeMOQT(r)
-		return
-	}
-	ss, err := p.track.Accept(sr, moqt.AcceptOptions{})
-	if err != nil {
-		return
-	}
-	p.accepted <- ss
-}
-
 // demoPayload is object o of group g: sizes from one byte to several QUIC
 // packets.
 func demoPayload(g, o uint64) []byte {
@@ -194,27 +168,32 @@ const (
 	demoObjects = 3
 )
 
-// publishAndReceive: pub announces the track's namespace on pubSession;
-// sub subscribes on subSession; once the relay has subscribed upstream the
-// publisher writes demoGroups groups, and sub must read every object byte
-// for byte, each group ended by a FIN.
-func publishAndReceive(t *testing.T, ctx context.Context, pubSession, subSession *moqt.Session, pub *goPublisher) {
+// publishAndReceive: a publisher PUBLISHes name on pubSession; once sub
+// has subscribed on subSession and the relay has asked the publisher to
+// forward, the publisher writes demoGroups groups, and sub must read every
+// object byte for byte, each group ended by a FIN.
+func publishAndReceive(t *testing.T, ctx context.Context, pubSession, subSession *moqt.Session, name wire.FullTrackName) {
 	t.Helper()
-	name := pub.track.Name()
-	ann, err := pubSession.PublishNamespace(ctx, name.Namespace, wire.Params{})
-	require.NoError(t, err, "PUBLISH_NAMESPACE to the relay")
-	defer ann.Close()
+	track, err := moqt.NewLocalTrack(name, nil)
+	require.NoError(t, err)
+	ss, err := track.Publish(ctx, pubSession, wire.Params{})
+	require.NoError(t, err, "PUBLISH to the relay")
+	defer ss.End(wire.DoneTrackEnded, "test over")
 
 	sub, err := subSession.Subscribe(ctx, name, wire.Params{})
 	require.NoError(t, err, "SUBSCRIBE through the relay")
 	defer sub.Close()
-	select {
-	case <-pub.accepted:
-	case <-ctx.Done():
-		require.FailNow(t, "the relay did not subscribe upstream")
+	// The relay forwards (Forward 1 upstream, §7.2) once it has a
+	// subscriber; what the publisher writes before that is not sent.
+	for !ss.Forward() {
+		select {
+		case <-ctx.Done():
+			require.FailNow(t, "the relay never asked the publisher to forward")
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	for g := range uint64(demoGroups) {
-		w := pub.track.OpenSubgroup(g, 0, moqt.SubgroupOptions{EndOfGroup: true})
+		w := track.OpenSubgroup(g, 0, moqt.SubgroupOptions{EndOfGroup: true})
 		for o := range uint64(demoObjects) {
 			require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Group: g, Object: o}, Payload: demoPayload(g, o)}))
 		}
@@ -250,16 +229,15 @@ func publishAndReceive(t *testing.T, ctx context.Context, pubSession, subSession
 }
 
 // TestRelayProcess: the command, as a process of its own, routes a track
-// from a publisher (raw QUIC, PUBLISH_NAMESPACE) to a subscriber
+// from a publisher (raw QUIC, PUBLISH) to a subscriber
 // (WebTransport); on SIGTERM it sends both GOAWAY and exits cleanly.
 func TestRelayProcess(t *testing.T) {
 	p := startRelay(t, "relay")
 	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
 	defer cancel()
-	pub := newGoPublisher(t, wire.FullTrackName{Namespace: wire.NewNamespace("demo", "process"), Name: []byte("clock")})
-	pubSession := p.dial(t, ctx, "moqt", pub)
+	pubSession := p.dial(t, ctx, "moqt", nil)
 	subSession := p.dial(t, ctx, "https", nil)
-	publishAndReceive(t, ctx, pubSession, subSession, pub)
+	publishAndReceive(t, ctx, pubSession, subSession, wire.FullTrackName{Namespace: wire.NewNamespace("demo", "process"), Name: []byte("clock")})
 
 	p.stop(t)
 	for _, s := range []*moqt.Session{pubSession, subSession} {
@@ -285,10 +263,9 @@ func TestRelayChain(t *testing.T) {
 		"-upstream-sha256", fmt.Sprintf("%x", origin.certHash))
 	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
 	defer cancel()
-	pub := newGoPublisher(t, wire.FullTrackName{Namespace: wire.NewNamespace("demo", "chain"), Name: []byte("clock")})
-	pubSession := origin.dial(t, ctx, "moqt", pub)
+	pubSession := origin.dial(t, ctx, "moqt", nil)
 	subSession := edge.dial(t, ctx, "https", nil)
-	publishAndReceive(t, ctx, pubSession, subSession, pub)
+	publishAndReceive(t, ctx, pubSession, subSession, wire.FullTrackName{Namespace: wire.NewNamespace("demo", "chain"), Name: []byte("clock")})
 	edge.stop(t)
 	origin.stop(t)
 }
