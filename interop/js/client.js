@@ -281,7 +281,6 @@ async function discoverSubscribe(params, result) {
 		}
 		const broadcast = conn.consume(want);
 		const track = broadcast.subscribe(params.track);
-		await signal("subscribing");
 		while (result.groups.length < params.groups) {
 			const group = await track.recvGroup();
 			if (!group) {
