@@ -30,12 +30,16 @@
 // Outgoing requests are methods: Session.Subscribe returns the subscriber's
 // end of a subscription (*Subscription), Session.TrackStatus a
 // *TrackStatus, and LocalTrack.Publish offers a track with PUBLISH,
-// returning the publisher's end (*ServedSubscription). They block until
-// the peer answers; a REQUEST_ERROR comes back as *RequestError.
+// returning the publisher's end (*ServedSubscription);
+// Session.PublishNamespace announces a namespace (*Announcement), and
+// Session.SubscribeNamespace and SubscribeTracks discover namespaces and
+// tracks under a prefix (*NamespaceSubscription). They block until the
+// peer answers; a REQUEST_ERROR comes back as *RequestError.
 //
 // Incoming requests go to Config.Handler, in the manner of net/http: one
 // goroutine per request, and the concrete type (*SubscribeRequest,
-// *FetchRequest, *PublishRequest, *TrackStatusRequest) is answered with
+// *FetchRequest, *PublishRequest, *TrackStatusRequest,
+// *PublishNamespaceRequest, *SubscribeNamespaceRequest) is answered with
 // Accept or Reject (a SUBSCRIBE is accepted by the LocalTrack that serves
 // it, LocalTrack.Accept, and a FETCH answered from it, LocalTrack.Fetch). Every request's Context ends when the peer gives it
 // up, when it ends, or with the session. DefaultHandler rejects everything.

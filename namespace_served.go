@@ -77,9 +77,17 @@ func (srv *nsServed) accept(params wire.Params) {
 			srv.terminate(fmt.Errorf("%s: %w", srv.kind, errExpired), wire.ResetCancelled)
 		})
 	}
-	early := srv.pending
+	// The updates that came first are answered now, under the same lock,
+	// so that a later one cannot overtake them.
+	ok := true
+	for _, u := range srv.pending {
+		ok = ok && srv.applyLocked(u)
+	}
 	srv.pending = nil
 	srv.mu.Unlock()
+	if !ok {
+		srv.behind(errNamespaceQueueFull)
+	}
 	// The request lives as long as its Context: the requester's reset or
 	// STOP_SENDING, the session's end and the loop's end all end it.
 	stop := context.AfterFunc(srv.in.ctx, func() {
@@ -89,26 +97,18 @@ func (srv *nsServed) accept(params wire.Params) {
 	srv.stopLife = stop
 	srv.mu.Unlock()
 	srv.sess.goroutines.Go(srv.run)
-	for _, u := range early {
-		srv.apply(u)
-	}
 }
 
 // rejected ends the request that the Handler refused.
 func (srv *nsServed) rejected(e *RequestError) {
-	srv.mu.Lock()
-	srv.ended, srv.err = true, e
-	srv.pending = nil
-	srv.mu.Unlock()
-	srv.closeDone()
+	if srv.endWith(e) {
+		srv.closeDone()
+	}
 }
 
+// closeDone tells of the request's end; whoever ended it calls it, once.
 func (srv *nsServed) closeDone() {
-	select {
-	case <-srv.done:
-	default:
-		close(srv.done)
-	}
+	close(srv.done)
 	if srv.onEnd != nil {
 		srv.onEnd()
 	}
@@ -148,13 +148,37 @@ func (srv *nsServed) behind(err error) {
 }
 
 // terminate ends the request with cause, resetting the stream with code
-// unless the session is over (its close tells the peer) or code is 0 with
-// FIN already sent. It is idempotent.
+// unless the session is over (its close tells the peer). It is
+// idempotent.
 func (srv *nsServed) terminate(cause error, code wire.ResetCode) {
+	if !srv.endWith(cause) {
+		return
+	}
+	// The Context ends first, so that its cause is this one and not the
+	// requester's answer to the reset.
+	srv.in.cancel(cause)
+	if srv.sess.ctx.Err() == nil {
+		srv.rs.cancel(code)
+	}
+	srv.closeDone()
+}
+
+// finished ends the request after this end's FIN, which followed a
+// refused update (§9.5.1).
+func (srv *nsServed) finished(cause error) {
+	if srv.endWith(cause) {
+		srv.in.cancel(cause)
+		srv.closeDone()
+	}
+}
+
+// endWith marks the request ended with cause and stops its timers; false
+// if it had ended already.
+func (srv *nsServed) endWith(cause error) bool {
 	srv.mu.Lock()
 	if srv.ended {
 		srv.mu.Unlock()
-		return
+		return false
 	}
 	srv.ended, srv.err = true, cause
 	srv.queue, srv.pending = nil, nil
@@ -166,32 +190,7 @@ func (srv *nsServed) terminate(cause error, code wire.ResetCode) {
 	if stop != nil {
 		stop()
 	}
-	if srv.sess.ctx.Err() == nil {
-		srv.rs.cancel(code)
-	}
-	srv.in.cancel(cause)
-	srv.closeDone()
-}
-
-// finished ends the request after this end's FIN, which followed a
-// refused update (§9.5.1).
-func (srv *nsServed) finished(cause error) {
-	srv.mu.Lock()
-	if srv.ended {
-		srv.mu.Unlock()
-		return
-	}
-	srv.ended, srv.err = true, cause
-	if srv.expiry != nil {
-		srv.expiry.Stop()
-	}
-	stop := srv.stopLife
-	srv.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
-	srv.in.cancel(cause)
-	srv.closeDone()
+	return true
 }
 
 // run writes the queue in order, each message within
@@ -310,9 +309,18 @@ func (srv *nsServed) handle(m wire.Message, rej *wire.RejectError) error {
 // apply answers one update of the accepted request.
 func (srv *nsServed) apply(pu pendingUpdate) {
 	srv.mu.Lock()
+	ok := srv.applyLocked(pu)
+	srv.mu.Unlock()
+	if !ok {
+		srv.behind(errNamespaceQueueFull)
+	}
+}
+
+// applyLocked queues the answer to one update, under mu; false if the
+// queue is full.
+func (srv *nsServed) applyLocked(pu pendingUpdate) bool {
 	if srv.usableLocked() != nil {
-		srv.mu.Unlock()
-		return
+		return true
 	}
 	var refusal *RequestError
 	var after []wire.Message
@@ -337,10 +345,7 @@ func (srv *nsServed) apply(pu pendingUpdate) {
 		}
 		ok = srv.pushLocked(append([]wire.Message{&wire.RequestOK{Parameters: grant}}, after...)...)
 	}
-	srv.mu.Unlock()
-	if !ok {
-		srv.behind(errNamespaceQueueFull)
-	}
+	return ok
 }
 
 // peerFinished waits for the request's end: the requester's FIN is no

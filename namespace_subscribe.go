@@ -29,10 +29,11 @@ type NamespaceSubscription struct {
 
 	mu     sync.Mutex // guards the fields below; a leaf
 	prefix wire.Namespace
-	active map[string]wire.Namespace // by nsKey: NAMESPACE seen, no NAMESPACE_DONE yet
+	active map[wire.NamespaceKey]wire.Namespace // NAMESPACE seen, no NAMESPACE_DONE yet
 	events []NamespaceEvent
-	end    error // why the stream ended, once it did
-	closed bool  // Close was called: Next returns end at once
+	finals []wire.Namespace // active when the stream ended, to report Done
+	end    error            // why the stream ended, once it did
+	closed bool             // Close was called: Next returns end at once
 }
 
 // maxQueuedEvents bounds the events waiting for Next; a prefix update's
@@ -98,7 +99,7 @@ func (s *Session) subscribeNamespaces(ctx context.Context, prefix wire.Namespace
 		space:  make(chan struct{}, 1),
 		ready:  make(chan struct{}, 1),
 		prefix: cloneNamespace(prefix),
-		active: make(map[string]wire.Namespace),
+		active: make(map[wire.NamespaceKey]wire.Namespace),
 	}
 	r := newNSRequester(s, rs, kind, okCtx)
 	r.more, r.updated, r.ended = ns.receive, ns.prefixUpdated, ns.streamEnded
@@ -141,7 +142,11 @@ func (ns *NamespaceSubscription) receive(m wire.Message) error {
 		return errRequesterEnded
 	}
 	ns.mu.Lock()
-	k := nsKey(whole)
+	if ns.end != nil {
+		ns.mu.Unlock()
+		return errRequesterEnded
+	}
+	k := whole.Key()
 	ev := NamespaceEvent{Namespace: whole}
 	switch m.(type) {
 	case *wire.NamespaceMsg:
@@ -199,17 +204,21 @@ func (ns *NamespaceSubscription) prefixUpdated(params wire.Params) {
 		return
 	}
 	ns.mu.Lock()
+	if ns.end != nil {
+		ns.mu.Unlock()
+		return
+	}
 	ns.prefix = cloneNamespace(p.Value)
-	var gone []string
+	var gone []wire.Namespace
 	for k, a := range ns.active {
 		if !a.HasPrefix(ns.prefix) {
-			gone = append(gone, k)
+			gone = append(gone, a)
+			delete(ns.active, k)
 		}
 	}
-	slices.Sort(gone)
-	for _, k := range gone {
-		ns.events = append(ns.events, NamespaceEvent{Namespace: ns.active[k], Done: true})
-		delete(ns.active, k)
+	slices.SortFunc(gone, compareNamespaces)
+	for _, a := range gone {
+		ns.events = append(ns.events, NamespaceEvent{Namespace: a, Done: true})
 	}
 	ns.mu.Unlock()
 	if len(gone) > 0 {
@@ -222,6 +231,11 @@ func (ns *NamespaceSubscription) streamEnded(err error) {
 	ns.mu.Lock()
 	if ns.end == nil {
 		ns.end = err
+		for _, a := range ns.active {
+			ns.finals = append(ns.finals, a)
+		}
+		slices.SortFunc(ns.finals, compareNamespaces)
+		ns.active = nil
 	}
 	ns.mu.Unlock()
 	signal(ns.ready)
@@ -248,14 +262,9 @@ func (ns *NamespaceSubscription) Next(ctx context.Context) (NamespaceEvent, erro
 			ns.mu.Unlock()
 			signal(ns.space)
 			return ev, nil
-		case ns.end != nil && len(ns.active) > 0:
-			keys := make([]string, 0, len(ns.active))
-			for k := range ns.active {
-				keys = append(keys, k)
-			}
-			k := slices.Min(keys)
-			ev := NamespaceEvent{Namespace: ns.active[k], Done: true}
-			delete(ns.active, k)
+		case ns.end != nil && len(ns.finals) > 0:
+			ev := NamespaceEvent{Namespace: ns.finals[0], Done: true}
+			ns.finals = ns.finals[1:]
 			ns.mu.Unlock()
 			return ev, nil
 		case ns.end != nil:

@@ -212,3 +212,30 @@ func TestNamespaceSubscribeFIN(t *testing.T) {
 		assert.NoError(t, s.Context().Err())
 	})
 }
+
+// A SUBSCRIBE_NAMESPACE granted EXPIRES ends when it passes (§9.20.17)
+// unless an update renews it; the requester sees the grant in Params.
+func TestNamespaceSubscribeExpires(t *testing.T) {
+	forTransports(t, func(t *testing.T, connect connector) {
+		h := newNSServer()
+		h.grant = wire.Params{Expires: wire.Some[uint64](300)}
+		p := connect(t, &Config{Handler: h}, nil)
+		ctx := testCtx(t, 10*time.Second)
+		sub, err := p.client.SubscribeNamespace(ctx, wire.NewNamespace("a"), wire.Params{})
+		require.NoError(t, err)
+		assert.Equal(t, wire.Some[uint64](300), sub.Params.Expires)
+		req, w := recvOrFail(t, h.reqs), recvOrFail(t, h.writers)
+		require.NoError(t, w.Publish(wire.NewNamespace("a", "1")))
+		assert.Equal(t, nsEvent(false, "a", "1"), next(t, ctx, sub))
+		time.Sleep(200 * time.Millisecond)
+		require.NoError(t, sub.Update(ctx, wire.Params{}))
+		time.Sleep(200 * time.Millisecond) // past the first expiry, within the second
+		assert.NoError(t, req.Context().Err())
+
+		waitDone(t, ctx, req.Context().Done(), "the expired request")
+		assert.ErrorIs(t, context.Cause(req.Context()), errExpired)
+		assert.Equal(t, nsEvent(true, "a", "1"), next(t, ctx, sub))
+		_, err = sub.Next(ctx)
+		assert.ErrorIs(t, err, ErrCancelled)
+	})
+}

@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -61,15 +62,13 @@ type NamespaceWriter struct {
 	tracks bool
 	// Guarded by srv.mu.
 	prefix  wire.Namespace
-	offered map[string]wire.Namespace // by nsKey
-	sent    map[string]wire.Namespace // offered and sent as NAMESPACE under prefix
+	offered map[wire.NamespaceKey]wire.Namespace
+	sent    map[wire.NamespaceKey]wire.Namespace // offered and sent as NAMESPACE under prefix
 }
 
-// nsKey is ns as a map key: its encoding, which is unambiguous.
-func nsKey(ns wire.Namespace) string {
-	b, _ := ns.Append(nil)
-	return string(b)
-}
+// compareNamespaces orders namespaces field by field, so that what is
+// reported in bulk comes in a stable order.
+func compareNamespaces(a, b wire.Namespace) int { return slices.CompareFunc(a, b, bytes.Compare) }
 
 // cloneNamespace returns a copy of ns that owns its memory.
 func cloneNamespace(ns wire.Namespace) wire.Namespace {
@@ -104,29 +103,19 @@ func (w *NamespaceWriter) Publish(ns wire.Namespace) error {
 	if err := ns.Validate(0); err != nil {
 		return err
 	}
-	k := nsKey(ns)
-	w.srv.mu.Lock()
-	if err := w.srv.usableLocked(); err != nil {
-		w.srv.mu.Unlock()
-		return err
-	}
-	if _, ok := w.offered[k]; ok {
-		w.srv.mu.Unlock()
-		return nil
-	}
-	own := cloneNamespace(ns)
-	w.offered[k] = own
-	ok := true
-	if own.HasPrefix(w.prefix) {
+	k := ns.Key()
+	return w.change(func() (wire.Message, error) {
+		if _, ok := w.offered[k]; ok {
+			return nil, nil
+		}
+		own := cloneNamespace(ns)
+		w.offered[k] = own
+		if !own.HasPrefix(w.prefix) {
+			return nil, nil
+		}
 		w.sent[k] = own
-		ok = w.srv.pushLocked(&wire.NamespaceMsg{TrackNamespaceSuffix: own[len(w.prefix):]})
-	}
-	w.srv.mu.Unlock()
-	if !ok {
-		w.srv.behind(errNamespaceQueueFull)
-		return errNamespaceQueueFull
-	}
-	return nil
+		return &wire.NamespaceMsg{TrackNamespaceSuffix: own[len(w.prefix):]}, nil
+	})
 }
 
 // Done withdraws ns (NAMESPACE_DONE, §9.17), on a SUBSCRIBE_NAMESPACE: it
@@ -138,24 +127,16 @@ func (w *NamespaceWriter) Done(ns wire.Namespace) error {
 	if err := ns.Validate(0); err != nil {
 		return err
 	}
-	k := nsKey(ns)
-	w.srv.mu.Lock()
-	if err := w.srv.usableLocked(); err != nil {
-		w.srv.mu.Unlock()
-		return err
-	}
-	delete(w.offered, k)
-	ok := true
-	if sent, was := w.sent[k]; was {
+	k := ns.Key()
+	return w.change(func() (wire.Message, error) {
+		delete(w.offered, k)
+		sent, was := w.sent[k]
+		if !was {
+			return nil, nil
+		}
 		delete(w.sent, k)
-		ok = w.srv.pushLocked(&wire.NamespaceDone{TrackNamespaceSuffix: sent[len(w.prefix):]})
-	}
-	w.srv.mu.Unlock()
-	if !ok {
-		w.srv.behind(errNamespaceQueueFull)
-		return errNamespaceQueueFull
-	}
-	return nil
+		return &wire.NamespaceDone{TrackNamespaceSuffix: sent[len(w.prefix):]}, nil
+	})
 }
 
 // Skip reports that no PUBLISH will come for track (PUBLISH_SKIPPED,
@@ -167,23 +148,32 @@ func (w *NamespaceWriter) Skip(track wire.FullTrackName) error {
 	if err := track.Namespace.Validate(len(track.Name)); err != nil {
 		return err
 	}
+	return w.change(func() (wire.Message, error) {
+		if !track.Namespace.HasPrefix(w.prefix) {
+			return nil, fmt.Errorf("moqt: track %s is not under the prefix %s", track, w.prefix)
+		}
+		own := cloneNamespace(track.Namespace)
+		return &wire.PublishSkipped{TrackNamespaceSuffix: own[len(w.prefix):], TrackName: slices.Clone(track.Name)}, nil
+	})
+}
+
+// change runs f under the writer's lock, unless the request is over, and
+// queues the message f returns, if any. A full queue means the requester
+// is too far behind: the request ends.
+func (w *NamespaceWriter) change(f func() (wire.Message, error)) error {
 	w.srv.mu.Lock()
 	if err := w.srv.usableLocked(); err != nil {
 		w.srv.mu.Unlock()
 		return err
 	}
-	if !track.Namespace.HasPrefix(w.prefix) {
-		w.srv.mu.Unlock()
-		return fmt.Errorf("moqt: track %s is not under the prefix %s", track, w.prefix)
-	}
-	own := cloneNamespace(track.Namespace)
-	ok := w.srv.pushLocked(&wire.PublishSkipped{TrackNamespaceSuffix: own[len(w.prefix):], TrackName: slices.Clone(track.Name)})
+	m, err := f()
+	ok := err != nil || m == nil || w.srv.pushLocked(m)
 	w.srv.mu.Unlock()
 	if !ok {
 		w.srv.behind(errNamespaceQueueFull)
 		return errNamespaceQueueFull
 	}
-	return nil
+	return err
 }
 
 // End ends the request by resetting its stream with code (§6.4.2.3).
@@ -210,17 +200,16 @@ func (w *NamespaceWriter) update(u *wire.RequestUpdate) ([]wire.Message, *Reques
 			delete(w.sent, k)
 		}
 	}
-	var keys []string
+	var now []wire.Namespace
 	for k, ns := range w.offered {
 		if _, sent := w.sent[k]; !sent && ns.HasPrefix(np) {
-			keys = append(keys, k)
+			now = append(now, ns)
 		}
 	}
-	slices.Sort(keys)
-	out := make([]wire.Message, 0, len(keys))
-	for _, k := range keys {
-		ns := w.offered[k]
-		w.sent[k] = ns
+	slices.SortFunc(now, compareNamespaces)
+	out := make([]wire.Message, 0, len(now))
+	for _, ns := range now {
+		w.sent[ns.Key()] = ns
 		out = append(out, &wire.NamespaceMsg{TrackNamespaceSuffix: ns[len(np):]})
 	}
 	return out, nil
@@ -258,7 +247,7 @@ func serveNamespaceSubscription(s *Session, rs *requestStream, prefix wire.Names
 	}
 	srv := newNSServed(&req.RequestCommon, kind)
 	w := &NamespaceWriter{srv: srv, tracks: tracks, prefix: prefix,
-		offered: make(map[string]wire.Namespace), sent: make(map[string]wire.Namespace)}
+		offered: make(map[wire.NamespaceKey]wire.Namespace), sent: make(map[wire.NamespaceKey]wire.Namespace)}
 	srv.update = w.update
 	srv.onEnd = func() { s.nsPrefixes.release(tracks, rs) }
 	req.w = w

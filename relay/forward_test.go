@@ -141,7 +141,7 @@ func TestC066_AllTrackPropertiesForwarded(t *testing.T) {
 		tp := wire.KVList{
 			{Type: wire.PropMaxCacheDuration, Value: 60_000},
 			{Type: wire.PropDefaultPublisherPriority, Value: 7},
-			{Type: 0x1234, Value: 42},                  // unknown, not mandatory: forwarded too
+			{Type: 0x1234, Value: 42},                    // unknown, not mandatory: forwarded too
 			{Type: 0x1235, Bytes: []byte("opaque prop")}, // odd: bytes
 		}
 		pub := n.newPublisher("/pub", testTrack, tp)
@@ -186,10 +186,10 @@ func TestC048_C072_LargestObjectIsTheMaximum(t *testing.T) {
 	defer cancel()
 	require.NoError(t, s1.Update(ctx, wire.Params{Forward: wire.Some(false)}))
 	require.NoError(t, s2.Update(ctx, wire.Params{Forward: wire.Some(false)}))
-	waitFor(t, "upstream Forward 0", func() bool { return !upstreamForward(pub) })
-	ts, err := c2.TrackStatus(ctx, testTrack, wire.Params{})
-	require.NoError(t, err)
-	assert.Equal(t, wire.Some(wire.Location{Group: 9, Object: 0}), ts.Largest)
+	waitFor(t, "REQUEST_UPDATE_OK's LARGEST_OBJECT reported", func() bool {
+		ts, err := c2.TrackStatus(ctx, testTrack, wire.Params{})
+		return err == nil && ts.Largest == wire.Some(wire.Location{Group: 9, Object: 0})
+	})
 }
 
 // readAll reads sub's objects in arrival order until want of them came,

@@ -51,6 +51,12 @@ func startNode(t *testing.T, scheme string, cfg Config, sessCfg *moqt.Config) *n
 	if cfg.Authorize == nil {
 		cfg.Authorize = AllowAll
 	}
+	return startNodeAuth(t, scheme, cfg, sessCfg)
+}
+
+// startNodeAuth is startNode keeping cfg.Authorize as it is, nil included.
+func startNodeAuth(t *testing.T, scheme string, cfg Config, sessCfg *moqt.Config) *node {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
 	}
@@ -175,6 +181,21 @@ func (p *publisher) ServeMOQT(r moqt.Request) {
 	}
 }
 
+// setHold makes SUBSCRIBEs wait until the returned channel is closed.
+func (p *publisher) setHold() chan struct{} {
+	ch := make(chan struct{})
+	p.mu.Lock()
+	p.hold = ch
+	p.mu.Unlock()
+	return ch
+}
+
+func (p *publisher) setRefuse(code wire.RequestErrorCode) {
+	p.mu.Lock()
+	p.refuse = code
+	p.mu.Unlock()
+}
+
 func (p *publisher) subscribes() []*moqt.SubscribeRequest {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -269,6 +290,20 @@ func requestCode(t *testing.T, err error) wire.RequestErrorCode {
 func waitFor(t *testing.T, msg string, cond func() bool) {
 	t.Helper()
 	require.Eventually(t, cond, 10*time.Second, 2*time.Millisecond, msg)
+}
+
+// trackCount is the number of tracks in the registry.
+func (rl *Relay) trackCount() int {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	return len(rl.tracks)
+}
+
+// tracksEmptyAndNoHeld: no track, no held SUBSCRIBE (announcements aside).
+func (rl *Relay) tracksEmptyAndNoHeld() bool {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	return len(rl.tracks) == 0 && rl.held == 0
 }
 
 // tablesEmpty reports whether the relay holds nothing: no track, no

@@ -1,27 +1,363 @@
 package relay
 
 import (
+	"bytes"
+	"context"
+	"sync"
+
 	"github.com/moqt-go/moqt"
 	"github.com/moqt-go/moqt/wire"
 )
 
-// This file is a placeholder until the namespace requests are routed
-// (helper "ns-relay" takes it over): they are refused as not supported.
+// KindSubscribeTracks is the Metrics kind of a SUBSCRIBE_TRACKS.
+const KindSubscribeTracks = "subscribe_tracks"
 
-// nsState is what the namespace routing keeps.
-type nsState struct{}
+// defaultMaxNamespaceMatches is Config.MaxNamespaceMatches's default.
+const defaultMaxNamespaceMatches = 1024
 
-// serveNamespaceRequest answers the namespace requests; there are none yet.
-func (rl *Relay) serveNamespaceRequest(moqt.Request) bool { return false }
+// nsState is what the namespace routing keeps: the namespaces offered to
+// the relay, by PUBLISH_NAMESPACE or learned upstream, and the namespace
+// subscriptions it serves. Its lock is taken after no relay lock and
+// before none, except the NamespaceWriters' (which never block): writes to
+// the writers happen under it, so that each writer sees the namespaces
+// come and go in the order the table does.
+type nsState struct {
+	mu      sync.Mutex
+	closed  bool
+	entries map[wire.NamespaceKey]*nsEntry
+	anns    map[*localAnn]struct{}
+	subs    map[*nsSub]struct{}     // SUBSCRIBE_NAMESPACE
+	tsubs   map[*tracksSub]struct{} // SUBSCRIBE_TRACKS
+	discs   map[*upDisc]struct{}    // upstream SUBSCRIBE_NAMESPACEs, prefixes pairwise disjoint
+}
+
+// nsEntry is one namespace the relay offers, with where it comes from.
+type nsEntry struct {
+	ns     wire.Namespace
+	local  map[*localAnn]struct{}
+	remote map[*upDisc]*moqt.Session // the upstream session that reported it
+	// fwd forwards the announcement upstream while a local announcer
+	// exists (Config.Upstream only).
+	fwd *upForward
+}
+
+// localAnn is an accepted PUBLISH_NAMESPACE.
+type localAnn struct {
+	s   *moqt.Session
+	ann *moqt.Announcement
+	e   *nsEntry
+}
+
+// nsSub is an accepted SUBSCRIBE_NAMESPACE.
+type nsSub struct {
+	s     *moqt.Session
+	w     *moqt.NamespaceWriter
+	limit int
+	// prefix is the request's, for the upstream discovery it relies on.
+	prefix wire.Namespace
+	disc   *upDisc
+}
+
+// maxMatches is Config.MaxNamespaceMatches or its default.
+func (rl *Relay) maxMatches() int {
+	if rl.cfg.MaxNamespaceMatches > 0 {
+		return rl.cfg.MaxNamespaceMatches
+	}
+	return defaultMaxNamespaceMatches
+}
+
+// serveNamespaceRequest answers PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE and
+// SUBSCRIBE_TRACKS (see the contract in relay.go).
+func (rl *Relay) serveNamespaceRequest(req moqt.Request) bool {
+	switch r := req.(type) {
+	case *moqt.PublishNamespaceRequest:
+		rl.servePublishNamespace(r)
+	case *moqt.SubscribeNamespaceRequest:
+		if r.Tracks {
+			rl.serveSubscribeTracks(r)
+		} else {
+			rl.serveSubscribeNamespace(r)
+		}
+	default:
+		return false
+	}
+	return true
+}
 
 // namespaceKind names the kind of a namespace request for Metrics.
-func namespaceKind(moqt.Request) string { return KindOther }
+func namespaceKind(req moqt.Request) string {
+	switch r := req.(type) {
+	case *moqt.PublishNamespaceRequest:
+		return KindPublishNamespace
+	case *moqt.SubscribeNamespaceRequest:
+		if r.Tracks {
+			return KindSubscribeTracks
+		}
+		return KindSubscribeNamespace
+	}
+	return KindOther
+}
 
-// onTrackPublished would offer the track to SUBSCRIBE_TRACKS subscribers.
-func (rl *Relay) onTrackPublished(_ wire.FullTrackName, _ func(*moqt.Session) bool) {}
+// sessionLevel reports a namespace of the .session space (§6.5), which a
+// relay never forwards to another session. The library refuses requests
+// for them before they reach the relay; namespaces learned upstream are
+// filtered here.
+func sessionLevel(ns wire.Namespace) bool {
+	return len(ns) > 0 && bytes.Equal(ns[0], []byte(".session"))
+}
 
-// closeNamespaces ends what the namespace routing holds.
-func (rl *Relay) closeNamespaces() {}
+// servePublishNamespace accepts a publisher's PUBLISH_NAMESPACE (§7.5):
+// SUBSCRIBEs for tracks under it are routed to the publisher, the
+// SUBSCRIBE_NAMESPACE subscribers under it get NAMESPACE (§4.2), and the
+// namespace is announced upstream, for as long as the announcement lasts.
+func (rl *Relay) servePublishNamespace(r *moqt.PublishNamespaceRequest) {
+	s := r.Session()
+	ann, err := r.Accept(wire.Params{})
+	if err != nil {
+		rl.reqDone(KindPublishNamespace, OutcomeRefused)
+		return
+	}
+	// Routed first: a subscriber that learns of the namespace may
+	// SUBSCRIBE at once.
+	remove := rl.addAnnouncer(s, r.Namespace)
+	ns := cloneName(wire.FullTrackName{Namespace: r.Namespace}).Namespace
+	st := &rl.ns
+	st.mu.Lock()
+	if st.closed {
+		st.mu.Unlock()
+		remove()
+		_ = ann.Close()
+		rl.reqDone(KindPublishNamespace, OutcomeRefused)
+		return
+	}
+	e := st.entryLocked(ns)
+	la := &localAnn{s: s, ann: ann, e: e}
+	e.local[la] = struct{}{}
+	st.anns[la] = struct{}{}
+	rl.changedLocked(e)
+	st.mu.Unlock()
+	context.AfterFunc(r.Context(), func() {
+		remove()
+		rl.withdraw(la)
+	})
+	rl.reqDone(KindPublishNamespace, OutcomeOK)
+	rl.log.Debug("relay: publish_namespace", "event", "ok", "namespace", ns.String())
+}
+
+// withdraw forgets an announcement that ended.
+func (rl *Relay) withdraw(la *localAnn) {
+	st := &rl.ns
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, ok := st.anns[la]; !ok {
+		return
+	}
+	delete(st.anns, la)
+	delete(la.e.local, la)
+	rl.changedLocked(la.e)
+	rl.log.Debug("relay: publish_namespace", "event", "end", "namespace", la.e.ns.String())
+}
+
+// initLocked makes the tables, on first use and after Close.
+func (st *nsState) initLocked() {
+	if st.entries == nil {
+		st.entries = map[wire.NamespaceKey]*nsEntry{}
+		st.anns = map[*localAnn]struct{}{}
+		st.subs = map[*nsSub]struct{}{}
+		st.tsubs = map[*tracksSub]struct{}{}
+		st.discs = map[*upDisc]struct{}{}
+	}
+}
+
+// entryLocked returns ns's entry, made if absent.
+func (st *nsState) entryLocked(ns wire.Namespace) *nsEntry {
+	st.initLocked()
+	k := ns.Key()
+	if e := st.entries[k]; e != nil {
+		return e
+	}
+	e := &nsEntry{ns: ns, local: map[*localAnn]struct{}{}, remote: map[*upDisc]*moqt.Session{}}
+	st.entries[k] = e
+	return e
+}
+
+// visibleTo reports whether e is offered to a subscriber on s: by a source
+// other than s itself, so that no session is told of its own namespaces.
+func (e *nsEntry) visibleTo(s *moqt.Session) bool {
+	for a := range e.local {
+		if a.s != s {
+			return true
+		}
+	}
+	for _, from := range e.remote {
+		if from != s {
+			return true
+		}
+	}
+	return false
+}
+
+// changedLocked tells every SUBSCRIBE_NAMESPACE subscriber of e's new
+// state (NAMESPACE or NAMESPACE_DONE, §9.16, §9.17), starts or stops its
+// forwarding upstream, and drops e once nothing offers it.
+func (rl *Relay) changedLocked(e *nsEntry) {
+	st := &rl.ns
+	for sub := range st.subs {
+		if e.visibleTo(sub.s) {
+			rl.offerLocked(sub, e, false)
+		} else {
+			_ = sub.w.Done(e.ns)
+		}
+	}
+	rl.syncForwardLocked(e)
+	if len(e.local) == 0 && len(e.remote) == 0 && e.fwd == nil {
+		if k := e.ns.Key(); st.entries[k] == e {
+			delete(st.entries, k)
+		}
+	}
+}
+
+// offerLocked offers e to sub; counted: the matches were counted
+// already. Every namespace is offered, under the
+// current prefix or not, so that a later TRACK_NAMESPACE_PREFIX finds it
+// (§9.5.2). One under the prefix that takes the subscription past
+// Config.MaxNamespaceMatches ends it (§4.3.1): the stream is reset with
+// EXCESSIVE_LOAD, there being no reset code for NAMESPACE_TOO_LARGE.
+func (rl *Relay) offerLocked(sub *nsSub, e *nsEntry, counted bool) {
+	if p := sub.w.Prefix(); !counted && e.ns.HasPrefix(p) && rl.ns.matchesLocked(sub.s, p) > sub.limit {
+		sub.w.End(wire.ResetExcessiveLoad)
+		rl.dropSubLocked(sub)
+		return
+	}
+	if err := sub.w.Publish(e.ns); err != nil {
+		rl.dropSubLocked(sub)
+	}
+}
+
+// matchesLocked counts the namespaces under prefix offered to s.
+func (st *nsState) matchesLocked(s *moqt.Session, prefix wire.Namespace) int {
+	n := 0
+	for _, e := range st.entries {
+		if e.ns.HasPrefix(prefix) && e.visibleTo(s) {
+			n++
+		}
+	}
+	return n
+}
+
+// serveSubscribeNamespace accepts a SUBSCRIBE_NAMESPACE (§4.1, §9.15): the
+// namespaces offered to the relay under the prefix, then their comings and
+// goings. One that matches more than Config.MaxNamespaceMatches is refused
+// with NAMESPACE_TOO_LARGE (§4.3.1). With Config.Upstream, the upstream's
+// namespaces under the prefix are discovered too.
+func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
+	s := r.Session()
+	limit := rl.maxMatches()
+	st := &rl.ns
+	st.mu.Lock()
+	st.initLocked()
+	if st.closed {
+		st.mu.Unlock()
+		rl.refuse(r, wire.ReqGoingAway, "relay closed", OutcomeRefused)
+		return
+	}
+	if st.matchesLocked(s, r.Prefix) > limit {
+		st.mu.Unlock()
+		rl.refuse(r, wire.ReqNamespaceTooLarge, "too many namespaces under the prefix", OutcomeRefused)
+		return
+	}
+	w, err := r.Accept(wire.Params{})
+	if err != nil {
+		st.mu.Unlock()
+		rl.reqDone(KindSubscribeNamespace, OutcomeRefused)
+		return
+	}
+	sub := &nsSub{s: s, w: w, limit: limit, prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}
+	st.subs[sub] = struct{}{}
+	for _, e := range st.entries {
+		if e.visibleTo(s) {
+			rl.offerLocked(sub, e, true) // counted above
+			if _, ok := st.subs[sub]; !ok {
+				break
+			}
+		}
+	}
+	st.mu.Unlock()
+	rl.reqDone(KindSubscribeNamespace, OutcomeOK)
+	rl.log.Debug("relay: subscribe_namespace", "event", "ok", "prefix", r.Prefix.String())
+	if rl.cfg.Upstream != nil && !sessionLevel(r.Prefix) && !rl.isUpstream(s) {
+		rl.discoverUpstream(sub)
+	}
+	context.AfterFunc(r.Context(), func() {
+		st.mu.Lock()
+		rl.dropSubLocked(sub)
+		st.mu.Unlock()
+	})
+}
+
+// dropSubLocked forgets a SUBSCRIBE_NAMESPACE that ended, and its share of
+// an upstream discovery.
+func (rl *Relay) dropSubLocked(sub *nsSub) {
+	st := &rl.ns
+	if _, ok := st.subs[sub]; !ok {
+		return
+	}
+	delete(st.subs, sub)
+	if d := sub.disc; d != nil {
+		sub.disc = nil
+		rl.releaseDiscLocked(d)
+	}
+}
+
+// isUpstream reports whether s is a session the relay dialed or asked as an
+// upstream: its namespace subscriptions are not sent back to it.
+func (rl *Relay) isUpstream(s *moqt.Session) bool {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	st := rl.sessions[s]
+	return st != nil && st.upstream
+}
+
+// closeNamespaces ends what the namespace routing holds: announcements
+// are revoked, namespace subscriptions reset with GOING_AWAY; upstream
+// announcements and discoveries end with the relay's context.
+func (rl *Relay) closeNamespaces() {
+	st := &rl.ns
+	st.mu.Lock()
+	st.closed = true
+	anns := st.anns
+	subs := st.subs
+	tsubs := st.tsubs
+	for _, e := range st.entries {
+		if e.fwd != nil {
+			e.fwd.stop()
+			e.fwd = nil
+		}
+	}
+	for d := range st.discs {
+		d.cancel()
+	}
+	st.entries, st.anns, st.subs, st.tsubs, st.discs = nil, nil, nil, nil, nil
+	for sub := range tsubs {
+		sub.ended = true
+	}
+	st.mu.Unlock()
+	for la := range anns {
+		_ = la.ann.Close()
+	}
+	for sub := range subs {
+		sub.w.End(wire.ResetGoingAway)
+	}
+	for sub := range tsubs {
+		sub.stop()
+		sub.w.End(wire.ResetGoingAway)
+	}
+}
 
 // namespacesEmpty reports that no namespace state is left.
-func (rl *Relay) namespacesEmpty() bool { return true }
+func (rl *Relay) namespacesEmpty() bool {
+	st := &rl.ns
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.entries) == 0 && len(st.anns) == 0 && len(st.subs) == 0 && len(st.tsubs) == 0 && len(st.discs) == 0
+}

@@ -166,6 +166,13 @@ type Config struct {
 	// UpstreamTimeout bounds how long an upstream SUBSCRIBE or
 	// TRACK_STATUS may take to be answered. Default 10 s.
 	UpstreamTimeout time.Duration
+
+	// Namespace routing. MaxNamespaceMatches bounds the namespaces a
+	// SUBSCRIBE_NAMESPACE, or the tracks a SUBSCRIBE_TRACKS, may match:
+	// more are refused with NAMESPACE_TOO_LARGE, and one that grows past
+	// it later is reset with EXCESSIVE_LOAD (§4.3.1). Keep it below the
+	// sessions' moqt.Config.MaxActiveNamespaces. Default 1024.
+	MaxNamespaceMatches int
 }
 
 // Relay routes requests between sessions as a MoQT relay (§7). It is a

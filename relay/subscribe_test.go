@@ -35,7 +35,7 @@ func TestC046_SubscribeOKOnlyOnceUpstreamEstablished(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
 		n := startNode(t, scheme, Config{}, nil)
 		pub := n.newPublisher("/pub", testTrack, nil)
-		pub.hold = make(chan struct{})
+		hold := pub.setHold()
 		n.announce(pub, wire.NewNamespace("live"))
 		c, _ := n.dial("/sub", nil)
 		res := asyncSubscribe(t, c, testTrack, wire.Params{})
@@ -45,7 +45,7 @@ func TestC046_SubscribeOKOnlyOnceUpstreamEstablished(t *testing.T) {
 			t.Fatalf("downstream answered before the upstream was Established: %v", r.err)
 		case <-time.After(300 * time.Millisecond):
 		}
-		close(pub.hold)
+		close(hold)
 		r := <-res
 		require.NoError(t, r.err)
 	})
@@ -58,10 +58,7 @@ func TestC056_SubscribeOKAtOnceWithEstablishedUpstream(t *testing.T) {
 	c1, _ := n.dial("/sub1", nil)
 	_, err := subscribe(t, c1, testTrack, wire.Params{})
 	require.NoError(t, err)
-	pub.mu.Lock()
-	pub.hold = make(chan struct{}) // a new upstream SUBSCRIBE would hang
-	pub.mu.Unlock()
-	defer close(pub.hold)
+	defer close(pub.setHold()) // a new upstream SUBSCRIBE would hang
 	c2, _ := n.dial("/sub2", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()

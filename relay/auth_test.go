@@ -1,0 +1,93 @@
+package relay
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+func token(v string) []wire.Token {
+	return []wire.Token{{AliasType: wire.TokenUseValue, Type: 1, Value: []byte(v)}}
+}
+
+func hasToken(r moqt.Request, v string) bool {
+	for _, tok := range r.AuthorizationTokens() {
+		if bytes.Equal(tok.Value, []byte(v)) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestC045_SubscribersAuthorized(t *testing.T) {
+	t.Run("nil refuses all", func(t *testing.T) {
+		n := startNodeAuth(t, "moqt", Config{}, nil)
+		pub := n.newPublisher("/pub", testTrack, nil)
+		n.announce(pub, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		_, err := subscribe(t, c, testTrack, wire.Params{})
+		assert.Equal(t, wire.ReqUnauthorized, requestCode(t, err))
+		assert.Empty(t, pub.subscribes(), "nothing went upstream")
+	})
+	forSchemes(t, func(t *testing.T, scheme string) {
+		auth := func(r moqt.Request) error {
+			sr, ok := r.(*moqt.SubscribeRequest)
+			if !ok {
+				return nil
+			}
+			switch {
+			case r.Session().Path() != "/viewer":
+				return errors.New("wrong path")
+			case hasToken(r, "old"):
+				return &moqt.RequestError{Code: wire.ReqExpiredAuthToken, Reason: "expired"}
+			case !hasToken(r, "good") || !sr.Track.Namespace.HasPrefix(wire.NewNamespace("live")):
+				return errors.New("no")
+			}
+			return nil
+		}
+		n := startNode(t, scheme, Config{Authorize: auth}, nil)
+		pub := n.newPublisher("/pub", testTrack, nil)
+		n.announce(pub, wire.NewNamespace("live"))
+		other, _ := n.dial("/other", nil)
+		_, err := subscribe(t, other, testTrack, wire.Params{AuthorizationTokens: token("good")})
+		assert.Equal(t, wire.ReqUnauthorized, requestCode(t, err), "the session's path is checked")
+		viewer, _ := n.dial("/viewer", nil)
+		_, err = subscribe(t, viewer, testTrack, wire.Params{AuthorizationTokens: token("bad")})
+		assert.Equal(t, wire.ReqUnauthorized, requestCode(t, err))
+		_, err = subscribe(t, viewer, testTrack, wire.Params{AuthorizationTokens: token("old")})
+		assert.Equal(t, wire.ReqExpiredAuthToken, requestCode(t, err), "a *RequestError's code")
+		assert.Empty(t, pub.subscribes(), "nothing went upstream")
+		_, err = subscribe(t, viewer, testTrack, wire.Params{AuthorizationTokens: token("good")})
+		require.NoError(t, err)
+	})
+}
+
+func TestC050_C051_PublishersAuthorizedPerTrack(t *testing.T) {
+	allowed := wire.FullTrackName{Namespace: wire.NewNamespace("live", "cam"), Name: []byte("video")}
+	auth := func(r moqt.Request) error {
+		if pr, ok := r.(*moqt.PublishRequest); ok && !pr.Track.Equal(allowed) {
+			return errors.New("not this track")
+		}
+		return nil
+	}
+	n := startNode(t, "moqt", Config{Authorize: auth}, nil)
+	pc, _ := n.dial("/pub", nil)
+	tr, err := moqt.NewLocalTrack(allowed, nil)
+	require.NoError(t, err)
+	_, err = publishTo(t, pc, tr, wire.Params{})
+	require.NoError(t, err)
+	// Publishing one track does not authorize a sibling.
+	sibling := allowed
+	sibling.Name = []byte("audio")
+	tr2, err := moqt.NewLocalTrack(sibling, nil)
+	require.NoError(t, err)
+	_, err = publishTo(t, pc, tr2, wire.Params{})
+	assert.Equal(t, wire.ReqUnauthorized, requestCode(t, err))
+	assert.Nil(t, n.relay.lookup(sibling))
+}

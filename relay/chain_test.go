@@ -1,0 +1,99 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// edgeOf starts a relay whose Upstream is a Dialer to origin.
+func edgeOf(t *testing.T, origin *node, name string) *node {
+	t.Helper()
+	dcfg := origin.clientConfig(nil)
+	d := DialUpstream(origin.url("/"+name), dcfg)
+	t.Cleanup(func() { _ = d.Close() })
+	edge := startNode(t, origin.scheme, Config{Upstream: d}, nil)
+	dcfg.Handler = edge.relay
+	return edge
+}
+
+// TestThreeRelayChain carries one publisher's track through an origin to
+// subscribers on two edges.
+func TestThreeRelayChain(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		origin := startNode(t, scheme, Config{}, nil)
+		edge1 := edgeOf(t, origin, "edge1")
+		edge2 := edgeOf(t, origin, "edge2")
+
+		tr, err := moqt.NewLocalTrack(testTrack, wire.KVList{{Type: 0x1234, Value: 5}})
+		require.NoError(t, err)
+		pc, _ := origin.dial("/publisher", nil)
+		_, err = publishTo(t, pc, tr, wire.Params{})
+		require.NoError(t, err)
+
+		var subs []*moqt.Subscription
+		for i, edge := range []*node{edge1, edge2, edge1} {
+			c, _ := edge.dial(fmt.Sprintf("/viewer%d", i), nil)
+			sub, err := subscribe(t, c, testTrack, wire.Params{})
+			require.NoError(t, err, "subscriber %d", i)
+			assert.Equal(t, wire.KVList{{Type: 0x1234, Value: 5}}, sub.Properties(), "properties through two relays")
+			subs = append(subs, sub)
+		}
+		e := origin.relay.lookup(testTrack)
+		require.NotNil(t, e)
+		e.mu.Lock()
+		downs := len(e.downs)
+		e.mu.Unlock()
+		assert.Equal(t, 2, downs, "the origin serves one subscription per edge")
+
+		for g := range uint64(3) {
+			writeGroup(t, tr, g, 4)
+		}
+		for i, sub := range subs {
+			got := readAll(t, sub, 12)
+			slices.SortFunc(got, func(a, b moqt.Object) int { return a.Location.Compare(b.Location) }) // groups are streams of their own
+			for j, o := range got {
+				assert.Equal(t, wire.Location{Group: uint64(j / 4), Object: uint64(j % 4)}, o.Location, "subscriber %d", i)
+				assert.Equal(t, payload(o.Location.Group, o.Location.Object), o.Payload)
+			}
+		}
+		// The publisher leaves: the end runs down the chain.
+		tr.End(wire.DoneTrackEnded, "over")
+		for _, sub := range subs {
+			assert.Equal(t, wire.DoneTrackEnded, doneCode(t, sub))
+		}
+		for _, n := range []*node{origin, edge1, edge2} {
+			waitFor(t, "tables empty", func() bool { return n.relay.tracksEmptyAndNoHeld() })
+		}
+	})
+}
+
+// TestDialerRedials replaces an upstream session that ended.
+func TestDialerRedials(t *testing.T) {
+	origin := startNode(t, "moqt", Config{}, nil)
+	d := DialUpstream(origin.url("/edge"), origin.clientConfig(nil))
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s1, err := d.Session(ctx, nil)
+	require.NoError(t, err)
+	same, err := d.Session(ctx, nil)
+	require.NoError(t, err)
+	assert.Same(t, s1, same, "one session")
+	require.NoError(t, s1.Close())
+	s2, err := d.Session(ctx, nil)
+	require.NoError(t, err)
+	assert.NotSame(t, s1, s2)
+	require.NoError(t, d.Close())
+	<-s2.Context().Done()
+	_, err = d.Session(ctx, nil)
+	assert.ErrorIs(t, err, ErrDialerClosed)
+}

@@ -1,0 +1,129 @@
+package relay
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// hostilePeer is a raw QUIC MoQT client that completes SETUP and then
+// misbehaves when the relay subscribes to it.
+type hostilePeer struct {
+	conn *quic.Conn
+}
+
+func dialHostile(t *testing.T, n *node, path string) *hostilePeer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := quic.DialAddr(ctx, n.srv.Addr().String(),
+		&tls.Config{InsecureSkipVerify: true, NextProtos: []string{wire.Versions[0].ALPN()}},
+		&quic.Config{EnableDatagrams: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.CloseWithError(0, "") })
+	ctrl, err := conn.OpenUniStream()
+	require.NoError(t, err)
+	setup, err := wire.AppendMessage(wire.Versions[0], nil, &wire.Setup{
+		Path: wire.Some(path), Authority: wire.Some(n.srv.Addr().String()),
+	})
+	require.NoError(t, err)
+	_, err = ctrl.Write(setup)
+	require.NoError(t, err)
+	go func() { // the relay's control stream, read and ignored
+		s, err := conn.AcceptUniStream(context.Background())
+		if err != nil {
+			return
+		}
+		buf := make([]byte, 1024)
+		for {
+			if _, err := s.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	return &hostilePeer{conn: conn}
+}
+
+// awaitSubscribe returns the request stream of the relay's SUBSCRIBE.
+func (h *hostilePeer) awaitSubscribe(t *testing.T) *quic.Stream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := h.conn.AcceptStream(ctx)
+	require.NoError(t, err)
+	typ, _, err := wire.NewMessageReader(s).ReadFrame()
+	require.NoError(t, err)
+	require.Equal(t, wire.MsgSubscribe, typ)
+	return s
+}
+
+// closedWith waits for the relay to close the connection and returns the
+// code.
+func (h *hostilePeer) closedWith(t *testing.T) uint64 {
+	t.Helper()
+	select {
+	case <-h.conn.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the relay did not close the hostile session")
+	}
+	var ae *quic.ApplicationError
+	require.True(t, errors.As(context.Cause(h.conn.Context()), &ae), "closed by %v", context.Cause(h.conn.Context()))
+	return uint64(ae.ErrorCode)
+}
+
+func TestC065_HostileUpstreamKillsOnlyItsSession(t *testing.T) {
+	for _, variant := range []string{"control message", "object"} {
+		t.Run(variant, func(t *testing.T) {
+			n := startNode(t, "moqt", Config{}, nil)
+			good := n.newPublisher("/good", testTrack, nil)
+			n.announce(good, wire.NewNamespace("live"))
+			c, _ := n.dial("/sub", nil)
+			sub, err := subscribe(t, c, testTrack, wire.Params{})
+			require.NoError(t, err)
+
+			h := dialHostile(t, n, "/hostile")
+			waitFor(t, "hostile session", func() bool { return n.session("/hostile") != nil })
+			n.relay.addAnnouncer(n.session("/hostile"), wire.NewNamespace("live"))
+			rs := h.awaitSubscribe(t)
+			switch variant {
+			case "control message":
+				require.False(t, wire.MessageType(0x3f).Known())
+				_, err = rs.Write([]byte{0x3f, 0, 0}) // an unknown message type, empty (§9)
+				require.NoError(t, err)
+			case "object":
+				ok, err := wire.AppendMessage(wire.Versions[0], nil, &wire.SubscribeOK{TrackAlias: 99})
+				require.NoError(t, err)
+				_, err = rs.Write(ok)
+				require.NoError(t, err)
+				ds, err := h.conn.OpenUniStream()
+				require.NoError(t, err)
+				// SUBGROUP_ID_MODE 0b11 is reserved: PROTOCOL_VIOLATION (§11.3.1).
+				_, err = ds.Write([]byte{0x16, 99, 0, 0, 0, 5, 'h', 'e', 'l', 'l', 'o'})
+				require.NoError(t, err)
+			}
+			assert.Equal(t, uint64(wire.ProtocolViolation), h.closedWith(t), "PROTOCOL_VIOLATION")
+
+			// Nothing reached the other sessions: the subscription goes on,
+			// fed by the good publisher.
+			writeGroup(t, good.track, 0, 2)
+			objs, err := readSubgroup(t, sub)
+			require.NoError(t, err)
+			assert.Len(t, objs, 2)
+			assert.NoError(t, c.Context().Err(), "the subscriber's session is up")
+			assert.NoError(t, good.client.Context().Err(), "the good publisher's session is up")
+			select {
+			case <-sub.Done():
+				t.Fatalf("subscription ended: %v", sub.Err())
+			default:
+			}
+		})
+	}
+}

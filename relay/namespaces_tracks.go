@@ -1,0 +1,197 @@
+package relay
+
+import (
+	"context"
+	"errors"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// tracksSub is an accepted SUBSCRIBE_TRACKS. Guarded by nsState.mu.
+type tracksSub struct {
+	s      *moqt.Session
+	w      *moqt.NamespaceWriter
+	// ctx ends with the request, by endTracks: no PUBLISH once it ended.
+	ctx    context.Context
+	stop   context.CancelFunc
+	params wire.Params     // the PUBLISHes' initial subscription parameters
+	limit  int
+	ended  bool
+	// offered are the tracks with a PUBLISH in flight or Established, and
+	// those skipped: a skipped track gets no PUBLISH on this request
+	// again (§4.1).
+	offered map[wire.TrackKey]*trackOffer
+}
+
+type trackOffer struct {
+	skipped bool
+}
+
+// publishParams are the parameters of SUBSCRIBE_TRACKS that PUBLISH
+// carries as the initial subscription parameters (§9.18.1): those PUBLISH
+// may carry, never the request's AUTHORIZATION_TOKENs, which authorized
+// the request and not the track. The rest (Range filters, FILL_PARAMETERS,
+// NEW_GROUP_REQUEST, INCLUDE_PROPERTIES, RENDEZVOUS_TIMEOUT) have no place
+// in PUBLISH and are not applied.
+func publishParams(p wire.Params) wire.Params {
+	return wire.Params{
+		ObjectDeliveryTimeout:   p.ObjectDeliveryTimeout,
+		SubgroupDeliveryTimeout: p.SubgroupDeliveryTimeout,
+		Forward:                 p.Forward,
+		SubscriberPriority:      p.SubscriberPriority,
+		LocationFilter:          p.LocationFilter,
+		GroupOrder:              p.GroupOrder,
+	}
+}
+
+// serveSubscribeTracks accepts a SUBSCRIBE_TRACKS (§4.1, §9.18): a PUBLISH
+// for every track under the prefix offered to the relay by PUBLISH, but
+// the subscriber's own, and for every later one (§7.5), or PUBLISH_SKIPPED
+// when one cannot be made. One that matches more than
+// Config.MaxNamespaceMatches tracks is refused with NAMESPACE_TOO_LARGE
+// (§4.3.1). TRACK_PROPERTY_FILTER is not evaluated: the library offers no
+// way to, so every track under the prefix is offered.
+func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
+	s := r.Session()
+	limit := rl.maxMatches()
+	if len(rl.tracksFor(s, r.Prefix)) > limit {
+		rl.refuse(r, wire.ReqNamespaceTooLarge, "too many tracks under the prefix", OutcomeRefused)
+		return
+	}
+	st := &rl.ns
+	st.mu.Lock()
+	st.initLocked()
+	if st.closed {
+		st.mu.Unlock()
+		rl.refuse(r, wire.ReqGoingAway, "relay closed", OutcomeRefused)
+		return
+	}
+	w, err := r.Accept(wire.Params{})
+	if err != nil {
+		st.mu.Unlock()
+		rl.reqDone(KindSubscribeTracks, OutcomeRefused)
+		return
+	}
+	ctx, stop := context.WithCancel(rl.ctx)
+	sub := &tracksSub{s: s, w: w, ctx: ctx, stop: stop, params: publishParams(r.Params), limit: limit,
+		offered: map[wire.TrackKey]*trackOffer{}}
+	st.tsubs[sub] = struct{}{}
+	st.mu.Unlock()
+	rl.reqDone(KindSubscribeTracks, OutcomeOK)
+	rl.log.Debug("relay: subscribe_tracks", "event", "ok", "prefix", r.Prefix.String())
+	context.AfterFunc(r.Context(), func() { rl.endTracks(sub) })
+	// Listed again now that sub is registered: a track published
+	// meanwhile is offered by onTrackPublished or here, once.
+	for _, name := range rl.tracksFor(s, r.Prefix) {
+		rl.offerTrack(sub, name)
+	}
+}
+
+// endTracks forgets a SUBSCRIBE_TRACKS that ended: no PUBLISH is started
+// for it from then on (§4.1).
+func (rl *Relay) endTracks(sub *tracksSub) {
+	rl.ns.mu.Lock()
+	sub.ended = true
+	delete(rl.ns.tsubs, sub)
+	rl.ns.mu.Unlock()
+	sub.stop()
+}
+
+// tracksFor lists the tracks under prefix available to a subscriber on s:
+// not its own (§4.1).
+func (rl *Relay) tracksFor(s *moqt.Session, prefix wire.Namespace) []wire.FullTrackName {
+	var out []wire.FullTrackName
+	for _, name := range rl.availableTracks(prefix) {
+		if !containsSession(rl.publisherSessions(name), s) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// onTrackPublished offers a track that became available by PUBLISH to
+// every SUBSCRIBE_TRACKS subscriber whose prefix matches (§7.5), except
+// the sessions exclude reports (see the contract in relay.go).
+func (rl *Relay) onTrackPublished(name wire.FullTrackName, exclude func(*moqt.Session) bool) {
+	st := &rl.ns
+	st.mu.Lock()
+	var subs []*tracksSub
+	for sub := range st.tsubs {
+		if !sub.ended && name.Namespace.HasPrefix(sub.w.Prefix()) && !exclude(sub.s) {
+			subs = append(subs, sub)
+		}
+	}
+	st.mu.Unlock()
+	if len(subs) == 0 {
+		return
+	}
+	pubs := rl.publisherSessions(name)
+	for _, sub := range subs {
+		if !containsSession(pubs, sub.s) {
+			rl.offerTrack(sub, name)
+		}
+	}
+}
+
+// offerTrack sends PUBLISH for name to sub's session, once per
+// SUBSCRIBE_TRACKS while the PUBLISH lasts, in a goroutine of its own:
+// the PUBLISH_OK is awaited there. A track that takes sub past its limit
+// ends sub (EXCESSIVE_LOAD: there is no reset code for
+// NAMESPACE_TOO_LARGE, §4.3.1).
+func (rl *Relay) offerTrack(sub *tracksSub, name wire.FullTrackName) {
+	key := name.Key()
+	st := &rl.ns
+	st.mu.Lock()
+	if sub.ended || st.closed || sub.offered[key] != nil || !name.Namespace.HasPrefix(sub.w.Prefix()) {
+		st.mu.Unlock()
+		return
+	}
+	if len(sub.offered) >= sub.limit {
+		st.mu.Unlock()
+		sub.w.End(wire.ResetExcessiveLoad)
+		rl.endTracks(sub)
+		return
+	}
+	of := &trackOffer{}
+	sub.offered[key] = of
+	st.mu.Unlock()
+	rl.goRun(func() { rl.publishOffered(sub, name, key, of) })
+}
+
+// publishOffered makes the PUBLISH of offerTrack: never once the
+// SUBSCRIBE_TRACKS ended (§4.1); PUBLISH_SKIPPED when it fails otherwise.
+func (rl *Relay) publishOffered(sub *tracksSub, name wire.FullTrackName, key wire.TrackKey, of *trackOffer) {
+	forget := func() {
+		rl.ns.mu.Lock()
+		if sub.offered[key] == of {
+			delete(sub.offered, key)
+		}
+		rl.ns.mu.Unlock()
+	}
+	rl.ns.mu.Lock()
+	ended := sub.ended
+	rl.ns.mu.Unlock()
+	if ended {
+		forget()
+		return
+	}
+	ss, err := rl.publishDownstream(sub.ctx, sub.s, name, sub.params)
+	if err != nil {
+		rl.ns.mu.Lock()
+		skip := !sub.ended && !errors.Is(err, context.Canceled)
+		if skip {
+			of.skipped = true
+			_ = sub.w.Skip(name)
+		} else if sub.offered[key] == of {
+			delete(sub.offered, key)
+		}
+		rl.ns.mu.Unlock()
+		rl.log.Debug("relay: subscribe_tracks", "event", "publish_failed", "track", name.String(), "skipped", skip, "err", err)
+		return
+	}
+	rl.log.Debug("relay: subscribe_tracks", "event", "publish", "track", name.String())
+	// Once this PUBLISH ends, a new PUBLISH of the track may be offered
+	// again (§4.1: the scope of a skip, and of a PUBLISH, is one PUBLISH).
+	context.AfterFunc(ss.Context(), forget)
+}

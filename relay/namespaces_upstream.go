@@ -1,0 +1,336 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// With Config.Upstream, namespaces travel both ways along a chain of
+// relays: a namespace announced here is announced upstream while it lasts,
+// so that subscribers at the origin reach a publisher at an edge, and a
+// SUBSCRIBE_NAMESPACE here is asked upstream too, so that a subscriber at
+// an edge discovers a publisher at the origin.
+
+// upForward announces one namespace upstream (PUBLISH_NAMESPACE) while a
+// session other than the upstream itself announces it here.
+type upForward struct {
+	e    *nsEntry
+	ctx  context.Context
+	stop context.CancelFunc
+	wake chan struct{} // cap 1: the entry's announcers changed
+}
+
+// upDisc is one SUBSCRIBE_NAMESPACE upstream, shared by the downstream
+// ones whose prefix it covers. The relay's prefixes are pairwise
+// disjoint, so that the upstream never answers PREFIX_OVERLAP (§4.3.1): a
+// downstream prefix that covers some of them replaces them.
+type upDisc struct {
+	prefix wire.Namespace
+	users  int
+	ctx    context.Context
+	cancel context.CancelFunc
+	seen   map[wire.NamespaceKey]*nsEntry // guarded by nsState.mu
+}
+
+// overlapRetries bounds the attempts of an upstream SUBSCRIBE_NAMESPACE
+// refused with PREFIX_OVERLAP while the one it replaces is being
+// cancelled: the cancellation and the new request travel on different
+// streams.
+const overlapRetries = 8
+
+// syncForwardLocked starts or stops e's forwarding upstream: on while e
+// has a local announcer.
+func (rl *Relay) syncForwardLocked(e *nsEntry) {
+	if rl.cfg.Upstream == nil || rl.ns.closed {
+		return
+	}
+	switch want := len(e.local) > 0; {
+	case want && e.fwd == nil:
+		ctx, cancel := context.WithCancel(rl.ctx)
+		f := &upForward{e: e, ctx: ctx, stop: cancel, wake: make(chan struct{}, 1)}
+		e.fwd = f
+		rl.goRun(func() { rl.runForward(f) })
+	case want:
+		select {
+		case e.fwd.wake <- struct{}{}:
+		default:
+		}
+	case e.fwd != nil:
+		e.fwd.stop()
+		e.fwd = nil
+	}
+}
+
+// hasOtherLocal reports whether a session other than u announced e here:
+// an announcement is never sent back to the session it came from.
+func (rl *Relay) hasOtherLocal(e *nsEntry, u *moqt.Session) bool {
+	rl.ns.mu.Lock()
+	defer rl.ns.mu.Unlock()
+	for a := range e.local {
+		if a.s != u {
+			return true
+		}
+	}
+	return false
+}
+
+// wait waits d, or for the entry's announcers to change when d is 0; false
+// once f is stopped.
+func (f *upForward) wait(d time.Duration) bool {
+	var t <-chan time.Time
+	if d > 0 {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		t = timer.C
+	}
+	select {
+	case <-f.ctx.Done():
+		return false
+	case <-f.wake:
+		return true
+	case <-t:
+		return true
+	}
+}
+
+// runForward keeps f's namespace announced upstream until f is stopped,
+// announcing it again on a new upstream session when the last one ended.
+// A refusal, or a revocation by the upstream (§4.2), is not retried until
+// the namespace's announcers change.
+func (rl *Relay) runForward(f *upForward) {
+	ns := f.e.ns
+	for f.ctx.Err() == nil {
+		ups, err := rl.upstreamSession(f.ctx, ns)
+		if err != nil {
+			rl.log.Warn("relay: upstream unavailable", "namespace", ns.String(), "err", err)
+			if !f.wait(redialBackoff) {
+				return
+			}
+			continue
+		}
+		if len(ups) == 0 || !rl.hasOtherLocal(f.e, ups[0]) {
+			if !f.wait(0) {
+				return
+			}
+			continue
+		}
+		u := ups[0]
+		ann, err := u.PublishNamespace(f.ctx, ns, wire.Params{})
+		if err != nil {
+			var re *moqt.RequestError
+			refused := errors.As(err, &re)
+			if f.ctx.Err() == nil {
+				rl.log.Warn("relay: upstream publish_namespace failed", "namespace", ns.String(), "err", err)
+			}
+			if refused && !f.wait(0) || !refused && !f.wait(redialBackoff) {
+				return
+			}
+			continue
+		}
+		rl.log.Debug("relay: upstream publish_namespace", "event", "ok", "namespace", ns.String())
+		if !rl.holdForward(f, u, ann) {
+			return
+		}
+	}
+}
+
+// holdForward keeps ann while f lasts and a local announcer other than u
+// remains, renewing a granted EXPIRES (§9.20.17) halfway. It reports false
+// once f is stopped.
+func (rl *Relay) holdForward(f *upForward, u *moqt.Session, ann *moqt.Announcement) bool {
+	defer ann.Close()
+	renew := time.NewTimer(time.Hour)
+	defer renew.Stop()
+	arm := func() {
+		renew.Stop()
+		if x := ann.Params.Expires; x.Set && x.Value > 0 {
+			renew.Reset(time.Duration(x.Value) * time.Millisecond / 2)
+		}
+	}
+	arm()
+	for {
+		select {
+		case <-f.ctx.Done():
+			return false
+		case <-ann.Done():
+			if u.Context().Err() != nil {
+				return f.wait(redialBackoff) // the session ended: announce on the next one
+			}
+			rl.log.Warn("relay: upstream revoked publish_namespace", "namespace", f.e.ns.String(), "err", ann.Err())
+			return f.wait(0)
+		case <-f.wake:
+			if !rl.hasOtherLocal(f.e, u) {
+				return true
+			}
+		case <-renew.C:
+			ctx, cancel := context.WithTimeout(f.ctx, rl.cfg.UpstreamTimeout)
+			err := ann.Update(ctx, wire.Params{})
+			cancel()
+			if err != nil {
+				rl.log.Warn("relay: upstream publish_namespace not renewed", "namespace", f.e.ns.String(), "err", err)
+			}
+			arm()
+		}
+	}
+}
+
+// discoverUpstream makes sub rely on the upstream SUBSCRIBE_NAMESPACE that
+// covers its prefix, made if none does.
+func (rl *Relay) discoverUpstream(sub *nsSub) {
+	st := &rl.ns
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, ok := st.subs[sub]; !ok || st.closed {
+		return
+	}
+	for d := range st.discs {
+		if sub.prefix.HasPrefix(d.prefix) {
+			d.users++
+			sub.disc = d
+			return
+		}
+	}
+	ctx, cancel := context.WithCancel(rl.ctx)
+	nd := &upDisc{prefix: sub.prefix, users: 1, ctx: ctx, cancel: cancel, seen: map[wire.NamespaceKey]*nsEntry{}}
+	for d := range st.discs {
+		if !d.prefix.HasPrefix(sub.prefix) {
+			continue
+		}
+		// Replaced by nd, which covers it: its namespaces go (NAMESPACE_DONE)
+		// and come back as nd reports them.
+		for other := range st.subs {
+			if other.disc == d {
+				other.disc = nd
+				nd.users++
+			}
+		}
+		rl.endDiscLocked(d)
+	}
+	if _, ok := st.subs[sub]; !ok || nd.users <= 0 {
+		nd.cancel() // its users went while the ones it replaced ended
+		return
+	}
+	st.discs[nd] = struct{}{}
+	sub.disc = nd
+	rl.goRun(func() { rl.runDisc(nd) })
+}
+
+// releaseDiscLocked drops one user of d, ending d with its last.
+func (rl *Relay) releaseDiscLocked(d *upDisc) {
+	if d.users--; d.users <= 0 {
+		rl.endDiscLocked(d)
+	}
+}
+
+// endDiscLocked cancels d and withdraws what it reported.
+func (rl *Relay) endDiscLocked(d *upDisc) {
+	d.cancel()
+	delete(rl.ns.discs, d)
+	for k, e := range d.seen {
+		delete(d.seen, k)
+		delete(e.remote, d)
+		rl.changedLocked(e)
+	}
+}
+
+// runDisc keeps d's SUBSCRIBE_NAMESPACE upstream until d ends, asking
+// again on a new upstream session when the last one ended.
+func (rl *Relay) runDisc(d *upDisc) {
+	defer func() {
+		rl.ns.mu.Lock()
+		if _, ok := rl.ns.discs[d]; ok {
+			rl.endDiscLocked(d)
+		}
+		rl.ns.mu.Unlock()
+	}()
+	overlaps := 0
+	for d.ctx.Err() == nil {
+		ups, err := rl.upstreamSession(d.ctx, d.prefix)
+		if err == nil && len(ups) == 0 {
+			return // no upstream for the prefix
+		}
+		if err != nil {
+			rl.log.Warn("relay: upstream unavailable", "prefix", d.prefix.String(), "err", err)
+			if !sleepCtx(d.ctx, redialBackoff) {
+				return
+			}
+			continue
+		}
+		u := ups[0]
+		sub, err := u.SubscribeNamespace(d.ctx, d.prefix, wire.Params{})
+		if err != nil {
+			var re *moqt.RequestError
+			if errors.As(err, &re) && re.Code == wire.ReqPrefixOverlap && overlaps < overlapRetries {
+				overlaps++
+				if !sleepCtx(d.ctx, time.Duration(overlaps)*20*time.Millisecond) {
+					return
+				}
+				continue
+			}
+			if d.ctx.Err() == nil {
+				rl.log.Warn("relay: upstream subscribe_namespace failed", "prefix", d.prefix.String(), "err", err)
+			}
+			if errors.As(err, &re) || !sleepCtx(d.ctx, redialBackoff) {
+				return
+			}
+			continue
+		}
+		overlaps = 0
+		rl.log.Debug("relay: upstream subscribe_namespace", "event", "ok", "prefix", d.prefix.String())
+		rl.readDisc(d, u, sub)
+		_ = sub.Close()
+		if !sleepCtx(d.ctx, redialBackoff) {
+			return
+		}
+	}
+}
+
+// readDisc applies the upstream's NAMESPACE and NAMESPACE_DONE until its
+// stream ends (whose end reports every namespace Done, §9.15) or d does.
+func (rl *Relay) readDisc(d *upDisc, u *moqt.Session, sub *moqt.NamespaceSubscription) {
+	st := &rl.ns
+	for {
+		ev, err := sub.Next(d.ctx)
+		if err != nil {
+			return
+		}
+		if sessionLevel(ev.Namespace) || ev.Skipped {
+			continue
+		}
+		k := ev.Namespace.Key()
+		st.mu.Lock()
+		if _, ok := st.discs[d]; !ok {
+			st.mu.Unlock()
+			return
+		}
+		if ev.Done {
+			if e := d.seen[k]; e != nil {
+				delete(d.seen, k)
+				delete(e.remote, d)
+				rl.changedLocked(e)
+			}
+		} else if d.seen[k] == nil {
+			e := st.entryLocked(ev.Namespace)
+			e.remote[d] = u
+			d.seen[k] = e
+			rl.changedLocked(e)
+		}
+		st.mu.Unlock()
+	}
+}
+
+// sleepCtx waits d; false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,68 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// TestStalledSubscriberHoldsUpNobody: a subscriber that stops reading is cut
+// off with TOO_FAR_BEHIND while the publisher and another subscriber go on.
+func TestStalledSubscriberHoldsUpNobody(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, &moqt.Config{
+			SubscriberGrace:      300 * time.Millisecond,
+			MaxSubscriberBacklog: 256 << 10,
+		})
+		pub := n.newPublisher("/pub", testTrack, nil)
+		n.announce(pub, wire.NewNamespace("live"))
+		fast, _ := n.dial("/fast", nil)
+		fastSub, err := subscribe(t, fast, testTrack, wire.Params{})
+		require.NoError(t, err)
+		// The stalled one: small windows, and it never reads.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		scfg := n.clientConfig(nil)
+		scfg.StreamReceiveWindow = 16 << 10
+		scfg.ReadStallTimeout = -1
+		stalled, err := moqt.Dial(ctx, n.url("/stalled"), scfg)
+		require.NoError(t, err)
+		defer stalled.Close()
+		stalledSub, err := stalled.Subscribe(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+
+		const groups, perGroup, size = 40, 8, 4 << 10
+		got := make(chan int, 1)
+		go func() {
+			cnt := 0
+			for cnt < groups*perGroup {
+				if _, err := fastSub.ReadObject(ctx); err != nil {
+					var se *moqt.StreamError
+					if errors.As(err, &se) {
+						continue
+					}
+					break
+				}
+				cnt++
+			}
+			got <- cnt
+		}()
+		body := make([]byte, size)
+		for g := range uint64(groups) {
+			w := pub.track.OpenSubgroup(g, 0, moqt.SubgroupOptions{})
+			for o := range uint64(perGroup) {
+				require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Group: g, Object: o}, Payload: body}))
+			}
+			require.NoError(t, w.Close())
+		}
+		assert.Equal(t, groups*perGroup, <-got, "the fast subscriber gets everything")
+		assert.Equal(t, wire.DoneTooFarBehind, doneCode(t, stalledSub), "the stalled one is told")
+	})
+}

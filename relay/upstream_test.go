@@ -1,0 +1,240 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// doneCode waits for sub to end and returns its PUBLISH_DONE code.
+func doneCode(t *testing.T, sub *moqt.Subscription) wire.PublishDoneCode {
+	t.Helper()
+	select {
+	case <-sub.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("subscription did not end")
+	}
+	var de *moqt.DoneError
+	require.True(t, errors.As(sub.Err(), &de), "want PUBLISH_DONE, got %v", sub.Err())
+	return de.Code
+}
+
+func TestC077_MalformedTrackEndsDownstreamWithMalformedTrack(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		pub := n.newPublisher("/pub", testTrack, nil)
+		n.announce(pub, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		sub, err := subscribe(t, c, testTrack, wire.Params{})
+		require.NoError(t, err)
+		// Group 0 ends at object 1 (END_OF_GROUP status); an object past it
+		// in another subgroup is a Malformed Track (§12.1).
+		w := pub.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
+		require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Object: 0}, Payload: []byte("a")}))
+		require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Object: 1}, Status: wire.ObjectEndOfGroup}))
+		require.NoError(t, w.Close())
+		_, err = readSubgroup(t, sub)
+		require.NoError(t, err)
+		w2 := pub.track.OpenSubgroup(0, 1, moqt.SubgroupOptions{})
+		require.NoError(t, w2.WriteObject(moqt.Object{Location: wire.Location{Object: 5}, SubgroupID: 1, Payload: []byte("past the end")}))
+		_ = w2.Close()
+		assert.Equal(t, wire.DoneMalformedTrack, doneCode(t, sub))
+		waitFor(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
+	})
+}
+
+func TestC038_UnknownMandatoryPropertyRefusedDownstream(t *testing.T) {
+	n := startNode(t, "moqt", Config{}, nil)
+	pub := n.newPublisher("/pub", testTrack, wire.KVList{{Type: 0x4002, Value: 1}})
+	hold := pub.setHold()
+	n.announce(pub, wire.NewNamespace("live"))
+	c1, _ := n.dial("/sub1", nil)
+	c2, _ := n.dial("/sub2", nil)
+	r1 := asyncSubscribe(t, c1, testTrack, wire.Params{})
+	waitFor(t, "upstream SUBSCRIBE", func() bool { return len(pub.subscribes()) == 1 })
+	r2 := asyncSubscribe(t, c2, testTrack, wire.Params{})
+	waitFor(t, "both waiting", func() bool {
+		e := n.relay.lookup(testTrack)
+		if e == nil {
+			return false
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.waiters == 2
+	})
+	close(hold)
+	for _, r := range []<-chan subResult{r1, r2} {
+		res := <-r
+		assert.Equal(t, wire.ReqUnsupportedExtension, requestCode(t, res.err), "every pending downstream subscriber")
+	}
+}
+
+func TestPublishDoneOfLastPublisherEndsTrackWithItsStatus(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		a := n.newPublisher("/a", testTrack, nil)
+		b := n.newPublisher("/b", testTrack, nil)
+		n.announce(a, wire.NewNamespace("live"))
+		n.announce(b, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		sub, err := subscribe(t, c, testTrack, wire.Params{})
+		require.NoError(t, err)
+		waitFor(t, "both serve", func() bool { return len(a.servedSubs()) == 1 && len(b.servedSubs()) == 1 })
+		a.track.End(wire.DoneGoingAway, "a leaves")
+		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-sub.Done():
+			t.Fatalf("ended with a publisher left: %v", sub.Err())
+		default:
+		}
+		writeGroup(t, b.track, 0, 1)
+		_, err = readSubgroup(t, sub)
+		require.NoError(t, err, "b still feeds it")
+		b.track.End(wire.DoneTrackEnded, "over")
+		assert.Equal(t, wire.DoneTrackEnded, doneCode(t, sub))
+		waitFor(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
+	})
+}
+
+func TestAllPublishersRefuseSubscribe(t *testing.T) {
+	n := startNode(t, "moqt", Config{}, nil)
+	pub := n.newPublisher("/pub", testTrack, nil)
+	pub.setRefuse(wire.ReqExcessiveLoad)
+	n.announce(pub, wire.NewNamespace("live"))
+	c, _ := n.dial("/sub", nil)
+	_, err := subscribe(t, c, testTrack, wire.Params{})
+	assert.Equal(t, wire.ReqExcessiveLoad, requestCode(t, err), "the upstream's code")
+	waitFor(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
+}
+
+// publishingClient is a client publishing tr to the relay with PUBLISH.
+func publishTo(t *testing.T, c *moqt.Session, tr *moqt.LocalTrack, p wire.Params) (*moqt.ServedSubscription, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return tr.Publish(ctx, c, p)
+}
+
+func TestC063_C064_PublishAcceptedAndForwardSetByUpdate(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		a := n.newPublisher("/a", testTrack, nil)
+		n.announce(a, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		sub, err := subscribe(t, c, testTrack, wire.Params{})
+		require.NoError(t, err)
+		tr, err := moqt.NewLocalTrack(testTrack, nil)
+		require.NoError(t, err)
+		pc, _ := n.dial("/b", nil)
+		ss, err := publishTo(t, pc, tr, wire.Params{Forward: wire.Some(false)})
+		require.NoError(t, err, "PUBLISH_OK for a track with Established downstream subscriptions")
+		waitFor(t, "REQUEST_UPDATE Forward=1", ss.Forward)
+		a.track.End(wire.DoneGoingAway, "a leaves")
+		writeGroup(t, tr, 0, 2)
+		objs, err := readSubgroup(t, sub)
+		require.NoError(t, err)
+		assert.Len(t, objs, 2, "the PUBLISHed track feeds the subscriber")
+	})
+}
+
+func TestPublishWithoutSubscribersPausedAndKept(t *testing.T) {
+	n := startNode(t, "moqt", Config{Linger: -1}, nil)
+	tr, err := moqt.NewLocalTrack(testTrack, nil)
+	require.NoError(t, err)
+	pc, _ := n.dial("/pub", nil)
+	ss, err := publishTo(t, pc, tr, wire.Params{})
+	require.NoError(t, err)
+	waitFor(t, "Forward 0 with no subscriber", func() bool { return !ss.Forward() })
+	c, _ := n.dial("/sub", nil)
+	sub, err := subscribe(t, c, testTrack, wire.Params{})
+	require.NoError(t, err)
+	waitFor(t, "Forward 1", ss.Forward)
+	writeGroup(t, tr, 0, 1)
+	_, err = readSubgroup(t, sub)
+	require.NoError(t, err)
+	require.NoError(t, sub.Close())
+	waitFor(t, "Forward 0 again", func() bool { return !ss.Forward() })
+	assert.Error(t, n.relay.tablesEmpty(), "a PUBLISHed track stays available")
+	require.NoError(t, pc.Close())
+	waitFor(t, "gone with its publisher", func() bool { return n.relay.tablesEmpty() == nil })
+}
+
+// updatesSeen records the REQUEST_UPDATEs a publisher receives.
+type updatesSeen struct {
+	mu  sync.Mutex
+	all []wire.Params
+}
+
+func TestC073_C074_NewGroupRequestPassedOn(t *testing.T) {
+	n := startNode(t, "moqt", Config{}, nil)
+	dyn := wire.KVList{{Type: wire.PropDynamicGroups, Value: 1}}
+	tr, err := moqt.NewLocalTrack(testTrack, dyn)
+	require.NoError(t, err)
+	var seen updatesSeen
+	var subs []*moqt.SubscribeRequest
+	var smu sync.Mutex
+	h := moqt.HandlerFunc(func(r moqt.Request) {
+		sr := r.(*moqt.SubscribeRequest)
+		smu.Lock()
+		subs = append(subs, sr)
+		smu.Unlock()
+		_, _ = tr.Accept(sr, moqt.AcceptOptions{OnUpdate: func(_ *moqt.ServedSubscription, p *wire.Params) error {
+			seen.mu.Lock()
+			seen.all = append(seen.all, *p)
+			seen.mu.Unlock()
+			return nil
+		}})
+	})
+	_, ps := n.dial("/pub", h)
+	n.relay.addAnnouncer(ps, wire.NewNamespace("live"))
+	c, _ := n.dial("/sub", nil)
+	s1, err := subscribe(t, c, testTrack, wire.Params{NewGroupRequest: wire.Some[uint64](0)})
+	require.NoError(t, err)
+	smu.Lock()
+	require.Len(t, subs, 1)
+	assert.Equal(t, wire.Some[uint64](0), subs[0].Params.NewGroupRequest, "included when subscribing upstream")
+	smu.Unlock()
+
+	writeGroup(t, tr, 4, 1)
+	_, err = readSubgroup(t, s1)
+	require.NoError(t, err)
+	ngrs := func() []uint64 {
+		seen.mu.Lock()
+		defer seen.mu.Unlock()
+		var out []uint64
+		for _, p := range seen.all {
+			if p.NewGroupRequest.Set {
+				out = append(out, p.NewGroupRequest.Value)
+			}
+		}
+		return out
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// A value not past the Largest Group (4) is not passed on.
+	require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](3)}))
+	time.Sleep(100 * time.Millisecond)
+	assert.Empty(t, ngrs())
+	// One past it is.
+	require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](5)}))
+	waitFor(t, "REQUEST_UPDATE with NEW_GROUP_REQUEST", func() bool { return len(ngrs()) == 1 })
+	assert.Equal(t, []uint64{5}, ngrs())
+	// While it is outstanding, no smaller or equal one follows.
+	require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](5)}))
+	time.Sleep(100 * time.Millisecond)
+	assert.Len(t, ngrs(), 1)
+	// The Largest Group grows: no longer outstanding.
+	writeGroup(t, tr, 5, 1)
+	_, err = readSubgroup(t, s1)
+	require.NoError(t, err)
+	require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](6)}))
+	waitFor(t, "a second one", func() bool { return len(ngrs()) == 2 })
+}
