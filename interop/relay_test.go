@@ -424,6 +424,7 @@ func testBrowserPublishesEarly(t *testing.T, h *harness) {
 	defer cancel()
 	var (
 		client    *moqt.Session
+		clientErr error // the Go subscriber's session, once the browser's ended
 		subErr    error
 		discovery error
 		goDone    = make(chan struct{})
@@ -470,6 +471,9 @@ func testBrowserPublishesEarly(t *testing.T, h *harness) {
 			case <-time.After(closeTimeout):
 				discovery = errors.New("the Go subscriber is still running")
 			}
+			// The browser's session is over; the server, with the Go
+			// subscriber's, is not yet.
+			clientErr = client.Context().Err()
 		},
 	})
 
@@ -488,7 +492,7 @@ func testBrowserPublishesEarly(t *testing.T, h *harness) {
 	var re *moqt.RequestError
 	assert.ErrorAs(t, subErr, &re, "the Go subscriber's SUBSCRIBE")
 	t.Logf("go: the Go subscriber's SUBSCRIBE: %v", subErr)
-	assert.NoError(t, client.Context().Err(), "the Go subscriber's session ended with the browser's")
+	assert.NoError(t, clientErr, "the Go subscriber's session ended with the browser's")
 }
 
 // testBrowserSubscribesPublished: a Go publisher PUBLISHes its track to
