@@ -168,21 +168,66 @@ const (
 	demoObjects = 3
 )
 
-// publishAndReceive: a publisher PUBLISHes name on pubSession; once sub
-// has subscribed on subSession and the relay has asked the publisher to
-// forward, the publisher writes demoGroups groups, and sub must read every
-// object byte for byte, each group ended by a FIN.
-func publishAndReceive(t *testing.T, ctx context.Context, pubSession, subSession *moqt.Session, name wire.FullTrackName) {
-	t.Helper()
+// announcer serves, on the session it is the Handler of, the SUBSCRIBEs for
+// its track: the publisher's end of a PUBLISH_NAMESPACE.
+type announcer struct {
+	track    *moqt.LocalTrack
+	accepted chan *moqt.ServedSubscription
+}
+
+func newAnnouncer(t *testing.T, name wire.FullTrackName) *announcer {
 	track, err := moqt.NewLocalTrack(name, nil)
 	require.NoError(t, err)
-	ss, err := track.Publish(ctx, pubSession, wire.Params{})
-	require.NoError(t, err, "PUBLISH to the relay")
-	defer ss.End(wire.DoneTrackEnded, "test over")
+	return &announcer{track: track, accepted: make(chan *moqt.ServedSubscription, 1)}
+}
+
+func (a *announcer) ServeMOQT(r moqt.Request) {
+	sr, ok := r.(*moqt.SubscribeRequest)
+	if !ok || !sr.Track.Equal(a.track.Name()) {
+		moqt.DefaultHandler.ServeMOQT(r)
+		return
+	}
+	if ss, err := a.track.Accept(sr, moqt.AcceptOptions{}); err == nil {
+		select {
+		case a.accepted <- ss:
+		default:
+		}
+	}
+}
+
+// publishAndReceive: a publisher offers name on pubSession, by PUBLISH
+// or, when ann is set (ann is then pubSession's Handler), by
+// PUBLISH_NAMESPACE; once sub has subscribed on subSession and the relay
+// forwards, the publisher writes demoGroups groups, and sub must read every
+// object byte for byte, each group ended by a FIN.
+func publishAndReceive(t *testing.T, ctx context.Context, pubSession, subSession *moqt.Session, name wire.FullTrackName, ann *announcer) {
+	t.Helper()
+	var track *moqt.LocalTrack
+	var ss *moqt.ServedSubscription
+	if ann != nil {
+		track = ann.track
+		a, err := pubSession.PublishNamespace(ctx, name.Namespace, wire.Params{})
+		require.NoError(t, err, "PUBLISH_NAMESPACE to the relay")
+		defer a.Close()
+	} else {
+		var err error
+		track, err = moqt.NewLocalTrack(name, nil)
+		require.NoError(t, err)
+		ss, err = track.Publish(ctx, pubSession, wire.Params{})
+		require.NoError(t, err, "PUBLISH to the relay")
+	}
+	defer track.End(wire.DoneTrackEnded, "test over")
 
 	sub, err := subSession.Subscribe(ctx, name, wire.Params{})
 	require.NoError(t, err, "SUBSCRIBE through the relay")
 	defer sub.Close()
+	if ann != nil {
+		select {
+		case ss = <-ann.accepted:
+		case <-ctx.Done():
+			require.FailNow(t, "the relay did not subscribe to the announcer")
+		}
+	}
 	// The relay forwards (Forward 1 upstream, §7.2) once it has a
 	// subscriber; what the publisher writes before that is not sent.
 	for !ss.Forward() {
@@ -229,15 +274,19 @@ func publishAndReceive(t *testing.T, ctx context.Context, pubSession, subSession
 }
 
 // TestRelayProcess: the command, as a process of its own, routes a track
-// from a publisher (raw QUIC, PUBLISH) to a subscriber
-// (WebTransport); on SIGTERM it sends both GOAWAY and exits cleanly.
+// from a publisher (raw QUIC) to a subscriber (WebTransport), PUBLISHed
+// and then in an announced namespace (PUBLISH_NAMESPACE); on SIGTERM it
+// sends both sessions GOAWAY and exits cleanly.
 func TestRelayProcess(t *testing.T) {
 	p := startRelay(t, "relay")
 	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
 	defer cancel()
-	pubSession := p.dial(t, ctx, "moqt", nil)
+	announced := wire.FullTrackName{Namespace: wire.NewNamespace("demo", "announced"), Name: []byte("clock")}
+	ann := newAnnouncer(t, announced)
+	pubSession := p.dial(t, ctx, "moqt", ann)
 	subSession := p.dial(t, ctx, "https", nil)
-	publishAndReceive(t, ctx, pubSession, subSession, wire.FullTrackName{Namespace: wire.NewNamespace("demo", "process"), Name: []byte("clock")})
+	publishAndReceive(t, ctx, pubSession, subSession, wire.FullTrackName{Namespace: wire.NewNamespace("demo", "process"), Name: []byte("clock")}, nil)
+	publishAndReceive(t, ctx, pubSession, subSession, announced, ann)
 
 	p.stop(t)
 	for _, s := range []*moqt.Session{pubSession, subSession} {
@@ -265,7 +314,7 @@ func TestRelayChain(t *testing.T) {
 	defer cancel()
 	pubSession := origin.dial(t, ctx, "moqt", nil)
 	subSession := edge.dial(t, ctx, "https", nil)
-	publishAndReceive(t, ctx, pubSession, subSession, wire.FullTrackName{Namespace: wire.NewNamespace("demo", "chain"), Name: []byte("clock")})
+	publishAndReceive(t, ctx, pubSession, subSession, wire.FullTrackName{Namespace: wire.NewNamespace("demo", "chain"), Name: []byte("clock")}, nil)
 	edge.stop(t)
 	origin.stop(t)
 }
