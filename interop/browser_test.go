@@ -649,6 +649,6 @@ func TestBrowserMoqNet(t *testing.T) {
 	t.Run("browser-killed", func(t *testing.T) { testBrowserKilled(t, h) })
 	t.Run("relay-browser-publishes", func(t *testing.T) { testBrowserPublishes(t, h) })
 	t.Run("relay-browser-publishes-early", func(t *testing.T) { testBrowserPublishesEarly(t, h) })
-	t.Run("relay-browser-subscribes", func(t *testing.T) { testBrowserSubscribes(t, h) })
-	t.Run("relay-browser-subscribes-published", func(t *testing.T) { testBrowserSubscribesPublished(t, h) })
+	t.Run("relay-browser-subscribes", func(t *testing.T) { testBrowserSubscribes(t, h, false) })
+	t.Run("relay-browser-subscribes-published", func(t *testing.T) { testBrowserSubscribes(t, h, true) })
 }

@@ -2,11 +2,11 @@ package interop
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -313,103 +313,6 @@ func testBrowserPublishes(t *testing.T, h *harness) {
 	assert.Equal(t, wire.NoError, se.Code, "session close code")
 }
 
-// testBrowserSubscribes: a Go publisher announces its namespace to the
-// relay (PUBLISH_NAMESPACE); @moq/net discovers it through the relay
-// (SUBSCRIBE_NAMESPACE, NAMESPACE), subscribes, and the relay subscribes
-// upstream to the Go publisher; every object reaches the browser.
-func testBrowserSubscribes(t *testing.T, h *harness) {
-	ns := wire.NewNamespace("moqt-interop", "go")
-	name := wire.FullTrackName{Namespace: ns, Name: []byte("video")}
-	track, err := moqt.NewLocalTrack(name, nil)
-	require.NoError(t, err)
-	handler, accepted := acceptOne(t, track)
-	received := h.signals.take("received")
-	metrics := newAnswered()
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var (
-		ann         *moqt.Announcement
-		publishErrs []error
-		ss          *moqt.ServedSubscription
-		pubDone     = make(chan struct{})
-	)
-	publisher := func() {
-		defer close(pubDone)
-		select {
-		case ss = <-accepted:
-		case <-time.After(scenarioTimeout):
-			publishErrs = append(publishErrs, errors.New("the relay never subscribed upstream"))
-			return
-		}
-		// Nothing is published before the relay has answered the browser:
-		// a SUBSCRIBE_OK with LARGEST_OBJECT would be misread by @moq/net.
-		select {
-		case <-metrics.subscribed:
-		case <-time.After(scenarioTimeout):
-			publishErrs = append(publishErrs, errors.New("the relay never answered the browser's SUBSCRIBE"))
-			return
-		}
-		for g := range uint64(objectGroups) {
-			w := track.OpenSubgroup(g, 0, moqt.SubgroupOptions{EndOfGroup: true})
-			for o := range uint64(objectsPerGroup) {
-				if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: g, Object: o}, Payload: objectPayload(g, o)}); err != nil {
-					publishErrs = append(publishErrs, fmt.Errorf("group %d object %d: %w", g, o, err))
-				}
-			}
-			if err := w.Close(); err != nil {
-				publishErrs = append(publishErrs, fmt.Errorf("closing group %d: %w", g, err))
-			}
-		}
-		select {
-		case <-received:
-		case <-time.After(scenarioTimeout):
-		}
-	}
-
-	r := h.runScenario(t, scenario{
-		name:      "discover-subscribe",
-		namespace: "moqt-interop/go",
-		track:     "video",
-		params:    map[string]any{"groups": objectGroups, "prefix": []string{"moqt-interop"}},
-		cfg:       moqt.Config{Handler: newRelay(t, metrics)},
-		onListen: func(url string, certHash [32]byte) {
-			s := dialRelay(t, ctx, url, certHash, "go-publisher", handler)
-			annCtx, cancel := context.WithTimeout(ctx, closeTimeout)
-			defer cancel()
-			var err error
-			ann, err = s.PublishNamespace(annCtx, ns, wire.Params{})
-			require.NoError(t, err, "the Go publisher's PUBLISH_NAMESPACE")
-			go publisher()
-		},
-		beforeClose: func(*run) {
-			select {
-			case <-pubDone:
-			case <-time.After(closeTimeout):
-				publishErrs = append(publishErrs, errors.New("the publisher is still running"))
-			}
-		},
-	})
-	cancel()
-
-	require.NotNil(t, ann, "the relay's REQUEST_OK to PUBLISH_NAMESPACE")
-	assert.Empty(t, publishErrs, "the Go publisher")
-	require.NotNil(t, ss, "the relay's SUBSCRIBE upstream")
-	t.Logf("go: the relay's SUBSCRIBE upstream: parameters %+v", ss.Params())
-
-	// The browser's view: the namespace, as a path under the prefix, then
-	// every group, each object byte for byte.
-	assert.Nil(t, r.js.Error, "js error")
-	assert.True(t, r.js.Established, "@moq/net did not establish the session")
-	assert.Contains(t, r.js.Announced, jsAnnounce{Path: "go", Active: true}, "the namespaces @moq/net discovered through the relay")
-	checkJSGroups(t, r.js.Groups)
-
-	var se *moqt.SessionError
-	require.ErrorAs(t, r.closed, &se)
-	assert.True(t, se.Remote, "the browser should have ended the session: %v", se)
-	assert.Equal(t, wire.NoError, se.Code, "session close code")
-}
-
 // testBrowserPublishesEarly: @moq/net publishes a track that already has
 // a group when the relay's SUBSCRIBE arrives, so its SUBSCRIBE_OK carries
 // LARGEST_OBJECT, which @moq/net codes with a length prefix (§9.20: a
@@ -495,29 +398,46 @@ func testBrowserPublishesEarly(t *testing.T, h *harness) {
 	assert.NoError(t, clientErr, "the Go subscriber's session ended with the browser's")
 }
 
-// testBrowserSubscribesPublished: a Go publisher PUBLISHes its track to
-// the relay; @moq/net subscribes to it through the relay (SUBSCRIBE, which
-// the relay answers from the published track) and gets every object.
-func testBrowserSubscribesPublished(t *testing.T, h *harness) {
-	name := wire.FullTrackName{Namespace: wire.NewNamespace("moqt-interop", "published"), Name: []byte("video")}
+// testBrowserSubscribes: a Go publisher offers its track to the relay, by
+// PUBLISH_NAMESPACE or, with byPublish, by PUBLISH; @moq/net subscribes to
+// it through the relay and gets every object byte for byte. For an
+// announced namespace it first discovers it through the relay
+// (SUBSCRIBE_NAMESPACE, NAMESPACE), and the relay subscribes upstream to
+// the Go publisher; a PUBLISHed track the relay serves as it is published.
+func testBrowserSubscribes(t *testing.T, h *harness, byPublish bool) {
+	path := "moqt-interop/go"
+	if byPublish {
+		path = "moqt-interop/published"
+	}
+	ns := wire.NewNamespace(strings.Split(path, "/")...)
+	name := wire.FullTrackName{Namespace: ns, Name: []byte("video")}
 	track, err := moqt.NewLocalTrack(name, nil)
 	require.NoError(t, err)
-	metrics := newAnswered()
+	handler, accepted := acceptOne(t, track)
 	received := h.signals.take("received")
+	metrics := newAnswered()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
-		ss          *moqt.ServedSubscription // the PUBLISH, the relay's end
+		ss          *moqt.ServedSubscription // the publisher's end
 		publishErrs []error
 		pubDone     = make(chan struct{})
 	)
 	publisher := func() {
 		defer close(pubDone)
+		if !byPublish {
+			select {
+			case ss = <-accepted:
+			case <-time.After(scenarioTimeout):
+				publishErrs = append(publishErrs, errors.New("the relay never subscribed upstream"))
+				return
+			}
+		}
 		// Nothing is published before the relay has answered the browser
 		// (a SUBSCRIBE_OK with LARGEST_OBJECT would be misread by
 		// @moq/net) and asked the publisher to forward (§7.2: Forward 0
-		// while nobody receives).
+		// while nobody receives a PUBLISHed track).
 		select {
 		case <-metrics.subscribed:
 		case <-time.After(scenarioTimeout):
@@ -529,39 +449,34 @@ func testBrowserSubscribesPublished(t *testing.T, h *harness) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if !ss.Forward() {
-			publishErrs = append(publishErrs, errors.New("the relay never set Forward 1 on the PUBLISH"))
+			publishErrs = append(publishErrs, errors.New("the relay never set Forward 1"))
 			return
 		}
-		for g := range uint64(objectGroups) {
-			w := track.OpenSubgroup(g, 0, moqt.SubgroupOptions{EndOfGroup: true})
-			for o := range uint64(objectsPerGroup) {
-				if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: g, Object: o}, Payload: objectPayload(g, o)}); err != nil {
-					publishErrs = append(publishErrs, fmt.Errorf("group %d object %d: %w", g, o, err))
-				}
-			}
-			if err := w.Close(); err != nil {
-				publishErrs = append(publishErrs, fmt.Errorf("closing group %d: %w", g, err))
-			}
-		}
+		publishErrs = append(publishErrs, publishObjects(track)...)
 		select {
 		case <-received:
 		case <-time.After(scenarioTimeout):
 		}
 	}
 
-	r := h.runScenario(t, scenario{
+	sc := scenario{
 		name:      "subscribe-objects",
-		namespace: "moqt-interop/published",
+		namespace: path,
 		track:     "video",
 		params:    map[string]any{"groups": objectGroups, "doneWaitMs": 0},
 		cfg:       moqt.Config{Handler: newRelay(t, metrics)},
 		onListen: func(url string, certHash [32]byte) {
-			s := dialRelay(t, ctx, url, certHash, "go-publisher", nil)
-			pubCtx, cancel := context.WithTimeout(ctx, closeTimeout)
+			s := dialRelay(t, ctx, url, certHash, "go-publisher", handler)
+			offerCtx, cancel := context.WithTimeout(ctx, closeTimeout)
 			defer cancel()
-			var err error
-			ss, err = track.Publish(pubCtx, s, wire.Params{})
-			require.NoError(t, err, "the Go publisher's PUBLISH")
+			if byPublish {
+				var err error
+				ss, err = track.Publish(offerCtx, s, wire.Params{})
+				require.NoError(t, err, "the Go publisher's PUBLISH")
+			} else {
+				_, err := s.PublishNamespace(offerCtx, ns, wire.Params{})
+				require.NoError(t, err, "the Go publisher's PUBLISH_NAMESPACE")
+			}
 			go publisher()
 		},
 		beforeClose: func(*run) {
@@ -571,46 +486,29 @@ func testBrowserSubscribesPublished(t *testing.T, h *harness) {
 				publishErrs = append(publishErrs, errors.New("the publisher is still running"))
 			}
 		},
-	})
+	}
+	if !byPublish {
+		sc.params["prefix"] = []string{"moqt-interop"}
+	}
+	r := h.runScenario(t, sc)
 	cancel()
 
 	assert.Empty(t, publishErrs, "the Go publisher")
+	if !byPublish && ss != nil {
+		t.Logf("go: the relay's SUBSCRIBE upstream: parameters %+v", ss.Params())
+	}
+
+	// The browser's view: the namespace, as a path under the prefix, then
+	// every group, each object byte for byte.
 	assert.Nil(t, r.js.Error, "js error")
 	assert.True(t, r.js.Established, "@moq/net did not establish the session")
+	if !byPublish {
+		assert.Contains(t, r.js.Announced, jsAnnounce{Path: "go", Active: true}, "the namespaces @moq/net discovered through the relay")
+	}
 	checkJSGroups(t, r.js.Groups)
 
 	var se *moqt.SessionError
 	require.ErrorAs(t, r.closed, &se)
 	assert.True(t, se.Remote, "the browser should have ended the session: %v", se)
 	assert.Equal(t, wire.NoError, se.Code, "session close code")
-}
-
-// checkJSGroups asserts that the page read groups 0 to objectGroups-1,
-// each once, ended by a FIN and holding objectPayload's objects in order,
-// byte for byte.
-func checkJSGroups(t *testing.T, read []jsGroup) {
-	t.Helper()
-	groups := map[uint64]jsGroup{}
-	for _, g := range read {
-		_, dup := groups[g.Sequence]
-		assert.False(t, dup, "group %d arrived twice", g.Sequence)
-		groups[g.Sequence] = g
-	}
-	require.Len(t, groups, objectGroups, "groups the page read")
-	for seq := range uint64(objectGroups) {
-		g, ok := groups[seq]
-		if !assert.True(t, ok, "group %d is missing", seq) {
-			continue
-		}
-		assert.Nil(t, g.Error, "group %d did not end with a FIN", seq)
-		if !assert.Len(t, g.Frames, objectsPerGroup, "objects in group %d", seq) {
-			continue
-		}
-		for o, f := range g.Frames {
-			assert.Equal(t, uint64(o), f.Index, "group %d: object %d out of order", seq, o)
-			want := hex.EncodeToString(objectPayload(seq, uint64(o)))
-			assert.True(t, want == f.Payload, "group %d object %d: payload differs (%d hex digits, want %d)",
-				seq, o, len(f.Payload), len(want))
-		}
-	}
 }

@@ -39,14 +39,20 @@ async function connect(params) {
 	});
 }
 
-// setup-only: connect, which exchanges SETUPs, report what was negotiated,
-// then wait for the server to close the session. Closing it from here at
-// once could reach the server before our SETUP does.
-async function setupOnly(params, result) {
+// connected connects and reports the session in result.
+async function connected(params, result) {
 	const conn = await connect(params);
 	result.established = true;
 	result.version = conn.version;
 	result.transport = conn.transport;
+	return conn;
+}
+
+// setup-only: connect, which exchanges SETUPs, report what was negotiated,
+// then wait for the server to close the session. Closing it from here at
+// once could reach the server before our SETUP does.
+async function setupOnly(params, result) {
+	const conn = await connected(params, result);
 	// Tell the test, through the page's own server, that the server's SETUP
 	// has been read: only then does the server close the session, since a
 	// close can discard stream data not yet read.
@@ -65,10 +71,7 @@ async function setupOnly(params, result) {
 // subscribe-error: SUBSCRIBE to a track the server does not have and report
 // how the subscription ended.
 async function subscribeError(params, result) {
-	const conn = await connect(params);
-	result.established = true;
-	result.version = conn.version;
-	result.transport = conn.transport;
+	const conn = await connected(params, result);
 	try {
 		const broadcast = conn.consume(Moq.Path.from(...params.namespace));
 		const track = broadcast.subscribe(params.track);
@@ -108,20 +111,35 @@ async function readGroup(group) {
 	return g;
 }
 
+// discover asks for the namespaces under prefix (SUBSCRIBE_NAMESPACE) and
+// waits for want among them, reporting each event in result.announced. It
+// returns the namespace subscription, still open.
+async function discover(conn, prefix, want, result) {
+	result.announced = [];
+	const announced = conn.announced(prefix);
+	for (;;) {
+		const entry = await announced.next();
+		if (!entry) throw new Error("the namespace subscription ended before the namespace was announced");
+		result.announced.push({ path: entry.path, active: entry.active });
+		if (entry.active && Moq.Path.join(prefix, entry.path) === want) return announced;
+	}
+}
+
 // subscribe-objects: SUBSCRIBE before anything is published, so that the
 // SUBSCRIBE_OK carries no LARGEST_OBJECT (which @moq/net 0.3.4 cannot
 // read), then read params.groups groups, each to its end, and report them.
-// The server is then told, through the page's server, that everything
+// With params.prefix, the namespace is first discovered under it. The
+// server is then told, through the page's server, that everything
 // arrived; it ends the track with PUBLISH_DONE, and the page reports
 // whether @moq/net noticed within params.doneWaitMs.
 async function subscribeObjects(params, result) {
-	const conn = await connect(params);
-	result.established = true;
-	result.version = conn.version;
-	result.transport = conn.transport;
+	const conn = await connected(params, result);
 	result.groups = [];
+	let announced;
 	try {
-		const broadcast = conn.consume(Moq.Path.from(...params.namespace));
+		const path = Moq.Path.from(...params.namespace);
+		if (params.prefix) announced = await discover(conn, Moq.Path.from(...params.prefix), path, result);
+		const broadcast = conn.consume(path);
 		const track = broadcast.subscribe(params.track);
 		while (result.groups.length < params.groups) {
 			const group = await track.recvGroup();
@@ -131,7 +149,7 @@ async function subscribeObjects(params, result) {
 			}
 			result.groups.push(await readGroup(group));
 		}
-		await fetch("/signal/received", { method: "POST" });
+		await signal("received");
 		const ended = await Promise.race([
 			Promise.resolve(track.closed).then((err) => ({ err })),
 			sleep(params.doneWaitMs).then(() => null),
@@ -142,6 +160,7 @@ async function subscribeObjects(params, result) {
 		}
 		track.close();
 		broadcast.close();
+		announced?.close();
 	} finally {
 		conn.close();
 	}
@@ -197,10 +216,7 @@ function objectPayload(g, o) {
 // to have them, ends the track (PUBLISH_DONE), withdraws the broadcast and
 // closes the session when told.
 async function publishBroadcast(params, result) {
-	const conn = await connect(params);
-	result.established = true;
-	result.version = conn.version;
-	result.transport = conn.transport;
+	const conn = await connected(params, result);
 	try {
 		const broadcast = new Moq.Broadcast.Producer();
 		conn.publish(Moq.Path.from(...params.namespace), broadcast);
@@ -233,10 +249,7 @@ async function publishBroadcast(params, result) {
 // SUBSCRIBE_OK carries LARGEST_OBJECT. The page then waits for the
 // session to end, which the test expects the server to do.
 async function publishEarly(params, result) {
-	const conn = await connect(params);
-	result.established = true;
-	result.version = conn.version;
-	result.transport = conn.transport;
+	const conn = await connected(params, result);
 	try {
 		const broadcast = new Moq.Broadcast.Producer();
 		const track = broadcast.createTrack(params.track);
@@ -258,46 +271,6 @@ async function publishEarly(params, result) {
 	}
 }
 
-// discover-subscribe: ask for the namespaces under params.prefix
-// (SUBSCRIBE_NAMESPACE), wait for params.namespace among them, then
-// subscribe to its track and read params.groups groups as
-// subscribe-objects does.
-async function discoverSubscribe(params, result) {
-	const conn = await connect(params);
-	result.established = true;
-	result.version = conn.version;
-	result.transport = conn.transport;
-	result.groups = [];
-	result.announced = [];
-	try {
-		const prefix = Moq.Path.from(...params.prefix);
-		const want = Moq.Path.from(...params.namespace);
-		const announced = conn.announced(prefix);
-		for (;;) {
-			const entry = await announced.next();
-			if (!entry) throw new Error("the namespace subscription ended before the namespace was announced");
-			result.announced.push({ path: entry.path, active: entry.active });
-			if (entry.active && Moq.Path.join(prefix, entry.path) === want) break;
-		}
-		const broadcast = conn.consume(want);
-		const track = broadcast.subscribe(params.track);
-		while (result.groups.length < params.groups) {
-			const group = await track.recvGroup();
-			if (!group) {
-				result.subscribeClosed = true;
-				break;
-			}
-			result.groups.push(await readGroup(group));
-		}
-		await signal("received");
-		track.close();
-		broadcast.close();
-		announced.close();
-	} finally {
-		conn.close();
-	}
-}
-
 const scenarios = {
 	"setup-only": setupOnly,
 	"subscribe-error": subscribeError,
@@ -305,7 +278,6 @@ const scenarios = {
 	"receive-until-killed": receiveUntilKilled,
 	"publish-broadcast": publishBroadcast,
 	"publish-early": publishEarly,
-	"discover-subscribe": discoverSubscribe,
 };
 
 window.moqtInterop = async (params) => {
