@@ -70,6 +70,20 @@ func TestRelayServesAndDrains(t *testing.T) {
 	// On shutdown each session gets GOAWAY and, with nothing open, closes
 	// itself with NO_ERROR, which lets the relay's drain end.
 	stop()
+	waitGoAway(t, ctx, sessions)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		require.FailNow(t, "the relay did not stop")
+	}
+}
+
+// waitGoAway asserts that each session gets GOAWAY, then ends with
+// NO_ERROR: with nothing open it closes itself, or the relay closes it
+// after its drain.
+func waitGoAway(t *testing.T, ctx context.Context, sessions []*moqt.Session) {
+	t.Helper()
 	for _, s := range sessions {
 		select {
 		case <-s.GoingAway():
@@ -84,11 +98,5 @@ func TestRelayServesAndDrains(t *testing.T) {
 		var se *moqt.SessionError
 		require.ErrorAs(t, context.Cause(s.Context()), &se)
 		assert.Equal(t, wire.NoError, se.Code)
-	}
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-ctx.Done():
-		require.FailNow(t, "the relay did not stop")
 	}
 }

@@ -289,18 +289,7 @@ func TestRelayProcess(t *testing.T) {
 	publishAndReceive(t, ctx, pubSession, subSession, announced, ann)
 
 	p.stop(t)
-	for _, s := range []*moqt.Session{pubSession, subSession} {
-		select {
-		case <-s.GoingAway():
-		case <-ctx.Done():
-			require.FailNow(t, "no GOAWAY")
-		}
-		select {
-		case <-s.Context().Done():
-		case <-ctx.Done():
-			require.FailNow(t, "the session outlived the relay")
-		}
-	}
+	waitGoAway(t, ctx, []*moqt.Session{pubSession, subSession})
 }
 
 // TestRelayChain: two relay processes, an edge chained to an origin with
