@@ -26,6 +26,9 @@ type Announcement struct {
 }
 
 var (
+	// errSessionNamespacePublish refuses a publication in the .session
+	// namespace, which is the implementation's (§6.5).
+	errSessionNamespacePublish = errors.New("moqt: applications must not publish in the .session namespace")
 	errAnnouncementClosed = fmt.Errorf("%w: announcement closed", ErrCancelled)
 	errNotPublisher       = errors.New("moqt: only the publisher of a PUBLISH_NAMESPACE updates it")
 )
@@ -38,6 +41,9 @@ var (
 func (s *Session) PublishNamespace(ctx context.Context, ns wire.Namespace, params wire.Params) (*Announcement, error) {
 	if err := ns.Validate(0); err != nil {
 		return nil, err
+	}
+	if isSessionNamespace(ns) {
+		return nil, errSessionNamespacePublish // §6.5
 	}
 	rs, err := s.openChecked(ctx, &params, wire.InPublishNamespace)
 	if err != nil {

@@ -80,6 +80,10 @@ func TestNamespaceAnnounce(t *testing.T) {
 		assert.ErrorIs(t, pub.Err(), ErrCancelled)
 		assert.ErrorIs(t, pub.Update(ctx, wire.Params{}), ErrCancelled)
 
+		// The .session namespace is the implementation's (§6.5).
+		_, err = p.client.PublishNamespace(ctx, wire.NewNamespace(".session", "x"), wire.Params{})
+		assert.ErrorIs(t, err, errSessionNamespacePublish)
+
 		// Refused.
 		_, err = p.client.PublishNamespace(ctx, wire.NewNamespace("nope"), wire.Params{})
 		var re *RequestError

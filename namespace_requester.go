@@ -95,16 +95,13 @@ func (r *nsRequester) end(err error) {
 	r.isEnded, r.err = true, err
 	ups := r.updates
 	r.updates = nil
-	answered := r.gotAnswerLocked()
-	if !answered {
+	if !r.gotAnswerLocked() {
 		r.result = err
+		close(r.answer)
 	}
 	r.mu.Unlock()
 	for _, u := range ups {
 		u.answer <- nsUpdateResult{err: err}
-	}
-	if !answered {
-		close(r.answer)
 	}
 	close(r.done)
 	if r.ended != nil {
@@ -112,7 +109,8 @@ func (r *nsRequester) end(err error) {
 	}
 }
 
-// gotAnswerLocked reports whether answer is closed; mu held.
+// gotAnswerLocked reports whether answer is closed; mu held, under which
+// it is closed.
 func (r *nsRequester) gotAnswerLocked() bool {
 	select {
 	case <-r.answer:
@@ -196,9 +194,11 @@ func (r *nsRequester) handle(m wire.Message, _ *wire.RejectError) error {
 				return err
 			}
 			r.mu.Lock()
-			r.params = m.Parameters
+			if !r.gotAnswerLocked() { // else the request ended first
+				r.params = m.Parameters
+				close(r.answer)
+			}
 			r.mu.Unlock()
-			close(r.answer)
 			return nil
 		case *wire.RequestError:
 			r.gotAnswer, r.refused = true, true

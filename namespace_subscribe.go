@@ -138,8 +138,8 @@ func (ns *NamespaceSubscription) receive(m wire.Message) error {
 	if err := whole.Validate(len(name)); err != nil {
 		return sessionErrorFrom(fmt.Errorf("%s: prefix and suffix: %w", m.Type(), err))
 	}
-	if !ns.waitSpace() {
-		return errRequesterEnded
+	if err := ns.waitSpace(); err != nil {
+		return err
 	}
 	ns.mu.Lock()
 	if ns.end != nil {
@@ -178,19 +178,22 @@ func (ns *NamespaceSubscription) receive(m wire.Message) error {
 	return nil
 }
 
-// waitSpace waits until the queue has room, or the request ended.
-func (ns *NamespaceSubscription) waitSpace() bool {
+// waitSpace waits until the queue has room; else it returns what ends
+// the read loop: the request's end, or the session's.
+func (ns *NamespaceSubscription) waitSpace() error {
 	for {
 		ns.mu.Lock()
 		room := len(ns.events) < maxQueuedEvents
 		ns.mu.Unlock()
 		if room {
-			return true
+			return nil
 		}
 		select {
 		case <-ns.space:
 		case <-ns.r.done:
-			return false
+			return errRequesterEnded
+		case <-ns.r.sess.ctx.Done():
+			return context.Cause(ns.r.sess.ctx)
 		}
 	}
 }

@@ -73,6 +73,7 @@ func TestNamespaceSubscribe(t *testing.T) {
 		assert.True(t, req.Prefix.Equal(wire.NewNamespace("live")))
 		require.ErrorIs(t, w.Skip(wire.FullTrackName{Namespace: wire.NewNamespace("live"), Name: []byte("x")}), errNotTracks)
 
+		require.ErrorIs(t, w.Publish(wire.NewNamespace(".session")), errSessionNamespacePublish)
 		require.NoError(t, w.Publish(wire.NewNamespace("live", "a")))
 		require.NoError(t, w.Publish(wire.NewNamespace("vod", "x"))) // not under the prefix: offered only
 		require.NoError(t, w.Publish(wire.NewNamespace("live", "b")))
@@ -237,5 +238,38 @@ func TestNamespaceSubscribeExpires(t *testing.T) {
 		assert.Equal(t, nsEvent(true, "a", "1"), next(t, ctx, sub))
 		_, err = sub.Next(ctx)
 		assert.ErrorIs(t, err, ErrCancelled)
+	})
+}
+
+// ServeMux routes namespace requests by their namespace or prefix, field
+// by field; what no prefix matches gets DefaultHandler's refusal.
+func TestNamespaceRequestsRouted(t *testing.T) {
+	forServerSessions(t, "mux", func(t *testing.T, connect fakeConnector) {
+		live := newNSServer()
+		ann := newAnnounceServer(wire.Params{})
+		mux := NewServeMux()
+		mux.HandleFunc(wire.NewNamespace("live"), func(r Request) {
+			if _, ok := r.(*PublishNamespaceRequest); ok {
+				ann.ServeMOQT(r)
+				return
+			}
+			live.ServeMOQT(r)
+		})
+		_, fp := connect(t, &Config{Handler: mux})
+		expect[*wire.RequestOK](fp.open(&wire.SubscribeNamespace{RequestID: 0, TrackNamespacePrefix: wire.NewNamespace("live", "a")}))
+		expect[*wire.RequestOK](fp.open(&wire.SubscribeTracks{RequestID: 2, TrackNamespacePrefix: wire.NewNamespace("live")}))
+		expect[*wire.RequestOK](fp.open(&wire.PublishNamespace{RequestID: 4, TrackNamespace: wire.NewNamespace("live", "b")}))
+		for _, tc := range []struct {
+			m    wire.Message
+			code wire.RequestErrorCode
+		}{
+			{&wire.SubscribeNamespace{RequestID: 6, TrackNamespacePrefix: wire.NewNamespace("livestock")}, wire.ReqDoesNotExist},
+			// The empty prefix overlaps (live, a): refused before routing.
+			{&wire.SubscribeNamespace{RequestID: 8, TrackNamespacePrefix: nil}, wire.ReqPrefixOverlap},
+			{&wire.SubscribeTracks{RequestID: 10, TrackNamespacePrefix: wire.NewNamespace("vod")}, wire.ReqDoesNotExist},
+			{&wire.PublishNamespace{RequestID: 12, TrackNamespace: wire.NewNamespace("vod")}, wire.ReqUninterested},
+		} {
+			assert.Equal(t, tc.code, expect[*wire.RequestError](fp.open(tc.m)).ErrorCode, "%s", tc.m.Type())
+		}
 	})
 }

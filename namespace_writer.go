@@ -97,14 +97,10 @@ var (
 // prefix, now or after a prefix update, once. Publishing it again is a
 // no-op.
 func (w *NamespaceWriter) Publish(ns wire.Namespace) error {
-	if w.tracks {
-		return errNotNamespace
+	if isSessionNamespace(ns) {
+		return errSessionNamespacePublish // §6.5
 	}
-	if err := ns.Validate(0); err != nil {
-		return err
-	}
-	k := ns.Key()
-	return w.change(func() (wire.Message, error) {
+	return w.changeNamespace(ns, func(k wire.NamespaceKey) (wire.Message, error) {
 		if _, ok := w.offered[k]; ok {
 			return nil, nil
 		}
@@ -121,14 +117,7 @@ func (w *NamespaceWriter) Publish(ns wire.Namespace) error {
 // Done withdraws ns (NAMESPACE_DONE, §9.17), on a SUBSCRIBE_NAMESPACE: it
 // is sent only if the NAMESPACE was, and ns is no longer offered.
 func (w *NamespaceWriter) Done(ns wire.Namespace) error {
-	if w.tracks {
-		return errNotNamespace
-	}
-	if err := ns.Validate(0); err != nil {
-		return err
-	}
-	k := ns.Key()
-	return w.change(func() (wire.Message, error) {
+	return w.changeNamespace(ns, func(k wire.NamespaceKey) (wire.Message, error) {
 		delete(w.offered, k)
 		sent, was := w.sent[k]
 		if !was {
@@ -155,6 +144,19 @@ func (w *NamespaceWriter) Skip(track wire.FullTrackName) error {
 		own := cloneNamespace(track.Namespace)
 		return &wire.PublishSkipped{TrackNamespaceSuffix: own[len(w.prefix):], TrackName: slices.Clone(track.Name)}, nil
 	})
+}
+
+// changeNamespace is change for a NAMESPACE or NAMESPACE_DONE about ns,
+// which only a SUBSCRIBE_NAMESPACE carries.
+func (w *NamespaceWriter) changeNamespace(ns wire.Namespace, f func(wire.NamespaceKey) (wire.Message, error)) error {
+	if w.tracks {
+		return errNotNamespace
+	}
+	if err := ns.Validate(0); err != nil {
+		return err
+	}
+	k := ns.Key()
+	return w.change(func() (wire.Message, error) { return f(k) })
 }
 
 // change runs f under the writer's lock, unless the request is over, and

@@ -14,7 +14,7 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// fakeNSResponder starts s's SUBSCRIBE_NAMESPACE (or SUBSCRIBE_TRACKS)
+// fakeNSRequest starts s's SUBSCRIBE_NAMESPACE (or SUBSCRIBE_TRACKS)
 // for prefix and returns the fake's end of its stream and a channel that
 // delivers the result.
 func fakeNSRequest(t *testing.T, s *Session, fp *fakePeer, tracks bool, prefix wire.Namespace) (*fakeStream, <-chan *NamespaceSubscription, <-chan error) {
@@ -142,6 +142,38 @@ func TestNamespaceRequesterBounds(t *testing.T) {
 		defer cancel()
 		_, err := sub.Next(short)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+}
+
+// A subscription whose reader waits on a full queue ends with the
+// session: its events, the Done events, then the session's error, and no
+// goroutine is left.
+func TestNamespaceRequesterFullAtSessionEnd(t *testing.T) {
+	forClientSessions(t, "full", func(t *testing.T, connect fakeConnector) {
+		s, fp := connect(t, nil)
+		fs, subc, _ := fakeNSRequest(t, s, fp, false, nil)
+		fs.send(&wire.RequestOK{})
+		sub := recvOrFail(t, subc)
+		for i := range maxQueuedEvents + 1 {
+			fs.send(&wire.NamespaceMsg{TrackNamespaceSuffix: wire.NewNamespace(fmt.Sprint(i))})
+		}
+		settle(t, func() bool {
+			sub.mu.Lock()
+			defer sub.mu.Unlock()
+			return len(sub.events) == maxQueuedEvents
+		}, "queue not filled")
+		require.NoError(t, s.Close())
+		ctx := fakeCtx(t)
+		for i := range maxQueuedEvents {
+			assert.Equal(t, nsEvent(false, fmt.Sprint(i)), next(t, ctx, sub))
+		}
+		for range maxQueuedEvents {
+			ev := next(t, ctx, sub)
+			assert.True(t, ev.Done)
+		}
+		_, err := sub.Next(ctx)
+		var se *SessionError
+		assert.ErrorAs(t, err, &se)
 	})
 }
 
