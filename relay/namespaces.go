@@ -28,7 +28,7 @@ type nsState struct {
 	anns    map[*localAnn]struct{}
 	subs    map[*nsSub]struct{}     // SUBSCRIBE_NAMESPACE
 	tsubs   map[*tracksSub]struct{} // SUBSCRIBE_TRACKS
-	discs   map[*upDisc]struct{}    // upstream SUBSCRIBE_NAMESPACEs, prefixes pairwise disjoint
+	discs   map[*upDisc]struct{}    // upstream namespace requests, prefixes pairwise disjoint per type
 }
 
 // nsEntry is one namespace the relay offers, with where it comes from.
@@ -53,7 +53,12 @@ type nsSub struct {
 	s     *moqt.Session
 	w     *moqt.NamespaceWriter
 	limit int
-	// prefix is the request's, for the upstream discovery it relies on.
+	ref   discRef
+}
+
+// discRef is a downstream request's share of an upstream one: its prefix,
+// as requested, and the upstream request covering it.
+type discRef struct {
 	prefix wire.Namespace
 	disc   *upDisc
 }
@@ -218,9 +223,8 @@ func (rl *Relay) changedLocked(e *nsEntry) {
 }
 
 // offerLocked offers e to sub; counted: the matches were counted
-// already. Every namespace is offered, under the
-// current prefix or not, so that a later TRACK_NAMESPACE_PREFIX finds it
-// (§9.5.2). One under the prefix that takes the subscription past
+// already. Every namespace is offered, under the current prefix or not,
+// so that a later TRACK_NAMESPACE_PREFIX finds it (§9.5.2). One under the prefix that takes the subscription past
 // Config.MaxNamespaceMatches ends it (§4.3.1): the stream is reset with
 // EXCESSIVE_LOAD, there being no reset code for NAMESPACE_TOO_LARGE.
 func (rl *Relay) offerLocked(sub *nsSub, e *nsEntry, counted bool) {
@@ -254,25 +258,11 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 	s := r.Session()
 	limit := rl.maxMatches()
 	st := &rl.ns
-	st.mu.Lock()
-	st.initLocked()
-	if st.closed {
-		st.mu.Unlock()
-		rl.refuse(r, wire.ReqGoingAway, "relay closed", OutcomeRefused)
+	w := rl.acceptLocked(r, func() bool { return st.matchesLocked(s, r.Prefix) > limit })
+	if w == nil {
 		return
 	}
-	if st.matchesLocked(s, r.Prefix) > limit {
-		st.mu.Unlock()
-		rl.refuse(r, wire.ReqNamespaceTooLarge, "too many namespaces under the prefix", OutcomeRefused)
-		return
-	}
-	w, err := r.Accept(wire.Params{})
-	if err != nil {
-		st.mu.Unlock()
-		rl.reqDone(KindSubscribeNamespace, OutcomeRefused)
-		return
-	}
-	sub := &nsSub{s: s, w: w, limit: limit, prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}
+	sub := &nsSub{s: s, w: w, limit: limit, ref: discRef{prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}}
 	st.subs[sub] = struct{}{}
 	for _, e := range st.entries {
 		if e.visibleTo(s) {
@@ -286,13 +276,40 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 	rl.reqDone(KindSubscribeNamespace, OutcomeOK)
 	rl.log.Debug("relay: subscribe_namespace", "event", "ok", "prefix", r.Prefix.String())
 	if rl.cfg.Upstream != nil && !sessionLevel(r.Prefix) && !rl.isUpstream(s) {
-		rl.discoverUpstream(sub)
+		rl.discoverUpstream(&sub.ref, false, func() bool { _, ok := st.subs[sub]; return ok })
 	}
 	context.AfterFunc(r.Context(), func() {
 		st.mu.Lock()
 		rl.dropSubLocked(sub)
 		st.mu.Unlock()
 	})
+}
+
+// acceptLocked accepts r unless the relay is closed or tooMany, evaluated
+// under nsState.mu, reports more matches than Config.MaxNamespaceMatches
+// (NAMESPACE_TOO_LARGE, §4.3.1). It returns with nsState.mu held when it
+// accepted; nil, having answered r, otherwise.
+func (rl *Relay) acceptLocked(r *moqt.SubscribeNamespaceRequest, tooMany func() bool) *moqt.NamespaceWriter {
+	st := &rl.ns
+	st.mu.Lock()
+	st.initLocked()
+	code, reason := wire.ReqGoingAway, "relay closed"
+	switch {
+	case st.closed:
+	case tooMany():
+		code, reason = wire.ReqNamespaceTooLarge, "too many matches under the prefix"
+	default:
+		w, err := r.Accept(wire.Params{})
+		if err == nil {
+			return w
+		}
+		st.mu.Unlock()
+		rl.reqDone(requestKind(r), OutcomeRefused)
+		return nil
+	}
+	st.mu.Unlock()
+	rl.refuse(r, code, reason, OutcomeRefused)
+	return nil
 }
 
 // dropSubLocked forgets a SUBSCRIBE_NAMESPACE that ended, and its share of
@@ -303,10 +320,7 @@ func (rl *Relay) dropSubLocked(sub *nsSub) {
 		return
 	}
 	delete(st.subs, sub)
-	if d := sub.disc; d != nil {
-		sub.disc = nil
-		rl.releaseDiscLocked(d)
-	}
+	rl.releaseDiscLocked(&sub.ref)
 }
 
 // isUpstream reports whether s is a session the relay dialed or asked as an

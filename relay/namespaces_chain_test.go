@@ -13,24 +13,16 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// chain starts an origin and an edge whose upstream is the origin, dialed
-// with DialUpstream.
-func chain(t *testing.T, scheme string, edgeCfg Config) (origin, edge *node) {
+// chain starts an origin and an edge whose upstream is the origin.
+func chain(t *testing.T, scheme string) (origin, edge *node) {
 	t.Helper()
 	origin = startNode(t, scheme, Config{}, nil)
-	var d *Dialer
-	edgeCfg.Upstream = UpstreamFunc(func(ctx context.Context, ns wire.Namespace) (*moqt.Session, error) {
-		return d.Session(ctx, ns)
-	})
-	edge = startNode(t, scheme, edgeCfg, nil)
-	d = DialUpstream(origin.url("/edge"), origin.clientConfig(edge.relay))
-	t.Cleanup(func() { _ = d.Close() })
-	return origin, edge
+	return origin, edgeOf(t, origin, "edge")
 }
 
 func TestNamespaceChainPublisherAtEdge(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
-		origin, edge := chain(t, scheme, Config{})
+		origin, edge := chain(t, scheme)
 		sc, _ := origin.dial("/sub", nil)
 		disc, err := subscribeNS(t, sc, wire.NewNamespace("live"), false, wire.Params{})
 		require.NoError(t, err)
@@ -54,7 +46,7 @@ func TestNamespaceChainPublisherAtEdge(t *testing.T) {
 
 func TestNamespaceChainPublisherAtOrigin(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
-		origin, edge := chain(t, scheme, Config{})
+		origin, edge := chain(t, scheme)
 		pub := origin.newPublisher("/pub", testTrack, nil)
 		ann := announceNS(t, pub.client, testTrack.Namespace)
 
@@ -90,7 +82,7 @@ func TestNamespaceChainPublisherAtOrigin(t *testing.T) {
 // TestNamespaceUpstreamPrefixesDisjoint: a wider downstream prefix replaces
 // the narrower upstream discovery instead of overlapping it upstream.
 func TestNamespaceUpstreamPrefixesDisjoint(t *testing.T) {
-	origin, edge := chain(t, "moqt", Config{})
+	origin, edge := chain(t, "moqt")
 	pub := origin.newPublisher("/pub", testTrack, nil)
 	announceNS(t, pub.client, testTrack.Namespace)
 	sc, _ := edge.dial("/sub", nil)
@@ -165,4 +157,110 @@ func TestNamespacesEndWithRelayClose(t *testing.T) {
 	}
 	assert.Equal(t, withdrawn(wire.NewNamespace("live")), nextEvent(t, disc), "its stream ended: every namespace Done")
 	assert.True(t, n.relay.namespacesEmpty())
+}
+
+// upstreamNamespaces is an upstream's Handler answering SUBSCRIBE_NAMESPACE
+// with the namespaces given.
+type upstreamNamespaces []wire.Namespace
+
+func (u upstreamNamespaces) ServeMOQT(r moqt.Request) {
+	sr, ok := r.(*moqt.SubscribeNamespaceRequest)
+	if !ok || sr.Tracks {
+		moqt.DefaultHandler.ServeMOQT(r)
+		return
+	}
+	w, err := sr.Accept(wire.Params{})
+	if err != nil {
+		return
+	}
+	for _, ns := range u {
+		_ = w.Publish(ns)
+	}
+	<-sr.Context().Done()
+}
+
+// TestSessionNamespacesNotForwarded: session-level namespaces an upstream
+// reports are never passed on to another session (§6.5).
+func TestSessionNamespacesNotForwarded(t *testing.T) {
+	var n *node
+	n = startNode(t, "moqt", Config{Upstream: upstreamTo(&n, "/up")}, nil)
+	live := wire.NewNamespace("live")
+	n.dial("/up", upstreamNamespaces{wire.NewNamespace(".session", "x"), live})
+	sc, _ := n.dial("/sub", nil)
+	sub, err := subscribeNS(t, sc, wire.NewNamespace(), false, wire.Params{})
+	require.NoError(t, err)
+	assert.Equal(t, published(live), nextEvent(t, sub))
+	noEvent(t, sub, 200*time.Millisecond)
+}
+
+func TestSubscribeTracksChainPublisherAtOrigin(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		origin, edge := chain(t, scheme)
+		pc, _ := origin.dial("/pub", nil)
+		tr := newTrack(t, testTrack)
+		ss, err := publishTo(t, pc, tr, wire.Params{})
+		require.NoError(t, err)
+
+		sh := &tracksClient{}
+		sc, _ := edge.dial("/sub", sh)
+		req, err := subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{})
+		require.NoError(t, err)
+		waitFor(t, "the origin's track PUBLISHed through the edge", func() bool { return sh.subscription(0) != nil })
+		assert.Equal(t, []string{testTrack.String()}, sh.published())
+		// The edge pauses the PUBLISH it got until its own is accepted
+		// (§7.5), so Forward may go 1, 0 and 1 again at the publisher:
+		// groups are written until one gets through.
+		got := false
+		for g := uint64(0); !got && g < 50; g++ {
+			waitFor(t, "Forward=1 at the publisher", ss.Forward)
+			writeGroup(t, tr, g, 2)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			r, err := sh.subscription(0).AcceptSubgroup(ctx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			got = true
+			for i := range 2 {
+				o, err := r.ReadObject(nil)
+				require.NoError(t, err)
+				assert.LessOrEqual(t, o.Location.Group, g, "a group written, possibly an earlier one")
+				assert.Equal(t, uint64(i), o.Location.Object)
+			}
+		}
+		assert.True(t, got, "objects flow from the origin's publisher to the edge's subscriber")
+		require.NoError(t, req.Close())
+		waitFor(t, "the upstream SUBSCRIBE_TRACKS ends with the last downstream one", func() bool {
+			origin.relay.ns.mu.Lock()
+			defer origin.relay.ns.mu.Unlock()
+			return len(origin.relay.ns.tsubs) == 0
+		})
+	})
+}
+
+// TestNamespaceThreeRelays: a publisher announcing at one edge is
+// discovered and subscribed to from another edge, through the origin.
+func TestNamespaceThreeRelays(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		origin := startNode(t, scheme, Config{}, nil)
+		east, west := edgeOf(t, origin, "east"), edgeOf(t, origin, "west")
+		pub := east.newPublisher("/pub", testTrack, nil)
+		announceNS(t, pub.client, testTrack.Namespace)
+		waitFor(t, "announced at the origin", func() bool { return origin.relay.localAnnouncers(testTrack.Namespace) == 1 })
+
+		sc, _ := west.dial("/sub", nil)
+		disc, err := subscribeNS(t, sc, wire.NewNamespace("live"), false, wire.Params{})
+		require.NoError(t, err)
+		assert.Equal(t, published(testTrack.Namespace), nextEvent(t, disc), "west discovers east's publisher through the origin")
+		sub, err := subscribe(t, sc, testTrack, wire.Params{})
+		require.NoError(t, err)
+		waitFor(t, "publisher serves", func() bool { return len(pub.servedSubs()) == 1 })
+		writeGroup(t, pub.track, 0, 3)
+		objs, err := readSubgroup(t, sub)
+		require.NoError(t, err)
+		assert.Len(t, objs, 3)
+
+		require.NoError(t, pub.client.Close())
+		assert.Equal(t, withdrawn(testTrack.Namespace), nextEvent(t, disc), "the publisher's end travels to the far edge")
+	})
 }

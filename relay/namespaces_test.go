@@ -282,12 +282,16 @@ func TestC060_PublishForwardedToSubscribeTracks(t *testing.T) {
 		require.NoError(t, err)
 		waitFor(t, "PUBLISH of the track available before", func() bool { return len(sh.published()) == 1 })
 		assert.Equal(t, []string{audio.String()}, sh.published())
-		assert.Equal(t, wire.Some[uint8](7), sh.pubs[0].Params.SubscriberPriority, "SUBSCRIBE_TRACKS's parameters are the PUBLISH's")
+		sh.mu.Lock()
+		prio := sh.pubs[0].Params.SubscriberPriority
+		sh.mu.Unlock()
+		assert.Equal(t, wire.Some[uint8](7), prio, "SUBSCRIBE_TRACKS's parameters are the PUBLISH's")
 
 		own := &tracksClient{}
 		pc2, _ := n.dial("/pub2", own)
 		_, err = subscribeNS(t, pc2, wire.NewNamespace("live"), true, wire.Params{})
 		require.NoError(t, err)
+		waitFor(t, "the other publisher's track", func() bool { return len(own.published()) == 1 })
 		video := newTrack(t, testTrack)
 		vss, err := publishTo(t, pc2, video, wire.Params{})
 		require.NoError(t, err)

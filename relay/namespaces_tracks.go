@@ -10,14 +10,15 @@ import (
 
 // tracksSub is an accepted SUBSCRIBE_TRACKS. Guarded by nsState.mu.
 type tracksSub struct {
-	s      *moqt.Session
-	w      *moqt.NamespaceWriter
+	s *moqt.Session
+	w *moqt.NamespaceWriter
 	// ctx ends with the request, by endTracks: no PUBLISH once it ended.
 	ctx    context.Context
 	stop   context.CancelFunc
-	params wire.Params     // the PUBLISHes' initial subscription parameters
+	params wire.Params // the PUBLISHes' initial subscription parameters
 	limit  int
 	ended  bool
+	ref    discRef
 	// offered are the tracks with a PUBLISH in flight or Established, and
 	// those skipped: a skipped track gets no PUBLISH on this request
 	// again (§4.1).
@@ -55,31 +56,25 @@ func publishParams(p wire.Params) wire.Params {
 func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 	s := r.Session()
 	limit := rl.maxMatches()
-	if len(rl.tracksFor(s, r.Prefix)) > limit {
-		rl.refuse(r, wire.ReqNamespaceTooLarge, "too many tracks under the prefix", OutcomeRefused)
-		return
-	}
+	tooMany := len(rl.tracksFor(s, r.Prefix)) > limit
 	st := &rl.ns
-	st.mu.Lock()
-	st.initLocked()
-	if st.closed {
-		st.mu.Unlock()
-		rl.refuse(r, wire.ReqGoingAway, "relay closed", OutcomeRefused)
-		return
-	}
-	w, err := r.Accept(wire.Params{})
-	if err != nil {
-		st.mu.Unlock()
-		rl.reqDone(KindSubscribeTracks, OutcomeRefused)
+	w := rl.acceptLocked(r, func() bool { return tooMany })
+	if w == nil {
 		return
 	}
 	ctx, stop := context.WithCancel(rl.ctx)
 	sub := &tracksSub{s: s, w: w, ctx: ctx, stop: stop, params: publishParams(r.Params), limit: limit,
-		offered: map[wire.TrackKey]*trackOffer{}}
+		offered: map[wire.TrackKey]*trackOffer{},
+		ref:     discRef{prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}}
 	st.tsubs[sub] = struct{}{}
 	st.mu.Unlock()
 	rl.reqDone(KindSubscribeTracks, OutcomeOK)
 	rl.log.Debug("relay: subscribe_tracks", "event", "ok", "prefix", r.Prefix.String())
+	if rl.cfg.Upstream != nil && !sessionLevel(r.Prefix) && !rl.isUpstream(s) {
+		// The upstream's tracks come as PUBLISHes to the relay, which
+		// offers them on (onTrackPublished).
+		rl.discoverUpstream(&sub.ref, true, func() bool { _, ok := st.tsubs[sub]; return ok })
+	}
 	context.AfterFunc(r.Context(), func() { rl.endTracks(sub) })
 	// Listed again now that sub is registered: a track published
 	// meanwhile is offered by onTrackPublished or here, once.
@@ -93,7 +88,10 @@ func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 func (rl *Relay) endTracks(sub *tracksSub) {
 	rl.ns.mu.Lock()
 	sub.ended = true
-	delete(rl.ns.tsubs, sub)
+	if _, ok := rl.ns.tsubs[sub]; ok {
+		delete(rl.ns.tsubs, sub)
+		rl.releaseDiscLocked(&sub.ref)
+	}
 	rl.ns.mu.Unlock()
 	sub.stop()
 }

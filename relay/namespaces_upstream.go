@@ -24,11 +24,13 @@ type upForward struct {
 	wake chan struct{} // cap 1: the entry's announcers changed
 }
 
-// upDisc is one SUBSCRIBE_NAMESPACE upstream, shared by the downstream
-// ones whose prefix it covers. The relay's prefixes are pairwise
-// disjoint, so that the upstream never answers PREFIX_OVERLAP (§4.3.1): a
-// downstream prefix that covers some of them replaces them.
+// upDisc is one SUBSCRIBE_NAMESPACE, or with tracks SUBSCRIBE_TRACKS,
+// upstream, shared by the downstream ones of its type whose prefix it
+// covers. The relay's prefixes of each type are pairwise disjoint, so that
+// the upstream never answers PREFIX_OVERLAP (§4.3.1): a downstream prefix
+// that covers some of them replaces them.
 type upDisc struct {
+	tracks bool
 	prefix wire.Namespace
 	users  int
 	ctx    context.Context
@@ -178,31 +180,32 @@ func (rl *Relay) holdForward(f *upForward, u *moqt.Session, ann *moqt.Announceme
 	}
 }
 
-// discoverUpstream makes sub rely on the upstream SUBSCRIBE_NAMESPACE that
-// covers its prefix, made if none does.
-func (rl *Relay) discoverUpstream(sub *nsSub) {
+// discoverUpstream makes ref rely on the upstream request of its type that
+// covers its prefix, made if none does; alive reports, under the lock,
+// that ref's request is still served.
+func (rl *Relay) discoverUpstream(ref *discRef, tracks bool, alive func() bool) {
 	st := &rl.ns
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if _, ok := st.subs[sub]; !ok || st.closed {
+	if st.closed || !alive() {
 		return
 	}
 	for d := range st.discs {
-		if sub.prefix.HasPrefix(d.prefix) {
+		if d.tracks == tracks && ref.prefix.HasPrefix(d.prefix) {
 			d.users++
-			sub.disc = d
+			ref.disc = d
 			return
 		}
 	}
 	ctx, cancel := context.WithCancel(rl.ctx)
-	nd := &upDisc{prefix: sub.prefix, users: 1, ctx: ctx, cancel: cancel, seen: map[wire.NamespaceKey]*nsEntry{}}
+	nd := &upDisc{tracks: tracks, prefix: ref.prefix, users: 1, ctx: ctx, cancel: cancel, seen: map[wire.NamespaceKey]*nsEntry{}}
 	for d := range st.discs {
-		if !d.prefix.HasPrefix(sub.prefix) {
+		if d.tracks != tracks || !d.prefix.HasPrefix(ref.prefix) {
 			continue
 		}
 		// Replaced by nd, which covers it: its namespaces go (NAMESPACE_DONE)
 		// and come back as nd reports them.
-		for other := range st.subs {
+		for _, other := range rl.discRefsLocked(tracks) {
 			if other.disc == d {
 				other.disc = nd
 				nd.users++
@@ -210,17 +213,38 @@ func (rl *Relay) discoverUpstream(sub *nsSub) {
 		}
 		rl.endDiscLocked(d)
 	}
-	if _, ok := st.subs[sub]; !ok || nd.users <= 0 {
+	if !alive() || nd.users <= 0 {
 		nd.cancel() // its users went while the ones it replaced ended
 		return
 	}
 	st.discs[nd] = struct{}{}
-	sub.disc = nd
+	ref.disc = nd
 	rl.goRun(func() { rl.runDisc(nd) })
 }
 
-// releaseDiscLocked drops one user of d, ending d with its last.
-func (rl *Relay) releaseDiscLocked(d *upDisc) {
+// discRefsLocked lists the shares of the downstream requests of a type.
+func (rl *Relay) discRefsLocked(tracks bool) []*discRef {
+	var out []*discRef
+	if tracks {
+		for sub := range rl.ns.tsubs {
+			out = append(out, &sub.ref)
+		}
+	} else {
+		for sub := range rl.ns.subs {
+			out = append(out, &sub.ref)
+		}
+	}
+	return out
+}
+
+// releaseDiscLocked drops ref's share, ending its upstream request with
+// the last.
+func (rl *Relay) releaseDiscLocked(ref *discRef) {
+	d := ref.disc
+	if d == nil {
+		return
+	}
+	ref.disc = nil
 	if d.users--; d.users <= 0 {
 		rl.endDiscLocked(d)
 	}
@@ -237,7 +261,7 @@ func (rl *Relay) endDiscLocked(d *upDisc) {
 	}
 }
 
-// runDisc keeps d's SUBSCRIBE_NAMESPACE upstream until d ends, asking
+// runDisc keeps d's request upstream until d ends, asking
 // again on a new upstream session when the last one ended.
 func (rl *Relay) runDisc(d *upDisc) {
 	defer func() {
@@ -261,7 +285,11 @@ func (rl *Relay) runDisc(d *upDisc) {
 			continue
 		}
 		u := ups[0]
-		sub, err := u.SubscribeNamespace(d.ctx, d.prefix, wire.Params{})
+		subscribe := u.SubscribeNamespace
+		if d.tracks {
+			subscribe = u.SubscribeTracks
+		}
+		sub, err := subscribe(d.ctx, d.prefix, wire.Params{})
 		if err != nil {
 			var re *moqt.RequestError
 			if errors.As(err, &re) && re.Code == wire.ReqPrefixOverlap && overlaps < overlapRetries {
@@ -291,6 +319,7 @@ func (rl *Relay) runDisc(d *upDisc) {
 
 // readDisc applies the upstream's NAMESPACE and NAMESPACE_DONE until its
 // stream ends (whose end reports every namespace Done, §9.15) or d does.
+// A SUBSCRIBE_TRACKS's PUBLISH_SKIPPEDs tell the relay nothing to pass on.
 func (rl *Relay) readDisc(d *upDisc, u *moqt.Session, sub *moqt.NamespaceSubscription) {
 	st := &rl.ns
 	for {
