@@ -74,7 +74,8 @@ func dialRelay(t *testing.T, ctx context.Context, url string, certHash [32]byte,
 // receivedGroup is one subgroup stream a Go subscriber read to its end.
 type receivedGroup struct {
 	objects [][]byte
-	err     error // nil for a FIN
+	props   []byte // the first object's Object Properties
+	err     error  // nil for a FIN
 }
 
 // readGroups reads n subgroup streams of sub, each to its end, keyed by
@@ -108,6 +109,9 @@ func readGroups(ctx context.Context, sub *moqt.Subscription, n int, maxObject in
 				rg.err = err
 				_ = r.Close()
 				break
+			}
+			if len(rg.objects) == 0 {
+				rg.props = oh.Properties
 			}
 			rg.objects = append(rg.objects, payload)
 		}
@@ -290,6 +294,9 @@ func testBrowserPublishes(t *testing.T, h *harness) {
 	require.NotNil(t, sub)
 	t.Logf("go: SUBSCRIBE_OK through the relay: track alias %d, parameters %+v, properties %x", sub.TrackAlias(), sub.Params(), sub.Properties())
 	checkObjects(t, "the Go subscriber", groups, objectGroups)
+	if g, ok := groups[0]; ok {
+		t.Logf("go: the Object Properties of the browser's object {0, 0}: %x", g.props)
+	}
 
 	// The browser ended its track: PUBLISH_DONE TRACK_ENDED, through the
 	// relay.
