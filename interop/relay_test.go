@@ -293,6 +293,14 @@ func testBrowserPublishes(t *testing.T, h *harness) {
 	assert.True(t, announced.Namespace.Equal(ns), "NAMESPACE through the relay")
 	require.NotNil(t, sub)
 	t.Logf("go: SUBSCRIBE_OK through the relay: track alias %d, parameters %+v, properties %x", sub.TrackAlias(), sub.Params(), sub.Properties())
+	// The browser's Track Properties (TIMESCALE 1000, and
+	// DEFAULT_PUBLISHER_GROUP_ORDER descending), passed on by the relay.
+	for _, want := range []wire.KeyValue{{Type: 0x08, Value: 1000}, {Type: 0x22, Value: 2}} {
+		got, ok := sub.Properties().Get(want.Type)
+		if assert.True(t, ok, "Track Property 0x%x through the relay", want.Type) {
+			assert.Equal(t, want.Value, got.Value, "Track Property 0x%x through the relay", want.Type)
+		}
+	}
 	checkObjects(t, "the Go subscriber", groups, objectGroups)
 	if g, ok := groups[0]; ok {
 		t.Logf("go: the Object Properties of the browser's object {0, 0}: %x", g.props)
