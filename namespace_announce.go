@@ -29,8 +29,8 @@ var (
 	// errSessionNamespacePublish refuses a publication in the .session
 	// namespace, which is the implementation's (§6.5).
 	errSessionNamespacePublish = errors.New("moqt: applications must not publish in the .session namespace")
-	errAnnouncementClosed = fmt.Errorf("%w: announcement closed", ErrCancelled)
-	errNotPublisher       = errors.New("moqt: only the publisher of a PUBLISH_NAMESPACE updates it")
+	errAnnouncementClosed      = fmt.Errorf("%w: announcement closed", ErrCancelled)
+	errNotPublisher            = errors.New("moqt: only the publisher of a PUBLISH_NAMESPACE updates it")
 )
 
 // PublishNamespace announces ns to the peer (PUBLISH_NAMESPACE, §9.14)
@@ -136,15 +136,14 @@ type PublishNamespaceRequest struct {
 // Accept answers with REQUEST_OK (§9.14); only EXPIRES may be set in
 // params, and this end then ends the announcement when it passes unless a
 // REQUEST_UPDATE of the publisher's comes first, which renews it. The
-// publisher's updates are answered by the library.
+// publisher's updates are answered by the library. It fails if the
+// request has ended already: the publisher withdrew it, or the session
+// ended.
 func (r *PublishNamespaceRequest) Accept(params wire.Params) (*Announcement, error) {
 	if err := params.Check(wire.InPublishNamespaceOK); err != nil {
 		return nil, err
 	}
-	err := r.answer(func() error {
-		r.srv.accept(params)
-		return nil
-	})
+	err := r.answer(func() error { return r.srv.accept(params) })
 	if err != nil {
 		return nil, err
 	}

@@ -304,6 +304,31 @@ func (r *nsRequester) reset(cause error) {
 
 func (r *nsRequester) failed(se *SessionError) { r.end(se) }
 
-// The responder's STOP_SENDING alone does not end the request: its
-// cancellation resets its direction too (§6.4.2.3), which the read loop
-// sees, with the code; after its FIN, the request is complete anyway.
+// stoppedByPeer: the responder's STOP_SENDING cancels the request
+// (§6.4.2.3, §4.1), whether or not it resets its direction too; after its
+// FIN this end has finished its own, and none is seen.
+func (r *nsRequester) stoppedByPeer() {
+	cause := fmt.Errorf("moqt: %s: STOP_SENDING from the responder: %w", r.kind, ErrCancelled)
+	if se := r.stopError(); se != nil {
+		cause = fmt.Errorf("moqt: %s: STOP_SENDING from the responder: %w: %w", r.kind, ErrCancelled, se)
+	}
+	r.cancel(cause, wire.ResetCancelled)
+}
+
+// stopError is the responder's STOP_SENDING as a *StreamError with its
+// code, or nil: a write of nothing meets it and sends nothing. The code
+// is the responder's reason, which its reset, if one follows, would carry
+// too; that reset may come after.
+func (r *nsRequester) stopError() error {
+	r.rs.wmu.Lock()
+	defer r.rs.wmu.Unlock()
+	if r.rs.finSent || r.rs.cancelled {
+		return nil
+	}
+	_, err := r.rs.str.Write(nil)
+	var se *StreamError
+	if errors.As(publicError(err), &se) && se.Remote {
+		return se
+	}
+	return nil
+}

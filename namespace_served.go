@@ -64,9 +64,15 @@ func newNSServed(in *RequestCommon, kind wire.MessageType) *nsServed {
 
 // accept queues the request's REQUEST_OK, granting params, and starts
 // the writer; the updates that came first are applied after it. It runs
-// as the request's answer.
-func (srv *nsServed) accept(params wire.Params) {
+// as the request's answer, and fails if the request ended first (the
+// requester cancelled it, or the session ended).
+func (srv *nsServed) accept(params wire.Params) error {
 	srv.mu.Lock()
+	if srv.ended {
+		err := srv.err
+		srv.mu.Unlock()
+		return err
+	}
 	srv.answered = true
 	srv.pushLocked(&wire.RequestOK{Parameters: params})
 	if params.Expires.Set && params.Expires.Value > 0 {
@@ -97,6 +103,7 @@ func (srv *nsServed) accept(params wire.Params) {
 	srv.stopLife = stop
 	srv.mu.Unlock()
 	srv.sess.goroutines.Go(srv.run)
+	return nil
 }
 
 // rejected ends the request that the Handler refused.
@@ -297,8 +304,10 @@ func (srv *nsServed) handle(m wire.Message, rej *wire.RejectError) error {
 			return nil
 		}
 		srv.mu.Unlock()
-		srv.in.waitAnswered()
-		if srv.sess.ctx.Err() != nil {
+		select {
+		case <-srv.in.answeredCh:
+		case <-srv.done:
+		case <-srv.sess.ctx.Done():
 			return nil
 		}
 	}
@@ -357,8 +366,16 @@ func (srv *nsServed) peerFinished() {
 	}
 }
 
-// reset: the read loop ends the request's Context with the cause, which
-// ends the request; one not answered yet waits for its answer.
-func (srv *nsServed) reset(error) { srv.in.waitAnswered() }
+// reset: the requester cancelled the request (or this end did, and the
+// read broke off). It ends now, answered or not: a Handler still deciding
+// finds its Context done and its answer refused, and the prefix it
+// claimed is free for the requester's next request.
+func (srv *nsServed) reset(cause error) { srv.terminate(cause, wire.ResetCancelled) }
+
+// stoppedByPeer: the requester's STOP_SENDING alone cancels the request
+// too (§6.4.2.3), before the answer as after it.
+func (srv *nsServed) stoppedByPeer() {
+	srv.terminate(fmt.Errorf("%w: STOP_SENDING from the requester", ErrCancelled), wire.ResetCancelled)
+}
 
 func (srv *nsServed) failed(*SessionError) {}

@@ -188,14 +188,7 @@ func TestNamespaceSubscribeFIN(t *testing.T) {
 	forClientSessions(t, "FIN", func(t *testing.T, connect fakeConnector) {
 		s, fp := connect(t, nil)
 		ctx := testCtx(t, 10*time.Second)
-		subc := make(chan *NamespaceSubscription, 1)
-		go func() {
-			sub, err := s.SubscribeNamespace(ctx, wire.NewNamespace("p"), wire.Params{})
-			assert.NoError(t, err)
-			subc <- sub
-		}()
-		fs := fp.accept()
-		expect[*wire.SubscribeNamespace](fs)
+		fs, subc, _ := fakeNSRequest(t, s, fp, false, wire.NewNamespace("p"))
 		fs.send(&wire.RequestOK{Parameters: wire.Params{Expires: wire.Some[uint64](5000)}})
 		sub := recvOrFail(t, subc)
 		assert.Equal(t, wire.Some[uint64](5000), sub.Params.Expires)

@@ -30,7 +30,8 @@ type SubscribeNamespaceRequest struct {
 // Accept answers with REQUEST_OK; only EXPIRES may be set in params, and
 // this end then ends the request when it passes unless a REQUEST_UPDATE
 // comes first, which renews it. The NamespaceWriter it returns lasts as
-// long as the request's Context.
+// long as the request's Context. It fails if the request has ended
+// already: the requester cancelled it, or the session ended.
 func (r *SubscribeNamespaceRequest) Accept(params wire.Params) (*NamespaceWriter, error) {
 	where := wire.InSubscribeNamespaceOK
 	if r.Tracks {
@@ -39,10 +40,7 @@ func (r *SubscribeNamespaceRequest) Accept(params wire.Params) (*NamespaceWriter
 	if err := params.Check(where); err != nil {
 		return nil, err
 	}
-	err := r.answer(func() error {
-		r.w.srv.accept(params)
-		return nil
-	})
+	err := r.answer(func() error { return r.w.srv.accept(params) })
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,17 @@ func fakeNSRequest(t *testing.T, s *Session, fp *fakePeer, tracks bool, prefix w
 	return fs, subc, errc
 }
 
+// namespaceMux hands PUBLISH_NAMESPACE to ah and every other request to h.
+func namespaceMux(h *nsServer, ah *announceServer) Handler {
+	return HandlerFunc(func(r Request) {
+		if _, ok := r.(*PublishNamespaceRequest); ok {
+			ah.ServeMOQT(r)
+			return
+		}
+		h.ServeMOQT(r)
+	})
+}
+
 // The requester's rules on the responder's messages (§9.15, §9.18,
 // §2.4.1): each breach closes the session with PROTOCOL_VIOLATION.
 func TestNamespaceRequesterProtocolViolations(t *testing.T) {
@@ -249,16 +260,8 @@ func TestC009_FailedNamespaceUpdateClosesStream(t *testing.T) {
 		}, wire.Params{AuthorizationTokens: toks(tokVal("t"), tokVal("t"))}, wire.ReqMalformedAuthToken},
 	} {
 		forServerSessions(t, tc.name, func(t *testing.T, connect fakeConnector) {
-			h := newNSServer()
-			ah := newAnnounceServer(wire.Params{})
-			mux := NewServeMux()
-			mux.HandleFunc(nil, func(r Request) {
-				if _, ok := r.(*PublishNamespaceRequest); ok {
-					ah.ServeMOQT(r)
-					return
-				}
-				h.ServeMOQT(r)
-			})
+			h, ah := newNSServer(), newAnnounceServer(wire.Params{})
+			mux := namespaceMux(h, ah)
 			s, fp := connect(t, &Config{Handler: mux, MaxAuthTokenCacheSize: 100})
 			_, announce := tc.open(0, nil).(*wire.PublishNamespace)
 			// The requests' Contexts, in the order the requests are made.
@@ -390,16 +393,8 @@ func TestNamespaceUpdateBeforeAnswer(t *testing.T) {
 // of newPair and TestMain sees the rest).
 func TestNamespaceReleasedAtSessionEnd(t *testing.T) {
 	forTransports(t, func(t *testing.T, connect connector) {
-		h := newNSServer()
-		ah := newAnnounceServer(wire.Params{Expires: wire.Some[uint64](60_000)})
-		mux := NewServeMux()
-		mux.HandleFunc(nil, func(r Request) {
-			if _, ok := r.(*PublishNamespaceRequest); ok {
-				ah.ServeMOQT(r)
-				return
-			}
-			h.ServeMOQT(r)
-		})
+		h, ah := newNSServer(), newAnnounceServer(wire.Params{Expires: wire.Some[uint64](60_000)})
+		mux := namespaceMux(h, ah)
 		p := connect(t, &Config{Handler: mux}, nil)
 		ctx := testCtx(t, 10*time.Second)
 		pub, err := p.client.PublishNamespace(ctx, wire.NewNamespace("a"), wire.Params{})
