@@ -97,3 +97,28 @@ func TestDialerRedials(t *testing.T) {
 	_, err = d.Session(ctx, nil)
 	assert.ErrorIs(t, err, ErrDialerClosed)
 }
+
+// TestRendezvousThroughChain: a SUBSCRIBE held at an edge waits at the
+// origin too, and proceeds when the publisher comes.
+func TestRendezvousThroughChain(t *testing.T) {
+	origin := startNode(t, "moqt", Config{}, nil)
+	edge := edgeOf(t, origin, "edge")
+	c, _ := edge.dial("/viewer", nil)
+	res := asyncSubscribe(t, c, testTrack, wire.Params{RendezvousTimeout: wire.Some[uint64](10_000)})
+	waitFor(t, "held at the origin", func() bool {
+		origin.relay.mu.Lock()
+		defer origin.relay.mu.Unlock()
+		return origin.relay.held == 1
+	})
+	tr, err := moqt.NewLocalTrack(testTrack, nil)
+	require.NoError(t, err)
+	pc, _ := origin.dial("/publisher", nil)
+	_, err = publishTo(t, pc, tr, wire.Params{})
+	require.NoError(t, err)
+	r := <-res
+	require.NoError(t, r.err)
+	writeGroup(t, tr, 0, 2)
+	objs, err := readSubgroup(t, r.sub)
+	require.NoError(t, err)
+	assert.Len(t, objs, 2)
+}

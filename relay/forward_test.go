@@ -217,16 +217,7 @@ func readAll(t *testing.T, sub *moqt.Subscription, want int) []moqt.Object {
 func TestC044_ObjectsOfSeveralPublishersDeduplicated(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
 		n := startNode(t, scheme, Config{}, nil)
-		a := n.newPublisher("/a", testTrack, nil)
-		b := n.newPublisher("/b", testTrack, nil)
-		n.announce(a, wire.NewNamespace("live"))
-		n.announce(b, wire.NewNamespace("live"))
-		c, _ := n.dial("/sub", nil)
-		sub, err := subscribe(t, c, testTrack, wire.Params{})
-		require.NoError(t, err)
-		waitFor(t, "both publishers serve the relay", func() bool {
-			return len(a.servedSubs()) == 1 && len(b.servedSubs()) == 1
-		})
+		a, b, _, sub := n.twoPublishers(t)
 		// Both publish group 0; a also group 1 and b group 2.
 		writeGroup(t, a.track, 0, 4)
 		writeGroup(t, b.track, 0, 4)
@@ -262,16 +253,7 @@ func TestC044_ObjectsOfSeveralPublishersDeduplicated(t *testing.T) {
 
 func TestC075_C076_NewDownstreamStreamWhenNextObjectUnproven(t *testing.T) {
 	n := startNode(t, "moqt", Config{}, nil)
-	a := n.newPublisher("/a", testTrack, nil)
-	b := n.newPublisher("/b", testTrack, nil)
-	n.announce(a, wire.NewNamespace("live"))
-	n.announce(b, wire.NewNamespace("live"))
-	c, _ := n.dial("/sub", nil)
-	sub, err := subscribe(t, c, testTrack, wire.Params{})
-	require.NoError(t, err)
-	waitFor(t, "both publishers serve the relay", func() bool {
-		return len(a.servedSubs()) == 1 && len(b.servedSubs()) == 1
-	})
+	a, b, _, sub := n.twoPublishers(t)
 	// a: objects 0 and 2 of subgroup 0 (1 does not exist; a's stream
 	// proves it) and stays open.
 	wa := a.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
@@ -302,4 +284,28 @@ func TestC075_C076_NewDownstreamStreamWhenNextObjectUnproven(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(5), o.Location.Object)
 	assert.False(t, r2.Header().FirstObject, "a stream that joined mid-subgroup is no first one")
+}
+
+func TestUpstreamResetPassedOnWithItsCode(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		pub := n.newPublisher("/pub", testTrack, nil)
+		n.announce(pub, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		sub, err := subscribe(t, c, testTrack, wire.Params{})
+		require.NoError(t, err)
+		w := pub.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
+		require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Object: 0}, Payload: []byte("x")}))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := sub.AcceptSubgroup(ctx)
+		require.NoError(t, err)
+		_, err = r.ReadObject(nil)
+		require.NoError(t, err)
+		w.Reset(wire.ResetDeliveryTimeout)
+		_, err = r.ReadObject(nil)
+		var se *moqt.StreamError
+		require.ErrorAs(t, err, &se, "a reset, not a FIN")
+		assert.Equal(t, wire.ResetDeliveryTimeout, se.Code)
+	})
 }

@@ -232,6 +232,23 @@ func upstreamTo(n **node, path string) Upstream {
 	})
 }
 
+// twoPublishers connects publishers a and b of testTrack, both announcing
+// (live), and a subscriber whose subscription both serve.
+func (n *node) twoPublishers(t *testing.T) (a, b *publisher, c *moqt.Session, sub *moqt.Subscription) {
+	t.Helper()
+	a = n.newPublisher("/a", testTrack, nil)
+	b = n.newPublisher("/b", testTrack, nil)
+	n.announce(a, wire.NewNamespace("live"))
+	n.announce(b, wire.NewNamespace("live"))
+	c, _ = n.dial("/sub", nil)
+	sub, err := subscribe(t, c, testTrack, wire.Params{})
+	require.NoError(t, err)
+	waitFor(t, "both publishers serve the relay", func() bool {
+		return len(a.servedSubs()) == 1 && len(b.servedSubs()) == 1
+	})
+	return a, b, c, sub
+}
+
 var testTrack = wire.FullTrackName{Namespace: wire.NewNamespace("live", "cam"), Name: []byte("video")}
 
 // subscribe subscribes c to name through the relay.

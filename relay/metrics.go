@@ -61,6 +61,10 @@ const (
 	DropWriteFailed = "write_failed"
 	// DropDatagram: a datagram the transport could not send.
 	DropDatagram = "datagram"
+	// DropDatagramQueue: datagrams that arrived faster than the relay
+	// forwarded them, dropped by the upstream subscription's queue;
+	// counted when it ends.
+	DropDatagramQueue = "datagram_queue"
 	// DropIncomplete: an object cut short by its upstream stream's reset;
 	// its downstream streams are reset with the same code.
 	DropIncomplete = "incomplete"

@@ -233,9 +233,8 @@ func (rl *Relay) offerLocked(sub *nsSub, e *nsEntry, counted bool) {
 		rl.dropSubLocked(sub)
 		return
 	}
-	if err := sub.w.Publish(e.ns); err != nil {
-		rl.dropSubLocked(sub)
-	}
+	// A writer that failed ended its request, whose end drops sub.
+	_ = sub.w.Publish(e.ns)
 }
 
 // matchesLocked counts the namespaces under prefix offered to s.

@@ -159,38 +159,42 @@ func TestNamespacesEndWithRelayClose(t *testing.T) {
 	assert.True(t, n.relay.namespacesEmpty())
 }
 
-// upstreamNamespaces is an upstream's Handler answering SUBSCRIBE_NAMESPACE
-// with the namespaces given.
-type upstreamNamespaces []wire.Namespace
-
-func (u upstreamNamespaces) ServeMOQT(r moqt.Request) {
-	sr, ok := r.(*moqt.SubscribeNamespaceRequest)
-	if !ok || sr.Tracks {
-		moqt.DefaultHandler.ServeMOQT(r)
-		return
-	}
-	w, err := sr.Accept(wire.Params{})
-	if err != nil {
-		return
-	}
-	for _, ns := range u {
-		_ = w.Publish(ns)
-	}
-	<-sr.Context().Done()
-}
-
 // TestSessionNamespacesNotForwarded: session-level namespaces an upstream
-// reports are never passed on to another session (§6.5).
+// reports are never passed on to another session (§6.5). The library's
+// own NamespaceWriter refuses to send them, so the report is applied
+// directly, as another implementation could send it.
 func TestSessionNamespacesNotForwarded(t *testing.T) {
 	var n *node
 	n = startNode(t, "moqt", Config{Upstream: upstreamTo(&n, "/up")}, nil)
-	live := wire.NewNamespace("live")
-	n.dial("/up", upstreamNamespaces{wire.NewNamespace(".session", "x"), live})
+	_, up := n.dial("/up", moqt.HandlerFunc(func(r moqt.Request) {
+		if sr, ok := r.(*moqt.SubscribeNamespaceRequest); ok && !sr.Tracks {
+			if _, err := sr.Accept(wire.Params{}); err == nil {
+				<-sr.Context().Done()
+				return
+			}
+		}
+		moqt.DefaultHandler.ServeMOQT(r)
+	}))
 	sc, _ := n.dial("/sub", nil)
 	sub, err := subscribeNS(t, sc, wire.NewNamespace(), false, wire.Params{})
 	require.NoError(t, err)
-	assert.Equal(t, published(live), nextEvent(t, sub))
-	noEvent(t, sub, 200*time.Millisecond)
+	var d *upDisc
+	waitFor(t, "upstream discovery", func() bool {
+		n.relay.ns.mu.Lock()
+		defer n.relay.ns.mu.Unlock()
+		for x := range n.relay.ns.discs {
+			d = x
+		}
+		return d != nil
+	})
+	live := wire.NewNamespace("live")
+	require.True(t, n.relay.applyDisc(d, up, moqt.NamespaceEvent{Namespace: wire.NewNamespace(".session", "x")}))
+	require.True(t, n.relay.applyDisc(d, up, moqt.NamespaceEvent{Namespace: live}))
+	assert.Equal(t, published(live), nextEvent(t, sub), "only the application's namespace")
+	n.relay.ns.mu.Lock()
+	entries := len(n.relay.ns.entries)
+	n.relay.ns.mu.Unlock()
+	assert.Equal(t, 1, entries, "the session-level namespace was not kept")
 }
 
 func TestSubscribeTracksChainPublisherAtOrigin(t *testing.T) {

@@ -434,3 +434,54 @@ func TestC062_PublishNamespaceGetsExistingSubscriptions(t *testing.T) {
 		assert.Empty(t, other.subscribes(), "an announcement that does not match gets none")
 	})
 }
+
+func TestSubscribeTracksPrefixUpdate(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		pc, _ := n.dial("/pub", nil)
+		sport := wire.FullTrackName{Namespace: wire.NewNamespace("sport", "a"), Name: []byte("v")}
+		_, err := publishTo(t, pc, newTrack(t, sport), wire.Params{})
+		require.NoError(t, err)
+		_, err = publishTo(t, pc, newTrack(t, testTrack), wire.Params{})
+		require.NoError(t, err)
+		sh := &tracksClient{}
+		sc, _ := n.dial("/sub", sh)
+		req, err := subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{})
+		require.NoError(t, err)
+		waitFor(t, "the track under the prefix", func() bool { return len(sh.published()) == 1 })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, req.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("sport"))}))
+		waitFor(t, "the track under the new prefix, published before the update", func() bool { return len(sh.published()) == 2 })
+		assert.Equal(t, []string{testTrack.String(), sport.String()}, sh.published())
+		first := sh.subscription(0)
+		require.NotNil(t, first)
+		assert.NoError(t, first.Err(), "the PUBLISH made before the update goes on")
+	})
+}
+
+func TestNamespaceRequestsCounted(t *testing.T) {
+	m := &countingMetrics{requests: map[string]int{}, drops: map[string]int{}}
+	n := startNode(t, "moqt", Config{Metrics: m, MaxNamespaceMatches: 1}, nil)
+	pc, _ := n.dial("/pub", nil)
+	announceNS(t, pc, wire.NewNamespace("live", "a"))
+	announceNS(t, pc, wire.NewNamespace("live", "b"))
+	sc, _ := n.dial("/sub", &tracksClient{})
+	_, err := subscribeNS(t, sc, wire.NewNamespace("live", "a"), false, wire.Params{})
+	require.NoError(t, err)
+	_, err = subscribeNS(t, sc, wire.NewNamespace("vod"), false, wire.Params{})
+	require.NoError(t, err)
+	_, err = subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{})
+	require.NoError(t, err)
+	sc2, _ := n.dial("/sub2", nil)
+	_, err = subscribeNS(t, sc2, wire.NewNamespace("live"), false, wire.Params{})
+	require.Error(t, err)
+	waitFor(t, "counted", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.requests[KindPublishNamespace+"/"+OutcomeOK] == 2 &&
+			m.requests[KindSubscribeNamespace+"/"+OutcomeOK] == 2 &&
+			m.requests[KindSubscribeNamespace+"/"+OutcomeRefused] == 1 &&
+			m.requests[KindSubscribeTracks+"/"+OutcomeOK] == 1
+	})
+}

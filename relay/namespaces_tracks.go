@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/moqt-go/moqt"
 	"github.com/moqt-go/moqt/wire"
@@ -80,6 +81,35 @@ func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 	// meanwhile is offered by onTrackPublished or here, once.
 	for _, name := range rl.tracksFor(s, r.Prefix) {
 		rl.offerTrack(sub, name)
+	}
+	rl.goRun(func() { rl.followPrefix(sub, r.Prefix) })
+}
+
+// prefixPoll is how often a SUBSCRIBE_TRACKS's prefix is looked at for a
+// TRACK_NAMESPACE_PREFIX update, which the library answers without telling
+// the Handler.
+const prefixPoll = 250 * time.Millisecond
+
+// followPrefix offers the tracks under sub's prefix after an update
+// (§9.5.2): those published before it, now under the prefix; later ones
+// come by onTrackPublished. The PUBLISHes made already go on.
+func (rl *Relay) followPrefix(sub *tracksSub, last wire.Namespace) {
+	t := time.NewTicker(prefixPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-sub.ctx.Done():
+			return
+		case <-t.C:
+		}
+		p := sub.w.Prefix()
+		if p.Equal(last) {
+			continue
+		}
+		last = p
+		for _, name := range rl.tracksFor(sub.s, p) {
+			rl.offerTrack(sub, name)
+		}
 	}
 }
 

@@ -317,39 +317,45 @@ func (rl *Relay) runDisc(d *upDisc) {
 	}
 }
 
-// readDisc applies the upstream's NAMESPACE and NAMESPACE_DONE until its
-// stream ends (whose end reports every namespace Done, §9.15) or d does.
-// A SUBSCRIBE_TRACKS's PUBLISH_SKIPPEDs tell the relay nothing to pass on.
+// readDisc applies the upstream's reports until its stream ends (whose
+// end reports every namespace Done, §9.15) or d does.
 func (rl *Relay) readDisc(d *upDisc, u *moqt.Session, sub *moqt.NamespaceSubscription) {
-	st := &rl.ns
 	for {
 		ev, err := sub.Next(d.ctx)
-		if err != nil {
+		if err != nil || !rl.applyDisc(d, u, ev) {
 			return
 		}
-		if sessionLevel(ev.Namespace) || ev.Skipped {
-			continue
-		}
-		k := ev.Namespace.Key()
-		st.mu.Lock()
-		if _, ok := st.discs[d]; !ok {
-			st.mu.Unlock()
-			return
-		}
-		if ev.Done {
-			if e := d.seen[k]; e != nil {
-				delete(d.seen, k)
-				delete(e.remote, d)
-				rl.changedLocked(e)
-			}
-		} else if d.seen[k] == nil {
-			e := st.entryLocked(ev.Namespace)
-			e.remote[d] = u
-			d.seen[k] = e
+	}
+}
+
+// applyDisc applies one report of d's upstream u: NAMESPACE or
+// NAMESPACE_DONE. Session-level namespaces are dropped (§6.5), and a
+// SUBSCRIBE_TRACKS's PUBLISH_SKIPPEDs tell the relay nothing to pass on.
+// It reports false once d has ended.
+func (rl *Relay) applyDisc(d *upDisc, u *moqt.Session, ev moqt.NamespaceEvent) bool {
+	st := &rl.ns
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, ok := st.discs[d]; !ok {
+		return false
+	}
+	if sessionLevel(ev.Namespace) || ev.Skipped {
+		return true
+	}
+	k := ev.Namespace.Key()
+	if ev.Done {
+		if e := d.seen[k]; e != nil {
+			delete(d.seen, k)
+			delete(e.remote, d)
 			rl.changedLocked(e)
 		}
-		st.mu.Unlock()
+	} else if d.seen[k] == nil {
+		e := st.entryLocked(ev.Namespace)
+		e.remote[d] = u
+		d.seen[k] = e
+		rl.changedLocked(e)
 	}
+	return true
 }
 
 // sleepCtx waits d; false if ctx ended first.

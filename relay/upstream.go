@@ -31,10 +31,16 @@ type upstream struct {
 // startUpstream sends SUBSCRIBE to s for the track; e.mu is held.
 func (e *trackEntry) startUpstream(s *moqt.Session) {
 	rl := e.rl
-	ctx, cancel := context.WithTimeout(rl.ctx, rl.cfg.UpstreamTimeout)
+	params := wire.Params{Forward: wire.Some(e.wantForwardLocked())}
+	wait := rl.cfg.UpstreamTimeout
+	if hold := rl.rendezvous(e.firstParams); hold > 0 {
+		// A relay upstream holds it for its own publisher (§9.20.7).
+		params.RendezvousTimeout = wire.Some(uint64(hold / time.Millisecond))
+		wait += hold
+	}
+	ctx, cancel := context.WithTimeout(rl.ctx, wait)
 	u := &upstream{e: e, s: s, cancel: cancel}
 	e.ups[u] = struct{}{}
-	params := wire.Params{Forward: wire.Some(e.wantForwardLocked())}
 	u.sent = params.Forward.Value
 	if p := e.firstParams.SubscriberPriority; p.Set {
 		params.SubscriberPriority = p
@@ -193,6 +199,9 @@ func (u *upstream) run() {
 		}()
 	}
 	wg.Wait()
+	if n := u.sub.DroppedDatagrams(); n > 0 {
+		u.e.rl.met.Dropped(DropDatagramQueue, int(n))
+	}
 	u.e.upstreamEnded(u, u.sub.Err())
 }
 

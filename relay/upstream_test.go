@@ -80,14 +80,7 @@ func TestC038_UnknownMandatoryPropertyRefusedDownstream(t *testing.T) {
 func TestPublishDoneOfLastPublisherEndsTrackWithItsStatus(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
 		n := startNode(t, scheme, Config{}, nil)
-		a := n.newPublisher("/a", testTrack, nil)
-		b := n.newPublisher("/b", testTrack, nil)
-		n.announce(a, wire.NewNamespace("live"))
-		n.announce(b, wire.NewNamespace("live"))
-		c, _ := n.dial("/sub", nil)
-		sub, err := subscribe(t, c, testTrack, wire.Params{})
-		require.NoError(t, err)
-		waitFor(t, "both serve", func() bool { return len(a.servedSubs()) == 1 && len(b.servedSubs()) == 1 })
+		a, b, _, sub := n.twoPublishers(t)
 		a.track.End(wire.DoneGoingAway, "a leaves")
 		time.Sleep(100 * time.Millisecond)
 		select {
@@ -96,7 +89,7 @@ func TestPublishDoneOfLastPublisherEndsTrackWithItsStatus(t *testing.T) {
 		default:
 		}
 		writeGroup(t, b.track, 0, 1)
-		_, err = readSubgroup(t, sub)
+		_, err := readSubgroup(t, sub)
 		require.NoError(t, err, "b still feeds it")
 		b.track.End(wire.DoneTrackEnded, "over")
 		assert.Equal(t, wire.DoneTrackEnded, doneCode(t, sub))

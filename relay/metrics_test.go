@@ -1,0 +1,73 @@
+package relay
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// countingMetrics counts what a relay reports.
+type countingMetrics struct {
+	mu                sync.Mutex
+	started, ended    int
+	requests          map[string]int
+	objsIn, objsOut   int
+	bytesIn, bytesOut int
+	drops             map[string]int
+}
+
+func (m *countingMetrics) SessionStarted(bool) { m.mu.Lock(); m.started++; m.mu.Unlock() }
+func (m *countingMetrics) SessionEnded(bool)   { m.mu.Lock(); m.ended++; m.mu.Unlock() }
+func (m *countingMetrics) Request(kind, outcome string) {
+	m.mu.Lock()
+	m.requests[kind+"/"+outcome]++
+	m.mu.Unlock()
+}
+func (m *countingMetrics) ObjectsIn(n, b int) {
+	m.mu.Lock()
+	m.objsIn += n
+	m.bytesIn += b
+	m.mu.Unlock()
+}
+func (m *countingMetrics) ObjectsOut(n, b int) {
+	m.mu.Lock()
+	m.objsOut += n
+	m.bytesOut += b
+	m.mu.Unlock()
+}
+func (m *countingMetrics) Dropped(r string, n int) { m.mu.Lock(); m.drops[r] += n; m.mu.Unlock() }
+
+func TestMetrics(t *testing.T) {
+	m := &countingMetrics{requests: map[string]int{}, drops: map[string]int{}}
+	n := startNode(t, "moqt", Config{Metrics: m}, nil)
+	a := n.newPublisher("/a", testTrack, nil)
+	b := n.newPublisher("/b", testTrack, nil)
+	n.announce(a, wire.NewNamespace("live"))
+	n.announce(b, wire.NewNamespace("live"))
+	c, _ := n.dial("/sub", nil)
+	sub, err := subscribe(t, c, testTrack, wire.Params{})
+	require.NoError(t, err)
+	_, err = subscribe(t, c, wire.FullTrackName{Namespace: wire.NewNamespace("none"), Name: []byte("x")}, wire.Params{})
+	require.Error(t, err)
+	waitFor(t, "both serve", func() bool { return len(a.servedSubs()) == 1 && len(b.servedSubs()) == 1 })
+	writeGroup(t, a.track, 0, 3)
+	writeGroup(t, b.track, 0, 3)
+	readAll(t, sub, 3)
+	waitFor(t, "counted", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.objsIn == 6 && m.objsOut == 3 && m.drops[DropDuplicate] == 3
+	})
+	m.mu.Lock()
+	assert.Equal(t, 1, m.requests[KindSubscribe+"/"+OutcomeOK])
+	assert.Equal(t, 1, m.requests[KindSubscribe+"/"+OutcomeNotFound])
+	assert.Equal(t, 9, m.bytesOut, "payloads of 3 bytes")
+	assert.Equal(t, 3, m.started, "the subscriber and both publishers")
+	m.mu.Unlock()
+	require.NoError(t, c.Close())
+	waitFor(t, "session ended", func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.ended == 1 })
+}
