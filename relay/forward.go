@@ -244,7 +244,7 @@ func (o *outputs) endStream(out *output, src *source, err error) {
 	case errors.As(err, &se):
 		code = se.Code
 	}
-	o.e.rl.met.Dropped(DropIncomplete, 0)
+	o.e.rl.met.Dropped(DropIncomplete, 1)
 	out.w.Reset(code)
 	out.w = nil
 }

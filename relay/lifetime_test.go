@@ -156,3 +156,23 @@ func TestChurn(t *testing.T) {
 		}
 	})
 }
+
+func TestRelayCloseEndsEverything(t *testing.T) {
+	n := startNode(t, "moqt", Config{}, nil)
+	pub := n.newPublisher("/pub", testTrack, nil)
+	n.announce(pub, wire.NewNamespace("live"))
+	c, _ := n.dial("/sub", nil)
+	sub, err := subscribe(t, c, testTrack, wire.Params{})
+	require.NoError(t, err)
+	other := wire.FullTrackName{Namespace: wire.NewNamespace("vod"), Name: []byte("x")}
+	held := asyncSubscribe(t, c, other, wire.Params{RendezvousTimeout: wire.Some[uint64](10_000)})
+	waitFor(t, "held", func() bool { n.relay.mu.Lock(); defer n.relay.mu.Unlock(); return n.relay.held == 1 })
+	require.NoError(t, n.relay.Close())
+	assert.Equal(t, wire.DoneGoingAway, doneCode(t, sub))
+	r := <-held
+	assert.Equal(t, wire.ReqGoingAway, requestCode(t, r.err))
+	_, err = subscribe(t, c, testTrack, wire.Params{})
+	assert.Equal(t, wire.ReqGoingAway, requestCode(t, err), "refused after Close")
+	waitFor(t, "upstream cancelled", func() bool { return pub.servedSubs()[0].Context().Err() != nil })
+	assert.True(t, n.relay.tracksEmptyAndNoHeld())
+}

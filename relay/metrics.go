@@ -65,8 +65,8 @@ const (
 	// forwarded them, dropped by the upstream subscription's queue;
 	// counted when it ends.
 	DropDatagramQueue = "datagram_queue"
-	// DropIncomplete: an object cut short by its upstream stream's reset;
-	// its downstream streams are reset with the same code.
+	// DropIncomplete: an upstream subgroup stream reset before its end,
+	// one per stream; its downstream stream is reset with the same code.
 	DropIncomplete = "incomplete"
 )
 

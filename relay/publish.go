@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"time"
 
 	"github.com/moqt-go/moqt"
 	"github.com/moqt-go/moqt/wire"
@@ -102,5 +103,34 @@ func (rl *Relay) publishDownstream(ctx context.Context, s *moqt.Session, name wi
 	d.ss = ss
 	e.mu.Unlock()
 	context.AfterFunc(ss.Context(), func() { e.removeDown(d) })
+	rl.goRun(func() { e.followForward(d, ss) })
 	return ss, nil
+}
+
+// publishedForwardPoll is how often the Forward state of a subscription the
+// relay offered with PUBLISH is looked at: the library reports its
+// subscriber's REQUEST_UPDATEs to no hook.
+const publishedForwardPoll = 100 * time.Millisecond
+
+// followForward keeps d's Forward state, and with it the upstream's, in step
+// with the REQUEST_UPDATEs of ss's subscriber, until ss ends.
+func (e *trackEntry) followForward(d *downstream, ss *moqt.ServedSubscription) {
+	t := time.NewTicker(publishedForwardPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ss.Context().Done():
+			return
+		case <-e.rl.ctx.Done():
+			return
+		case <-t.C:
+		}
+		f := ss.Forward()
+		e.mu.Lock()
+		if d.forward != f {
+			d.forward = f
+			e.updateForwardLocked()
+		}
+		e.mu.Unlock()
+	}
 }

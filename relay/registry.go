@@ -42,6 +42,10 @@ type trackEntry struct {
 	// Largest Group when it was sent (§9.20.20).
 	newGroup   wire.Opt[uint64]
 	newGroupAt uint64
+	// doneCode and doneReason are how the last publisher that left ended,
+	// for the track's end should the others fail.
+	doneCode   wire.PublishDoneCode
+	doneReason string
 	linger     *time.Timer
 	dead       bool
 	out        outputs

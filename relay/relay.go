@@ -18,9 +18,9 @@ package relay
 // owns PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE and SUBSCRIBE_TRACKS;
 // fetch*.go (helper "fetch") owns FETCH.
 //
-// Dispatch. ServeMOQT authorizes every request first (Config.Authorize;
-// refused ones never reach the functions below), counts it in Metrics and
-// then calls:
+// Dispatch. ServeMOQT registers the request's session (watchSession) and
+// authorizes every request first (Config.Authorize; refused ones never reach
+// the functions below), then calls:
 //
 //	func (r *Relay) serveNamespaceRequest(req moqt.Request) bool // namespaces.go
 //	    for every request type relay.go does not know (PublishNamespaceRequest,
@@ -32,6 +32,8 @@ package relay
 // Both run on the request's Handler goroutine and must answer before they
 // return, as any Handler. They call r.reqDone(kind, outcome) for the
 // request's outcome (see metrics.go): OutcomeOK, OutcomeRefused, ...
+// Goroutines they start go through r.goRun, which Relay.Close waits for;
+// r.log is the Logger, r.ctx ends with Relay.Close.
 //
 // Offered to namespaces.go (all safe for concurrent use, none blocks on the
 // network, none may be called with the caller's own locks held if those locks
@@ -42,7 +44,7 @@ package relay
 //	    accepted. SUBSCRIBE routing then finds s for every track whose
 //	    namespace has ns as a field-wise prefix; every track of the registry
 //	    under ns that has downstream subscribers gets a SUBSCRIBE to s, as an
-//	    extra publisher (C062); held rendezvous SUBSCRIBEs under ns proceed.
+//	    extra publisher (§7.5); held rendezvous SUBSCRIBEs under ns proceed.
 //	    remove (idempotent) withdraws it when the announcement ends; upstream
 //	    subscriptions already made to s go on until they end by themselves.
 //	    The registration is also dropped when s ends.
@@ -54,8 +56,10 @@ package relay
 //	    sends PUBLISH for the relay's track name to s (LocalTrack.Publish with
 //	    params, LARGEST_OBJECT added by the library) and serves it like any
 //	    downstream subscription: it keeps the track's entry alive and counts
-//	    for the upstream Forward state. Fails (DOES_NOT_EXIST) when the track
-//	    is no longer available.
+//	    for the upstream Forward state (its subscriber's REQUEST_UPDATEs are
+//	    followed by looking at its Forward state every 100 ms: the library
+//	    reports them to no hook).
+//	    Fails (DOES_NOT_EXIST) when the track is no longer available.
 //	func (r *Relay) publisherSessions(name wire.FullTrackName) []*moqt.Session
 //	    the sessions that publish name to this relay (PUBLISH or Established
 //	    upstream subscription): a SUBSCRIBE_TRACKS subscriber's own tracks
@@ -72,6 +76,7 @@ package relay
 //	    without relay locks, on a goroutine of its own; it must not block for
 //	    long (publishDownstream in goroutines of its own, bounded by the
 //	    subscriber's request context).
+//	func namespaceKind(req moqt.Request) string // KindPublishNamespace, ... for Metrics
 //	func (r *Relay) closeNamespaces()      // Relay.Close: end everything held
 //	func (r *Relay) namespacesEmpty() bool // tests: no table entry left
 //	type nsState struct{ ... }             // the field r.ns

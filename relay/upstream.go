@@ -98,14 +98,27 @@ func (e *trackEntry) upstreamFailed(u *upstream, err error) {
 	rl := e.rl
 	rl.log.Debug("relay: upstream", "event", "refused", "track", e.name.String(), "err", err)
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	delete(e.ups, u)
-	if e.dead || e.track != nil || len(e.ups) > 0 {
+	if e.dead || len(e.ups) > 0 {
+		e.mu.Unlock()
 		return
 	}
-	e.err = requestErrorOf(err)
-	close(e.ready)
+	if e.track == nil {
+		e.err = requestErrorOf(err)
+		close(e.ready)
+		rl.dropLocked(e)
+		e.mu.Unlock()
+		return
+	}
+	// The track's Established publishers ended while this SUBSCRIBE was
+	// in flight: it ends as the last of them did.
+	track, code, reason := e.track, e.doneCode, e.doneReason
+	if reason == "" {
+		reason = "publisher gone"
+	}
 	rl.dropLocked(e)
+	e.mu.Unlock()
+	track.End(code, reason)
 }
 
 // requestErrorOf is the REQUEST_ERROR to pass downstream for an upstream
@@ -214,12 +227,6 @@ func (e *trackEntry) upstreamEnded(u *upstream, err error) {
 	rl.log.Debug("relay: upstream", "event", "ended", "track", e.name.String(), "err", err)
 	var mal *moqt.MalformedTrackError
 	malformed := errors.As(err, &mal)
-	e.mu.Lock()
-	delete(e.ups, u)
-	if e.dead || u.closing || (!malformed && len(e.ups) > 0) {
-		e.mu.Unlock()
-		return
-	}
 	code, reason := wire.DoneInternalError, "publisher gone"
 	var done *moqt.DoneError
 	switch {
@@ -227,6 +234,15 @@ func (e *trackEntry) upstreamEnded(u *upstream, err error) {
 		code, reason = wire.DoneMalformedTrack, "malformed track upstream"
 	case errors.As(err, &done):
 		code, reason = done.Code, done.Reason
+	}
+	e.mu.Lock()
+	delete(e.ups, u)
+	if e.dead || u.closing || (!malformed && len(e.ups) > 0) {
+		if !e.dead && !u.closing {
+			e.doneCode, e.doneReason = code, reason
+		}
+		e.mu.Unlock()
+		return
 	}
 	others := e.closeUpstreamsLocked()
 	track := e.track

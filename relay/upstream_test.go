@@ -231,3 +231,63 @@ func TestC073_C074_NewGroupRequestPassedOn(t *testing.T) {
 	require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](6)}))
 	waitFor(t, "a second one", func() bool { return len(ngrs()) == 2 })
 }
+
+// TestTrackEndsWhenLastPublisherLeavesBeforeAnotherAnswers: the only
+// Established publisher ends while another's SUBSCRIBE is in flight, which
+// is then refused: the track ends as the first did.
+func TestTrackEndsWhenLastPublisherLeavesBeforeAnotherAnswers(t *testing.T) {
+	n := startNode(t, "moqt", Config{}, nil)
+	a := n.newPublisher("/a", testTrack, nil)
+	n.announce(a, wire.NewNamespace("live"))
+	c, _ := n.dial("/sub", nil)
+	sub, err := subscribe(t, c, testTrack, wire.Params{})
+	require.NoError(t, err)
+	b := n.newPublisher("/b", testTrack, nil)
+	hold := b.setHold()
+	b.setRefuse(wire.ReqUninterested)
+	n.announce(b, wire.NewNamespace("live"))
+	waitFor(t, "SUBSCRIBE to b", func() bool { return len(b.subscribes()) == 1 })
+	a.track.End(wire.DoneTrackEnded, "over")
+	time.Sleep(100 * time.Millisecond)
+	close(hold)
+	assert.Equal(t, wire.DoneTrackEnded, doneCode(t, sub))
+	waitFor(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
+}
+
+// TestPublishedDownstreamForwardFollowed: a subscription the relay offers
+// with PUBLISH (as for SUBSCRIBE_TRACKS) counts for the upstream Forward
+// state, its REQUEST_UPDATEs included.
+func TestPublishedDownstreamForwardFollowed(t *testing.T) {
+	n := startNode(t, "moqt", Config{}, nil)
+	pub := n.newPublisher("/pub", testTrack, nil)
+	n.announce(pub, wire.NewNamespace("live"))
+	c1, _ := n.dial("/sub1", nil)
+	s1, err := subscribe(t, c1, testTrack, wire.Params{Forward: wire.Some(false)})
+	require.NoError(t, err)
+	waitFor(t, "served", func() bool { return len(pub.servedSubs()) == 1 })
+	got := make(chan *moqt.Subscription, 1)
+	_, s2 := n.dial("/sub2", moqt.HandlerFunc(func(r moqt.Request) {
+		if pr, ok := r.(*moqt.PublishRequest); ok {
+			sub, err := pr.Accept(wire.Params{})
+			if err == nil {
+				got <- sub
+			}
+			return
+		}
+		moqt.DefaultHandler.ServeMOQT(r)
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = n.relay.publishDownstream(ctx, s2, testTrack, wire.Params{Forward: wire.Some(false)})
+	require.NoError(t, err)
+	offered := <-got
+	time.Sleep(200 * time.Millisecond)
+	assert.False(t, upstreamForward(pub), "no one wants objects yet")
+	require.NoError(t, offered.Update(ctx, wire.Params{Forward: wire.Some(true)}))
+	waitFor(t, "upstream Forward 1", func() bool { return upstreamForward(pub) })
+	writeGroup(t, pub.track, 0, 1)
+	objs, err := readSubgroup(t, offered)
+	require.NoError(t, err)
+	assert.Len(t, objs, 1)
+	_ = s1
+}
