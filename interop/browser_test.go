@@ -137,10 +137,32 @@ func buildBundle(t *testing.T, tl tools) string {
 }
 
 // signals are the page's notices to the test: a POST to /signal/{name}
-// fires the channel that signals.take(name) last handed out.
+// fires the channel that signals.take(name) last handed out. They carry the
+// test's notices to the page too: a GET of /gate/{name} returns once the
+// gate that signals.gate(name) last handed out is opened.
 type signals struct {
-	mu sync.Mutex
-	ch map[string]chan struct{}
+	mu    sync.Mutex
+	ch    map[string]chan struct{}
+	gates map[string]chan struct{}
+}
+
+// gate returns a fresh gate for name and the function that opens it.
+func (s *signals) gate(name string) (open func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := make(chan struct{})
+	if s.gates == nil {
+		s.gates = map[string]chan struct{}{}
+	}
+	s.gates[name] = c
+	return sync.OnceFunc(func() { close(c) })
+}
+
+// waitGate returns the gate of that name, nil if there is none.
+func (s *signals) waitGate(name string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gates[name]
 }
 
 // take returns a fresh channel for name, so that a notice from an earlier
@@ -168,7 +190,8 @@ func (s *signals) fire(name string) bool {
 
 // servePage serves the page and the bundle over plain HTTP on 127.0.0.1,
 // which Chromium treats as a secure context. It returns the page's URL.
-// The page's notices (POST /signal/{name}) go to sig.
+// The page's notices (POST /signal/{name}) go to sig; GET /gate/{name}
+// waits for sig's gate of that name.
 func servePage(t *testing.T, tl tools, bundle string, sig *signals) string {
 	t.Helper()
 	mux := http.NewServeMux()
@@ -178,6 +201,20 @@ func servePage(t *testing.T, tl tools, bundle string, sig *signals) string {
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /gate/{name}", func(w http.ResponseWriter, r *http.Request) {
+		c := sig.waitGate(r.PathValue("name"))
+		if c == nil {
+			http.NotFound(w, r)
+			return
+		}
+		select {
+		case <-c:
+			w.WriteHeader(http.StatusNoContent)
+		case <-r.Context().Done():
+		case <-time.After(scenarioTimeout):
+			http.Error(w, "the test did not open the gate", http.StatusGatewayTimeout)
+		}
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFile(w, r, filepath.Join(tl.dir, "js", "index.html"))
@@ -241,6 +278,21 @@ type jsResult struct {
 	ClosedCleanly         bool      `json:"closedCleanly"`
 	CloseError            *string   `json:"closeError"`
 	Groups                []jsGroup `json:"groups"`
+	// RequestedTracks are the tracks @moq/net was asked for as a
+	// publisher (publish-broadcast).
+	RequestedTracks []string `json:"requestedTracks"`
+	// Published is how many groups the page wrote (publish-broadcast).
+	Published int `json:"published"`
+	// Announced are the namespace events @moq/net reported, in order
+	// (discover-subscribe).
+	Announced []jsAnnounce `json:"announced"`
+}
+
+// jsAnnounce is one event of @moq/net's announced(): a path relative to
+// the prefix, and whether it became available or went away.
+type jsAnnounce struct {
+	Path   string `json:"path"`
+	Active bool   `json:"active"`
 }
 
 // jsGroup is a group as @moq/net delivered it (client.js readGroup).
@@ -595,4 +647,8 @@ func TestBrowserMoqNet(t *testing.T) {
 	t.Run("largest-object", func(t *testing.T) { testLargestObject(t, h) })
 	t.Run("object-status", func(t *testing.T) { testObjectStatus(t, h) })
 	t.Run("browser-killed", func(t *testing.T) { testBrowserKilled(t, h) })
+	t.Run("relay-browser-publishes", func(t *testing.T) { testBrowserPublishes(t, h) })
+	t.Run("relay-browser-publishes-early", func(t *testing.T) { testBrowserPublishesEarly(t, h) })
+	t.Run("relay-browser-subscribes", func(t *testing.T) { testBrowserSubscribes(t, h, false) })
+	t.Run("relay-browser-subscribes-published", func(t *testing.T) { testBrowserSubscribes(t, h, true) })
 }

@@ -13,8 +13,13 @@
 // checked byte for byte); largest-object and object-status (pinning how
 // @moq/net 0.3.4 misreads LARGEST_OBJECT and some Object Status uses); and
 // browser-killed (the browser SIGKILLed mid-stream while a Go subscriber
-// reads the same track). README.md's Interop section sums up what they
-// found.
+// reads the same track). Through a relay.Relay serving the test's server:
+// relay-browser-publishes (the browser announces and publishes a broadcast
+// that a Go subscriber discovers and reads through the relay),
+// relay-browser-publishes-early (what the relay does with @moq/net's
+// LARGEST_OBJECT) and relay-browser-subscribes (the browser discovers a Go
+// publisher's namespace through the relay and reads its track). README.md's
+// Interop section sums up what they found.
 //
 // It needs node, Chromium (/usr/bin/chromium, or $MOQT_CHROMIUM) and
 // interop/node_modules (npm ci). ./scripts/test.sh installs them and sets

@@ -42,6 +42,59 @@ func objectPayload(g, o uint64) []byte {
 	return b
 }
 
+// publishObjects writes the subscribe-objects track: objectGroups groups,
+// each one subgroup stream of objectsPerGroup objectPayload objects ending
+// with a FIN. It returns the writes' errors.
+func publishObjects(track *moqt.LocalTrack) []error {
+	var errs []error
+	for g := range uint64(objectGroups) {
+		w := track.OpenSubgroup(g, 0, moqt.SubgroupOptions{EndOfGroup: true})
+		for o := range uint64(objectsPerGroup) {
+			if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: g, Object: o}, Payload: objectPayload(g, o)}); err != nil {
+				errs = append(errs, fmt.Errorf("group %d object %d: %w", g, o, err))
+			}
+		}
+		if err := w.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing group %d: %w", g, err))
+		}
+	}
+	return errs
+}
+
+// checkJSGroups asserts that the page read groups 0 to objectGroups-1,
+// each once, ended by a FIN and holding objectPayload's objects in order,
+// byte for byte. Groups are streams of their own, so they may arrive in
+// any order (@moq/net hands them out as their streams arrive).
+func checkJSGroups(t *testing.T, read []jsGroup) {
+	t.Helper()
+	var order []uint64
+	groups := map[uint64]jsGroup{}
+	for _, g := range read {
+		order = append(order, g.Sequence)
+		_, dup := groups[g.Sequence]
+		assert.False(t, dup, "group %d arrived twice", g.Sequence)
+		groups[g.Sequence] = g
+	}
+	t.Logf("js: groups in the order they arrived: %v", order)
+	require.Len(t, read, objectGroups, "groups the page read")
+	for seq := range uint64(objectGroups) {
+		g, ok := groups[seq]
+		if !assert.True(t, ok, "group %d is missing", seq) {
+			continue
+		}
+		assert.Nil(t, g.Error, "group %d did not end with a FIN", seq)
+		if !assert.Len(t, g.Frames, objectsPerGroup, "objects in group %d", seq) {
+			continue
+		}
+		for o, f := range g.Frames {
+			assert.Equal(t, uint64(o), f.Index, "group %d: object %d out of order", seq, o)
+			want := hex.EncodeToString(objectPayload(seq, uint64(o)))
+			assert.True(t, want == f.Payload, "group %d object %d: payload differs (%d hex digits, want %d)",
+				seq, o, len(f.Payload), len(want))
+		}
+	}
+}
+
 // testSubscribeObjects: the browser subscribes to a LocalTrack before
 // anything is published, so that SUBSCRIBE_OK carries no LARGEST_OBJECT
 // (which @moq/net 0.3.4 reads with a length prefix the spec does not
@@ -91,17 +144,7 @@ func testSubscribeObjects(t *testing.T, h *harness) {
 		// The subscription is Established: everything from here on passes
 		// its filter (§9.20.10: StartGroup 1 with no Largest Object yet
 		// starts at {0, 0}).
-		for g := range uint64(objectGroups) {
-			w := track.OpenSubgroup(g, 0, moqt.SubgroupOptions{EndOfGroup: true})
-			for o := range uint64(objectsPerGroup) {
-				if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: g, Object: o}, Payload: objectPayload(g, o)}); err != nil {
-					publishErrs = append(publishErrs, fmt.Errorf("group %d object %d: %w", g, o, err))
-				}
-			}
-			if err := w.Close(); err != nil {
-				publishErrs = append(publishErrs, fmt.Errorf("closing group %d: %w", g, err))
-			}
-		}
+		publishErrs = publishObjects(track)
 		// Only once the page has every object does the track end: a
 		// PUBLISH_DONE must not race the objects it follows.
 		select {
@@ -139,37 +182,10 @@ func testSubscribeObjects(t *testing.T, h *harness) {
 	assert.Empty(t, publishErrs, "the publisher's writes")
 
 	// The browser's view: every group once, every object of each, byte for
-	// byte and in order, and each group ended by a FIN. Groups are streams
-	// of their own, so they may arrive in any order (@moq/net hands them
-	// out as their streams arrive).
+	// byte and in order, and each group ended by a FIN.
 	assert.Nil(t, r.js.Error, "js error")
 	assert.True(t, r.js.Established, "@moq/net did not establish the session")
-	var order []uint64
-	groups := map[uint64]jsGroup{}
-	for _, g := range r.js.Groups {
-		order = append(order, g.Sequence)
-		_, dup := groups[g.Sequence]
-		assert.False(t, dup, "group %d arrived twice", g.Sequence)
-		groups[g.Sequence] = g
-	}
-	t.Logf("js: groups in the order they arrived: %v", order)
-	require.Len(t, r.js.Groups, objectGroups, "groups the page read")
-	for seq := range uint64(objectGroups) {
-		g, ok := groups[seq]
-		if !assert.True(t, ok, "group %d is missing", seq) {
-			continue
-		}
-		assert.Nil(t, g.Error, "group %d did not end with a FIN", seq)
-		if !assert.Len(t, g.Frames, objectsPerGroup, "objects in group %d", seq) {
-			continue
-		}
-		for o, f := range g.Frames {
-			assert.Equal(t, uint64(o), f.Index, "group %d: object %d out of order", seq, o)
-			want := hex.EncodeToString(objectPayload(seq, uint64(o)))
-			assert.True(t, want == f.Payload, "group %d object %d: payload differs (%d hex digits, want %d)",
-				seq, o, len(f.Payload), len(want))
-		}
-	}
+	checkJSGroups(t, r.js.Groups)
 
 	// The end of the track: the server sent PUBLISH_DONE TRACK_ENDED and a
 	// FIN on the request stream. @moq/net 0.3.4 never reads PUBLISH_DONE

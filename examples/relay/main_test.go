@@ -22,7 +22,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestRelayServesAndDrains: the relay serves raw QUIC and WebTransport on
-// one port with the given key pair, answers with the default handler, and
+// one port with the given key pair, answers a SUBSCRIBE for a track nobody
+// publishes with DOES_NOT_EXIST (the relay has no publisher for it), and
 // on shutdown sends every session GOAWAY, then returns once they are gone.
 func TestRelayServesAndDrains(t *testing.T) {
 	cert, hash, err := moqt.GenerateCertificate("127.0.0.1")
@@ -41,7 +42,7 @@ func TestRelayServesAndDrains(t *testing.T) {
 	addrs := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(serveCtx, "127.0.0.1:0", certFile, keyFile, slog.New(slog.DiscardHandler), func(a net.Addr) { addrs <- a })
+		done <- run(serveCtx, options{listen: "127.0.0.1:0", certFile: certFile, keyFile: keyFile}, slog.New(slog.DiscardHandler), func(a net.Addr) { addrs <- a })
 	}()
 	var addr net.Addr
 	select {
@@ -69,6 +70,20 @@ func TestRelayServesAndDrains(t *testing.T) {
 	// On shutdown each session gets GOAWAY and, with nothing open, closes
 	// itself with NO_ERROR, which lets the relay's drain end.
 	stop()
+	waitGoAway(t, ctx, sessions)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		require.FailNow(t, "the relay did not stop")
+	}
+}
+
+// waitGoAway asserts that each session gets GOAWAY, then ends with
+// NO_ERROR: with nothing open it closes itself, or the relay closes it
+// after its drain.
+func waitGoAway(t *testing.T, ctx context.Context, sessions []*moqt.Session) {
+	t.Helper()
 	for _, s := range sessions {
 		select {
 		case <-s.GoingAway():
@@ -83,11 +98,5 @@ func TestRelayServesAndDrains(t *testing.T) {
 		var se *moqt.SessionError
 		require.ErrorAs(t, context.Cause(s.Context()), &se)
 		assert.Equal(t, wire.NoError, se.Code)
-	}
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-ctx.Done():
-		require.FailNow(t, "the relay did not stop")
 	}
 }

@@ -1,5 +1,6 @@
 // The browser side of the interop harness. It uses only @moq/net's public
-// API: Connection.connect over WebTransport, then consume/subscribe.
+// API: Connection.connect over WebTransport, then consume/subscribe,
+// announced (namespace discovery) and publish.
 //
 // The page exposes window.moqtInterop(params), which the Node driver calls
 // with page.evaluate; it resolves to a plain object that the driver prints as
@@ -38,14 +39,20 @@ async function connect(params) {
 	});
 }
 
-// setup-only: connect, which exchanges SETUPs, report what was negotiated,
-// then wait for the server to close the session. Closing it from here at
-// once could reach the server before our SETUP does.
-async function setupOnly(params, result) {
+// connected connects and reports the session in result.
+async function connected(params, result) {
 	const conn = await connect(params);
 	result.established = true;
 	result.version = conn.version;
 	result.transport = conn.transport;
+	return conn;
+}
+
+// setup-only: connect, which exchanges SETUPs, report what was negotiated,
+// then wait for the server to close the session. Closing it from here at
+// once could reach the server before our SETUP does.
+async function setupOnly(params, result) {
+	const conn = await connected(params, result);
 	// Tell the test, through the page's own server, that the server's SETUP
 	// has been read: only then does the server close the session, since a
 	// close can discard stream data not yet read.
@@ -64,10 +71,7 @@ async function setupOnly(params, result) {
 // subscribe-error: SUBSCRIBE to a track the server does not have and report
 // how the subscription ended.
 async function subscribeError(params, result) {
-	const conn = await connect(params);
-	result.established = true;
-	result.version = conn.version;
-	result.transport = conn.transport;
+	const conn = await connected(params, result);
 	try {
 		const broadcast = conn.consume(Moq.Path.from(...params.namespace));
 		const track = broadcast.subscribe(params.track);
@@ -107,20 +111,35 @@ async function readGroup(group) {
 	return g;
 }
 
+// discover asks for the namespaces under prefix (SUBSCRIBE_NAMESPACE) and
+// waits for want among them, reporting each event in result.announced. It
+// returns the namespace subscription, still open.
+async function discover(conn, prefix, want, result) {
+	result.announced = [];
+	const announced = conn.announced(prefix);
+	for (;;) {
+		const entry = await announced.next();
+		if (!entry) throw new Error("the namespace subscription ended before the namespace was announced");
+		result.announced.push({ path: entry.path, active: entry.active });
+		if (entry.active && Moq.Path.join(prefix, entry.path) === want) return announced;
+	}
+}
+
 // subscribe-objects: SUBSCRIBE before anything is published, so that the
 // SUBSCRIBE_OK carries no LARGEST_OBJECT (which @moq/net 0.3.4 cannot
 // read), then read params.groups groups, each to its end, and report them.
-// The server is then told, through the page's server, that everything
+// With params.prefix, the namespace is first discovered under it. The
+// server is then told, through the page's server, that everything
 // arrived; it ends the track with PUBLISH_DONE, and the page reports
 // whether @moq/net noticed within params.doneWaitMs.
 async function subscribeObjects(params, result) {
-	const conn = await connect(params);
-	result.established = true;
-	result.version = conn.version;
-	result.transport = conn.transport;
+	const conn = await connected(params, result);
 	result.groups = [];
+	let announced;
 	try {
-		const broadcast = conn.consume(Moq.Path.from(...params.namespace));
+		const path = Moq.Path.from(...params.namespace);
+		if (params.prefix) announced = await discover(conn, Moq.Path.from(...params.prefix), path, result);
+		const broadcast = conn.consume(path);
 		const track = broadcast.subscribe(params.track);
 		while (result.groups.length < params.groups) {
 			const group = await track.recvGroup();
@@ -130,7 +149,7 @@ async function subscribeObjects(params, result) {
 			}
 			result.groups.push(await readGroup(group));
 		}
-		await fetch("/signal/received", { method: "POST" });
+		await signal("received");
 		const ended = await Promise.race([
 			Promise.resolve(track.closed).then((err) => ({ err })),
 			sleep(params.doneWaitMs).then(() => null),
@@ -141,6 +160,7 @@ async function subscribeObjects(params, result) {
 		}
 		track.close();
 		broadcast.close();
+		announced?.close();
 	} finally {
 		conn.close();
 	}
@@ -165,11 +185,99 @@ async function receiveUntilKilled(params, result) {
 	conn.close();
 }
 
+// gate waits until the test opens the gate of that name (GET /gate/{name}
+// on the page's own server returns once it has).
+async function gate(name) {
+	const resp = await fetch(`/gate/${name}`);
+	if (!resp.ok) throw new Error(`gate ${name}: HTTP ${resp.status}`);
+}
+
+function signal(name) {
+	return fetch(`/signal/${name}`, { method: "POST" });
+}
+
+// objectPayload is object o of group g, as the Go test's objectPayload makes
+// it: sizes from one byte to several QUIC packets, bytes that depend on the
+// group, the object and the offset.
+const OBJECT_SIZES = [1, 100, 1500, 20000];
+function objectPayload(g, o) {
+	const b = new Uint8Array(OBJECT_SIZES[o]);
+	for (let i = 0; i < b.length; i++) b[i] = (g * 67 + o * 29 + i * 13 + (i >> 8)) & 0xff;
+	return b;
+}
+
+// publish-broadcast: publish a broadcast at params.namespace, which @moq/net
+// announces with PUBLISH_NAMESPACE. Its track is served on request (not
+// created up front), so that the page learns when a SUBSCRIBE arrives; it
+// writes nothing until the test says the subscription is Established, so
+// that @moq/net's SUBSCRIBE_OK carries no LARGEST_OBJECT (which it codes
+// with a length prefix the spec does not have). Then it writes
+// params.groups groups of OBJECT_SIZES.length objects, waits for the test
+// to have them, ends the track (PUBLISH_DONE), withdraws the broadcast and
+// closes the session when told.
+async function publishBroadcast(params, result) {
+	const conn = await connected(params, result);
+	try {
+		const broadcast = new Moq.Broadcast.Producer();
+		conn.publish(Moq.Path.from(...params.namespace), broadcast);
+		const request = await broadcast.requested();
+		if (!request) throw new Error("the broadcast closed before any track was requested");
+		result.requestedTracks = [request.name];
+		const track = request.accept();
+		await signal("requested");
+		await gate("publish");
+		for (let g = 0; g < params.groups; g++) {
+			const group = track.appendGroup();
+			for (let o = 0; o < OBJECT_SIZES.length; o++) {
+				group.writeFrame({ payload: objectPayload(group.sequence, o), timestamp: Moq.Time.Timestamp.now() });
+			}
+			group.close();
+		}
+		result.published = params.groups;
+		await gate("received");
+		track.close();
+		broadcast.close();
+		await signal("withdrawn");
+		await gate("close");
+	} finally {
+		conn.close();
+	}
+}
+
+// publish-early: publish a broadcast whose track already holds a group
+// (created up front, written before anyone asks), so that @moq/net's
+// SUBSCRIBE_OK carries LARGEST_OBJECT. The page then waits for the
+// session to end, which the test expects the server to do.
+async function publishEarly(params, result) {
+	const conn = await connected(params, result);
+	try {
+		const broadcast = new Moq.Broadcast.Producer();
+		const track = broadcast.createTrack(params.track);
+		const group = track.appendGroup();
+		for (let o = 0; o < OBJECT_SIZES.length; o++) {
+			group.writeFrame({ payload: objectPayload(group.sequence, o), timestamp: Moq.Time.Timestamp.now() });
+		}
+		group.close();
+		result.published = 1;
+		conn.publish(Moq.Path.from(...params.namespace), broadcast);
+		try {
+			await withTimeout(conn.closed, SCENARIO_TIMEOUT_MS - 2000, "the server to close the session");
+			result.closedCleanly = true;
+		} catch (err) {
+			result.closeError = describe(err);
+		}
+	} finally {
+		conn.close();
+	}
+}
+
 const scenarios = {
 	"setup-only": setupOnly,
 	"subscribe-error": subscribeError,
 	"subscribe-objects": subscribeObjects,
 	"receive-until-killed": receiveUntilKilled,
+	"publish-broadcast": publishBroadcast,
+	"publish-early": publishEarly,
 };
 
 window.moqtInterop = async (params) => {
