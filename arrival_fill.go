@@ -90,7 +90,7 @@ func (a *arrival) nextFill(ctx context.Context, sub *Subscription, slot *fillSlo
 		case it := <-a.fills:
 			return it, nil
 		case <-stalled:
-			if len(a.items) == 0 && len(sub.datagrams) == 0 {
+			if len(a.items) == 0 && sub.datagrams.empty() {
 				continue // nothing is held back
 			}
 			return arrivalItem{slot: slot, fillEnd: true, err: fillError(slot, errFillStalled)}, nil

@@ -183,28 +183,33 @@ func (a *arrival) nextRaw(ctx context.Context, sub *Subscription) (arrivalItem, 
 		return it, nil
 	default:
 	}
-	select {
-	case it := <-a.fills:
-		return it, nil
-	case it := <-a.items:
-		return it, nil
-	case d := <-sub.datagrams:
-		return arrivalItem{obj: d}, nil
-	case <-a.drained:
+	for {
+		if d, ok := sub.datagrams.pop(); ok {
+			return arrivalItem{obj: d}, nil
+		}
 		select {
 		case it := <-a.fills:
 			return it, nil
 		case it := <-a.items:
 			return it, nil
-		case d := <-sub.datagrams:
-			return arrivalItem{obj: d}, nil
-		default:
+		case <-sub.datagrams.ready:
+		case <-a.drained:
+			select {
+			case it := <-a.fills:
+				return it, nil
+			case it := <-a.items:
+				return it, nil
+			default:
+			}
+			if d, ok := sub.datagrams.pop(); ok {
+				return arrivalItem{obj: d}, nil
+			}
 			return arrivalItem{}, sub.endErr(ctx)
+		case <-a.stopped:
+			return arrivalItem{}, sub.endErr(ctx)
+		case <-ctx.Done():
+			return arrivalItem{}, ctx.Err()
 		}
-	case <-a.stopped:
-		return arrivalItem{}, sub.endErr(ctx)
-	case <-ctx.Done():
-		return arrivalItem{}, ctx.Err()
 	}
 }
 

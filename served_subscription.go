@@ -48,7 +48,6 @@ type ServedSubscription struct {
 	// grant is the EXPIRES this end grants (§9.20.17); 0 means none.
 	grant time.Duration
 
-	updates     chan pendingUpdate // REQUEST_UPDATEs waiting for the worker
 	finishOnce  sync.Once
 	releaseOnce sync.Once
 
@@ -72,7 +71,11 @@ type ServedSubscription struct {
 	mu          sync.Mutex // guards the fields below
 	params      wire.Params
 	largest     wire.Opt[wire.Location]
-	outstanding uint64                            // REQUEST_UPDATEs received and not yet answered
+	outstanding uint64 // REQUEST_UPDATEs received and not yet answered
+	// updates holds the REQUEST_UPDATEs waiting for the worker; it and
+	// the worker exist from the first update on, so that a subscription
+	// never updated holds neither.
+	updates     chan pendingUpdate
 	expiry      *time.Timer                       // fires the EXPIRED PUBLISH_DONE
 	streams     uint64                            // data streams opened for this subscription
 	filter      *filter.Filter                    // nil until a LocalTrack serves it
@@ -99,10 +102,6 @@ func newServedSubscription(rs *requestStream, track wire.FullTrackName, params w
 	// Not a child of the session's context: the subscription's context
 	// ends only once Err is set, the session's end included.
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(s.ctx))
-	capacity := 16
-	if s.cfg.MaxRequestUpdates > 0 {
-		capacity = int(min(s.cfg.MaxRequestUpdates, 1024))
-	}
 	ss := &ServedSubscription{
 		subState:  newSubState(initial),
 		sess:      s,
@@ -114,14 +113,12 @@ func newServedSubscription(rs *requestStream, track wire.FullTrackName, params w
 		cancelCtx: cancel,
 		opened:    make(chan struct{}),
 		params:    params,
-		updates:   make(chan pendingUpdate, capacity),
 		subscriberSet: controlled{
 			forward:        initial == statePendingSubscriber,
 			locationFilter: initial == statePendingSubscriber,
 		},
 	}
 	ss.stopWatch = context.AfterFunc(s.ctx, ss.watchSession)
-	s.goroutines.Go(ss.updateWorker)
 	return ss
 }
 

@@ -42,9 +42,19 @@ func (ss *ServedSubscription) receiveUpdate(m *wire.RequestUpdate, rej *wire.Rej
 			Reason: fmt.Sprintf("more than %d outstanding REQUEST_UPDATEs", limit)}
 	}
 	ss.outstanding++
+	updates := ss.updates
+	if updates == nil {
+		capacity := 16
+		if limit > 0 {
+			capacity = int(min(limit, 1024))
+		}
+		updates = make(chan pendingUpdate, capacity)
+		ss.updates = updates
+		ss.sess.goroutines.Go(func() { ss.updateWorker(updates) })
+	}
 	ss.mu.Unlock()
 	select {
-	case ss.updates <- u:
+	case updates <- u:
 		return nil
 	case <-ss.done:
 		return nil
@@ -53,8 +63,9 @@ func (ss *ServedSubscription) receiveUpdate(m *wire.RequestUpdate, rej *wire.Rej
 
 // updateWorker answers REQUEST_UPDATEs in order, each with exactly one
 // REQUEST_OK or REQUEST_ERROR (§9.5). Updates wait until the subscription
-// is Established and its SUBSCRIBE_OK written.
-func (ss *ServedSubscription) updateWorker() {
+// is Established and its SUBSCRIBE_OK written. It starts at the first
+// update and ends with the subscription.
+func (ss *ServedSubscription) updateWorker(updates <-chan pendingUpdate) {
 	for _, ch := range []<-chan struct{}{ss.established, ss.opened} {
 		select {
 		case <-ch:
@@ -65,7 +76,7 @@ func (ss *ServedSubscription) updateWorker() {
 	for {
 		var u pendingUpdate
 		select {
-		case u = <-ss.updates:
+		case u = <-updates:
 		case <-ss.done:
 			return
 		}

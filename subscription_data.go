@@ -15,20 +15,19 @@ import (
 // it keeps receiving after PUBLISH_DONE (§9.9).
 type subData struct {
 	incoming  chan *SubgroupReader // streams not yet taken by AcceptSubgroup
-	datagrams chan Object          // datagrams not yet taken by ReadDatagram
+	datagrams datagramRing         // datagrams not yet taken by ReadDatagram
 	// dataDone is closed when the subscription stops receiving objects and
 	// its alias is released.
 	dataDone    chan struct{}
 	releaseOnce sync.Once
 
 	// Guarded by Subscription.mu.
-	readers          map[*SubgroupReader]struct{} // delivered streams not yet ended
-	filter           *filter.Filter
-	superseded       []supersededFilter // filters updates replaced, newest last
-	streamsSeen      uint64
-	droppedDatagrams uint64
-	linger           *time.Timer // ends the data plane after PUBLISH_DONE
-	expiry           *time.Timer // cancels when the EXPIRES this end granted passes
+	readers     map[*SubgroupReader]struct{} // delivered streams not yet ended
+	filter      *filter.Filter
+	superseded  []supersededFilter // filters updates replaced, newest last
+	streamsSeen uint64
+	linger      *time.Timer // ends the data plane after PUBLISH_DONE
+	expiry      *time.Timer // cancels when the EXPIRES this end granted passes
 	// stopCode, when set, is the STOP_SENDING code on the data streams
 	// instead of CANCELLED: MALFORMED_TRACK when a Malformed Track
 	// cancelled the subscription, EXCESSIVE_LOAD when it fell behind
@@ -63,7 +62,7 @@ const (
 func (sub *Subscription) initData() {
 	sub.updateTurn = make(chan struct{}, 1)
 	sub.incoming = make(chan *SubgroupReader, incomingStreamQueue)
-	sub.datagrams = make(chan Object, datagramQueue)
+	sub.datagrams.init()
 	sub.dataDone = make(chan struct{})
 }
 

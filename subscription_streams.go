@@ -101,20 +101,7 @@ func (sub *Subscription) deliverDatagram(d wire.ObjectDatagram) {
 	if !sub.accepts(filter.Object{Location: obj.Location, Datagram: true, PublisherPriority: obj.Priority.Value, Properties: obj.Properties}) {
 		return // held before its alias was known, and not this subscription's
 	}
-	for {
-		select {
-		case sub.datagrams <- obj:
-			return
-		default:
-		}
-		select {
-		case <-sub.datagrams:
-			sub.mu.Lock()
-			sub.droppedDatagrams++
-			sub.mu.Unlock()
-		default:
-		}
-	}
+	sub.datagrams.push(obj)
 }
 
 // AcceptSubgroup returns the next subgroup stream of the subscription.
@@ -170,25 +157,25 @@ func (sub *Subscription) take(r *SubgroupReader) *SubgroupReader {
 // the oldest are dropped and counted by DroppedDatagrams. Use either
 // ReadDatagram or Subscription.ReadObject, which returns datagrams too.
 func (sub *Subscription) ReadDatagram(ctx context.Context) (Object, error) {
-	select {
-	case d := <-sub.datagrams:
-		return d, nil
-	case <-sub.dataDone:
-		select {
-		case d := <-sub.datagrams:
+	for {
+		if d, ok := sub.datagrams.pop(); ok {
 			return d, nil
-		default:
 		}
-		return Object{}, sub.Err()
-	case <-ctx.Done():
-		return Object{}, ctx.Err()
+		select {
+		case <-sub.datagrams.ready:
+		case <-sub.dataDone:
+			if d, ok := sub.datagrams.pop(); ok {
+				return d, nil
+			}
+			return Object{}, sub.Err()
+		case <-ctx.Done():
+			return Object{}, ctx.Err()
+		}
 	}
 }
 
 // DroppedDatagrams counts datagrams dropped because ReadDatagram did not
 // keep up.
 func (sub *Subscription) DroppedDatagrams() uint64 {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	return sub.droppedDatagrams
+	return sub.datagrams.droppedCount()
 }
