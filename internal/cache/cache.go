@@ -112,6 +112,9 @@ type group struct {
 // find returns the index of the first entry with an Object ID of at
 // least id.
 func (g *group) find(id uint64) int {
+	if n := len(g.objs); n == 0 || g.objs[n-1].id < id {
+		return n // the common case: the next object of the group
+	}
 	i, _ := slices.BinarySearchFunc(g.objs, id, func(e *entry, id uint64) int { return cmpU(e.id, id) })
 	return i
 }
@@ -146,6 +149,8 @@ type Cache struct {
 	eot    wire.Location
 	hasEOT bool
 	closed bool
+	// slab hands out entries and payload storage in blocks (slab.go).
+	slab slab
 }
 
 // New returns an empty Cache. If neverSeen is set, the objects up to it
@@ -164,6 +169,12 @@ func (c *Cache) below(l wire.Location) bool { return c.hasFloor && !c.floor.Less
 
 // group returns the group with ID id, and where it is or would go.
 func (c *Cache) group(id uint64) (*group, int) {
+	// Objects mostly come in order: the newest group, or a new one.
+	if n := len(c.groups); n == 0 || c.groups[n-1].id < id {
+		return nil, n
+	} else if c.groups[n-1].id == id {
+		return c.groups[n-1], n - 1
+	}
 	i, ok := slices.BinarySearchFunc(c.groups, id, func(g *group, id uint64) int { return cmpU(g.id, id) })
 	if ok {
 		return c.groups[i], i
@@ -192,7 +203,11 @@ func (c *Cache) insert(l wire.Location, e *entry) {
 		g = &group{id: l.Group}
 		c.groups = slices.Insert(c.groups, gi, g)
 	}
-	g.objs = slices.Insert(g.objs, g.find(l.Object), e)
+	if i := g.find(l.Object); i == len(g.objs) {
+		g.objs = append(g.objs, e)
+	} else {
+		g.objs = slices.Insert(g.objs, i, e)
+	}
 	c.count++
 	c.bytes += e.size()
 	c.raiseTop(l)
@@ -216,7 +231,9 @@ func (c *Cache) Begin(l wire.Location) {
 	if e, _, _ := c.lookup(l); e != nil {
 		return
 	}
-	c.insert(l, &entry{id: l.Object, kind: kindPending, received: time.Now()})
+	e := c.slab.entry()
+	*e = entry{id: l.Object, kind: kindPending, received: c.now()}
+	c.insert(l, e)
 	c.evict()
 }
 
@@ -236,16 +253,19 @@ func (c *Cache) Add(o Object) {
 // add is Add for a Location above the floor; the caller holds mu.
 func (c *Cache) add(o Object) {
 	l := o.Location
-	received := time.Now()
+	var received time.Time
 	e, g, _ := c.lookup(l)
 	if e != nil {
 		switch e.kind {
 		case kindPending:
 			received = e.received
 		case kindAbandoned: // known after all
+			received = c.now()
 		default:
 			return // an object does not change (§2.1)
 		}
+	} else {
+		received = c.now()
 	}
 	n := entry{id: l.Object, priority: o.Priority, subgroup: o.SubgroupID, datagram: o.Datagram, received: received}
 	switch o.Status {
@@ -261,7 +281,7 @@ func (c *Cache) add(o Object) {
 			n.kind = kindAbandoned
 			break
 		}
-		buf := make([]byte, len(o.Properties)+len(o.Payload))
+		buf := c.slab.bytes(len(o.Properties)+len(o.Payload), c.bytes)
 		copy(buf, o.Properties)
 		copy(buf[len(o.Properties):], o.Payload)
 		if len(o.Properties) > 0 {
@@ -278,7 +298,9 @@ func (c *Cache) add(o Object) {
 		e.done = done
 		e.settle()
 	} else {
-		c.insert(l, &n)
+		e = c.slab.entry()
+		*e = n
+		c.insert(l, e)
 		g, _ = c.group(l.Group)
 	}
 	switch {
@@ -358,6 +380,8 @@ func (c *Cache) remove(g *group, i int) {
 	e := g.objs[i]
 	c.count--
 	c.bytes -= e.size()
+	// Its block of entries may outlive it: it keeps nothing alive.
+	*e = entry{}
 	if i == 0 {
 		// Eviction takes the front: a reslice, not a shift. The backing
 		// array's dropped head goes when append reallocates.
@@ -376,6 +400,15 @@ func (c *Cache) remove(g *group, i int) {
 	}
 }
 
+// now reads the clock for an age limit; without one nothing reads the
+// times it returns, and the clock is left alone.
+func (c *Cache) now() time.Time {
+	if c.limits.Duration > 0 {
+		return time.Now()
+	}
+	return time.Time{}
+}
+
 // expired reports whether e may no longer be served (§10.3).
 func (c *Cache) expired(e *entry, now time.Time) bool {
 	return c.limits.Duration > 0 && now.Sub(e.received) >= c.limits.Duration
@@ -384,7 +417,7 @@ func (c *Cache) expired(e *entry, now time.Time) bool {
 // evict drops the lowest Locations while the limits are passed or the
 // lowest has expired; the floor rises over them, so they read as unknown.
 func (c *Cache) evict() {
-	now := time.Now()
+	now := c.now()
 	for len(c.groups) > 0 {
 		g := c.groups[0]
 		e := g.objs[0]
