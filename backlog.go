@@ -114,6 +114,7 @@ type backlog struct {
 
 	mu      sync.Mutex // guards the fields below
 	buf     []byte     // bytes not yet passed to the transport, oldest first
+	base    []byte     // buf's whole storage, for backlogPool once drained
 	sent    uint64     // the stream offset of buf[0]
 	marks   []objectMark
 	fin     bool // the subgroup is over: FIN (or finCode) once buf is written
@@ -229,9 +230,43 @@ func (out *subgroupOut) enqueue(b []byte) (bool, error) {
 	if err := out.ss.addBacklog(len(b)); err != nil {
 		return true, err
 	}
-	q.buf = append(q.buf, b...)
+	q.append(b)
 	out.off += uint64(len(b))
 	return true, nil
+}
+
+// backlogPool holds the storage of drained backlogs, up to
+// maxPooledBacklog bytes each: a subscriber that falls behind now and
+// then would otherwise cost a new buffer, grown by appends, each time.
+var backlogPool sync.Pool
+
+const maxPooledBacklog = 64 << 10
+
+// append adds b to the backlog. q.mu is held.
+func (q *backlog) append(b []byte) {
+	if q.buf == nil {
+		if p, ok := backlogPool.Get().(*[]byte); ok {
+			q.buf, q.base = (*p)[:0], (*p)[:0]
+		}
+	}
+	before := cap(q.buf)
+	q.buf = append(q.buf, b...)
+	if cap(q.buf) != before {
+		// New storage (the drain takes buf from the front, so an append
+		// within it keeps cap).
+		q.base = q.buf[:0]
+	}
+}
+
+// release gives the backlog's storage back to backlogPool once nothing is
+// left to write: the drain, the only writer of buf's bytes to the
+// transport, is between writes, and the publisher appends only while the
+// backlog is active. q.mu is held.
+func (q *backlog) release() {
+	if b := q.base; cap(b) > 0 && cap(b) <= maxPooledBacklog {
+		backlogPool.Put(&b)
+	}
+	q.buf, q.base = nil, nil
 }
 
 // spill starts out's backlog with rest, what a Write did not take in
@@ -243,7 +278,8 @@ func (out *subgroupOut) spill(rest []byte) error {
 	}
 	q := &out.q
 	q.mu.Lock()
-	q.buf = append(q.buf[:0], rest...)
+	q.buf = q.buf[:0]
+	q.append(rest)
 	q.sent = out.off
 	out.off += uint64(len(rest))
 	q.marks = q.marks[:0]
@@ -345,7 +381,8 @@ func (out *subgroupOut) drain() {
 	for {
 		if err != nil || q.dropped {
 			ss.backlog.Add(-int64(len(q.buf)))
-			q.buf, q.marks = nil, nil
+			q.release()
+			q.marks = nil
 			out.dl.deadline.Store(0)
 			if out.dl.timer != nil {
 				out.dl.timer.Stop()
@@ -375,7 +412,8 @@ func (out *subgroupOut) drain() {
 			// Caught up. A mark left is the current object's, not all
 			// written yet: its timer goes on, now the publisher's.
 			fin, reset, code := q.fin, q.reset, q.finCode
-			q.buf, q.marks = nil, q.marks[:0]
+			q.release()
+			q.marks = q.marks[:0]
 			q.active.Store(false)
 			q.mu.Unlock()
 			switch {

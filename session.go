@@ -1,7 +1,6 @@
 package moqt
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -293,7 +292,7 @@ func (s *Session) serveUniStream(str transport.ReceiveStream) error {
 				Reason: "a unidirectional stream's type or header did not arrive in time"})
 		}
 	})
-	br := bufio.NewReader(str)
+	br := getReader(str)
 	h, err := wire.ReadStreamHeader(br)
 	timer.Stop()
 	if !state.CompareAndSwap(0, 2) {

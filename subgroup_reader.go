@@ -132,6 +132,17 @@ func (r *SubgroupReader) malformed(e *MalformedTrackError) error {
 	return e
 }
 
+// releaseBuffer returns the read buffer of a reader that has ended, read
+// from the stream itself, to readerPool: the next stream reuses it. Every
+// method checks r.err before it touches r.br, and fail, the only caller,
+// runs inside the reader's own calls, so nothing reads it after.
+func (r *SubgroupReader) releaseBuffer() {
+	if r.err != nil && r.pipe == nil && r.br != nil {
+		putReader(r.br)
+		r.br = nil
+	}
+}
+
 // object builds the Object of o, without its payload, from the stream's
 // header.
 func (r *SubgroupReader) object(o wire.SubgroupObject) Object {
@@ -297,6 +308,7 @@ func (r *SubgroupReader) stopWith(code wire.ResetCode) {
 // that.
 func (r *SubgroupReader) fail(err error) error {
 	defer r.sub.forgetReader(r)
+	defer r.releaseBuffer()
 	switch {
 	case errors.Is(err, io.EOF) && r.remain == 0 && !errors.Is(err, wire.ErrTruncated):
 		r.err = io.EOF
