@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -66,4 +67,51 @@ func TestBacklogStorage(t *testing.T) {
 	q.append([]byte("f"))
 	assert.Equal(t, "f", string(q.buf), "pooled storage starts empty")
 	assert.Equal(t, q.buf[:0:cap(q.buf)], q.base[:0:cap(q.base)])
+}
+
+// An object's header, encoded once for the streams that are in the same
+// state, still reaches each stream right: two subscribers from the start
+// share it, one that joined mid-subgroup gets its own.
+func TestSubgroupSharedHeader(t *testing.T) {
+	track, cfg, served := newServedTrack(t, testTrack, nil)
+	first := newPair(t, "moqt", cfg, nil)
+	ctx := testCtx(t, 30*time.Second)
+	var subs []*Subscription
+	subscribe := func(p *pair) {
+		sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+		<-served
+		subs = append(subs, sub)
+	}
+	subscribe(first)
+	subscribe(first.another(t, nil))
+	w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+	write := func(id uint64) {
+		require.NoError(t, w.WriteObject(Object{Location: wire.Location{Object: id}, Payload: fmt.Appendf(nil, "o%d", id)}))
+	}
+	write(0)
+	write(1)
+	subscribe(first.another(t, nil)) // joins at object 2
+	for id := range uint64(3) {
+		write(2 + id)
+	}
+	require.NoError(t, w.Close())
+	for i, sub := range subs {
+		from := uint64(0)
+		if i == 2 {
+			from = 2
+		}
+		r, err := sub.AcceptSubgroup(ctx)
+		require.NoError(t, err)
+		for id := from; id < 5; id++ {
+			obj, err := r.ReadObject(nil)
+			require.NoError(t, err, "subscriber %d", i)
+			assert.Equal(t, id, obj.Location.Object, "subscriber %d", i)
+			assert.Equal(t, fmt.Sprintf("o%d", id), string(obj.Payload))
+		}
+		if i < 2 { // the joiner's stream may end with a reset (§11.3.2)
+			_, err = r.ReadObject(nil)
+			assert.ErrorIs(t, err, io.EOF, "subscriber %d", i)
+		}
+	}
 }

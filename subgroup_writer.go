@@ -79,7 +79,8 @@ type SubgroupWriter struct {
 	pend    bool   // the last object's publication began and is not complete
 	closed  bool
 	buf     []byte
-	rbuf    []byte // ObjectWriter.ReadFrom's
+	shared  sharedHeader // the current object's header, encoded once
+	rbuf    []byte       // ObjectWriter.ReadFrom's
 	// keep is the streamed object being written, for the track's store
 	// once complete; nil when none is kept. It points to kept, whose
 	// buffers are reused from one object to the next.
@@ -347,6 +348,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun int64
 	}
 	fanout := len(w.targets) > 1
 	sent := w.targets[:0]
+	w.shared.ok = false
 	for i, out := range w.targets {
 		if w.stop.Load() {
 			w.interruptedAt(i, sent)
@@ -383,6 +385,11 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun int64
 
 // encode appends o's header to w.buf, after the SUBGROUP_HEADER on a new
 // stream. The caller holds the turn.
+//
+// The object's header is the same bytes on every stream whose encoder is
+// in the same state (the previous Object ID it sent, the header's flags):
+// all but those that skipped objects or joined late. It is encoded once per
+// object, for the first stream, and copied for the others.
 func (w *SubgroupWriter) encode(out *subgroupOut, o wire.SubgroupObject) ([]byte, error) {
 	b := w.buf[:0]
 	if out.fresh {
@@ -392,7 +399,31 @@ func (w *SubgroupWriter) encode(out *subgroupOut, o wire.SubgroupObject) ([]byte
 		}
 		out.fresh = false
 	}
-	return out.enc.AppendObject(b, o)
+	key := out.enc
+	key.Header.TrackAlias = 0 // the one field that differs by subscription
+	if sh := &w.shared; sh.ok && key == sh.before {
+		alias := out.enc.Header.TrackAlias
+		out.enc = sh.after
+		out.enc.Header.TrackAlias = alias
+		return append(b, sh.bytes...), nil
+	}
+	start := len(b)
+	b, err := out.enc.AppendObject(b, o)
+	if err == nil && !w.shared.ok {
+		sh := &w.shared
+		sh.before, sh.after, sh.ok = key, out.enc, true
+		sh.bytes = append(sh.bytes[:0], b[start:]...)
+	}
+	return b, err
+}
+
+// sharedHeader is the current object's header as encoded for the first
+// stream that took it (see encode).
+type sharedHeader struct {
+	ok     bool
+	before wire.SubgroupEncoder // that stream's encoder before, alias zeroed
+	after  wire.SubgroupEncoder // and after
+	bytes  []byte
 }
 
 // objectDone ends the current object's delivery timeouts: all of it has
