@@ -3,6 +3,7 @@ package moqt
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,8 +71,12 @@ type SubgroupWriter struct {
 	// go out one at a time. It is held across stream writes, each bounded
 	// by the call's deadline; Close and Reset interrupt the holder (stop,
 	// cur) before they take it. The fields below belong to its holder.
-	turn    sync.Mutex
-	outs    map[*ServedSubscription]*subgroupOut
+	turn sync.Mutex
+	outs map[*ServedSubscription]*subgroupOut
+	// snap is the track's subscriptions when byPos, their streams in
+	// order, was built (outsInOrder).
+	snap    *[]*ServedSubscription
+	byPos   []*subgroupOut
 	started bool   // an object has been written
 	firstID uint64 // the first one's Object ID
 	last    uint64 // the last one's
@@ -303,8 +308,9 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun int64
 	// whether others wait on it.
 	w.targets = w.targets[:0]
 	var provided int64 // when the header was provided, if a timeout needs it
-	for _, ss := range w.track.snapshot() {
-		out := w.outs[ss]
+	subs := w.outsInOrder()
+	for i, ss := range subs {
+		out := w.byPos[i]
 		if out != nil && out.closed() {
 			continue
 		}
@@ -328,7 +334,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun int64
 				continue // the subscription is ending; it leaves the track
 			}
 			out.incomplete = w.omitted[ss] || (!first && v.missedBefore(w.group, w.firstID, prev))
-			w.outs[ss] = out
+			w.outs[ss], w.byPos[i] = out, out
 		} else if dp.priority != out.subscriber {
 			// A REQUEST_UPDATE changed the subscriber priority (§5.1.1).
 			out.subscriber = dp.priority
@@ -381,6 +387,25 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun int64
 	w.targets = sent
 	w.settle(begun)
 	return nil
+}
+
+// outsInOrder returns the track's subscriptions, with w.byPos holding
+// their streams (nil for none yet) in the same order: rebuilt from outs
+// only when the subscriptions changed, so that an object costs no map
+// lookup per subscription. The caller holds the turn.
+func (w *SubgroupWriter) outsInOrder() []*ServedSubscription {
+	p := w.track.subs.Load()
+	if p == nil {
+		return nil
+	}
+	if p != w.snap {
+		w.snap = p
+		w.byPos = slices.Grow(w.byPos[:0], len(*p))[:len(*p)]
+		for i, ss := range *p {
+			w.byPos[i] = w.outs[ss]
+		}
+	}
+	return *p
 }
 
 // encode appends o's header to w.buf, after the SUBGROUP_HEADER on a new
