@@ -176,12 +176,8 @@ func (a *arrival) nextRaw(ctx context.Context, sub *Subscription) (arrivalItem, 
 	if slot := sub.pendingInitialFill(); slot != nil {
 		return a.nextFill(ctx, sub, slot)
 	}
-	select {
-	case it := <-a.fills:
+	if it, ok := a.queued(); ok {
 		return it, nil
-	case it := <-a.items:
-		return it, nil
-	default:
 	}
 	for {
 		if d, ok := sub.datagrams.pop(); ok {
@@ -194,12 +190,8 @@ func (a *arrival) nextRaw(ctx context.Context, sub *Subscription) (arrivalItem, 
 			return it, nil
 		case <-sub.datagrams.ready:
 		case <-a.drained:
-			select {
-			case it := <-a.fills:
+			if it, ok := a.queued(); ok {
 				return it, nil
-			case it := <-a.items:
-				return it, nil
-			default:
 			}
 			if d, ok := sub.datagrams.pop(); ok {
 				return arrivalItem{obj: d}, nil
@@ -210,6 +202,18 @@ func (a *arrival) nextRaw(ctx context.Context, sub *Subscription) (arrivalItem, 
 		case <-ctx.Done():
 			return arrivalItem{}, ctx.Err()
 		}
+	}
+}
+
+// queued returns a fill entry or an object already waiting, if any.
+func (a *arrival) queued() (arrivalItem, bool) {
+	select {
+	case it := <-a.fills:
+		return it, true
+	case it := <-a.items:
+		return it, true
+	default:
+		return arrivalItem{}, false
 	}
 }
 
