@@ -70,9 +70,9 @@ func TestIdleMeasures(t *testing.T) {
 		t.Run(k.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			row, err := MeasureIdle(ctx, k, 4)
+			row, err := MeasureIdle(ctx, k, 32)
 			require.NoError(t, err)
-			assert.Equal(t, 4, row.Subscriptions)
+			assert.Equal(t, 32, row.Subscriptions)
 			assert.Positive(t, row.HeapAlloc)
 		})
 	}
