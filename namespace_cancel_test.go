@@ -3,10 +3,13 @@ package moqt
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -156,4 +159,44 @@ func TestNamespaceOnUpdate(t *testing.T) {
 		fs.expectFIN()
 		assert.NoError(t, s.Context().Err())
 	})
+}
+
+// An Update whose caller gave up stays outstanding until answered, and
+// the peer's MAX_REQUEST_UPDATES bounds how many are (§9.1.7): the next
+// Update waits for credit instead of exceeding it.
+func TestNamespaceUpdateRespectsPeerLimit(t *testing.T) {
+	for _, tr := range pipeTransports {
+		t.Run(tr.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				s, fp, dialed := pipeClientDial(t, transport.PipeConfig{WebTransport: tr.wt}, nil)
+				fp.readPeerSetup()
+				fp.sendSetup(&wire.Setup{MaxRequestUpdates: wire.Some[uint64](1)})
+				require.NoError(t, <-dialed)
+				fs, subc, _ := fakeNSRequest(t, s, fp, false, wire.NewNamespace("p"))
+				fs.send(&wire.RequestOK{})
+				sub := recvOrFail(t, subc)
+
+				ctx, cancel := context.WithCancel(fakeCtx(t))
+				u1 := goErr(func() error { return sub.Update(ctx, wire.Params{}) })
+				expect[*wire.RequestUpdate](fs)
+				cancel()
+				assert.ErrorIs(t, recvOrFail(t, u1), context.Canceled)
+
+				u2 := goErr(func() error { return sub.Update(fakeCtx(t), wire.Params{}) })
+				got := make(chan *wire.RequestUpdate, 1)
+				go func() { got <- expect[*wire.RequestUpdate](fs) }()
+				synctest.Wait()
+				select {
+				case <-got:
+					require.FailNow(t, "a second REQUEST_UPDATE past the peer's MAX_REQUEST_UPDATES of 1")
+				default:
+				}
+				fs.send(&wire.RequestOK{}) // answers the abandoned one
+				recvOrFail(t, got)
+				fs.send(&wire.RequestOK{})
+				assert.NoError(t, recvOrFail(t, u2))
+				assert.NoError(t, s.Context().Err())
+			})
+		})
+	}
 }

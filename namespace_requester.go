@@ -42,7 +42,8 @@ type nsRequester struct {
 	result  error // the answer's: nil for REQUEST_OK
 	err     error // why the request ended
 	isEnded bool
-	updates []*nsUpdate // outstanding REQUEST_UPDATEs, oldest first
+	updates []*nsUpdate   // outstanding REQUEST_UPDATEs, oldest first
+	credit  chan struct{} // closed when an outstanding update is answered
 }
 
 // nsUpdate is a REQUEST_UPDATE awaiting its answer.
@@ -138,7 +139,10 @@ func (r *nsRequester) endErr() error {
 }
 
 // update sends REQUEST_UPDATE with params and waits for its answer.
-// Updates are sent one at a time.
+// Updates are sent one at a time, and an update whose caller gave up
+// stays outstanding until answered: the peer's MAX_REQUEST_UPDATES bounds
+// how many are (§9.1.7), so a further one waits for credit rather than
+// exceed it.
 func (r *nsRequester) update(ctx context.Context, params wire.Params) (wire.Params, error) {
 	select {
 	case r.turn <- struct{}{}:
@@ -148,6 +152,23 @@ func (r *nsRequester) update(ctx context.Context, params wire.Params) (wire.Para
 		return wire.Params{}, ctx.Err()
 	}
 	defer func() { <-r.turn }()
+	r.mu.Lock()
+	for limit := r.sess.peerSetup.MaxRequestUpdates.Value; limit > 0 && uint64(len(r.updates)) >= limit; {
+		if r.credit == nil {
+			r.credit = make(chan struct{})
+		}
+		credit := r.credit
+		r.mu.Unlock()
+		select {
+		case <-credit:
+		case <-r.done:
+			return wire.Params{}, r.endErr()
+		case <-ctx.Done():
+			return wire.Params{}, ctx.Err()
+		}
+		r.mu.Lock()
+	}
+	r.mu.Unlock()
 	use, err := r.sess.sentTokens.prepare(params.AuthorizationTokens, r.rs.tokenKey)
 	if err != nil {
 		return wire.Params{}, err
@@ -275,6 +296,10 @@ func (r *nsRequester) nextUpdate(t wire.MessageType) (*nsUpdate, error) {
 	}
 	u := r.updates[0]
 	r.updates = r.updates[1:]
+	if r.credit != nil {
+		close(r.credit)
+		r.credit = nil
+	}
 	r.sess.sentTokens.answered(u.tokens)
 	return u, nil
 }
