@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"testing/synctest"
@@ -195,6 +196,41 @@ func TestNamespaceUpdateRespectsPeerLimit(t *testing.T) {
 				recvOrFail(t, got)
 				fs.send(&wire.RequestOK{})
 				assert.NoError(t, recvOrFail(t, u2))
+				assert.NoError(t, s.Context().Err())
+			})
+		})
+	}
+}
+
+// An Update that the peer's flow control holds (it does not read this
+// end's direction) returns when its ctx ends, and the subscription, whose
+// stream may carry part of the update, is cancelled.
+func TestNamespaceUpdateBlockedWrite(t *testing.T) {
+	for _, tr := range pipeTransports {
+		t.Run(tr.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				pc := transport.PipeConfig{WebTransport: tr.wt, StreamWindow: 256, SendBuffer: -1}
+				s, fp, dialed := pipeClientDial(t, pc, nil)
+				fp.readPeerSetup()
+				fp.sendSetup(&wire.Setup{})
+				require.NoError(t, <-dialed)
+				fs, subc, _ := fakeNSRequest(t, s, fp, false, wire.NewNamespace("p"))
+				fs.send(&wire.RequestOK{})
+				sub := recvOrFail(t, subc)
+
+				long := make([]string, 20)
+				for i := range long {
+					long[i] = string(bytes.Repeat([]byte{'x'}, 100))
+				}
+				ctx, cancel := context.WithCancel(fakeCtx(t))
+				u := goErr(func() error {
+					return sub.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace(long...))})
+				})
+				synctest.Wait() // the write is held
+				cancel()
+				assert.ErrorIs(t, recvOrFail(t, u), context.Canceled)
+				_, err := sub.Next(fakeCtx(t))
+				assert.ErrorIs(t, err, context.Canceled)
 				assert.NoError(t, s.Context().Err())
 			})
 		})

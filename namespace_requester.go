@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/moqt-go/moqt/wire"
 )
@@ -182,7 +183,7 @@ func (r *nsRequester) update(ctx context.Context, params wire.Params) (wire.Para
 	}
 	r.updates = append(r.updates, u)
 	r.mu.Unlock()
-	if err := r.rs.write(&wire.RequestUpdate{RequestID: r.sess.ids.allocate(), Parameters: params}); err != nil {
+	if err := r.writeUpdate(ctx, &wire.RequestUpdate{RequestID: r.sess.ids.allocate(), Parameters: params}); err != nil {
 		r.mu.Lock()
 		for i, v := range r.updates {
 			if v == u {
@@ -191,7 +192,9 @@ func (r *nsRequester) update(ctx context.Context, params wire.Params) (wire.Para
 			}
 		}
 		r.mu.Unlock()
-		r.sess.sentTokens.abort(use)
+		if errors.Is(err, errStreamDone) {
+			r.sess.sentTokens.abort(use) // nothing left
+		} // else whether any of it left is unknown: the tokens stay pending
 		return wire.Params{}, err
 	}
 	select {
@@ -200,6 +203,30 @@ func (r *nsRequester) update(ctx context.Context, params wire.Params) (wire.Para
 	case <-ctx.Done():
 		return wire.Params{}, ctx.Err()
 	}
+}
+
+// writeUpdate writes m, unless ctx ends first: a peer that does not read
+// this end's direction holds the write on flow control, and a past write
+// deadline breaks it off. Part of m may have left by then, so the stream
+// cannot go on: the request is cancelled.
+func (r *nsRequester) writeUpdate(ctx context.Context, m *wire.RequestUpdate) error {
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = r.rs.str.SetWriteDeadline(time.Unix(1, 0))
+		close(fired)
+	})
+	err := r.rs.write(m)
+	if stop() {
+		return err
+	}
+	<-fired
+	if err == nil {
+		_ = r.rs.str.SetWriteDeadline(time.Time{})
+		return nil
+	}
+	cause := fmt.Errorf("moqt: %s: REQUEST_UPDATE not written: %w", r.kind, context.Cause(ctx))
+	r.cancel(cause, wire.ResetCancelled)
+	return cause
 }
 
 func (r *nsRequester) handle(m wire.Message, _ *wire.RejectError) error {
