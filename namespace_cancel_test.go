@@ -236,3 +236,25 @@ func TestNamespaceUpdateBlockedWrite(t *testing.T) {
 		})
 	}
 }
+
+// A requester may FIN right after its SUBSCRIBE_NAMESPACE (§6.4.2.2): that
+// is no cancellation, and the request is served as long as the responder
+// keeps it, here until the Handler's NamespaceWriter ends it.
+func TestNamespaceRequesterFINAfterRequest(t *testing.T) {
+	forServerSessions(t, "FIN", func(t *testing.T, connect fakeConnector) {
+		h := newNSServer()
+		s, fp := connect(t, &Config{Handler: h})
+		fs := fp.open(&wire.SubscribeNamespace{RequestID: 0, TrackNamespacePrefix: wire.NewNamespace("a")})
+		fs.fin()
+		expect[*wire.RequestOK](fs)
+		w := recvOrFail(t, h.writers)
+		require.NoError(t, w.Publish(wire.NewNamespace("a", "1")))
+		assert.True(t, expect[*wire.NamespaceMsg](fs).TrackNamespaceSuffix.Equal(wire.NewNamespace("1")))
+		require.NoError(t, w.Done(wire.NewNamespace("a", "1")))
+		expect[*wire.NamespaceDone](fs)
+		w.End(wire.ResetInternalError)
+		fs.expectReset(wire.ResetInternalError)
+		settle(t, func() bool { return s.nsPrefixes.count() == 0 }, "claim held")
+		assert.NoError(t, s.Context().Err())
+	})
+}
