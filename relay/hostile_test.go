@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -125,5 +128,60 @@ func TestC065_HostileUpstreamKillsOnlyItsSession(t *testing.T) {
 			default:
 			}
 		})
+	}
+}
+
+// TestSessionTrackBound: one subscriber inventing track names under an
+// announced namespace makes the relay open at most MaxSessionTracks
+// upstream subscriptions; past it, EXCESSIVE_LOAD. Tracks others opened do
+// not count, and the session's end gives its places back.
+func TestSessionTrackBound(t *testing.T) {
+	n := startNode(t, "moqt", Config{MaxSessionTracks: 3, Linger: time.Minute}, nil)
+	var mu sync.Mutex
+	upstreamSubs := 0
+	anyTrack := moqt.HandlerFunc(func(r moqt.Request) {
+		sr, ok := r.(*moqt.SubscribeRequest)
+		if !ok {
+			moqt.DefaultHandler.ServeMOQT(r)
+			return
+		}
+		mu.Lock()
+		upstreamSubs++
+		mu.Unlock()
+		tr, err := moqt.NewLocalTrack(sr.Track, nil)
+		if err == nil {
+			_, _ = tr.Accept(sr, moqt.AcceptOptions{})
+		}
+	})
+	_, pubServer := n.dial("/pub", anyTrack)
+	n.relay.addAnnouncer(pubServer, wire.NewNamespace("live"))
+	name := func(i int) wire.FullTrackName {
+		return wire.FullTrackName{Namespace: wire.NewNamespace("live"), Name: []byte(fmt.Sprint("t", i))}
+	}
+
+	other, _ := n.dial("/other", nil)
+	_, err := subscribe(t, other, name(100), wire.Params{})
+	require.NoError(t, err)
+
+	hostile, _ := n.dial("/hostile", nil)
+	for i := range 3 {
+		sub, err := subscribe(t, hostile, name(i), wire.Params{})
+		require.NoError(t, err, "track %d", i)
+		require.NoError(t, sub.Close()) // the lingering upstream still counts
+	}
+	_, err = subscribe(t, hostile, name(3), wire.Params{})
+	require.Error(t, err)
+	assert.Equal(t, wire.ReqExcessiveLoad, requestCode(t, err))
+	_, err = subscribe(t, hostile, name(100), wire.Params{})
+	assert.NoError(t, err, "a track the relay has costs nothing")
+	mu.Lock()
+	assert.Equal(t, 4, upstreamSubs, "upstream subscriptions opened")
+	mu.Unlock()
+
+	require.NoError(t, hostile.Close())
+	again, _ := n.dial("/again", nil)
+	for i := 3; i < 6; i++ {
+		_, err := subscribe(t, again, name(i), wire.Params{})
+		assert.NoError(t, err, "a new session's places, track %d", i)
 	}
 }

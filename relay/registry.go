@@ -53,6 +53,9 @@ type trackEntry struct {
 	// ones; waitNewGroup a NEW_GROUP_REQUEST of a waiter, passed on.
 	firstParams  wire.Params
 	waitNewGroup wire.Opt[uint64]
+	// opener is the session whose SUBSCRIBE first asked the publishers
+	// for the track; the track counts against its MaxSessionTracks.
+	opener *sessionState
 }
 
 // downstream is one subscription the track serves.
@@ -68,6 +71,7 @@ type downstream struct {
 type sessionState struct {
 	upstream bool
 	anns     map[*announcer]struct{}
+	opened   int // tracks it opened (trackEntry.opener), on Relay.mu
 }
 
 // announcer is a session's accepted PUBLISH_NAMESPACE.
@@ -349,5 +353,27 @@ func (rl *Relay) dropLocked(e *trackEntry) {
 	if rl.tracks[e.key] == e {
 		delete(rl.tracks, e.key)
 	}
+	if e.opener != nil {
+		e.opener.opened--
+		e.opener = nil
+	}
 	rl.mu.Unlock()
+}
+
+// chargeOpenerLocked counts e against the MaxSessionTracks of s, whose
+// SUBSCRIBE is about to ask the publishers for it; false when s has opened
+// as many already. e.mu is held.
+func (rl *Relay) chargeOpenerLocked(e *trackEntry, s *moqt.Session) bool {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	st := rl.sessions[s]
+	if e.opener != nil || st == nil { // st nil: s ended, its request with it
+		return true
+	}
+	if st.opened >= rl.cfg.MaxSessionTracks {
+		return false
+	}
+	st.opened++
+	e.opener = st
+	return true
 }

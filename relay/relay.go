@@ -163,6 +163,13 @@ type Config struct {
 	// MaxHeldSubscribes bounds the SUBSCRIBEs held at once waiting for a
 	// publisher; more are refused with EXCESSIVE_LOAD. Default 1024.
 	MaxHeldSubscribes int
+	// MaxSessionTracks bounds the tracks one session may make the relay
+	// ask its publishers for: tracks it subscribed to first, counted until
+	// they leave the relay (Linger included), so that one subscriber
+	// cannot make the relay open an upstream subscription per name it
+	// invents. A SUBSCRIBE past it is refused with EXCESSIVE_LOAD; one for
+	// a track the relay already has is not counted. Default 256.
+	MaxSessionTracks int
 
 	// Linger is how long a track's upstream subscriptions outlive its last
 	// downstream subscriber, so that a subscriber coming back at once does
@@ -235,6 +242,9 @@ func New(cfg Config) *Relay {
 	}
 	if cfg.MaxHeldSubscribes <= 0 {
 		cfg.MaxHeldSubscribes = 1024
+	}
+	if cfg.MaxSessionTracks <= 0 {
+		cfg.MaxSessionTracks = 256
 	}
 	if cfg.Linger == 0 {
 		cfg.Linger = 2 * time.Second

@@ -51,6 +51,12 @@ func (rl *Relay) serveSubscribe(r *moqt.SubscribeRequest) {
 			}
 		}
 		// Nobody asked upstream yet: this SUBSCRIBE finds the publishers.
+		if !rl.chargeOpenerLocked(e, r.Session()) {
+			e.checkIdleLocked()
+			e.mu.Unlock()
+			rl.refuse(r, wire.ReqExcessiveLoad, "too many tracks opened by this session", OutcomeRefused)
+			return
+		}
 		ch := make(chan struct{})
 		e.resolving = ch
 		e.addWaiterLocked(r, fwd)
