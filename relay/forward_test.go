@@ -309,3 +309,53 @@ func TestUpstreamResetPassedOnWithItsCode(t *testing.T) {
 		assert.Equal(t, wire.ResetDeliveryTimeout, se.Code)
 	})
 }
+
+// TestDedupKeepsObjectsOnlyTheSlowerPublisherSent: b's stream joins the
+// subgroup ahead of a's; the objects in between, which only a sends, are
+// forwarded all the same, none twice.
+func TestDedupKeepsObjectsOnlyTheSlowerPublisherSent(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		a, b, _, sub := n.twoPublishers(t)
+		write := func(w *moqt.SubgroupWriter, ids ...uint64) {
+			for _, id := range ids {
+				require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Object: id}, Payload: payload(0, id)}))
+			}
+		}
+		seen := map[uint64]int{}
+		read := func(want int) {
+			for _, o := range readAll(t, sub, want) {
+				seen[o.Location.Object]++
+				assert.Equal(t, payload(0, o.Location.Object), o.Payload)
+			}
+		}
+		wa := a.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
+		write(wa, 0, 1, 2)
+		read(3)
+		wb := b.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{Joined: true})
+		write(wb, 5, 6)
+		time.Sleep(100 * time.Millisecond) // b's 5 reaches the relay first
+		write(wa, 3, 4, 5, 6, 7)
+		require.NoError(t, wa.Close())
+		write(wb, 7)
+		require.NoError(t, wb.Close())
+		// Then everything that comes within a second: 3, 4 and 7, once.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		for {
+			o, err := sub.ReadObject(ctx)
+			if errors.Is(err, context.DeadlineExceeded) {
+				break
+			}
+			var se *moqt.StreamError
+			if errors.As(err, &se) {
+				continue
+			}
+			require.NoError(t, err)
+			seen[o.Location.Object]++
+		}
+		for id := range uint64(8) {
+			assert.Equal(t, 1, seen[id], "object %d once", id)
+		}
+	})
+}
