@@ -359,3 +359,41 @@ func TestDedupKeepsObjectsOnlyTheSlowerPublisherSent(t *testing.T) {
 		}
 	})
 }
+
+// TestFinOfOnePublisherKeepsTheOthersStream: once b's stream, ahead, feeds
+// the subgroup, a's FIN (behind it) does not reset the downstream stream.
+func TestFinOfOnePublisherKeepsTheOthersStream(t *testing.T) {
+	n := startNode(t, "moqt", Config{}, nil)
+	a, b, _, sub := n.twoPublishers(t)
+	write := func(w *moqt.SubgroupWriter, ids ...uint64) {
+		for _, id := range ids {
+			require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Object: id}, Payload: payload(0, id)}))
+		}
+	}
+	wa := a.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
+	write(wa, 0, 1, 2)
+	readAll(t, sub, 3)
+	wb := b.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{Joined: true})
+	write(wb, 5) // a never sends 3 and 4: after catchUpWait, b's stream feeds
+	readAll(t, sub, 1)
+	require.NoError(t, wa.Close())
+	time.Sleep(100 * time.Millisecond) // a's FIN reaches the relay first
+	write(wb, 6, 7)
+	require.NoError(t, wb.Close())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resets := 0
+	var got []uint64
+	for len(got) < 2 {
+		o, err := sub.ReadObject(ctx)
+		var se *moqt.StreamError
+		if errors.As(err, &se) {
+			resets++
+			continue
+		}
+		require.NoError(t, err)
+		got = append(got, o.Location.Object)
+	}
+	assert.Equal(t, []uint64{6, 7}, got)
+	assert.Zero(t, resets, "a's FIN does not reset the stream b feeds")
+}
