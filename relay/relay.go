@@ -7,6 +7,10 @@
 //	srv, _ := moqt.Listen(addr, &moqt.Config{TLSConfig: tlsConf, Handler: r}, nil)
 //
 // Relays chain: an edge's Config.Upstream is DialUpstream of its origin.
+// Custom relays compose it: a moqt.ServeMux in front sends the namespaces
+// an application serves itself to handlers of its own, and the rest (the
+// empty prefix) to the Relay; tracks served that way are unknown to the
+// Relay, which neither routes nor authorizes their requests.
 package relay
 
 // Internal contract between the files of this package.
