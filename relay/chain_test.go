@@ -17,11 +17,22 @@ import (
 // edgeOf starts a relay whose Upstream is a Dialer to origin.
 func edgeOf(t *testing.T, origin *node, name string) *node {
 	t.Helper()
-	dcfg := origin.clientConfig(nil)
-	d := DialUpstream(origin.url("/"+name), dcfg)
+	// The Dialer is made once the edge's relay exists, its Handler; the
+	// edge waits for it. Setting dcfg.Handler after DialUpstream got dcfg
+	// would race (for the detector) with a dial the edge starts at once.
+	var d *Dialer
+	ready := make(chan struct{})
+	edge := startNode(t, origin.scheme, Config{Upstream: UpstreamFunc(func(ctx context.Context, ns wire.Namespace) (*moqt.Session, error) {
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return d.Session(ctx, ns)
+	})}, nil)
+	d = DialUpstream(origin.url("/"+name), origin.clientConfig(edge.relay))
+	close(ready)
 	t.Cleanup(func() { _ = d.Close() })
-	edge := startNode(t, origin.scheme, Config{Upstream: d}, nil)
-	dcfg.Handler = edge.relay
 	return edge
 }
 
