@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,23 +18,70 @@ import (
 // edgeOf starts a relay whose Upstream is a Dialer to origin.
 func edgeOf(t *testing.T, origin *node, name string) *node {
 	t.Helper()
-	// The Dialer is made once the edge's relay exists, its Handler; the
-	// edge waits for it. Setting dcfg.Handler after DialUpstream got dcfg
-	// would race (for the detector) with a dial the edge starts at once.
-	var d *Dialer
-	ready := make(chan struct{})
-	edge := startNode(t, origin.scheme, Config{Upstream: UpstreamFunc(func(ctx context.Context, ns wire.Namespace) (*moqt.Session, error) {
-		select {
-		case <-ready:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		return d.Session(ctx, ns)
-	})}, nil)
-	d = DialUpstream(origin.url("/"+name), origin.clientConfig(edge.relay))
-	close(ready)
-	t.Cleanup(func() { _ = d.Close() })
+	up := newLateDialer()
+	edge := startNode(t, origin.scheme, Config{Upstream: up}, nil)
+	up.bind(t, origin, "/"+name, edge.relay)
 	return edge
+}
+
+// lateDialer is an Upstream whose Dialer is made once the relay it serves,
+// its Handler, exists; until then its callers wait. Setting a Handler in
+// the moqt.Config after DialUpstream got it would race (for the detector)
+// with a dial the relay starts at once.
+type lateDialer struct {
+	ready chan struct{}
+	d     *Dialer
+}
+
+func newLateDialer() *lateDialer { return &lateDialer{ready: make(chan struct{})} }
+
+func (l *lateDialer) Session(ctx context.Context, ns wire.Namespace) (*moqt.Session, error) {
+	select {
+	case <-l.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return l.d.Session(ctx, ns)
+}
+
+// bind dials target at path, h serving the requests it sends back.
+func (l *lateDialer) bind(t *testing.T, target *node, path string, h moqt.Handler) {
+	l.d = DialUpstream(target.url(path), target.clientConfig(h))
+	close(l.ready)
+	t.Cleanup(func() { _ = l.d.Close() })
+}
+
+// TestRelayLoopEnds: two relays each other's upstream. A SUBSCRIBE for a
+// track neither has goes round once (each relay joins the request it
+// already has in flight rather than asking again) and fails when the
+// UpstreamTimeout of the first ends it; nothing is left behind.
+func TestRelayLoopEnds(t *testing.T) {
+	ma, mb := &countingMetrics{requests: map[string]int{}, drops: map[string]int{}}, &countingMetrics{requests: map[string]int{}, drops: map[string]int{}}
+	upA, upB := newLateDialer(), newLateDialer()
+	a := startNode(t, "moqt", Config{Upstream: upA, UpstreamTimeout: 500 * time.Millisecond, Metrics: ma}, nil)
+	b := startNode(t, "moqt", Config{Upstream: upB, UpstreamTimeout: 500 * time.Millisecond, Metrics: mb}, nil)
+	upA.bind(t, b, "/from-a", a.relay)
+	upB.bind(t, a, "/from-b", b.relay)
+	c, _ := a.dial("/viewer", nil)
+	_, err := subscribe(t, c, testTrack, wire.Params{})
+	require.Error(t, err)
+	assert.Equal(t, wire.ReqTimeout, requestCode(t, err), "ended by the upstream timeout, not bouncing")
+	waitFor(t, "tables empty", func() bool { return a.relay.tracksEmptyAndNoHeld() && b.relay.tracksEmptyAndNoHeld() })
+	count := func(m *countingMetrics) int {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		n := 0
+		for k, v := range m.requests {
+			if strings.HasPrefix(k, KindSubscribe+"/") {
+				n += v
+			}
+		}
+		return n
+	}
+	waitFor(t, "answered", func() bool { return count(ma) == 2 && count(mb) == 1 })
+	time.Sleep(200 * time.Millisecond)
+	assert.Equal(t, 2, count(ma), "a: the viewer's SUBSCRIBE and b's")
+	assert.Equal(t, 1, count(mb), "b: a's, once")
 }
 
 // TestThreeRelayChain carries one publisher's track through an origin to

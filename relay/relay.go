@@ -181,7 +181,11 @@ type Config struct {
 	Linger time.Duration
 
 	// UpstreamTimeout bounds how long an upstream SUBSCRIBE or
-	// TRACK_STATUS may take to be answered. Default 10 s.
+	// TRACK_STATUS may take to be answered. Default 10 s. It also ends a
+	// SUBSCRIBE in a loop of relays (each the other's upstream): a relay
+	// that gets back a SUBSCRIBE it has in flight joins it rather than
+	// asking again, so the loop goes round once and waits, and the first
+	// relay's timeout (plus any RENDEZVOUS_TIMEOUT) fails it everywhere.
 	UpstreamTimeout time.Duration
 
 	// Namespace routing. MaxNamespaceMatches bounds the namespaces a
