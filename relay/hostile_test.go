@@ -9,36 +9,37 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
-// hostilePeer is a raw QUIC MoQT client that completes SETUP and then
-// misbehaves when the relay subscribes to it.
+// hostilePeer is a MoQT client, over raw QUIC or WebTransport, that
+// completes SETUP and then misbehaves when the relay subscribes to it.
 type hostilePeer struct {
-	conn *quic.Conn
+	conn transport.Conn
 }
 
 func dialHostile(t *testing.T, n *node, path string) *hostilePeer {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := quic.DialAddr(ctx, n.srv.Addr().String(),
-		&tls.Config{InsecureSkipVerify: true, NextProtos: []string{wire.Versions[0].ALPN()}},
-		&quic.Config{EnableDatagrams: true})
+	conn, err := transport.Dial(ctx, n.url(path), &tls.Config{InsecureSkipVerify: true},
+		&transport.DialConfig{Protocols: []string{wire.Versions[0].ALPN()}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.CloseWithError(0, "") })
 	ctrl, err := conn.OpenUniStream()
 	require.NoError(t, err)
-	setup, err := wire.AppendMessage(wire.Versions[0], nil, &wire.Setup{
-		Path: wire.Some(path), Authority: wire.Some(n.srv.Addr().String()),
-	})
+	setup := &wire.Setup{}
+	if !conn.WebTransport() { // WebTransport's CONNECT carries them (§9.1)
+		setup.Path, setup.Authority = wire.Some(path), wire.Some(n.srv.Addr().String())
+	}
+	b, err := wire.AppendMessage(wire.Versions[0], nil, setup)
 	require.NoError(t, err)
-	_, err = ctrl.Write(setup)
+	_, err = ctrl.Write(b)
 	require.NoError(t, err)
 	go func() { // the relay's control stream, read and ignored
 		s, err := conn.AcceptUniStream(context.Background())
@@ -56,7 +57,7 @@ func dialHostile(t *testing.T, n *node, path string) *hostilePeer {
 }
 
 // awaitSubscribe returns the request stream of the relay's SUBSCRIBE.
-func (h *hostilePeer) awaitSubscribe(t *testing.T) *quic.Stream {
+func (h *hostilePeer) awaitSubscribe(t *testing.T) transport.Stream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -77,15 +78,21 @@ func (h *hostilePeer) closedWith(t *testing.T) uint64 {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the relay did not close the hostile session")
 	}
-	var ae *quic.ApplicationError
-	require.True(t, errors.As(context.Cause(h.conn.Context()), &ae), "closed by %v", context.Cause(h.conn.Context()))
-	return uint64(ae.ErrorCode)
+	var ce *transport.CloseError
+	require.True(t, errors.As(context.Cause(h.conn.Context()), &ce), "closed by %v", context.Cause(h.conn.Context()))
+	return ce.Code
 }
 
 func TestC065_HostileUpstreamKillsOnlyItsSession(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		testC065(t, scheme)
+	})
+}
+
+func testC065(t *testing.T, scheme string) {
 	for _, variant := range []string{"control message", "object"} {
 		t.Run(variant, func(t *testing.T) {
-			n := startNode(t, "moqt", Config{}, nil)
+			n := startNode(t, scheme, Config{}, nil)
 			good := n.newPublisher("/good", testTrack, nil)
 			n.announce(good, wire.NewNamespace("live"))
 			c, _ := n.dial("/sub", nil)
