@@ -181,3 +181,32 @@ func TestRendezvousThroughChain(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, objs, 2)
 }
+
+// TestRelayLoopNamespaces: a SUBSCRIBE_NAMESPACE in a loop of two relays
+// goes round once.
+func TestRelayLoopNamespaces(t *testing.T) {
+	ma, mb := &countingMetrics{requests: map[string]int{}, drops: map[string]int{}}, &countingMetrics{requests: map[string]int{}, drops: map[string]int{}}
+	upA, upB := newLateDialer(), newLateDialer()
+	a := startNode(t, "moqt", Config{Upstream: upA, UpstreamTimeout: 500 * time.Millisecond, Metrics: ma}, nil)
+	b := startNode(t, "moqt", Config{Upstream: upB, UpstreamTimeout: 500 * time.Millisecond, Metrics: mb}, nil)
+	upA.bind(t, b, "/from-a", a.relay)
+	upB.bind(t, a, "/from-b", b.relay)
+	c, _ := a.dial("/viewer", nil)
+	_, err := subscribeNS(t, c, wire.NewNamespace("live"), false, wire.Params{})
+	require.NoError(t, err)
+	count := func(m *countingMetrics, kind string) int {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		n := 0
+		for k, v := range m.requests {
+			if strings.HasPrefix(k, kind+"/") {
+				n += v
+			}
+		}
+		return n
+	}
+	waitFor(t, "round once", func() bool { return count(ma, KindSubscribeNamespace) == 2 && count(mb, KindSubscribeNamespace) == 1 })
+	time.Sleep(500 * time.Millisecond)
+	assert.Equal(t, 2, count(ma, KindSubscribeNamespace), "a: the viewer's and b's")
+	assert.Equal(t, 1, count(mb, KindSubscribeNamespace), "b: a's, once")
+}
