@@ -141,6 +141,10 @@ type Config struct {
 	// PeerAuthorizationTokens. A nil error allows it; an error refuses it
 	// with REQUEST_ERROR UNAUTHORIZED, or with the code of a
 	// *moqt.RequestError. Nil refuses everything; AllowAll allows all.
+	// Requests that upstream sessions send back (the PUBLISHes of a
+	// SUBSCRIBE_TRACKS, an origin's SUBSCRIBE for a namespace announced
+	// through this relay) are decided too: there Session().Path() is the
+	// path this relay dialed.
 	Authorize func(moqt.Request) error
 
 	// Upstream is asked for tracks no connected session publishes. Nil:
