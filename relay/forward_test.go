@@ -235,20 +235,39 @@ func TestC044_ObjectsOfSeveralPublishersDeduplicated(t *testing.T) {
 			}
 		}
 		// Nothing more: a duplicate would show as an eleventh object.
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		defer cancel()
-		for {
-			o, err := sub.ReadObject(ctx)
-			if errors.Is(err, context.DeadlineExceeded) {
-				break
-			}
-			var se *moqt.StreamError
-			if errors.As(err, &se) {
-				continue
-			}
-			t.Fatalf("unexpected object %v (%v)", o.Location, err)
+		for _, o := range readFor(t, sub, 300*time.Millisecond) {
+			t.Errorf("unexpected object %v", o.Location)
 		}
 	})
+}
+
+// readFor returns the objects sub gets within d, stream resets skipped.
+func readFor(t *testing.T, sub *moqt.Subscription, d time.Duration) []moqt.Object {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var out []moqt.Object
+	for {
+		o, err := sub.ReadObject(ctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return out
+		}
+		var se *moqt.StreamError
+		if errors.As(err, &se) {
+			continue
+		}
+		require.NoError(t, err)
+		o.Payload = append([]byte(nil), o.Payload...)
+		out = append(out, o)
+	}
+}
+
+// writeObjects writes objects ids of group 0 to w, payloads as payload's.
+func writeObjects(t *testing.T, w *moqt.SubgroupWriter, ids ...uint64) {
+	t.Helper()
+	for _, id := range ids {
+		require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Object: id}, Payload: payload(0, id)}))
+	}
 }
 
 func TestC075_C076_NewDownstreamStreamWhenNextObjectUnproven(t *testing.T) {
@@ -317,11 +336,7 @@ func TestDedupKeepsObjectsOnlyTheSlowerPublisherSent(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
 		n := startNode(t, scheme, Config{}, nil)
 		a, b, _, sub := n.twoPublishers(t)
-		write := func(w *moqt.SubgroupWriter, ids ...uint64) {
-			for _, id := range ids {
-				require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Object: id}, Payload: payload(0, id)}))
-			}
-		}
+		write := func(w *moqt.SubgroupWriter, ids ...uint64) { writeObjects(t, w, ids...) }
 		seen := map[uint64]int{}
 		read := func(want int) {
 			for _, o := range readAll(t, sub, want) {
@@ -340,18 +355,7 @@ func TestDedupKeepsObjectsOnlyTheSlowerPublisherSent(t *testing.T) {
 		write(wb, 7)
 		require.NoError(t, wb.Close())
 		// Then everything that comes within a second: 3, 4 and 7, once.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		for {
-			o, err := sub.ReadObject(ctx)
-			if errors.Is(err, context.DeadlineExceeded) {
-				break
-			}
-			var se *moqt.StreamError
-			if errors.As(err, &se) {
-				continue
-			}
-			require.NoError(t, err)
+		for _, o := range readFor(t, sub, time.Second) {
 			seen[o.Location.Object]++
 		}
 		for id := range uint64(8) {
@@ -365,11 +369,7 @@ func TestDedupKeepsObjectsOnlyTheSlowerPublisherSent(t *testing.T) {
 func TestFinOfOnePublisherKeepsTheOthersStream(t *testing.T) {
 	n := startNode(t, "moqt", Config{}, nil)
 	a, b, _, sub := n.twoPublishers(t)
-	write := func(w *moqt.SubgroupWriter, ids ...uint64) {
-		for _, id := range ids {
-			require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Object: id}, Payload: payload(0, id)}))
-		}
-	}
+	write := func(w *moqt.SubgroupWriter, ids ...uint64) { writeObjects(t, w, ids...) }
 	wa := a.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
 	write(wa, 0, 1, 2)
 	readAll(t, sub, 3)
@@ -377,17 +377,22 @@ func TestFinOfOnePublisherKeepsTheOthersStream(t *testing.T) {
 	write(wb, 5) // a never sends 3 and 4: after catchUpWait, b's stream feeds
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// Object 5, and the reset of the stream it replaced, in either order.
-	resets, five := 0, false
-	for resets == 0 || !five {
+	// next reads one object or stream reset: its Object ID, or reset.
+	next := func() (id uint64, reset bool) {
 		o, err := sub.ReadObject(ctx)
 		var se *moqt.StreamError
 		if errors.As(err, &se) {
-			resets++
-			continue
+			return 0, true
 		}
 		require.NoError(t, err)
-		five = five || o.Location.Object == 5
+		return o.Location.Object, false
+	}
+	// Object 5, and the reset of the stream it replaced, in either order.
+	resets, five := 0, false
+	for resets == 0 || !five {
+		id, reset := next()
+		resets += btoi(reset)
+		five = five || (!reset && id == 5)
 	}
 	require.NoError(t, wa.Close())
 	time.Sleep(100 * time.Millisecond) // a's FIN reaches the relay first
@@ -396,15 +401,19 @@ func TestFinOfOnePublisherKeepsTheOthersStream(t *testing.T) {
 	resets = 0
 	var got []uint64
 	for len(got) < 2 {
-		o, err := sub.ReadObject(ctx)
-		var se *moqt.StreamError
-		if errors.As(err, &se) {
+		if id, reset := next(); reset {
 			resets++
-			continue
+		} else {
+			got = append(got, id)
 		}
-		require.NoError(t, err)
-		got = append(got, o.Location.Object)
 	}
 	assert.Equal(t, []uint64{6, 7}, got)
 	assert.Zero(t, resets, "a's FIN does not reset the stream b feeds")
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
