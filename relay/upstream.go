@@ -357,7 +357,7 @@ func (e *trackEntry) newGroupLocked(v uint64) {
 	if v != 0 && has && v <= largest.Group {
 		return
 	}
-	if e.newGroup.Set && (!has || largest.Group <= e.newGroupAt) && (e.newGroup.Value == 0 || e.newGroup.Value >= v) && v != 0 {
+	if e.newGroup.Set && (!has || largest.Group <= e.newGroupAt) && (e.newGroup.Value == 0 || e.newGroup.Value >= v) {
 		return
 	}
 	e.newGroup, e.newGroupAt = wire.Some(v), largest.Group

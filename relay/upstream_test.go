@@ -230,6 +230,11 @@ func TestC073_C074_NewGroupRequestPassedOn(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](6)}))
 	waitFor(t, "a second one", func() bool { return len(ngrs()) == 2 })
+	// While it is outstanding, a 0 (no Group information) does not follow
+	// either: 6 is greater (a subscriber sending 0s could flood it).
+	require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](0)}))
+	time.Sleep(100 * time.Millisecond)
+	assert.Len(t, ngrs(), 2, "0 is covered by the outstanding 6")
 }
 
 // TestTrackEndsWhenLastPublisherLeavesBeforeAnotherAnswers: the only
