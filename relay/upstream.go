@@ -26,6 +26,10 @@ type upstream struct {
 	updating bool
 	// closing: the relay cancels it; its end is not the track's.
 	closing bool
+	// newGroup is a NEW_GROUP_REQUEST to send; newGroupBusy is set while a
+	// goroutine sends them, one REQUEST_UPDATE at a time.
+	newGroup     wire.Opt[uint64]
+	newGroupBusy bool
 }
 
 // startUpstream sends SUBSCRIBE to s for the track; e.mu is held.
@@ -365,16 +369,38 @@ func (e *trackEntry) newGroupLocked(v uint64) {
 		if u.sub == nil || u.closing {
 			continue
 		}
-		sub := u.sub
-		e.rl.goRun(func() {
-			ctx, cancel := context.WithTimeout(e.rl.ctx, e.rl.cfg.UpstreamTimeout)
-			defer cancel()
-			if err := sub.Update(ctx, wire.Params{NewGroupRequest: wire.Some(v)}); err == nil {
-				e.mu.Lock()
-				e.noteLargestLocked(sub)
-				e.mu.Unlock()
-			}
-		})
+		// The latest value replaces one not sent yet: it is larger, or
+		// the Largest Group grew since (§9.20.20).
+		u.newGroup = wire.Some(v)
+		if !u.newGroupBusy {
+			u.newGroupBusy = true
+			e.rl.goRun(u.pushNewGroup)
+		}
+	}
+}
+
+// pushNewGroup sends u's NEW_GROUP_REQUESTs, one REQUEST_UPDATE at a time,
+// so that a subscriber sending many costs one goroutine per publisher.
+func (u *upstream) pushNewGroup() {
+	e, rl := u.e, u.e.rl
+	for {
+		e.mu.Lock()
+		v := u.newGroup
+		u.newGroup = wire.Opt[uint64]{}
+		if !v.Set || e.dead || u.closing {
+			u.newGroupBusy = false
+			e.mu.Unlock()
+			return
+		}
+		e.mu.Unlock()
+		ctx, cancel := context.WithTimeout(rl.ctx, rl.cfg.UpstreamTimeout)
+		err := u.sub.Update(ctx, wire.Params{NewGroupRequest: v})
+		cancel()
+		if err == nil {
+			e.mu.Lock()
+			e.noteLargestLocked(u.sub)
+			e.mu.Unlock()
+		}
 	}
 }
 
