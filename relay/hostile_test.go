@@ -5,7 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,23 +144,8 @@ func testC065(t *testing.T, scheme string) {
 // not count, and the session's end gives its places back.
 func TestSessionTrackBound(t *testing.T) {
 	n := startNode(t, "moqt", Config{MaxSessionTracks: 3, Linger: time.Minute}, nil)
-	var mu sync.Mutex
-	upstreamSubs := 0
-	anyTrack := moqt.HandlerFunc(func(r moqt.Request) {
-		sr, ok := r.(*moqt.SubscribeRequest)
-		if !ok {
-			moqt.DefaultHandler.ServeMOQT(r)
-			return
-		}
-		mu.Lock()
-		upstreamSubs++
-		mu.Unlock()
-		tr, err := moqt.NewLocalTrack(sr.Track, nil)
-		if err == nil {
-			_, _ = tr.Accept(sr, moqt.AcceptOptions{})
-		}
-	})
-	_, pubServer := n.dial("/pub", anyTrack)
+	var upstreamSubs atomic.Int32
+	_, pubServer := n.dial("/pub", anyTrack(&upstreamSubs))
 	n.relay.addAnnouncer(pubServer, wire.NewNamespace("live"))
 	name := func(i int) wire.FullTrackName {
 		return wire.FullTrackName{Namespace: wire.NewNamespace("live"), Name: []byte(fmt.Sprint("t", i))}
@@ -181,9 +166,7 @@ func TestSessionTrackBound(t *testing.T) {
 	assert.Equal(t, wire.ReqExcessiveLoad, requestCode(t, err))
 	_, err = subscribe(t, hostile, name(100), wire.Params{})
 	assert.NoError(t, err, "a track the relay has costs nothing")
-	mu.Lock()
-	assert.Equal(t, 4, upstreamSubs, "upstream subscriptions opened")
-	mu.Unlock()
+	assert.Equal(t, int32(4), upstreamSubs.Load(), "upstream subscriptions opened")
 
 	require.NoError(t, hostile.Close())
 	again, _ := n.dial("/again", nil)
@@ -191,4 +174,41 @@ func TestSessionTrackBound(t *testing.T) {
 		_, err := subscribe(t, again, name(i), wire.Params{})
 		assert.NoError(t, err, "a new session's places, track %d", i)
 	}
+}
+
+// anyTrack is a publisher accepting every SUBSCRIBE, with a track of its
+// own for each, counting them in n.
+func anyTrack(n *atomic.Int32) moqt.Handler {
+	return moqt.HandlerFunc(func(r moqt.Request) {
+		sr, ok := r.(*moqt.SubscribeRequest)
+		if !ok {
+			moqt.DefaultHandler.ServeMOQT(r)
+			return
+		}
+		n.Add(1)
+		tr, err := moqt.NewLocalTrack(sr.Track, nil)
+		if err == nil {
+			_, _ = tr.Accept(sr, moqt.AcceptOptions{})
+		}
+	})
+}
+
+// TestSessionTrackBoundSparesUpstreams: the SUBSCRIBEs an upstream relay
+// sends over the session this relay dialed are not bounded by
+// MaxSessionTracks: they carry the upstream's many subscribers.
+func TestSessionTrackBoundSparesUpstreams(t *testing.T) {
+	origin := startNode(t, "moqt", Config{}, nil)
+	up := newLateDialer()
+	edge := startNode(t, "moqt", Config{Upstream: up, MaxSessionTracks: 1}, nil)
+	up.bind(t, origin, "/edge", edge.relay)
+	var subs atomic.Int32
+	pc, _ := edge.dial("/pub", anyTrack(&subs))
+	announceNS(t, pc, wire.NewNamespace("live"))
+	waitFor(t, "announced at the origin", func() bool { return origin.relay.localAnnouncers(wire.NewNamespace("live")) == 1 })
+	c, _ := origin.dial("/viewer", nil)
+	for i := range 3 {
+		_, err := subscribe(t, c, wire.FullTrackName{Namespace: wire.NewNamespace("live"), Name: []byte(fmt.Sprint("t", i))}, wire.Params{})
+		assert.NoError(t, err, "track %d through the edge", i)
+	}
+	assert.Equal(t, int32(3), subs.Load())
 }

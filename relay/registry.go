@@ -69,9 +69,10 @@ type downstream struct {
 
 // sessionState is what the relay keeps of a session it serves.
 type sessionState struct {
-	upstream bool
+	upstream bool // as counted by Metrics
 	anns     map[*announcer]struct{}
-	opened   int // tracks it opened (trackEntry.opener), on Relay.mu
+	opened   int  // tracks it opened (trackEntry.opener), on Relay.mu
+	dialed   bool // Config.Upstream returned it, on Relay.mu
 }
 
 // announcer is a session's accepted PUBLISH_NAMESPACE.
@@ -134,10 +135,13 @@ func (rl *Relay) watch(s *moqt.Session, upstream bool) *sessionState {
 		return nil
 	}
 	if st := rl.sessions[s]; st != nil {
+		// A dialed session's first request may come before Upstream
+		// returned it: it is an upstream all the same.
+		st.dialed = st.dialed || upstream
 		rl.mu.Unlock()
 		return st
 	}
-	st := &sessionState{upstream: upstream, anns: map[*announcer]struct{}{}}
+	st := &sessionState{upstream: upstream, dialed: upstream, anns: map[*announcer]struct{}{}}
 	rl.sessions[s] = st
 	rl.mu.Unlock()
 	rl.met.SessionStarted(upstream)
@@ -367,7 +371,9 @@ func (rl *Relay) chargeOpenerLocked(e *trackEntry, s *moqt.Session) bool {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	st := rl.sessions[s]
-	if e.opener != nil || st == nil { // st nil: s ended, its request with it
+	// st nil: s ended, its request with it. An upstream session is one
+	// this relay chose, carrying the upstream's many subscribers.
+	if e.opener != nil || st == nil || st.dialed {
 		return true
 	}
 	if st.opened >= rl.cfg.MaxSessionTracks {

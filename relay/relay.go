@@ -176,8 +176,9 @@ type Config struct {
 	// they leave the relay (Linger included), so that one subscriber
 	// cannot make the relay open an upstream subscription per name it
 	// invents. A SUBSCRIBE past it is refused with EXCESSIVE_LOAD; one for
-	// a track the relay already has is not counted. Default 256; raise it
-	// when downstream relays, each one session for many viewers, connect.
+	// a track the relay already has is not counted, nor are sessions
+	// Upstream returned. Default 256; raise it when downstream relays,
+	// each one session for many viewers, connect.
 	MaxSessionTracks int
 
 	// Linger is how long a track's upstream subscriptions outlive its last
