@@ -325,9 +325,7 @@ func (u *upstream) pushForward() {
 			return
 		}
 		e.mu.Unlock()
-		ctx, cancel := context.WithTimeout(rl.ctx, rl.cfg.UpstreamTimeout)
-		err := u.sub.Update(ctx, wire.Params{Forward: wire.Some(want)})
-		cancel()
+		err := u.update(wire.Params{Forward: wire.Some(want)})
 		e.mu.Lock()
 		if err != nil {
 			u.updating = false
@@ -336,9 +334,23 @@ func (u *upstream) pushForward() {
 			return
 		}
 		u.sent = want
+		e.mu.Unlock()
+	}
+}
+
+// update sends p to the publisher with REQUEST_UPDATE, within
+// UpstreamTimeout, and reports the LARGEST_OBJECT of its answer downstream.
+func (u *upstream) update(p wire.Params) error {
+	e := u.e
+	ctx, cancel := context.WithTimeout(e.rl.ctx, e.rl.cfg.UpstreamTimeout)
+	err := u.sub.Update(ctx, p)
+	cancel()
+	if err == nil {
+		e.mu.Lock()
 		e.noteLargestLocked(u.sub)
 		e.mu.Unlock()
 	}
+	return err
 }
 
 // noteLargestLocked reports the publisher's Largest Object downstream, as
@@ -382,7 +394,7 @@ func (e *trackEntry) newGroupLocked(v uint64) {
 // pushNewGroup sends u's NEW_GROUP_REQUESTs, one REQUEST_UPDATE at a time,
 // so that a subscriber sending many costs one goroutine per publisher.
 func (u *upstream) pushNewGroup() {
-	e, rl := u.e, u.e.rl
+	e := u.e
 	for {
 		e.mu.Lock()
 		v := u.newGroup
@@ -393,14 +405,7 @@ func (u *upstream) pushNewGroup() {
 			return
 		}
 		e.mu.Unlock()
-		ctx, cancel := context.WithTimeout(rl.ctx, rl.cfg.UpstreamTimeout)
-		err := u.sub.Update(ctx, wire.Params{NewGroupRequest: v})
-		cancel()
-		if err == nil {
-			e.mu.Lock()
-			e.noteLargestLocked(u.sub)
-			e.mu.Unlock()
-		}
+		_ = u.update(wire.Params{NewGroupRequest: v}) // a refusal ends the subscription, which run sees
 	}
 }
 
