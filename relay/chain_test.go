@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,12 +18,81 @@ import (
 // edgeOf starts a relay whose Upstream is a Dialer to origin.
 func edgeOf(t *testing.T, origin *node, name string) *node {
 	t.Helper()
-	dcfg := origin.clientConfig(nil)
-	d := DialUpstream(origin.url("/"+name), dcfg)
-	t.Cleanup(func() { _ = d.Close() })
-	edge := startNode(t, origin.scheme, Config{Upstream: d}, nil)
-	dcfg.Handler = edge.relay
+	up := newLateDialer()
+	edge := startNode(t, origin.scheme, Config{Upstream: up}, nil)
+	up.bind(t, origin, "/"+name, edge.relay)
 	return edge
+}
+
+// lateDialer is an Upstream whose Dialer is made once the relay it serves,
+// its Handler, exists; until then its callers wait. Setting a Handler in
+// the moqt.Config after DialUpstream got it would race (for the detector)
+// with a dial the relay starts at once.
+type lateDialer struct {
+	ready chan struct{}
+	d     *Dialer
+}
+
+func newLateDialer() *lateDialer { return &lateDialer{ready: make(chan struct{})} }
+
+func (l *lateDialer) Session(ctx context.Context, ns wire.Namespace) (*moqt.Session, error) {
+	select {
+	case <-l.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return l.d.Session(ctx, ns)
+}
+
+// bind dials target at path, h serving the requests it sends back.
+func (l *lateDialer) bind(t *testing.T, target *node, path string, h moqt.Handler) {
+	l.d = DialUpstream(target.url(path), target.clientConfig(h))
+	close(l.ready)
+	t.Cleanup(func() { _ = l.d.Close() })
+}
+
+// relayLoop starts two relays, each the other's upstream, with short
+// UpstreamTimeouts, and their metrics.
+func relayLoop(t *testing.T) (a, b *node, ma, mb *countingMetrics) {
+	t.Helper()
+	ma, mb = &countingMetrics{requests: map[string]int{}, drops: map[string]int{}}, &countingMetrics{requests: map[string]int{}, drops: map[string]int{}}
+	upA, upB := newLateDialer(), newLateDialer()
+	a = startNode(t, "moqt", Config{Upstream: upA, UpstreamTimeout: 500 * time.Millisecond, Metrics: ma}, nil)
+	b = startNode(t, "moqt", Config{Upstream: upB, UpstreamTimeout: 500 * time.Millisecond, Metrics: mb}, nil)
+	upA.bind(t, b, "/from-a", a.relay)
+	upB.bind(t, a, "/from-b", b.relay)
+	return a, b, ma, mb
+}
+
+// ofKind is the number of requests of kind answered, whatever the outcome.
+func (m *countingMetrics) ofKind(kind string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for k, v := range m.requests {
+		if strings.HasPrefix(k, kind+"/") {
+			n += v
+		}
+	}
+	return n
+}
+
+// TestRelayLoopEnds: two relays each other's upstream. A SUBSCRIBE for a
+// track neither has goes round once (each relay joins the request it
+// already has in flight rather than asking again) and fails when the
+// UpstreamTimeout of the first ends it; nothing is left behind.
+func TestRelayLoopEnds(t *testing.T) {
+	a, b, ma, mb := relayLoop(t)
+	c, _ := a.dial("/viewer", nil)
+	_, err := subscribe(t, c, testTrack, wire.Params{})
+	require.Error(t, err)
+	assert.Equal(t, wire.ReqTimeout, requestCode(t, err), "ended by the upstream timeout, not bouncing")
+	waitFor(t, "tables empty", func() bool { return a.relay.tracksEmptyAndNoHeld() && b.relay.tracksEmptyAndNoHeld() })
+	count := func(m *countingMetrics) int { return m.ofKind(KindSubscribe) }
+	waitFor(t, "answered", func() bool { return count(ma) == 2 && count(mb) == 1 })
+	time.Sleep(200 * time.Millisecond)
+	assert.Equal(t, 2, count(ma), "a: the viewer's SUBSCRIBE and b's")
+	assert.Equal(t, 1, count(mb), "b: a's, once")
 }
 
 // TestThreeRelayChain carries one publisher's track through an origin to
@@ -121,4 +191,18 @@ func TestRendezvousThroughChain(t *testing.T) {
 	objs, err := readSubgroup(t, r.sub)
 	require.NoError(t, err)
 	assert.Len(t, objs, 2)
+}
+
+// TestRelayLoopNamespaces: a SUBSCRIBE_NAMESPACE in a loop of two relays
+// goes round once.
+func TestRelayLoopNamespaces(t *testing.T) {
+	a, _, ma, mb := relayLoop(t)
+	c, _ := a.dial("/viewer", nil)
+	_, err := subscribeNS(t, c, wire.NewNamespace("live"), false, wire.Params{})
+	require.NoError(t, err)
+	count := func(m *countingMetrics, kind string) int { return m.ofKind(kind) }
+	waitFor(t, "round once", func() bool { return count(ma, KindSubscribeNamespace) == 2 && count(mb, KindSubscribeNamespace) == 1 })
+	time.Sleep(500 * time.Millisecond)
+	assert.Equal(t, 2, count(ma, KindSubscribeNamespace), "a: the viewer's and b's")
+	assert.Equal(t, 1, count(mb, KindSubscribeNamespace), "b: a's, once")
 }

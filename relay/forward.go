@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/moqt-go/moqt"
 	"github.com/moqt-go/moqt/wire"
@@ -15,6 +16,10 @@ import (
 const (
 	maxEndedSubgroups = 256
 	maxSeenDatagrams  = 1024
+	// catchUpWait is how long an object from a publisher ahead waits for a
+	// slower one feeding the same subgroup to bring the objects in between,
+	// which only it may have, before the relay gives up on them.
+	catchUpWait = 500 * time.Millisecond
 )
 
 // outputs forwards a track's upstream subgroup streams and datagrams to its
@@ -44,6 +49,7 @@ type sgKey struct{ group, subgroup uint64 }
 // only the other publishers of the same subgroup.
 type output struct {
 	mu      sync.Mutex
+	moved   *sync.Cond           // on mu: last, w or the sources changed
 	w       *moqt.SubgroupWriter // nil: none open
 	last    uint64               // last Object ID forwarded
 	has     bool
@@ -73,6 +79,7 @@ func (o *outputs) attach(k sgKey) *output {
 	out := o.sg[k]
 	if out == nil {
 		out = &output{}
+		out.moved = sync.NewCond(&out.mu)
 		if last, ok := o.ended[k]; ok {
 			out.last, out.has = last, true
 		}
@@ -85,6 +92,11 @@ func (o *outputs) attach(k sgKey) *output {
 // detach drops a source of k; the last one's leaving moves the subgroup to
 // the ended ones.
 func (o *outputs) detach(k sgKey, out *output) {
+	defer func() { // after o.mu: out.mu comes first
+		out.mu.Lock()
+		out.moved.Broadcast()
+		out.mu.Unlock()
+	}()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if out.sources--; out.sources > 0 {
@@ -154,6 +166,8 @@ func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj m
 	id := obj.Location.Object
 	out.mu.Lock()
 	defer out.mu.Unlock()
+	defer out.moved.Broadcast()
+	o.awaitSlower(out, src, id)
 	firstOfStream := !src.hasPrev
 	follows := out.has && (id == out.last+1 || (src.hasPrev && src.prev <= out.last))
 	src.prev, src.hasPrev = id, true
@@ -197,6 +211,35 @@ func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj m
 	return true
 }
 
+// awaitSlower holds an object that jumps ahead of what out forwarded, from
+// a stream that does not prove the objects in between absent, while
+// another publisher's stream feeds out: that slower publisher may be the
+// only one to have them, and out, once past them, would drop them as
+// duplicates. It waits at most catchUpWait; out.mu is held.
+func (o *outputs) awaitSlower(out *output, src *source, id uint64) {
+	if !out.has || id <= out.last+1 || (src.hasPrev && src.prev <= out.last) {
+		return
+	}
+	expired := false
+	t := time.AfterFunc(catchUpWait, func() {
+		out.mu.Lock()
+		expired = true
+		out.moved.Broadcast()
+		out.mu.Unlock()
+	})
+	defer t.Stop()
+	for !expired && out.w != nil && id > out.last+1 && o.othersFeed(out) {
+		out.moved.Wait()
+	}
+}
+
+// othersFeed reports whether streams other than the caller's feed out.
+func (o *outputs) othersFeed(out *output) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return out.sources > 1
+}
+
 // stream forwards a payload too large to hold as it arrives.
 func (o *outputs) stream(w *moqt.SubgroupWriter, obj moqt.Object, r *moqt.SubgroupReader) error {
 	ow, err := w.BeginObject(obj.Location.Object, r.PayloadLen(), obj.Properties)
@@ -220,18 +263,20 @@ func (o *outputs) endStream(out *output, src *source, err error) {
 	if out.w == nil {
 		return
 	}
+	others := o.othersFeed(out)
 	if err == io.EOF {
-		if src.hasPrev && out.has && out.last == src.prev {
+		switch {
+		case src.hasPrev && out.has && out.last == src.prev:
 			_ = out.w.Close()
-		} else {
+		case others: // another publisher's stream goes on with it
+			return
+		default:
 			out.w.Reset(wire.ResetInternalError)
 		}
 		out.w = nil
+		out.moved.Broadcast()
 		return
 	}
-	o.mu.Lock()
-	others := out.sources > 1
-	o.mu.Unlock()
 	if others {
 		return
 	}

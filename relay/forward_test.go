@@ -235,20 +235,39 @@ func TestC044_ObjectsOfSeveralPublishersDeduplicated(t *testing.T) {
 			}
 		}
 		// Nothing more: a duplicate would show as an eleventh object.
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		defer cancel()
-		for {
-			o, err := sub.ReadObject(ctx)
-			if errors.Is(err, context.DeadlineExceeded) {
-				break
-			}
-			var se *moqt.StreamError
-			if errors.As(err, &se) {
-				continue
-			}
-			t.Fatalf("unexpected object %v (%v)", o.Location, err)
+		for _, o := range readFor(t, sub, 300*time.Millisecond) {
+			t.Errorf("unexpected object %v", o.Location)
 		}
 	})
+}
+
+// readFor returns the objects sub gets within d, stream resets skipped.
+func readFor(t *testing.T, sub *moqt.Subscription, d time.Duration) []moqt.Object {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var out []moqt.Object
+	for {
+		o, err := sub.ReadObject(ctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return out
+		}
+		var se *moqt.StreamError
+		if errors.As(err, &se) {
+			continue
+		}
+		require.NoError(t, err)
+		o.Payload = append([]byte(nil), o.Payload...)
+		out = append(out, o)
+	}
+}
+
+// writeObjects writes objects ids of group 0 to w, payloads as payload's.
+func writeObjects(t *testing.T, w *moqt.SubgroupWriter, ids ...uint64) {
+	t.Helper()
+	for _, id := range ids {
+		require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Object: id}, Payload: payload(0, id)}))
+	}
 }
 
 func TestC075_C076_NewDownstreamStreamWhenNextObjectUnproven(t *testing.T) {
@@ -308,4 +327,93 @@ func TestUpstreamResetPassedOnWithItsCode(t *testing.T) {
 		require.ErrorAs(t, err, &se, "a reset, not a FIN")
 		assert.Equal(t, wire.ResetDeliveryTimeout, se.Code)
 	})
+}
+
+// TestDedupKeepsObjectsOnlyTheSlowerPublisherSent: b's stream joins the
+// subgroup ahead of a's; the objects in between, which only a sends, are
+// forwarded all the same, none twice.
+func TestDedupKeepsObjectsOnlyTheSlowerPublisherSent(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		a, b, _, sub := n.twoPublishers(t)
+		write := func(w *moqt.SubgroupWriter, ids ...uint64) { writeObjects(t, w, ids...) }
+		seen := map[uint64]int{}
+		read := func(want int) {
+			for _, o := range readAll(t, sub, want) {
+				seen[o.Location.Object]++
+				assert.Equal(t, payload(0, o.Location.Object), o.Payload)
+			}
+		}
+		wa := a.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
+		write(wa, 0, 1, 2)
+		read(3)
+		wb := b.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{Joined: true})
+		write(wb, 5, 6)
+		time.Sleep(100 * time.Millisecond) // b's 5 reaches the relay first
+		write(wa, 3, 4, 5, 6, 7)
+		require.NoError(t, wa.Close())
+		write(wb, 7)
+		require.NoError(t, wb.Close())
+		// Then everything that comes within a second: 3, 4 and 7, once.
+		for _, o := range readFor(t, sub, time.Second) {
+			seen[o.Location.Object]++
+		}
+		for id := range uint64(8) {
+			assert.Equal(t, 1, seen[id], "object %d once", id)
+		}
+	})
+}
+
+// TestFinOfOnePublisherKeepsTheOthersStream: once b's stream, ahead, feeds
+// the subgroup, a's FIN (behind it) does not reset the downstream stream.
+func TestFinOfOnePublisherKeepsTheOthersStream(t *testing.T) {
+	n := startNode(t, "moqt", Config{}, nil)
+	a, b, _, sub := n.twoPublishers(t)
+	write := func(w *moqt.SubgroupWriter, ids ...uint64) { writeObjects(t, w, ids...) }
+	wa := a.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
+	write(wa, 0, 1, 2)
+	readAll(t, sub, 3)
+	wb := b.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{Joined: true})
+	write(wb, 5) // a never sends 3 and 4: after catchUpWait, b's stream feeds
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// next reads one object or stream reset: its Object ID, or reset.
+	next := func() (id uint64, reset bool) {
+		o, err := sub.ReadObject(ctx)
+		var se *moqt.StreamError
+		if errors.As(err, &se) {
+			return 0, true
+		}
+		require.NoError(t, err)
+		return o.Location.Object, false
+	}
+	// Object 5, and the reset of the stream it replaced, in either order.
+	resets, five := 0, false
+	for resets == 0 || !five {
+		id, reset := next()
+		resets += btoi(reset)
+		five = five || (!reset && id == 5)
+	}
+	require.NoError(t, wa.Close())
+	time.Sleep(100 * time.Millisecond) // a's FIN reaches the relay first
+	write(wb, 6, 7)
+	require.NoError(t, wb.Close())
+	resets = 0
+	var got []uint64
+	for len(got) < 2 {
+		if id, reset := next(); reset {
+			resets++
+		} else {
+			got = append(got, id)
+		}
+	}
+	assert.Equal(t, []uint64{6, 7}, got)
+	assert.Zero(t, resets, "a's FIN does not reset the stream b feeds")
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -344,4 +344,21 @@ func (rl *Relay) tablesEmpty() error {
 	return nil
 }
 
+// upstreamForwarding reports whether every publisher of name has Forward 1
+// from the relay, with no REQUEST_UPDATE of it under way.
+func (rl *Relay) upstreamForwarding(name wire.FullTrackName) bool {
+	e := rl.lookup(name)
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for u := range e.ups {
+		if u.sub == nil || !u.sent || u.updating {
+			return false
+		}
+	}
+	return len(e.ups) > 0
+}
+
 var _ = assert.Equal

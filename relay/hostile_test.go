@@ -4,38 +4,42 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
-// hostilePeer is a raw QUIC MoQT client that completes SETUP and then
-// misbehaves when the relay subscribes to it.
+// hostilePeer is a MoQT client, over raw QUIC or WebTransport, that
+// completes SETUP and then misbehaves when the relay subscribes to it.
 type hostilePeer struct {
-	conn *quic.Conn
+	conn transport.Conn
 }
 
 func dialHostile(t *testing.T, n *node, path string) *hostilePeer {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := quic.DialAddr(ctx, n.srv.Addr().String(),
-		&tls.Config{InsecureSkipVerify: true, NextProtos: []string{wire.Versions[0].ALPN()}},
-		&quic.Config{EnableDatagrams: true})
+	conn, err := transport.Dial(ctx, n.url(path), &tls.Config{InsecureSkipVerify: true},
+		&transport.DialConfig{Protocols: []string{wire.Versions[0].ALPN()}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.CloseWithError(0, "") })
 	ctrl, err := conn.OpenUniStream()
 	require.NoError(t, err)
-	setup, err := wire.AppendMessage(wire.Versions[0], nil, &wire.Setup{
-		Path: wire.Some(path), Authority: wire.Some(n.srv.Addr().String()),
-	})
+	setup := &wire.Setup{}
+	if !conn.WebTransport() { // WebTransport's CONNECT carries them (§9.1)
+		setup.Path, setup.Authority = wire.Some(path), wire.Some(n.srv.Addr().String())
+	}
+	b, err := wire.AppendMessage(wire.Versions[0], nil, setup)
 	require.NoError(t, err)
-	_, err = ctrl.Write(setup)
+	_, err = ctrl.Write(b)
 	require.NoError(t, err)
 	go func() { // the relay's control stream, read and ignored
 		s, err := conn.AcceptUniStream(context.Background())
@@ -53,7 +57,7 @@ func dialHostile(t *testing.T, n *node, path string) *hostilePeer {
 }
 
 // awaitSubscribe returns the request stream of the relay's SUBSCRIBE.
-func (h *hostilePeer) awaitSubscribe(t *testing.T) *quic.Stream {
+func (h *hostilePeer) awaitSubscribe(t *testing.T) transport.Stream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -74,15 +78,21 @@ func (h *hostilePeer) closedWith(t *testing.T) uint64 {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the relay did not close the hostile session")
 	}
-	var ae *quic.ApplicationError
-	require.True(t, errors.As(context.Cause(h.conn.Context()), &ae), "closed by %v", context.Cause(h.conn.Context()))
-	return uint64(ae.ErrorCode)
+	var ce *transport.CloseError
+	require.True(t, errors.As(context.Cause(h.conn.Context()), &ce), "closed by %v", context.Cause(h.conn.Context()))
+	return ce.Code
 }
 
 func TestC065_HostileUpstreamKillsOnlyItsSession(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		testC065(t, scheme)
+	})
+}
+
+func testC065(t *testing.T, scheme string) {
 	for _, variant := range []string{"control message", "object"} {
 		t.Run(variant, func(t *testing.T) {
-			n := startNode(t, "moqt", Config{}, nil)
+			n := startNode(t, scheme, Config{}, nil)
 			good := n.newPublisher("/good", testTrack, nil)
 			n.announce(good, wire.NewNamespace("live"))
 			c, _ := n.dial("/sub", nil)
@@ -126,4 +136,79 @@ func TestC065_HostileUpstreamKillsOnlyItsSession(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSessionTrackBound: one subscriber inventing track names under an
+// announced namespace makes the relay open at most MaxSessionTracks
+// upstream subscriptions; past it, EXCESSIVE_LOAD. Tracks others opened do
+// not count, and the session's end gives its places back.
+func TestSessionTrackBound(t *testing.T) {
+	n := startNode(t, "moqt", Config{MaxSessionTracks: 3, Linger: time.Minute}, nil)
+	var upstreamSubs atomic.Int32
+	_, pubServer := n.dial("/pub", anyTrack(&upstreamSubs))
+	n.relay.addAnnouncer(pubServer, wire.NewNamespace("live"))
+	name := func(i int) wire.FullTrackName {
+		return wire.FullTrackName{Namespace: wire.NewNamespace("live"), Name: []byte(fmt.Sprint("t", i))}
+	}
+
+	other, _ := n.dial("/other", nil)
+	_, err := subscribe(t, other, name(100), wire.Params{})
+	require.NoError(t, err)
+
+	hostile, _ := n.dial("/hostile", nil)
+	for i := range 3 {
+		sub, err := subscribe(t, hostile, name(i), wire.Params{})
+		require.NoError(t, err, "track %d", i)
+		require.NoError(t, sub.Close()) // the lingering upstream still counts
+	}
+	_, err = subscribe(t, hostile, name(3), wire.Params{})
+	require.Error(t, err)
+	assert.Equal(t, wire.ReqExcessiveLoad, requestCode(t, err))
+	_, err = subscribe(t, hostile, name(100), wire.Params{})
+	assert.NoError(t, err, "a track the relay has costs nothing")
+	assert.Equal(t, int32(4), upstreamSubs.Load(), "upstream subscriptions opened")
+
+	require.NoError(t, hostile.Close())
+	again, _ := n.dial("/again", nil)
+	for i := 3; i < 6; i++ {
+		_, err := subscribe(t, again, name(i), wire.Params{})
+		assert.NoError(t, err, "a new session's places, track %d", i)
+	}
+}
+
+// anyTrack is a publisher accepting every SUBSCRIBE, with a track of its
+// own for each, counting them in n.
+func anyTrack(n *atomic.Int32) moqt.Handler {
+	return moqt.HandlerFunc(func(r moqt.Request) {
+		sr, ok := r.(*moqt.SubscribeRequest)
+		if !ok {
+			moqt.DefaultHandler.ServeMOQT(r)
+			return
+		}
+		n.Add(1)
+		tr, err := moqt.NewLocalTrack(sr.Track, nil)
+		if err == nil {
+			_, _ = tr.Accept(sr, moqt.AcceptOptions{})
+		}
+	})
+}
+
+// TestSessionTrackBoundSparesUpstreams: the SUBSCRIBEs an upstream relay
+// sends over the session this relay dialed are not bounded by
+// MaxSessionTracks: they carry the upstream's many subscribers.
+func TestSessionTrackBoundSparesUpstreams(t *testing.T) {
+	origin := startNode(t, "moqt", Config{}, nil)
+	up := newLateDialer()
+	edge := startNode(t, "moqt", Config{Upstream: up, MaxSessionTracks: 1}, nil)
+	up.bind(t, origin, "/edge", edge.relay)
+	var subs atomic.Int32
+	pc, _ := edge.dial("/pub", anyTrack(&subs))
+	announceNS(t, pc, wire.NewNamespace("live"))
+	waitFor(t, "announced at the origin", func() bool { return origin.relay.localAnnouncers(wire.NewNamespace("live")) == 1 })
+	c, _ := origin.dial("/viewer", nil)
+	for i := range 3 {
+		_, err := subscribe(t, c, wire.FullTrackName{Namespace: wire.NewNamespace("live"), Name: []byte(fmt.Sprint("t", i))}, wire.Params{})
+		assert.NoError(t, err, "track %d through the edge", i)
+	}
+	assert.Equal(t, int32(3), subs.Load())
 }

@@ -68,6 +68,10 @@ const (
 	// DropIncomplete: an upstream subgroup stream reset before its end,
 	// one per stream; its downstream stream is reset with the same code.
 	DropIncomplete = "incomplete"
+	// DropSlowSubscriber: a downstream subscription ended as too far
+	// behind (PUBLISH_DONE TOO_FAR_BEHIND, Config.SubscriberGrace), one
+	// per subscription: the objects it then missed are not counted.
+	DropSlowSubscriber = "slow_subscriber"
 )
 
 type nopMetrics struct{}

@@ -298,7 +298,9 @@ func TestC060_PublishForwardedToSubscribeTracks(t *testing.T) {
 		waitFor(t, "PUBLISH of the track published later", func() bool { return len(sh.published()) == 2 })
 		assert.Equal(t, testTrack.String(), sh.published()[1])
 		waitFor(t, "its subscription", func() bool { return sh.subscription(1) != nil })
-		waitFor(t, "Forward=1 upstream", vss.Forward)
+		// The relay paused the PUBLISH (Forward 0, no subscriber yet) and
+		// resumes it: wait for the resumption, not the PUBLISH's own 1.
+		waitFor(t, "Forward=1 upstream", func() bool { return n.relay.upstreamForwarding(testTrack) && vss.Forward() })
 		writeGroup(t, video, 0, 3)
 		objs, err := readSubgroup(t, sh.subscription(1))
 		require.NoError(t, err)

@@ -53,6 +53,9 @@ type trackEntry struct {
 	// ones; waitNewGroup a NEW_GROUP_REQUEST of a waiter, passed on.
 	firstParams  wire.Params
 	waitNewGroup wire.Opt[uint64]
+	// opener is the session whose SUBSCRIBE first asked the publishers
+	// for the track; the track counts against its MaxSessionTracks.
+	opener *sessionState
 }
 
 // downstream is one subscription the track serves.
@@ -66,8 +69,10 @@ type downstream struct {
 
 // sessionState is what the relay keeps of a session it serves.
 type sessionState struct {
-	upstream bool
+	upstream bool // as counted by Metrics
 	anns     map[*announcer]struct{}
+	opened   int  // tracks it opened (trackEntry.opener), on Relay.mu
+	dialed   bool // Config.Upstream returned it, on Relay.mu
 }
 
 // announcer is a session's accepted PUBLISH_NAMESPACE.
@@ -130,10 +135,13 @@ func (rl *Relay) watch(s *moqt.Session, upstream bool) *sessionState {
 		return nil
 	}
 	if st := rl.sessions[s]; st != nil {
+		// A dialed session's first request may come before Upstream
+		// returned it: it is an upstream all the same.
+		st.dialed = st.dialed || upstream
 		rl.mu.Unlock()
 		return st
 	}
-	st := &sessionState{upstream: upstream, anns: map[*announcer]struct{}{}}
+	st := &sessionState{upstream: upstream, dialed: upstream, anns: map[*announcer]struct{}{}}
 	rl.sessions[s] = st
 	rl.mu.Unlock()
 	rl.met.SessionStarted(upstream)
@@ -349,5 +357,29 @@ func (rl *Relay) dropLocked(e *trackEntry) {
 	if rl.tracks[e.key] == e {
 		delete(rl.tracks, e.key)
 	}
+	if e.opener != nil {
+		e.opener.opened--
+		e.opener = nil
+	}
 	rl.mu.Unlock()
+}
+
+// chargeOpenerLocked counts e against the MaxSessionTracks of s, whose
+// SUBSCRIBE is about to ask the publishers for it; false when s has opened
+// as many already. e.mu is held.
+func (rl *Relay) chargeOpenerLocked(e *trackEntry, s *moqt.Session) bool {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	st := rl.sessions[s]
+	// st nil: s ended, its request with it. An upstream session is one
+	// this relay chose, carrying the upstream's many subscribers.
+	if e.opener != nil || st == nil || st.dialed {
+		return true
+	}
+	if st.opened >= rl.cfg.MaxSessionTracks {
+		return false
+	}
+	st.opened++
+	e.opener = st
+	return true
 }

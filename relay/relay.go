@@ -7,6 +7,10 @@
 //	srv, _ := moqt.Listen(addr, &moqt.Config{TLSConfig: tlsConf, Handler: r}, nil)
 //
 // Relays chain: an edge's Config.Upstream is DialUpstream of its origin.
+// Custom relays compose it: a moqt.ServeMux in front sends the namespaces
+// an application serves itself to handlers of its own, and the rest (the
+// empty prefix) to the Relay; tracks served that way are unknown to the
+// Relay, which neither routes nor authorizes their requests.
 package relay
 
 // Internal contract between the files of this package.
@@ -137,6 +141,10 @@ type Config struct {
 	// PeerAuthorizationTokens. A nil error allows it; an error refuses it
 	// with REQUEST_ERROR UNAUTHORIZED, or with the code of a
 	// *moqt.RequestError. Nil refuses everything; AllowAll allows all.
+	// Requests that upstream sessions send back (the PUBLISHes of a
+	// SUBSCRIBE_TRACKS, an origin's SUBSCRIBE for a namespace announced
+	// through this relay) are decided too: there Session().Path() is the
+	// path this relay dialed.
 	Authorize func(moqt.Request) error
 
 	// Upstream is asked for tracks no connected session publishes. Nil:
@@ -163,6 +171,15 @@ type Config struct {
 	// MaxHeldSubscribes bounds the SUBSCRIBEs held at once waiting for a
 	// publisher; more are refused with EXCESSIVE_LOAD. Default 1024.
 	MaxHeldSubscribes int
+	// MaxSessionTracks bounds the tracks one session may make the relay
+	// ask its publishers for: tracks it subscribed to first, counted until
+	// they leave the relay (Linger included), so that one subscriber
+	// cannot make the relay open an upstream subscription per name it
+	// invents. A SUBSCRIBE past it is refused with EXCESSIVE_LOAD; one for
+	// a track the relay already has is not counted, nor are sessions
+	// Upstream returned. Default 256; raise it when downstream relays,
+	// each one session for many viewers, connect.
+	MaxSessionTracks int
 
 	// Linger is how long a track's upstream subscriptions outlive its last
 	// downstream subscriber, so that a subscriber coming back at once does
@@ -170,7 +187,11 @@ type Config struct {
 	Linger time.Duration
 
 	// UpstreamTimeout bounds how long an upstream SUBSCRIBE or
-	// TRACK_STATUS may take to be answered. Default 10 s.
+	// TRACK_STATUS may take to be answered. Default 10 s. It also ends a
+	// SUBSCRIBE in a loop of relays (each the other's upstream): a relay
+	// that gets back a SUBSCRIBE it has in flight joins it rather than
+	// asking again, so the loop goes round once and waits, and the first
+	// relay's timeout (plus any RENDEZVOUS_TIMEOUT) fails it everywhere.
 	UpstreamTimeout time.Duration
 
 	// Namespace routing. MaxNamespaceMatches bounds the namespaces a
@@ -235,6 +256,9 @@ func New(cfg Config) *Relay {
 	}
 	if cfg.MaxHeldSubscribes <= 0 {
 		cfg.MaxHeldSubscribes = 1024
+	}
+	if cfg.MaxSessionTracks <= 0 {
+		cfg.MaxSessionTracks = 256
 	}
 	if cfg.Linger == 0 {
 		cfg.Linger = 2 * time.Second

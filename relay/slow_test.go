@@ -17,8 +17,9 @@ import (
 // off with TOO_FAR_BEHIND while the publisher and another subscriber go on.
 func TestStalledSubscriberHoldsUpNobody(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
-		n := startNode(t, scheme, Config{}, &moqt.Config{
-			SubscriberGrace:      300 * time.Millisecond,
+		met := &countingMetrics{requests: map[string]int{}, drops: map[string]int{}}
+		n := startNode(t, scheme, Config{Metrics: met}, &moqt.Config{
+			SubscriberGrace:      time.Second, // generous: the fast one may be descheduled under -race
 			MaxSubscriberBacklog: 256 << 10,
 		})
 		pub := n.newPublisher("/pub", testTrack, nil)
@@ -48,6 +49,7 @@ func TestStalledSubscriberHoldsUpNobody(t *testing.T) {
 					if errors.As(err, &se) {
 						continue
 					}
+					t.Logf("fast: %d objects, then %v", cnt, err)
 					break
 				}
 				cnt++
@@ -64,5 +66,10 @@ func TestStalledSubscriberHoldsUpNobody(t *testing.T) {
 		}
 		assert.Equal(t, groups*perGroup, <-got, "the fast subscriber gets everything")
 		assert.Equal(t, wire.DoneTooFarBehind, doneCode(t, stalledSub), "the stalled one is told")
+		waitFor(t, "and counted", func() bool {
+			met.mu.Lock()
+			defer met.mu.Unlock()
+			return met.drops[DropSlowSubscriber] == 1
+		})
 	})
 }

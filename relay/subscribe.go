@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/moqt-go/moqt"
@@ -51,6 +52,12 @@ func (rl *Relay) serveSubscribe(r *moqt.SubscribeRequest) {
 			}
 		}
 		// Nobody asked upstream yet: this SUBSCRIBE finds the publishers.
+		if !rl.chargeOpenerLocked(e, r.Session()) {
+			e.checkIdleLocked()
+			e.mu.Unlock()
+			rl.refuse(r, wire.ReqExcessiveLoad, "too many tracks opened by this session", OutcomeRefused)
+			return
+		}
 		ch := make(chan struct{})
 		e.resolving = ch
 		e.addWaiterLocked(r, fwd)
@@ -267,10 +274,15 @@ func (e *trackEntry) downstreamUpdate(d *downstream, p *wire.Params) {
 	}
 }
 
-// removeDown forgets a downstream subscription that ended.
+// removeDown forgets a downstream subscription that ended, counting it
+// when the library cut it as too far behind (not when the track ended).
 func (e *trackEntry) removeDown(d *downstream) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	var done *moqt.DoneError
+	if _, ok := e.downs[d]; ok && !e.dead && d.ss != nil && errors.As(d.ss.Err(), &done) && done.Code == wire.DoneTooFarBehind {
+		e.rl.met.Dropped(DropSlowSubscriber, 1)
+	}
 	delete(e.downs, d)
 	e.updateForwardLocked()
 	e.checkIdleLocked()

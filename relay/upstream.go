@@ -26,6 +26,10 @@ type upstream struct {
 	updating bool
 	// closing: the relay cancels it; its end is not the track's.
 	closing bool
+	// newGroup is a NEW_GROUP_REQUEST to send; newGroupBusy is set while a
+	// goroutine sends them, one REQUEST_UPDATE at a time.
+	newGroup     wire.Opt[uint64]
+	newGroupBusy bool
 }
 
 // startUpstream sends SUBSCRIBE to s for the track; e.mu is held.
@@ -321,9 +325,7 @@ func (u *upstream) pushForward() {
 			return
 		}
 		e.mu.Unlock()
-		ctx, cancel := context.WithTimeout(rl.ctx, rl.cfg.UpstreamTimeout)
-		err := u.sub.Update(ctx, wire.Params{Forward: wire.Some(want)})
-		cancel()
+		err := u.update(wire.Params{Forward: wire.Some(want)})
 		e.mu.Lock()
 		if err != nil {
 			u.updating = false
@@ -332,9 +334,23 @@ func (u *upstream) pushForward() {
 			return
 		}
 		u.sent = want
+		e.mu.Unlock()
+	}
+}
+
+// update sends p to the publisher with REQUEST_UPDATE, within
+// UpstreamTimeout, and reports the LARGEST_OBJECT of its answer downstream.
+func (u *upstream) update(p wire.Params) error {
+	e := u.e
+	ctx, cancel := context.WithTimeout(e.rl.ctx, e.rl.cfg.UpstreamTimeout)
+	err := u.sub.Update(ctx, p)
+	cancel()
+	if err == nil {
+		e.mu.Lock()
 		e.noteLargestLocked(u.sub)
 		e.mu.Unlock()
 	}
+	return err
 }
 
 // noteLargestLocked reports the publisher's Largest Object downstream, as
@@ -357,7 +373,7 @@ func (e *trackEntry) newGroupLocked(v uint64) {
 	if v != 0 && has && v <= largest.Group {
 		return
 	}
-	if e.newGroup.Set && (!has || largest.Group <= e.newGroupAt) && (e.newGroup.Value == 0 || e.newGroup.Value >= v) && v != 0 {
+	if e.newGroup.Set && (!has || largest.Group <= e.newGroupAt) && (e.newGroup.Value == 0 || e.newGroup.Value >= v) {
 		return
 	}
 	e.newGroup, e.newGroupAt = wire.Some(v), largest.Group
@@ -365,16 +381,31 @@ func (e *trackEntry) newGroupLocked(v uint64) {
 		if u.sub == nil || u.closing {
 			continue
 		}
-		sub := u.sub
-		e.rl.goRun(func() {
-			ctx, cancel := context.WithTimeout(e.rl.ctx, e.rl.cfg.UpstreamTimeout)
-			defer cancel()
-			if err := sub.Update(ctx, wire.Params{NewGroupRequest: wire.Some(v)}); err == nil {
-				e.mu.Lock()
-				e.noteLargestLocked(sub)
-				e.mu.Unlock()
-			}
-		})
+		// The latest value replaces one not sent yet: it is larger, or
+		// the Largest Group grew since (§9.20.20).
+		u.newGroup = wire.Some(v)
+		if !u.newGroupBusy {
+			u.newGroupBusy = true
+			e.rl.goRun(u.pushNewGroup)
+		}
+	}
+}
+
+// pushNewGroup sends u's NEW_GROUP_REQUESTs, one REQUEST_UPDATE at a time,
+// so that a subscriber sending many costs one goroutine per publisher.
+func (u *upstream) pushNewGroup() {
+	e := u.e
+	for {
+		e.mu.Lock()
+		v := u.newGroup
+		u.newGroup = wire.Opt[uint64]{}
+		if !v.Set || e.dead || u.closing {
+			u.newGroupBusy = false
+			e.mu.Unlock()
+			return
+		}
+		e.mu.Unlock()
+		_ = u.update(wire.Params{NewGroupRequest: v}) // a refusal ends the subscription, which run sees
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -230,6 +231,11 @@ func TestC073_C074_NewGroupRequestPassedOn(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](6)}))
 	waitFor(t, "a second one", func() bool { return len(ngrs()) == 2 })
+	// While it is outstanding, a 0 (no Group information) does not follow
+	// either: 6 is greater (a subscriber sending 0s could flood it).
+	require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](0)}))
+	time.Sleep(100 * time.Millisecond)
+	assert.Len(t, ngrs(), 2, "0 is covered by the outstanding 6")
 }
 
 // TestTrackEndsWhenLastPublisherLeavesBeforeAnotherAnswers: the only
@@ -290,4 +296,42 @@ func TestPublishedDownstreamForwardFollowed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, objs, 1)
 	_ = s1
+}
+
+// TestNewGroupRequestFloodBounded: a subscriber sending NEW_GROUP_REQUESTs
+// faster than the publisher answers them costs the relay one goroutine per
+// publisher, not one per request.
+func TestNewGroupRequestFloodBounded(t *testing.T) {
+	n := startNode(t, "moqt", Config{}, nil)
+	tr, err := moqt.NewLocalTrack(testTrack, wire.KVList{{Type: wire.PropDynamicGroups, Value: 1}})
+	require.NoError(t, err)
+	release := make(chan struct{})
+	defer close(release)
+	var updates atomic.Int32
+	h := moqt.HandlerFunc(func(r moqt.Request) {
+		_, _ = tr.Accept(r.(*moqt.SubscribeRequest), moqt.AcceptOptions{OnUpdate: func(*moqt.ServedSubscription, *wire.Params) error {
+			updates.Add(1)
+			<-release // the publisher sits on its answers
+			return nil
+		}})
+	})
+	_, ps := n.dial("/pub", h)
+	n.relay.addAnnouncer(ps, wire.NewNamespace("live"))
+	c, _ := n.dial("/sub", nil)
+	s1, err := subscribe(t, c, testTrack, wire.Params{})
+	require.NoError(t, err)
+	writeGroup(t, tr, 4, 1)
+	_, err = readSubgroup(t, s1)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for v := uint64(5); v < 45; v++ {
+		require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some(v)}))
+	}
+	waitFor(t, "the first reached the publisher", func() bool { return updates.Load() >= 1 })
+	time.Sleep(200 * time.Millisecond)
+	n.relay.gmu.Lock()
+	running := n.relay.running
+	n.relay.gmu.Unlock()
+	assert.Less(t, running, 8, "goroutines of the relay")
 }
