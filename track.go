@@ -160,8 +160,19 @@ func (t *LocalTrack) Accept(r *SubscribeRequest, opts AcceptOptions) (*ServedSub
 // params when anything has been published (§9.20.18), and the subscription
 // receives every object published after it. A REQUEST_ERROR is returned
 // as *RequestError.
-func (t *LocalTrack) Publish(ctx context.Context, s *Session, params wire.Params) (*ServedSubscription, error) {
+//
+// opts apply as in Accept: OnUpdate sees the subscriber's REQUEST_UPDATEs,
+// and a positive Expires is sent as the PUBLISH's EXPIRES in place of
+// params.Expires (either way the subscription ends when it passes, unless
+// an update extends it).
+func (t *LocalTrack) Publish(ctx context.Context, s *Session, params wire.Params, opts AcceptOptions) (*ServedSubscription, error) {
+	if opts.Expires > 0 {
+		params.Expires = wire.Some(uint64(max(opts.Expires.Milliseconds(), 1)))
+	}
 	ss, err := s.startPublish(ctx, t.name, params, t.props, func(ss *ServedSubscription) (wire.Opt[wire.Location], error) {
+		// Set before the PUBLISH is written, so before the update
+		// worker starts.
+		ss.onUpdate = opts.OnUpdate
 		largest, err := t.join(ss, false)
 		return largest.Param(), err
 	})
