@@ -50,13 +50,21 @@ type LocalTrack struct {
 // not set DEFAULT_PUBLISHER_PRIORITY (§10.4).
 const defaultPublisherPriority = 128
 
-// NewLocalTrack returns a track named name with Track Properties props.
+// NewLocalTrack returns a track named name with Track Properties props,
+// which it copies and orders by type, as the wire encodes them (§8.3).
+// Properties no peer may accept are refused with an error: a value of the
+// wrong form for its type, a malformed IMMUTABLE_PROPERTIES, and values
+// out of their property's range (§10).
 func NewLocalTrack(name wire.FullTrackName, props wire.KVList) (*LocalTrack, error) {
 	if err := name.Namespace.Validate(len(name.Name)); err != nil {
 		return nil, err
 	}
+	props, err := localTrackProperties(props)
+	if err != nil {
+		return nil, err
+	}
 	t := &LocalTrack{name: name, props: props, priority: defaultPublisherPriority}
-	if kv, ok := props.Get(wire.PropDefaultPublisherPriority); ok && kv.Value <= 255 {
+	if kv, ok := props.Get(wire.PropDefaultPublisherPriority); ok {
 		t.priority = uint8(kv.Value)
 	}
 	return t, nil
