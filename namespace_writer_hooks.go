@@ -42,7 +42,8 @@ func (h *writerHooks) signal() {
 
 // Changed returns a channel closed when the requester's next accepted
 // REQUEST_UPDATE changes Prefix or the filters Wants applies; call it
-// again for the change after that. A SUBSCRIBE_TRACKS responder that
+// again for the change after that, before reading the state again, so
+// that no change falls between. A SUBSCRIBE_TRACKS responder that
 // waits on it offers, after a change, the tracks that now fall under the
 // prefix and pass the filters; the PUBLISHes made already go on (§9.5.2).
 // It is not closed when the request ends: see the request's Context.
