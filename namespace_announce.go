@@ -88,7 +88,9 @@ func (a *Announcement) Err() error {
 // waits for the answer; the EXPIRES its REQUEST_OK grants is stored in
 // Params (so Params is not to be read concurrently with Update). A
 // refused update ends the announcement (the subscriber closes the stream,
-// §9.5.1) and returns the *RequestError. On the subscriber's end it
+// §9.5.1) and returns the *RequestError. One whose ctx ends while it is
+// still being written (the subscriber does not read) cancels the
+// announcement: part of it may have left. On the subscriber's end it
 // fails: only the publisher updates.
 func (a *Announcement) Update(ctx context.Context, params wire.Params) error {
 	if a.req == nil {

@@ -1,12 +1,16 @@
 package moqt
 
 import (
+	"bytes"
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -154,6 +158,103 @@ func TestNamespaceOnUpdate(t *testing.T) {
 		fs.send(&wire.RequestUpdate{RequestID: 2})
 		assert.Equal(t, wire.ReqExpiredAuthToken, expect[*wire.RequestError](fs).ErrorCode)
 		fs.expectFIN()
+		assert.NoError(t, s.Context().Err())
+	})
+}
+
+// An Update whose caller gave up stays outstanding until answered, and
+// the peer's MAX_REQUEST_UPDATES bounds how many are (§9.1.7): the next
+// Update waits for credit instead of exceeding it.
+func TestNamespaceUpdateRespectsPeerLimit(t *testing.T) {
+	for _, tr := range pipeTransports {
+		t.Run(tr.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				s, fp, dialed := pipeClientDial(t, transport.PipeConfig{WebTransport: tr.wt}, nil)
+				fp.readPeerSetup()
+				fp.sendSetup(&wire.Setup{MaxRequestUpdates: wire.Some[uint64](1)})
+				require.NoError(t, <-dialed)
+				fs, subc, _ := fakeNSRequest(t, s, fp, false, wire.NewNamespace("p"))
+				fs.send(&wire.RequestOK{})
+				sub := recvOrFail(t, subc)
+
+				ctx, cancel := context.WithCancel(fakeCtx(t))
+				u1 := goErr(func() error { return sub.Update(ctx, wire.Params{}) })
+				expect[*wire.RequestUpdate](fs)
+				cancel()
+				assert.ErrorIs(t, recvOrFail(t, u1), context.Canceled)
+
+				u2 := goErr(func() error { return sub.Update(fakeCtx(t), wire.Params{}) })
+				got := make(chan *wire.RequestUpdate, 1)
+				go func() { got <- expect[*wire.RequestUpdate](fs) }()
+				synctest.Wait()
+				select {
+				case <-got:
+					require.FailNow(t, "a second REQUEST_UPDATE past the peer's MAX_REQUEST_UPDATES of 1")
+				default:
+				}
+				fs.send(&wire.RequestOK{}) // answers the abandoned one
+				recvOrFail(t, got)
+				fs.send(&wire.RequestOK{})
+				assert.NoError(t, recvOrFail(t, u2))
+				assert.NoError(t, s.Context().Err())
+			})
+		})
+	}
+}
+
+// An Update that the peer's flow control holds (it does not read this
+// end's direction) returns when its ctx ends, and the subscription, whose
+// stream may carry part of the update, is cancelled.
+func TestNamespaceUpdateBlockedWrite(t *testing.T) {
+	for _, tr := range pipeTransports {
+		t.Run(tr.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				pc := transport.PipeConfig{WebTransport: tr.wt, StreamWindow: 256, SendBuffer: -1}
+				s, fp, dialed := pipeClientDial(t, pc, nil)
+				fp.readPeerSetup()
+				fp.sendSetup(&wire.Setup{})
+				require.NoError(t, <-dialed)
+				fs, subc, _ := fakeNSRequest(t, s, fp, false, wire.NewNamespace("p"))
+				fs.send(&wire.RequestOK{})
+				sub := recvOrFail(t, subc)
+
+				long := make([]string, 20)
+				for i := range long {
+					long[i] = string(bytes.Repeat([]byte{'x'}, 100))
+				}
+				ctx, cancel := context.WithCancel(fakeCtx(t))
+				u := goErr(func() error {
+					return sub.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace(long...))})
+				})
+				synctest.Wait() // the write is held
+				cancel()
+				assert.ErrorIs(t, recvOrFail(t, u), context.Canceled)
+				_, err := sub.Next(fakeCtx(t))
+				assert.ErrorIs(t, err, context.Canceled)
+				assert.NoError(t, s.Context().Err())
+			})
+		})
+	}
+}
+
+// A requester may FIN right after its SUBSCRIBE_NAMESPACE (§6.4.2.2): that
+// is no cancellation, and the request is served as long as the responder
+// keeps it, here until the Handler's NamespaceWriter ends it.
+func TestNamespaceRequesterFINAfterRequest(t *testing.T) {
+	forServerSessions(t, "FIN", func(t *testing.T, connect fakeConnector) {
+		h := newNSServer()
+		s, fp := connect(t, &Config{Handler: h})
+		fs := fp.open(&wire.SubscribeNamespace{RequestID: 0, TrackNamespacePrefix: wire.NewNamespace("a")})
+		fs.fin()
+		expect[*wire.RequestOK](fs)
+		w := recvOrFail(t, h.writers)
+		require.NoError(t, w.Publish(wire.NewNamespace("a", "1")))
+		assert.True(t, expect[*wire.NamespaceMsg](fs).TrackNamespaceSuffix.Equal(wire.NewNamespace("1")))
+		require.NoError(t, w.Done(wire.NewNamespace("a", "1")))
+		expect[*wire.NamespaceDone](fs)
+		w.End(wire.ResetInternalError)
+		fs.expectReset(wire.ResetInternalError)
+		settle(t, func() bool { return s.nsPrefixes.count() == 0 }, "claim held")
 		assert.NoError(t, s.Context().Err())
 	})
 }

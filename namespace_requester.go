@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/moqt-go/moqt/wire"
 )
@@ -42,7 +43,8 @@ type nsRequester struct {
 	result  error // the answer's: nil for REQUEST_OK
 	err     error // why the request ended
 	isEnded bool
-	updates []*nsUpdate // outstanding REQUEST_UPDATEs, oldest first
+	updates []*nsUpdate   // outstanding REQUEST_UPDATEs, oldest first
+	credit  chan struct{} // closed when an outstanding update is answered
 }
 
 // nsUpdate is a REQUEST_UPDATE awaiting its answer.
@@ -138,7 +140,10 @@ func (r *nsRequester) endErr() error {
 }
 
 // update sends REQUEST_UPDATE with params and waits for its answer.
-// Updates are sent one at a time.
+// Updates are sent one at a time, and an update whose caller gave up
+// stays outstanding until answered: the peer's MAX_REQUEST_UPDATES bounds
+// how many are (§9.1.7), so a further one waits for credit rather than
+// exceed it.
 func (r *nsRequester) update(ctx context.Context, params wire.Params) (wire.Params, error) {
 	select {
 	case r.turn <- struct{}{}:
@@ -148,6 +153,23 @@ func (r *nsRequester) update(ctx context.Context, params wire.Params) (wire.Para
 		return wire.Params{}, ctx.Err()
 	}
 	defer func() { <-r.turn }()
+	r.mu.Lock()
+	for limit := r.sess.peerSetup.MaxRequestUpdates.Value; limit > 0 && uint64(len(r.updates)) >= limit; {
+		if r.credit == nil {
+			r.credit = make(chan struct{})
+		}
+		credit := r.credit
+		r.mu.Unlock()
+		select {
+		case <-credit:
+		case <-r.done:
+			return wire.Params{}, r.endErr()
+		case <-ctx.Done():
+			return wire.Params{}, ctx.Err()
+		}
+		r.mu.Lock()
+	}
+	r.mu.Unlock()
 	use, err := r.sess.sentTokens.prepare(params.AuthorizationTokens, r.rs.tokenKey)
 	if err != nil {
 		return wire.Params{}, err
@@ -161,7 +183,7 @@ func (r *nsRequester) update(ctx context.Context, params wire.Params) (wire.Para
 	}
 	r.updates = append(r.updates, u)
 	r.mu.Unlock()
-	if err := r.rs.write(&wire.RequestUpdate{RequestID: r.sess.ids.allocate(), Parameters: params}); err != nil {
+	if err := r.writeUpdate(ctx, &wire.RequestUpdate{RequestID: r.sess.ids.allocate(), Parameters: params}); err != nil {
 		r.mu.Lock()
 		for i, v := range r.updates {
 			if v == u {
@@ -170,7 +192,9 @@ func (r *nsRequester) update(ctx context.Context, params wire.Params) (wire.Para
 			}
 		}
 		r.mu.Unlock()
-		r.sess.sentTokens.abort(use)
+		if errors.Is(err, errStreamDone) {
+			r.sess.sentTokens.abort(use) // nothing left
+		} // else whether any of it left is unknown: the tokens stay pending
 		return wire.Params{}, err
 	}
 	select {
@@ -179,6 +203,30 @@ func (r *nsRequester) update(ctx context.Context, params wire.Params) (wire.Para
 	case <-ctx.Done():
 		return wire.Params{}, ctx.Err()
 	}
+}
+
+// writeUpdate writes m, unless ctx ends first: a peer that does not read
+// this end's direction holds the write on flow control, and a past write
+// deadline breaks it off. Part of m may have left by then, so the stream
+// cannot go on: the request is cancelled.
+func (r *nsRequester) writeUpdate(ctx context.Context, m *wire.RequestUpdate) error {
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = r.rs.str.SetWriteDeadline(time.Unix(1, 0))
+		close(fired)
+	})
+	err := r.rs.write(m)
+	if stop() {
+		return err
+	}
+	<-fired
+	if err == nil {
+		_ = r.rs.str.SetWriteDeadline(time.Time{})
+		return nil
+	}
+	cause := fmt.Errorf("moqt: %s: REQUEST_UPDATE not written: %w", r.kind, context.Cause(ctx))
+	r.cancel(cause, wire.ResetCancelled)
+	return cause
 }
 
 func (r *nsRequester) handle(m wire.Message, _ *wire.RejectError) error {
@@ -275,6 +323,10 @@ func (r *nsRequester) nextUpdate(t wire.MessageType) (*nsUpdate, error) {
 	}
 	u := r.updates[0]
 	r.updates = r.updates[1:]
+	if r.credit != nil {
+		close(r.credit)
+		r.credit = nil
+	}
 	r.sess.sentTokens.answered(u.tokens)
 	return u, nil
 }

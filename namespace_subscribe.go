@@ -297,7 +297,9 @@ func (ns *NamespaceSubscription) Prefix() wire.Namespace {
 // longer under it are reported Done, and the peer reports those under the
 // new one that are not active yet. A refused update (PREFIX_OVERLAP, …)
 // returns *RequestError and ends the subscription, whose stream the peer
-// closes (§9.5.1).
+// closes (§9.5.1). If ctx ends while the update is still being written
+// (the peer does not read), the subscription is cancelled: part of the
+// update may have left.
 func (ns *NamespaceSubscription) Update(ctx context.Context, params wire.Params) error {
 	where := wire.InUpdateSubscribeNamespace
 	if ns.tracks {
