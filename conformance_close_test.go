@@ -144,7 +144,7 @@ func TestC016_LocalTrackReportsLargestObject(t *testing.T) {
 		write(t, track, 5, 0, 1)
 		pub := make(chan error, 1)
 		go func() {
-			_, err := track.Publish(fakeCtx(t), s, wire.Params{})
+			_, err := track.Publish(fakeCtx(t), s, wire.Params{}, AcceptOptions{})
 			pub <- err
 		}()
 		fs := fp.accept()

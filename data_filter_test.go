@@ -162,7 +162,7 @@ func TestDataPublishSendsBeforePublishOK(t *testing.T) {
 		ctx := testCtx(t, 10*time.Second)
 		published := make(chan error, 1)
 		go func() {
-			_, err := track.Publish(ctx, p.server, wire.Params{})
+			_, err := track.Publish(ctx, p.server, wire.Params{}, AcceptOptions{})
 			published <- err
 		}()
 		// Wait until the PUBLISH is out and the subscription attached.

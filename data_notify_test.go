@@ -37,7 +37,7 @@ func TestNotifyWidenedFilterLosesNothing(t *testing.T) {
 		for i := range 5 {
 			track, err := NewLocalTrack(wire.FullTrackName{Namespace: wire.NewNamespace("n"), Name: fmt.Appendf(nil, "t%d", i)}, nil)
 			require.NoError(t, err)
-			ss, err := track.Publish(ctx, p.server, wire.Params{LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, 0))})
+			ss, err := track.Publish(ctx, p.server, wire.Params{LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, 0))}, AcceptOptions{})
 			require.NoError(t, err)
 			sub := <-subs
 			require.NoError(t, ss.Notify(wire.Params{LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, 100))}))

@@ -138,7 +138,7 @@ func TestC004_NoObjectsAfterRejectedPublish(t *testing.T) {
 		ctx := testCtx(t, 10*time.Second)
 		published := make(chan error, 1)
 		go func() {
-			_, err := track.Publish(ctx, p.server, wire.Params{})
+			_, err := track.Publish(ctx, p.server, wire.Params{}, AcceptOptions{})
 			published <- err
 		}()
 		settle(t, func() bool { return len(track.snapshot()) == 1 }, "the PUBLISH is out")

@@ -150,7 +150,7 @@ func TestNamespaceSubscribeTracks(t *testing.T) {
 		h.onTracks = func(r *SubscribeNamespaceRequest, w *NamespaceWriter) {
 			lt, err := NewLocalTrack(track, nil)
 			if err == nil {
-				_, err = lt.Publish(r.Context(), r.Session(), wire.Params{})
+				_, err = lt.Publish(r.Context(), r.Session(), wire.Params{}, AcceptOptions{})
 			}
 			published <- err
 			assert.ErrorIs(t, w.Publish(track.Namespace), errNotNamespace)

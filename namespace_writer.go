@@ -74,6 +74,7 @@ type NamespaceWriter struct {
 	prefix  wire.Namespace
 	offered map[wire.NamespaceKey]wire.Namespace
 	sent    map[wire.NamespaceKey]wire.Namespace // offered and sent as NAMESPACE under prefix
+	hooks   writerHooks
 }
 
 // compareNamespaces orders namespaces field by field, so that what is
@@ -193,11 +194,11 @@ func (w *NamespaceWriter) End(code wire.ResetCode) {
 	w.srv.terminate(fmt.Errorf("%w: namespace request ended by this end (%v)", ErrCancelled, code), code)
 }
 
-// update applies a TRACK_NAMESPACE_PREFIX (§9.5.2), under srv.mu: the new
-// prefix must not overlap another open request of the type; what was
-// sent and is not under it is forgotten (the requester drops it too),
+// updatePrefix applies a TRACK_NAMESPACE_PREFIX (§9.5.2), under srv.mu:
+// the new prefix must not overlap another open request of the type; what
+// was sent and is not under it is forgotten (the requester drops it too),
 // and what is offered and falls under it follows the REQUEST_OK.
-func (w *NamespaceWriter) update(u *wire.RequestUpdate) ([]wire.Message, *RequestError) {
+func (w *NamespaceWriter) updatePrefix(u *wire.RequestUpdate) ([]wire.Message, *RequestError) {
 	p := u.Parameters.TrackNamespacePrefix
 	if !p.Set {
 		return nil, nil
@@ -242,6 +243,10 @@ func serveSubscribeTracks(s *Session, rs *requestStream, m *wire.SubscribeTracks
 // Handler. The prefix's field count was checked as it was read.
 func serveNamespaceSubscription(s *Session, rs *requestStream, prefix wire.Namespace, params wire.Params,
 	toks []AuthToken, tracks bool) error {
+	if err := checkRanges(&params, s.cfg.MaxFilterRanges); err != nil {
+		rs.reject(asRequestError(err)) // §3.3.2: this end's MAX_FILTER_RANGES
+		return rs.drain()
+	}
 	if !s.nsPrefixes.claim(tracks, rs, prefix) {
 		rs.reject(&RequestError{Code: wire.ReqPrefixOverlap, Reason: "prefix overlaps another request's"})
 		return rs.drain()
@@ -260,6 +265,7 @@ func serveNamespaceSubscription(s *Session, rs *requestStream, prefix wire.Names
 	srv := newNSServed(&req.RequestCommon, kind)
 	w := &NamespaceWriter{srv: srv, tracks: tracks, prefix: prefix,
 		offered: make(map[wire.NamespaceKey]wire.Namespace), sent: make(map[wire.NamespaceKey]wire.Namespace)}
+	w.hooks.setFilters(params.RangeFilters)
 	srv.update = w.update
 	srv.onEnd = func() { s.nsPrefixes.release(tracks, rs) }
 	req.w = w

@@ -87,7 +87,7 @@ func TestRequestContextCancelledByRequester(t *testing.T) {
 					return err
 				}},
 				{"PUBLISH", func(ctx context.Context) error {
-					_, err := lt.Publish(ctx, p.server, wire.Params{})
+					_, err := lt.Publish(ctx, p.server, wire.Params{}, AcceptOptions{})
 					return err
 				}},
 				{"TRACK_STATUS", func(ctx context.Context) error {

@@ -524,5 +524,5 @@ func publishLocal(ctx context.Context, s *Session, track wire.FullTrackName, par
 	if params.LargestObject.Set {
 		lt.noteObject(params.LargestObject.Value)
 	}
-	return lt.Publish(ctx, s, params)
+	return lt.Publish(ctx, s, params, AcceptOptions{})
 }

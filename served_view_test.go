@@ -35,7 +35,7 @@ func TestNotifyForwardAppliesToObjects(t *testing.T) {
 			p := newPair(t, tr.scheme, nil, clientCfg)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			ss, err := track.Publish(ctx, p.server, wire.Params{})
+			ss, err := track.Publish(ctx, p.server, wire.Params{}, AcceptOptions{})
 			require.NoError(t, err)
 			sub := <-subs
 

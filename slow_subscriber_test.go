@@ -198,7 +198,7 @@ func TestEarlyObjectsWaitForPublishOK(t *testing.T) {
 		track, err := NewLocalTrack(testTrack, nil)
 		require.NoError(t, err)
 		published := goErr(func() error {
-			_, err := track.Publish(ctx, p.server, wire.Params{})
+			_, err := track.Publish(ctx, p.server, wire.Params{}, AcceptOptions{})
 			return err
 		})
 		settle(t, func() bool { return len(track.snapshot()) == 1 }, "the PUBLISH is served before its answer")

@@ -19,9 +19,9 @@ type SubscribeRequest struct {
 	served *ServedSubscription
 }
 
-// AcceptOptions shape a subscription LocalTrack.Accept accepts, beyond
-// what the track itself reports in SUBSCRIBE_OK (§9.7): its Largest Object
-// and Track Properties.
+// AcceptOptions shape a subscription LocalTrack.Accept accepts, or
+// LocalTrack.Publish offers, beyond what the track itself reports in
+// SUBSCRIBE_OK (§9.7) or PUBLISH: its Largest Object and Track Properties.
 type AcceptOptions struct {
 	// Expires, if positive, is sent as EXPIRES: the subscription ends
 	// after it unless a REQUEST_UPDATE extends it (§9.20.17).

@@ -50,13 +50,21 @@ type LocalTrack struct {
 // not set DEFAULT_PUBLISHER_PRIORITY (§10.4).
 const defaultPublisherPriority = 128
 
-// NewLocalTrack returns a track named name with Track Properties props.
+// NewLocalTrack returns a track named name with Track Properties props,
+// which it copies and orders by type, as the wire encodes them (§8.3).
+// Properties no peer may accept are refused with an error: a value of the
+// wrong form for its type, a malformed IMMUTABLE_PROPERTIES, and values
+// out of their property's range (§10).
 func NewLocalTrack(name wire.FullTrackName, props wire.KVList) (*LocalTrack, error) {
 	if err := name.Namespace.Validate(len(name.Name)); err != nil {
 		return nil, err
 	}
+	props, err := localTrackProperties(props)
+	if err != nil {
+		return nil, err
+	}
 	t := &LocalTrack{name: name, props: props, priority: defaultPublisherPriority}
-	if kv, ok := props.Get(wire.PropDefaultPublisherPriority); ok && kv.Value <= 255 {
+	if kv, ok := props.Get(wire.PropDefaultPublisherPriority); ok {
 		t.priority = uint8(kv.Value)
 	}
 	return t, nil
@@ -160,8 +168,19 @@ func (t *LocalTrack) Accept(r *SubscribeRequest, opts AcceptOptions) (*ServedSub
 // params when anything has been published (§9.20.18), and the subscription
 // receives every object published after it. A REQUEST_ERROR is returned
 // as *RequestError.
-func (t *LocalTrack) Publish(ctx context.Context, s *Session, params wire.Params) (*ServedSubscription, error) {
+//
+// opts apply as in Accept: OnUpdate sees the subscriber's REQUEST_UPDATEs,
+// and a positive Expires is sent as the PUBLISH's EXPIRES in place of
+// params.Expires (either way the subscription ends when it passes, unless
+// an update extends it).
+func (t *LocalTrack) Publish(ctx context.Context, s *Session, params wire.Params, opts AcceptOptions) (*ServedSubscription, error) {
+	if opts.Expires > 0 {
+		params.Expires = wire.Some(uint64(max(opts.Expires.Milliseconds(), 1)))
+	}
 	ss, err := s.startPublish(ctx, t.name, params, t.props, func(ss *ServedSubscription) (wire.Opt[wire.Location], error) {
+		// Set before the PUBLISH is written, so before the update
+		// worker starts.
+		ss.onUpdate = opts.OnUpdate
 		largest, err := t.join(ss, false)
 		return largest.Param(), err
 	})

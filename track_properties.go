@@ -1,7 +1,11 @@
 package moqt
 
 import (
+	"cmp"
+	"errors"
+	"fmt"
 	"math"
+	"slices"
 
 	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/wire"
@@ -32,6 +36,68 @@ func checkTrackProperties(props wire.KVList) error {
 	}
 	if filter.TrackPropertyIn(props, wire.PropDynamicGroups, []wire.Range{{Start: 2, End: math.MaxUint64}}) {
 		return protocolViolation("DYNAMIC_GROUPS is above 1")
+	}
+	return nil
+}
+
+// localTrackProperties returns props as a LocalTrack sends them: a copy,
+// ordered by type, since Key-Value-Pairs are delta-encoded (§8.3) and the
+// order carries nothing else (a stable sort keeps repeated types as
+// given). What no peer may accept is refused: a value of the wrong form
+// for its type or over 65535 bytes (§8.3), an IMMUTABLE_PROPERTIES that
+// does not parse or nests another (§10.7), a DEFAULT_PUBLISHER_PRIORITY
+// over 255 (§10.4), the values checkTrackProperties refuses (§10.5,
+// §10.6), and a list too long for any control message.
+func localTrackProperties(props wire.KVList) (wire.KVList, error) {
+	if len(props) == 0 {
+		return nil, nil
+	}
+	own := slices.Clone(props)
+	for i := range own {
+		kv := &own[i]
+		switch {
+		case kv.Type%2 == 0 && kv.Bytes != nil:
+			return nil, fmt.Errorf("moqt: Track Property %#x is even-typed: an integer, not bytes", kv.Type)
+		case kv.Type%2 == 1 && kv.Value != 0:
+			return nil, fmt.Errorf("moqt: Track Property %#x is odd-typed: bytes, not an integer", kv.Type)
+		case kv.Type == wire.PropDefaultPublisherPriority && kv.Value > 255:
+			return nil, fmt.Errorf("moqt: DEFAULT_PUBLISHER_PRIORITY %d is above 255", kv.Value)
+		case kv.Type == wire.PropImmutableProperties:
+			if err := checkImmutable(kv.Bytes); err != nil {
+				return nil, err
+			}
+		}
+		kv.Bytes = slices.Clone(kv.Bytes)
+	}
+	slices.SortStableFunc(own, func(a, b wire.KeyValue) int { return cmp.Compare(a.Type, b.Type) })
+	b, err := own.Append(nil)
+	if err != nil {
+		return nil, fmt.Errorf("moqt: Track Properties: %w", err)
+	}
+	if len(b) > math.MaxUint16 {
+		return nil, fmt.Errorf("moqt: Track Properties of %d bytes do not fit in a control message", len(b))
+	}
+	if err := checkTrackProperties(own); err != nil {
+		var se *SessionError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("moqt: Track Properties: %s", se.Reason)
+		}
+		return nil, err
+	}
+	return own, nil
+}
+
+// checkImmutable refuses the contents of an IMMUTABLE_PROPERTIES that
+// would make the track malformed (§10.7).
+func checkImmutable(inner []byte) error {
+	err := wire.WalkKV(inner, func(kv wire.KeyValue) error {
+		if kv.Type == wire.PropImmutableProperties {
+			return errors.New("nests another")
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("moqt: IMMUTABLE_PROPERTIES: %w", err)
 	}
 	return nil
 }

@@ -486,7 +486,7 @@ func testBrowserSubscribes(t *testing.T, h *harness, byPublish bool) {
 			defer cancel()
 			if byPublish {
 				var err error
-				ss, err = track.Publish(offerCtx, s, wire.Params{})
+				ss, err = track.Publish(offerCtx, s, wire.Params{}, moqt.AcceptOptions{})
 				require.NoError(t, err, "the Go publisher's PUBLISH")
 			} else {
 				_, err := s.PublishNamespace(offerCtx, ns, wire.Params{})

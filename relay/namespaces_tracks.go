@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/moqt-go/moqt"
 	"github.com/moqt-go/moqt/wire"
@@ -35,7 +34,8 @@ type trackOffer struct {
 // may carry, never the request's AUTHORIZATION_TOKENs, which authorized
 // the request and not the track. The rest (Range filters, FILL_PARAMETERS,
 // NEW_GROUP_REQUEST, INCLUDE_PROPERTIES, RENDEZVOUS_TIMEOUT) have no place
-// in PUBLISH and are not applied.
+// in PUBLISH and are not applied to the subscriptions; the
+// TRACK_PROPERTY_FILTERs select the tracks offered (offerTrack).
 func publishParams(p wire.Params) wire.Params {
 	return wire.Params{
 		ObjectDeliveryTimeout:   p.ObjectDeliveryTimeout,
@@ -52,8 +52,8 @@ func publishParams(p wire.Params) wire.Params {
 // the subscriber's own, and for every later one (§7.5), or PUBLISH_SKIPPED
 // when one cannot be made. One that matches more than
 // Config.MaxNamespaceMatches tracks is refused with NAMESPACE_TOO_LARGE
-// (§4.3.1). TRACK_PROPERTY_FILTER is not evaluated: the library offers no
-// way to, so every track under the prefix is offered.
+// (§4.3.1). Only tracks whose Track Properties pass the request's
+// TRACK_PROPERTY_FILTERs get a PUBLISH (§4.3).
 func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 	s := r.Session()
 	limit := rl.maxMatches()
@@ -77,37 +77,29 @@ func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 		rl.discoverUpstream(&sub.ref, true, func() bool { _, ok := st.tsubs[sub]; return ok })
 	}
 	context.AfterFunc(r.Context(), func() { rl.endTracks(sub) })
+	// Taken before the prefix is read, so that no update is missed.
+	changed := w.Changed()
 	// Listed again now that sub is registered: a track published
 	// meanwhile is offered by onTrackPublished or here, once.
-	for _, name := range rl.tracksFor(s, r.Prefix) {
+	for _, name := range rl.tracksFor(s, w.Prefix()) {
 		rl.offerTrack(sub, name)
 	}
-	rl.goRun(func() { rl.followPrefix(sub, r.Prefix) })
+	rl.goRun(func() { rl.followUpdates(sub, changed) })
 }
 
-// prefixPoll is how often a SUBSCRIBE_TRACKS's prefix is looked at for a
-// TRACK_NAMESPACE_PREFIX update, which the library answers without telling
-// the Handler.
-const prefixPoll = 250 * time.Millisecond
-
-// followPrefix offers the tracks under sub's prefix after an update
-// (§9.5.2): those published before it, now under the prefix; later ones
-// come by onTrackPublished. The PUBLISHes made already go on.
-func (rl *Relay) followPrefix(sub *tracksSub, last wire.Namespace) {
-	t := time.NewTicker(prefixPoll)
-	defer t.Stop()
+// followUpdates offers, after each update of sub's prefix (§9.5.2) or
+// TRACK_PROPERTY_FILTERs (§3.3.2), the tracks published before it that
+// now fall under the prefix and pass the filters; later ones come by
+// onTrackPublished. The PUBLISHes made already go on.
+func (rl *Relay) followUpdates(sub *tracksSub, changed <-chan struct{}) {
 	for {
 		select {
 		case <-sub.ctx.Done():
 			return
-		case <-t.C:
+		case <-changed:
 		}
-		p := sub.w.Prefix()
-		if p.Equal(last) {
-			continue
-		}
-		last = p
-		for _, name := range rl.tracksFor(sub.s, p) {
+		changed = sub.w.Changed()
+		for _, name := range rl.tracksFor(sub.s, sub.w.Prefix()) {
 			rl.offerTrack(sub, name)
 		}
 	}
@@ -164,14 +156,17 @@ func (rl *Relay) onTrackPublished(name wire.FullTrackName, exclude func(*moqt.Se
 
 // offerTrack sends PUBLISH for name to sub's session, once per
 // SUBSCRIBE_TRACKS while the PUBLISH lasts, in a goroutine of its own:
-// the PUBLISH_OK is awaited there. A track that takes sub past its limit
-// ends sub (EXCESSIVE_LOAD: there is no reset code for
+// the PUBLISH_OK is awaited there. A track whose Track Properties fail
+// sub's TRACK_PROPERTY_FILTERs is not offered, nor skipped (§3.3.2): an
+// update of the filters may let it through. A track that takes sub past
+// its limit ends sub (EXCESSIVE_LOAD: there is no reset code for
 // NAMESPACE_TOO_LARGE, §4.3.1).
 func (rl *Relay) offerTrack(sub *tracksSub, name wire.FullTrackName) {
 	key := name.Key()
+	props := rl.trackProps(name)
 	st := &rl.ns
 	st.mu.Lock()
-	if sub.ended || st.closed || sub.offered[key] != nil || !name.Namespace.HasPrefix(sub.w.Prefix()) {
+	if sub.ended || st.closed || sub.offered[key] != nil || !name.Namespace.HasPrefix(sub.w.Prefix()) || !sub.w.Wants(props) {
 		st.mu.Unlock()
 		return
 	}
@@ -222,4 +217,16 @@ func (rl *Relay) publishOffered(sub *tracksSub, name wire.FullTrackName, key wir
 	// Once this PUBLISH ends, a new PUBLISH of the track may be offered
 	// again (§4.1: the scope of a skip, and of a PUBLISH, is one PUBLISH).
 	context.AfterFunc(ss.Context(), forget)
+}
+
+// trackProps is the Track Properties of the relay's track name; nil if it
+// has none, or is gone (its PUBLISH then fails).
+func (rl *Relay) trackProps(name wire.FullTrackName) wire.KVList {
+	e := rl.lookup(name)
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.props
 }

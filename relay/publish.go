@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"time"
 
 	"github.com/moqt-go/moqt"
 	"github.com/moqt-go/moqt/wire"
@@ -94,7 +93,12 @@ func (rl *Relay) publishDownstream(ctx context.Context, s *moqt.Session, name wi
 	e.updateForwardLocked()
 	track := e.track
 	e.mu.Unlock()
-	ss, err := track.Publish(ctx, s, params)
+	// The subscriber's REQUEST_UPDATEs move d's Forward state, and with it
+	// the upstream's, as a SUBSCRIBE's do.
+	ss, err := track.Publish(ctx, s, params, moqt.AcceptOptions{OnUpdate: func(_ *moqt.ServedSubscription, p *wire.Params) error {
+		e.downstreamUpdate(d, p)
+		return nil
+	}})
 	if err != nil {
 		e.removeDown(d)
 		return nil, err
@@ -103,34 +107,5 @@ func (rl *Relay) publishDownstream(ctx context.Context, s *moqt.Session, name wi
 	d.ss = ss
 	e.mu.Unlock()
 	context.AfterFunc(ss.Context(), func() { e.removeDown(d) })
-	rl.goRun(func() { e.followForward(d, ss) })
 	return ss, nil
-}
-
-// publishedForwardPoll is how often the Forward state of a subscription the
-// relay offered with PUBLISH is looked at: the library reports its
-// subscriber's REQUEST_UPDATEs to no hook.
-const publishedForwardPoll = 100 * time.Millisecond
-
-// followForward keeps d's Forward state, and with it the upstream's, in step
-// with the REQUEST_UPDATEs of ss's subscriber, until ss ends.
-func (e *trackEntry) followForward(d *downstream, ss *moqt.ServedSubscription) {
-	t := time.NewTicker(publishedForwardPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ss.Context().Done():
-			return
-		case <-e.rl.ctx.Done():
-			return
-		case <-t.C:
-		}
-		f := ss.Forward()
-		e.mu.Lock()
-		if d.forward != f {
-			d.forward = f
-			e.updateForwardLocked()
-		}
-		e.mu.Unlock()
-	}
 }

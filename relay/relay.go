@@ -60,9 +60,8 @@ package relay
 //	    sends PUBLISH for the relay's track name to s (LocalTrack.Publish with
 //	    params, LARGEST_OBJECT added by the library) and serves it like any
 //	    downstream subscription: it keeps the track's entry alive and counts
-//	    for the upstream Forward state (its subscriber's REQUEST_UPDATEs are
-//	    followed by looking at its Forward state every 100 ms: the library
-//	    reports them to no hook).
+//	    for the upstream Forward state (its subscriber's REQUEST_UPDATEs
+//	    apply as a SUBSCRIBE's do, by AcceptOptions.OnUpdate).
 //	    Fails (DOES_NOT_EXIST) when the track is no longer available.
 //	func (r *Relay) publisherSessions(name wire.FullTrackName) []*moqt.Session
 //	    the sessions that publish name to this relay (PUBLISH or Established

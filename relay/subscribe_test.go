@@ -237,7 +237,7 @@ func TestC061_HeldSubscribeProceedsWhenPublisherAppears(t *testing.T) {
 		pc, ps := n.dial("/pub", nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, err = tr.Publish(ctx, pc, wire.Params{})
+		_, err = tr.Publish(ctx, pc, wire.Params{}, moqt.AcceptOptions{})
 		require.NoError(t, err, "PUBLISH_OK")
 		r := <-res
 		require.NoError(t, r.err)

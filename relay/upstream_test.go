@@ -114,7 +114,7 @@ func publishTo(t *testing.T, c *moqt.Session, tr *moqt.LocalTrack, p wire.Params
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return tr.Publish(ctx, c, p)
+	return tr.Publish(ctx, c, p, moqt.AcceptOptions{})
 }
 
 func TestC063_C064_PublishAcceptedAndForwardSetByUpdate(t *testing.T) {
@@ -262,40 +262,53 @@ func TestTrackEndsWhenLastPublisherLeavesBeforeAnotherAnswers(t *testing.T) {
 
 // TestPublishedDownstreamForwardFollowed: a subscription the relay offers
 // with PUBLISH (as for SUBSCRIBE_TRACKS) counts for the upstream Forward
-// state, its REQUEST_UPDATEs included.
+// state, its REQUEST_UPDATEs included. The update applies before its
+// REQUEST_OK is answered (AcceptOptions.OnUpdate), not at some later look.
 func TestPublishedDownstreamForwardFollowed(t *testing.T) {
-	n := startNode(t, "moqt", Config{}, nil)
-	pub := n.newPublisher("/pub", testTrack, nil)
-	n.announce(pub, wire.NewNamespace("live"))
-	c1, _ := n.dial("/sub1", nil)
-	s1, err := subscribe(t, c1, testTrack, wire.Params{Forward: wire.Some(false)})
-	require.NoError(t, err)
-	waitFor(t, "served", func() bool { return len(pub.servedSubs()) == 1 })
-	got := make(chan *moqt.Subscription, 1)
-	_, s2 := n.dial("/sub2", moqt.HandlerFunc(func(r moqt.Request) {
-		if pr, ok := r.(*moqt.PublishRequest); ok {
-			sub, err := pr.Accept(wire.Params{})
-			if err == nil {
-				got <- sub
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		pub := n.newPublisher("/pub", testTrack, nil)
+		n.announce(pub, wire.NewNamespace("live"))
+		c1, _ := n.dial("/sub1", nil)
+		_, err := subscribe(t, c1, testTrack, wire.Params{Forward: wire.Some(false)})
+		require.NoError(t, err)
+		waitFor(t, "served", func() bool { return len(pub.servedSubs()) == 1 })
+		got := make(chan *moqt.Subscription, 1)
+		_, s2 := n.dial("/sub2", moqt.HandlerFunc(func(r moqt.Request) {
+			if pr, ok := r.(*moqt.PublishRequest); ok {
+				sub, err := pr.Accept(wire.Params{})
+				if err == nil {
+					got <- sub
+				}
+				return
 			}
-			return
-		}
-		moqt.DefaultHandler.ServeMOQT(r)
-	}))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err = n.relay.publishDownstream(ctx, s2, testTrack, wire.Params{Forward: wire.Some(false)})
-	require.NoError(t, err)
-	offered := <-got
-	time.Sleep(200 * time.Millisecond)
-	assert.False(t, upstreamForward(pub), "no one wants objects yet")
-	require.NoError(t, offered.Update(ctx, wire.Params{Forward: wire.Some(true)}))
-	waitFor(t, "upstream Forward 1", func() bool { return upstreamForward(pub) })
-	writeGroup(t, pub.track, 0, 1)
-	objs, err := readSubgroup(t, offered)
-	require.NoError(t, err)
-	assert.Len(t, objs, 1)
-	_ = s1
+			moqt.DefaultHandler.ServeMOQT(r)
+		}))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = n.relay.publishDownstream(ctx, s2, testTrack, wire.Params{Forward: wire.Some(false)})
+		require.NoError(t, err)
+		offered := <-got
+		assert.False(t, n.relay.wantsForward(testTrack), "no one wants objects yet")
+		require.NoError(t, offered.Update(ctx, wire.Params{Forward: wire.Some(true)}))
+		assert.True(t, n.relay.wantsForward(testTrack), "applied by the time the update is answered")
+		waitFor(t, "upstream Forward 1", func() bool { return upstreamForward(pub) })
+		writeGroup(t, pub.track, 0, 1)
+		objs, err := readSubgroup(t, offered)
+		require.NoError(t, err)
+		assert.Len(t, objs, 1)
+	})
+}
+
+// wantsForward is the Forward state the relay wants of name's upstream.
+func (rl *Relay) wantsForward(name wire.FullTrackName) bool {
+	e := rl.lookup(name)
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.wantForwardLocked()
 }
 
 // TestNewGroupRequestFloodBounded: a subscriber sending NEW_GROUP_REQUESTs

@@ -213,7 +213,7 @@ func publishAndReceive(t *testing.T, ctx context.Context, pubSession, subSession
 		var err error
 		track, err = moqt.NewLocalTrack(name, nil)
 		require.NoError(t, err)
-		ss, err = track.Publish(ctx, pubSession, wire.Params{})
+		ss, err = track.Publish(ctx, pubSession, wire.Params{}, moqt.AcceptOptions{})
 		require.NoError(t, err, "PUBLISH to the relay")
 	}
 	defer track.End(wire.DoneTrackEnded, "test over")

@@ -222,7 +222,7 @@ func visit(srv *moqt.Server, url string, cfg *moqt.Config) error {
 	if err != nil {
 		return err
 	}
-	pub, err := chat.Publish(ctx, server, wire.Params{})
+	pub, err := chat.Publish(ctx, server, wire.Params{}, moqt.AcceptOptions{})
 	if err != nil {
 		return err
 	}
