@@ -191,6 +191,13 @@ func (hr *hashingReader) Read(p []byte) (int, error) {
 // an upstream subscription reports.
 func (o *outputs) malformed(reason string) {
 	rl := o.e.rl
+	o.mu.Lock()
+	again := o.malformedSeen
+	o.malformedSeen = true
+	o.mu.Unlock()
+	if again { // the track is ending: objects in flight find it too
+		return
+	}
 	rl.met.Dropped(DropMalformed, 1)
 	rl.log.Warn("relay: malformed track", "track", o.e.name.String(), "reason", reason)
 	o.e.shutdown(wire.DoneMalformedTrack, "malformed track upstream: "+reason)

@@ -153,3 +153,27 @@ func TestC041_IdenticalDuplicatesDroppedSilently(t *testing.T) {
 		})
 	}
 }
+
+// TestC041_DuplicateAsDatagramIsMalformed: an object forwarded from a
+// subgroup stream comes again as a datagram.
+func TestC041_DuplicateAsDatagramIsMalformed(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		var b *publisher
+		n, _, sub, m := duplicateCase(t, scheme, nil, nil, func(_ *testing.T, pb *publisher) { b = pb })
+		// Datagrams may be lost: sent until the track ends.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				_ = b.track.WriteDatagram(moqt.Object{Location: wire.Location{Object: 1}, Payload: payload(0, 1)})
+				select {
+				case <-sub.Done():
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}()
+		assertMalformed(t, n, sub, m)
+		<-done
+	})
+}

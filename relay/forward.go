@@ -43,6 +43,8 @@ type outputs struct {
 	// their duplicates with (dedup.go); seed hashes their payloads.
 	fps  []fingerprint
 	seed maphash.Seed
+	// malformedSeen: a duplicate that differs ended the track.
+	malformedSeen bool
 }
 
 type sgKey struct{ group, subgroup uint64 }
