@@ -28,7 +28,7 @@ import (
 // maxFingerprints slots, allocated at the track's first object, where a new
 // object takes the slot of an older one. Forgetting only loses evidence: a
 // duplicate with no fingerprint left is dropped unchecked, as before, and
-// never reported.
+// never reported. At 48 bytes a slot, a track holds 48 KB of them.
 const maxFingerprints = 1024
 
 // fingerprint is what the relay keeps of an object it forwarded.
