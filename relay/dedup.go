@@ -44,6 +44,9 @@ type fingerprint struct {
 	// (§7.1).
 	payload bool
 	used    bool
+	// onlyDatagram: all that is known is that the object was a datagram,
+	// its fingerprint overwritten.
+	onlyDatagram bool
 }
 
 // slot is where l's fingerprint goes: consecutive Object IDs take
@@ -69,6 +72,8 @@ func (f *fingerprint) differs(d *fingerprint, withPayload bool) string {
 	switch {
 	case f.datagram != d.datagram:
 		return fmt.Sprintf("object %v received both as a datagram and on a subgroup stream", l)
+	case f.onlyDatagram:
+		return ""
 	case f.subgroup != d.subgroup:
 		return fmt.Sprintf("object %v received on subgroups %d and %d", l, f.subgroup, d.subgroup)
 	case f.priority != d.priority:
@@ -94,7 +99,7 @@ func (o *outputs) lookupLocked(l wire.Location) (fingerprint, bool) {
 		}
 	}
 	if _, ok := o.dgSeen[l]; ok {
-		return fingerprint{loc: l, datagram: true, used: true}, true
+		return fingerprint{loc: l, datagram: true, used: true, onlyDatagram: true}, true
 	}
 	return fingerprint{}, false
 }

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bytes"
+	"hash/maphash"
 	"testing"
 	"time"
 
@@ -176,4 +177,26 @@ func TestC041_DuplicateAsDatagramIsMalformed(t *testing.T) {
 		assertMalformed(t, n, sub, m)
 		<-done
 	})
+}
+
+// TestDatagramDuplicateWithFingerprintOverwritten: a datagram still
+// remembered for deduplication whose fingerprint another object's took is
+// dropped as a duplicate, not read as Malformed.
+func TestDatagramDuplicateWithFingerprintOverwritten(t *testing.T) {
+	o := &outputs{dgSeen: map[wire.Location]struct{}{}, seed: maphash.MakeSeed()}
+	obj := moqt.Object{Location: wire.Location{Object: 0}, Priority: wire.Some[uint8](128), Datagram: true, Payload: []byte("dg")}
+	fp := fingerprintOf(&obj, 2, o.hashPayload(obj.Payload))
+	seen, conflict := o.note(fp, true, true)
+	require.False(t, seen)
+	require.Empty(t, conflict)
+	other := moqt.Object{Location: wire.Location{Object: maxFingerprints}, Priority: wire.Some[uint8](128), Payload: []byte("x")}
+	require.Equal(t, slot(obj.Location), slot(other.Location), "the same slot")
+	_, conflict = o.note(fingerprintOf(&other, 1, o.hashPayload(other.Payload)), true, true)
+	require.Empty(t, conflict)
+	seen, conflict = o.note(fp, true, true)
+	assert.True(t, seen, "still known as a datagram")
+	assert.Empty(t, conflict)
+	obj.Datagram = false
+	_, conflict = o.note(fingerprintOf(&obj, 2, fp.hash), true, true)
+	assert.NotEmpty(t, conflict, "the same Location on a subgroup stream")
 }
