@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"io"
 	"sync"
 	"time"
@@ -38,6 +39,12 @@ type outputs struct {
 	endedOrder []sgKey
 	dgSeen     map[wire.Location]struct{}
 	dgOrder    []wire.Location
+	// fps are the fingerprints of the objects forwarded last, to compare
+	// their duplicates with (dedup.go); seed hashes their payloads.
+	fps  []fingerprint
+	seed maphash.Seed
+	// malformedSeen: a duplicate that differs ended the track.
+	malformedSeen bool
 }
 
 type sgKey struct{ group, subgroup uint64 }
@@ -70,6 +77,7 @@ func (o *outputs) init(e *trackEntry) {
 	o.sg = map[sgKey]*output{}
 	o.ended = map[sgKey]uint64{}
 	o.dgSeen = map[wire.Location]struct{}{}
+	o.seed = maphash.MakeSeed()
 }
 
 // attach returns the output of k for one more source.
@@ -142,26 +150,50 @@ func (o *outputs) subgroup(r *moqt.SubgroupReader) {
 			}
 			return
 		}
+		var hash uint64
 		if !streamed {
 			buf = obj.Payload[:0]
+			hash = o.hashPayload(obj.Payload)
 		}
 		rl.met.ObjectsIn(1, int(r.PayloadLen()))
 		if out == nil {
 			k = sgKey{obj.Location.Group, obj.SubgroupID}
 			out = o.attach(k)
 		}
-		if !o.write(out, src, hdr, obj, r, streamed) {
+		fp := fingerprintOf(&obj, r.PayloadLen(), hash)
+		st, conflict := o.write(out, src, hdr, obj, r, streamed, fp)
+		if st == stepCompare { // outside out.mu: the payload may be long to come
+			// A read error is the stream's: the next read reports it.
+			if conflict, err = o.compare(fp, r); err == nil && conflict == "" {
+				rl.met.Dropped(DropDuplicate, 1)
+			}
+		}
+		if conflict != "" {
+			o.malformed(conflict)
+			st = stepStop
+		}
+		if st == stepStop {
 			_ = r.Close()
 			return
 		}
 	}
 }
 
+// step is what the reading of an upstream stream does after an object.
+type step int
+
+const (
+	stepOn      step = iota // the next object
+	stepStop                // the stream cannot go on
+	stepCompare             // hash the payload of a duplicate too large to hold, and compare it
+)
+
 // write forwards obj, read from src, to out: dropped as a duplicate, added
 // to the open downstream stream when it provably follows, or else on a new
 // one (§11.3.2). For a streamed object (too large to read whole) the payload
-// is moved from r. It reports false when the stream cannot go on.
-func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj moqt.Object, r *moqt.SubgroupReader, streamed bool) bool {
+// is moved from r. A duplicate is compared with the object forwarded, by
+// fp: conflict says how it contradicts it (dedup.go).
+func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj moqt.Object, r *moqt.SubgroupReader, streamed bool, fp fingerprint) (_ step, conflict string) {
 	rl, track := o.e.rl, o.e.track
 	id := obj.Location.Object
 	out.mu.Lock()
@@ -171,9 +203,17 @@ func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj m
 	firstOfStream := !src.hasPrev
 	follows := out.has && (id == out.last+1 || (src.hasPrev && src.prev <= out.last))
 	src.prev, src.hasPrev = id, true
-	if out.has && id <= out.last {
+	forwarded := out.has && id <= out.last
+	// A streamed object is kept once hashed, as it goes through.
+	seen, conflict := o.note(fp, !streamed, !forwarded && !streamed)
+	switch {
+	case conflict != "":
+		return stepStop, conflict
+	case seen && streamed && fp.payload:
+		return stepCompare, ""
+	case seen || forwarded:
 		rl.met.Dropped(DropDuplicate, 1)
-		return true
+		return stepOn, ""
 	}
 	if out.w != nil && !follows {
 		out.w.Reset(wire.ResetCancelled)
@@ -195,20 +235,31 @@ func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj m
 	}
 	var err error
 	if streamed {
-		err = o.stream(out.w, obj, r)
+		fp.hash, err = o.stream(out.w, obj, r)
 	} else {
 		err = out.w.WriteObject(obj)
 	}
 	if err != nil {
+		if !streamed {
+			o.forget(obj.Location)
+		}
 		rl.met.Dropped(DropWriteFailed, 1)
 		track.SetLargest(obj.Location) // received, if not forwarded (§9.20.18)
 		out.w.Reset(wire.ResetInternalError)
 		out.w = nil
-		return !streamed
+		if streamed {
+			return stepStop, ""
+		}
+		return stepOn, ""
 	}
 	out.last, out.has = id, true
 	rl.met.ObjectsOut(1, int(r.PayloadLen()))
-	return true
+	if streamed {
+		// Kept once hashed: another publisher's copy on another
+		// subgroup may have come meanwhile.
+		return stepOn, o.keep(fp)
+	}
+	return stepOn, ""
 }
 
 // awaitSlower holds an object that jumps ahead of what out forwarded, from
@@ -240,17 +291,20 @@ func (o *outputs) othersFeed(out *output) bool {
 	return out.sources > 1
 }
 
-// stream forwards a payload too large to hold as it arrives.
-func (o *outputs) stream(w *moqt.SubgroupWriter, obj moqt.Object, r *moqt.SubgroupReader) error {
+// stream forwards a payload too large to hold as it arrives, and returns
+// its hash.
+func (o *outputs) stream(w *moqt.SubgroupWriter, obj moqt.Object, r *moqt.SubgroupReader) (uint64, error) {
 	ow, err := w.BeginObject(obj.Location.Object, r.PayloadLen(), obj.Properties)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := ow.ReadFrom(r); err != nil {
+	hr := &hashingReader{r: r}
+	hr.h.SetSeed(o.seed)
+	if _, err := ow.ReadFrom(hr); err != nil {
 		_ = ow.Close()
-		return err
+		return 0, err
 	}
-	return ow.Close()
+	return hr.h.Sum64(), ow.Close()
 }
 
 // endStream handles the end of an upstream stream: a FIN closes the
@@ -303,7 +357,13 @@ func (o *outputs) datagrams(u *upstream) {
 			return
 		}
 		rl.met.ObjectsIn(1, len(obj.Payload))
-		if !o.firstDatagram(obj.Location) {
+		fp := fingerprintOf(&obj, uint64(len(obj.Payload)), o.hashPayload(obj.Payload))
+		seen, conflict := o.note(fp, true, true)
+		if conflict != "" {
+			o.malformed(conflict)
+			continue // until the subscription, cancelled, ends
+		}
+		if seen {
 			rl.met.Dropped(DropDuplicate, 1)
 			continue
 		}
@@ -314,20 +374,4 @@ func (o *outputs) datagrams(u *upstream) {
 		}
 		rl.met.ObjectsOut(1, len(obj.Payload))
 	}
-}
-
-// firstDatagram records l and reports whether it is new.
-func (o *outputs) firstDatagram(l wire.Location) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if _, ok := o.dgSeen[l]; ok {
-		return false
-	}
-	o.dgSeen[l] = struct{}{}
-	o.dgOrder = append(o.dgOrder, l)
-	if len(o.dgOrder) > maxSeenDatagrams {
-		delete(o.dgSeen, o.dgOrder[0])
-		o.dgOrder = o.dgOrder[1:]
-	}
-	return true
 }

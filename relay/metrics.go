@@ -72,6 +72,10 @@ const (
 	// behind (PUBLISH_DONE TOO_FAR_BEHIND, Config.SubscriberGrace), one
 	// per subscription: the objects it then missed are not counted.
 	DropSlowSubscriber = "slow_subscriber"
+	// DropMalformed: a duplicate that differs from the object forwarded
+	// in its Forwarding Preference, Subgroup ID, Publisher Priority or
+	// payload, which ends the track as Malformed (§7.1, §12.1).
+	DropMalformed = "malformed"
 )
 
 type nopMetrics struct{}

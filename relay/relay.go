@@ -210,7 +210,8 @@ type Config struct {
 // subscriber, so an object is written once and fanned out by the library, and
 // one upstream subscription per publisher of the track, whose objects it
 // forwards, unchanged and in order, deduplicated by Location across
-// publishers (§7.3). Upstream Forward is 1 while any downstream subscriber
+// publishers (§7.3); copies of one object that differ make the track
+// Malformed (§7.1, §12.1). Upstream Forward is 1 while any downstream subscriber
 // has Forward 1, and 0 otherwise (§7.2): the relay asks its publishers for
 // objects only while someone receives them.
 type Relay struct {

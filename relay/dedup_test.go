@@ -1,0 +1,202 @@
+package relay
+
+import (
+	"bytes"
+	"hash/maphash"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// duplicateCase has publisher a send objects 0-2 of group 0 on subgroup 0,
+// which the subscriber reads, then b send them as dup writes them; it
+// returns the relay, a, the subscription and the relay's counters. big,
+// if set, is every payload of a.
+func duplicateCase(t *testing.T, scheme string, sessCfg *moqt.Config, big []byte, dup func(t *testing.T, b *publisher)) (*node, *publisher, *moqt.Subscription, *countingMetrics) {
+	m := &countingMetrics{requests: map[string]int{}, drops: map[string]int{}}
+	n := startNode(t, scheme, Config{Metrics: m}, sessCfg)
+	a, b, _, sub := n.twoPublishers(t)
+	w := a.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
+	for i := range uint64(3) {
+		p := payload(0, i)
+		if big != nil {
+			p = big
+		}
+		require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Object: i}, Payload: p}))
+	}
+	require.NoError(t, w.Close())
+	got := readAll(t, sub, 3)
+	require.Len(t, got, 3)
+	dup(t, b)
+	return n, a, sub, m
+}
+
+// writeDup writes objects 0-2 of group 0 to tr on subgroup sg with opts,
+// payloads from p.
+func writeDup(t *testing.T, tr *moqt.LocalTrack, sg uint64, opts moqt.SubgroupOptions, p func(id uint64) []byte) {
+	w := tr.OpenSubgroup(0, sg, opts)
+	for i := range uint64(3) {
+		require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Object: i}, SubgroupID: sg, Priority: opts.Priority, Payload: p(i)}))
+	}
+	require.NoError(t, w.Close())
+}
+
+// assertMalformed checks that the track ended downstream as Malformed,
+// counted once, and left the relay.
+func assertMalformed(t *testing.T, n *node, sub *moqt.Subscription, m *countingMetrics) {
+	assert.Equal(t, wire.DoneMalformedTrack, doneCode(t, sub))
+	waitFor(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
+	m.mu.Lock()
+	assert.Equal(t, 1, m.drops[DropMalformed], "the duplicate that revealed it")
+	m.mu.Unlock()
+}
+
+func TestC041_DuplicateDifferentPayloadIsMalformed(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n, _, sub, m := duplicateCase(t, scheme, nil, nil, func(t *testing.T, b *publisher) {
+			// Same lengths: the hash, not the length, tells them apart.
+			writeDup(t, b.track, 0, moqt.SubgroupOptions{}, func(id uint64) []byte {
+				if id == 1 {
+					return []byte("0/X")
+				}
+				return payload(0, id)
+			})
+		})
+		assertMalformed(t, n, sub, m)
+	})
+}
+
+func TestC041_DuplicateDifferentPriorityIsMalformed(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n, _, sub, m := duplicateCase(t, scheme, nil, nil, func(t *testing.T, b *publisher) {
+			writeDup(t, b.track, 0, moqt.SubgroupOptions{Priority: wire.Some[uint8](7)}, func(id uint64) []byte { return payload(0, id) })
+		})
+		assertMalformed(t, n, sub, m)
+	})
+}
+
+func TestC041_DuplicateOnAnotherSubgroupIsMalformed(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n, _, sub, m := duplicateCase(t, scheme, nil, nil, func(t *testing.T, b *publisher) {
+			writeDup(t, b.track, 1, moqt.SubgroupOptions{}, func(id uint64) []byte { return payload(0, id) })
+		})
+		assertMalformed(t, n, sub, m)
+	})
+}
+
+// TestC041_StreamedDuplicateDifferentPayloadIsMalformed: payloads past the
+// relay's MaxObjectSize stream through, hashed as they go; a duplicate
+// differing in one byte of 64 KiB is caught.
+func TestC041_StreamedDuplicateDifferentPayloadIsMalformed(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 64<<10/16)
+	other := bytes.Clone(big)
+	other[len(other)-1] ^= 1
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n, _, sub, m := duplicateCase(t, scheme, &moqt.Config{MaxObjectSize: 4096}, big, func(t *testing.T, b *publisher) {
+			writeDup(t, b.track, 0, moqt.SubgroupOptions{}, func(id uint64) []byte {
+				if id == 2 {
+					return other
+				}
+				return big
+			})
+		})
+		assertMalformed(t, n, sub, m)
+	})
+}
+
+// TestC041_IdenticalDuplicatesDroppedSilently: the control case, the same
+// objects from both publishers, streamed or not: dropped, and the track
+// goes on.
+func TestC041_IdenticalDuplicatesDroppedSilently(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 64<<10/16)
+	for _, tc := range []struct {
+		name string
+		big  []byte
+	}{{"small", nil}, {"streamed", big}} {
+		t.Run(tc.name, func(t *testing.T) {
+			forSchemes(t, func(t *testing.T, scheme string) {
+				_, a, sub, m := duplicateCase(t, scheme, &moqt.Config{MaxObjectSize: 4096}, tc.big, func(t *testing.T, b *publisher) {
+					writeDup(t, b.track, 0, moqt.SubgroupOptions{}, func(id uint64) []byte {
+						if tc.big != nil {
+							return tc.big
+						}
+						return payload(0, id)
+					})
+				})
+				waitFor(t, "duplicates dropped", func() bool {
+					m.mu.Lock()
+					defer m.mu.Unlock()
+					return m.drops[DropDuplicate] == 3
+				})
+				// The track goes on: a later group comes through, and
+				// nothing else.
+				writeGroup(t, a.track, 1, 2)
+				for _, o := range readAll(t, sub, 2) {
+					assert.Equal(t, uint64(1), o.Location.Group, "no duplicate of group 0")
+				}
+				for _, o := range readFor(t, sub, 300*time.Millisecond) {
+					t.Errorf("unexpected object %v", o.Location)
+				}
+				select {
+				case <-sub.Done():
+					t.Fatalf("the track ended: %v", sub.Err())
+				default:
+				}
+				m.mu.Lock()
+				assert.Zero(t, m.drops[DropMalformed])
+				m.mu.Unlock()
+			})
+		})
+	}
+}
+
+// TestC041_DuplicateAsDatagramIsMalformed: an object forwarded from a
+// subgroup stream comes again as a datagram.
+func TestC041_DuplicateAsDatagramIsMalformed(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		var b *publisher
+		n, _, sub, m := duplicateCase(t, scheme, nil, nil, func(_ *testing.T, pb *publisher) { b = pb })
+		// Datagrams may be lost: sent until the track ends.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				_ = b.track.WriteDatagram(moqt.Object{Location: wire.Location{Object: 1}, Payload: payload(0, 1)})
+				select {
+				case <-sub.Done():
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}()
+		assertMalformed(t, n, sub, m)
+		<-done
+	})
+}
+
+// TestDatagramDuplicateWithFingerprintOverwritten: a datagram still
+// remembered for deduplication whose fingerprint another object's took is
+// dropped as a duplicate, not read as Malformed.
+func TestDatagramDuplicateWithFingerprintOverwritten(t *testing.T) {
+	o := &outputs{dgSeen: map[wire.Location]struct{}{}, seed: maphash.MakeSeed()}
+	obj := moqt.Object{Location: wire.Location{Object: 0}, Priority: wire.Some[uint8](128), Datagram: true, Payload: []byte("dg")}
+	fp := fingerprintOf(&obj, 2, o.hashPayload(obj.Payload))
+	seen, conflict := o.note(fp, true, true)
+	require.False(t, seen)
+	require.Empty(t, conflict)
+	other := moqt.Object{Location: wire.Location{Object: maxFingerprints}, Priority: wire.Some[uint8](128), Payload: []byte("x")}
+	require.Equal(t, slot(obj.Location), slot(other.Location), "the same slot")
+	_, conflict = o.note(fingerprintOf(&other, 1, o.hashPayload(other.Payload)), true, true)
+	require.Empty(t, conflict)
+	seen, conflict = o.note(fp, true, true)
+	assert.True(t, seen, "still known as a datagram")
+	assert.Empty(t, conflict)
+	obj.Datagram = false
+	_, conflict = o.note(fingerprintOf(&obj, 2, fp.hash), true, true)
+	assert.NotEmpty(t, conflict, "the same Location on a subgroup stream")
+}
