@@ -49,7 +49,7 @@ func readStream(t *testing.T, sub *moqt.Subscription) stream {
 	}
 }
 
-func TestC049_C067_C069_ObjectsForwardedUnmodified(t *testing.T) {
+func TestC049_C067_C068_C069_ObjectsForwardedUnmodified(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
 		// MaxObjectSize small on the relay: large payloads are streamed
 		// through rather than read whole.
