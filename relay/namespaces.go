@@ -117,6 +117,7 @@ func sessionLevel(ns wire.Namespace) bool {
 // namespace is announced upstream, for as long as the announcement lasts.
 func (rl *Relay) servePublishNamespace(r *moqt.PublishNamespaceRequest) {
 	s := r.Session()
+	r.OnUpdate = func(u *wire.Params) error { return rl.authorizeUpdate(r, u) }
 	ann, err := r.Accept(wire.Params{})
 	if err != nil {
 		rl.reqDone(KindPublishNamespace, OutcomeRefused)
@@ -257,11 +258,25 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 	s := r.Session()
 	limit := rl.maxMatches()
 	st := &rl.ns
+	r.OnUpdate = func(u *wire.Params) error {
+		if err := rl.authorizeUpdate(r, u); err != nil {
+			return err
+		}
+		if p := u.TrackNamespacePrefix; p.Set {
+			st.mu.Lock()
+			n := st.matchesLocked(s, p.Value)
+			st.mu.Unlock()
+			if n > limit {
+				return tooLarge()
+			}
+		}
+		return nil
+	}
 	w := rl.acceptLocked(r, func() bool { return st.matchesLocked(s, r.Prefix) > limit })
 	if w == nil {
 		return
 	}
-	sub := &nsSub{s: s, w: w, limit: limit, ref: discRef{prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}}
+	sub := &nsSub{s: s, w: w, limit: limit, ref: discRef{prefix: w.Prefix()}}
 	st.subs[sub] = struct{}{}
 	for _, e := range st.entries {
 		if e.visibleTo(s) {
@@ -274,14 +289,25 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 	st.mu.Unlock()
 	rl.reqDone(KindSubscribeNamespace, OutcomeOK)
 	rl.log.Debug("relay: subscribe_namespace", "event", "ok", "prefix", r.Prefix.String())
-	if rl.cfg.Upstream != nil && !sessionLevel(r.Prefix) && !rl.isUpstream(s) {
-		rl.discoverUpstream(&sub.ref, false, func() bool { _, ok := st.subs[sub]; return ok })
+	alive := func() bool { _, ok := st.subs[sub]; return ok }
+	up := rl.cfg.Upstream != nil && !rl.isUpstream(s)
+	if up {
+		rl.discoverUpstream(&sub.ref, false, alive)
 	}
 	context.AfterFunc(r.Context(), func() {
 		st.mu.Lock()
 		rl.dropSubLocked(sub)
 		st.mu.Unlock()
 	})
+	if up {
+		rl.goRun(func() { rl.followPrefix(r.Context(), w, &sub.ref, false, alive) })
+	}
+}
+
+// tooLarge is the refusal of a request, or of a prefix update, that
+// matches more than Config.MaxNamespaceMatches (§4.3.1).
+func tooLarge() error {
+	return &moqt.RequestError{Code: wire.ReqNamespaceTooLarge, Reason: "too many matches under the prefix"}
 }
 
 // acceptLocked accepts r unless the relay is closed or tooMany, evaluated
@@ -298,11 +324,21 @@ func (rl *Relay) acceptLocked(r *moqt.SubscribeNamespaceRequest, tooMany func() 
 	case tooMany():
 		code, reason = wire.ReqNamespaceTooLarge, "too many matches under the prefix"
 	default:
+		// Accepted without the lock: r.OnUpdate, which takes it, may run
+		// within Accept.
+		st.mu.Unlock()
 		w, err := r.Accept(wire.Params{})
-		if err == nil {
+		if err != nil {
+			rl.reqDone(requestKind(r), OutcomeRefused)
+			return nil
+		}
+		st.mu.Lock()
+		if !st.closed {
+			st.initLocked()
 			return w
 		}
 		st.mu.Unlock()
+		w.End(wire.ResetGoingAway)
 		rl.reqDone(requestKind(r), OutcomeRefused)
 		return nil
 	}

@@ -59,6 +59,15 @@ func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 	limit := rl.maxMatches()
 	tooMany := len(rl.tracksFor(s, r.Prefix)) > limit
 	st := &rl.ns
+	r.OnUpdate = func(u *wire.Params) error {
+		if err := rl.authorizeUpdate(r, u); err != nil {
+			return err
+		}
+		if p := u.TrackNamespacePrefix; p.Set && len(rl.tracksFor(s, p.Value)) > limit {
+			return tooLarge()
+		}
+		return nil
+	}
 	w := rl.acceptLocked(r, func() bool { return tooMany })
 	if w == nil {
 		return
@@ -66,15 +75,17 @@ func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 	ctx, stop := context.WithCancel(rl.ctx)
 	sub := &tracksSub{s: s, w: w, ctx: ctx, stop: stop, params: publishParams(r.Params), limit: limit,
 		offered: map[wire.TrackKey]*trackOffer{},
-		ref:     discRef{prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}}
+		ref:     discRef{prefix: w.Prefix()}}
 	st.tsubs[sub] = struct{}{}
 	st.mu.Unlock()
 	rl.reqDone(KindSubscribeTracks, OutcomeOK)
 	rl.log.Debug("relay: subscribe_tracks", "event", "ok", "prefix", r.Prefix.String())
-	if rl.cfg.Upstream != nil && !sessionLevel(r.Prefix) && !rl.isUpstream(s) {
+	alive := func() bool { _, ok := st.tsubs[sub]; return ok }
+	if rl.cfg.Upstream != nil && !rl.isUpstream(s) {
 		// The upstream's tracks come as PUBLISHes to the relay, which
 		// offers them on (onTrackPublished).
-		rl.discoverUpstream(&sub.ref, true, func() bool { _, ok := st.tsubs[sub]; return ok })
+		rl.discoverUpstream(&sub.ref, true, alive)
+		rl.goRun(func() { rl.followPrefix(sub.ctx, w, &sub.ref, true, alive) })
 	}
 	context.AfterFunc(r.Context(), func() { rl.endTracks(sub) })
 	// Taken before the prefix is read, so that no update is missed.

@@ -187,7 +187,7 @@ func (rl *Relay) discoverUpstream(ref *discRef, tracks bool, alive func() bool) 
 	st := &rl.ns
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.closed || !alive() {
+	if st.closed || !alive() || ref.disc != nil || sessionLevel(ref.prefix) {
 		return
 	}
 	for d := range st.discs {
@@ -367,5 +367,33 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
+	}
+}
+
+// followPrefix moves ref's upstream discovery to w's prefix after each
+// accepted TRACK_NAMESPACE_PREFIX update (§9.5.2), until ctx, the
+// request's, ends: the upstream's namespaces under the new prefix are
+// asked for, and the old prefix's request is released.
+func (rl *Relay) followPrefix(ctx context.Context, w *moqt.NamespaceWriter, ref *discRef, tracks bool, alive func() bool) {
+	changed := w.Changed()
+	for {
+		p := w.Prefix()
+		st := &rl.ns
+		st.mu.Lock()
+		moved := alive() && p.Key() != ref.prefix.Key()
+		if moved {
+			rl.releaseDiscLocked(ref)
+			ref.prefix = p
+		}
+		st.mu.Unlock()
+		if moved && !sessionLevel(p) {
+			rl.discoverUpstream(ref, tracks, alive)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+		changed = w.Changed()
 	}
 }

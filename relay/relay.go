@@ -129,7 +129,7 @@ func (f UpstreamFunc) Session(ctx context.Context, ns wire.Namespace) (*moqt.Ses
 
 // AllowAll authorizes every request. A relay refuses everything unless its
 // Config.Authorize says otherwise, so allowing all has to be said.
-func AllowAll(moqt.Request) error { return nil }
+func AllowAll(moqt.Request, *wire.Params) error { return nil }
 
 // Config configures a Relay. Zero fields mean the documented defaults.
 type Config struct {
@@ -144,7 +144,15 @@ type Config struct {
 	// SUBSCRIBE_TRACKS, an origin's SUBSCRIBE for a namespace announced
 	// through this relay) are decided too: there Session().Path() is the
 	// path this relay dialed.
-	Authorize func(moqt.Request) error
+	//
+	// update is nil for the request itself. For a REQUEST_UPDATE of a
+	// SUBSCRIBE, PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS
+	// the relay serves, it is the update's parameters (its
+	// AUTHORIZATION_TOKENs resolved, a TRACK_NAMESPACE_PREFIX the new
+	// prefix), req the request as first received: an error refuses the
+	// update, which ends the request (§9.5.1), so that widening a prefix
+	// or refreshing a token is decided as the request was.
+	Authorize func(req moqt.Request, update *wire.Params) error
 
 	// Upstream is asked for tracks no connected session publishes. Nil:
 	// none.
@@ -290,7 +298,7 @@ func (rl *Relay) ServeMOQT(req moqt.Request) {
 		rl.reqDone(kind, OutcomeRefused)
 		return
 	}
-	if err := rl.authorize(req); err != nil {
+	if err := rl.authorize(req, nil); err != nil {
 		code := wire.ReqUnauthorized
 		var re *moqt.RequestError
 		if errors.As(err, &re) {
@@ -318,12 +326,29 @@ func (rl *Relay) ServeMOQT(req moqt.Request) {
 	}
 }
 
-// authorize runs Config.Authorize; nil refuses.
-func (rl *Relay) authorize(req moqt.Request) error {
+// authorize runs Config.Authorize on req or, update set, on one of its
+// REQUEST_UPDATEs; nil refuses.
+func (rl *Relay) authorize(req moqt.Request, update *wire.Params) error {
 	if rl.cfg.Authorize == nil {
 		return errors.New("relay: no authorizer configured")
 	}
-	return rl.cfg.Authorize(req)
+	return rl.cfg.Authorize(req, update)
+}
+
+// authorizeUpdate decides a REQUEST_UPDATE of req by Config.Authorize: a
+// refusal is a REQUEST_ERROR UNAUTHORIZED, or the *moqt.RequestError the
+// authorizer returned.
+func (rl *Relay) authorizeUpdate(req moqt.Request, update *wire.Params) error {
+	err := rl.authorize(req, update)
+	if err == nil {
+		return nil
+	}
+	rl.log.Debug("relay: update refused", "kind", requestKind(req), "err", err)
+	var re *moqt.RequestError
+	if errors.As(err, &re) {
+		return re
+	}
+	return &moqt.RequestError{Code: wire.ReqUnauthorized, Reason: err.Error()}
 }
 
 // Close ends every subscription the relay serves and every upstream one it

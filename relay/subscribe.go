@@ -236,6 +236,9 @@ func (rl *Relay) acceptDown(e *trackEntry, r *moqt.SubscribeRequest, fwd, waiter
 	e.mu.Unlock()
 
 	ss, err := track.Accept(r, moqt.AcceptOptions{OnUpdate: func(_ *moqt.ServedSubscription, p *wire.Params) error {
+		if err := rl.authorizeUpdate(r, p); err != nil {
+			return err
+		}
 		e.downstreamUpdate(d, p)
 		return nil
 	}})

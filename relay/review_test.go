@@ -1,0 +1,151 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// A prefix widened by REQUEST_UPDATE past MaxNamespaceMatches is refused
+// with NAMESPACE_TOO_LARGE, for namespaces and for tracks, and no more
+// than the limit is sent.
+func TestPrefixUpdateTooLarge(t *testing.T) {
+	n := startNode(t, "moqt", Config{MaxNamespaceMatches: 2}, nil)
+	pc, _ := n.dial("/pub", nil)
+	for _, f := range []string{"a", "b", "c", "d", "e"} {
+		announceNS(t, pc, wire.NewNamespace("live", f))
+		name := wire.FullTrackName{Namespace: wire.NewNamespace("live", f), Name: []byte("v")}
+		_, err := publishTo(t, pc, newTrack(t, name), wire.Params{})
+		require.NoError(t, err)
+	}
+	sh := &tracksClient{}
+	sc, _ := n.dial("/sub", sh)
+	for _, tracks := range []bool{false, true} {
+		sub, err := subscribeNS(t, sc, wire.NewNamespace("nothing"), tracks, wire.Params{})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = sub.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("live"))})
+		cancel()
+		var re *moqt.RequestError
+		if assert.ErrorAs(t, err, &re, "tracks=%v", tracks) {
+			assert.Equal(t, wire.ReqNamespaceTooLarge, re.Code)
+		}
+		got := 0
+		for {
+			c2, cl := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			ev, err := sub.Next(c2)
+			cl()
+			if err != nil {
+				break
+			}
+			if !ev.Done {
+				got++
+			}
+		}
+		assert.Zero(t, got, "NAMESPACEs after a refused widening")
+	}
+	assert.Empty(t, sh.published(), "PUBLISHes after a refused widening")
+}
+
+// Disjoint SUBSCRIBE_NAMESPACEs from downstream sessions each take one of
+// the shared upstream session's request streams: one client starves the
+// edge's upstream for everyone.
+func TestReviewDiscoveryStarvesUpstream(t *testing.T) {
+	origin, edge := chain(t, "moqt")
+	pub := origin.newPublisher("/pub", testTrack, nil)
+	announceNS(t, pub.client, testTrack.Namespace)
+	var subs []*moqt.NamespaceSubscription
+	for i := 0; i < 2; i++ {
+		hc, _ := edge.dial(fmt.Sprintf("/evil%d", i), nil)
+		for j := 0; j < 60; j++ {
+			s, err := subscribeNS(t, hc, wire.NewNamespace(fmt.Sprintf("x%d-%d", i, j)), false, wire.Params{})
+			require.NoError(t, err)
+			subs = append(subs, s)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	sc, _ := edge.dial("/victim", nil)
+	start := time.Now()
+	_, err := subscribe(t, sc, testTrack, wire.Params{})
+	assert.NoError(t, err, "victim SUBSCRIBE via edge failed after %v", time.Since(start))
+}
+
+// After TRACK_NAMESPACE_PREFIX, the edge's upstream discovery moves to the
+// new prefix: the origin's namespaces under it come.
+func TestPrefixUpdateDiscoveredUpstream(t *testing.T) {
+	origin, edge := chain(t, "moqt")
+	pub := origin.newPublisher("/pub", testTrack, nil)
+	sport := wire.NewNamespace("sport", "x")
+	announceNS(t, pub.client, sport)
+	sc, _ := edge.dial("/sub", nil)
+	sub, err := subscribeNS(t, sc, wire.NewNamespace("live"), false, wire.Params{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, sub.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("sport"))}))
+	c2, cl := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cl()
+	ev, err := sub.Next(c2)
+	require.NoError(t, err, "sport/x, announced at the origin, never reported")
+	assert.Equal(t, sport, ev.Namespace)
+}
+
+// Authorize refuses SUBSCRIBE_TRACKS/NAMESPACE outside "public"; a
+// REQUEST_UPDATE of TRACK_NAMESPACE_PREFIX to (secret) is put to it,
+// refused with UNAUTHORIZED, and nothing under (secret) is sent.
+func TestPrefixUpdateAuthorized(t *testing.T) {
+	auth := func(r moqt.Request, u *wire.Params) error {
+		ns, ok := r.(*moqt.SubscribeNamespaceRequest)
+		if !ok {
+			return nil
+		}
+		prefix := ns.Prefix
+		if u != nil && u.TrackNamespacePrefix.Set {
+			prefix = u.TrackNamespacePrefix.Value
+		}
+		if !prefix.HasPrefix(wire.NewNamespace("public")) {
+			return errors.New("only public")
+		}
+		return nil
+	}
+	n := startNode(t, "moqt", Config{Authorize: auth}, nil)
+	pc, _ := n.dial("/pub", nil)
+	secret := wire.FullTrackName{Namespace: wire.NewNamespace("secret", "a"), Name: []byte("v")}
+	_, err := publishTo(t, pc, newTrack(t, secret), wire.Params{})
+	require.NoError(t, err)
+	announceNS(t, pc, wire.NewNamespace("secret", "ns"))
+	sh := &tracksClient{}
+	sc, _ := n.dial("/sub", sh)
+	_, err = subscribeNS(t, sc, wire.NewNamespace("secret"), true, wire.Params{})
+	require.Error(t, err, "refused directly")
+	req, err := subscribeNS(t, sc, wire.NewNamespace("public"), true, wire.Params{})
+	require.NoError(t, err)
+	nsr, err := subscribeNS(t, sc, wire.NewNamespace("public"), false, wire.Params{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var re *moqt.RequestError
+	err = req.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("secret"))})
+	if assert.ErrorAs(t, err, &re) {
+		assert.Equal(t, wire.ReqUnauthorized, re.Code)
+	}
+	err = nsr.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("secret"))})
+	if assert.ErrorAs(t, err, &re) {
+		assert.Equal(t, wire.ReqUnauthorized, re.Code)
+	}
+	time.Sleep(time.Second)
+	assert.Empty(t, sh.published(), "PUBLISH of an unauthorized track after a prefix update")
+	c2, cl := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cl()
+	ev, err := nsr.Next(c2)
+	assert.Error(t, err, "NAMESPACE of an unauthorized namespace: %+v", ev)
+	assert.NotErrorIs(t, err, context.DeadlineExceeded, "the refused update ends the request")
+}
