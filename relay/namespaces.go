@@ -29,6 +29,10 @@ type nsState struct {
 	subs    map[*nsSub]struct{}     // SUBSCRIBE_NAMESPACE
 	tsubs   map[*tracksSub]struct{} // SUBSCRIBE_TRACKS
 	discs   map[*upDisc]struct{}    // upstream namespace requests, prefixes pairwise disjoint per type
+	// discBy counts the requests of each session that discover upstream,
+	// discPending the upstream requests admitted and not made yet.
+	discBy      map[*moqt.Session]int
+	discPending int
 }
 
 // nsEntry is one namespace the relay offers, with where it comes from.
@@ -53,7 +57,7 @@ type nsSub struct {
 	s     *moqt.Session
 	w     *moqt.NamespaceWriter
 	limit int
-	ref   discRef
+	ref   *discRef
 }
 
 // discRef is a downstream request's share of an upstream one: its prefix,
@@ -61,6 +65,12 @@ type nsSub struct {
 type discRef struct {
 	prefix wire.Namespace
 	disc   *upDisc
+	// owner is the session whose share of the discovery limits the
+	// request holds, nil when it does not discover upstream; pending
+	// that it holds one of the relay's upstream requests it has not
+	// made yet (admitDiscLocked).
+	owner   *moqt.Session
+	pending bool
 }
 
 // maxMatches is Config.MaxNamespaceMatches or its default.
@@ -172,6 +182,7 @@ func (st *nsState) initLocked() {
 		st.subs = map[*nsSub]struct{}{}
 		st.tsubs = map[*tracksSub]struct{}{}
 		st.discs = map[*upDisc]struct{}{}
+		st.discBy = map[*moqt.Session]int{}
 	}
 }
 
@@ -258,25 +269,36 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 	s := r.Session()
 	limit := rl.maxMatches()
 	st := &rl.ns
+	ref := &discRef{prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}
+	up := rl.discovers(s, r.Prefix)
 	r.OnUpdate = func(u *wire.Params) error {
 		if err := rl.authorizeUpdate(r, u); err != nil {
 			return err
 		}
 		if p := u.TrackNamespacePrefix; p.Set {
 			st.mu.Lock()
-			n := st.matchesLocked(s, p.Value)
-			st.mu.Unlock()
-			if n > limit {
+			defer st.mu.Unlock()
+			if st.matchesLocked(s, p.Value) > limit {
 				return tooLarge()
 			}
+			return rl.admitMoveLocked(ref, p.Value, false)
 		}
 		return nil
 	}
-	w := rl.acceptLocked(r, func() bool { return st.matchesLocked(s, r.Prefix) > limit })
+	w := rl.acceptLocked(r, func() *moqt.RequestError {
+		if st.matchesLocked(s, r.Prefix) > limit {
+			return tooLarge()
+		}
+		if up {
+			return rl.admitDiscLocked(ref, s, false)
+		}
+		return nil
+	})
 	if w == nil {
+		rl.unadmit(ref)
 		return
 	}
-	sub := &nsSub{s: s, w: w, limit: limit, ref: discRef{prefix: w.Prefix()}}
+	sub := &nsSub{s: s, w: w, limit: limit, ref: ref}
 	st.subs[sub] = struct{}{}
 	for _, e := range st.entries {
 		if e.visibleTo(s) {
@@ -290,9 +312,8 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 	rl.reqDone(KindSubscribeNamespace, OutcomeOK)
 	rl.log.Debug("relay: subscribe_namespace", "event", "ok", "prefix", r.Prefix.String())
 	alive := func() bool { _, ok := st.subs[sub]; return ok }
-	up := rl.cfg.Upstream != nil && !rl.isUpstream(s)
 	if up {
-		rl.discoverUpstream(&sub.ref, false, alive)
+		rl.discoverUpstream(ref, false, alive)
 	}
 	context.AfterFunc(r.Context(), func() {
 		st.mu.Lock()
@@ -300,29 +321,31 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 		st.mu.Unlock()
 	})
 	if up {
-		rl.goRun(func() { rl.followPrefix(r.Context(), w, &sub.ref, false, alive) })
+		rl.goRun(func() { rl.followPrefix(r.Context(), w, ref, false, alive) })
 	}
 }
 
 // tooLarge is the refusal of a request, or of a prefix update, that
 // matches more than Config.MaxNamespaceMatches (§4.3.1).
-func tooLarge() error {
+func tooLarge() *moqt.RequestError {
 	return &moqt.RequestError{Code: wire.ReqNamespaceTooLarge, Reason: "too many matches under the prefix"}
 }
 
-// acceptLocked accepts r unless the relay is closed or tooMany, evaluated
-// under nsState.mu, reports more matches than Config.MaxNamespaceMatches
-// (NAMESPACE_TOO_LARGE, §4.3.1). It returns with nsState.mu held when it
-// accepted; nil, having answered r, otherwise.
-func (rl *Relay) acceptLocked(r *moqt.SubscribeNamespaceRequest, tooMany func() bool) *moqt.NamespaceWriter {
+// acceptLocked accepts r unless the relay is closed or check, evaluated
+// under nsState.mu, refuses it: with NAMESPACE_TOO_LARGE past
+// Config.MaxNamespaceMatches (§4.3.1), EXCESSIVE_LOAD past the discovery
+// limits. It returns with nsState.mu held when it accepted; nil, having
+// answered r, otherwise.
+func (rl *Relay) acceptLocked(r *moqt.SubscribeNamespaceRequest, check func() *moqt.RequestError) *moqt.NamespaceWriter {
 	st := &rl.ns
 	st.mu.Lock()
 	st.initLocked()
 	code, reason := wire.ReqGoingAway, "relay closed"
+	var refusal *moqt.RequestError
 	switch {
 	case st.closed:
-	case tooMany():
-		code, reason = wire.ReqNamespaceTooLarge, "too many matches under the prefix"
+	case func() bool { refusal = check(); return refusal != nil }():
+		code, reason = refusal.Code, refusal.Reason
 	default:
 		// Accepted without the lock: r.OnUpdate, which takes it, may run
 		// within Accept.
@@ -355,7 +378,8 @@ func (rl *Relay) dropSubLocked(sub *nsSub) {
 		return
 	}
 	delete(st.subs, sub)
-	rl.releaseDiscLocked(&sub.ref)
+	rl.releaseDiscLocked(sub.ref)
+	rl.unadmitLocked(sub.ref)
 }
 
 // isUpstream reports whether s is a session the relay dialed or asked as an
@@ -386,7 +410,8 @@ func (rl *Relay) closeNamespaces() {
 	for d := range st.discs {
 		d.cancel()
 	}
-	st.entries, st.anns, st.subs, st.tsubs, st.discs = nil, nil, nil, nil, nil
+	st.entries, st.anns, st.subs, st.tsubs, st.discs, st.discBy = nil, nil, nil, nil, nil, nil
+	st.discPending = 0
 	for sub := range tsubs {
 		sub.ended = true
 	}

@@ -207,6 +207,23 @@ type Config struct {
 	// it later is reset with EXCESSIVE_LOAD (§4.3.1). Keep it below the
 	// sessions' moqt.Config.MaxActiveNamespaces. Default 1024.
 	MaxNamespaceMatches int
+
+	// Upstream discovery. With Upstream, each SUBSCRIBE_NAMESPACE and
+	// SUBSCRIBE_TRACKS (but an upstream session's) is asked upstream too,
+	// on the upstream session every client shares: by one request of its
+	// own unless one asked already covers its prefix. So that one client
+	// cannot take all of that session's request streams,
+	// MaxSessionDiscoveries bounds the requests of one session asked
+	// upstream, and MaxDiscoveries the relay's upstream discovery
+	// requests; a request, or a prefix update, past either is refused with
+	// EXCESSIVE_LOAD (rather than served from what the relay knows, which
+	// would hide the upstream's namespaces without a word). Defaults 16
+	// and 64; keep MaxDiscoveries well below the upstream's stream limit
+	// (moqt.Config.MaxIncomingStreams, 100 by default), which SUBSCRIBEs
+	// use too, and raise MaxSessionDiscoveries when downstream relays
+	// connect.
+	MaxSessionDiscoveries int
+	MaxDiscoveries        int
 }
 
 // Relay routes requests between sessions as a MoQT relay (§7). It is a
@@ -274,6 +291,12 @@ func New(cfg Config) *Relay {
 	}
 	if cfg.UpstreamTimeout <= 0 {
 		cfg.UpstreamTimeout = 10 * time.Second
+	}
+	if cfg.MaxSessionDiscoveries <= 0 {
+		cfg.MaxSessionDiscoveries = 16
+	}
+	if cfg.MaxDiscoveries <= 0 {
+		cfg.MaxDiscoveries = 64
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rl := &Relay{

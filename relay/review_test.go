@@ -55,23 +55,83 @@ func TestPrefixUpdateTooLarge(t *testing.T) {
 	assert.Empty(t, sh.published(), "PUBLISHes after a refused widening")
 }
 
-// Disjoint SUBSCRIBE_NAMESPACEs from downstream sessions each take one of
-// the shared upstream session's request streams: one client starves the
-// edge's upstream for everyone.
-func TestReviewDiscoveryStarvesUpstream(t *testing.T) {
+// Disjoint SUBSCRIBE_NAMESPACEs and SUBSCRIBE_TRACKS each take one of the
+// shared upstream session's request streams: past MaxSessionDiscoveries
+// for a session, or MaxDiscoveries for the relay, they are refused with
+// EXCESSIVE_LOAD, unless an upstream request covers them already, and one
+// client cannot starve the edge's upstream for everyone.
+func TestDiscoveryLimits(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		origin := startNode(t, scheme, Config{}, nil)
+		up := newLateDialer()
+		edge := startNode(t, scheme, Config{Upstream: up, MaxSessionDiscoveries: 4, MaxDiscoveries: 6}, nil)
+		up.bind(t, origin, "/edge", edge.relay)
+		pub := origin.newPublisher("/pub", testTrack, nil)
+		announceNS(t, pub.client, testTrack.Namespace)
+
+		refused := func(err error) bool {
+			var re *moqt.RequestError
+			return errors.As(err, &re) && re.Code == wire.ReqExcessiveLoad
+		}
+		ac, _ := edge.dial("/a", nil)
+		var aSubs []*moqt.NamespaceSubscription
+		for j := 0; j < 6; j++ {
+			s, err := subscribeNS(t, ac, wire.NewNamespace(fmt.Sprintf("a%d", j)), j%2 == 1, wire.Params{})
+			if j < 4 {
+				require.NoError(t, err, "request %d within the session's limit", j)
+				aSubs = append(aSubs, s)
+			} else {
+				assert.True(t, refused(err), "request %d past the session's limit: %v", j, err)
+			}
+		}
+		bc, _ := edge.dial("/b", nil)
+		for j := 0; j < 2; j++ {
+			_, err := subscribeNS(t, bc, wire.NewNamespace(fmt.Sprintf("b%d", j)), false, wire.Params{})
+			require.NoError(t, err, "within the relay's limit")
+		}
+		_, err := subscribeNS(t, bc, wire.NewNamespace("b2"), false, wire.Params{})
+		assert.True(t, refused(err), "past the relay's limit: %v", err)
+		_, err = subscribeNS(t, bc, wire.NewNamespace("a0", "x"), false, wire.Params{})
+		assert.NoError(t, err, "covered by an upstream request made already")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var re *moqt.RequestError
+		err = aSubs[1].Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("a9"))})
+		assert.NoError(t, err, "the update frees the upstream request it leaves, its only user")
+		err = aSubs[0].Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("a8"))})
+		if assert.ErrorAs(t, err, &re, "a prefix update past the relay's limit (a0 is shared)") {
+			assert.Equal(t, wire.ReqExcessiveLoad, re.Code)
+		}
+		require.NoError(t, aSubs[2].Close())
+		waitFor(t, "a slot freed", func() bool {
+			s, err := subscribeNS(t, bc, wire.NewNamespace("b3"), false, wire.Params{})
+			if err == nil {
+				_ = s.Close()
+			}
+			return err == nil
+		})
+		sc, _ := edge.dial("/victim", nil)
+		_, err = subscribe(t, sc, testTrack, wire.Params{})
+		assert.NoError(t, err, "the victim's SUBSCRIBE through the edge")
+	})
+}
+
+// With the default limits, two clients asking many disjoint prefixes
+// leave the edge's upstream session usable.
+func TestDiscoveryStarvesUpstream(t *testing.T) {
 	origin, edge := chain(t, "moqt")
 	pub := origin.newPublisher("/pub", testTrack, nil)
 	announceNS(t, pub.client, testTrack.Namespace)
-	var subs []*moqt.NamespaceSubscription
 	for i := 0; i < 2; i++ {
 		hc, _ := edge.dial(fmt.Sprintf("/evil%d", i), nil)
 		for j := 0; j < 60; j++ {
-			s, err := subscribeNS(t, hc, wire.NewNamespace(fmt.Sprintf("x%d-%d", i, j)), false, wire.Params{})
-			require.NoError(t, err)
-			subs = append(subs, s)
+			_, err := subscribeNS(t, hc, wire.NewNamespace(fmt.Sprintf("x%d-%d", i, j)), false, wire.Params{})
+			var re *moqt.RequestError
+			if err != nil && !(errors.As(err, &re) && re.Code == wire.ReqExcessiveLoad) {
+				require.NoError(t, err)
+			}
 		}
 	}
-	time.Sleep(500 * time.Millisecond)
 	sc, _ := edge.dial("/victim", nil)
 	start := time.Now()
 	_, err := subscribe(t, sc, testTrack, wire.Params{})
