@@ -177,7 +177,10 @@ type Config struct {
 	MaxRendezvousTimeout time.Duration
 	// MaxHeldSubscribes bounds the SUBSCRIBEs held at once waiting for a
 	// publisher; more are refused with EXCESSIVE_LOAD. Default 1024.
-	MaxHeldSubscribes int
+	// MaxSessionHeldSubscribes is one session's share of them, so that a
+	// few sessions cannot take every place. Default 64.
+	MaxHeldSubscribes        int
+	MaxSessionHeldSubscribes int
 	// MaxSessionTracks bounds the tracks one session may make the relay
 	// ask its publishers for: tracks it subscribed to first, counted until
 	// they leave the relay (Linger included), so that one subscriber
@@ -280,6 +283,9 @@ func New(cfg Config) *Relay {
 	}
 	if cfg.MaxHeldSubscribes <= 0 {
 		cfg.MaxHeldSubscribes = 1024
+	}
+	if cfg.MaxSessionHeldSubscribes <= 0 {
+		cfg.MaxSessionHeldSubscribes = 64
 	}
 	if cfg.MaxSessionTracks <= 0 {
 		cfg.MaxSessionTracks = 256
