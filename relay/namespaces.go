@@ -29,6 +29,10 @@ type nsState struct {
 	subs    map[*nsSub]struct{}     // SUBSCRIBE_NAMESPACE
 	tsubs   map[*tracksSub]struct{} // SUBSCRIBE_TRACKS
 	discs   map[*upDisc]struct{}    // upstream namespace requests, prefixes pairwise disjoint per type
+	// subIdx indexes subs by the first field of their current prefix
+	// (subKey), so that a namespace's change reaches the subscribers it
+	// may concern only.
+	subIdx map[string]map[*nsSub]struct{}
 	// discBy counts the requests of each session that discover upstream,
 	// discPending the upstream requests admitted and not made yet.
 	discBy      map[*moqt.Session]int
@@ -40,6 +44,7 @@ type nsEntry struct {
 	ns     wire.Namespace
 	local  map[*localAnn]struct{}
 	remote map[*upDisc]*moqt.Session // the upstream session that reported it
+	subs   map[*nsSub]struct{}       // the subscribers it is offered to
 	// fwd forwards the announcement upstream while a local announcer
 	// exists (Config.Upstream only).
 	fwd *upForward
@@ -57,11 +62,14 @@ type nsSub struct {
 	s     *moqt.Session
 	w     *moqt.NamespaceWriter
 	limit int
-	ref   *discRef
+	// ref.prefix is the current prefix as the relay follows it
+	// (followPrefix); offered the namespaces under it offered to w.
+	ref     *discRef
+	offered map[*nsEntry]struct{}
 }
 
 // discRef is a downstream request's share of an upstream one: its prefix,
-// as requested, and the upstream request covering it.
+// as requested and then updated, and the upstream request covering it.
 type discRef struct {
 	prefix wire.Namespace
 	disc   *upDisc
@@ -183,6 +191,7 @@ func (st *nsState) initLocked() {
 		st.tsubs = map[*tracksSub]struct{}{}
 		st.discs = map[*upDisc]struct{}{}
 		st.discBy = map[*moqt.Session]int{}
+		st.subIdx = map[string]map[*nsSub]struct{}{}
 	}
 }
 
@@ -193,7 +202,7 @@ func (st *nsState) entryLocked(ns wire.Namespace) *nsEntry {
 	if e := st.entries[k]; e != nil {
 		return e
 	}
-	e := &nsEntry{ns: ns, local: map[*localAnn]struct{}{}, remote: map[*upDisc]*moqt.Session{}}
+	e := &nsEntry{ns: ns, local: map[*localAnn]struct{}{}, remote: map[*upDisc]*moqt.Session{}, subs: map[*nsSub]struct{}{}}
 	st.entries[k] = e
 	return e
 }
@@ -212,41 +221,6 @@ func (e *nsEntry) visibleTo(s *moqt.Session) bool {
 		}
 	}
 	return false
-}
-
-// changedLocked tells every SUBSCRIBE_NAMESPACE subscriber of e's new
-// state (NAMESPACE or NAMESPACE_DONE, §9.16, §9.17), starts or stops its
-// forwarding upstream, and drops e once nothing offers it.
-func (rl *Relay) changedLocked(e *nsEntry) {
-	st := &rl.ns
-	for sub := range st.subs {
-		if e.visibleTo(sub.s) {
-			rl.offerLocked(sub, e, false)
-		} else {
-			_ = sub.w.Done(e.ns)
-		}
-	}
-	rl.syncForwardLocked(e)
-	if len(e.local) == 0 && len(e.remote) == 0 && e.fwd == nil {
-		if k := e.ns.Key(); st.entries[k] == e {
-			delete(st.entries, k)
-		}
-	}
-}
-
-// offerLocked offers e to sub; counted: the matches were counted
-// already. Every namespace is offered, under the current prefix or not,
-// so that a later TRACK_NAMESPACE_PREFIX finds it (§9.5.2). One under the prefix that takes the subscription past
-// Config.MaxNamespaceMatches ends it (§4.3.1): the stream is reset with
-// EXCESSIVE_LOAD, there being no reset code for NAMESPACE_TOO_LARGE.
-func (rl *Relay) offerLocked(sub *nsSub, e *nsEntry, counted bool) {
-	if p := sub.w.Prefix(); !counted && e.ns.HasPrefix(p) && rl.ns.matchesLocked(sub.s, p) > sub.limit {
-		sub.w.End(wire.ResetExcessiveLoad)
-		rl.dropSubLocked(sub)
-		return
-	}
-	// A writer that failed ended its request, whose end drops sub.
-	_ = sub.w.Publish(e.ns)
 }
 
 // matchesLocked counts the namespaces under prefix offered to s.
@@ -298,16 +272,10 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 		rl.unadmit(ref)
 		return
 	}
-	sub := &nsSub{s: s, w: w, limit: limit, ref: ref}
+	sub := &nsSub{s: s, w: w, limit: limit, ref: ref, offered: map[*nsEntry]struct{}{}}
 	st.subs[sub] = struct{}{}
-	for _, e := range st.entries {
-		if e.visibleTo(s) {
-			rl.offerLocked(sub, e, true) // counted above
-			if _, ok := st.subs[sub]; !ok {
-				break
-			}
-		}
-	}
+	st.indexLocked(sub)
+	rl.offerAllLocked(sub)
 	st.mu.Unlock()
 	rl.reqDone(KindSubscribeNamespace, OutcomeOK)
 	rl.log.Debug("relay: subscribe_namespace", "event", "ok", "prefix", r.Prefix.String())
@@ -320,9 +288,9 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 		rl.dropSubLocked(sub)
 		st.mu.Unlock()
 	})
-	if up {
-		rl.goRun(func() { rl.followPrefix(r.Context(), w, ref, false, alive) })
-	}
+	rl.goRun(func() {
+		rl.followPrefix(r.Context(), w, ref, false, up, alive, func(p wire.Namespace) { rl.movePrefixLocked(sub, p) })
+	})
 }
 
 // tooLarge is the refusal of a request, or of a prefix update, that
@@ -378,6 +346,10 @@ func (rl *Relay) dropSubLocked(sub *nsSub) {
 		return
 	}
 	delete(st.subs, sub)
+	st.unindexLocked(sub)
+	for e := range sub.offered {
+		delete(e.subs, sub)
+	}
 	rl.releaseDiscLocked(sub.ref)
 	rl.unadmitLocked(sub.ref)
 }
@@ -410,7 +382,7 @@ func (rl *Relay) closeNamespaces() {
 	for d := range st.discs {
 		d.cancel()
 	}
-	st.entries, st.anns, st.subs, st.tsubs, st.discs, st.discBy = nil, nil, nil, nil, nil, nil
+	st.entries, st.anns, st.subs, st.tsubs, st.discs, st.discBy, st.subIdx = nil, nil, nil, nil, nil, nil, nil
 	st.discPending = 0
 	for sub := range tsubs {
 		sub.ended = true

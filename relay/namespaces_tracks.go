@@ -101,7 +101,7 @@ func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 		// The upstream's tracks come as PUBLISHes to the relay, which
 		// offers them on (onTrackPublished).
 		rl.discoverUpstream(ref, true, alive)
-		rl.goRun(func() { rl.followPrefix(sub.ctx, w, ref, true, alive) })
+		rl.goRun(func() { rl.followPrefix(sub.ctx, w, ref, true, true, alive, nil) })
 	}
 	context.AfterFunc(r.Context(), func() { rl.endTracks(sub) })
 	// Taken before the prefix is read, so that no update is missed.

@@ -374,11 +374,13 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// followPrefix moves ref's upstream discovery to w's prefix after each
-// accepted TRACK_NAMESPACE_PREFIX update (§9.5.2), until ctx, the
-// request's, ends: the upstream's namespaces under the new prefix are
-// asked for, and the old prefix's request is released.
-func (rl *Relay) followPrefix(ctx context.Context, w *moqt.NamespaceWriter, ref *discRef, tracks bool, alive func() bool) {
+// followPrefix follows w's prefix after each accepted
+// TRACK_NAMESPACE_PREFIX update (§9.5.2), until ctx, the request's, ends:
+// moveLocked, if set, is called with the new prefix under nsState.mu, and
+// with up the request's upstream discovery moves to it (the old prefix's
+// share released, the upstream's namespaces under the new one asked for).
+func (rl *Relay) followPrefix(ctx context.Context, w *moqt.NamespaceWriter, ref *discRef, tracks, up bool,
+	alive func() bool, moveLocked func(wire.Namespace)) {
 	changed := w.Changed()
 	for {
 		p := w.Prefix()
@@ -386,11 +388,14 @@ func (rl *Relay) followPrefix(ctx context.Context, w *moqt.NamespaceWriter, ref 
 		st.mu.Lock()
 		moved := alive() && p.Key() != ref.prefix.Key()
 		if moved {
+			if moveLocked != nil {
+				moveLocked(p)
+			}
 			rl.releaseDiscLocked(ref)
 			ref.prefix = p
 		}
 		st.mu.Unlock()
-		if moved && !sessionLevel(p) {
+		if moved && up {
 			rl.discoverUpstream(ref, tracks, alive)
 		}
 		select {

@@ -209,3 +209,59 @@ func TestPrefixUpdateAuthorized(t *testing.T) {
 	assert.Error(t, err, "NAMESPACE of an unauthorized namespace: %+v", ev)
 	assert.NotErrorIs(t, err, context.DeadlineExceeded, "the refused update ends the request")
 }
+
+// A SUBSCRIBE_NAMESPACE subscriber is offered the namespaces under its
+// current prefix only, not the relay's whole table; after a prefix update
+// those under the new prefix come from the table and those outside it are
+// no longer offered.
+func TestNamespaceOffersUnderPrefixOnly(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		pc, _ := n.dial("/pub", nil)
+		la := announceNS(t, pc, wire.NewNamespace("live", "a"))
+		announceNS(t, pc, wire.NewNamespace("live", "b"))
+		announceNS(t, pc, wire.NewNamespace("sport", "c"))
+		sc, _ := n.dial("/sub", nil)
+		live, err := subscribeNS(t, sc, wire.NewNamespace("live"), false, wire.Params{})
+		require.NoError(t, err)
+		news, err := subscribeNS(t, sc, wire.NewNamespace("news"), false, wire.Params{})
+		require.NoError(t, err)
+		got := map[string]bool{}
+		for i := 0; i < 2; i++ {
+			got[nextEvent(t, live).Namespace.String()] = true
+		}
+		assert.Len(t, got, 2)
+		offered := func() map[string]int {
+			n.relay.ns.mu.Lock()
+			defer n.relay.ns.mu.Unlock()
+			out := map[string]int{}
+			for sub := range n.relay.ns.subs {
+				for e := range sub.offered {
+					assert.True(t, e.ns.HasPrefix(sub.ref.prefix), "%v offered under %v", e.ns, sub.ref.prefix)
+					_, ok := e.subs[sub]
+					assert.True(t, ok)
+				}
+				out[sub.ref.prefix.String()] = len(sub.offered)
+			}
+			return out
+		}
+		assert.Equal(t, map[string]int{wire.NewNamespace("live").String(): 2, wire.NewNamespace("news").String(): 0}, offered())
+
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		require.NoError(t, news.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("sport"))}))
+		assert.Equal(t, published(wire.NewNamespace("sport", "c")), nextEvent(t, news), "offered from the table")
+		require.NoError(t, live.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("live", "a"))}))
+		waitFor(t, "the offers follow the prefixes", func() bool {
+			return assert.ObjectsAreEqual(map[string]int{
+				wire.NewNamespace("live", "a").String(): 1, wire.NewNamespace("sport").String(): 1}, offered())
+		})
+		assert.Equal(t, withdrawn(wire.NewNamespace("live", "b")), nextEvent(t, live), "left the prefix")
+		require.NoError(t, la.Close())
+		assert.Equal(t, withdrawn(wire.NewNamespace("live", "a")), nextEvent(t, live))
+		waitFor(t, "withdrawn", func() bool {
+			return assert.ObjectsAreEqual(map[string]int{
+				wire.NewNamespace("live", "a").String(): 0, wire.NewNamespace("sport").String(): 1}, offered())
+		})
+	})
+}
