@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -263,5 +264,51 @@ func TestNamespaceOffersUnderPrefixOnly(t *testing.T) {
 			return assert.ObjectsAreEqual(map[string]int{
 				wire.NewNamespace("live", "a").String(): 0, wire.NewNamespace("sport").String(): 1}, offered())
 		})
+	})
+}
+
+// The REQUEST_UPDATEs of a SUBSCRIBE and of a PUBLISH_NAMESPACE the relay
+// serves are put to Authorize with their refreshed tokens: one it refuses
+// gets UNAUTHORIZED and ends the request; one it allows applies.
+func TestUpdateTokensAuthorized(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		var updates []string
+		var mu sync.Mutex
+		auth := func(r moqt.Request, u *wire.Params) error {
+			if u == nil {
+				return nil
+			}
+			for _, tok := range u.AuthorizationTokens {
+				mu.Lock()
+				updates = append(updates, requestKind(r)+":"+string(tok.Value))
+				mu.Unlock()
+				if string(tok.Value) == "revoked" {
+					return errors.New("token revoked")
+				}
+			}
+			return nil
+		}
+		n := startNode(t, scheme, Config{Authorize: auth}, nil)
+		pub := n.newPublisher("/pub", testTrack, nil)
+		n.announce(pub, testTrack.Namespace)
+		ann := announceNS(t, pub.client, wire.NewNamespace("other"))
+		sc, _ := n.dial("/sub", nil)
+		sub, err := subscribe(t, sc, testTrack, wire.Params{})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		require.NoError(t, sub.Update(ctx, wire.Params{AuthorizationTokens: token("fresh")}))
+		err = sub.Update(ctx, wire.Params{AuthorizationTokens: token("revoked")})
+		assert.Equal(t, wire.ReqUnauthorized, requestCode(t, err))
+		err = ann.Update(ctx, wire.Params{AuthorizationTokens: token("revoked")})
+		assert.Equal(t, wire.ReqUnauthorized, requestCode(t, err))
+		select {
+		case <-ann.Done():
+		case <-ctx.Done():
+			t.Fatal("the refused update did not end the announcement")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []string{KindSubscribe + ":fresh", KindSubscribe + ":revoked", KindPublishNamespace + ":revoked"}, updates)
 	})
 }
