@@ -457,6 +457,8 @@ func (rl *Relay) admitDiscLocked(ref *discRef, s *moqt.Session, tracks bool) *mo
 // admitMoveLocked decides a prefix update of ref's request against
 // Config.MaxDiscoveries: the new prefix needs an upstream request of its
 // own unless one covers it, and frees the old one if ref was its only user.
+// The new request's place is taken at once, so that updates and requests
+// in the meantime cannot take it.
 func (rl *Relay) admitMoveLocked(ref *discRef, prefix wire.Namespace, tracks bool) error {
 	st := &rl.ns
 	if ref.owner == nil || sessionLevel(prefix) || st.coveredLocked(prefix, tracks) {
@@ -468,6 +470,12 @@ func (rl *Relay) admitMoveLocked(ref *discRef, prefix wire.Namespace, tracks boo
 	}
 	if n >= rl.cfg.MaxDiscoveries {
 		return excessiveLoad("too many namespace requests upstream")
+	}
+	// Held until followPrefix asks for it (discoverUpstream), or the
+	// request ends.
+	if !ref.pending {
+		ref.pending = true
+		st.discPending++
 	}
 	return nil
 }
