@@ -245,20 +245,11 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 	st := &rl.ns
 	ref := &discRef{prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}
 	up := rl.discovers(s, r.Prefix)
-	r.OnUpdate = func(u *wire.Params) error {
-		if err := rl.authorizeUpdate(r, u); err != nil {
-			return err
-		}
-		if p := u.TrackNamespacePrefix; p.Set {
-			st.mu.Lock()
-			defer st.mu.Unlock()
-			if st.matchesLocked(s, p.Value) > limit {
-				return tooLarge()
-			}
-			return rl.admitMoveLocked(ref, p.Value, false)
-		}
-		return nil
-	}
+	r.OnUpdate = rl.checkUpdate(r, ref, limit, func(p wire.Namespace) int {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.matchesLocked(s, p)
+	})
 	w := rl.acceptLocked(r, func() *moqt.RequestError {
 		if st.matchesLocked(s, r.Prefix) > limit {
 			return tooLarge()
@@ -291,6 +282,30 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 	rl.goRun(func() {
 		rl.followPrefix(r.Context(), w, ref, false, up, alive, func(p wire.Namespace) { rl.movePrefixLocked(sub, p) })
 	})
+}
+
+// checkUpdate is the OnUpdate of a SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS
+// r whose discovery share is ref: Config.Authorize decides the update, and
+// a new prefix is refused with NAMESPACE_TOO_LARGE when count, its
+// matches, passes limit (§4.3.1), with EXCESSIVE_LOAD past the discovery
+// limits.
+func (rl *Relay) checkUpdate(r *moqt.SubscribeNamespaceRequest, ref *discRef, limit int,
+	count func(wire.Namespace) int) func(*wire.Params) error {
+	return func(u *wire.Params) error {
+		if err := rl.authorizeUpdate(r, u); err != nil {
+			return err
+		}
+		p := u.TrackNamespacePrefix
+		if !p.Set {
+			return nil
+		}
+		if count(p.Value) > limit {
+			return tooLarge()
+		}
+		rl.ns.mu.Lock()
+		defer rl.ns.mu.Unlock()
+		return rl.admitMoveLocked(ref, p.Value, r.Tracks)
+	}
 }
 
 // tooLarge is the refusal of a request, or of a prefix update, that

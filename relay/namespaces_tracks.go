@@ -61,20 +61,7 @@ func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 	st := &rl.ns
 	ref := &discRef{prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}
 	up := rl.discovers(s, r.Prefix)
-	r.OnUpdate = func(u *wire.Params) error {
-		if err := rl.authorizeUpdate(r, u); err != nil {
-			return err
-		}
-		if p := u.TrackNamespacePrefix; p.Set {
-			if len(rl.tracksFor(s, p.Value)) > limit {
-				return tooLarge()
-			}
-			st.mu.Lock()
-			defer st.mu.Unlock()
-			return rl.admitMoveLocked(ref, p.Value, true)
-		}
-		return nil
-	}
+	r.OnUpdate = rl.checkUpdate(r, ref, limit, func(p wire.Namespace) int { return len(rl.tracksFor(s, p)) })
 	w := rl.acceptLocked(r, func() *moqt.RequestError {
 		if tooMany {
 			return tooLarge()
