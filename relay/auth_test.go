@@ -36,7 +36,7 @@ func TestC045_SubscribersAuthorized(t *testing.T) {
 		assert.Empty(t, pub.subscribes(), "nothing went upstream")
 	})
 	forSchemes(t, func(t *testing.T, scheme string) {
-		auth := func(r moqt.Request) error {
+		auth := func(r moqt.Request, _ *wire.Params) error {
 			sr, ok := r.(*moqt.SubscribeRequest)
 			if !ok {
 				return nil
@@ -70,7 +70,7 @@ func TestC045_SubscribersAuthorized(t *testing.T) {
 
 func TestC050_C051_PublishersAuthorizedPerTrack(t *testing.T) {
 	allowed := wire.FullTrackName{Namespace: wire.NewNamespace("live", "cam"), Name: []byte("video")}
-	auth := func(r moqt.Request) error {
+	auth := func(r moqt.Request, _ *wire.Params) error {
 		if pr, ok := r.(*moqt.PublishRequest); ok && !pr.Track.Equal(allowed) {
 			return errors.New("not this track")
 		}

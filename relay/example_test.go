@@ -49,14 +49,28 @@ func (c *counters) add(v *int, n int) {
 }
 
 // authorize lets sessions on path /live use the tracks under (live) with
-// the token "secret" in the request (or in the session's SETUP).
-func authorize(req moqt.Request) error {
+// the token "secret" in the request (or in the session's SETUP). An
+// update's refreshed tokens are checked as the request's were; an update
+// that carries none keeps the request's authorization.
+func authorize(req moqt.Request, update *wire.Params) error {
 	if req.Session().Path() != "/live" {
 		return &moqt.RequestError{Code: wire.ReqUnauthorized, Reason: "wrong path"}
 	}
-	tokens := append(req.AuthorizationTokens(), req.Session().PeerAuthorizationTokens()...)
-	for _, tok := range tokens {
-		if bytes.Equal(tok.Value, []byte("secret")) {
+	var values [][]byte
+	if update != nil {
+		if len(update.AuthorizationTokens) == 0 {
+			return nil
+		}
+		for _, tok := range update.AuthorizationTokens {
+			values = append(values, tok.Value)
+		}
+	} else {
+		for _, tok := range append(req.AuthorizationTokens(), req.Session().PeerAuthorizationTokens()...) {
+			values = append(values, tok.Value)
+		}
+	}
+	for _, v := range values {
+		if bytes.Equal(v, []byte("secret")) {
 			return nil
 		}
 	}
@@ -79,7 +93,7 @@ func Example() {
 	mux.HandleFunc(wire.NewNamespace("local"), func(req moqt.Request) {
 		sr, ok := req.(*moqt.SubscribeRequest)
 		switch {
-		case authorize(req) != nil:
+		case authorize(req, nil) != nil:
 			_ = req.Reject(wire.ReqUnauthorized, "unauthorized")
 		case ok && sr.Track.Equal(clockName):
 			_, _ = clock.Accept(sr, moqt.AcceptOptions{})

@@ -436,7 +436,7 @@ func TestFetchThroughChain(t *testing.T) {
 // for this relay.
 func TestC045_FetchAuthorized(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
-		auth := func(r moqt.Request) error {
+		auth := func(r moqt.Request, _ *wire.Params) error {
 			if _, ok := r.(*moqt.FetchRequest); ok && !hasToken(r, "good") {
 				return errors.New("no")
 			}

@@ -29,6 +29,14 @@ type nsState struct {
 	subs    map[*nsSub]struct{}     // SUBSCRIBE_NAMESPACE
 	tsubs   map[*tracksSub]struct{} // SUBSCRIBE_TRACKS
 	discs   map[*upDisc]struct{}    // upstream namespace requests, prefixes pairwise disjoint per type
+	// subIdx indexes subs by the first field of their current prefix
+	// (subKey), so that a namespace's change reaches the subscribers it
+	// may concern only.
+	subIdx map[string]map[*nsSub]struct{}
+	// discBy counts the requests of each session that discover upstream,
+	// discPending the upstream requests admitted and not made yet.
+	discBy      map[*moqt.Session]int
+	discPending int
 }
 
 // nsEntry is one namespace the relay offers, with where it comes from.
@@ -36,6 +44,7 @@ type nsEntry struct {
 	ns     wire.Namespace
 	local  map[*localAnn]struct{}
 	remote map[*upDisc]*moqt.Session // the upstream session that reported it
+	subs   map[*nsSub]struct{}       // the subscribers it is offered to
 	// fwd forwards the announcement upstream while a local announcer
 	// exists (Config.Upstream only).
 	fwd *upForward
@@ -53,14 +62,23 @@ type nsSub struct {
 	s     *moqt.Session
 	w     *moqt.NamespaceWriter
 	limit int
-	ref   discRef
+	// ref.prefix is the current prefix as the relay follows it
+	// (followPrefix); offered the namespaces under it offered to w.
+	ref     *discRef
+	offered map[*nsEntry]struct{}
 }
 
 // discRef is a downstream request's share of an upstream one: its prefix,
-// as requested, and the upstream request covering it.
+// as requested and then updated, and the upstream request covering it.
 type discRef struct {
 	prefix wire.Namespace
 	disc   *upDisc
+	// owner is the session whose share of the discovery limits the
+	// request holds, nil when it does not discover upstream; pending
+	// that it holds one of the relay's upstream requests it has not
+	// made yet (admitDiscLocked).
+	owner   *moqt.Session
+	pending bool
 }
 
 // maxMatches is Config.MaxNamespaceMatches or its default.
@@ -117,6 +135,7 @@ func sessionLevel(ns wire.Namespace) bool {
 // namespace is announced upstream, for as long as the announcement lasts.
 func (rl *Relay) servePublishNamespace(r *moqt.PublishNamespaceRequest) {
 	s := r.Session()
+	r.OnUpdate = func(u *wire.Params) error { return rl.authorizeUpdate(r, u) }
 	ann, err := r.Accept(wire.Params{})
 	if err != nil {
 		rl.reqDone(KindPublishNamespace, OutcomeRefused)
@@ -171,6 +190,8 @@ func (st *nsState) initLocked() {
 		st.subs = map[*nsSub]struct{}{}
 		st.tsubs = map[*tracksSub]struct{}{}
 		st.discs = map[*upDisc]struct{}{}
+		st.discBy = map[*moqt.Session]int{}
+		st.subIdx = map[string]map[*nsSub]struct{}{}
 	}
 }
 
@@ -181,7 +202,7 @@ func (st *nsState) entryLocked(ns wire.Namespace) *nsEntry {
 	if e := st.entries[k]; e != nil {
 		return e
 	}
-	e := &nsEntry{ns: ns, local: map[*localAnn]struct{}{}, remote: map[*upDisc]*moqt.Session{}}
+	e := &nsEntry{ns: ns, local: map[*localAnn]struct{}{}, remote: map[*upDisc]*moqt.Session{}, subs: map[*nsSub]struct{}{}}
 	st.entries[k] = e
 	return e
 }
@@ -200,41 +221,6 @@ func (e *nsEntry) visibleTo(s *moqt.Session) bool {
 		}
 	}
 	return false
-}
-
-// changedLocked tells every SUBSCRIBE_NAMESPACE subscriber of e's new
-// state (NAMESPACE or NAMESPACE_DONE, §9.16, §9.17), starts or stops its
-// forwarding upstream, and drops e once nothing offers it.
-func (rl *Relay) changedLocked(e *nsEntry) {
-	st := &rl.ns
-	for sub := range st.subs {
-		if e.visibleTo(sub.s) {
-			rl.offerLocked(sub, e, false)
-		} else {
-			_ = sub.w.Done(e.ns)
-		}
-	}
-	rl.syncForwardLocked(e)
-	if len(e.local) == 0 && len(e.remote) == 0 && e.fwd == nil {
-		if k := e.ns.Key(); st.entries[k] == e {
-			delete(st.entries, k)
-		}
-	}
-}
-
-// offerLocked offers e to sub; counted: the matches were counted
-// already. Every namespace is offered, under the current prefix or not,
-// so that a later TRACK_NAMESPACE_PREFIX finds it (§9.5.2). One under the prefix that takes the subscription past
-// Config.MaxNamespaceMatches ends it (§4.3.1): the stream is reset with
-// EXCESSIVE_LOAD, there being no reset code for NAMESPACE_TOO_LARGE.
-func (rl *Relay) offerLocked(sub *nsSub, e *nsEntry, counted bool) {
-	if p := sub.w.Prefix(); !counted && e.ns.HasPrefix(p) && rl.ns.matchesLocked(sub.s, p) > sub.limit {
-		sub.w.End(wire.ResetExcessiveLoad)
-		rl.dropSubLocked(sub)
-		return
-	}
-	// A writer that failed ended its request, whose end drops sub.
-	_ = sub.w.Publish(e.ns)
 }
 
 // matchesLocked counts the namespaces under prefix offered to s.
@@ -257,52 +243,108 @@ func (rl *Relay) serveSubscribeNamespace(r *moqt.SubscribeNamespaceRequest) {
 	s := r.Session()
 	limit := rl.maxMatches()
 	st := &rl.ns
-	w := rl.acceptLocked(r, func() bool { return st.matchesLocked(s, r.Prefix) > limit })
+	ref := &discRef{prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}
+	up := rl.discovers(s, r.Prefix)
+	r.OnUpdate = rl.checkUpdate(r, ref, limit, func(p wire.Namespace) int {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.matchesLocked(s, p)
+	})
+	w := rl.acceptLocked(r, func() *moqt.RequestError {
+		if st.matchesLocked(s, r.Prefix) > limit {
+			return tooLarge()
+		}
+		if up {
+			return rl.admitDiscLocked(ref, s, false)
+		}
+		return nil
+	})
 	if w == nil {
+		rl.unadmit(ref)
 		return
 	}
-	sub := &nsSub{s: s, w: w, limit: limit, ref: discRef{prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}}
+	sub := &nsSub{s: s, w: w, limit: limit, ref: ref, offered: map[*nsEntry]struct{}{}}
 	st.subs[sub] = struct{}{}
-	for _, e := range st.entries {
-		if e.visibleTo(s) {
-			rl.offerLocked(sub, e, true) // counted above
-			if _, ok := st.subs[sub]; !ok {
-				break
-			}
-		}
-	}
+	st.indexLocked(sub)
+	rl.offerAllLocked(sub)
 	st.mu.Unlock()
 	rl.reqDone(KindSubscribeNamespace, OutcomeOK)
 	rl.log.Debug("relay: subscribe_namespace", "event", "ok", "prefix", r.Prefix.String())
-	if rl.cfg.Upstream != nil && !sessionLevel(r.Prefix) && !rl.isUpstream(s) {
-		rl.discoverUpstream(&sub.ref, false, func() bool { _, ok := st.subs[sub]; return ok })
+	alive := func() bool { _, ok := st.subs[sub]; return ok }
+	if up {
+		rl.discoverUpstream(ref, false, alive)
 	}
 	context.AfterFunc(r.Context(), func() {
 		st.mu.Lock()
 		rl.dropSubLocked(sub)
 		st.mu.Unlock()
 	})
+	rl.goRun(func() {
+		rl.followPrefix(r.Context(), w, ref, false, up, alive, func(p wire.Namespace) { rl.movePrefixLocked(sub, p) })
+	})
 }
 
-// acceptLocked accepts r unless the relay is closed or tooMany, evaluated
-// under nsState.mu, reports more matches than Config.MaxNamespaceMatches
-// (NAMESPACE_TOO_LARGE, §4.3.1). It returns with nsState.mu held when it
-// accepted; nil, having answered r, otherwise.
-func (rl *Relay) acceptLocked(r *moqt.SubscribeNamespaceRequest, tooMany func() bool) *moqt.NamespaceWriter {
+// checkUpdate is the OnUpdate of a SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS
+// r whose discovery share is ref: Config.Authorize decides the update, and
+// a new prefix is refused with NAMESPACE_TOO_LARGE when count, its
+// matches, passes limit (§4.3.1), with EXCESSIVE_LOAD past the discovery
+// limits.
+func (rl *Relay) checkUpdate(r *moqt.SubscribeNamespaceRequest, ref *discRef, limit int,
+	count func(wire.Namespace) int) func(*wire.Params) error {
+	return func(u *wire.Params) error {
+		if err := rl.authorizeUpdate(r, u); err != nil {
+			return err
+		}
+		p := u.TrackNamespacePrefix
+		if !p.Set {
+			return nil
+		}
+		if count(p.Value) > limit {
+			return tooLarge()
+		}
+		rl.ns.mu.Lock()
+		defer rl.ns.mu.Unlock()
+		return rl.admitMoveLocked(ref, p.Value, r.Tracks)
+	}
+}
+
+// tooLarge is the refusal of a request, or of a prefix update, that
+// matches more than Config.MaxNamespaceMatches (§4.3.1).
+func tooLarge() *moqt.RequestError {
+	return &moqt.RequestError{Code: wire.ReqNamespaceTooLarge, Reason: "too many matches under the prefix"}
+}
+
+// acceptLocked accepts r unless the relay is closed or check, evaluated
+// under nsState.mu, refuses it: with NAMESPACE_TOO_LARGE past
+// Config.MaxNamespaceMatches (§4.3.1), EXCESSIVE_LOAD past the discovery
+// limits. It returns with nsState.mu held when it accepted; nil, having
+// answered r, otherwise.
+func (rl *Relay) acceptLocked(r *moqt.SubscribeNamespaceRequest, check func() *moqt.RequestError) *moqt.NamespaceWriter {
 	st := &rl.ns
 	st.mu.Lock()
 	st.initLocked()
 	code, reason := wire.ReqGoingAway, "relay closed"
+	var refusal *moqt.RequestError
 	switch {
 	case st.closed:
-	case tooMany():
-		code, reason = wire.ReqNamespaceTooLarge, "too many matches under the prefix"
+	case func() bool { refusal = check(); return refusal != nil }():
+		code, reason = refusal.Code, refusal.Reason
 	default:
+		// Accepted without the lock: r.OnUpdate, which takes it, may run
+		// within Accept.
+		st.mu.Unlock()
 		w, err := r.Accept(wire.Params{})
-		if err == nil {
+		if err != nil {
+			rl.reqDone(requestKind(r), OutcomeRefused)
+			return nil
+		}
+		st.mu.Lock()
+		if !st.closed {
+			st.initLocked()
 			return w
 		}
 		st.mu.Unlock()
+		w.End(wire.ResetGoingAway)
 		rl.reqDone(requestKind(r), OutcomeRefused)
 		return nil
 	}
@@ -319,7 +361,12 @@ func (rl *Relay) dropSubLocked(sub *nsSub) {
 		return
 	}
 	delete(st.subs, sub)
-	rl.releaseDiscLocked(&sub.ref)
+	st.unindexLocked(sub)
+	for e := range sub.offered {
+		delete(e.subs, sub)
+	}
+	rl.releaseDiscLocked(sub.ref)
+	rl.unadmitLocked(sub.ref)
 }
 
 // isUpstream reports whether s is a session the relay dialed or asked as an
@@ -350,7 +397,8 @@ func (rl *Relay) closeNamespaces() {
 	for d := range st.discs {
 		d.cancel()
 	}
-	st.entries, st.anns, st.subs, st.tsubs, st.discs = nil, nil, nil, nil, nil
+	st.entries, st.anns, st.subs, st.tsubs, st.discs, st.discBy, st.subIdx = nil, nil, nil, nil, nil, nil, nil
+	st.discPending = 0
 	for sub := range tsubs {
 		sub.ended = true
 	}

@@ -18,7 +18,7 @@ type tracksSub struct {
 	params wire.Params // the PUBLISHes' initial subscription parameters
 	limit  int
 	ended  bool
-	ref    discRef
+	ref    *discRef
 	// offered are the tracks with a PUBLISH in flight or Established, and
 	// those skipped: a skipped track gets no PUBLISH on this request
 	// again (§4.1).
@@ -59,22 +59,36 @@ func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 	limit := rl.maxMatches()
 	tooMany := len(rl.tracksFor(s, r.Prefix)) > limit
 	st := &rl.ns
-	w := rl.acceptLocked(r, func() bool { return tooMany })
+	ref := &discRef{prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}
+	up := rl.discovers(s, r.Prefix)
+	r.OnUpdate = rl.checkUpdate(r, ref, limit, func(p wire.Namespace) int { return len(rl.tracksFor(s, p)) })
+	w := rl.acceptLocked(r, func() *moqt.RequestError {
+		if tooMany {
+			return tooLarge()
+		}
+		if up {
+			return rl.admitDiscLocked(ref, s, true)
+		}
+		return nil
+	})
 	if w == nil {
+		rl.unadmit(ref)
 		return
 	}
 	ctx, stop := context.WithCancel(rl.ctx)
 	sub := &tracksSub{s: s, w: w, ctx: ctx, stop: stop, params: publishParams(r.Params), limit: limit,
 		offered: map[wire.TrackKey]*trackOffer{},
-		ref:     discRef{prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}}
+		ref:     ref}
 	st.tsubs[sub] = struct{}{}
 	st.mu.Unlock()
 	rl.reqDone(KindSubscribeTracks, OutcomeOK)
 	rl.log.Debug("relay: subscribe_tracks", "event", "ok", "prefix", r.Prefix.String())
-	if rl.cfg.Upstream != nil && !sessionLevel(r.Prefix) && !rl.isUpstream(s) {
+	alive := func() bool { _, ok := st.tsubs[sub]; return ok }
+	if up {
 		// The upstream's tracks come as PUBLISHes to the relay, which
 		// offers them on (onTrackPublished).
-		rl.discoverUpstream(&sub.ref, true, func() bool { _, ok := st.tsubs[sub]; return ok })
+		rl.discoverUpstream(ref, true, alive)
+		rl.goRun(func() { rl.followPrefix(sub.ctx, w, ref, true, true, alive, nil) })
 	}
 	context.AfterFunc(r.Context(), func() { rl.endTracks(sub) })
 	// Taken before the prefix is read, so that no update is missed.
@@ -112,7 +126,8 @@ func (rl *Relay) endTracks(sub *tracksSub) {
 	sub.ended = true
 	if _, ok := rl.ns.tsubs[sub]; ok {
 		delete(rl.ns.tsubs, sub)
-		rl.releaseDiscLocked(&sub.ref)
+		rl.releaseDiscLocked(sub.ref)
+		rl.unadmitLocked(sub.ref)
 	}
 	rl.ns.mu.Unlock()
 	sub.stop()

@@ -187,7 +187,11 @@ func (rl *Relay) discoverUpstream(ref *discRef, tracks bool, alive func() bool) 
 	st := &rl.ns
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.closed || !alive() {
+	if ref.pending && !st.closed {
+		st.discPending--
+	}
+	ref.pending = false
+	if st.closed || !alive() || ref.disc != nil || sessionLevel(ref.prefix) {
 		return
 	}
 	for d := range st.discs {
@@ -227,11 +231,11 @@ func (rl *Relay) discRefsLocked(tracks bool) []*discRef {
 	var out []*discRef
 	if tracks {
 		for sub := range rl.ns.tsubs {
-			out = append(out, &sub.ref)
+			out = append(out, sub.ref)
 		}
 	} else {
 		for sub := range rl.ns.subs {
-			out = append(out, &sub.ref)
+			out = append(out, sub.ref)
 		}
 	}
 	return out
@@ -368,4 +372,133 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// followPrefix follows w's prefix after each accepted
+// TRACK_NAMESPACE_PREFIX update (§9.5.2), until ctx, the request's, ends:
+// moveLocked, if set, is called with the new prefix under nsState.mu, and
+// with up the request's upstream discovery moves to it (the old prefix's
+// share released, the upstream's namespaces under the new one asked for).
+func (rl *Relay) followPrefix(ctx context.Context, w *moqt.NamespaceWriter, ref *discRef, tracks, up bool,
+	alive func() bool, moveLocked func(wire.Namespace)) {
+	changed := w.Changed()
+	for {
+		p := w.Prefix()
+		st := &rl.ns
+		st.mu.Lock()
+		moved := alive() && p.Key() != ref.prefix.Key()
+		if moved {
+			if moveLocked != nil {
+				moveLocked(p)
+			}
+			rl.releaseDiscLocked(ref)
+			ref.prefix = p
+		}
+		st.mu.Unlock()
+		if moved && up {
+			rl.discoverUpstream(ref, tracks, alive)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+		changed = w.Changed()
+	}
+}
+
+// discovers reports whether a namespace request of s for prefix is asked
+// upstream: with Config.Upstream, unless s is an upstream session or the
+// prefix is session-level (§6.5).
+func (rl *Relay) discovers(s *moqt.Session, prefix wire.Namespace) bool {
+	return rl.cfg.Upstream != nil && !sessionLevel(prefix) && !rl.isUpstream(s)
+}
+
+// excessiveLoad refuses a discovery past Config.MaxSessionDiscoveries or
+// Config.MaxDiscoveries.
+func excessiveLoad(reason string) *moqt.RequestError {
+	return &moqt.RequestError{Code: wire.ReqExcessiveLoad, Reason: reason}
+}
+
+// coveredLocked reports whether an upstream request of the type covers
+// prefix: a request for it shares that one.
+func (st *nsState) coveredLocked(prefix wire.Namespace, tracks bool) bool {
+	for d := range st.discs {
+		if d.tracks == tracks && prefix.HasPrefix(d.prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// admitDiscLocked takes, for ref, a request of s about to discover
+// upstream, its share of the discovery limits: one of the session's
+// Config.MaxSessionDiscoveries and, unless an upstream request covers its
+// prefix already, one of the relay's Config.MaxDiscoveries. So that one
+// client cannot take every request stream of the upstream session all
+// share, past them it is refused with EXCESSIVE_LOAD.
+func (rl *Relay) admitDiscLocked(ref *discRef, s *moqt.Session, tracks bool) *moqt.RequestError {
+	st := &rl.ns
+	if st.discBy[s] >= rl.cfg.MaxSessionDiscoveries {
+		return excessiveLoad("too many namespace requests of the session asked upstream")
+	}
+	if !st.coveredLocked(ref.prefix, tracks) {
+		if len(st.discs)+st.discPending >= rl.cfg.MaxDiscoveries {
+			return excessiveLoad("too many namespace requests upstream")
+		}
+		ref.pending = true
+		st.discPending++
+	}
+	st.discBy[s]++
+	ref.owner = s
+	return nil
+}
+
+// admitMoveLocked decides a prefix update of ref's request against
+// Config.MaxDiscoveries: the new prefix needs an upstream request of its
+// own unless one covers it, and frees the old one if ref was its only user.
+// The new request's place is taken at once, so that updates and requests
+// in the meantime cannot take it.
+func (rl *Relay) admitMoveLocked(ref *discRef, prefix wire.Namespace, tracks bool) error {
+	st := &rl.ns
+	if ref.owner == nil || sessionLevel(prefix) || st.coveredLocked(prefix, tracks) {
+		return nil
+	}
+	n := len(st.discs) + st.discPending
+	if ref.disc != nil && ref.disc.users == 1 {
+		n--
+	}
+	if n >= rl.cfg.MaxDiscoveries {
+		return excessiveLoad("too many namespace requests upstream")
+	}
+	// Held until followPrefix asks for it (discoverUpstream), or the
+	// request ends.
+	if !ref.pending {
+		ref.pending = true
+		st.discPending++
+	}
+	return nil
+}
+
+// unadmitLocked gives back ref's share of the discovery limits.
+func (rl *Relay) unadmitLocked(ref *discRef) {
+	st := &rl.ns
+	s, pending := ref.owner, ref.pending
+	ref.owner, ref.pending = nil, false
+	if st.closed || s == nil { // Close dropped the counts
+		return
+	}
+	if pending {
+		st.discPending--
+	}
+	if st.discBy[s]--; st.discBy[s] <= 0 {
+		delete(st.discBy, s)
+	}
+}
+
+// unadmit is unadmitLocked taking the lock.
+func (rl *Relay) unadmit(ref *discRef) {
+	rl.ns.mu.Lock()
+	defer rl.ns.mu.Unlock()
+	rl.unadmitLocked(ref)
 }

@@ -73,6 +73,7 @@ type sessionState struct {
 	anns     map[*announcer]struct{}
 	opened   int  // tracks it opened (trackEntry.opener), on Relay.mu
 	dialed   bool // Config.Upstream returned it, on Relay.mu
+	held     int  // its rendezvous SUBSCRIBEs waiting, on Relay.mu
 }
 
 // announcer is a session's accepted PUBLISH_NAMESPACE.

@@ -129,7 +129,7 @@ func (f UpstreamFunc) Session(ctx context.Context, ns wire.Namespace) (*moqt.Ses
 
 // AllowAll authorizes every request. A relay refuses everything unless its
 // Config.Authorize says otherwise, so allowing all has to be said.
-func AllowAll(moqt.Request) error { return nil }
+func AllowAll(moqt.Request, *wire.Params) error { return nil }
 
 // Config configures a Relay. Zero fields mean the documented defaults.
 type Config struct {
@@ -144,7 +144,15 @@ type Config struct {
 	// SUBSCRIBE_TRACKS, an origin's SUBSCRIBE for a namespace announced
 	// through this relay) are decided too: there Session().Path() is the
 	// path this relay dialed.
-	Authorize func(moqt.Request) error
+	//
+	// update is nil for the request itself. For a REQUEST_UPDATE of a
+	// SUBSCRIBE, PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS
+	// the relay serves, it is the update's parameters (its
+	// AUTHORIZATION_TOKENs resolved, a TRACK_NAMESPACE_PREFIX the new
+	// prefix), req the request as first received: an error refuses the
+	// update, which ends the request (§9.5.1), so that widening a prefix
+	// or refreshing a token is decided as the request was.
+	Authorize func(req moqt.Request, update *wire.Params) error
 
 	// Upstream is asked for tracks no connected session publishes. Nil:
 	// none.
@@ -169,7 +177,10 @@ type Config struct {
 	MaxRendezvousTimeout time.Duration
 	// MaxHeldSubscribes bounds the SUBSCRIBEs held at once waiting for a
 	// publisher; more are refused with EXCESSIVE_LOAD. Default 1024.
-	MaxHeldSubscribes int
+	// MaxSessionHeldSubscribes is one session's share of them, so that a
+	// few sessions cannot take every place. Default 64.
+	MaxHeldSubscribes        int
+	MaxSessionHeldSubscribes int
 	// MaxSessionTracks bounds the tracks one session may make the relay
 	// ask its publishers for: tracks it subscribed to first, counted until
 	// they leave the relay (Linger included), so that one subscriber
@@ -199,6 +210,23 @@ type Config struct {
 	// it later is reset with EXCESSIVE_LOAD (§4.3.1). Keep it below the
 	// sessions' moqt.Config.MaxActiveNamespaces. Default 1024.
 	MaxNamespaceMatches int
+
+	// Upstream discovery. With Upstream, each SUBSCRIBE_NAMESPACE and
+	// SUBSCRIBE_TRACKS (but an upstream session's) is asked upstream too,
+	// on the upstream session every client shares: by one request of its
+	// own unless one asked already covers its prefix. So that one client
+	// cannot take all of that session's request streams,
+	// MaxSessionDiscoveries bounds the requests of one session asked
+	// upstream, and MaxDiscoveries the relay's upstream discovery
+	// requests; a request, or a prefix update, past either is refused with
+	// EXCESSIVE_LOAD (rather than served from what the relay knows, which
+	// would hide the upstream's namespaces without a word). Defaults 16
+	// and 64; keep MaxDiscoveries well below the upstream's stream limit
+	// (moqt.Config.MaxIncomingStreams, 100 by default), which SUBSCRIBEs
+	// use too, and raise MaxSessionDiscoveries when downstream relays
+	// connect.
+	MaxSessionDiscoveries int
+	MaxDiscoveries        int
 }
 
 // Relay routes requests between sessions as a MoQT relay (§7). It is a
@@ -257,6 +285,9 @@ func New(cfg Config) *Relay {
 	if cfg.MaxHeldSubscribes <= 0 {
 		cfg.MaxHeldSubscribes = 1024
 	}
+	if cfg.MaxSessionHeldSubscribes <= 0 {
+		cfg.MaxSessionHeldSubscribes = 64
+	}
 	if cfg.MaxSessionTracks <= 0 {
 		cfg.MaxSessionTracks = 256
 	}
@@ -267,6 +298,12 @@ func New(cfg Config) *Relay {
 	}
 	if cfg.UpstreamTimeout <= 0 {
 		cfg.UpstreamTimeout = 10 * time.Second
+	}
+	if cfg.MaxSessionDiscoveries <= 0 {
+		cfg.MaxSessionDiscoveries = 16
+	}
+	if cfg.MaxDiscoveries <= 0 {
+		cfg.MaxDiscoveries = 64
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rl := &Relay{
@@ -291,7 +328,7 @@ func (rl *Relay) ServeMOQT(req moqt.Request) {
 		rl.reqDone(kind, OutcomeRefused)
 		return
 	}
-	if err := rl.authorize(req); err != nil {
+	if err := rl.authorize(req, nil); err != nil {
 		code := wire.ReqUnauthorized
 		var re *moqt.RequestError
 		if errors.As(err, &re) {
@@ -319,12 +356,29 @@ func (rl *Relay) ServeMOQT(req moqt.Request) {
 	}
 }
 
-// authorize runs Config.Authorize; nil refuses.
-func (rl *Relay) authorize(req moqt.Request) error {
+// authorize runs Config.Authorize on req or, update set, on one of its
+// REQUEST_UPDATEs; nil refuses.
+func (rl *Relay) authorize(req moqt.Request, update *wire.Params) error {
 	if rl.cfg.Authorize == nil {
 		return errors.New("relay: no authorizer configured")
 	}
-	return rl.cfg.Authorize(req)
+	return rl.cfg.Authorize(req, update)
+}
+
+// authorizeUpdate decides a REQUEST_UPDATE of req by Config.Authorize: a
+// refusal is a REQUEST_ERROR UNAUTHORIZED, or the *moqt.RequestError the
+// authorizer returned.
+func (rl *Relay) authorizeUpdate(req moqt.Request, update *wire.Params) error {
+	err := rl.authorize(req, update)
+	if err == nil {
+		return nil
+	}
+	rl.log.Debug("relay: update refused", "kind", requestKind(req), "err", err)
+	var re *moqt.RequestError
+	if errors.As(err, &re) {
+		return re
+	}
+	return &moqt.RequestError{Code: wire.ReqUnauthorized, Reason: err.Error()}
 }
 
 // Close ends every subscription the relay serves and every upstream one it

@@ -75,7 +75,7 @@ func (rl *Relay) serveSubscribe(r *moqt.SubscribeRequest) {
 		}
 		found := e.dead || e.track != nil || len(e.ups) > 0
 		hold := rl.rendezvous(r.Params)
-		if !found && (hold == 0 || err != nil || !rl.holdOne()) {
+		if !found && (hold == 0 || err != nil || !rl.holdOne(r.Session())) {
 			e.removeWaiterLocked(r.Session(), fwd)
 			e.checkIdleLocked()
 			e.mu.Unlock()
@@ -98,7 +98,7 @@ func (rl *Relay) serveSubscribe(r *moqt.SubscribeRequest) {
 			continue
 		}
 		done := rl.await(e, r, fwd, hold)
-		rl.unhold()
+		rl.unhold(r.Session())
 		if done {
 			return
 		}
@@ -123,20 +123,29 @@ func (rl *Relay) rendezvous(p wire.Params) time.Duration {
 	return time.Duration(p.RendezvousTimeout.Value) * time.Millisecond
 }
 
-// holdOne takes one of the Config.MaxHeldSubscribes places.
-func (rl *Relay) holdOne() bool {
+// holdOne takes one of the Config.MaxHeldSubscribes places for a
+// SUBSCRIBE of s, within its Config.MaxSessionHeldSubscribes.
+func (rl *Relay) holdOne(s *moqt.Session) bool {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	if rl.held >= rl.cfg.MaxHeldSubscribes {
+	st := rl.sessions[s]
+	if rl.held >= rl.cfg.MaxHeldSubscribes || st != nil && st.held >= rl.cfg.MaxSessionHeldSubscribes {
 		return false
 	}
 	rl.held++
+	if st != nil {
+		st.held++
+	}
 	return true
 }
 
-func (rl *Relay) unhold() {
+// unhold gives back holdOne's place.
+func (rl *Relay) unhold(s *moqt.Session) {
 	rl.mu.Lock()
 	rl.held--
+	if st := rl.sessions[s]; st != nil && st.held > 0 {
+		st.held--
+	}
 	rl.mu.Unlock()
 }
 
@@ -236,6 +245,9 @@ func (rl *Relay) acceptDown(e *trackEntry, r *moqt.SubscribeRequest, fwd, waiter
 	e.mu.Unlock()
 
 	ss, err := track.Accept(r, moqt.AcceptOptions{OnUpdate: func(_ *moqt.ServedSubscription, p *wire.Params) error {
+		if err := rl.authorizeUpdate(r, p); err != nil {
+			return err
+		}
 		e.downstreamUpdate(d, p)
 		return nil
 	}})

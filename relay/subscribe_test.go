@@ -195,6 +195,28 @@ func TestRendezvous(t *testing.T) {
 		<-held
 		waitFor(t, "tables empty", func() bool { return n.relay.tablesEmpty() == nil })
 	})
+	t.Run("per session", func(t *testing.T) {
+		n := startNode(t, "moqt", Config{MaxHeldSubscribes: 3, MaxSessionHeldSubscribes: 2}, nil)
+		hold := wire.Params{RendezvousTimeout: wire.Some[uint64](10_000)}
+		name := func(i int) wire.FullTrackName {
+			tn := testTrack
+			tn.Name = []byte{'t', byte('0' + i)}
+			return tn
+		}
+		a, _ := n.dial("/a", nil)
+		for i := 0; i < 2; i++ {
+			_ = asyncSubscribe(t, a, name(i), hold)
+		}
+		waitFor(t, "two held", func() bool { n.relay.mu.Lock(); defer n.relay.mu.Unlock(); return n.relay.held == 2 })
+		_, err := subscribe(t, a, name(2), hold)
+		assert.Equal(t, wire.ReqExcessiveLoad, requestCode(t, err), "past the session's share")
+		b, _ := n.dial("/b", nil)
+		_ = asyncSubscribe(t, b, name(3), hold)
+		waitFor(t, "another session's held", func() bool { n.relay.mu.Lock(); defer n.relay.mu.Unlock(); return n.relay.held == 3 })
+		require.NoError(t, a.Close())
+		require.NoError(t, b.Close())
+		waitFor(t, "tables empty", func() bool { return n.relay.tablesEmpty() == nil })
+	})
 }
 
 func TestC061_HeldSubscribeProceedsWhenPublisherAppears(t *testing.T) {

@@ -12,8 +12,8 @@
 // publishes is asked for there.
 //
 // It is a demo: every request is authorized (relay.AllowAll). A real relay
-// decides each one in its Authorize hook, from the request's authorization
-// tokens and the session's PATH and AUTHORITY.
+// decides each one, and each of its updates, in its Authorize hook, from
+// the request's authorization tokens and the session's PATH and AUTHORITY.
 //
 // SIGINT or SIGTERM stops it cleanly: every session is sent GOAWAY and
 // drained for a few seconds, then closed.
