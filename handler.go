@@ -96,8 +96,13 @@ type RequestCommon struct {
 	// answeredCh closes: the request's owner terminates its state there.
 	// Set before the request reaches the Handler.
 	rejected func(*RequestError)
-	tokens   []AuthToken
-	ns       wire.Namespace
+	// unclaim, if set, runs right before a REQUEST_ERROR is sent: what
+	// the request holds against the peer's next requests (a prefix claim)
+	// is let go first, so that a request the peer sends as soon as it
+	// reads the error is not refused for it.
+	unclaim func()
+	tokens  []AuthToken
+	ns      wire.Namespace
 	// ctx is the request's Context; the stream's read loop, a refusal and
 	// the request's own end cancel it.
 	ctx    context.Context
@@ -165,6 +170,9 @@ func (in *RequestCommon) Reject(code wire.RequestErrorCode, reason string) error
 // rejectWith sends e as the request's one answer.
 func (in *RequestCommon) rejectWith(e *RequestError) error {
 	return in.answer(func() error {
+		if in.unclaim != nil {
+			in.unclaim()
+		}
 		in.rs.reject(e)
 		// The request is over. Its Context ends first, so that the cause
 		// is e and not the end of the read loop that rejected wakes.

@@ -270,6 +270,7 @@ func serveNamespaceSubscription(s *Session, rs *requestStream, prefix wire.Names
 	srv.onEnd = func() { s.nsPrefixes.release(tracks, rs) }
 	req.w = w
 	req.rejected = srv.rejected
+	req.unclaim = srv.onEnd
 	s.handOff(req)
 	return rs.serve(srv)
 }
