@@ -130,7 +130,10 @@ func TestNamespaceSubscribeClose(t *testing.T) {
 		assert.ErrorIs(t, context.Cause(req.Context()), ErrCancelled)
 		settle(t, func() bool { return w.Publish(wire.NewNamespace("b")) != nil }, "writer still usable")
 
-		// The prefix is free again.
+		// The prefix is free again once the responder has seen the
+		// cancellation (it travels on the old stream, the new request on
+		// another: until then the claim stands).
+		settle(t, func() bool { return p.server.nsPrefixes.count() == 0 }, "prefix claim left")
 		sub, err = p.client.SubscribeNamespace(ctx, wire.NewNamespace("a"), wire.Params{})
 		require.NoError(t, err)
 		require.NoError(t, sub.Close())
