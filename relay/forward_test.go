@@ -104,12 +104,7 @@ func TestC049_C067_C068_C069_ObjectsForwardedUnmodified(t *testing.T) {
 
 func TestDatagramsForwarded(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
-		n := startNode(t, scheme, Config{}, nil)
-		pub := n.newPublisher("/pub", testTrack, nil)
-		n.announce(pub, wire.NewNamespace("live"))
-		c, _ := n.dial("/sub", nil)
-		sub, err := subscribe(t, c, testTrack, wire.Params{})
-		require.NoError(t, err)
+		_, pub, _, sub := liveSubscription(t, scheme)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		// Datagrams may be lost: send until one arrives.
@@ -307,12 +302,7 @@ func TestC075_C076_NewDownstreamStreamWhenNextObjectUnproven(t *testing.T) {
 
 func TestUpstreamResetPassedOnWithItsCode(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
-		n := startNode(t, scheme, Config{}, nil)
-		pub := n.newPublisher("/pub", testTrack, nil)
-		n.announce(pub, wire.NewNamespace("live"))
-		c, _ := n.dial("/sub", nil)
-		sub, err := subscribe(t, c, testTrack, wire.Params{})
-		require.NoError(t, err)
+		_, pub, _, sub := liveSubscription(t, scheme)
 		w := pub.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
 		require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Object: 0}, Payload: []byte("x")}))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

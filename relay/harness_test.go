@@ -362,3 +362,17 @@ func (rl *Relay) upstreamForwarding(name wire.FullTrackName) bool {
 }
 
 var _ = assert.Equal
+
+// liveSubscription starts a relay over scheme with one publisher of
+// testTrack that announced (live), and a subscriber session c subscribed
+// to testTrack through it.
+func liveSubscription(t *testing.T, scheme string) (n *node, pub *publisher, c *moqt.Session, sub *moqt.Subscription) {
+	t.Helper()
+	n = startNode(t, scheme, Config{}, nil)
+	pub = n.newPublisher("/pub", testTrack, nil)
+	n.announce(pub, wire.NewNamespace("live"))
+	c, _ = n.dial("/sub", nil)
+	sub, err := subscribe(t, c, testTrack, wire.Params{})
+	require.NoError(t, err)
+	return n, pub, c, sub
+}

@@ -30,19 +30,14 @@ func doneCode(t *testing.T, sub *moqt.Subscription) wire.PublishDoneCode {
 
 func TestC077_MalformedTrackEndsDownstreamWithMalformedTrack(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
-		n := startNode(t, scheme, Config{}, nil)
-		pub := n.newPublisher("/pub", testTrack, nil)
-		n.announce(pub, wire.NewNamespace("live"))
-		c, _ := n.dial("/sub", nil)
-		sub, err := subscribe(t, c, testTrack, wire.Params{})
-		require.NoError(t, err)
+		n, pub, _, sub := liveSubscription(t, scheme)
 		// Group 0 ends at object 1 (END_OF_GROUP status); an object past it
 		// in another subgroup is a Malformed Track (§12.1).
 		w := pub.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
 		require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Object: 0}, Payload: []byte("a")}))
 		require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Object: 1}, Status: wire.ObjectEndOfGroup}))
 		require.NoError(t, w.Close())
-		_, err = readSubgroup(t, sub)
+		_, err := readSubgroup(t, sub)
 		require.NoError(t, err)
 		w2 := pub.track.OpenSubgroup(0, 1, moqt.SubgroupOptions{})
 		require.NoError(t, w2.WriteObject(moqt.Object{Location: wire.Location{Object: 5}, SubgroupID: 1, Payload: []byte("past the end")}))
