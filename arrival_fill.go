@@ -18,7 +18,7 @@ import (
 // fillError is the ReadObject error entry of a fill stream that ended
 // before its FIN.
 func fillError(slot *fillSlot, err error) error {
-	return fmt.Errorf("moqt: fill fetch stream of request %d: %w", slot.id, err)
+	return fmt.Errorf("%w: fill fetch stream of request %d: %w", ErrFillFailed, slot.id, err)
 }
 
 // The fill side of Subscription.ReadObject. The initial fill, the one

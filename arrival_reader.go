@@ -94,6 +94,28 @@ type arrivalItem struct {
 // payload exceeds Config.MaxObjectSize are not read into memory: the
 // stream is stopped and reported as a stream error (see below).
 //
+// ReadObject returns an error only when the subscription has ended (after
+// every stream has been read: *DoneError for the publisher's PUBLISH_DONE)
+// or ctx is done. What may leave objects missing while it goes on is told
+// in band, by an entry whose Object.Incomplete is set, as Fetch.ReadObject
+// tells a fetch's gaps: a subgroup stream that ended before its FIN (the
+// publisher reset it, such as at the end of a subgroup this subscription
+// joined mid-way when its filter covers the objects before, §11.3.2, or
+// for a delivery timeout; or one of its objects was larger than
+// Config.MaxObjectSize, and this end stopped it). The objects it carried
+// before were returned. So the loop a subscriber writes is:
+//
+//	for {
+//		obj, err := sub.ReadObject(ctx)
+//		if err != nil {
+//			return err // the subscription is over
+//		}
+//		if obj.Incomplete != nil {
+//			continue // group obj.Location.Group may lack objects
+//		}
+//		use(obj)
+//	}
+//
 // With FILL_PARAMETERS, ReadObject also yields the fill fetch streams'
 // entries (§3.4), gap markers (Object.EndOfRange) included, unless
 // AcceptFill was called first. The fill SUBSCRIBE_OK promised comes first:
@@ -104,10 +126,10 @@ type arrivalItem struct {
 // reported unknown or timed out is). With the Next Object filter and
 // an open-ended fill (§3.4) that is every object once, in order. A fill
 // that is reset, does not open within Config.FillWait, or then gives no
-// entry for as long while objects wait, is returned as
-// an error wrapping the cause (a *StreamError for a reset), with a zero
-// Object; the subscription goes on. Fills asked for later by Update are
-// yielded as they arrive.
+// entry for as long while objects wait, is an entry whose Incomplete
+// wraps ErrFillFailed and the cause (a *StreamError for a reset), every
+// other field zero; the subscription goes on. Fills asked for later by
+// Update are yielded as they arrive.
 //
 // Use ReadObject or AcceptSubgroup and ReadDatagram, not both: the first
 // call of ReadObject takes every stream of the subscription, and returns
@@ -119,15 +141,8 @@ type arrivalItem struct {
 // Config.ReadStallTimeout, while it is not called, is cancelled
 // (ErrFellBehind), as one whose streams wait for AcceptSubgroup.
 //
-// A subgroup stream that ends before its FIN is reported as an error with
-// an Object whose Location.Group and SubgroupID name the subgroup (only
-// those fields are set): the publisher reset it (the error wraps the
-// *StreamError, whose Code says why, such as DELIVERY_TIMEOUT), or one of
-// its objects was larger than Config.MaxObjectSize (it wraps
-// ErrObjectTooLarge, and this end stopped the stream). The stream's
-// earlier objects were returned; the subscription goes on, so keep
-// calling ReadObject. After the subscription ends, and every stream has been read to
-// its end (or reset), ReadObject returns the subscription's error, such as
+// After the subscription ends, and every stream has been read to its end
+// (or reset), ReadObject returns the subscription's error, such as
 // *DoneError after PUBLISH_DONE. Once this end cancels the subscription
 // (Close, or ErrFellBehind, or a Malformed Track), ReadObject returns its
 // error at once, and what was queued is discarded. ReadObject returns
@@ -145,7 +160,9 @@ func (sub *Subscription) ReadObject(ctx context.Context) (Object, error) {
 	}
 	a.took(sub)
 	if it.err != nil {
-		return it.obj, it.err
+		// A subgroup or fill that ended short: news, in band.
+		it.obj.Incomplete = it.err
+		return it.obj, nil
 	}
 	a.mu.Lock()
 	a.held = it

@@ -253,11 +253,12 @@ func TestReadObjectReset(t *testing.T) {
 			got.add(obj)
 			w.Reset(wire.ResetDeliveryTimeout)
 			failed, err := lt.sub.ReadObject(lt.ctx)
-			require.Error(t, err)
+			require.NoError(t, err, "a reset subgroup is news in band, not the subscription's end")
 			assert.Equal(t, uint64(2), failed.Location.Group)
 			assert.Equal(t, uint64(5), failed.SubgroupID)
+			assert.Nil(t, failed.Payload)
 			var se2 *StreamError
-			require.ErrorAs(t, err, &se2)
+			require.ErrorAs(t, failed.Incomplete, &se2)
 			assert.Equal(t, wire.ResetDeliveryTimeout, se2.Code)
 
 			writeSubgroups(t, lt.track, 1, 1, 2, 10)
@@ -302,7 +303,7 @@ func TestReadObjectFellBehind(t *testing.T) {
 }
 
 // TestReadObjectTooLarge: an object larger than Config.MaxObjectSize is not
-// read into memory; its stream is stopped and reported.
+// read into memory; its stream is stopped and reported in band.
 func TestReadObjectTooLarge(t *testing.T) {
 	lt := subscribeTrack(t, "moqt", wire.Params{}, nil, &Config{MaxObjectSize: 1000})
 	w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
@@ -312,7 +313,8 @@ func TestReadObjectTooLarge(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, obj.Payload, 1000)
 	failed, err := lt.sub.ReadObject(lt.ctx)
-	assert.ErrorIs(t, err, ErrObjectTooLarge)
+	require.NoError(t, err)
+	assert.ErrorIs(t, failed.Incomplete, ErrObjectTooLarge)
 	assert.Equal(t, uint64(0), failed.Location.Group)
 	assert.False(t, errors.Is(lt.sub.Err(), ErrCancelled), "the subscription goes on")
 }

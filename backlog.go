@@ -332,6 +332,7 @@ func (out *subgroupOut) finishAfterBacklog(code wire.ResetCode, reset bool) bool
 		if q.active.Load() {
 			q.fin, q.reset, q.finCode = true, reset, code
 			q.mu.Unlock()
+			out.ss.endingDataStream(out.str)
 			return true
 		}
 		q.mu.Unlock()

@@ -120,6 +120,13 @@ type Config struct {
 	// (LocalTrack.End, ServedSubscription.End) never waits longer.
 	// Default 2s.
 	PublishDoneTimeout time.Duration
+	// CloseTimeout bounds how long Session.Close waits for what was sent
+	// before it to reach the peer: a QUIC close discards stream data in
+	// flight, so Close first ends this end's subscriptions with
+	// PUBLISH_DONE (their finished streams delivered) and waits for the
+	// peer to finish every request this end finished. Default 2s;
+	// negative closes at once, as CloseWithError does.
+	CloseTimeout time.Duration
 	// SharedTrackAliases makes concurrent subscriptions to one track in a
 	// session share a Track Alias, as §3.1 allows. By default each
 	// subscription gets an alias of its own: with a shared one, objects
@@ -148,12 +155,15 @@ type Config struct {
 	// KeepAlivePeriod is how often an idle connection sends a PING, so
 	// that a session with nothing to say outlives the idle timeout for as
 	// long as the peer is reachable. It is capped at half the idle
-	// timeout. Default 10s; negative disables keep-alive.
+	// timeout. Default 2s; negative disables keep-alive.
 	KeepAlivePeriod time.Duration
 	// MaxIdleTimeout ends a session whose connection received nothing for
 	// this long (the smaller of both endpoints' values applies, RFC 9000
 	// §10.1); the session then ends with a *SessionError whose Transport
-	// says idle timeout. Default 30s.
+	// says idle timeout. With the keep-alive's PINGs, which a live peer
+	// acknowledges, it is how a peer that died without a word (a killed
+	// process, a lost network) is noticed: within KeepAlivePeriod plus
+	// MaxIdleTimeout of its last packet, 8s by default. Default 6s.
 	MaxIdleTimeout time.Duration
 	// MaxIncomingStreams bounds the request streams the peer may have open
 	// at once, MaxIncomingUniStreams its control and data streams; a
@@ -329,15 +339,18 @@ func (c *Config) withDefaults() *Config {
 	if out.PublishDoneTimeout <= 0 {
 		out.PublishDoneTimeout = 2 * time.Second
 	}
+	if out.CloseTimeout == 0 {
+		out.CloseTimeout = 2 * time.Second
+	}
 	if out.ControlMessageTimeout <= 0 {
 		out.ControlMessageTimeout = 10 * time.Second
 	}
 	// Transport.
 	if out.KeepAlivePeriod == 0 {
-		out.KeepAlivePeriod = 10 * time.Second
+		out.KeepAlivePeriod = 2 * time.Second
 	}
 	if out.MaxIdleTimeout <= 0 {
-		out.MaxIdleTimeout = 30 * time.Second
+		out.MaxIdleTimeout = 6 * time.Second
 	}
 	if out.MaxIncomingStreams <= 0 {
 		out.MaxIncomingStreams = 100

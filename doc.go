@@ -19,11 +19,14 @@
 // certificate it makes.
 //
 // A session stays up while it is idle: keep-alive PINGs
-// (Config.KeepAlivePeriod, default 10 s) keep its connection within the
-// idle timeout (Config.MaxIdleTimeout, default 30 s) for as long as the
-// peer is reachable. Session.Close returns once the close is on the wire
-// and the session's goroutines have ended, so a program may exit right
-// after it.
+// (Config.KeepAlivePeriod, default 2 s) keep its connection within the
+// idle timeout (Config.MaxIdleTimeout, default 6 s) for as long as the
+// peer is reachable, and a peer that died without a word is noticed
+// within their sum. Session.Close first delivers what was sent before it
+// (within Config.CloseTimeout: it ends the subscriptions this end serves
+// with PUBLISH_DONE GOING_AWAY and waits for the peer to finish what this
+// end finished), then returns once the close is on the wire and the
+// session's goroutines have ended, so a program may exit right after it.
 //
 // # Requests
 //

@@ -283,10 +283,20 @@ var (
 	// Config.ReadStallTimeout. It also wraps ErrCancelled.
 	ErrFellBehind = errors.New("moqt: subscriber fell behind")
 
-	// ErrObjectTooLarge is wrapped by the error of ReadObject, on a
-	// SubgroupReader or a Subscription, for an object whose payload is larger
-	// than Config.MaxObjectSize.
+	// ErrObjectTooLarge is wrapped by the error of SubgroupReader.ReadObject,
+	// and by Subscription.ReadObject's Object.Incomplete, for an object whose
+	// payload is larger than Config.MaxObjectSize.
 	ErrObjectTooLarge = errors.New("moqt: object payload exceeds Config.MaxObjectSize")
+
+	// ErrFillFailed is wrapped by Subscription.ReadObject's Object.Incomplete
+	// for a fill fetch stream that ended without delivering its whole range
+	// (§3.4.1): reset by the publisher, not opened within Config.FillWait,
+	// or stalled while the subscription's objects waited.
+	ErrFillFailed = errors.New("moqt: fill incomplete")
+
+	// errNotAnObject refuses a write of an entry that only reports
+	// (Object.Incomplete, Object.EndOfRange where it has no place).
+	errNotAnObject = errors.New("moqt: the entry reports missing objects and is not an object")
 
 	// ErrSubgroupClosed is returned by writes after Close or Reset, and by a
 	// write that Close or Reset interrupted.

@@ -143,7 +143,8 @@ func (ls *libServer) accept() *Session {
 	ls.t.Helper()
 	s, err := ls.srv.Accept(fakeCtx(ls.t))
 	require.NoError(ls.t, err)
-	ls.t.Cleanup(func() { _ = s.Close() })
+	// Abrupt: the fake peer takes no part in Close's wait for delivery.
+	ls.t.Cleanup(func() { _ = s.CloseWithError(wire.NoError, "") })
 	return s
 }
 
@@ -210,7 +211,7 @@ func (fs *fakeServer) dialLib(scheme string, cfg *Config) (*fakePeer, *pendingDi
 	fp := newFakePeer(fs.t, conn)
 	fs.t.Cleanup(func() {
 		if s, _ := d.result(); s != nil {
-			_ = s.Close()
+			_ = s.CloseWithError(wire.NoError, "") // see libServer.accept
 		}
 	})
 	return fp, d

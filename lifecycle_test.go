@@ -298,8 +298,12 @@ func TestServedSubscriptionErrMatchesContext(t *testing.T) {
 	}
 	endings := []ending{
 		{name: "session closed here",
-			end:   func(p *pair, _ *Subscription, _ *ServedSubscription) { _ = p.server.Close() },
+			end:   func(p *pair, _ *Subscription, _ *ServedSubscription) { _ = p.server.CloseWithError(wire.NoError, "") },
 			check: sessionClosed(false)},
+		// Close ends the served subscriptions with PUBLISH_DONE first.
+		{name: "session closed gracefully here",
+			end:   func(p *pair, _ *Subscription, _ *ServedSubscription) { _ = p.server.Close() },
+			check: doneWith(wire.DoneGoingAway)},
 		{name: "session closed by the peer",
 			end: func(p *pair, _ *Subscription, _ *ServedSubscription) { _ = p.client.Close() },
 			check: func(t *testing.T, err error) {

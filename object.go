@@ -41,4 +41,16 @@ type Object struct {
 	// Location does not exist, is unknown, or timed out. No other field is
 	// used. Subscription streams and datagrams never carry one.
 	EndOfRange wire.EndOfRange
+	// Incomplete, when set, makes this entry of Subscription.ReadObject
+	// not an object but news that objects may be missing, the way
+	// EndOfRange reports a fetch's gaps: a subgroup stream that ended
+	// before its FIN (§11.3.2), named by Location.Group and SubgroupID,
+	// whose objects after the last one returned may exist; or, with
+	// ErrFillFailed in its chain, a fill fetch stream that failed before
+	// delivering its whole range (§3.4.1). It says why: a *StreamError
+	// with the publisher's reset code (CANCELLED for a subscription that
+	// joined mid-subgroup or whose filter changed, DELIVERY_TIMEOUT, …),
+	// or ErrObjectTooLarge for a stream this end stopped. No other field
+	// is set. The subscription goes on. Writers refuse such an entry.
+	Incomplete error
 }

@@ -14,13 +14,14 @@ type openRequests struct {
 	// so that every request added is in the snapshot taken after it.
 	sess context.Context
 
-	mu     sync.Mutex // guards the fields below; held for no call out
-	active map[*requestStream]struct{}
-	idle   chan struct{} // closed and replaced when active becomes empty
+	mu      sync.Mutex // guards the fields below; held for no call out
+	active  map[*requestStream]struct{}
+	idle    chan struct{} // closed and replaced when active becomes empty
+	removed chan struct{} // closed and replaced at each removal
 }
 
 func newOpenRequests(sess context.Context) *openRequests {
-	o := &openRequests{sess: sess, active: map[*requestStream]struct{}{}, idle: make(chan struct{})}
+	o := &openRequests{sess: sess, active: map[*requestStream]struct{}{}, idle: make(chan struct{}), removed: make(chan struct{})}
 	close(o.idle)
 	return o
 }
@@ -50,6 +51,36 @@ func (o *openRequests) remove(rs *requestStream) {
 	delete(o.active, rs)
 	if len(o.active) == 0 {
 		close(o.idle)
+	}
+	close(o.removed)
+	o.removed = make(chan struct{})
+}
+
+// waitFinished waits until the peer has finished, or reset, every request
+// stream this end finished: it has read what this end sent on them. It
+// fails when ctx or the session ends first.
+func (o *openRequests) waitFinished(ctx context.Context) error {
+	for {
+		o.mu.Lock()
+		removed := o.removed
+		waiting := false
+		for rs := range o.active {
+			if rs.finDone.Load() {
+				waiting = true
+				break
+			}
+		}
+		o.mu.Unlock()
+		if !waiting {
+			return nil
+		}
+		select {
+		case <-removed:
+		case <-o.sess.Done():
+			return context.Cause(o.sess)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 

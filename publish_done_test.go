@@ -103,9 +103,9 @@ func newEndingSubscription(t *testing.T) *endingSubscription {
 	require.NoError(t, ss.establish())
 	require.NoError(t, ss.markOpened()) // as if the SUBSCRIBE_OK was written
 	ss.mu.Lock()
-	ss.dataStreams = map[transport.SendStream]struct{}{
-		&recordedData{log: log}: {},
-		&recordedData{log: log}: {},
+	ss.dataStreams = map[transport.SendStream]bool{
+		&recordedData{log: log}: false,
+		&recordedData{log: log}: false,
 	}
 	ss.streams = 2
 	ss.mu.Unlock()

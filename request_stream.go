@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moqt-go/moqt/internal/transport"
@@ -38,6 +39,13 @@ type requestStream struct {
 	// the Handler: the read loop ends its Context. Set before the loop
 	// starts; the loop's goroutine alone reads it.
 	peer *RequestCommon
+
+	// onClose, if set, ends the request gracefully when Session.Close
+	// lingers (a served subscription's PUBLISH_DONE).
+	onClose atomic.Pointer[func()]
+	// finDone is set once this end finished its direction with a FIN;
+	// read without wmu by Session.Close's wait.
+	finDone atomic.Bool
 
 	wmu sync.Mutex // guards the fields below and serializes writes
 	// typ is the type of the request that opened the stream: set before
@@ -142,6 +150,7 @@ func (rs *requestStream) fin() error {
 		return nil
 	}
 	rs.finSent = true
+	rs.finDone.Store(true)
 	return rs.str.Close()
 }
 

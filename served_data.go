@@ -204,9 +204,9 @@ func (ss *ServedSubscription) openDataStream() (transport.SendStream, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.dataStreams == nil {
-		ss.dataStreams = map[transport.SendStream]struct{}{}
+		ss.dataStreams = map[transport.SendStream]bool{}
 	}
-	ss.dataStreams[str] = struct{}{}
+	ss.dataStreams[str] = false
 	ss.streams++
 	return str, nil
 }
@@ -297,6 +297,7 @@ func (ss *ServedSubscription) cutDataStreamThen(str transport.SendStream, code w
 		return
 	}
 	ss.sess.priorities().Remove(str)
+	ss.endingDataStream(str)
 	time.AfterFunc(cutLinger, func() {
 		ss.closeDataStream(str, code)
 		if done != nil {
@@ -327,8 +328,92 @@ var errSubscriptionClosing = errors.New("moqt: subscription is ending")
 func (ss *ServedSubscription) forgetDataStream(str transport.SendStream) {
 	ss.mu.Lock()
 	delete(ss.dataStreams, str)
+	ss.noteEndingLocked()
 	ss.mu.Unlock()
 	ss.sess.priorities().Remove(str)
+}
+
+// endingDataStream records that str's writer is done with it: what is left
+// is its backlog's drain, or a cut stream's linger, before its FIN or
+// reset.
+func (ss *ServedSubscription) endingDataStream(str transport.SendStream) {
+	ss.mu.Lock()
+	if _, ok := ss.dataStreams[str]; ok {
+		ss.dataStreams[str] = true
+	}
+	ss.mu.Unlock()
+}
+
+// noteEndingLocked wakes closeDataStreams once no ending stream is left.
+// ss.mu is held.
+func (ss *ServedSubscription) noteEndingLocked() {
+	if ss.endingDone == nil {
+		return
+	}
+	for _, ending := range ss.dataStreams {
+		if ending {
+			return
+		}
+	}
+	close(ss.endingDone)
+	ss.endingDone = nil
+}
+
+// deliversLast reports whether a subscription ending with code delivers
+// the streams its writers have finished before PUBLISH_DONE: all but those
+// ended because the subscriber cannot take more, or must not (§12.1).
+func deliversLast(code wire.PublishDoneCode) bool {
+	switch code {
+	case wire.DoneTooFarBehind, wire.DoneExcessiveLoad, wire.DoneMalformedTrack:
+		return false
+	}
+	return true
+}
+
+// closeDataStreams closes every data stream before PUBLISH_DONE (C078,
+// C081): those still being written are reset with code; with deliver, the
+// ending ones (finished by their writers, a backlog or a cut's linger
+// left) first finish as they would have, within a bound: a backlog that
+// cannot drain ends the subscription TOO_FAR_BEHIND within
+// Config.SubscriberGrace, and a linger lasts cutLinger. What is left then
+// is reset too. No stream opens after this.
+func (ss *ServedSubscription) closeDataStreams(code wire.ResetCode, deliver bool) {
+	ss.openMu.Lock()
+	ss.closing = true
+	ss.openMu.Unlock()
+	if !deliver {
+		ss.resetDataStreams(code)
+		return
+	}
+	ss.mu.Lock()
+	var open []transport.SendStream
+	for str, ending := range ss.dataStreams {
+		if !ending {
+			open = append(open, str)
+			delete(ss.dataStreams, str)
+		}
+	}
+	var wait chan struct{}
+	if len(ss.dataStreams) > 0 {
+		wait = make(chan struct{})
+		ss.endingDone = wait
+	}
+	ss.mu.Unlock()
+	prio := ss.sess.priorities()
+	for _, str := range open {
+		str.CancelWrite(uint64(code))
+		prio.Remove(str)
+	}
+	if wait != nil {
+		t := time.NewTimer(ss.sess.cfg.SubscriberGrace + cutLinger)
+		select {
+		case <-wait:
+		case <-t.C:
+		case <-ss.sess.ctx.Done():
+		}
+		t.Stop()
+	}
+	ss.resetDataStreams(code)
 }
 
 // resetDataStreams resets every data stream still open: on cancellation

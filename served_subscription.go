@@ -75,11 +75,16 @@ type ServedSubscription struct {
 	// updates holds the REQUEST_UPDATEs waiting for the worker; it and
 	// the worker exist from the first update on, so that a subscription
 	// never updated holds neither.
-	updates     chan pendingUpdate
-	expiry      *time.Timer                       // fires the EXPIRED PUBLISH_DONE
-	streams     uint64                            // data streams opened for this subscription
-	filter      *filter.Filter                    // nil until a LocalTrack serves it
-	dataStreams map[transport.SendStream]struct{} // data streams still open
+	updates chan pendingUpdate
+	expiry  *time.Timer    // fires the EXPIRED PUBLISH_DONE
+	streams uint64         // data streams opened for this subscription
+	filter  *filter.Filter // nil until a LocalTrack serves it
+	// dataStreams are the data streams still open, each true once its
+	// writer is done with it and only its backlog, or the linger of a
+	// cut stream, remains: End lets those finish (closeDataStreams).
+	dataStreams map[transport.SendStream]bool
+	// endingDone, when set, is closed once no ending stream is left.
+	endingDone chan struct{}
 	// pendingDone is the PUBLISH_DONE of a subscription that terminated
 	// before opened: it goes out right after the opening message.
 	pendingDone *wire.PublishDone
@@ -119,6 +124,8 @@ func newServedSubscription(rs *requestStream, track wire.FullTrackName, params w
 		},
 	}
 	ss.stopWatch = context.AfterFunc(s.ctx, ss.watchSession)
+	end := func() { _ = ss.End(wire.DoneGoingAway, "session closing") }
+	rs.onClose.Store(&end)
 	return ss
 }
 
@@ -255,9 +262,10 @@ func (ss *ServedSubscription) End(code wire.PublishDoneCode, reason string) erro
 		return fmt.Errorf("moqt: PUBLISH_DONE on a %s subscription", st)
 	}
 	// PUBLISH_DONE comes after every stream of the subscription is closed
-	// (C078, C081); subgroups still open will not be completed. No stream
-	// opens after this, so the count is final.
-	ss.resetDataStreams(resetCodeFor(code))
+	// (C078, C081); subgroups still open will not be completed, those
+	// ended already are delivered first. No stream opens after this, so
+	// the count is final.
+	ss.closeDataStreams(resetCodeFor(code), deliversLast(code))
 	ss.mu.Lock()
 	count := ss.streams
 	ss.mu.Unlock()

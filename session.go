@@ -142,6 +142,9 @@ type Session struct {
 
 	ctrl controlStream // this endpoint's control stream, and the claim on the peer's
 	away goawayState   // GOAWAY, both ways (§9.2)
+	// closing is set once Close lingers: the peer's new requests are
+	// refused with GOING_AWAY.
+	closing atomic.Bool
 
 	requests *openRequests   // the open requests, both ways, for Shutdown's drain
 	ids      *requestIDSpace // Request IDs, both ways (§6.4.2.1)

@@ -3,6 +3,7 @@ package moqt
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/moqt-go/moqt/internal/transport"
@@ -31,8 +32,47 @@ func (s *Session) CloseWithError(code wire.SessionErrorCode, reason string) erro
 	return nil
 }
 
-// Close closes the session with NO_ERROR; see CloseWithError.
-func (s *Session) Close() error { return s.CloseWithError(wire.NoError, "") }
+// Close closes the session with NO_ERROR once what was sent before it
+// has reached the peer, within Config.CloseTimeout, as a program that
+// ends a track and exits expects (a QUIC close discards stream data still
+// in flight). It refuses the peer's new requests with GOING_AWAY, ends
+// each subscription this end serves with PUBLISH_DONE GOING_AWAY (the
+// streams its writers finished are delivered first, the others reset),
+// and waits until the peer has finished every request stream this end
+// finished, PUBLISH_DONEs and answers included: a peer using this library
+// finishes a subscription's stream only once it has read every data
+// stream PUBLISH_DONE counted. Then it closes as CloseWithError does.
+func (s *Session) Close() error {
+	s.linger()
+	return s.CloseWithError(wire.NoError, "")
+}
+
+// linger is Close's wait for what was sent to be delivered.
+func (s *Session) linger() {
+	if s.cfg.CloseTimeout < 0 || s.ctx.Err() != nil {
+		return
+	}
+	s.closing.Store(true)
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.CloseTimeout)
+	defer cancel()
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		var wg sync.WaitGroup
+		for _, rs := range s.requests.snapshot() {
+			if end := rs.onClose.Load(); end != nil {
+				wg.Go(*end)
+			}
+		}
+		wg.Wait()
+	}()
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		return
+	}
+	_ = s.requests.waitFinished(ctx)
+}
 
 // waitGoroutines waits, at most closeWait, for the session's goroutines.
 func (s *Session) waitGoroutines() {

@@ -160,6 +160,9 @@ func (s *Session) refusal(m wire.Request, rej *wire.RejectError, tokRej *Request
 	if s.away.sent.Load() {
 		return &RequestError{Code: wire.ReqGoingAway, Reason: "session is draining"}
 	}
+	if s.closing.Load() {
+		return &RequestError{Code: wire.ReqGoingAway, Reason: "session is closing"}
+	}
 	if !isSessionNamespace(m.Namespace()) {
 		return nil
 	}

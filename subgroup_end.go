@@ -73,9 +73,12 @@ func (w *SubgroupWriter) skip(out *subgroupOut, loc wire.Location) {
 // A stream that lacks objects its subscription covers is reset instead
 // (§11.3.2). Its SUBGROUP_DELIVERY_TIMEOUT starts now (§5.2). The caller
 // holds the turn.
-func (w *SubgroupWriter) finish(out *subgroupOut) {
+func (w *SubgroupWriter) finish(out *subgroupOut) { w.finishWith(out, wire.ResetCancelled) }
+
+// finishWith is finish, resetting an incomplete stream with code.
+func (w *SubgroupWriter) finishWith(out *subgroupOut, code wire.ResetCode) {
 	if out.incomplete {
-		out.finishAfterBacklog(wire.ResetCancelled, true)
+		out.finishAfterBacklog(code, true)
 		return
 	}
 	if !out.finishAfterBacklog(0, false) {
@@ -133,6 +136,41 @@ func (w *SubgroupWriter) Close() error {
 		}
 	}
 	return nil
+}
+
+// CloseIncomplete ends the subgroup short of its end, keeping what was
+// written: every stream delivers its objects, then is reset with code,
+// which tells its subscriber that objects of the subgroup may follow the
+// last one it got (§11.3.2). This is how a relay passes on an upstream
+// stream that was reset: a plain Reset would discard the objects its
+// subscribers have not read yet. Where the transport supports
+// RESET_STREAM_AT the reset keeps every byte written; otherwise it waits
+// a second with the stream open. A write in progress is interrupted,
+// and returns ErrSubgroupClosed; streams that did not take its object
+// whole are reset at once, as Reset does.
+func (w *SubgroupWriter) CloseIncomplete(code wire.ResetCode) {
+	w.interrupt(code)
+	w.turn.Lock()
+	defer w.turn.Unlock()
+	if w.closed {
+		return
+	}
+	w.closed = true
+	w.abandon()
+	partial := w.remain > 0 // a stream inside an object cannot keep it
+	w.remain = 0
+	for _, out := range w.outs {
+		switch {
+		case out.closed():
+		case partial:
+			w.drop(out, code)
+		default:
+			out.done = true
+			out.stopTimers()
+			out.incomplete = true
+			w.finishWith(out, code)
+		}
+	}
 }
 
 // Reset abandons the subgroup: every open stream is reset with code, as

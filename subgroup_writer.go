@@ -264,6 +264,8 @@ func (w *SubgroupWriter) abandon() {
 // state does not decide.
 func (w *SubgroupWriter) checkObject(o Object) error {
 	switch {
+	case o.Incomplete != nil || o.EndOfRange != 0:
+		return errNotAnObject
 	case o.Location.Group != w.group || o.SubgroupID != w.subgroup:
 		return fmt.Errorf("moqt: object of group %d subgroup %d written to subgroup %d of group %d",
 			o.Location.Group, o.SubgroupID, w.subgroup, w.group)

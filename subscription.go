@@ -51,7 +51,11 @@ type Subscription struct {
 	// MAX_REQUEST_UPDATES (§9.1.7).
 	credit   chan struct{}
 	finished *DoneError // the PUBLISH_DONE, once received
-	fill     subFill    // fill fetch streams (subscription_fill.go)
+	// finAfterRead is set when the publisher finished after PUBLISH_DONE:
+	// this end finishes its side once it has read every stream (finIfRead).
+	finAfterRead bool
+	finTimer     *time.Timer // bounds that wait
+	fill         subFill     // fill fetch streams (subscription_fill.go)
 	subData
 }
 
@@ -303,7 +307,7 @@ func (sub *Subscription) peerFinished() {
 			case <-sub.sess.ctx.Done():
 			}
 		}
-		_ = sub.rs.fin()
+		sub.finWhenRead()
 	} else {
 		// A FIN before the required messages fails the request (§6.4.2.2).
 		sub.cancel(fmt.Errorf("moqt: publisher closed the stream without PUBLISH_DONE: %w", ErrCancelled))

@@ -313,6 +313,7 @@ func (sub *Subscription) endData() {
 		sub.forgetFills()
 		close(sub.dataDone)
 		if finished {
+			sub.finIfRead()
 			return // late streams stay for AcceptSubgroup
 		}
 		sub.stopReaders()
@@ -345,8 +346,53 @@ func (sub *Subscription) trackReader(r *SubgroupReader) {
 // forgetReader drops a stream that ended.
 func (sub *Subscription) forgetReader(r *SubgroupReader) {
 	sub.mu.Lock()
-	defer sub.mu.Unlock()
 	delete(sub.readers, r)
+	sub.mu.Unlock()
+	sub.finIfRead()
+}
+
+// finWhenRead finishes this end's side of the request stream once the
+// publisher has finished its own. After PUBLISH_DONE that waits until
+// every stream it counted has arrived and been read to its end, or the
+// linger has passed: the publisher may wait for this FIN before it closes
+// the session (Session.Close), so it must mean that nothing sent on the
+// subscription's streams is still in flight.
+func (sub *Subscription) finWhenRead() {
+	sub.mu.Lock()
+	if sub.finished == nil {
+		sub.mu.Unlock()
+		_ = sub.rs.fin()
+		return
+	}
+	sub.finAfterRead = true
+	sub.finTimer = time.AfterFunc(sub.lingerTime(), sub.finNow)
+	sub.mu.Unlock()
+	sub.finIfRead()
+}
+
+// finIfRead finishes this end's side once finWhenRead waits for nothing.
+func (sub *Subscription) finIfRead() {
+	sub.mu.Lock()
+	ready := sub.finAfterRead && len(sub.readers) == 0 && sub.dataEnded()
+	sub.mu.Unlock()
+	if ready {
+		sub.finNow()
+	}
+}
+
+// finNow finishes this end's side of the request stream, once.
+func (sub *Subscription) finNow() {
+	sub.mu.Lock()
+	if !sub.finAfterRead {
+		sub.mu.Unlock()
+		return
+	}
+	sub.finAfterRead = false
+	if sub.finTimer != nil {
+		sub.finTimer.Stop()
+	}
+	sub.mu.Unlock()
+	_ = sub.rs.fin()
 }
 
 // stopReaders sends STOP_SENDING on every stream of the subscription still

@@ -72,7 +72,8 @@ func subscribeWithFill(t *testing.T, s *Session, fp *fakePeer, params wire.Param
 }
 
 // readEntries reads n entries from sub and describes each: "g/o:payload",
-// "gap g/o", or "err".
+// "gap g/o", "incomplete" for an entry that reports a failed fill or
+// subgroup, or "err".
 func readEntries(t *testing.T, sub *Subscription, n int) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), fakeGuard)
@@ -84,6 +85,8 @@ func readEntries(t *testing.T, sub *Subscription, n int) []string {
 		case err != nil:
 			require.NotErrorIs(t, err, context.DeadlineExceeded, "after %v", out)
 			out = append(out, "err")
+		case o.Incomplete != nil:
+			out = append(out, "incomplete")
 		case o.EndOfRange != 0:
 			out = append(out, fmt.Sprintf("gap %d/%d", o.Location.Group, o.Location.Object))
 		default:
@@ -152,8 +155,9 @@ func TestFillKeepsObjectsInItsGaps(t *testing.T) {
 	})
 }
 
-// TestFillResetLeavesSubscription: a fill stream that is reset is an error
-// entry of ReadObject, and the subscription goes on (§3.4.1).
+// TestFillResetLeavesSubscription: a fill stream that is reset is an
+// entry of ReadObject whose Incomplete wraps ErrFillFailed and the reset,
+// and the subscription goes on (§3.4.1).
 func TestFillResetLeavesSubscription(t *testing.T) {
 	forClientSessions(t, "reset", func(t *testing.T, connect fakeConnector) {
 		s, fp := connect(t, nil)
@@ -166,9 +170,11 @@ func TestFillResetLeavesSubscription(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []byte("f00"), o.Payload)
 		fill.CancelWrite(uint64(wire.ResetUnknownObjectStatus))
-		_, err = sub.ReadObject(ctx)
+		o, err = sub.ReadObject(ctx)
+		require.NoError(t, err)
+		assert.ErrorIs(t, o.Incomplete, ErrFillFailed)
 		var se *StreamError
-		require.ErrorAs(t, err, &se)
+		require.ErrorAs(t, o.Incomplete, &se)
 		assert.Equal(t, wire.ResetUnknownObjectStatus, se.Code)
 		o, err = sub.ReadObject(ctx)
 		require.NoError(t, err)
@@ -186,9 +192,11 @@ func TestFillMissingIsReported(t *testing.T) {
 		live := fp.openObjects(1, 1, 1, "s11")
 		require.NoError(t, live.Close())
 		ctx := fakeCtx(t)
-		_, err := sub.ReadObject(ctx)
-		assert.ErrorIs(t, err, errFillMissing)
 		o, err := sub.ReadObject(ctx)
+		require.NoError(t, err)
+		assert.ErrorIs(t, o.Incomplete, ErrFillFailed)
+		assert.ErrorIs(t, o.Incomplete, errFillMissing)
+		o, err = sub.ReadObject(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, []byte("s11"), o.Payload)
 	})
@@ -339,7 +347,12 @@ func TestFillMalformedAndBad(t *testing.T) {
 		s, fp := connect(t, nil)
 		sub, _, id := subscribeWithFill(t, s, fp, nextObjectWithFill, wire.Location{Group: 1})
 		fp.openFetchRaw(append(wire.FetchHeader{RequestID: id}.Append(nil), varints(0x81, 0, 0)...))
-		_, err := sub.ReadObject(fakeCtx(t))
+		// The fill's end may be read before the session's close.
+		o, err := sub.ReadObject(fakeCtx(t))
+		if err == nil {
+			assert.ErrorIs(t, o.Incomplete, ErrFillFailed)
+			_, err = sub.ReadObject(fakeCtx(t))
+		}
 		assert.Error(t, err)
 		fp.expectClose(wire.ProtocolViolation)
 	})
@@ -415,7 +428,7 @@ func TestFillStalledReleasesObjects(t *testing.T) {
 		fill := fp.openFetchRaw(both[:first])
 		live := fp.openObjects(1, 1, 2, "s12")
 		require.NoError(t, live.Close())
-		assert.Equal(t, []string{"1/0:f10", "err", "1/2:s12"}, readEntries(t, sub, 3))
+		assert.Equal(t, []string{"1/0:f10", "incomplete", "1/2:s12"}, readEntries(t, sub, 3))
 		_, err := fill.Write(both[first:])
 		require.NoError(t, err)
 		require.NoError(t, fill.Close())
@@ -490,8 +503,9 @@ func TestFillRefusedIsReportedAtOnce(t *testing.T) {
 		require.NotNil(t, sub)
 		ctx, cancel := context.WithTimeout(t.Context(), fakeGuard)
 		defer cancel()
-		_, err := sub.ReadObject(ctx)
-		assert.ErrorIs(t, err, errHeldStreams)
+		o, err := sub.ReadObject(ctx)
+		require.NoError(t, err)
+		assert.ErrorIs(t, o.Incomplete, errHeldStreams)
 		early.CancelWrite(0)
 	})
 }
@@ -535,7 +549,7 @@ func TestFillDescendingGapCovers(t *testing.T) {
 		fill := fp.openFetchRaw(encodeFetch(t, id, true, fobj(3, 0, "f30"), fobj(3, 1, "f31"), fgap(wire.EndOfNonExistentRange, 1, 4)))
 		assert.Equal(t, []string{"3/0:f30", "3/1:f31", "gap 1/4"}, readEntries(t, sub, 3))
 		fill.CancelWrite(uint64(wire.ResetUnknownObjectStatus))
-		assert.Equal(t, []string{"err"}, readEntries(t, sub, 1))
+		assert.Equal(t, []string{"incomplete"}, readEntries(t, sub, 1))
 		for _, g := range []uint64{2, 1, 0} {
 			require.NoError(t, fp.openObjects(1, g, 4, fmt.Sprintf("s%d4", g), fmt.Sprintf("s%d5", g)).Close())
 		}

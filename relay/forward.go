@@ -216,7 +216,9 @@ func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj m
 		return stepOn, ""
 	}
 	if out.w != nil && !follows {
-		out.w.Reset(wire.ResetCancelled)
+		// Its objects are whole and in order: they are delivered, then
+		// the reset says the subgroup may go on elsewhere (§11.3.2).
+		out.w.CloseIncomplete(wire.ResetCancelled)
 		out.w = nil
 	}
 	if out.w == nil {
@@ -309,8 +311,12 @@ func (o *outputs) stream(w *moqt.SubgroupWriter, obj moqt.Object, r *moqt.Subgro
 
 // endStream handles the end of an upstream stream: a FIN closes the
 // downstream stream when it holds every object up to the subgroup's end; a
-// reset resets it with the same code, unless another publisher's stream
-// still feeds the subgroup.
+// reset ends it with the same code, unless another publisher's stream
+// still feeds the subgroup. Either way what was forwarded is delivered
+// first (SubgroupWriter.CloseIncomplete): an upstream stream reset at the
+// end of a subgroup the relay joined mid-way (§11.3.2) still carried every
+// object after the join, and a plain reset downstream would lose the last
+// ones its subscribers had not read yet.
 func (o *outputs) endStream(out *output, src *source, err error) {
 	out.mu.Lock()
 	defer out.mu.Unlock()
@@ -325,7 +331,7 @@ func (o *outputs) endStream(out *output, src *source, err error) {
 		case others: // another publisher's stream goes on with it
 			return
 		default:
-			out.w.Reset(wire.ResetInternalError)
+			out.w.CloseIncomplete(wire.ResetInternalError)
 		}
 		out.w = nil
 		out.moved.Broadcast()
@@ -334,17 +340,19 @@ func (o *outputs) endStream(out *output, src *source, err error) {
 	if others {
 		return
 	}
-	code := wire.ResetInternalError
-	var se *moqt.StreamError
+	o.e.rl.met.Dropped(DropIncomplete, 1)
 	var mal *moqt.MalformedTrackError
-	switch {
-	case errors.As(err, &mal):
-		code = wire.ResetMalformedTrack
-	case errors.As(err, &se):
+	if errors.As(err, &mal) {
+		// Nothing of a Malformed Track is passed on (§12.1).
+		out.w.Reset(wire.ResetMalformedTrack)
+		out.w = nil
+		return
+	}
+	code := wire.ResetInternalError
+	if se, ok := errors.AsType[*moqt.StreamError](err); ok {
 		code = se.Code
 	}
-	o.e.rl.met.Dropped(DropIncomplete, 1)
-	out.w.Reset(code)
+	out.w.CloseIncomplete(code)
 	out.w = nil
 }
 

@@ -37,6 +37,7 @@ func (rl *Relay) servePublish(r *moqt.PublishRequest) {
 		}
 		newly := !e.publishedLocked()
 		e.ups[u] = struct{}{}
+		e.forwardChangedLocked()
 		e.noteLargestLocked(sub) // the PUBLISH's LARGEST_OBJECT (§9.20.18)
 		// Held SUBSCRIBEs proceed (ready is closed) and are not offered the
 		// PUBLISH as well (§7.5); nor are the track's publishers.

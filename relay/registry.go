@@ -48,6 +48,11 @@ type trackEntry struct {
 	doneReason string
 	linger     *time.Timer
 	dead       bool
+	// forwarding is closed, and replaced, whenever an Established
+	// upstream's Forward state or the set of upstreams changes: a
+	// SUBSCRIBE waits on it for an upstream at Forward 1, whose Largest
+	// Object is current (acceptDown).
+	forwarding chan struct{}
 	out        outputs
 	// firstParams is the first waiter's SUBSCRIBE, shaping the upstream
 	// ones; waitNewGroup a NEW_GROUP_REQUEST of a waiter, passed on.
@@ -350,6 +355,7 @@ func (rl *Relay) fetchSources(ctx context.Context, name wire.FullTrackName) (*mo
 // drop removes e from the registry, if it is still there; e.mu is held.
 func (rl *Relay) dropLocked(e *trackEntry) {
 	e.dead = true
+	e.forwardChangedLocked()
 	if e.linger != nil {
 		e.linger.Stop()
 		e.linger = nil

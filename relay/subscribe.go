@@ -242,6 +242,9 @@ func (rl *Relay) acceptDown(e *trackEntry, r *moqt.SubscribeRequest, fwd, waiter
 	e.stopLingerLocked()
 	e.updateForwardLocked() // before SUBSCRIBE_OK: Forward 1 upstream (§7.5)
 	track := e.track
+	if fwd {
+		e.awaitForwardLocked(r.Context())
+	}
 	e.mu.Unlock()
 
 	ss, err := track.Accept(r, moqt.AcceptOptions{OnUpdate: func(_ *moqt.ServedSubscription, p *wire.Params) error {
@@ -270,6 +273,59 @@ func (rl *Relay) acceptDown(e *trackEntry, r *moqt.SubscribeRequest, fwd, waiter
 	rl.reqDone(KindSubscribe, OutcomeOK)
 	rl.log.Debug("relay: subscribe", "event", "ok", "track", r.Track.String(), "forward", fwd)
 	return true
+}
+
+// awaitForwardLocked waits, within Config.UpstreamTimeout, until an
+// Established upstream is at Forward 1. While every upstream is at
+// Forward 0 the publishers send nothing, so the track's Largest Object is
+// stale; SUBSCRIBE_OK must report the current one (§9.20.18), which
+// comes with the answer to the REQUEST_UPDATE that sets Forward 1
+// (noteLargestLocked), and a Next Object filter resolves against it.
+// e.mu is held, and released while waiting.
+func (e *trackEntry) awaitForwardLocked(ctx context.Context) {
+	t := time.NewTimer(e.rl.cfg.UpstreamTimeout)
+	defer t.Stop()
+	for !e.dead && !e.forwardingLocked() {
+		if e.forwarding == nil {
+			e.forwarding = make(chan struct{})
+		}
+		ch := e.forwarding
+		e.mu.Unlock()
+		select {
+		case <-ch:
+		case <-t.C:
+			e.mu.Lock()
+			return
+		case <-ctx.Done():
+			e.mu.Lock()
+			return
+		}
+		e.mu.Lock()
+	}
+}
+
+// forwardingLocked reports whether an Established upstream is at Forward
+// 1, or none is Established (a SUBSCRIBE in flight carries Forward 1).
+func (e *trackEntry) forwardingLocked() bool {
+	established := false
+	for u := range e.ups {
+		if u.sub == nil || u.closing {
+			continue
+		}
+		established = true
+		if u.sent && !u.updating {
+			return true
+		}
+	}
+	return !established
+}
+
+// forwardChangedLocked wakes the SUBSCRIBEs waiting in awaitForwardLocked.
+func (e *trackEntry) forwardChangedLocked() {
+	if e.forwarding != nil {
+		close(e.forwarding)
+		e.forwarding = nil
+	}
 }
 
 // downstreamUpdate applies a downstream REQUEST_UPDATE: its Forward state

@@ -150,6 +150,7 @@ func (e *trackEntry) upstreamEstablished(u *upstream, sub *moqt.Subscription) {
 		return
 	}
 	u.sub = sub
+	e.forwardChangedLocked()
 	if e.track == nil && !e.makeTrackLocked(sub) {
 		delete(e.ups, u)
 		e.failLocked(&moqt.RequestError{Code: wire.ReqInternalError, Reason: "bad track properties upstream"})
@@ -245,6 +246,7 @@ func (e *trackEntry) upstreamEnded(u *upstream, err error) {
 	}
 	e.mu.Lock()
 	delete(e.ups, u)
+	e.forwardChangedLocked()
 	if e.dead || u.closing || (!malformed && len(e.ups) > 0) {
 		if !e.dead && !u.closing {
 			e.doneCode, e.doneReason = code, reason
@@ -321,6 +323,7 @@ func (u *upstream) pushForward() {
 		want := e.wantForwardLocked()
 		if e.dead || u.closing || u.sent == want {
 			u.updating = false
+			e.forwardChangedLocked()
 			e.mu.Unlock()
 			return
 		}
@@ -329,11 +332,13 @@ func (u *upstream) pushForward() {
 		e.mu.Lock()
 		if err != nil {
 			u.updating = false
+			e.forwardChangedLocked()
 			e.mu.Unlock()
 			rl.log.Warn("relay: upstream", "event", "update_failed", "track", e.name.String(), "err", err)
 			return
 		}
 		u.sent = want
+		e.forwardChangedLocked()
 		e.mu.Unlock()
 	}
 }

@@ -1,0 +1,224 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "moqt-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := buildPrograms(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		_ = os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// The publisher's pace: groups of objectsPerGroup objects, one per
+// interval, groups groups in all; then it ends the track and exits.
+const (
+	groups          = 5
+	objectsPerGroup = 10
+	interval        = "100ms"
+)
+
+// TestEndToEnd runs a relay, a publisher and subscribers as separate
+// processes, over raw QUIC and WebTransport, with the publisher announcing
+// its namespace (PUBLISH_NAMESPACE, found by SUBSCRIBE_NAMESPACE) or
+// offering its track (PUBLISH). Every subscriber must get every object
+// its filter and reported Largest Object promise, once, and then the
+// publisher's TRACK_ENDED, though the publisher exits as soon as it has
+// ended the track:
+//   - cold: the first subscriber, joining mid-group, while the relay has
+//     no upstream subscription yet;
+//   - unfiltered: no Location filter, joining mid-group: its stream of that
+//     group is reset at the group's end (§11.3.2), which the read loop
+//     learns in band and goes on;
+//   - warm: joining mid-group, the relay subscribed upstream already;
+//   - fill: joining mid-group with a fill of the current group (§3.5);
+//   - discover: finding the namespace with SUBSCRIBE_NAMESPACE first;
+//   - fetch: a FETCH of the first two groups.
+func TestEndToEnd(t *testing.T) {
+	for _, mode := range []string{"announce", "publish"} {
+		for _, scheme := range []string{"moqt", "https"} {
+			t.Run(mode+"/"+scheme, func(t *testing.T) {
+				t.Parallel()
+				runScenario(t, scheme, mode == "publish")
+			})
+		}
+	}
+}
+
+func runScenario(t *testing.T, scheme string, publish bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	r := startRelay(t, ctx)
+	url := r.url(scheme)
+	sub := func(name string, args ...string) *proc {
+		return start(t, name, programs.sub, append([]string{"-url", url, "-sha256", r.sha256, "-timeout", "60s"}, args...)...)
+	}
+	pubArgs := []string{"-url", url, "-sha256", r.sha256, "-groups", strconv.Itoa(groups),
+		"-objects", strconv.Itoa(objectsPerGroup), "-interval", interval}
+	if publish {
+		pubArgs = append(pubArgs, "-publish")
+	}
+	pub := start(t, "pub", programs.pub, pubArgs...)
+	pub.waitLine(t, ctx, "ready")
+
+	type reader struct {
+		p    *proc
+		kind string
+	}
+	var readers []reader
+	pub.waitLine(t, ctx, "pub 1 4")
+	readers = append(readers, reader{sub("cold"), "next"})
+	pub.waitLine(t, ctx, "pub 1 6")
+	readers = append(readers, reader{sub("unfiltered", "-filter", "none"), "next"})
+	pub.waitLine(t, ctx, "pub 2 3")
+	readers = append(readers, reader{sub("warm"), "next"}, reader{sub("fill", "-fill", "1"), "fill"})
+	pub.waitLine(t, ctx, "pub 2 6")
+	if !publish { // a PUBLISHed track is not announced: nothing to discover
+		readers = append(readers, reader{sub("discover", "-discover"), "next"})
+	}
+	pub.waitLine(t, ctx, "pub 3 0")
+	readers = append(readers, reader{sub("fetch", "-fetch", "0:0-1:9"), "fetch"})
+
+	published := parsePublished(t, pub.wait(t, ctx))
+	require.Len(t, published, groups*objectsPerGroup, "the publisher published everything")
+	for _, rd := range readers {
+		got := parseRead(t, rd.p.wait(t, ctx))
+		checkRead(t, rd.p.name, rd.kind, published, got)
+	}
+}
+
+// loc is an object's Location.
+type loc struct{ group, object uint64 }
+
+func (l loc) less(o loc) bool {
+	return l.group < o.group || l.group == o.group && l.object < o.object
+}
+
+// parsePublished reads the publisher's "pub G O" lines; it must have ended
+// cleanly.
+func parsePublished(t *testing.T, lines []string) []loc {
+	t.Helper()
+	var out []loc
+	for _, l := range lines {
+		var g, o uint64
+		if _, err := fmt.Sscanf(l, "pub %d %d", &g, &o); err == nil {
+			out = append(out, loc{g, o})
+		}
+	}
+	require.Equal(t, "ended", lines[len(lines)-1], "the publisher's last line")
+	return out
+}
+
+// readResult is what a subscriber printed.
+type readResult struct {
+	largest    *loc // from SUBSCRIBE_OK (FETCH_OK: its End)
+	objects    []loc
+	incomplete []string
+	end        string
+	lines      []string
+}
+
+func parseRead(t *testing.T, lines []string) readResult {
+	t.Helper()
+	r := readResult{lines: lines}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		switch {
+		case f[0] == "ok" && len(f) == 3:
+			g, _ := strconv.ParseUint(f[1], 10, 64)
+			o, _ := strconv.ParseUint(f[2], 10, 64)
+			r.largest = &loc{g, o}
+		case f[0] == "obj":
+			var g, s, o uint64
+			var a, b uint64
+			_, err := fmt.Sscanf(l, "obj %d %d %d object %d/%d", &g, &s, &o, &a, &b)
+			require.NoError(t, err, "object line %q", l)
+			require.Equal(t, [2]uint64{g, o}, [2]uint64{a, b}, "payload of %q", l)
+			r.objects = append(r.objects, loc{g, o})
+		case f[0] == "incomplete":
+			r.incomplete = append(r.incomplete, l)
+		case f[0] == "end" || f[0] == "error":
+			r.end = l
+		}
+	}
+	return r
+}
+
+// checkRead checks that a reader got exactly what it was promised, each
+// object once, and the right end.
+func checkRead(t *testing.T, name, kind string, published []loc, got readResult) {
+	t.Helper()
+	var want []loc
+	switch kind {
+	case "fetch":
+		for _, l := range published {
+			if l.group <= 1 {
+				want = append(want, l)
+			}
+		}
+		assert.Equal(t, "end fetch", got.end, "%s: its end", name)
+	case "next", "fill":
+		require.NotNil(t, got.largest, "%s: SUBSCRIBE_OK reported no Largest Object: %v", name, got.lines)
+		from := loc{got.largest.group, got.largest.object + 1}
+		if kind == "fill" {
+			from = loc{got.largest.group, 0} // the current group, from its start (§3.5)
+		}
+		for _, l := range published {
+			if !l.less(from) {
+				want = append(want, l)
+			}
+		}
+		assert.Equal(t, "end TRACK_ENDED", got.end, "%s: its end", name)
+	}
+	seen := map[loc]int{}
+	for _, l := range got.objects {
+		seen[l]++
+	}
+	for l, n := range seen {
+		assert.Equal(t, 1, n, "%s: object %v delivered %d times", name, l, n)
+	}
+	var missing, extra []loc
+	wanted := map[loc]bool{}
+	for _, l := range want {
+		wanted[l] = true
+		if seen[l] == 0 {
+			missing = append(missing, l)
+		}
+	}
+	for l := range seen {
+		if !wanted[l] {
+			extra = append(extra, l)
+		}
+	}
+	assert.Empty(t, missing, "%s: objects missing (largest %v)", name, got.largest)
+	assert.Empty(t, extra, "%s: objects outside what it was promised (largest %v)", name, got.largest)
+	if t.Failed() {
+		t.Logf("%s printed:\n%s", name, strings.Join(got.lines, "\n"))
+	}
+}

@@ -1,0 +1,133 @@
+// Command pub is the publisher a newcomer writes: it dials a relay,
+// announces its namespace (PUBLISH_NAMESPACE) or offers its track (PUBLISH),
+// and writes groups of objects at a steady pace, each group one subgroup
+// that ends with a FIN. At the end, or at SIGINT/SIGTERM, it ends the
+// track with TRACK_ENDED, closes the session and exits at once.
+//
+// It prints one line per event on stdout, for the end-to-end test:
+//
+//	ready
+//	pub GROUP OBJECT
+//	ended
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+func main() {
+	url := flag.String("url", "", "relay URL (moqt:// or https://)")
+	pin := flag.String("sha256", "", "SHA-256 (hex) of the relay's certificate")
+	ns := flag.String("ns", "e2e", "track namespace")
+	name := flag.String("track", "clock", "track name")
+	groups := flag.Int("groups", 10, "groups to publish")
+	objects := flag.Int("objects", 10, "objects per group")
+	interval := flag.Duration("interval", 100*time.Millisecond, "time between objects")
+	publish := flag.Bool("publish", false, "offer the track with PUBLISH instead of announcing its namespace")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *url, *pin, *ns, *name, *groups, *objects, *interval, *publish); err != nil {
+		fmt.Fprintln(os.Stderr, "pub:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, url, pin, ns, name string, groups, objects int, interval time.Duration, publish bool) error {
+	sum, err := hex.DecodeString(pin)
+	if err != nil || len(sum) != 32 {
+		return fmt.Errorf("-sha256: want 64 hex digits")
+	}
+	track, err := moqt.NewLocalTrack(wire.FullTrackName{Namespace: wire.NewNamespace(ns), Name: []byte(name)}, nil)
+	if err != nil {
+		return err
+	}
+	// Late joiners and FETCH are served from what the track keeps.
+	track.SetCache(moqt.CacheLimits{Objects: 10_000})
+	cfg := &moqt.Config{
+		ServerCertificateHashes: [][32]byte{[32]byte(sum)},
+		Logger:                  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Handler:                 serve(track),
+	}
+	sess, err := moqt.Dial(ctx, url, cfg)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	if publish {
+		if _, err := track.Publish(ctx, sess, wire.Params{}, moqt.AcceptOptions{}); err != nil {
+			return fmt.Errorf("PUBLISH: %w", err)
+		}
+	} else if _, err := sess.PublishNamespace(ctx, track.Name().Namespace, wire.Params{}); err != nil {
+		return fmt.Errorf("PUBLISH_NAMESPACE: %w", err)
+	}
+	fmt.Println("ready")
+
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for g := range uint64(groups) {
+		w := track.OpenSubgroup(g, 0, moqt.SubgroupOptions{EndOfGroup: true})
+		for o := range uint64(objects) {
+			select {
+			case <-ctx.Done():
+				_ = w.Close()
+				return end(track, sess)
+			case <-tick.C:
+			}
+			err := w.WriteObject(moqt.Object{Location: wire.Location{Group: g, Object: o}, Payload: payload(g, o)})
+			if err != nil {
+				return err
+			}
+			fmt.Printf("pub %d %d\n", g, o)
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+	}
+	return end(track, sess)
+}
+
+// end is the natural shutdown: TRACK_ENDED to every subscriber, then the
+// session's close, after which the program exits at once.
+func end(track *moqt.LocalTrack, sess *moqt.Session) error {
+	track.End(wire.DoneTrackEnded, "publisher done")
+	err := sess.Close()
+	fmt.Println("ended")
+	return err
+}
+
+// payload is what object {g, o} carries, so a reader can check it.
+func payload(g, o uint64) []byte { return fmt.Appendf(nil, "object %d/%d", g, o) }
+
+// serve answers the relay's requests for the track: SUBSCRIBE, FETCH
+// and TRACK_STATUS from the LocalTrack, anything else refused.
+func serve(track *moqt.LocalTrack) moqt.Handler {
+	return moqt.HandlerFunc(func(r moqt.Request) {
+		switch r := r.(type) {
+		case *moqt.SubscribeRequest:
+			if !r.Track.Equal(track.Name()) {
+				_ = r.Reject(wire.ReqDoesNotExist, "no such track")
+				return
+			}
+			_, _ = track.Accept(r, moqt.AcceptOptions{})
+		case *moqt.FetchRequest:
+			_ = track.Fetch(r)
+		case *moqt.TrackStatusRequest:
+			_ = track.Status(r)
+		default:
+			moqt.DefaultHandler.ServeMOQT(r)
+		}
+	})
+}
