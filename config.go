@@ -54,7 +54,9 @@ type Config struct {
 	MaxAuthTokenCacheSize uint64
 
 	// SetupTimeout bounds how long the session waits for the peer's SETUP
-	// before closing with CONTROL_MESSAGE_TIMEOUT. Default 10s.
+	// before closing with CONTROL_MESSAGE_TIMEOUT. A Server also closes,
+	// with H3_NO_ERROR, an HTTP/3 connection that has not opened its
+	// WebTransport session this long after its QUIC handshake. Default 10s.
 	SetupTimeout time.Duration
 
 	// StreamReceiveWindow and ConnectionReceiveWindow, when set, fix the

@@ -136,8 +136,12 @@
 // in their streams' flow-control windows; the number of streams is bounded
 // by the QUIC stream limits (Config.MaxIncomingStreams and
 // MaxIncomingUniStreams, 100 each by default). A Server holds at most
-// ServerOptions.MaxPendingSessions (default 64) sessions that are in SETUP
-// or wait for Accept, and refuses connections past it; accepting is
+// ServerOptions.MaxPendingSessions (default 64) connections that are
+// setting up (WebTransport's CONNECT, then SETUP) or wait for Accept. A
+// newcomer that finds them all taken displaces the oldest connection still
+// setting up from the source (IPv4 address, IPv6 /64) that holds the most,
+// so one host cannot lock others out; sessions waiting for Accept are never
+// displaced, and a server full of them refuses connections: accepting is
 // therefore not optional. MAX_REQUEST_UPDATES and MAX_FILTER_RANGES are
 // set in Config (the peer's MAX_FILTER_RANGES is kept: range filters past
 // it fail with ErrFilterRanges before they are sent). No subscriber holds

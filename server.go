@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/moqt-go/moqt/internal/pending"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -19,9 +21,9 @@ import (
 // Each session is handed to the application by Accept once SETUP has been
 // exchanged.
 //
-// Accepting is not optional: sessions wait for Accept in a bounded queue
+// Accepting is not optional: sessions wait for Accept in a bounded pool
 // (ServerOptions.MaxPendingSessions), and a server that stops calling it
-// refuses new connections once the queue is full.
+// refuses new connections once the pool is full of them.
 type Server struct {
 	ln     *transport.Listener
 	cfg    *Config
@@ -44,14 +46,22 @@ type ServerOptions struct {
 	// It runs on a goroutine of the session: to refuse, return an error
 	// rather than call Session.Close, which would wait for it.
 	CheckSetup func(s *Session, setup *wire.Setup) error
-	// MaxPendingSessions bounds the sessions connected but not yet taken
-	// by Accept: those in their SETUP exchange (at most SetupTimeout each)
-	// and those waiting for Accept. Past it, new connections are refused
-	// in the QUIC handshake with CONNECTION_REFUSED, which Dial reports as
-	// ErrConnectionRefused; one that got past the handshake meanwhile is
-	// closed with INTERNAL_ERROR "server busy" (MoQT has no session code
-	// for load). A session that ends while it waits leaves the queue.
-	// Default 64.
+	// MaxPendingSessions bounds the connections the server holds before
+	// Accept takes them: those setting up, from the end of their QUIC
+	// handshake through WebTransport's CONNECT and the SETUP exchange
+	// (Config.SetupTimeout bounds each step), and sessions set up and
+	// waiting for Accept. When it is reached, a new connection takes the
+	// place of one still setting up: the oldest one of the source (IPv4
+	// address, or IPv6 /64 prefix) that holds the most such places, closed
+	// with INTERNAL_ERROR "server busy" (MoQT has no session code for
+	// load; H3_EXCESSIVE_LOAD before its CONNECT). So a host that opens
+	// connections and never sets them up cannot lock other clients out:
+	// one that completes SETUP promptly gets in, even from that host,
+	// unless as many connections as the bound arrive meanwhile. Only when
+	// every place is taken by a session waiting for Accept are new
+	// connections refused, in the QUIC handshake with CONNECTION_REFUSED,
+	// which Dial reports as ErrConnectionRefused. A session that ends while
+	// it waits gives its place back. Default 64.
 	MaxPendingSessions int
 }
 
@@ -69,9 +79,10 @@ func Listen(addr string, cfg *Config, opts *ServerOptions) (*Server, error) {
 	if err := checkSetupTokens(cfg.AuthorizationTokens); err != nil {
 		return nil, err
 	}
-	srv := &Server{cfg: cfg, queue: newAcceptQueue(opts.MaxPendingSessions)}
+	srv := &Server{cfg: cfg, queue: newAcceptQueue()}
+	pool := pending.NewPool(cmp.Or(max(opts.MaxPendingSessions, 0), defaultMaxPendingSessions))
 	ln, err := transport.Listen(addr, cfg.TLSConfig, &transport.ListenConfig{Protocols: cfg.alpns(), CheckOrigin: opts.CheckOrigin,
-		Windows: cfg.windows(), Options: cfg.transportOptions(), Refuse: srv.queue.full})
+		Windows: cfg.windows(), Options: cfg.transportOptions(), Pool: pool, ConnectTimeout: cfg.SetupTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -140,16 +151,18 @@ func (srv *Server) acceptLoop(check func(*Session, *wire.Setup) error) {
 	}
 }
 
+// defaultMaxPendingSessions is ServerOptions.MaxPendingSessions' default.
+const defaultMaxPendingSessions = 64
+
 // setup runs one connection's SETUP exchange and hands the session over.
+// Until the exchange completes, a newcomer may take the connection's place
+// in the pool (info.Ticket): the session is then closed as busy.
 func (srv *Server) setup(conn transport.Conn, info transport.Info, check func(*Session, *wire.Setup) error) {
-	if !srv.queue.reserve() {
-		_ = conn.CloseWithError(uint64(wire.InternalError), "server busy")
-		return
-	}
+	ticket := info.Ticket
 	queued := false
 	defer func() {
 		if !queued {
-			srv.queue.release()
+			ticket.Release()
 		}
 	}()
 	version, ok := wire.ParseALPN(conn.Protocol())
@@ -172,61 +185,55 @@ func (srv *Server) setup(conn transport.Conn, info transport.Info, check func(*S
 			return err
 		}
 	}
-	if err := s.handshake(srv.ctx, s.ownSetup()); err != nil {
+	evicted := make(chan struct{})
+	stop := context.AfterFunc(ticket.Context(), func() {
+		defer close(evicted)
+		s.fail(errServerBusy())
+	})
+	err := s.handshake(srv.ctx, s.ownSetup())
+	if !stop() {
+		<-evicted // the close is on the wire
 		return
 	}
-	srv.queue.push(s)
+	if err != nil {
+		return
+	}
+	if !ticket.Ready() {
+		s.fail(errServerBusy()) // displaced after the handshake returned
+		return
+	}
+	srv.queue.push(s, ticket)
 	queued = true
 }
 
-// acceptQueue holds the sessions that wait for Accept, and counts them
-// with those in their SETUP exchange against a bound.
-type acceptQueue struct {
-	max int
+// errServerBusy closes a session whose place a newcomer took. MoQT has no
+// session code for load.
+func errServerBusy() *SessionError {
+	return &SessionError{Code: wire.InternalError, Reason: "server busy"}
+}
 
+// acceptQueue holds the sessions that wait for Accept, each with its place
+// in the server's pool, which it gives back when it leaves the queue.
+type acceptQueue struct {
 	mu       sync.Mutex
-	sessions []*Session    // set up, waiting for Accept; guarded by mu
-	pending  int           // reserved places: len(sessions) plus those in SETUP; guarded by mu
+	sessions []waiting     // set up, waiting for Accept; guarded by mu
 	wake     chan struct{} // closed and replaced by push; guarded by mu
 }
 
-func newAcceptQueue(max int) acceptQueue {
-	if max <= 0 {
-		max = 64
-	}
-	return acceptQueue{max: max, wake: make(chan struct{})}
+type waiting struct {
+	s      *Session
+	ticket *pending.Ticket
 }
 
-// full reports whether a new connection would find no place.
-func (q *acceptQueue) full() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.pending >= q.max
+func newAcceptQueue() acceptQueue {
+	return acceptQueue{wake: make(chan struct{})}
 }
 
-// reserve takes a place for a connection starting its SETUP exchange.
-func (q *acceptQueue) reserve() bool {
+// push queues s, holding ticket, and wakes Accept. A session that ends
+// while it waits leaves the queue and gives its place back.
+func (q *acceptQueue) push(s *Session, ticket *pending.Ticket) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.pending >= q.max {
-		return false
-	}
-	q.pending++
-	return true
-}
-
-// release gives back a place whose session never joined the queue.
-func (q *acceptQueue) release() {
-	q.mu.Lock()
-	q.pending--
-	q.mu.Unlock()
-}
-
-// push queues s in its reserved place and wakes Accept. A session that
-// ends while it waits leaves the queue and frees its place.
-func (q *acceptQueue) push(s *Session) {
-	q.mu.Lock()
-	q.sessions = append(q.sessions, s)
+	q.sessions = append(q.sessions, waiting{s, ticket})
 	close(q.wake)
 	q.wake = make(chan struct{})
 	q.mu.Unlock()
@@ -243,32 +250,41 @@ func (q *acceptQueue) waiter() <-chan struct{} {
 // pop takes the oldest session, or returns nil.
 func (q *acceptQueue) pop() *Session {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if len(q.sessions) == 0 {
+		q.mu.Unlock()
 		return nil
 	}
-	s := q.sessions[0]
+	w := q.sessions[0]
 	q.sessions = slices.Delete(q.sessions, 0, 1)
-	q.pending--
-	return s
+	q.mu.Unlock()
+	w.ticket.Release()
+	return w.s
 }
 
 // remove drops s if it still waits.
 func (q *acceptQueue) remove(s *Session) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if i := slices.Index(q.sessions, s); i >= 0 {
-		q.sessions = slices.Delete(q.sessions, i, i+1)
-		q.pending--
+	i := slices.IndexFunc(q.sessions, func(w waiting) bool { return w.s == s })
+	if i < 0 {
+		q.mu.Unlock()
+		return
 	}
+	w := q.sessions[i]
+	q.sessions = slices.Delete(q.sessions, i, i+1)
+	q.mu.Unlock()
+	w.ticket.Release()
 }
 
 // drain empties the queue for Close.
 func (q *acceptQueue) drain() []*Session {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	out := q.sessions
 	q.sessions = nil
-	q.pending -= len(out)
-	return out
+	q.mu.Unlock()
+	sessions := make([]*Session, 0, len(out))
+	for _, w := range out {
+		w.ticket.Release()
+		sessions = append(sessions, w.s)
+	}
+	return sessions
 }

@@ -96,7 +96,9 @@ import (
 // Leaves anywhere: openRequests.mu (the open requests, for Shutdown and
 // the session's end), requestIDSpace.mu (the peer's Request IDs),
 // goroutines.mu (the session's goroutines, for Close), acceptQueue.mu
-// (sessions waiting for Server.Accept), ServeMux.mu (its routes;
+// (sessions waiting for Server.Accept; their places are given back after
+// it is released), pending.Pool's lock (the Server's connection places),
+// ServeMux.mu (its routes;
 // read-locked while routing), authtoken.Cache's lock (Session.peerTokens),
 // authtoken.Sent's lock, priority.Table's lock (Session.prio; under it the
 // streams' SetPriority, which takes only the transport's own locks).

@@ -164,6 +164,12 @@ func dialWebTransport(ctx context.Context, dial dialer, addr, target string, tls
 		return nil, passThrough(err)
 	}
 	rsp, sess, err := cc.Dial(ctx, target, header)
+	if e, ok := connError(err); ok {
+		// The connection ended before the session was made, closed by
+		// the server (as busy, say) or lost: report how, with its code.
+		_ = qconn.CloseWithError(codeH3NoError, "")
+		return nil, e
+	}
 	if err != nil {
 		code := quic.ApplicationErrorCode(codeH3NoError)
 		if _, ok := errors.AsType[*webtransport.RequirementsNotMetError](err); ok {

@@ -29,6 +29,9 @@ const (
 	// codeNoError is MoQT's NO_ERROR (§12.2), used on raw QUIC connections
 	// that the Listener closes.
 	codeNoError = 0x0
+	// codeInternalError is MoQT's INTERNAL_ERROR (§12.2), used on
+	// connections and sessions closed as busy: MoQT has no code for load.
+	codeInternalError = 0x1
 	// codeProtocolViolation is MoQT's PROTOCOL_VIOLATION (§12.2), used when
 	// a raw QUIC peer did not negotiate QUIC DATAGRAM (§6.2).
 	codeProtocolViolation = 0x3
@@ -37,6 +40,10 @@ const (
 	codeH3NoError = 0x100
 	// codeH3InternalError is HTTP/3's H3_INTERNAL_ERROR.
 	codeH3InternalError = 0x102
+	// codeH3ExcessiveLoad is HTTP/3's H3_EXCESSIVE_LOAD, used on HTTP/3
+	// connections closed as busy before they carry a session: displaced
+	// by a newcomer (their source held the most places), or finding none.
+	codeH3ExcessiveLoad = 0x107
 )
 
 // ErrListenerClosed is returned by Listener.Accept after Close. It matches

@@ -10,11 +10,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dunglas/httpsfv"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"github.com/quic-go/webtransport-go"
+
+	"github.com/moqt-go/moqt/internal/pending"
 )
 
 // ListenConfig configures Listen. The zero value and nil mean defaults.
@@ -31,10 +34,21 @@ type ListenConfig struct {
 	Windows Windows
 	// Options are applied over QUIC.
 	Options Options
-	// Refuse, if set, is asked about each new connection before its
-	// handshake; true refuses it with QUIC's CONNECTION_REFUSED, which is
-	// what a busy server sends (RFC 9000 §20.1).
-	Refuse func() bool
+	// Pool, if set, holds a place for each connection from the end of its
+	// handshake until the receiver of Accept is done with it (see
+	// Info.Ticket). While the pool is Full, new connections are refused
+	// before their handshake with QUIC's CONNECTION_REFUSED, which is what
+	// a busy server sends (RFC 9000 §20.1); one that finds no place after
+	// its handshake is closed as busy: raw QUIC with MoQT's INTERNAL_ERROR,
+	// HTTP/3 with H3_EXCESSIVE_LOAD. The Listener closes an HTTP/3
+	// connection whose place a newcomer took before its WebTransport
+	// CONNECT with H3_EXCESSIVE_LOAD too.
+	Pool *pending.Pool
+	// ConnectTimeout, if positive, bounds how long an HTTP/3 connection
+	// may go without a WebTransport session after its handshake; past it,
+	// it is closed with H3_NO_ERROR. Without it a connection that never
+	// sends CONNECT stays as long as it answers QUIC's keep-alives.
+	ConnectTimeout time.Duration
 	// CheckOrigin decides whether a WebTransport request's Origin is
 	// acceptable. Default: accept a request with no Origin or whose
 	// Origin's host equals its :authority. Refused requests get 403.
@@ -49,12 +63,14 @@ var errServerBusy = errors.New("moqt transport: server busy")
 // UDP port: ALPN moqt-* yields a raw QUIC Conn, ALPN h3 is served as HTTP/3
 // where any path accepts a WebTransport session.
 type Listener struct {
-	udp         net.PacketConn
-	tr          *quic.Transport
-	ln          *quic.Listener
-	wt          *webtransport.Server
-	protocols   []string
-	checkOrigin func(*http.Request) bool
+	udp            net.PacketConn
+	tr             *quic.Transport
+	ln             *quic.Listener
+	wt             *webtransport.Server
+	protocols      []string
+	checkOrigin    func(*http.Request) bool
+	pool           *pending.Pool // nil: no bound
+	connectTimeout time.Duration
 
 	// incoming hands accepted connections to Accept. Unbuffered: a
 	// connection is either taken by Accept or closed by its sender.
@@ -63,9 +79,10 @@ type Listener struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // every goroutine the Listener starts
 
-	mu     sync.Mutex
-	conns  map[*quic.Conn]uint64 // open connections, with the code Close uses; guarded by mu
-	closed bool                  // guarded by mu
+	mu      sync.Mutex
+	conns   map[*quic.Conn]uint64       // open connections, with the code Close uses; guarded by mu
+	waiting map[*quic.Conn]*connectWait // HTTP/3 connections before their session; guarded by mu
+	closed  bool                        // guarded by mu
 
 	closeOnce sync.Once
 	closeErr  error
@@ -104,12 +121,12 @@ func Listen(addr string, tlsConf *tls.Config, cfg *ListenConfig) (*Listener, err
 	cfg.Options.apply(quicConf)
 	quicConf.EnableDatagrams = true
 	quicConf.EnableStreamResetPartialDelivery = true
-	if refuse := cfg.Refuse; refuse != nil {
+	if pool := cfg.Pool; pool != nil {
 		// What GetConfigForClient returns replaces the whole
 		// configuration, so by default it returns a copy of this one.
 		base, get := quicConf.Clone(), quicConf.GetConfigForClient
 		quicConf.GetConfigForClient = func(info *quic.ClientInfo) (*quic.Config, error) {
-			if refuse() {
+			if pool.Full() {
 				return nil, errServerBusy
 			}
 			if get != nil {
@@ -136,13 +153,16 @@ func Listen(addr string, tlsConf *tls.Config, cfg *ListenConfig) (*Listener, err
 	}
 
 	l := &Listener{
-		udp:         udp,
-		tr:          tr,
-		ln:          ln,
-		protocols:   protocols,
-		checkOrigin: cfg.CheckOrigin,
-		incoming:    make(chan accepted),
-		conns:       make(map[*quic.Conn]uint64),
+		udp:            udp,
+		tr:             tr,
+		ln:             ln,
+		protocols:      protocols,
+		checkOrigin:    cfg.CheckOrigin,
+		pool:           cfg.Pool,
+		connectTimeout: cfg.ConnectTimeout,
+		incoming:       make(chan accepted),
+		conns:          make(map[*quic.Conn]uint64),
+		waiting:        make(map[*quic.Conn]*connectWait),
 	}
 	if l.checkOrigin == nil {
 		l.checkOrigin = sameOrigin
@@ -248,39 +268,109 @@ func (l *Listener) acceptLoop() {
 			return // the Listener is closing
 		}
 		state := qconn.ConnectionState()
-		switch proto := state.TLS.NegotiatedProtocol; {
-		case proto == http3.NextProtoH3:
-			if !l.track(qconn, codeH3NoError) {
-				_ = qconn.CloseWithError(codeH3NoError, "server closed")
-				continue
-			}
-			l.wg.Go(func() {
-				if err := l.wt.ServeQUICConn(qconn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-					_ = qconn.CloseWithError(codeH3InternalError, err.Error())
-				}
-			})
-		case !state.SupportsDatagrams.Remote:
+		// Otherwise a MoQT ALPN: crypto/tls only negotiates offered protocols.
+		h3 := state.TLS.NegotiatedProtocol == http3.NextProtoH3
+		if !h3 && !state.SupportsDatagrams.Remote {
 			_ = qconn.CloseWithError(codeProtocolViolation, "QUIC DATAGRAM not negotiated")
-		default: // a MoQT ALPN: crypto/tls only negotiates offered protocols
-			if !l.track(qconn, codeNoError) {
-				_ = qconn.CloseWithError(codeNoError, "server closed")
+			continue
+		}
+		code, busy := quic.ApplicationErrorCode(codeNoError), quic.ApplicationErrorCode(codeInternalError)
+		if h3 {
+			code, busy = codeH3NoError, codeH3ExcessiveLoad
+		}
+		var ticket *pending.Ticket
+		if l.pool != nil {
+			if ticket = l.pool.Admit(qconn.RemoteAddr()); ticket == nil {
+				_ = qconn.CloseWithError(busy, "server busy")
 				continue
 			}
-			c := newQUICConn(qconn)
-			info := Info{ServerName: state.TLS.ServerName}
-			l.wg.Go(func() { l.handOff(c, info) })
 		}
+		if !l.track(qconn, uint64(code)) {
+			ticket.Release()
+			_ = qconn.CloseWithError(code, "server closed")
+			continue
+		}
+		if !h3 {
+			c := newQUICConn(qconn)
+			info := Info{ServerName: state.TLS.ServerName, Ticket: ticket}
+			l.wg.Go(func() { l.handOff(c, info) })
+			continue
+		}
+		w := &connectWait{ticket: ticket, claimed: make(chan struct{})}
+		l.mu.Lock()
+		l.waiting[qconn] = w
+		l.mu.Unlock()
+		l.wg.Go(func() { l.awaitConnect(qconn, w) })
+		l.wg.Go(func() {
+			if err := l.wt.ServeQUICConn(qconn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				_ = qconn.CloseWithError(codeH3InternalError, err.Error())
+			}
+		})
 	}
 }
 
 // handOff passes c to Accept. If the Listener closes first, Close closes
-// c's connection; if c ends first, it is dropped.
+// c's connection; if c ends first, it is dropped; if a newcomer takes its
+// place first, it is closed as busy.
 func (l *Listener) handOff(c Conn, info Info) {
 	select {
 	case l.incoming <- accepted{c, info}:
+		return
+	case <-info.Ticket.Context().Done():
+		_ = c.CloseWithError(codeInternalError, "server busy")
 	case <-l.ctx.Done():
 	case <-c.Context().Done():
 	}
+	info.Ticket.Release()
+}
+
+// connectWait is an HTTP/3 connection's wait for the WebTransport CONNECT
+// that takes its place in the pool.
+type connectWait struct {
+	ticket  *pending.Ticket
+	claimed chan struct{} // closed once a session took ticket
+}
+
+// awaitConnect closes an HTTP/3 connection that has no WebTransport
+// session within connectTimeout, or whose place a newcomer took before it
+// had one, and gives back the place of one that ends before.
+func (l *Listener) awaitConnect(qconn *quic.Conn, w *connectWait) {
+	var timeout <-chan time.Time
+	if l.connectTimeout > 0 {
+		t := time.NewTimer(l.connectTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var code quic.ApplicationErrorCode
+	var reason string
+	select {
+	case <-w.claimed:
+		return
+	case <-w.ticket.Context().Done():
+		code, reason = codeH3ExcessiveLoad, "server busy"
+	case <-timeout:
+		code, reason = codeH3NoError, "no WebTransport session"
+	case <-qconn.Context().Done():
+	case <-l.ctx.Done(): // Close closes the connection
+	}
+	if l.takeWait(qconn) == nil {
+		return // a session claimed the place meanwhile: it is the session's now
+	}
+	w.ticket.Release()
+	if reason != "" {
+		_ = qconn.CloseWithError(code, reason)
+	}
+}
+
+// takeWait removes and returns qconn's wait for a session, nil if it has
+// none: a session claimed it, or awaitConnect gave it up. Whoever takes it
+// owns its ticket.
+func (l *Listener) takeWait(qconn *quic.Conn) *connectWait {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.waiting[qconn]
+	delete(l.waiting, qconn)
+	return w
 }
 
 // serveHTTP answers every HTTP/3 request: a WebTransport CONNECT on any path
@@ -317,6 +407,14 @@ func (l *Listener) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = c.CloseWithError(codeProtocolViolation, "protocol negotiation failed")
 		return
 	}
+	wait := l.takeWait(qconn)
+	if wait == nil {
+		// awaitConnect is closing the connection, as busy or for its
+		// timeout; webtransport-go allows no second session on it.
+		_ = c.CloseWithError(codeInternalError, "server busy")
+		return
+	}
+	close(wait.claimed)
 	var serverName string
 	if r.TLS != nil {
 		serverName = r.TLS.ServerName
@@ -327,6 +425,7 @@ func (l *Listener) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		Path:         r.RequestURI,
 		Header:       r.Header.Clone(),
 		ServerName:   serverName,
+		Ticket:       wait.ticket,
 	})
 }
 

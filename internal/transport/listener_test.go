@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/moqt-go/moqt/internal/pending"
 	"github.com/moqt-go/moqt/internal/transport"
 )
 
@@ -290,4 +292,89 @@ func TestListenerClose(t *testing.T) {
 	}
 
 	goleak.VerifyNone(t, before)
+}
+
+// dialH3 completes an HTTP/3 handshake with l and sends nothing: no
+// CONNECT. It returns once the server serves the connection (its control
+// stream arrived), that is, once l has admitted it.
+func dialH3(t *testing.T, l *transport.Listener) *quic.Conn {
+	t.Helper()
+	ctx := guardCtx(t)
+	tlsConf := clientTLS.Clone()
+	tlsConf.NextProtos = []string{http3.NextProtoH3}
+	conn, err := quic.DialAddr(ctx, l.Addr().String(), tlsConf, &quic.Config{EnableDatagrams: true, EnableStreamResetPartialDelivery: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.CloseWithError(0, "") })
+	_, err = conn.AcceptUniStream(ctx)
+	require.NoError(t, err, "the server's HTTP/3 control stream")
+	return conn
+}
+
+// closedBy waits for conn to end and requires that the server closed it
+// with code and reason.
+func closedBy(t *testing.T, conn *quic.Conn, code quic.ApplicationErrorCode, reason string) {
+	t.Helper()
+	select {
+	case <-conn.Context().Done():
+	case <-guardCtx(t).Done():
+		require.FailNow(t, "connection still open")
+	}
+	var ae *quic.ApplicationError
+	require.ErrorAs(t, context.Cause(conn.Context()), &ae)
+	assert.True(t, ae.Remote)
+	assert.Equal(t, code, ae.ErrorCode)
+	assert.Equal(t, reason, ae.ErrorMessage)
+}
+
+// TestListenerPool: every connection takes a place in the pool at the end
+// of its handshake, HTTP/3 ones before their CONNECT too; a newcomer
+// takes the place of the oldest one still setting up (an HTTP/3 one
+// without a session is closed with H3_EXCESSIVE_LOAD), and a pool full of
+// connections set up refuses newcomers in their handshake.
+func TestListenerPool(t *testing.T) {
+	pool := pending.NewPool(2)
+	l := listen(t, &transport.ListenConfig{Pool: pool})
+	older := dialH3(t, l)
+	newer := dialH3(t, l)
+	setting, ready := pool.Counts()
+	require.Equal(t, []int{2, 0}, []int{setting, ready})
+
+	_, _, wtInfo := connect(t, l, kinds[1], "/", nil)
+	require.NotNil(t, wtInfo.Ticket, "the session carries its connection's place")
+	closedBy(t, older, 0x107, "server busy")
+	assert.NoError(t, newer.Context().Err(), "one newcomer displaces one connection")
+	require.True(t, wtInfo.Ticket.Ready())
+
+	_, _, quicInfo := connect(t, l, kinds[0], "/", nil)
+	require.NotNil(t, quicInfo.Ticket)
+	closedBy(t, newer, 0x107, "server busy")
+	require.True(t, quicInfo.Ticket.Ready())
+	setting, ready = pool.Counts()
+	require.Equal(t, []int{0, 2}, []int{setting, ready})
+
+	for _, k := range kinds {
+		_, err := transport.Dial(guardCtx(t), url(l, k, "/"), clientTLS, nil)
+		var ce *transport.ConnError
+		require.ErrorAs(t, err, &ce, "%s: a pool full of sessions set up refuses", k.name)
+		assert.Equal(t, transport.ConnTransportClose, ce.Kind)
+		assert.Equal(t, uint64(quic.ConnectionRefused), ce.Code)
+		assert.True(t, ce.Remote)
+	}
+
+	wtInfo.Ticket.Release()
+	_, _, info := connect(t, l, kinds[0], "/", nil)
+	assert.NotNil(t, info.Ticket, "a place given back takes the next connection")
+}
+
+// TestConnectTimeout: an HTTP/3 connection that opens no WebTransport
+// session within ListenConfig.ConnectTimeout is closed with H3_NO_ERROR;
+// one whose session came in time is left alone.
+func TestConnectTimeout(t *testing.T) {
+	l := listen(t, &transport.ListenConfig{ConnectTimeout: 200 * time.Millisecond})
+	client, server, _ := connect(t, l, kinds[1], "/", nil)
+	idle := dialH3(t, l)
+	closedBy(t, idle, 0x100, "no WebTransport session")
+	// The session's connection started its wait first.
+	roundTrip(t, client, server, "after the timeout")
+	assert.NoError(t, client.Context().Err())
 }

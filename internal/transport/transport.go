@@ -42,6 +42,8 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+
+	"github.com/moqt-go/moqt/internal/pending"
 )
 
 // Protocol identifiers offered and accepted by default, newest first: the
@@ -180,6 +182,11 @@ type Info struct {
 	Header http.Header
 	// ServerName is the TLS server name (SNI) the client asked for, if any.
 	ServerName string
+	// Ticket is the connection's place in ListenConfig.Pool, nil without
+	// one. It is the receiver's: it marks it Ready once the session is set
+	// up, Releases it when it no longer waits, and closes the connection
+	// as busy if the ticket's Context ends (a newcomer took the place).
+	Ticket *pending.Ticket
 }
 
 // Windows are QUIC flow-control receive windows, fixed at the given sizes
