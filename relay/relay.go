@@ -56,13 +56,17 @@ package relay
 //	    the tracks under prefix offered to this relay by PUBLISH and still
 //	    Established upstream: what a new SUBSCRIBE_TRACKS gets PUBLISHes of.
 //	func (r *Relay) publishDownstream(ctx context.Context, s *moqt.Session,
-//	    name wire.FullTrackName, params wire.Params) (*moqt.ServedSubscription, error)
-//	    sends PUBLISH for the relay's track name to s (LocalTrack.Publish with
-//	    params, LARGEST_OBJECT added by the library) and serves it like any
-//	    downstream subscription: it keeps the track's entry alive and counts
-//	    for the upstream Forward state (its subscriber's REQUEST_UPDATEs
-//	    apply as a SUBSCRIBE's do, by AcceptOptions.OnUpdate).
-//	    Fails (DOES_NOT_EXIST) when the track is no longer available.
+//	    name wire.FullTrackName, req wire.Params) (*moqt.ServedSubscription, error)
+//	    sends PUBLISH for the relay's track name to s as a result of a
+//	    SUBSCRIBE_TRACKS whose parameters are req (LocalTrack.PublishTracks:
+//	    what PUBLISH carries goes in it, LARGEST_OBJECT added by the library;
+//	    the object Range filters and INCLUDE_PROPERTIES are applied) and
+//	    serves it like any downstream subscription: it keeps the track's
+//	    entry alive and counts for the upstream Forward state (its
+//	    subscriber's REQUEST_UPDATEs apply as a SUBSCRIBE's do, by
+//	    AcceptOptions.OnUpdate); req's NEW_GROUP_REQUEST goes upstream once
+//	    the PUBLISH is accepted. Fails (DOES_NOT_EXIST) when the track is no
+//	    longer available.
 //	func (r *Relay) publisherSessions(name wire.FullTrackName) []*moqt.Session
 //	    the sessions that publish name to this relay (PUBLISH or Established
 //	    upstream subscription): a SUBSCRIBE_TRACKS subscriber's own tracks
