@@ -33,7 +33,8 @@
 // Outgoing requests are methods: Session.Subscribe returns the subscriber's
 // end of a subscription (*Subscription), Session.TrackStatus a
 // *TrackStatus, and LocalTrack.Publish offers a track with PUBLISH,
-// returning the publisher's end (*ServedSubscription);
+// returning the publisher's end (*ServedSubscription), as PublishTracks
+// does for a peer's SUBSCRIBE_TRACKS, with its parameters;
 // Session.PublishNamespace announces a namespace (*Announcement), and
 // Session.SubscribeNamespace and SubscribeTracks discover namespaces and
 // tracks under a prefix (*NamespaceSubscription). They block until the

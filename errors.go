@@ -307,4 +307,13 @@ var (
 	// Setup Option allows (§9.1.6; 0, the default, allows none). The peer
 	// would refuse them with INVALID_FILTER; nothing is sent.
 	ErrFilterRanges = errors.New("moqt: more filter Ranges than the peer's MAX_FILTER_RANGES")
+
+	// ErrFillOnTracks is returned by Session.SubscribeTracks and
+	// LocalTrack.PublishTracks for FILL_PARAMETERS in a SUBSCRIBE_TRACKS:
+	// the draft names no Request ID for the fill fetch stream of a
+	// subscription a PUBLISH started (§3.4), so neither end could tell
+	// which track a fill is for. Nothing is sent. A peer's SUBSCRIBE_TRACKS
+	// carrying it is refused with NOT_SUPPORTED. A REQUEST_UPDATE with
+	// FILL_PARAMETERS on one of the subscriptions asks for its fill.
+	ErrFillOnTracks = errors.New("moqt: " + fillOnTracksReason)
 )

@@ -23,9 +23,12 @@ type NamespaceSubscription struct {
 
 	r      *nsRequester
 	tracks bool
-	limit  int           // Config.MaxActiveNamespaces
-	space  chan struct{} // cap 1: Next took an event
-	ready  chan struct{} // cap 1: an event or the end is there
+	// own is this SUBSCRIBE_TRACKS among the session's (ownTracks), nil
+	// for a SUBSCRIBE_NAMESPACE.
+	own   *ownTracksRequest
+	limit int           // Config.MaxActiveNamespaces
+	space chan struct{} // cap 1: Next took an event
+	ready chan struct{} // cap 1: an event or the end is there
 
 	mu     sync.Mutex // guards the fields below; a leaf
 	prefix wire.Namespace
@@ -76,7 +79,13 @@ func (s *Session) SubscribeNamespace(ctx context.Context, prefix wire.Namespace,
 // once it is accepted. The peer then sends a PUBLISH for each of its tracks
 // under prefix: those arrive at the Handler, as every PUBLISH does, as
 // *PublishRequest. Next reports the tracks it skips (PUBLISH_SKIPPED).
-// params are the initial parameters of those subscriptions (§9.18.1).
+//
+// params are the initial parameters of those subscriptions (§9.18.1). The
+// object Range filters among them, which PUBLISH cannot carry, are the
+// filters of every subscription a PUBLISH under the prefix starts while
+// the request is open, on this end too (Subscription.Params), as they are
+// at the publisher. FILL_PARAMETERS are refused with ErrFillOnTracks:
+// the draft defines no fill for such subscriptions (§3.4).
 func (s *Session) SubscribeTracks(ctx context.Context, prefix wire.Namespace, params wire.Params) (*NamespaceSubscription, error) {
 	return s.subscribeNamespaces(ctx, prefix, params, true)
 }
@@ -84,6 +93,9 @@ func (s *Session) SubscribeTracks(ctx context.Context, prefix wire.Namespace, pa
 func (s *Session) subscribeNamespaces(ctx context.Context, prefix wire.Namespace, params wire.Params, tracks bool) (*NamespaceSubscription, error) {
 	if err := prefix.Validate(0); err != nil {
 		return nil, err
+	}
+	if tracks && params.FillParameters != nil {
+		return nil, ErrFillOnTracks
 	}
 	where, okCtx, kind := wire.InSubscribeNamespace, wire.InSubscribeNamespaceOK, wire.MsgSubscribeNamespace
 	if tracks {
@@ -107,8 +119,10 @@ func (s *Session) subscribeNamespaces(ctx context.Context, prefix wire.Namespace
 	var m wire.Message = &wire.SubscribeNamespace{RequestID: rs.id, TrackNamespacePrefix: prefix, Parameters: params}
 	if tracks {
 		m = &wire.SubscribeTracks{RequestID: rs.id, TrackNamespacePrefix: prefix, Parameters: params}
+		ns.own = s.ownTracks.add(prefix, &params)
 	}
 	if err := r.start(ctx, m); err != nil {
+		ns.forget()
 		return nil, err
 	}
 	r.mu.Lock()
@@ -231,6 +245,7 @@ func (ns *NamespaceSubscription) prefixUpdated(params wire.Params) {
 
 // streamEnded records the end of the request.
 func (ns *NamespaceSubscription) streamEnded(err error) {
+	ns.forget()
 	ns.mu.Lock()
 	if ns.end == nil {
 		ns.end = err
@@ -242,6 +257,14 @@ func (ns *NamespaceSubscription) streamEnded(err error) {
 	}
 	ns.mu.Unlock()
 	signal(ns.ready)
+}
+
+// forget takes a SUBSCRIBE_TRACKS that ended, or was never sent, off the
+// session's list: later PUBLISHes are no longer its results.
+func (ns *NamespaceSubscription) forget() {
+	if ns.own != nil {
+		ns.r.sess.ownTracks.remove(ns.own)
+	}
 }
 
 // Next returns the next event. When the response stream ends, it first
@@ -311,6 +334,11 @@ func (ns *NamespaceSubscription) Update(ctx context.Context, params wire.Params)
 	if p := params.TrackNamespacePrefix; p.Set {
 		if err := p.Value.Validate(0); err != nil {
 			return err
+		}
+		if ns.own != nil {
+			// Before it is sent: the peer may PUBLISH under it before
+			// its REQUEST_OK arrives.
+			ns.r.sess.ownTracks.addPrefix(ns.own, p.Value)
 		}
 	}
 	granted, err := ns.r.update(ctx, params)

@@ -21,7 +21,9 @@ type SubscribeNamespaceRequest struct {
 	// resolved, as USE_VALUE (see AuthorizationTokens).
 	Params wire.Params
 	// Tracks reports a SUBSCRIBE_TRACKS: the requester wants a PUBLISH
-	// for each track under Prefix (LocalTrack.Publish on Session).
+	// for each track under Prefix (LocalTrack.PublishTracks on Session,
+	// with NamespaceWriter.Params). One carrying FILL_PARAMETERS is
+	// refused with NOT_SUPPORTED before it gets here (ErrFillOnTracks).
 	Tracks bool
 	// OnUpdate, if set before Accept, is called with the parameters of
 	// each REQUEST_UPDATE of the accepted request before the library
@@ -71,7 +73,10 @@ type NamespaceWriter struct {
 	srv    *nsServed
 	tracks bool
 	// Guarded by srv.mu.
-	prefix  wire.Namespace
+	prefix wire.Namespace
+	// params are the request's parameters as its REQUEST_UPDATEs left
+	// them, without AUTHORIZATION_TOKENs or TRACK_NAMESPACE_PREFIX.
+	params  wire.Params
 	offered map[wire.NamespaceKey]wire.Namespace
 	sent    map[wire.NamespaceKey]wire.Namespace // offered and sent as NAMESPACE under prefix
 	hooks   writerHooks
@@ -96,6 +101,30 @@ func (w *NamespaceWriter) Prefix() wire.Namespace {
 	w.srv.mu.Lock()
 	defer w.srv.mu.Unlock()
 	return w.prefix
+}
+
+// Params returns the request's parameters as the requester's
+// REQUEST_UPDATEs left them (§9.5), without its AUTHORIZATION_TOKENs,
+// which authorized the request and go nowhere else (§9.20.3), and without
+// TRACK_NAMESPACE_PREFIX (see Prefix). For a SUBSCRIBE_TRACKS they are
+// the initial parameters of the subscriptions its PUBLISHes start from
+// now on (§9.18.1; an update's FORWARD applies to those, not to the
+// existing ones, §9.20.19): pass them to LocalTrack.PublishTracks.
+func (w *NamespaceWriter) Params() wire.Params {
+	w.srv.mu.Lock()
+	defer w.srv.mu.Unlock()
+	p := w.params
+	p.RangeFilters = cloneRangeFilters(p.RangeFilters)
+	return p
+}
+
+// ownParams returns p, the request's or an update's parameters, as Params
+// keeps them: its own copy.
+func ownParams(p wire.Params) wire.Params {
+	p.AuthorizationTokens = nil
+	p.TrackNamespacePrefix = wire.Opt[wire.Namespace]{}
+	p.RangeFilters = cloneRangeFilters(p.RangeFilters)
+	return p
 }
 
 var (
@@ -247,6 +276,12 @@ func serveNamespaceSubscription(s *Session, rs *requestStream, prefix wire.Names
 		rs.reject(asRequestError(err)) // §3.3.2: this end's MAX_FILTER_RANGES
 		return rs.drain()
 	}
+	if tracks && params.FillParameters != nil {
+		// Served without its fills, it would drop them; none can be
+		// made (namespace_tracks.go).
+		rs.reject(fillOnTracksRefusal())
+		return rs.drain()
+	}
 	if !s.nsPrefixes.claim(tracks, rs, prefix) {
 		rs.reject(&RequestError{Code: wire.ReqPrefixOverlap, Reason: "prefix overlaps another request's"})
 		return rs.drain()
@@ -263,7 +298,7 @@ func serveNamespaceSubscription(s *Session, rs *requestStream, prefix wire.Names
 		Tracks:        tracks,
 	}
 	srv := newNSServed(&req.RequestCommon, kind)
-	w := &NamespaceWriter{srv: srv, tracks: tracks, prefix: prefix,
+	w := &NamespaceWriter{srv: srv, tracks: tracks, prefix: prefix, params: ownParams(params),
 		offered: make(map[wire.NamespaceKey]wire.Namespace), sent: make(map[wire.NamespaceKey]wire.Namespace)}
 	w.hooks.setFilters(params.RangeFilters)
 	srv.update = w.update

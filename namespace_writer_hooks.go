@@ -69,8 +69,9 @@ func (w *NamespaceWriter) Wants(props wire.KVList) bool {
 }
 
 // update applies an accepted REQUEST_UPDATE, under srv.mu: its Range
-// filters, within this end's MAX_FILTER_RANGES (§3.3.2), and its prefix
-// (updatePrefix). Nothing applies if either is refused.
+// filters, within this end's MAX_FILTER_RANGES (§3.3.2), its prefix
+// (updatePrefix), and its other parameters to Params (§9.5: what it omits
+// stays). Nothing applies if either is refused.
 func (w *NamespaceWriter) update(u *wire.RequestUpdate) ([]wire.Message, *RequestError) {
 	fs := u.Parameters.RangeFilters
 	merged := w.hooks.filters
@@ -90,6 +91,8 @@ func (w *NamespaceWriter) update(u *wire.RequestUpdate) ([]wire.Message, *Reques
 	if len(fs) > 0 {
 		w.hooks.setFilters(merged)
 	}
+	up := ownParams(u.Parameters)
+	mergeParams(&w.params, &up)
 	if len(fs) > 0 || !w.prefix.Equal(old) {
 		w.hooks.signal()
 	}

@@ -16,7 +16,10 @@ type PublishRequest struct {
 	TrackAlias uint64
 	// Params are the publisher's initial subscription parameters. Its
 	// AUTHORIZATION_TOKENs are resolved, as USE_VALUE (see
-	// AuthorizationTokens).
+	// AuthorizationTokens). A PUBLISH for a track under the prefix of a
+	// SUBSCRIBE_TRACKS this end has open is one of its results: the
+	// subscription also has that request's object Range filters, which
+	// PUBLISH cannot carry (§9.18.1); Subscription.Params holds them.
 	Params wire.Params
 	// Properties are the Track Properties.
 	Properties wire.KVList
@@ -100,6 +103,10 @@ func servePublish(s *Session, rs *requestStream, m *wire.Publish, toks []AuthTok
 		largest:    m.Parameters.LargestObject,
 		properties: m.TrackProperties,
 	}
+	// A PUBLISH resulting from this end's SUBSCRIBE_TRACKS starts a
+	// subscription with its Range filters, which PUBLISH cannot carry
+	// and the publisher applies (§9.18.1, namespace_tracks.go).
+	sub.params.RangeFilters = s.ownTracks.rangesFor(track.Namespace)
 	sub.initData()
 	sub.filter = filter.New(&sub.params, largestOf(sub.largest))
 	if m.Parameters.Expires.Set {

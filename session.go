@@ -95,7 +95,8 @@ import (
 //
 // Leaves anywhere: openRequests.mu (the open requests, for Shutdown and
 // the session's end), requestIDSpace.mu (the peer's Request IDs),
-// goroutines.mu (the session's goroutines, for Close), acceptQueue.mu
+// goroutines.mu (the session's goroutines, for Close), ownTracksRequests.mu
+// (Session.ownTracks, this end's SUBSCRIBE_TRACKS), acceptQueue.mu
 // (sessions waiting for Server.Accept; their places are given back after
 // it is released), pending.Pool's lock (the Server's connection places),
 // ServeMux.mu (its routes;
@@ -162,6 +163,9 @@ type Session struct {
 	// nsPrefixes are the prefixes of the peer's open SUBSCRIBE_NAMESPACE
 	// and SUBSCRIBE_TRACKS requests (namespace_overlap.go).
 	nsPrefixes prefixClaims
+	// ownTracks are this end's open SUBSCRIBE_TRACKS, whose Range filters
+	// the subscriptions of their PUBLISHes take (namespace_tracks.go).
+	ownTracks ownTracksRequests
 }
 
 // newSession wraps conn. The caller runs handshake next.

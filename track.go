@@ -174,13 +174,73 @@ func (t *LocalTrack) Accept(r *SubscribeRequest, opts AcceptOptions) (*ServedSub
 // params.Expires (either way the subscription ends when it passes, unless
 // an update extends it).
 func (t *LocalTrack) Publish(ctx context.Context, s *Session, params wire.Params, opts AcceptOptions) (*ServedSubscription, error) {
+	return t.publish(ctx, s, params, t.props, nil, opts)
+}
+
+// PublishTracks offers the track with PUBLISH, as Publish does, as one of
+// the results of a SUBSCRIBE_TRACKS on s whose parameters are req (those
+// of its NamespaceWriter, NamespaceWriter.Params): they are the initial
+// parameters of the subscription (§9.18.1).
+//
+//   - FORWARD, SUBSCRIBER_PRIORITY, GROUP_ORDER, LOCATION_FILTER and the
+//     delivery timeouts go in the PUBLISH, which tells the subscriber of
+//     them (§9.8). The request's AUTHORIZATION_TOKENs never do (§9.20.3).
+//   - The object Range filters (SUBGROUP_, OBJECTID_, PRIORITY_ and
+//     OBJECT_PROPERTY_FILTER), which PUBLISH cannot carry (§3.3.2), are
+//     the subscription's filters all the same: only objects that pass
+//     them are sent (§3.3.3), and the subscriber's REQUEST_UPDATEs replace
+//     or remove them as a SUBSCRIBE's. A moqt subscriber holds them on its
+//     end too (Session.SubscribeTracks).
+//   - INCLUDE_PROPERTIES 0 sends the PUBLISH with no Track Properties
+//     (§9.20.22).
+//   - The TRACK_PROPERTY_FILTERs choose the tracks (NamespaceWriter.Wants).
+//     NEW_GROUP_REQUEST is the application's to act on, as on a SUBSCRIBE
+//     (§9.20.20). RENDEZVOUS_TIMEOUT, about a SUBSCRIBE waiting for a
+//     publisher (§9.20.7), has nothing to apply to.
+//   - FILL_PARAMETERS fail with ErrFillOnTracks, before anything is sent:
+//     no fill is defined for a subscription PUBLISH starts (§3.4). The
+//     library refuses such a SUBSCRIBE_TRACKS before the Handler sees it.
+//
+// Range filters past this end's Config.MaxFilterRanges fail with the
+// *RequestError INVALID_FILTER, before anything is sent.
+func (t *LocalTrack) PublishTracks(ctx context.Context, s *Session, req wire.Params, opts AcceptOptions) (*ServedSubscription, error) {
+	if req.FillParameters != nil {
+		return nil, ErrFillOnTracks
+	}
+	ranges := objectRangeFilters(req.RangeFilters)
+	if err := checkRanges(&wire.Params{RangeFilters: ranges}, s.cfg.MaxFilterRanges); err != nil {
+		return nil, err
+	}
+	params := wire.Params{
+		ObjectDeliveryTimeout:   req.ObjectDeliveryTimeout,
+		SubgroupDeliveryTimeout: req.SubgroupDeliveryTimeout,
+		Forward:                 req.Forward,
+		SubscriberPriority:      req.SubscriberPriority,
+		LocationFilter:          req.LocationFilter,
+		GroupOrder:              req.GroupOrder,
+	}
+	props := t.props
+	if p := req.IncludeProperties; p.Set && !p.Value {
+		props = nil // §9.20.22
+	}
+	return t.publish(ctx, s, params, props, ranges, opts)
+}
+
+// publish is Publish with props as the PUBLISH's Track Properties and
+// ranges, which PUBLISH does not carry, as the subscription's object Range
+// filters.
+func (t *LocalTrack) publish(ctx context.Context, s *Session, params wire.Params, props wire.KVList,
+	ranges []wire.RangeFilter, opts AcceptOptions) (*ServedSubscription, error) {
 	if opts.Expires > 0 {
 		params.Expires = wire.Some(uint64(max(opts.Expires.Milliseconds(), 1)))
 	}
-	ss, err := s.startPublish(ctx, t.name, params, t.props, func(ss *ServedSubscription) (wire.Opt[wire.Location], error) {
+	ss, err := s.startPublish(ctx, t.name, params, props, func(ss *ServedSubscription) (wire.Opt[wire.Location], error) {
 		// Set before the PUBLISH is written, so before the update
-		// worker starts.
+		// worker starts; the ranges before join makes the filter.
 		ss.onUpdate = opts.OnUpdate
+		ss.mu.Lock()
+		ss.params.RangeFilters = ranges
+		ss.mu.Unlock()
 		largest, err := t.join(ss, false)
 		return largest.Param(), err
 	})

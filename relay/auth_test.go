@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -65,6 +66,41 @@ func TestC045_SubscribersAuthorized(t *testing.T) {
 		assert.Empty(t, pub.subscribes(), "nothing went upstream")
 		_, err = subscribe(t, viewer, testTrack, wire.Params{AuthorizationTokens: token("good")})
 		require.NoError(t, err)
+	})
+}
+
+// TestAuthorizeRefusalReason: a refusal by Config.Authorize reaches the
+// requester as its REQUEST_ERROR says it: a *moqt.RequestError, wrapped
+// or not, with its own Code and Reason, any other error as UNAUTHORIZED
+// with its text, each once (§9.4, §12.3).
+func TestAuthorizeRefusalReason(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		auth := func(r moqt.Request, _ *wire.Params) error {
+			switch {
+			case hasToken(r, "old"):
+				return &moqt.RequestError{Code: wire.ReqExpiredAuthToken, Reason: "token expired at noon"}
+			case hasToken(r, "wrapped"):
+				return fmt.Errorf("checking the token: %w", &moqt.RequestError{Code: wire.ReqUnauthorized, Reason: "not for this track"})
+			}
+			return errors.New("no token")
+		}
+		n := startNode(t, scheme, Config{Authorize: auth}, nil)
+		c, _ := n.dial("/sub", nil)
+		for _, tc := range []struct {
+			token  string
+			code   wire.RequestErrorCode
+			reason string
+		}{
+			{"old", wire.ReqExpiredAuthToken, "token expired at noon"},
+			{"wrapped", wire.ReqUnauthorized, "not for this track"},
+			{"none", wire.ReqUnauthorized, "no token"},
+		} {
+			_, err := subscribe(t, c, testTrack, wire.Params{AuthorizationTokens: token(tc.token)})
+			var re *moqt.RequestError
+			require.True(t, errors.As(err, &re), "want a *RequestError, got %v", err)
+			assert.Equal(t, tc.code, re.Code, tc.token)
+			assert.Equal(t, tc.reason, re.Reason, tc.token)
+		}
 	})
 }
 

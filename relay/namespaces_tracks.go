@@ -13,12 +13,11 @@ type tracksSub struct {
 	s *moqt.Session
 	w *moqt.NamespaceWriter
 	// ctx ends with the request, by endTracks: no PUBLISH once it ended.
-	ctx    context.Context
-	stop   context.CancelFunc
-	params wire.Params // the PUBLISHes' initial subscription parameters
-	limit  int
-	ended  bool
-	ref    *discRef
+	ctx   context.Context
+	stop  context.CancelFunc
+	limit int
+	ended bool
+	ref   *discRef
 	// offered are the tracks with a PUBLISH in flight or Established, and
 	// those skipped: a skipped track gets no PUBLISH on this request
 	// again (§4.1).
@@ -29,31 +28,17 @@ type trackOffer struct {
 	skipped bool
 }
 
-// publishParams are the parameters of SUBSCRIBE_TRACKS that PUBLISH
-// carries as the initial subscription parameters (§9.18.1): those PUBLISH
-// may carry, never the request's AUTHORIZATION_TOKENs, which authorized
-// the request and not the track. The rest (Range filters, FILL_PARAMETERS,
-// NEW_GROUP_REQUEST, INCLUDE_PROPERTIES, RENDEZVOUS_TIMEOUT) have no place
-// in PUBLISH and are not applied to the subscriptions; the
-// TRACK_PROPERTY_FILTERs select the tracks offered (offerTrack).
-func publishParams(p wire.Params) wire.Params {
-	return wire.Params{
-		ObjectDeliveryTimeout:   p.ObjectDeliveryTimeout,
-		SubgroupDeliveryTimeout: p.SubgroupDeliveryTimeout,
-		Forward:                 p.Forward,
-		SubscriberPriority:      p.SubscriberPriority,
-		LocationFilter:          p.LocationFilter,
-		GroupOrder:              p.GroupOrder,
-	}
-}
-
 // serveSubscribeTracks accepts a SUBSCRIBE_TRACKS (§4.1, §9.18): a PUBLISH
 // for every track under the prefix offered to the relay by PUBLISH, but
 // the subscriber's own, and for every later one (§7.5), or PUBLISH_SKIPPED
 // when one cannot be made. One that matches more than
 // Config.MaxNamespaceMatches tracks is refused with NAMESPACE_TOO_LARGE
 // (§4.3.1). Only tracks whose Track Properties pass the request's
-// TRACK_PROPERTY_FILTERs get a PUBLISH (§4.3).
+// TRACK_PROPERTY_FILTERs get a PUBLISH (§4.3). The request's parameters,
+// as its updates leave them, are each PUBLISH's initial subscription
+// parameters (§9.18.1, publishDownstream); one with FILL_PARAMETERS, which
+// no PUBLISH-initiated subscription can honour, the library refused with
+// NOT_SUPPORTED before it got here (moqt.ErrFillOnTracks).
 func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 	s := r.Session()
 	limit := rl.maxMatches()
@@ -76,7 +61,7 @@ func (rl *Relay) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 		return
 	}
 	ctx, stop := context.WithCancel(rl.ctx)
-	sub := &tracksSub{s: s, w: w, ctx: ctx, stop: stop, params: publishParams(r.Params), limit: limit,
+	sub := &tracksSub{s: s, w: w, ctx: ctx, stop: stop, limit: limit,
 		offered: map[wire.TrackKey]*trackOffer{},
 		ref:     ref}
 	st.tsubs[sub] = struct{}{}
@@ -214,7 +199,9 @@ func (rl *Relay) publishOffered(sub *tracksSub, name wire.FullTrackName, key wir
 		forget()
 		return
 	}
-	ss, err := rl.publishDownstream(sub.ctx, sub.s, name, sub.params)
+	// The parameters now: an update's FORWARD applies to the PUBLISHes
+	// after it (§9.20.19).
+	ss, err := rl.publishDownstream(sub.ctx, sub.s, name, sub.w.Params())
 	if err != nil {
 		rl.ns.mu.Lock()
 		skip := !sub.ended && !errors.Is(err, context.Canceled)

@@ -76,8 +76,13 @@ func (e *trackEntry) publishedLocked() bool {
 }
 
 // publishDownstream offers the relay's track name to s with PUBLISH (see
-// the contract in relay.go).
-func (rl *Relay) publishDownstream(ctx context.Context, s *moqt.Session, name wire.FullTrackName, params wire.Params) (*moqt.ServedSubscription, error) {
+// the contract in relay.go), as a result of a SUBSCRIBE_TRACKS whose
+// parameters are req: LocalTrack.PublishTracks sends those PUBLISH
+// carries and applies the object Range filters and INCLUDE_PROPERTIES
+// itself, and a NEW_GROUP_REQUEST goes upstream as a SUBSCRIBE's would
+// for a track with an Established upstream (§9.20.20), once the
+// subscriber has taken the PUBLISH.
+func (rl *Relay) publishDownstream(ctx context.Context, s *moqt.Session, name wire.FullTrackName, req wire.Params) (*moqt.ServedSubscription, error) {
 	gone := &moqt.RequestError{Code: wire.ReqDoesNotExist, Reason: "track not available"}
 	e := rl.lookup(name)
 	if e == nil {
@@ -88,7 +93,7 @@ func (rl *Relay) publishDownstream(ctx context.Context, s *moqt.Session, name wi
 		e.mu.Unlock()
 		return nil, gone
 	}
-	d := &downstream{s: s, forward: forwardOf(params)}
+	d := &downstream{s: s, forward: forwardOf(req)}
 	e.downs[d] = struct{}{}
 	e.stopLingerLocked()
 	e.updateForwardLocked()
@@ -96,7 +101,7 @@ func (rl *Relay) publishDownstream(ctx context.Context, s *moqt.Session, name wi
 	e.mu.Unlock()
 	// The subscriber's REQUEST_UPDATEs move d's Forward state, and with it
 	// the upstream's, as a SUBSCRIBE's do.
-	ss, err := track.Publish(ctx, s, params, moqt.AcceptOptions{OnUpdate: func(_ *moqt.ServedSubscription, p *wire.Params) error {
+	ss, err := track.PublishTracks(ctx, s, req, moqt.AcceptOptions{OnUpdate: func(_ *moqt.ServedSubscription, p *wire.Params) error {
 		e.downstreamUpdate(d, p)
 		return nil
 	}})
@@ -106,6 +111,9 @@ func (rl *Relay) publishDownstream(ctx context.Context, s *moqt.Session, name wi
 	}
 	e.mu.Lock()
 	d.ss = ss
+	if g := req.NewGroupRequest; g.Set {
+		e.newGroupLocked(g.Value)
+	}
 	e.mu.Unlock()
 	context.AfterFunc(ss.Context(), func() { e.removeDown(d) })
 	return ss, nil

@@ -56,13 +56,17 @@ package relay
 //	    the tracks under prefix offered to this relay by PUBLISH and still
 //	    Established upstream: what a new SUBSCRIBE_TRACKS gets PUBLISHes of.
 //	func (r *Relay) publishDownstream(ctx context.Context, s *moqt.Session,
-//	    name wire.FullTrackName, params wire.Params) (*moqt.ServedSubscription, error)
-//	    sends PUBLISH for the relay's track name to s (LocalTrack.Publish with
-//	    params, LARGEST_OBJECT added by the library) and serves it like any
-//	    downstream subscription: it keeps the track's entry alive and counts
-//	    for the upstream Forward state (its subscriber's REQUEST_UPDATEs
-//	    apply as a SUBSCRIBE's do, by AcceptOptions.OnUpdate).
-//	    Fails (DOES_NOT_EXIST) when the track is no longer available.
+//	    name wire.FullTrackName, req wire.Params) (*moqt.ServedSubscription, error)
+//	    sends PUBLISH for the relay's track name to s as a result of a
+//	    SUBSCRIBE_TRACKS whose parameters are req (LocalTrack.PublishTracks:
+//	    what PUBLISH carries goes in it, LARGEST_OBJECT added by the library;
+//	    the object Range filters and INCLUDE_PROPERTIES are applied) and
+//	    serves it like any downstream subscription: it keeps the track's
+//	    entry alive and counts for the upstream Forward state (its
+//	    subscriber's REQUEST_UPDATEs apply as a SUBSCRIBE's do, by
+//	    AcceptOptions.OnUpdate); req's NEW_GROUP_REQUEST goes upstream once
+//	    the PUBLISH is accepted. Fails (DOES_NOT_EXIST) when the track is no
+//	    longer available.
 //	func (r *Relay) publisherSessions(name wire.FullTrackName) []*moqt.Session
 //	    the sessions that publish name to this relay (PUBLISH or Established
 //	    upstream subscription): a SUBSCRIBE_TRACKS subscriber's own tracks
@@ -138,8 +142,9 @@ type Config struct {
 	// SUBSCRIBE_NAMESPACE, SUBSCRIBE_TRACKS, from its track or namespace,
 	// its AuthorizationTokens and its Session's Path, Authority and
 	// PeerAuthorizationTokens. A nil error allows it; an error refuses it
-	// with REQUEST_ERROR UNAUTHORIZED, or with the code of a
-	// *moqt.RequestError. Nil refuses everything; AllowAll allows all.
+	// with REQUEST_ERROR: a *moqt.RequestError (errors.As) with its own
+	// Code and Reason, any other with UNAUTHORIZED and the error's text.
+	// Nil refuses everything; AllowAll allows all.
 	// Requests that upstream sessions send back (the PUBLISHes of a
 	// SUBSCRIBE_TRACKS, an origin's SUBSCRIBE for a namespace announced
 	// through this relay) are decided too: there Session().Path() is the
@@ -329,12 +334,8 @@ func (rl *Relay) ServeMOQT(req moqt.Request) {
 		return
 	}
 	if err := rl.authorize(req, nil); err != nil {
-		code := wire.ReqUnauthorized
-		var re *moqt.RequestError
-		if errors.As(err, &re) {
-			code = re.Code
-		}
-		_ = req.Reject(code, err.Error())
+		re := refusal(err)
+		_ = req.Reject(re.Code, re.Reason)
 		rl.reqDone(kind, OutcomeUnauthorized)
 		rl.log.Debug("relay: request refused", "kind", kind, "err", err)
 		return
@@ -374,6 +375,14 @@ func (rl *Relay) authorizeUpdate(req moqt.Request, update *wire.Params) error {
 		return nil
 	}
 	rl.log.Debug("relay: update refused", "kind", requestKind(req), "err", err)
+	return refusal(err)
+}
+
+// refusal is the REQUEST_ERROR that reports err, a refusal by
+// Config.Authorize: a *moqt.RequestError in err's chain as it is, with its
+// own Code and Reason (its Error text, which names the code, would say it
+// twice), any other error as UNAUTHORIZED with its text.
+func refusal(err error) *moqt.RequestError {
 	var re *moqt.RequestError
 	if errors.As(err, &re) {
 		return re
