@@ -365,6 +365,7 @@ func (o *outputs) datagrams(u *upstream) {
 			return
 		}
 		rl.met.ObjectsIn(1, len(obj.Payload))
+		u.noteGroup(obj.Location.Group)
 		fp := fingerprintOf(&obj, uint64(len(obj.Payload)), o.hashPayload(obj.Payload))
 		seen, conflict := o.note(fp, true, true)
 		if conflict != "" {

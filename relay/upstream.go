@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moqt-go/moqt"
@@ -30,6 +31,35 @@ type upstream struct {
 	// goroutine sends them, one REQUEST_UPDATE at a time.
 	newGroup     wire.Opt[uint64]
 	newGroupBusy bool
+	// group is one more than the largest Group ID the publisher sent a
+	// subgroup or datagram of; 0 for none yet (aheadOf).
+	group atomic.Uint64
+}
+
+// noteGroup records that the publisher sent objects of group g.
+func (u *upstream) noteGroup(g uint64) {
+	for {
+		cur := u.group.Load()
+		if g < cur || u.group.CompareAndSwap(cur, g+1) {
+			return
+		}
+	}
+}
+
+// reachesLocked reports whether u's publisher has reached group g: it
+// reported or sent a Location in it or past it. A publisher that restarted
+// and numbers its groups from scratch has not: the track's subscribers,
+// whose filters start past its objects, would get nothing from it.
+func (u *upstream) reachesLocked(g uint64) bool {
+	if n := u.group.Load(); n > g {
+		return true
+	}
+	if u.sub != nil {
+		if l, ok := u.sub.Largest(); ok && l.Group >= g {
+			return true
+		}
+	}
+	return false
 }
 
 // startUpstream sends SUBSCRIBE to s for the track; e.mu is held.
@@ -214,6 +244,7 @@ func (u *upstream) run() {
 		if err != nil {
 			break
 		}
+		u.noteGroup(r.Header().GroupID)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -230,7 +261,8 @@ func (u *upstream) run() {
 // upstreamEnded handles the end of an Established upstream subscription. A
 // Malformed Track ends the track downstream with MALFORMED_TRACK (§12.1);
 // the last publisher's PUBLISH_DONE ends it with the same status; the end
-// of a publisher's session with INTERNAL_ERROR.
+// of a publisher's session with INTERNAL_ERROR. The track also ends when
+// the publishers left are all behind it (restartedLocked).
 func (e *trackEntry) upstreamEnded(u *upstream, err error) {
 	rl := e.rl
 	rl.log.Debug("relay: upstream", "event", "ended", "track", e.name.String(), "err", err)
@@ -247,12 +279,20 @@ func (e *trackEntry) upstreamEnded(u *upstream, err error) {
 	e.mu.Lock()
 	delete(e.ups, u)
 	e.forwardChangedLocked()
-	if e.dead || u.closing || (!malformed && len(e.ups) > 0) {
-		if !e.dead && !u.closing {
-			e.doneCode, e.doneReason = code, reason
-		}
+	if e.dead || u.closing {
 		e.mu.Unlock()
 		return
+	}
+	if !malformed && len(e.ups) > 0 {
+		if !e.restartedLocked() {
+			e.doneCode, e.doneReason = code, reason
+			e.mu.Unlock()
+			return
+		}
+		// Those left came back under the same name and number their
+		// groups anew: the subscribers, whose filters start past their
+		// objects, subscribe again and get them.
+		reason = "publisher gone; its track restarted by another"
 	}
 	others := e.closeUpstreamsLocked()
 	track := e.track
@@ -262,6 +302,25 @@ func (e *trackEntry) upstreamEnded(u *upstream, err error) {
 	if track != nil {
 		track.End(code, reason)
 	}
+}
+
+// restartedLocked reports whether no publisher left has reached the
+// track's Largest Group.
+func (e *trackEntry) restartedLocked() bool {
+	if e.track == nil {
+		return false
+	}
+	largest, ok := e.track.Largest()
+	if !ok {
+		return false
+	}
+	for u := range e.ups {
+		// One whose SUBSCRIBE is in flight may yet be in step.
+		if u.closing || u.sub == nil || u.reachesLocked(largest.Group) {
+			return false
+		}
+	}
+	return true
 }
 
 // closeUpstreamsLocked marks every upstream as cancelled by the relay and

@@ -222,3 +222,90 @@ func checkRead(t *testing.T, name, kind string, published []loc, got readResult)
 		t.Logf("%s printed:\n%s", name, strings.Join(got.lines, "\n"))
 	}
 }
+
+// TestPublisherKilled kills the publisher's process mid-track. The relay
+// notices within the session's idle timeout plus a keep-alive period (8 s
+// by default) and tells every downstream subscriber with a code, unless a
+// publisher came back under the same name meanwhile and took the track
+// over:
+//   - gone: nobody comes back; the subscribers get PUBLISH_DONE
+//     INTERNAL_ERROR within 10 s of the kill;
+//   - in step: the new publisher goes on with the track's group numbers;
+//     the subscribers keep getting objects, from it;
+//   - anew: the new publisher numbers its groups from 0, behind what the
+//     subscribers were promised; they are told the track ended, and a new
+//     subscriber gets the new publisher's objects.
+func TestPublisherKilled(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		first, next string // the first group of the killed publisher and of the one that comes back ("" for none)
+	}{
+		{"gone", "0", ""},
+		{"in step", "0", "4"},
+		{"anew", "100", "0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			killPublisher(t, c.first, c.next)
+		})
+	}
+}
+
+func killPublisher(t *testing.T, first, next string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	r := startRelay(t, ctx)
+	pubArgs := func(scheme, first string) []string {
+		return []string{"-url", r.url(scheme), "-sha256", r.sha256, "-first", first, "-groups", "1000",
+			"-objects", strconv.Itoa(objectsPerGroup), "-interval", interval}
+	}
+	sub := func(name, scheme string) *proc {
+		return start(t, name, programs.sub, "-url", r.url(scheme), "-sha256", r.sha256, "-timeout", "60s")
+	}
+	firstGroup, _ := strconv.ParseUint(first, 10, 64)
+	pub := start(t, "pub", programs.pub, pubArgs("moqt", first)...)
+	pub.waitLine(t, ctx, "ready")
+	pub.waitLine(t, ctx, fmt.Sprintf("pub %d 5", firstGroup))
+	subs := []*proc{sub("quic", "moqt"), sub("webtransport", "https")}
+	for _, s := range subs {
+		s.waitLine(t, ctx, "obj ")
+	}
+	pub.waitLine(t, ctx, fmt.Sprintf("pub %d 0", firstGroup+2))
+	require.NoError(t, pub.cmd.Process.Kill())
+	killed := time.Now()
+	<-pub.done
+
+	var again *proc
+	if next != "" {
+		again = start(t, "pub again", programs.pub, pubArgs("https", next)...)
+		again.waitLine(t, ctx, "ready")
+	}
+	if next == "4" { // in step: the new publisher's objects reach the old subscribers
+		for _, s := range subs {
+			s.waitLine(t, ctx, "obj 4 ")
+			assert.Nil(t, s.exitErr(), "%s goes on", s.name)
+		}
+		return
+	}
+	for _, s := range subs {
+		end := s.waitLine(t, ctx, "end ")
+		took := time.Since(killed)
+		t.Logf("%s: %q %v after the publisher was killed", s.name, end, took.Round(100*time.Millisecond))
+		assert.Equal(t, "end INTERNAL_ERROR", end, "%s: the end of a publisher gone", s.name)
+		assert.Less(t, took, 10*time.Second, "%s: the dead publisher was noticed late", s.name)
+		seen := map[loc]bool{}
+		for _, l := range parseRead(t, s.wait(t, ctx)).objects {
+			assert.False(t, seen[l], "%s: object %v twice", s.name, l)
+			seen[l] = true
+		}
+	}
+	if again != nil { // anew: a new subscriber gets the publisher that came back
+		later := sub("later", "moqt")
+		later.waitLine(t, ctx, "ok ")
+		line := later.waitLine(t, ctx, "obj ")
+		var g uint64
+		_, err := fmt.Sscanf(line, "obj %d", &g)
+		require.NoError(t, err)
+		assert.Less(t, g, uint64(100), "an object of the publisher that came back: %q", line)
+	}
+}

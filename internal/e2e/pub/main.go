@@ -31,6 +31,7 @@ func main() {
 	pin := flag.String("sha256", "", "SHA-256 (hex) of the relay's certificate")
 	ns := flag.String("ns", "e2e", "track namespace")
 	name := flag.String("track", "clock", "track name")
+	first := flag.Uint64("first", 0, "the first group's ID")
 	groups := flag.Int("groups", 10, "groups to publish")
 	objects := flag.Int("objects", 10, "objects per group")
 	interval := flag.Duration("interval", 100*time.Millisecond, "time between objects")
@@ -39,13 +40,13 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *url, *pin, *ns, *name, *groups, *objects, *interval, *publish); err != nil {
+	if err := run(ctx, *url, *pin, *ns, *name, *first, *groups, *objects, *interval, *publish); err != nil {
 		fmt.Fprintln(os.Stderr, "pub:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, url, pin, ns, name string, groups, objects int, interval time.Duration, publish bool) error {
+func run(ctx context.Context, url, pin, ns, name string, first uint64, groups, objects int, interval time.Duration, publish bool) error {
 	sum, err := hex.DecodeString(pin)
 	if err != nil || len(sum) != 32 {
 		return fmt.Errorf("-sha256: want 64 hex digits")
@@ -77,7 +78,7 @@ func run(ctx context.Context, url, pin, ns, name string, groups, objects int, in
 
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for g := range uint64(groups) {
+	for g := first; g < first+uint64(groups); g++ {
 		w := track.OpenSubgroup(g, 0, moqt.SubgroupOptions{EndOfGroup: true})
 		for o := range uint64(objects) {
 			select {
