@@ -157,6 +157,9 @@ type Session struct {
 	// nsPrefixes are the prefixes of the peer's open SUBSCRIBE_NAMESPACE
 	// and SUBSCRIBE_TRACKS requests (namespace_overlap.go).
 	nsPrefixes prefixClaims
+	// backlog counts what is queued for the peer, within
+	// Config.MaxSessionBacklog and Config.SharedBacklog (backlog_budget.go).
+	backlog sessionBacklog
 }
 
 // newSession wraps conn. The caller runs handshake next.
@@ -184,6 +187,8 @@ func newSession(conn transport.Conn, version wire.Version, isClient bool, cfg *C
 	} else {
 		s.ids = newRequestIDSpace(1, 0) // the client's IDs are even
 	}
+	// It draws on the shared backlog budget, if any, until it ends.
+	context.AfterFunc(ctx, s.backlog.init(cfg))
 	s.log = cfg.Logger.With("role", role, "version", version.String(), "remote", conn.RemoteAddr().String())
 	return s
 }
