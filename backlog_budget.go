@@ -37,7 +37,9 @@ var errExcessiveLoad = errors.New("moqt: backlog budget spent")
 // 256 MiB unless Config.SharedBacklog is set; share one between Servers to
 // bound them together.
 //
-// The budget never holds more than its limit. Half of it is a pool that
+// Apart from one message per namespace request, which is always queued so
+// that the request is answered, the budget never holds more than its
+// limit. Half of it is a pool that
 // any session may draw from while it has room; the other half is
 // shared fairly: each session may hold up to limit / (2 × sessions) (its
 // share) whatever the others hold. Once the pool is spent, only sessions
@@ -47,9 +49,10 @@ var errExcessiveLoad = errors.New("moqt: backlog budget spent")
 // much. One session's MaxSessionBacklog should stay well under half the
 // limit, so that one peer alone cannot spend the pool.
 //
-// A BacklogBudget is safe for concurrent use.
+// The zero value is a budget of 256 MiB. A BacklogBudget is safe for
+// concurrent use.
 type BacklogBudget struct {
-	limit    int64
+	limit    int64        // 0 for the default
 	used     atomic.Int64 // bytes queued in its sessions' backlogs
 	sessions atomic.Int64 // sessions drawing on it, to size the shares
 }
@@ -57,10 +60,15 @@ type BacklogBudget struct {
 // NewBacklogBudget returns a budget of limit bytes; limit <= 0 means the
 // default, 256 MiB.
 func NewBacklogBudget(limit int) *BacklogBudget {
-	if limit <= 0 {
-		limit = defaultSharedBacklog
+	return &BacklogBudget{limit: int64(max(limit, 0))}
+}
+
+// bytes is the budget's limit.
+func (b *BacklogBudget) bytes() int64 {
+	if b.limit == 0 {
+		return defaultSharedBacklog
 	}
-	return &BacklogBudget{limit: int64(limit)}
+	return b.limit
 }
 
 // Queued returns the bytes its sessions have queued for their peers now,
@@ -70,10 +78,11 @@ func (b *BacklogBudget) Queued() int { return int(b.used.Load()) }
 // admit counts n more bytes for a session that would then hold held
 // bytes, or refuses them (see BacklogBudget).
 func (b *BacklogBudget) admit(n, held int64) bool {
-	if b.used.Add(n) <= b.limit/2 {
+	limit := b.bytes()
+	if b.used.Add(n) <= limit/2 {
 		return true
 	}
-	if held <= b.limit/(2*max(b.sessions.Load(), 1)) {
+	if held <= limit/(2*max(b.sessions.Load(), 1)) {
 		return true
 	}
 	b.used.Add(-n)
@@ -81,7 +90,8 @@ func (b *BacklogBudget) admit(n, held int64) bool {
 }
 
 // sessionBacklog counts the bytes a session holds queued for its peer:
-// its served subscriptions' backlogs and its namespace requests' message
+// its served subscriptions' backlogs, their streams waiting for stream
+// credit (pendingOpenCost each) and its namespace requests' message
 // queues.
 type sessionBacklog struct {
 	used   atomic.Int64
@@ -111,7 +121,7 @@ func (sb *sessionBacklog) charge(n int) error {
 	}
 	if b := sb.shared; b != nil && !b.admit(int64(n), held) {
 		sb.used.Add(-int64(n))
-		return fmt.Errorf("%w: the shared budget of %d bytes is half spent and the session holds more than its share", errExcessiveLoad, b.limit)
+		return fmt.Errorf("%w: the shared budget of %d bytes is half spent and the session holds more than its share", errExcessiveLoad, b.bytes())
 	}
 	return nil
 }

@@ -353,6 +353,9 @@ func testPendingOpensBacklogBudget(t *testing.T, connect connector) {
 // (half the limit over the sessions) whatever the others hold; the limit
 // is never passed.
 func TestBacklogBudgetShares(t *testing.T) {
+	var zero BacklogBudget
+	assert.Equal(t, int64(256<<20), zero.bytes(), "the zero value is the default budget")
+	assert.Equal(t, int64(256<<20), NewBacklogBudget(-1).bytes())
 	b := NewBacklogBudget(1000)
 	var s [4]sessionBacklog
 	for i := range s {
