@@ -65,6 +65,12 @@ import (
 // after about one grace, not QUIC's idle timeout. Nothing is dropped
 // without the subscriber being told.
 //
+// Backlogs also count against their session's budgets (backlog_budget.go):
+// Config.MaxSessionBacklog across the session's subscriptions and,
+// shared with other sessions, Config.SharedBacklog. A subscription whose
+// write would pass one ends with PUBLISH_DONE EXCESSIVE_LOAD, its streams
+// reset with EXCESSIVE_LOAD first.
+//
 // Objects of this end's PUBLISH past Config.MaxEarlyObjects wait for
 // PUBLISH_OK in their streams' backlogs (§3.1), within the same bound; the
 // writer does not wait for them.
@@ -212,8 +218,14 @@ func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun int
 // resetCode is the code out's stream is reset with after a write to it
 // failed with err.
 func (out *subgroupOut) resetCode(err error) wire.ResetCode {
-	if errors.Is(err, errTooFarBehind) || out.ss.behind.Load() {
+	if c := out.ss.cut.Load(); c != 0 {
+		return wire.ResetCode(c) // the code its PUBLISH_DONE resets with
+	}
+	switch {
+	case errors.Is(err, errTooFarBehind):
 		return wire.ResetTooFarBehind
+	case errors.Is(err, errExcessiveLoad):
+		return wire.ResetExcessiveLoad
 	}
 	return wire.ResetCancelled
 }
@@ -381,7 +393,7 @@ func (out *subgroupOut) drain() {
 	q.mu.Lock()
 	for {
 		if err != nil || q.dropped {
-			ss.backlog.Add(-int64(len(q.buf)))
+			ss.releaseBacklog(len(q.buf))
 			q.release()
 			q.marks = nil
 			out.dl.deadline.Store(0)
@@ -459,7 +471,7 @@ func (out *subgroupOut) drain() {
 		q.mu.Lock()
 		q.buf = q.buf[n:]
 		q.sent += uint64(n)
-		ss.backlog.Add(-int64(n))
+		ss.releaseBacklog(n)
 	}
 }
 

@@ -3,6 +3,7 @@ package moqt
 import (
 	"crypto/tls"
 	"log/slog"
+	"math"
 	"net"
 	"time"
 
@@ -103,6 +104,39 @@ type Config struct {
 	// waiting for its answer included); a subscription whose queue would
 	// pass it is too far behind. Default 4 MiB.
 	MaxSubscriberBacklog int
+	// MaxSessionBacklog bounds the bytes queued for the peer across every
+	// subscription this end serves it (the backlogs above, and 8 KiB for
+	// each data stream waiting for the peer's stream credit) and every
+	// namespace request it serves (messages not yet written): a peer may
+	// hold as many subscriptions as it may open request streams
+	// (MaxIncomingStreams), and reading none of them must not make this
+	// end hold that many MaxSubscriberBacklogs. The subscription whose
+	// write would pass it ends with PUBLISH_DONE EXCESSIVE_LOAD, its
+	// streams reset with EXCESSIVE_LOAD first; a namespace request is
+	// reset with EXCESSIVE_LOAD. The other subscriptions go on: they may
+	// be the ones the peer reads. Default: four times MaxSubscriberBacklog
+	// (16 MiB), room for a few subscriptions a whole bound behind at once.
+	//
+	// It is the largest part of what a peer alone can make a session
+	// hold. With the defaults: 16 MiB queued here (up to about twice that
+	// in heap while backlogs grow), 15 MiB of received bytes in QUIC's
+	// connection window (see ConnectionReceiveWindow), 6.25 MiB of control
+	// messages arriving on 100 request streams, 2 MiB of streams and
+	// datagrams waiting for their alias (MaxPendingBytes and the rest),
+	// under 1 MiB of request state and fetch buffers: about 40 MiB, besides
+	// REQUEST_UPDATEs held while a request waits for its answer (16 per
+	// request, each up to 64 KiB). What the application asks for
+	// (subscriptions' arrival queues, fetches) is its own choice.
+	MaxSessionBacklog int
+	// SharedBacklog bounds the bytes queued for the peers of every session
+	// whose Config points to it, and decides, when they hold too much
+	// together, which session is refused: one holding more than its fair
+	// share, never one within it (see BacklogBudget). It is refused as
+	// MaxSessionBacklog refuses. Default: Listen makes one of 256 MiB for
+	// its sessions (a relay built with relay.New and served by one Server
+	// is bounded by it); Dial uses none, the session being bounded by
+	// MaxSessionBacklog alone.
+	SharedBacklog *BacklogBudget
 	// SubscriberGrace bounds how long a write to a track waits for its
 	// subscribers. An object going to one subscription is written with
 	// back-pressure: the write blocks while that subscriber is slow, up to
@@ -337,6 +371,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.MaxSubscriberBacklog <= 0 {
 		out.MaxSubscriberBacklog = 4 << 20
+	}
+	if out.MaxSessionBacklog <= 0 {
+		out.MaxSessionBacklog = 4 * min(out.MaxSubscriberBacklog, math.MaxInt/4)
 	}
 	if out.PublishDoneTimeout <= 0 {
 		out.PublishDoneTimeout = 2 * time.Second

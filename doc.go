@@ -150,8 +150,14 @@
 // it is the only one: what it cannot take is queued, and a subscription
 // whose queue would pass MaxSubscriberBacklog, or that takes nothing for a
 // whole grace, ends with PUBLISH_DONE TOO_FAR_BEHIND, its streams reset
-// with TOO_FAR_BEHIND. SubgroupWriter.Close and Reset interrupt a write in
-// progress.
+// with TOO_FAR_BEHIND. What is queued for one peer across its
+// subscriptions and namespace requests is bounded too
+// (MaxSessionBacklog, 16 MiB), and so is what a Server's sessions queue
+// together (SharedBacklog, 256 MiB for the sessions of one Listen): the
+// subscription whose write would pass a bound ends with PUBLISH_DONE
+// EXCESSIVE_LOAD, and only a session holding more than its fair share of
+// the shared budget is refused. SubgroupWriter.Close and Reset interrupt
+// a write in progress.
 // On the receive side, MaxPendingBytes bounds the memory of all streams
 // that arrived before their Track Alias, and a unidirectional stream must
 // deliver its header within DataStreamTimeout.

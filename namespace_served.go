@@ -17,7 +17,9 @@ import (
 // bounded queue that a goroutine of its own writes, in order: the
 // application and the read loop never block on the network, and a
 // requester that reads nothing for Config.SubscriberGrace, or lets the
-// queue fill, gets the stream reset with TOO_FAR_BEHIND (§9.15).
+// queue fill, gets the stream reset with TOO_FAR_BEHIND (§9.15). The
+// queue's messages count against the session's backlog budget
+// (backlog_budget.go): past it, the stream is reset with EXCESSIVE_LOAD.
 //
 // The requester's REQUEST_UPDATEs are answered by the library, once the
 // application's OnUpdate, if any, let them through: REQUEST_OK, renewing
@@ -49,6 +51,8 @@ type nsServed struct {
 	draining bool       // accepted, and pending still being decided
 	pending  []pendingUpdate
 	queue    []wire.Message
+	queued   int           // the bytes queue holds, charged to the session's backlog budget
+	spent    bool          // the budget refused a message: behind resets with EXCESSIVE_LOAD
 	finning  bool          // FIN once the queue is written: nothing more may be queued
 	refusal  *RequestError // the refused update that closes the stream
 	ended    bool
@@ -138,8 +142,10 @@ func (srv *nsServed) closeDone() {
 	}
 }
 
-// pushLocked queues msgs; false if the queue is full. The caller holds mu
-// and, on false, ends the request with TOO_FAR_BEHIND once it released mu.
+// pushLocked queues msgs; false if the queue is full, or the session's
+// backlog budget refuses them (one message into an empty queue is always
+// taken, so that a request is answered). The caller holds mu and, on
+// false, ends the request with behind once it released mu.
 func (srv *nsServed) pushLocked(msgs ...wire.Message) bool {
 	if len(msgs) == 0 {
 		return true
@@ -147,6 +153,17 @@ func (srv *nsServed) pushLocked(msgs ...wire.Message) bool {
 	if len(srv.queue)+len(msgs) > srv.sess.cfg.MaxActiveNamespaces {
 		return false
 	}
+	n := 0
+	for _, m := range msgs {
+		n += queuedSize(m)
+	}
+	if len(srv.queue) == 0 && len(msgs) == 1 {
+		srv.sess.backlog.force(n)
+	} else if srv.sess.backlog.charge(n) != nil {
+		srv.spent = true
+		return false
+	}
+	srv.queued += n
 	srv.queue = append(srv.queue, msgs...)
 	signal(srv.wake)
 	return true
@@ -166,9 +183,43 @@ func (srv *nsServed) usableLocked() error {
 	return nil
 }
 
-// behind ends the request of a requester that does not keep up.
+// behind ends the request of a requester that does not keep up: with
+// TOO_FAR_BEHIND, or EXCESSIVE_LOAD when the session's backlog budget
+// refused its queue more.
 func (srv *nsServed) behind(err error) {
+	srv.mu.Lock()
+	spent := srv.spent
+	srv.mu.Unlock()
+	if spent {
+		srv.terminate(fmt.Errorf("%w: namespace message queue refused", errExcessiveLoad), wire.ResetExcessiveLoad)
+		return
+	}
 	srv.terminate(err, wire.ResetTooFarBehind)
+}
+
+// queuedSize estimates the memory a queued message holds: the namespace
+// and name it carries, which it may be the last to hold (a NAMESPACE_DONE
+// for a namespace no longer offered), and a fixed overhead.
+func queuedSize(m wire.Message) int {
+	const overhead = 64
+	fields := func(ns wire.Namespace) int {
+		n := 0
+		for _, f := range ns {
+			n += 24 + len(f) // a slice header and its bytes
+		}
+		return n
+	}
+	switch m := m.(type) {
+	case *wire.NamespaceMsg:
+		return overhead + fields(m.TrackNamespaceSuffix)
+	case *wire.NamespaceDone:
+		return overhead + fields(m.TrackNamespaceSuffix)
+	case *wire.PublishSkipped:
+		return overhead + fields(m.TrackNamespaceSuffix) + len(m.TrackName)
+	case *wire.RequestError:
+		return overhead + len(m.ErrorReason)
+	}
+	return overhead
 }
 
 // terminate ends the request with cause, resetting the stream with code
@@ -206,6 +257,8 @@ func (srv *nsServed) endWith(cause error) bool {
 	}
 	srv.ended, srv.err = true, cause
 	srv.queue, srv.pending = nil, nil
+	srv.sess.backlog.release(srv.queued)
+	srv.queued = 0
 	if srv.expiry != nil {
 		srv.expiry.Stop()
 	}
@@ -229,7 +282,8 @@ func (srv *nsServed) run() {
 		for {
 			srv.mu.Lock()
 			batch, fin, ended := srv.queue, srv.finning, srv.ended
-			srv.queue = nil
+			held := srv.queued
+			srv.queue, srv.queued = nil, 0
 			refusal := srv.refusal
 			srv.mu.Unlock()
 			if ended {
@@ -243,10 +297,15 @@ func (srv *nsServed) run() {
 				}
 				break
 			}
+			ok := true
 			for _, m := range batch {
-				if !srv.write(m) {
-					return
+				if ok = srv.write(m); !ok {
+					break
 				}
+			}
+			srv.sess.backlog.release(held)
+			if !ok {
+				return
 			}
 		}
 	}

@@ -199,6 +199,10 @@ func (ss *ServedSubscription) openDataStream() (transport.SendStream, error) {
 			ss.fallBehind(fmt.Sprintf("%d data streams waiting for stream credit", maxPendingOpens))
 			return nil, errTooFarBehind
 		}
+		if err := ss.sess.backlog.charge(pendingOpenCost); err != nil {
+			ss.cutOff(wire.DoneExcessiveLoad, err.Error())
+			return nil, err
+		}
 		str = ss.openLater()
 	}
 	ss.mu.Lock()
@@ -226,31 +230,51 @@ func (ss *ServedSubscription) openLater() *pendingStream {
 			err = s.closeErr(err)
 		}
 		ss.pendingOpens.Add(-1)
+		s.backlog.release(pendingOpenCost)
 		p.opened(str, err)
 	})
 	return p
 }
 
-// addBacklog counts n more bytes queued for the subscription. If that
-// would pass Config.MaxSubscriberBacklog the bytes are refused and the
-// subscription ends with PUBLISH_DONE TOO_FAR_BEHIND, which resets its
-// streams first.
+// addBacklog counts n more bytes queued for the subscription, against
+// Config.MaxSubscriberBacklog and then against its session's budgets
+// (backlog_budget.go). Bytes that would pass a bound are refused, and the
+// subscription ends: with PUBLISH_DONE TOO_FAR_BEHIND past its own bound,
+// EXCESSIVE_LOAD past its session's; either resets its streams first.
 func (ss *ServedSubscription) addBacklog(n int) error {
 	limit := int64(ss.sess.cfg.MaxSubscriberBacklog)
-	if ss.backlog.Add(int64(n)) <= limit {
-		return nil
+	if ss.backlog.Add(int64(n)) > limit {
+		ss.backlog.Add(-int64(n))
+		ss.fallBehind(fmt.Sprintf("more than %d bytes waiting for the subscriber", limit))
+		return errTooFarBehind
 	}
+	if err := ss.sess.backlog.charge(n); err != nil {
+		ss.backlog.Add(-int64(n))
+		ss.cutOff(wire.DoneExcessiveLoad, err.Error())
+		return err
+	}
+	return nil
+}
+
+// releaseBacklog uncounts n bytes of the subscription's backlogs: written
+// to the transport, or dropped with their stream.
+func (ss *ServedSubscription) releaseBacklog(n int) {
 	ss.backlog.Add(-int64(n))
-	ss.fallBehind(fmt.Sprintf("more than %d bytes waiting for the subscriber", limit))
-	return errTooFarBehind
+	ss.sess.backlog.release(n)
 }
 
 // fallBehind ends the subscription with PUBLISH_DONE TOO_FAR_BEHIND, once.
-// PUBLISH_DONE is sent from its own goroutine: its write may wait for the
-// subscriber's flow control, and the publisher must not.
 func (ss *ServedSubscription) fallBehind(reason string) {
-	if ss.behind.CompareAndSwap(false, true) {
-		go func() { _ = ss.End(wire.DoneTooFarBehind, reason) }()
+	ss.cutOff(wire.DoneTooFarBehind, reason)
+}
+
+// cutOff ends the subscription with PUBLISH_DONE code, TOO_FAR_BEHIND or
+// EXCESSIVE_LOAD, unless it was cut off already. PUBLISH_DONE is sent
+// from its own goroutine: its write may wait for the subscriber's flow
+// control, and the publisher must not.
+func (ss *ServedSubscription) cutOff(code wire.PublishDoneCode, reason string) {
+	if ss.cut.CompareAndSwap(0, uint64(resetCodeFor(code))) {
+		go func() { _ = ss.End(code, reason) }()
 	}
 }
 
@@ -320,6 +344,13 @@ func (ss *ServedSubscription) uncountDataStream(str transport.SendStream) {
 // credit. A subscriber that holds back credit for that many subgroups is
 // too far behind.
 const maxPendingOpens = 64
+
+// pendingOpenCost is what a stream waiting for stream credit counts
+// against its session's backlog budget, besides its bytes: about what its
+// goroutine and state hold. A peer that withholds credit from many
+// subscriptions would otherwise make this end hold maxPendingOpens
+// goroutines for each.
+const pendingOpenCost = 8 << 10
 
 // errSubscriptionClosing refuses a data stream to a subscription that is
 // ending.

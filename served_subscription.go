@@ -52,10 +52,11 @@ type ServedSubscription struct {
 	releaseOnce sync.Once
 
 	// backlog counts the bytes waiting in the backlogs of the
-	// subscription's data streams (backlog.go); behind is set once it
-	// passed Config.MaxSubscriberBacklog.
+	// subscription's data streams (backlog.go); cut is the stream reset
+	// code once it was cut off for passing Config.MaxSubscriberBacklog
+	// (TOO_FAR_BEHIND) or its session's budget (EXCESSIVE_LOAD), else 0.
 	backlog atomic.Int64
-	behind  atomic.Bool
+	cut     atomic.Uint64
 	wp      servedWritePath // the rest of its write-path state (backlog.go)
 	// view is what the data path reads for each object, replaced under
 	// mu whenever the filter or the parameters change (servedView).

@@ -73,6 +73,9 @@ func Listen(addr string, cfg *Config, opts *ServerOptions) (*Server, error) {
 		opts = &ServerOptions{}
 	}
 	cfg = cfg.withDefaults()
+	if cfg.SharedBacklog == nil {
+		cfg.SharedBacklog = NewBacklogBudget(0)
+	}
 	if err := checkServerTLS(cfg.TLSConfig); err != nil {
 		return nil, err
 	}

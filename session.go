@@ -166,6 +166,9 @@ type Session struct {
 	// ownTracks are this end's open SUBSCRIBE_TRACKS, whose Range filters
 	// the subscriptions of their PUBLISHes take (namespace_tracks.go).
 	ownTracks ownTracksRequests
+	// backlog counts what is queued for the peer, within
+	// Config.MaxSessionBacklog and Config.SharedBacklog (backlog_budget.go).
+	backlog sessionBacklog
 }
 
 // newSession wraps conn. The caller runs handshake next.
@@ -193,6 +196,8 @@ func newSession(conn transport.Conn, version wire.Version, isClient bool, cfg *C
 	} else {
 		s.ids = newRequestIDSpace(1, 0) // the client's IDs are even
 	}
+	// It draws on the shared backlog budget, if any, until it ends.
+	context.AfterFunc(ctx, s.backlog.init(cfg))
 	s.log = cfg.Logger.With("role", role, "version", version.String(), "remote", conn.RemoteAddr().String())
 	return s
 }

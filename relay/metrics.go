@@ -69,8 +69,10 @@ const (
 	// one per stream; its downstream stream is reset with the same code.
 	DropIncomplete = "incomplete"
 	// DropSlowSubscriber: a downstream subscription ended as too far
-	// behind (PUBLISH_DONE TOO_FAR_BEHIND, Config.SubscriberGrace), one
-	// per subscription: the objects it then missed are not counted.
+	// behind (PUBLISH_DONE TOO_FAR_BEHIND, Config.SubscriberGrace), or
+	// because its session's queued bytes passed its backlog budget
+	// (EXCESSIVE_LOAD, moqt.Config.MaxSessionBacklog and SharedBacklog),
+	// one per subscription: the objects it then missed are not counted.
 	DropSlowSubscriber = "slow_subscriber"
 	// DropMalformed: a duplicate that differs from the object forwarded
 	// in its Forwarding Preference, Subgroup ID, Publisher Priority or

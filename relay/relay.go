@@ -6,6 +6,12 @@
 //	r := relay.New(relay.Config{Authorize: relay.AllowAll})
 //	srv, _ := moqt.Listen(addr, &moqt.Config{TLSConfig: tlsConf, Handler: r}, nil)
 //
+// What the relay queues for slow downstream sessions is bounded by the
+// sessions' moqt.Config: per session (MaxSessionBacklog) and across the
+// Server's sessions (SharedBacklog, which Listen provides), so a session
+// that subscribes to many tracks and reads nothing loses subscriptions to
+// EXCESSIVE_LOAD, not the relay its memory.
+//
 // Relays chain: an edge's Config.Upstream is DialUpstream of its origin.
 // Custom relays compose it: a moqt.ServeMux in front sends the namespaces
 // an application serves itself to handlers of its own, and the rest (the
@@ -173,7 +179,10 @@ type Config struct {
 	// Cache bounds the objects each track keeps for FETCH and fills
 	// (moqt.LocalTrack.SetCache). Zero: 8 MiB and 30 s per track. Set
 	// NoCache to keep none. A nil Miss is the relay's: what a track's
-	// cache lacks is FETCHed from the track's publishers.
+	// cache lacks is FETCHed from the track's publishers. The bound is
+	// per track: a session may open MaxSessionTracks of them, whose
+	// caches fill as fast as their publishers publish (256 × 8 MiB with
+	// the defaults).
 	Cache   moqt.CacheLimits
 	NoCache bool
 

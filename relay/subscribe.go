@@ -343,12 +343,14 @@ func (e *trackEntry) downstreamUpdate(d *downstream, p *wire.Params) {
 }
 
 // removeDown forgets a downstream subscription that ended, counting it
-// when the library cut it as too far behind (not when the track ended).
+// when the library cut it off as too far behind or past its session's
+// backlog budget (not when the track ended).
 func (e *trackEntry) removeDown(d *downstream) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var done *moqt.DoneError
-	if _, ok := e.downs[d]; ok && !e.dead && d.ss != nil && errors.As(d.ss.Err(), &done) && done.Code == wire.DoneTooFarBehind {
+	if _, ok := e.downs[d]; ok && !e.dead && d.ss != nil && errors.As(d.ss.Err(), &done) &&
+		(done.Code == wire.DoneTooFarBehind || done.Code == wire.DoneExcessiveLoad) {
 		e.rl.met.Dropped(DropSlowSubscriber, 1)
 	}
 	delete(e.downs, d)
