@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -223,5 +224,70 @@ func TestBacklogFastPathAllocs(t *testing.T) {
 		})
 		assert.Zero(t, allocs, "fanout %v", fanout)
 		assert.False(t, out.q.active.Load())
+	}
+}
+
+// TestPendingStreamFinishedBeforeItOpens: a subgroup closed while its
+// stream still waits for the subscriber's stream credit stays the
+// subscription's stream until it opens. PUBLISH_DONE then either waits for
+// it and counts it, once the subscriber returns credit in time, or
+// abandons it and does not count it; never counts one that opens after it
+// or never opens (its Stream Count used to be one higher than the streams
+// opened, TestBacklogStreamCreditWithheld on a loaded machine).
+func TestPendingStreamFinishedBeforeItOpens(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		credit  bool // the subscriber reads its first stream, returning credit
+		code    wire.PublishDoneCode
+		streams uint64
+	}{
+		{"credit returned", true, wire.DoneTrackEnded, 2},
+		// A grace without credit: too far behind, its stream abandoned.
+		// That end races the one asked for: either code, the same count.
+		{"credit withheld", false, wire.DoneTooFarBehind, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				track, cfg, served := newServedTrack(t, testTrack, nil)
+				p := newPipePair(t, transport.PipeConfig{MaxIncomingUniStreams: 2}, cfg, nil) // the control stream and one
+				ctx := testCtx(t, time.Minute)
+				sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+				require.NoError(t, err)
+				ss := <-served
+				for g := range uint64(2) {
+					w := track.OpenSubgroup(g, 0, SubgroupOptions{})
+					writeObjects(t, ctx, w, 0, 1, fixedSize(100))
+					require.NoError(t, w.Close())
+				}
+				synctest.Wait()
+				require.Equal(t, int32(1), ss.pendingOpens.Load(), "the second stream waits for credit")
+				if c.credit {
+					r, err := sub.AcceptSubgroup(ctx)
+					require.NoError(t, err)
+					_, _, err = readAllN(r, -1)
+					require.NoError(t, err)
+				}
+				_ = ss.End(wire.DoneTrackEnded, "")
+				waitDone(t, ctx, sub.Done(), "subscription")
+				var de *DoneError
+				require.ErrorAs(t, sub.Err(), &de)
+				if c.credit {
+					assert.Equal(t, c.code, de.Code)
+				} else {
+					assert.Contains(t, []wire.PublishDoneCode{c.code, wire.DoneTrackEnded}, de.Code)
+				}
+				assert.Equal(t, c.streams, de.StreamCount)
+				ss.mu.Lock()
+				assert.Equal(t, c.streams, ss.streams, "the streams opened")
+				ss.mu.Unlock()
+				if c.credit {
+					r, err := sub.AcceptSubgroup(ctx)
+					require.NoError(t, err)
+					ids, _, err := readAllN(r, -1)
+					require.NoError(t, err)
+					assert.Equal(t, []uint64{0}, ids, "the stream that waited for credit, whole")
+				}
+			})
+		})
 	}
 }

@@ -23,6 +23,7 @@ import (
 type pendingStream struct {
 	ss      *ServedSubscription
 	ready   chan struct{}      // closed once the open has ended, either way
+	settled chan struct{}      // closed once the stream is counted or not for good
 	abandon context.CancelFunc // stops the open
 	ctx     context.Context    // see Context
 	done    context.CancelCauseFunc
@@ -42,22 +43,34 @@ type pendingStream struct {
 
 // opened ends the wait: str is the stream, or err why there is none.
 func (p *pendingStream) opened(str transport.SendStream, err error) {
+	if p.open(str, err) {
+		// Finished before it opened: it is done now (finishWhenOpen).
+		p.ss.forgetDataStream(p)
+	}
+}
+
+// open applies the open's outcome; it reports whether the stream opened
+// with its FIN already asked for.
+func (p *pendingStream) open(str transport.SendStream, err error) (finished bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer close(p.ready)
+	if !p.reset {
+		defer close(p.settled) // else the CancelWrite that abandons it settles it
+	}
 	switch {
 	case str != nil && p.reset:
 		// It opened as it was being abandoned: it exists, so it is
 		// counted, and reset.
 		p.str = str
 		str.CancelWrite(p.code)
-		return
+		return false
 	case err != nil:
 		if p.err == nil {
 			p.err = err
 			p.done(err)
 		}
-		return
+		return false
 	}
 	p.str = str
 	if p.prio {
@@ -68,6 +81,23 @@ func (p *pendingStream) opened(str transport.SendStream, err error) {
 		_ = str.Close()
 	}
 	context.AfterFunc(str.Context(), func() { p.done(context.Cause(str.Context())) })
+	return p.closed
+}
+
+// finishWhenOpen asks for the FIN of a stream that has not opened yet, and
+// reports whether it did: the stream stays among its subscription's data
+// streams until it opens (opened forgets it then), so that PUBLISH_DONE
+// waits for it or abandons it rather than count a stream that may open
+// after it, or never. It reports false once the stream is open, or will
+// never be: the caller finishes it as any stream.
+func (p *pendingStream) finishWhenOpen() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.str != nil || p.err != nil {
+		return false
+	}
+	p.closed = true
+	return true
 }
 
 // Write waits for the stream within the write deadline, then writes.
@@ -120,8 +150,10 @@ func (p *pendingStream) Close() error {
 }
 
 // CancelWrite resets the stream, or abandons it if it has not opened yet.
-// It returns once the open has ended, so that the subscription's stream
-// count is settled: a stream that never opened is not counted.
+// It returns once the subscription's stream count is settled, whichever
+// call abandoned it: a stream that never opened is not counted. (A second
+// cancel used to return at once, so a PUBLISH_DONE right after it could
+// count a stream that the first was still abandoning.)
 func (p *pendingStream) CancelWrite(code uint64) {
 	p.mu.Lock()
 	if str := p.str; str != nil {
@@ -137,6 +169,7 @@ func (p *pendingStream) CancelWrite(code uint64) {
 	}
 	p.mu.Unlock()
 	if !first {
+		<-p.settled
 		return
 	}
 	p.abandon()
@@ -147,6 +180,7 @@ func (p *pendingStream) CancelWrite(code uint64) {
 	if !opened {
 		p.ss.uncountDataStream(p)
 	}
+	close(p.settled)
 }
 
 // SetReliableBoundary marks what was written as reliable. Nothing is

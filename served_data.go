@@ -218,7 +218,7 @@ func (ss *ServedSubscription) openDataStream() (transport.SendStream, error) {
 // openLater starts opening a data stream for ss in the background.
 func (ss *ServedSubscription) openLater() *pendingStream {
 	s := ss.sess
-	p := &pendingStream{ss: ss, ready: make(chan struct{}), kick: make(chan struct{})}
+	p := &pendingStream{ss: ss, ready: make(chan struct{}), settled: make(chan struct{}), kick: make(chan struct{})}
 	p.ctx, p.done = context.WithCancelCause(s.ctx)
 	openCtx, abandon := context.WithCancel(s.ctx)
 	p.abandon = abandon
@@ -281,6 +281,10 @@ func (ss *ServedSubscription) cutOff(code wire.PublishDoneCode, reason string) {
 // finishDataStream ends a data stream with a FIN: every object it was to
 // carry was written (§11.3.2).
 func (ss *ServedSubscription) finishDataStream(str transport.SendStream) {
+	if p, ok := str.(*pendingStream); ok && p.finishWhenOpen() {
+		ss.endingDataStream(str) // until it opens: see finishWhenOpen
+		return
+	}
 	_ = str.Close()
 	ss.forgetDataStream(str)
 }
