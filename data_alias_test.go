@@ -24,17 +24,24 @@ func (fp *fakePeer) openSubgroup(alias, group uint64, payloads ...[]byte) transp
 	fp.t.Helper()
 	str, err := fp.conn.OpenUniStreamSync(fakeCtx(fp.t))
 	require.NoError(fp.t, err)
-	enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: alias, GroupID: group, DefaultPriority: true}}
-	b, err := enc.Header.Append(nil)
-	require.NoError(fp.t, err)
-	for i, p := range payloads {
-		b, err = enc.AppendObject(b, wire.SubgroupObject{ObjectID: uint64(i), PayloadLength: uint64(len(p))})
-		require.NoError(fp.t, err)
-		b = append(b, p...)
-	}
-	_, err = str.Write(b)
+	_, err = str.Write(subgroupBytes(fp.t, alias, group, payloads...))
 	require.NoError(fp.t, err)
 	return str
+}
+
+// subgroupBytes encodes a SUBGROUP_HEADER for alias and group and the
+// objects 0, 1, … with the given payloads.
+func subgroupBytes(t *testing.T, alias, group uint64, payloads ...[]byte) []byte {
+	t.Helper()
+	enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: alias, GroupID: group, DefaultPriority: true}}
+	b, err := enc.Header.Append(nil)
+	require.NoError(t, err)
+	for i, p := range payloads {
+		b, err = enc.AppendObject(b, wire.SubgroupObject{ObjectID: uint64(i), PayloadLength: uint64(len(p))})
+		require.NoError(t, err)
+		b = append(b, p...)
+	}
+	return b
 }
 
 // subscribeAgainstFake starts a library Subscribe and returns the fake's end
