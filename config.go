@@ -216,7 +216,16 @@ type Config struct {
 
 	// DataStreamTimeout bounds how long a unidirectional stream from the
 	// peer may take to deliver its type and header; past it the session
-	// is closed with DATA_STREAM_TIMEOUT (§12.2). Default 10s.
+	// is closed with DATA_STREAM_TIMEOUT (§12.2). Only time in which the
+	// peer could have sent them counts: not while this end holds the
+	// peer back, with data it has not read yet on any of the session's
+	// data streams (an application reading slowly or not yet, a fetch
+	// stream held for its FETCH_OK; the connection's flow-control window
+	// may be full), nor while data keeps arriving on them (the peer may
+	// send higher-priority streams first). The session is closed once a
+	// header has been missing for a whole DataStreamTimeout, checked every
+	// quarter of it, in which every data stream had a read waiting and
+	// nothing arrived. Default 10s.
 	DataStreamTimeout time.Duration
 	// ReadStallTimeout bounds how long a subscription's received data may
 	// wait for its application: a stream AcceptSubgroup has not returned,

@@ -2,10 +2,12 @@ package moqt
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -168,6 +170,148 @@ func TestC007_MandatoryPropertyInSubscribeOK(t *testing.T) {
 	fs.expectReset(wire.ResetCancelled)
 	fs.expectStopSending(wire.ResetCancelled)
 	assert.NoError(t, s.Context().Err())
+}
+
+// mandatoryCases are Track Properties for TestC090: Mandatory ones at both
+// ends of 0x4000–0x7FFF and one inside IMMUTABLE_PROPERTIES, where §10.7
+// makes a processor look too; and, as controls, unknown properties just
+// outside the range, which a receiver passes over.
+func mandatoryCases(t *testing.T) []struct {
+	name      string
+	props     wire.KVList
+	mandatory bool
+} {
+	return []struct {
+		name      string
+		props     wire.KVList
+		mandatory bool
+	}{
+		{"0x4000", wire.KVList{{Type: 0x4000, Value: 1}}, true},
+		{"0x7FFF", wire.KVList{{Type: 0x22, Value: 1}, {Type: 0x7FFF, Bytes: []byte("m")}}, true},
+		{"inside IMMUTABLE_PROPERTIES", wire.KVList{{Type: wire.PropImmutableProperties,
+			Bytes: propsBlock(t, wire.KVList{{Type: 0x0E, Value: 3}, {Type: 0x5000, Value: 2}})}}, true},
+		{"0x3FFF and 0x8000 are not mandatory", wire.KVList{{Type: 0x3FFF, Bytes: []byte("x")}, {Type: 0x8000, Value: 1}}, false},
+	}
+}
+
+// pendingStreams is how many data streams wait for their alias or their
+// FETCH_OK, and the bytes read ahead from them.
+func pendingStreams(s *Session) (int, int) {
+	s.routes.mu.Lock()
+	defer s.routes.mu.Unlock()
+	return s.routes.pendingStreams, s.routes.pendingBytes
+}
+
+// expectDiscarded requires str, a data stream of a track this end refused,
+// to be stopped with CANCELLED well before Config.AliasWait (a minute in
+// TestC090) would have let it go: at once in a bubble, within fakeGuard
+// over a real transport.
+func expectDiscarded(t *testing.T, str transport.SendStream, what string) {
+	t.Helper()
+	start := time.Now()
+	assert.Equal(t, uint64(wire.ResetCancelled), expectStopped(t, str), what)
+	if bubbled() {
+		assert.Zero(t, time.Since(start), "%s: stopped at once, not held", what)
+	}
+}
+
+// TestC090_MandatoryPropertyTrackNotProcessed: a Mandatory Track Property
+// this end does not understand (it understands none), in PUBLISH,
+// SUBSCRIBE_OK or FETCH_OK, keeps the track from being processed (§3.6):
+// PUBLISH is refused with UNSUPPORTED_EXTENSION before the Handler sees it
+// (C006), the subscription (C007) or the fetch (C091) is cancelled, and no
+// object of the track reaches the application. Its data streams, those
+// that arrived early and those that come after, are stopped at once rather
+// than held for an alias or an answer (§3.1.2: late objects of a
+// cancelled subscription are discarded quickly) and nothing stays held.
+// Properties outside 0x4000–0x7FFF leave the track alone.
+func TestC090_MandatoryPropertyTrackNotProcessed(t *testing.T) {
+	cfg := func(h Handler) *Config { return &Config{Handler: h, AliasWait: time.Minute} }
+	for _, c := range mandatoryCases(t) {
+		forClientSessions(t, "PUBLISH/"+c.name, func(t *testing.T, connect fakeConnector) {
+			offered := make(chan *Subscription, 1)
+			s, fp := connect(t, cfg(HandlerFunc(func(r Request) {
+				if sub, err := r.(*PublishRequest).Accept(wire.Params{}); err == nil {
+					offered <- sub
+				}
+			})))
+			early := fp.openSubgroup(7, 0, []byte("early"))
+			settle(t, func() bool { n, _ := pendingStreams(s); return n == 1 }, "the early stream waits for its alias")
+			fs := fp.open(publishMsg(1, trackA, 7, wire.Params{}, c.props))
+			if !c.mandatory {
+				expect[*wire.RequestOK](fs)
+				sub := recvOrFail(t, offered)
+				r, err := sub.AcceptSubgroup(fakeCtx(t))
+				require.NoError(t, err)
+				o, err := r.Next()
+				require.NoError(t, err)
+				assert.Equal(t, uint64(0), o.Location.Object)
+				return
+			}
+			re := expect[*wire.RequestError](fs)
+			assert.Equal(t, wire.ReqUnsupportedExtension, re.ErrorCode)
+			fs.expectFIN()
+			expectDiscarded(t, early, "the early stream")
+			late := fp.openSubgroup(7, 1, []byte("late"))
+			expectDiscarded(t, late, "a later stream")
+			settle(t, func() bool { n, b := pendingStreams(s); return n == 0 && b == 0 }, "streams or bytes held")
+			fp.alive(3)
+			assert.Empty(t, offered, "the Handler was offered the track")
+		})
+		forClientSessions(t, "SUBSCRIBE_OK/"+c.name, func(t *testing.T, connect fakeConnector) {
+			s, fp := connect(t, cfg(nil))
+			res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
+			fs, _ := fp.acceptSubscribe()
+			early := fp.openSubgroup(7, 0, []byte("early"))
+			settle(t, func() bool { n, _ := pendingStreams(s); return n == 1 }, "the early stream waits for its alias")
+			fs.send(&wire.SubscribeOK{TrackAlias: 7, TrackProperties: c.props})
+			r := recvOrFail(t, res)
+			if !c.mandatory {
+				require.NoError(t, r.err)
+				sr, err := r.sub.AcceptSubgroup(fakeCtx(t))
+				require.NoError(t, err)
+				_, err = sr.Next()
+				require.NoError(t, err)
+				return
+			}
+			var re *RequestError
+			require.ErrorAs(t, r.err, &re)
+			assert.Equal(t, wire.ReqUnsupportedExtension, re.Code)
+			assert.Nil(t, r.sub, "a subscription to read from")
+			fs.expectReset(wire.ResetCancelled)
+			fs.expectStopSending(wire.ResetCancelled)
+			expectDiscarded(t, early, "the early stream")
+			late := fp.openSubgroup(7, 1, []byte("late"))
+			expectDiscarded(t, late, "a later stream")
+			settle(t, func() bool { n, b := pendingStreams(s); return n == 0 && b == 0 }, "streams or bytes held")
+			fp.alive(1)
+		})
+		forClientSessions(t, "FETCH_OK/"+c.name, func(t *testing.T, connect fakeConnector) {
+			s, fp := connect(t, cfg(nil))
+			got, req, m := startFetch(t, s, fp, wire.Params{})
+			early := fp.openFetch(m.RequestID, fobj(0, 0, "early"))
+			settle(t, func() bool { n, _ := pendingStreams(s); return n == 1 }, "the early stream waits for FETCH_OK")
+			req.send(&wire.FetchOK{EndLocation: wire.Location{Group: 1}, TrackProperties: c.props})
+			res := recvOrFail(t, got)
+			if !c.mandatory {
+				require.NoError(t, res.err)
+				o, err := res.f.ReadObject(fakeCtx(t))
+				require.NoError(t, err)
+				assert.Equal(t, []byte("early"), o.Payload)
+				return
+			}
+			var re *RequestError
+			require.ErrorAs(t, res.err, &re)
+			assert.Equal(t, wire.ReqUnsupportedExtension, re.Code)
+			assert.Nil(t, res.f, "a fetch to read from")
+			req.expectStopSending(wire.ResetCancelled)
+			expectDiscarded(t, early, "the early stream")
+			late := fp.openFetch(m.RequestID, fobj(0, 1, "late"))
+			expectDiscarded(t, late, "a later stream")
+			settle(t, func() bool { n, _ := pendingStreams(s); return n == 0 }, "streams held")
+			fp.alive(1)
+		})
+	}
 }
 
 func TestTrackStatusAnswered(t *testing.T) {

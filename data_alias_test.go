@@ -24,17 +24,24 @@ func (fp *fakePeer) openSubgroup(alias, group uint64, payloads ...[]byte) transp
 	fp.t.Helper()
 	str, err := fp.conn.OpenUniStreamSync(fakeCtx(fp.t))
 	require.NoError(fp.t, err)
-	enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: alias, GroupID: group, DefaultPriority: true}}
-	b, err := enc.Header.Append(nil)
-	require.NoError(fp.t, err)
-	for i, p := range payloads {
-		b, err = enc.AppendObject(b, wire.SubgroupObject{ObjectID: uint64(i), PayloadLength: uint64(len(p))})
-		require.NoError(fp.t, err)
-		b = append(b, p...)
-	}
-	_, err = str.Write(b)
+	_, err = str.Write(subgroupBytes(fp.t, alias, group, payloads...))
 	require.NoError(fp.t, err)
 	return str
+}
+
+// subgroupBytes encodes a SUBGROUP_HEADER for alias and group and the
+// objects 0, 1, … with the given payloads.
+func subgroupBytes(t *testing.T, alias, group uint64, payloads ...[]byte) []byte {
+	t.Helper()
+	enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: alias, GroupID: group, DefaultPriority: true}}
+	b, err := enc.Header.Append(nil)
+	require.NoError(t, err)
+	for i, p := range payloads {
+		b, err = enc.AppendObject(b, wire.SubgroupObject{ObjectID: uint64(i), PayloadLength: uint64(len(p))})
+		require.NoError(t, err)
+		b = append(b, p...)
+	}
+	return b
 }
 
 // subscribeAgainstFake starts a library Subscribe and returns the fake's end
@@ -64,9 +71,8 @@ func TestAliasStreamBeforeSubscribeOK(t *testing.T) {
 		require.NoError(t, data.Close())
 		// Let the library see the stream before the answer.
 		synctest.Wait()
-		s.routes.mu.Lock()
-		require.Equal(t, 1, s.routes.pendingStreams, "the stream waits for its alias")
-		s.routes.mu.Unlock()
+		n, _ := pendingStreams(s) // not under the lock: a failed require would keep it
+		require.Equal(t, 1, n, "the stream waits for its alias")
 		req.send(&wire.SubscribeOK{TrackAlias: 7})
 		sub := recvOrFail(t, got)
 		require.NotNil(t, sub)
@@ -76,6 +82,66 @@ func TestAliasStreamBeforeSubscribeOK(t *testing.T) {
 		_, payloads := readSubgroup(t, r)
 		assert.Equal(t, [][]byte{[]byte("early")}, payloads)
 	})
+}
+
+// sendDatagram sends an OBJECT_DATAGRAM from the fake.
+func (fp *fakePeer) sendDatagram(alias, group, object uint64, payload string) {
+	fp.t.Helper()
+	b, err := wire.ObjectDatagram{TrackAlias: alias, GroupID: group, ObjectID: object, DefaultPriority: true,
+		Payload: []byte(payload)}.Append(nil)
+	require.NoError(fp.t, err)
+	require.NoError(fp.t, fp.conn.SendDatagram(b))
+}
+
+// TestAliasDatagramBeforeSubscribeOK: a datagram whose alias arrives before
+// the SUBSCRIBE_OK naming it is held and then delivered (§3.1.2).
+func TestAliasDatagramBeforeSubscribeOK(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		s, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{AliasWait: 5 * time.Second})
+		got, req := subscribeAgainstFake(t, s, fp)
+		fp.sendDatagram(7, 3, 1, "early")
+		synctest.Wait()
+		req.send(&wire.SubscribeOK{TrackAlias: 7})
+		sub := recvOrFail(t, got)
+		require.NotNil(t, sub)
+		o, err := sub.ReadDatagram(fakeCtx(t))
+		require.NoError(t, err)
+		assert.Equal(t, wire.Location{Group: 3, Object: 1}, o.Location)
+		assert.Equal(t, []byte("early"), o.Payload)
+	})
+}
+
+// TestC090_RefusedTrackDatagramsDropped: the datagrams held for the alias
+// of a track refused for a Mandatory Track Property (§3.6), in PUBLISH or
+// SUBSCRIBE_OK, are dropped with it, as are those that follow: none reaches
+// the next subscription the publisher gives the alias, to another track.
+func TestC090_RefusedTrackDatagramsDropped(t *testing.T) {
+	for _, by := range []string{"PUBLISH", "SUBSCRIBE_OK"} {
+		t.Run(by, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				s, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{AliasWait: time.Minute})
+				fp.sendDatagram(7, 0, 0, "before the refusal")
+				synctest.Wait()
+				switch by {
+				case "PUBLISH":
+					fs := fp.open(publishMsg(1, trackA, 7, wire.Params{}, mandatoryProp))
+					assert.Equal(t, wire.ReqUnsupportedExtension, expect[*wire.RequestError](fs).ErrorCode)
+				case "SUBSCRIBE_OK":
+					res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
+					fs, _ := fp.acceptSubscribe()
+					fs.send(&wire.SubscribeOK{TrackAlias: 7, TrackProperties: mandatoryProp})
+					require.Error(t, recvOrFail(t, res).err)
+				}
+				fp.sendDatagram(7, 0, 1, "after the refusal")
+				synctest.Wait()
+				sub, _, _ := establish(t, s, fp, trackB, wire.Params{}, &wire.SubscribeOK{TrackAlias: 7})
+				fp.sendDatagram(7, 5, 0, "trackB's")
+				o, err := sub.ReadDatagram(fakeCtx(t))
+				require.NoError(t, err)
+				assert.Equal(t, "trackB's", string(o.Payload), "the first datagram trackB's subscription reads")
+			})
+		})
+	}
 }
 
 // TestAliasUnknownTimesOut: a stream whose alias never arrives is dropped
@@ -141,6 +207,29 @@ func TestAliasEndedDiscardsAtOnce(t *testing.T) {
 			t.Fatal("late stream was held instead of discarded")
 		}
 		assert.Zero(t, time.Since(start), "stopped at once, not after AliasWait")
+	})
+}
+
+// TestAliasRejectedPublishDiscardsAtOnce: a PUBLISH the application
+// rejects cancels the subscription it offered, so the objects its publisher
+// sent before the answer, and those in flight after it, are discarded at
+// once, not held as an unknown alias until AliasWait (§3.1.2).
+func TestAliasRejectedPublishDiscardsAtOnce(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		h := HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqUninterested, "") })
+		s, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{Handler: h, AliasWait: time.Minute})
+		early := fp.openSubgroup(5, 0, []byte("early"))
+		synctest.Wait()
+		n, _ := pendingStreams(s)
+		require.Equal(t, 1, n, "the early stream waits for its alias")
+		fs := fp.open(publishMsg(1, trackA, 5, wire.Params{}, nil))
+		assert.Equal(t, wire.ReqUninterested, expect[*wire.RequestError](fs).ErrorCode)
+		expectDiscarded(t, early, "the early stream")
+		expectDiscarded(t, fp.openSubgroup(5, 1, []byte("late")), "a later stream")
+		synctest.Wait() // the stops have run to their end
+		n, b := pendingStreams(s)
+		assert.Zero(t, n, "streams held")
+		assert.Zero(t, b, "bytes held")
 	})
 }
 

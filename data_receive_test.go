@@ -1,7 +1,9 @@
 package moqt
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -280,6 +282,160 @@ func TestReceiveStalledStreamHeaderTimesOut(t *testing.T) {
 				assert.Equal(t, timeout, time.Since(start), "closed when DataStreamTimeout passed")
 			}
 		})
+	}
+}
+
+// TestReceiveHeaderBehindUnreadDataNotTimedOut: this end's application
+// leaves a subscription's stream unread until the connection's flow-control
+// window is full, and the peer's next stream, seen already, has its header
+// waiting behind that data. The peer cannot send it: the session must not
+// be closed with DATA_STREAM_TIMEOUT however long the application waits
+// (within its ReadStallTimeout), and once the application reads again
+// everything arrives. Before, the header's timer ran regardless and closed
+// an honest peer's session after DataStreamTimeout.
+func TestReceiveHeaderBehindUnreadDataNotTimedOut(t *testing.T) {
+	const timeout = time.Second
+	const window = 16 << 10
+	for _, tr := range pipeTransports {
+		t.Run(tr.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				pc := transport.PipeConfig{WebTransport: tr.wt, StreamWindow: window, ConnectionWindow: window}
+				s, fp := pipeClientSession(t, pc, &Config{DataStreamTimeout: timeout, ReadStallTimeout: time.Minute})
+				sub, _ := subscribeFakeWith(t, s, fp, wire.Params{}, 1)
+				big := bytes.Repeat([]byte("a"), 8<<10)
+				first, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
+				require.NoError(t, err)
+				b := subgroupBytes(t, 1, 0, big, big, big, big) // twice the connection window
+				wrote := goErr(func() error {
+					if _, err := first.Write(b); err != nil {
+						return err
+					}
+					return first.Close()
+				})
+				synctest.Wait() // the write waits for flow control: the window is full
+				select {
+				case err := <-wrote:
+					require.FailNow(t, "the first stream was written whole", "%v", err)
+				default:
+				}
+				// The next stream is opened and seen, its header queued
+				// behind the window.
+				next, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
+				require.NoError(t, err)
+				_, err = next.Write(subgroupBytes(t, 1, 1, []byte("next")))
+				require.NoError(t, err)
+				require.NoError(t, next.Close())
+
+				advance(4 * timeout)
+				require.NoError(t, context.Cause(s.Context()), "closed while this end held the peer back")
+
+				r, err := sub.AcceptSubgroup(fakeCtx(t))
+				require.NoError(t, err)
+				ids, payloads := readSubgroup(t, r)
+				assert.Equal(t, []uint64{0, 1, 2, 3}, ids)
+				assert.Equal(t, [][]byte{big, big, big, big}, payloads)
+				require.NoError(t, recvOrFail(t, wrote))
+				r, err = sub.AcceptSubgroup(fakeCtx(t))
+				require.NoError(t, err)
+				assert.Equal(t, uint64(1), r.Header().GroupID)
+				ids, payloads = readSubgroup(t, r)
+				assert.Equal(t, []uint64{0}, ids)
+				assert.Equal(t, [][]byte{[]byte("next")}, payloads)
+				assert.NoError(t, s.Context().Err())
+			})
+		})
+	}
+}
+
+// TestReceiveHeaderTimeoutWhileNothingHeld: a peer that opens a stream and
+// sends no header on it, while this end holds none of its data back, is
+// closed with DATA_STREAM_TIMEOUT once DataStreamTimeout passes. The
+// session has a data stream besides, which holds nothing back: a Read
+// waits on it ("reading"), it was read to its FIN ("finished"), or the
+// application stopped it with data unread ("stopped"). Data arriving on it
+// meanwhile ("data flowing") puts the close off, since the peer may send
+// higher-priority data first; once it stops, the close comes a
+// DataStreamTimeout later, and at most a quarter of one more.
+func TestReceiveHeaderTimeoutWhileNothingHeld(t *testing.T) {
+	const timeout = time.Second
+	for _, tr := range pipeTransports {
+		for _, mode := range []string{"reading", "finished", "stopped", "data flowing"} {
+			t.Run(tr.name+"/"+mode, func(t *testing.T) {
+				inBubble(t, func(t *testing.T) {
+					s, fp := pipeClientSession(t, transport.PipeConfig{WebTransport: tr.wt}, &Config{DataStreamTimeout: timeout})
+					sub, _ := subscribeFakeWith(t, s, fp, wire.Params{}, 1)
+					live, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
+					require.NoError(t, err)
+					enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 1, DefaultPriority: true}}
+					hdr, err := enc.Header.Append(nil)
+					require.NoError(t, err)
+					object := func(id uint64) []byte {
+						b, err := enc.AppendObject(nil, wire.SubgroupObject{ObjectID: id, PayloadLength: 1})
+						require.NoError(t, err)
+						return append(b, 'x')
+					}
+					_, err = live.Write(append(hdr, object(0)...))
+					require.NoError(t, err)
+					switch mode {
+					case "finished":
+						require.NoError(t, live.Close())
+					case "stopped":
+						_, err = live.Write(object(1))
+						require.NoError(t, err)
+					}
+					r, err := sub.AcceptSubgroup(fakeCtx(t))
+					require.NoError(t, err)
+					read := make(chan uint64, 16)
+					reading := goErr(func() error {
+						for {
+							o, err := r.Next()
+							if err != nil {
+								return err
+							}
+							read <- o.Location.Object
+							if mode == "stopped" {
+								return r.Close()
+							}
+						}
+					})
+					assert.Equal(t, uint64(0), recvOrFail(t, read))
+					switch mode {
+					case "finished":
+						assert.ErrorIs(t, recvOrFail(t, reading), io.EOF)
+					case "stopped":
+						require.NoError(t, recvOrFail(t, reading))
+						assert.Equal(t, uint64(wire.ResetCancelled), expectStopped(t, live))
+					}
+
+					silent, err := fp.conn.OpenUniStreamSync(fakeCtx(t))
+					require.NoError(t, err)
+					_, err = silent.Write([]byte{0x10}) // SUBGROUP_HEADER's type, and nothing more
+					require.NoError(t, err)
+					last := time.Now()
+					if mode == "data flowing" {
+						for id := uint64(1); id <= 6; id++ {
+							advance(timeout / 2)
+							_, err := live.Write(object(id))
+							require.NoError(t, err)
+							assert.Equal(t, id, recvOrFail(t, read))
+						}
+						require.NoError(t, context.Cause(s.Context()), "closed while data arrived")
+						last = time.Now()
+					}
+					fp.expectClose(wire.DataStreamTimeout)
+					expectSessionError(t, s, wire.DataStreamTimeout)
+					if mode == "data flowing" {
+						assert.GreaterOrEqual(t, time.Since(last), timeout)
+						assert.LessOrEqual(t, time.Since(last), timeout+timeout/4)
+					} else {
+						assert.Equal(t, timeout, time.Since(last), "closed when DataStreamTimeout passed")
+					}
+					if mode == "reading" || mode == "data flowing" {
+						assert.Error(t, recvOrFail(t, reading))
+					}
+				})
+			})
+		}
 	}
 }
 

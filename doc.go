@@ -160,7 +160,8 @@
 // a write in progress.
 // On the receive side, MaxPendingBytes bounds the memory of all streams
 // that arrived before their Track Alias, and a unidirectional stream must
-// deliver its header within DataStreamTimeout.
+// deliver its header within DataStreamTimeout, counted only while this end
+// holds none of the peer's data unread and none arrives.
 //
 // The codec for every control message and data-plane format lives in the
 // wire subpackage, which imports only the standard library.

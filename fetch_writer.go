@@ -195,6 +195,9 @@ func (w *FetchWriter) entry(o Object) (wire.FetchObject, error) {
 	case o.Datagram && o.SubgroupID != 0:
 		return wire.FetchObject{}, fmt.Errorf("moqt: datagram object with Subgroup ID %d", o.SubgroupID)
 	}
+	if err := checkSentProperties(o.Location, o.Properties); err != nil {
+		return wire.FetchObject{}, err
+	}
 	prio := w.defaultPriority
 	if o.Priority.Set {
 		prio = o.Priority.Value

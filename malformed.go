@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"fmt"
 	"sync/atomic"
 
 	"github.com/moqt-go/moqt/internal/malformed"
@@ -55,4 +56,20 @@ func trackError(e *malformed.Error) *MalformedTrackError {
 		return nil
 	}
 	return &MalformedTrackError{Reason: e.Reason}
+}
+
+// checkSentProperties refuses Object Properties that would make every
+// receiver take the track for malformed (§12.1): a Mandatory Track
+// Property, which has Track scope only (§3.6, C005), directly or inside
+// IMMUTABLE_PROPERTIES, and an IMMUTABLE_PROPERTIES that nests another or
+// cannot be parsed (§10.7). The publishing paths call it before anything
+// is sent or recorded.
+func checkSentProperties(loc wire.Location, props []byte) error {
+	if len(props) == 0 {
+		return nil
+	}
+	if e := malformed.ObjectProperties(loc, props); e != nil {
+		return fmt.Errorf("moqt: %s, which makes the track malformed", e.Reason)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package moqt
 
 import (
 	"context"
+	"errors"
 	"io"
 	"testing"
 
@@ -461,6 +462,79 @@ func TestC005_MandatoryPropertyOnObject(t *testing.T) {
 			assert.Contains(t, me.Reason, "Mandatory Track Property")
 		})
 	}
+}
+
+// TestC005_MandatoryPropertyNeverSentOnObject: a Mandatory Track Property
+// has Track scope (§3.6), so the publishing paths refuse an object that
+// carries one as an Object Property, directly or inside
+// IMMUTABLE_PROPERTIES, before anything is sent or recorded: every
+// receiver would take the track for malformed. The subscriber goes on
+// reading the track, the objects written after the refusal included.
+func TestC005_MandatoryPropertyNeverSentOnObject(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		bad := map[string][]byte{
+			"direct": propsBlock(t, wire.KVList{{Type: 0x3C, Value: 1}, {Type: 0x4000, Value: 1}}),
+			"inside IMMUTABLE_PROPERTIES": propsBlock(t, wire.KVList{{Type: wire.PropImmutableProperties,
+				Bytes: propsBlock(t, wire.KVList{{Type: 0x7FFF, Bytes: []byte("x")}})}}),
+		}
+		lt := subscribeTrackOver(t, overPipe(false), wire.Params{}, nil, nil)
+		w := lt.track.OpenSubgroup(1, 0, SubgroupOptions{Properties: true})
+		require.NoError(t, writeObject(w, 0, nil, []byte("ok")))
+		for name, props := range bad {
+			err := writeObject(w, 1, props, []byte("bad"))
+			require.Error(t, err, "WriteObject, %s", name)
+			assert.Contains(t, err.Error(), "Mandatory Track Property", name)
+			_, err = w.BeginObject(1, 3, props)
+			assert.Error(t, err, "BeginObject, %s", name)
+			assert.Error(t, lt.track.WriteDatagram(Object{Location: wire.Location{Group: 2}, Properties: props,
+				Payload: []byte("bad")}), "WriteDatagram, %s", name)
+		}
+		largest, ok := lt.track.Largest()
+		require.True(t, ok)
+		assert.Equal(t, wire.Location{Group: 1, Object: 0}, largest, "a refused object is not recorded")
+		require.NoError(t, writeObject(w, 1, propsBlock(t, wire.KVList{{Type: 0x3E, Value: 1}}), []byte("next")))
+		require.NoError(t, w.Close())
+		r, err := lt.sub.AcceptSubgroup(lt.ctx)
+		require.NoError(t, err)
+		ids, payloads := readSubgroup(t, r)
+		assert.Equal(t, []uint64{0, 1}, ids)
+		assert.Equal(t, [][]byte{[]byte("ok"), []byte("next")}, payloads)
+		assert.NoError(t, lt.sub.Err(), "the subscriber saw a malformed track")
+	})
+	t.Run("fetch", func(t *testing.T) {
+		inBubble(t, func(t *testing.T) {
+			props := propsBlock(t, wire.KVList{{Type: 0x5000, Value: 1}})
+			served := make(chan error, 1)
+			h := HandlerFunc(func(r Request) {
+				fr, ok := r.(*FetchRequest)
+				if !ok {
+					DefaultHandler.ServeMOQT(r)
+					return
+				}
+				served <- func() error {
+					if err := fr.Accept(false, pl(0, 1), nil); err != nil {
+						return err
+					}
+					w := fr.Objects()
+					if err := w.WriteObject(Object{Location: pl(0, 0), Properties: props, Payload: []byte("bad")}); err == nil {
+						return errors.New("an object with a Mandatory Track Property was written")
+					}
+					if err := w.WriteObject(pobj(0, 1, "ok")); err != nil {
+						return err
+					}
+					return w.Close()
+				}()
+			})
+			p := overPipe(false)(t, &Config{Handler: h}, nil)
+			f, err := p.client.Fetch(testCtx(t, fakeGuard), testTrack, wire.Params{})
+			require.NoError(t, err)
+			objs, err := readFetch(t, f)
+			assert.ErrorIs(t, err, io.EOF)
+			require.Len(t, objs, 1)
+			assert.Equal(t, pl(0, 1), objs[0].Location)
+			require.NoError(t, recvOrFail(t, served))
+		})
+	})
 }
 
 // TestMalformedImmutableProperties: an IMMUTABLE_PROPERTIES that nests

@@ -90,6 +90,7 @@ func servePublish(s *Session, rs *requestStream, m *wire.Publish, toks []AuthTok
 	if t, ok := unknownMandatory(m.TrackProperties); ok {
 		rs.reject(&RequestError{Code: wire.ReqUnsupportedExtension, // C006
 			Reason: fmt.Sprintf("mandatory track property 0x%x", t)})
+		s.routes.refuseAlias(m.TrackAlias) // C090: its objects are not processed
 		return rs.drain()
 	}
 	sub := &Subscription{
@@ -121,7 +122,12 @@ func servePublish(s *Session, rs *requestStream, m *wire.Publish, toks []AuthTok
 		sub:           sub,
 	}
 	sub.answered = req.answeredCh
-	req.rejected = func(e *RequestError) { sub.terminate(e) }
+	req.rejected = func(e *RequestError) {
+		sub.terminate(e)
+		// What the publisher sent before the refusal is discarded at
+		// once (§3.1.2).
+		s.routes.refuseAlias(m.TrackAlias)
+	}
 	s.handOff(req)
 	return rs.serve(sub)
 }

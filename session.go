@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/moqt-go/moqt/internal/priority"
 	"github.com/moqt-go/moqt/internal/transport"
@@ -157,6 +156,9 @@ type Session struct {
 	fetches fetchRoutes
 
 	prio priority.Table // urgency of this session's data streams (raw QUIC)
+	// hold tells whether this end holds the peer's data streams back, for
+	// the header timeout (stream_hold.go).
+	hold holdWatch
 	// serving counts the FETCHes and fill fetch streams served now, up to
 	// Config.MaxServedFetches (fetch_serve.go).
 	serving fetchServing
@@ -294,22 +296,17 @@ func (s *Session) acceptUniStreams() {
 // SUBGROUP_HEADER type, REQUEST_ERROR 0x05 is FETCH_HEADER) are read as
 // data streams.
 //
-// The type and the header must arrive within Config.DataStreamTimeout;
+// The type and the header must arrive within Config.DataStreamTimeout,
+// counted only while the peer could have sent them (stream_hold.go);
 // otherwise the session is closed with DATA_STREAM_TIMEOUT (§12.2), which
 // ends the read: a stream stalled there would hold its goroutine and
 // buffer for the rest of the session.
-func (s *Session) serveUniStream(str transport.ReceiveStream) error {
-	var state atomic.Int32 // 0 reading, 1 timed out, 2 read
-	timer := time.AfterFunc(s.cfg.DataStreamTimeout, func() {
-		if state.CompareAndSwap(0, 1) {
-			s.fail(&SessionError{Code: wire.DataStreamTimeout,
-				Reason: "a unidirectional stream's type or header did not arrive in time"})
-		}
-	})
+func (s *Session) serveUniStream(raw transport.ReceiveStream) error {
+	str := s.hold.watch(raw)
+	timer := s.timeHeader()
 	br := getReader(str)
 	h, err := wire.ReadStreamHeader(br)
-	timer.Stop()
-	if !state.CompareAndSwap(0, 2) {
+	if !timer.arrived() {
 		str.CancelRead(uint64(wire.ResetSessionClosed))
 		return nil // the session is closing for it
 	}
@@ -333,8 +330,10 @@ func (s *Session) serveUniStream(str transport.ReceiveStream) error {
 		defer ctl.stop()
 		return s.readControl(wire.NewMessageReader(ctl), ctl)
 	case wire.StreamSubgroup:
+		str.startData()
 		return s.receiveSubgroup(str, br, h.Subgroup)
 	case wire.StreamFetch:
+		str.startData()
 		return s.receiveFetch(str, br, h.Fetch)
 	default:
 		// Padding is discarded (§11.5.1).

@@ -217,8 +217,10 @@ func (w *SubgroupWriter) acquire() error {
 // may follow, §11.1.2). o's Group ID and Subgroup ID must be the writer's;
 // its Priority, when set, must be the subgroup's effective Publisher
 // Priority, since objects of a subgroup share their stream's (§5.1). A
-// status object carries neither properties nor payload. WriteObject does
-// not keep o's slices once it returns: the caller may reuse them at once.
+// status object carries neither properties nor payload, and no object
+// carries a Mandatory Track Property (§3.6) or an IMMUTABLE_PROPERTIES that
+// would make the track malformed (§10.7). WriteObject does not keep o's
+// slices once it returns: the caller may reuse them at once.
 func (w *SubgroupWriter) WriteObject(o Object) error {
 	if err := w.checkObject(o); err != nil {
 		return err
@@ -513,7 +515,7 @@ func (w *SubgroupWriter) check(o wire.SubgroupObject) error {
 	case len(o.Properties) > 0 && !w.opts.Properties:
 		return errors.New("moqt: object properties on a subgroup opened without Properties")
 	}
-	return nil
+	return checkSentProperties(wire.Location{Group: w.group, Object: o.ObjectID}, o.Properties)
 }
 
 // priority is the Publisher Priority objects of this subgroup carry.

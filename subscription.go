@@ -429,6 +429,8 @@ func (sub *Subscription) accept(m *wire.SubscribeOK) error {
 		// C007: a subscription with a Mandatory Track Property this
 		// endpoint does not understand is cancelled (§3.6).
 		sub.cancel(&RequestError{Code: wire.ReqUnsupportedExtension, Reason: fmt.Sprintf("mandatory track property 0x%x", t)})
+		// C090: its objects, sent before or after, are not processed.
+		sub.sess.routes.refuseAlias(m.TrackAlias)
 		return io.EOF
 	}
 	sub.mu.Lock()

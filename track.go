@@ -359,13 +359,17 @@ func (t *LocalTrack) End(code wire.PublishDoneCode, reason string) {
 //
 // o's Subgroup ID must be 0, as datagrams have none; its Datagram field
 // need not be set. A status datagram (§11.2.1) has no payload, properties
-// or END_OF_GROUP. WriteDatagram does not keep o's slices once it returns.
+// or END_OF_GROUP. Object Properties are refused as WriteObject refuses
+// them. WriteDatagram does not keep o's slices once it returns.
 func (t *LocalTrack) WriteDatagram(o Object) error {
 	start := monoNow()
 	if o.SubgroupID != 0 {
 		return fmt.Errorf("moqt: datagram object with Subgroup ID %d", o.SubgroupID)
 	}
 	loc := o.Location
+	if err := checkSentProperties(loc, o.Properties); err != nil {
+		return err
+	}
 	prio := t.priority
 	if o.Priority.Set {
 		prio = o.Priority.Value

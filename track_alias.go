@@ -227,6 +227,26 @@ func (r *aliasRoutes) unbindAlias(sub *Subscription) {
 	}
 }
 
+// refuseAlias records that this end refused the track a PUBLISH or
+// SUBSCRIBE_OK named alias for, or cancelled its subscription before it was
+// Established: the objects the publisher sent meanwhile are a cancelled
+// subscription's, discarded at once (§3.1.2), and a refused track's objects
+// are not processed (§3.6). Streams waiting for the alias are stopped and
+// its held datagrams dropped. An alias that an Established subscription to
+// the same track shares (§3.1) stays theirs.
+func (r *aliasRoutes) refuseAlias(alias uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.aliases.subs[alias]) > 0 {
+		return
+	}
+	r.aliases.markEnded(alias, time.Now(), r.cfg.AliasWait)
+	r.releaseDatagramsLocked(alias)
+	// Wake the waiting streams: waitAlias finds the alias ended.
+	close(r.aliasBound)
+	r.aliasBound = make(chan struct{})
+}
+
 // lookupAlias returns the subscriptions bound to alias, and whether the
 // alias belongs to a subscription that just ended.
 func (r *aliasRoutes) lookupAlias(alias uint64) ([]*Subscription, bool) {
@@ -256,17 +276,21 @@ func (r *aliasRoutes) releasePendingStream() {
 
 // waitAlias waits up to Config.AliasWait for alias to be bound and returns
 // its subscriptions. It reports false with a STOP_SENDING code when the
-// wait ends otherwise.
+// wait ends otherwise: at once, CANCELLED, when the alias is refused.
 func (r *aliasRoutes) waitAlias(ctx context.Context, alias uint64) ([]*Subscription, wire.ResetCode, bool) {
 	timer := time.NewTimer(r.cfg.AliasWait)
 	defer timer.Stop()
 	for {
 		r.mu.Lock()
 		subs := r.aliases.subs[alias]
+		refused := len(subs) == 0 && r.aliases.recentlyEnded(alias)
 		bound := r.aliasBound
 		r.mu.Unlock()
 		if len(subs) > 0 {
 			return subs, 0, true
+		}
+		if refused {
+			return nil, wire.ResetCancelled, false // see refuseAlias
 		}
 		select {
 		case <-bound:

@@ -16,15 +16,34 @@ import (
 // the properties and inside IMMUTABLE_PROPERTIES alike (§10.7).
 
 // unknownMandatory returns the first Mandatory Track Property in props
-// (§3.6). This implementation defines none, so every one is unknown.
+// (§3.6), among the properties or inside IMMUTABLE_PROPERTIES, where a
+// processor must look too (§10.7). This implementation defines none, so
+// every one is unknown. Pairs after an unparseable one inside
+// IMMUTABLE_PROPERTIES are not looked at.
 func unknownMandatory(props wire.KVList) (uint64, bool) {
-	for _, kv := range props {
+	var found uint64
+	inner := func(kv wire.KeyValue) error {
 		if wire.IsMandatoryTrackProperty(kv.Type) {
+			found = kv.Type
+			return errFoundMandatory
+		}
+		return nil
+	}
+	for _, kv := range props {
+		switch {
+		case wire.IsMandatoryTrackProperty(kv.Type):
 			return kv.Type, true
+		case kv.Type == wire.PropImmutableProperties:
+			if errors.Is(wire.WalkKV(kv.Bytes, inner), errFoundMandatory) {
+				return found, true
+			}
 		}
 	}
 	return 0, false
 }
+
+// errFoundMandatory stops unknownMandatory's walk at the first one.
+var errFoundMandatory = errors.New("mandatory track property")
 
 // checkTrackProperties closes the session with PROTOCOL_VIOLATION for a
 // DEFAULT_PUBLISHER_GROUP_ORDER other than Ascending or Descending (§10.5)

@@ -430,6 +430,15 @@ const (
 	propsUnparseable // IMMUTABLE_PROPERTIES that cannot be parsed (§10.7)
 )
 
+// ObjectProperties reports what in an Object Properties block would make
+// the track of the object at loc malformed: a Mandatory Track Property, or
+// an IMMUTABLE_PROPERTIES that nests another or cannot be parsed. A
+// publisher checks what it is about to send with it; block must be a
+// well-formed sequence of Key-Value-Pairs, as the codec requires anyway.
+func ObjectProperties(loc wire.Location, block []byte) *Error {
+	return checkObjectProperties(loc, block)
+}
+
 // checkObjectProperties looks through an Object Properties block, and
 // the IMMUTABLE_PROPERTIES in it, for what makes a track malformed. The
 // codec has already parsed the outer block.

@@ -1,0 +1,172 @@
+package moqt
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// A unidirectional stream's type and header must arrive within
+// Config.DataStreamTimeout, or the session is closed with
+// DATA_STREAM_TIMEOUT (§12.2). But the peer can send only what flow control
+// lets it: while this end leaves data unread (an application that reads
+// slowly or not yet, a ReadObject queue at its bound, a fetch stream held
+// for its FETCH_OK, a loaded CPU), the connection's window fills and a new
+// stream's header waits behind that data, through no fault of the peer's.
+// A peer may also send a new stream's header after higher-priority data
+// while the connection makes progress (§5.1). So the timeout counts only
+// time in which the peer could have sent and did not: time in which every
+// open data stream of the session has a Read waiting, so that this end has
+// taken all that arrived, and no byte arrived on any of them.
+//
+// holdWatch keeps what that needs in one word, so that a Read costs two
+// atomic additions on it and two on its stream, and no clock read: the
+// data streams that are open and have no Read waiting (held: this end may
+// be holding the peer back), and a count of events that show the peer
+// sending (a Read that returned, a new data stream). A stream's header
+// timer looks at the word every quarter of the timeout and times out once
+// it has not changed, with nothing held, for four looks in a row: the
+// whole timeout. A peer held back, or sending, is timed out a whole
+// timeout, and at most a quarter more, after it last was.
+//
+// A peer that opens streams and sends no header on them while nothing is
+// held back and nothing else arrives is closed as before. One that keeps
+// other data flowing is not, for as long as it does: its headerless
+// streams are bounded by its QUIC stream credit, and each costs a
+// goroutine and a read buffer.
+type holdWatch struct {
+	// word holds the count of held streams in its low 32 bits and the
+	// event count, wrapping, in the high 32.
+	word atomic.Uint64
+}
+
+const (
+	holdOne     = 1          // one held stream
+	holdRelease = ^uint64(0) // added, one held stream less
+	holdEvent   = 1 << 32    // one event
+	holdMask    = holdEvent - 1
+)
+
+// watch returns str as the session reads it, not yet counted: its type and
+// header are read first (see heldStream.startData).
+func (h *holdWatch) watch(str transport.ReceiveStream) *heldStream {
+	return &heldStream{ReceiveStream: str, h: h}
+}
+
+// Stream states for holdWatch: a stream counts as held while it is open
+// and idle.
+const (
+	streamHeader  int32 = iota // its type and header are being read: not counted
+	streamIdle                 // open, no Read waiting: held
+	streamReading              // a Read waits for the stream
+	streamDone                 // read to its end, reset or stopped
+)
+
+// heldStream is a data stream of the session: it tells the session's
+// holdWatch when this end waits for the stream and when it does not. Read
+// is called by one goroutine at a time; CancelRead from any.
+type heldStream struct {
+	transport.ReceiveStream
+	h     *holdWatch
+	state atomic.Int32
+}
+
+// startData counts the stream once its header has been read: open and
+// held until this end reads it, and an event, since data arrived.
+func (s *heldStream) startData() {
+	if s.state.CompareAndSwap(streamHeader, streamIdle) {
+		s.h.word.Add(holdEvent + holdOne)
+	}
+}
+
+// Read reads the stream, marking it not held while the Read waits.
+func (s *heldStream) Read(b []byte) (int, error) {
+	if !s.state.CompareAndSwap(streamIdle, streamReading) {
+		return s.ReceiveStream.Read(b) // not counted: in its header, or done
+	}
+	s.h.word.Add(holdRelease)
+	n, err := s.ReceiveStream.Read(b)
+	switch {
+	case err == nil:
+		if s.state.CompareAndSwap(streamReading, streamIdle) {
+			s.h.word.Add(holdEvent + holdOne)
+		}
+	case s.state.CompareAndSwap(streamReading, streamDone):
+		// Its end (a FIN, a reset) arrived: an event; it is held no more.
+		s.h.word.Add(holdEvent)
+	}
+	return n, err
+}
+
+// CancelRead stops the stream: it is held no more.
+func (s *heldStream) CancelRead(code uint64) {
+	if s.state.Swap(streamDone) == streamIdle {
+		s.h.word.Add(holdRelease)
+	}
+	s.ReceiveStream.CancelRead(code)
+}
+
+// headerLooks is how many looks of a header timer, a quarter of the
+// timeout apart, must find the peer free to send and silent.
+const headerLooks = 4
+
+// headerTimer times one stream's type and header (see holdWatch).
+type headerTimer struct {
+	s      *Session
+	period time.Duration
+	state  atomic.Int32 // 0 waiting, 1 timed out, 2 arrived
+	// timer is the pending look. Each look arms the next with a timer of
+	// its own, so no look reads a timer its starter is still storing.
+	timer atomic.Pointer[time.Timer]
+	mark  atomic.Uint64 // the holdWatch word at the last look that changed
+	looks atomic.Int32  // looks since then that found it unchanged, nothing held
+}
+
+// timeHeader starts the timer of a stream whose type and header are read
+// next.
+func (s *Session) timeHeader() *headerTimer {
+	t := &headerTimer{s: s, period: max(s.cfg.DataStreamTimeout/headerLooks, time.Nanosecond)}
+	t.mark.Store(s.hold.word.Load())
+	t.arm()
+	return t
+}
+
+func (t *headerTimer) arm() { t.timer.Store(time.AfterFunc(t.period, t.look)) }
+
+// look closes the session once the peer has been free to send the header,
+// and has sent nothing, for the whole timeout; else it looks again later.
+func (t *headerTimer) look() {
+	if t.state.Load() != 0 {
+		return
+	}
+	now := t.s.hold.word.Load()
+	if now == t.mark.Load() && now&holdMask == 0 {
+		if t.looks.Add(1) >= headerLooks {
+			if t.state.CompareAndSwap(0, 1) {
+				t.s.fail(&SessionError{Code: wire.DataStreamTimeout,
+					Reason: "a unidirectional stream's type or header did not arrive in time"})
+			}
+			return
+		}
+	} else {
+		t.mark.Store(now)
+		t.looks.Store(0)
+	}
+	t.arm()
+	if t.state.Load() != 0 {
+		// Arrived meanwhile: its Stop may have found the previous timer.
+		t.timer.Load().Stop()
+	}
+}
+
+// arrived stops the timer; it reports false when the stream timed out
+// first, and the session is closing for it.
+func (t *headerTimer) arrived() bool {
+	if !t.state.CompareAndSwap(0, 2) {
+		return false
+	}
+	t.timer.Load().Stop()
+	return true
+}
