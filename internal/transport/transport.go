@@ -95,8 +95,8 @@ type Conn interface {
 	// WebTransport reports whether this is a WebTransport session.
 	WebTransport() bool
 	// ReliableReset reports whether SendStream.SetReliableBoundary takes
-	// effect: both ends negotiated RESET_STREAM_AT. Never on WebTransport,
-	// whose streams (webtransport-go v0.13) keep only their header.
+	// effect: both ends negotiated RESET_STREAM_AT (on WebTransport, on
+	// the QUIC connection under the session; see quicUnder).
 	ReliableReset() bool
 	// LocalAddr and RemoteAddr are the UDP addresses of the QUIC connection.
 	LocalAddr() net.Addr

@@ -150,9 +150,12 @@ func (c *wtConn) CloseWithError(code uint64, reason string) error {
 func (c *wtConn) Context() context.Context { return c.ctx }
 func (c *wtConn) Protocol() string         { return c.protocol }
 func (c *wtConn) WebTransport() bool       { return true }
-func (c *wtConn) ReliableReset() bool      { return false }
-func (c *wtConn) LocalAddr() net.Addr      { return c.sess.LocalAddr() }
-func (c *wtConn) RemoteAddr() net.Addr     { return c.sess.RemoteAddr() }
+func (c *wtConn) ReliableReset() bool {
+	st := c.qconn.ConnectionState().SupportsStreamResetPartialDelivery
+	return st.Local && st.Remote && wtStreamField.ok
+}
+func (c *wtConn) LocalAddr() net.Addr  { return c.sess.LocalAddr() }
+func (c *wtConn) RemoteAddr() net.Addr { return c.sess.RemoteAddr() }
 
 // wtStream, wtSendStream and wtReceiveStream translate the codes and errors
 // of webtransport-go streams through their session.
@@ -212,8 +215,15 @@ func (s wtSendStream) CancelWrite(code uint64) {
 	_ = s.s.SetWriteDeadline(time.Unix(1, 0)) // see wtStream.CancelWrite
 	s.s.CancelWrite(webtransport.StreamErrorCode(wtCode(code)))
 }
-func (s wtSendStream) SetPriority(int8, bool)   {}
-func (s wtSendStream) SetReliableBoundary()     {} // not exposed by webtransport-go
+func (s wtSendStream) SetPriority(int8, bool) {}
+
+// SetReliableBoundary marks what was written as reliable, on the QUIC
+// stream under the WebTransport one (quicUnder).
+func (s wtSendStream) SetReliableBoundary() {
+	if m := quicUnder(s.s); m != nil {
+		m.SetReliableBoundary()
+	}
+}
 func (s wtSendStream) Context() context.Context { return s.s.Context() }
 func (s wtSendStream) SetWriteDeadline(t time.Time) error {
 	return s.c.translate(s.s.SetWriteDeadline(t))
