@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,7 @@ func buildPrograms(dir string) error {
 type proc struct {
 	name  string
 	cmd   *exec.Cmd
+	stdin io.WriteCloser
 	lines chan string // stdout, closed at its end
 
 	mu     sync.Mutex
@@ -69,6 +71,8 @@ func startWatched(t *testing.T, onErr func(string), name, path string, args ...s
 	out, err := p.cmd.StdoutPipe()
 	require.NoError(t, err)
 	errOut, err := p.cmd.StderrPipe()
+	require.NoError(t, err)
+	p.stdin, err = p.cmd.StdinPipe()
 	require.NoError(t, err)
 	require.NoError(t, p.cmd.Start(), name)
 	var copied sync.WaitGroup
@@ -99,6 +103,7 @@ func startWatched(t *testing.T, onErr func(string), name, path string, args ...s
 		close(p.done)
 	}()
 	t.Cleanup(func() {
+		_ = p.stdin.Close()
 		_ = p.cmd.Process.Kill()
 		<-p.done
 		if t.Failed() {
@@ -136,6 +141,36 @@ func (p *proc) waitLine(t *testing.T, ctx context.Context, prefix string) string
 			}
 		case <-ctx.Done():
 			require.FailNow(t, "no line "+prefix, "%s: %v", p.name, ctx.Err())
+		}
+	}
+}
+
+// nextLine skips the stdout lines already printed and returns the first
+// one printed from now on that match accepts: what happens next, not what
+// happened while the test was busy elsewhere.
+func (p *proc) nextLine(t *testing.T, ctx context.Context, what string, match func(string) bool) string {
+	t.Helper()
+	for skipped := false; !skipped; {
+		select {
+		case _, ok := <-p.lines:
+			if !ok {
+				require.FailNow(t, "no line "+what, "%s ended first: %v", p.name, p.exitErr())
+			}
+		default:
+			skipped = true
+		}
+	}
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				require.FailNow(t, "no line "+what, "%s ended first: %v", p.name, p.exitErr())
+			}
+			if match(l) {
+				return l
+			}
+		case <-ctx.Done():
+			require.FailNow(t, "no line "+what, "%s: %v", p.name, ctx.Err())
 		}
 	}
 }

@@ -1,7 +1,8 @@
 // Command pub is the publisher a newcomer writes: it dials a relay,
 // announces its namespace (PUBLISH_NAMESPACE) or offers its track (PUBLISH),
 // and writes groups of objects at a steady pace, each group one subgroup
-// that ends with a FIN. At the end, or at SIGINT/SIGTERM, it ends the
+// that ends with a FIN. After -groups groups, at the end of its stdin
+// (after the group being written), or at SIGINT/SIGTERM, it ends the
 // track with TRACK_ENDED, closes the session and exits at once.
 //
 // It prints one line per event on stdout, for the end-to-end test:
@@ -16,6 +17,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -32,7 +34,7 @@ func main() {
 	ns := flag.String("ns", "e2e", "track namespace")
 	name := flag.String("track", "clock", "track name")
 	first := flag.Uint64("first", 0, "the first group's ID")
-	groups := flag.Int("groups", 10, "groups to publish")
+	groups := flag.Int("groups", 10, "groups to publish; 0 for as many as come before stdin's end")
 	objects := flag.Int("objects", 10, "objects per group")
 	interval := flag.Duration("interval", 100*time.Millisecond, "time between objects")
 	publish := flag.Bool("publish", false, "offer the track with PUBLISH instead of announcing its namespace")
@@ -40,13 +42,19 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *url, *pin, *ns, *name, *first, *groups, *objects, *interval, *publish); err != nil {
+	// The end of stdin ends the track too, after the group being written.
+	eof := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(eof)
+	}()
+	if err := run(ctx, eof, *url, *pin, *ns, *name, *first, *groups, *objects, *interval, *publish); err != nil {
 		fmt.Fprintln(os.Stderr, "pub:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, url, pin, ns, name string, first uint64, groups, objects int, interval time.Duration, publish bool) error {
+func run(ctx context.Context, eof <-chan struct{}, url, pin, ns, name string, first uint64, groups, objects int, interval time.Duration, publish bool) error {
 	sum, err := hex.DecodeString(pin)
 	if err != nil || len(sum) != 32 {
 		return fmt.Errorf("-sha256: want 64 hex digits")
@@ -78,7 +86,12 @@ func run(ctx context.Context, url, pin, ns, name string, first uint64, groups, o
 
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for g := first; g < first+uint64(groups); g++ {
+	for g := first; groups == 0 || g < first+uint64(groups); g++ {
+		select {
+		case <-eof:
+			return end(track, sess)
+		default:
+		}
 		w := track.OpenSubgroup(g, 0, moqt.SubgroupOptions{EndOfGroup: true})
 		for o := range uint64(objects) {
 			select {
