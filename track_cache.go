@@ -56,17 +56,17 @@ type CacheLimits struct {
 
 // CacheBudget bounds the bytes of every LocalTrack cache whose
 // CacheLimits.Budget points to it, as CacheLimits.Bytes bounds one. Past
-// its limit it takes back from the caches holding the most: each is cut
-// to one level, the highest at which the total fits, so a cache holding
-// no more than its fair share (the limit divided by the number of caches)
+// its limit it takes back from the caches holding the most: each is cut to
+// one level, the highest at which the total fits, so a cache holding no
+// more than its fair share (15/16 of the limit over the number of caches)
 // loses nothing, and a track that publishes fast cannot flush the other
 // tracks' recent objects. A cache that is cut loses its oldest Locations,
-// as its own limits evict them: they are reported to fetches as unknown,
-// or asked of CacheLimits.Miss. Reclaims bring the total down to 15/16 of
-// the limit at once, so the objects of a full budget pay two atomic adds
-// each and a reclaim now and then, whose cost grows with the number of
-// caches. What has expired (CacheLimits.Duration) goes first, in every
-// cache, the idle ones included.
+// as its own limits evict them: they are reported to fetches as unknown, or
+// asked of CacheLimits.Miss. Reclaims bring the total down to 15/16 of the
+// limit at once, so the objects of a full budget pay two atomic adds each
+// and a reclaim now and then, whose cost grows with the number of caches.
+// What has expired (CacheLimits.Duration) goes first, in every cache, the
+// idle ones included.
 //
 // A cache leaves its budget when SetCache replaces or removes it, or once
 // its track is garbage. The total passes the limit only by the objects

@@ -20,21 +20,21 @@ const DefaultBudget = 256 << 20
 // Bytes count as for Limits.Bytes, EntryOverhead included.
 //
 // A Cache counts its bytes into the Budget as it counts its own, with two
-// atomic adds (its member's mirror, the shared total): that is all a
-// Budget costs an object while it has room. The
-// Cache whose object passes the limit reclaims, once it released its own
-// lock: the Budget brings the total down to 15/16 of the limit (so that
-// reclaims come once per sixteenth of the limit published, not once per
-// object), taking from the Caches holding the most. Each is cut to one
-// common level, the highest at which the total fits (max-min fairness):
-// a Cache holding no more than its fair share, limit / number of Caches,
-// loses nothing, so a track that publishes fast, or one a peer made the
-// process open, cannot flush the other tracks' recent objects, and a
-// Cache nobody adds to any more gives up its old objects as the others
-// need the room. A cut takes a Cache's lowest Locations, as its own limits
-// do: its floor rises over them, so what went reads as unknown. A reclaim
-// also drops what expired in every Cache, which a Cache only does by
-// itself when it is added to.
+// atomic adds (its member's mirror, the shared total): that is all a Budget
+// costs an object while it has room. The Cache whose object passes the
+// limit reclaims, once it released its own lock: the Budget brings the
+// total down to 15/16 of the limit (so that reclaims come once per
+// sixteenth of the limit published, not once per object), taking from the
+// Caches holding the most. Each is cut to one common level, the highest at
+// which the total fits (max- min fairness): a Cache holding no more than
+// its fair share, 15/16 of the limit over the number of Caches, loses
+// nothing, so a track that publishes fast, or one a peer made the process
+// open, cannot flush the other tracks' recent objects, and a Cache nobody
+// adds to any more gives up its old objects as the others need the room. A
+// cut takes a Cache's lowest Locations, as its own limits do: its floor
+// rises over them, so what went reads as unknown. A reclaim also drops what
+// expired in every Cache, which a Cache only does by itself when it is
+// added to.
 //
 // A Cache leaves its Budget when it is closed, or once the garbage
 // collector finds it unreachable: the Budget holds no Cache alive.
