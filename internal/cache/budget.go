@@ -26,7 +26,7 @@ const DefaultBudget = 256 << 20
 // total down to 15/16 of the limit (so that reclaims come once per
 // sixteenth of the limit published, not once per object), taking from the
 // Caches holding the most. Each is cut to one common level, the highest at
-// which the total fits (max- min fairness): a Cache holding no more than
+// which the total fits (max-min fairness): a Cache holding no more than
 // its fair share, 15/16 of the limit over the number of Caches, loses
 // nothing, so a track that publishes fast, or one a peer made the process
 // open, cannot flush the other tracks' recent objects, and a Cache nobody
