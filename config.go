@@ -117,16 +117,22 @@ type Config struct {
 	// be the ones the peer reads. Default: four times MaxSubscriberBacklog
 	// (16 MiB), room for a few subscriptions a whole bound behind at once.
 	//
+	// The peer's REQUEST_UPDATEs held until answered (those that come
+	// before their request's answer, or while OnUpdate decides an earlier
+	// one) count against it too, each request's within 64 KiB (one update
+	// is always held, whatever its size): an update past either bound is
+	// refused with REQUEST_ERROR EXCESSIVE_LOAD, which ends its request as
+	// a refused update does (§9.5.1).
+	//
 	// It is the largest part of what a peer alone can make a session
-	// hold. With the defaults: 16 MiB queued here (up to about twice that
-	// in heap while backlogs grow), 15 MiB of received bytes in QUIC's
-	// connection window (see ConnectionReceiveWindow), 6.25 MiB of control
-	// messages arriving on 100 request streams, 2 MiB of streams and
-	// datagrams waiting for their alias (MaxPendingBytes and the rest),
-	// under 1 MiB of request state and fetch buffers: about 40 MiB, besides
-	// REQUEST_UPDATEs held while a request waits for its answer (16 per
-	// request, each up to 64 KiB). What the application asks for
-	// (subscriptions' arrival queues, fetches) is its own choice.
+	// hold. With the defaults: 16 MiB queued and held here (up to about
+	// twice that in heap while backlogs grow), 15 MiB of received bytes in
+	// QUIC's connection window (see ConnectionReceiveWindow), 6.25 MiB of
+	// control messages arriving on 100 request streams, 2 MiB of streams
+	// and datagrams waiting for their alias (MaxPendingBytes and the rest),
+	// under 1 MiB of request state and fetch buffers: about 40 MiB. What
+	// the application asks for (subscriptions' arrival queues, fetches) is
+	// its own choice.
 	MaxSessionBacklog int
 	// SharedBacklog bounds the bytes queued for the peers of every session
 	// whose Config points to it, and decides, when they hold too much

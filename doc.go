@@ -161,7 +161,13 @@
 // On the receive side, MaxPendingBytes bounds the memory of all streams
 // that arrived before their Track Alias, and a unidirectional stream must
 // deliver its header within DataStreamTimeout, counted only while this end
-// holds none of the peer's data unread and none arrives.
+// holds none of the peer's data unread and none arrives. The peer's
+// REQUEST_UPDATEs held until answered (before their request's answer, or
+// while OnUpdate runs) hold at most 64 KiB per request and count against
+// MaxSessionBacklog; one past that is refused with EXCESSIVE_LOAD, ending
+// its request (§9.5.1). A LocalTrack's cache is bounded by its
+// CacheLimits, and the caches of many tracks together by a CacheBudget
+// they share (a relay's is 256 MiB by default).
 //
 // The codec for every control message and data-plane format lives in the
 // wire subpackage, which imports only the standard library.

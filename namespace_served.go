@@ -25,7 +25,9 @@ import (
 // application's OnUpdate, if any, let them through: REQUEST_OK, renewing
 // a granted EXPIRES (§9.20.17), or REQUEST_ERROR, after which this end
 // closes its direction (§9.5.1). Updates that arrive before the Handler's
-// answer wait for it, and are decided in order right after it.
+// answer wait for it, and are decided in order right after it; the bytes
+// they hold are bounded (update_hold.go), and one past the bound is
+// refused with EXCESSIVE_LOAD, which closes the stream too.
 type nsServed struct {
 	in   *RequestCommon
 	rs   *requestStream
@@ -50,6 +52,7 @@ type nsServed struct {
 	answered bool       // the Handler accepted the request
 	draining bool       // accepted, and pending still being decided
 	pending  []pendingUpdate
+	held     updateHold // the bytes of pending and of the update being applied
 	queue    []wire.Message
 	queued   int           // the bytes queue holds, charged to the session's backlog budget
 	spent    bool          // the budget refused a message: behind resets with EXCESSIVE_LOAD
@@ -257,6 +260,7 @@ func (srv *nsServed) endWith(cause error) bool {
 	}
 	srv.ended, srv.err = true, cause
 	srv.queue, srv.pending = nil, nil
+	srv.held.close(&srv.sess.backlog)
 	srv.sess.backlog.release(srv.queued)
 	srv.queued = 0
 	if srv.expiry != nil {
@@ -358,11 +362,25 @@ func (srv *nsServed) handle(m wire.Message, rej *wire.RejectError) error {
 	if err := u.Parameters.Check(updateContext(srv.kind)); err != nil {
 		return sessionErrorFrom(err)
 	}
-	own, err := detach(srv.sess.version, u)
-	if err != nil {
-		return err
+	var pu pendingUpdate
+	if rej != nil {
+		// Refused already: its Request ID is all the answer needs.
+		pu = pendingUpdate{msg: &wire.RequestUpdate{RequestID: u.RequestID}, rej: rej}
+	} else {
+		own, size, err := detachSized(srv.sess.version, u)
+		if err != nil {
+			return err
+		}
+		pu = pendingUpdate{msg: own, cost: heldUpdateCost(size, &own.Parameters)}
+		srv.mu.Lock()
+		if err := srv.held.take(&srv.sess.backlog, pu.cost); err != nil {
+			// Past the bytes a request may hold unanswered, or the
+			// session's budget: refused in its turn, which closes the
+			// stream (update_hold.go).
+			pu = refusedUpdate(u.RequestID, err)
+		}
+		srv.mu.Unlock()
 	}
-	pu := pendingUpdate{msg: own, rej: rej}
 	for {
 		srv.mu.Lock()
 		if srv.answered && !srv.draining || srv.ended {
@@ -404,6 +422,7 @@ func (srv *nsServed) apply(pu pendingUpdate) {
 	}
 	srv.mu.Lock()
 	ok := srv.applyLocked(pu, refusal)
+	srv.held.give(&srv.sess.backlog, pu.cost)
 	srv.mu.Unlock()
 	if !ok {
 		srv.behind(errNamespaceQueueFull)

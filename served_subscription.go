@@ -73,6 +73,9 @@ type ServedSubscription struct {
 	params      wire.Params
 	largest     wire.Opt[wire.Location]
 	outstanding uint64 // REQUEST_UPDATEs received and not yet answered
+	// held counts their bytes (update_hold.go), released at the latest
+	// by release.
+	held updateHold
 	// updates holds the REQUEST_UPDATEs waiting for the worker; it and
 	// the worker exist from the first update on, so that a subscription
 	// never updated holds neither.
@@ -377,6 +380,7 @@ func (ss *ServedSubscription) release() {
 		if ss.expiry != nil {
 			ss.expiry.Stop()
 		}
+		ss.held.close(&ss.sess.backlog) // the updates the worker will not answer
 		ss.mu.Unlock()
 		ss.stopWatch()
 		// Off the track before the context ends, so that a caller woken

@@ -9,6 +9,9 @@ import (
 type pendingUpdate struct {
 	msg *wire.RequestUpdate
 	rej *wire.RejectError
+	// cost is what holding msg is charged to the request's updateHold,
+	// released once it is answered (update_hold.go).
+	cost int
 }
 
 // receiveUpdate checks a REQUEST_UPDATE from the subscriber and hands it
@@ -17,7 +20,9 @@ type pendingUpdate struct {
 // §9.1.7). On a PUBLISH the subscriber's first message is its answer
 // (§9), so an update before PUBLISH_OK is a protocol violation; on a
 // SUBSCRIBE the requester may send updates at once, and they wait for the
-// subscription to be Established.
+// subscription to be Established. Their bytes are bounded (update_hold.go):
+// one past the bounds is refused with EXCESSIVE_LOAD in its turn, which
+// ends the subscription.
 func (ss *ServedSubscription) receiveUpdate(m *wire.RequestUpdate, rej *wire.RejectError) error {
 	if ss.current() == statePendingPublisher {
 		return protocolViolation("REQUEST_UPDATE before the answer to PUBLISH")
@@ -28,12 +33,18 @@ func (ss *ServedSubscription) receiveUpdate(m *wire.RequestUpdate, rej *wire.Rej
 	if err := m.Parameters.Check(wire.InUpdateSubscription); err != nil {
 		return err
 	}
-	own, err := detach(ss.sess.version, m)
-	if err != nil {
-		return err
+	var u pendingUpdate
+	if rej != nil {
+		// Refused already: its Request ID is all the answer needs.
+		u = pendingUpdate{msg: &wire.RequestUpdate{RequestID: m.RequestID}, rej: rej}
+	} else {
+		own, size, err := detachSized(ss.sess.version, m)
+		if err != nil {
+			return err
+		}
+		u = pendingUpdate{msg: own, cost: heldUpdateCost(size, &own.Parameters)}
 	}
 	ss.sess.hook(func(h *sessionHooks) func() { return h.updateReceived })
-	u := pendingUpdate{msg: own, rej: rej}
 	ss.mu.Lock()
 	limit := ss.sess.cfg.MaxRequestUpdates
 	if limit > 0 && ss.outstanding >= limit {
@@ -42,6 +53,17 @@ func (ss *ServedSubscription) receiveUpdate(m *wire.RequestUpdate, rej *wire.Rej
 			Reason: fmt.Sprintf("more than %d outstanding REQUEST_UPDATEs", limit)}
 	}
 	ss.outstanding++
+	if ss.held.closed {
+		// The subscription is over: the update crossed its end, and
+		// stays outstanding, never answered.
+		ss.mu.Unlock()
+		return nil
+	}
+	if u.cost > 0 {
+		if err := ss.held.take(&ss.sess.backlog, u.cost); err != nil {
+			u = refusedUpdate(m.RequestID, err)
+		}
+	}
 	updates := ss.updates
 	if updates == nil {
 		capacity := 16
@@ -86,6 +108,7 @@ func (ss *ServedSubscription) updateWorker(updates <-chan pendingUpdate) {
 		ss.applyUpdate(u)
 		ss.mu.Lock()
 		ss.outstanding--
+		ss.held.give(&ss.sess.backlog, u.cost)
 		ss.mu.Unlock()
 	}
 }

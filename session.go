@@ -64,6 +64,12 @@ import (
 //	  backlog.mu, subgroupTimers.mu, pendingStream.mu, the session's
 //	  priority table
 //
+// A LocalTrack's cache (internal/cache): LocalTrack.mu, then the cache's
+// mu (noteObject begins each object there). A cache that passes its
+// CacheBudget reclaims once its own mu is released, under LocalTrack.mu
+// after a Begin: cache.Budget.mu, then each cache's mu in turn. Nothing
+// holding Budget.mu or a cache's mu takes another lock.
+//
 // A fetch stream (fetch_writer.go) has the same shape: FetchWriter.turn is
 // held across its stream's writes, each bounded by a write deadline, and
 // Reset interrupts the holder without taking it; under turn a fill's

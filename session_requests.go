@@ -284,15 +284,22 @@ func isSessionNamespace(ns wire.Namespace) bool {
 // check that every decoded message survives this round trip; an error here
 // is an internal one.
 func detach[M wire.Message](v wire.Version, m M) (M, error) {
+	out, _, err := detachSized(v, m)
+	return out, err
+}
+
+// detachSized is detach that also returns the length of the copy's
+// encoded body, which its byte fields alias.
+func detachSized[M wire.Message](v wire.Version, m M) (M, int, error) {
 	var zero M
 	b, err := m.AppendBody(v, nil)
 	if err != nil {
-		return zero, &SessionError{Code: wire.InternalError, Reason: "re-encoding " + m.Type().String() + ": " + err.Error()}
+		return zero, 0, &SessionError{Code: wire.InternalError, Reason: "re-encoding " + m.Type().String() + ": " + err.Error()}
 	}
 	out, err := wire.ParseMessage(v, m.Type(), b)
 	var rej *wire.RejectError
 	if err != nil && !errors.As(err, &rej) {
-		return zero, &SessionError{Code: wire.InternalError, Reason: "re-decoding " + m.Type().String() + ": " + err.Error()}
+		return zero, 0, &SessionError{Code: wire.InternalError, Reason: "re-decoding " + m.Type().String() + ": " + err.Error()}
 	}
-	return out.(M), nil
+	return out.(M), len(b), nil
 }

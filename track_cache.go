@@ -15,7 +15,7 @@ import (
 // kind, but Objects and Bytes both zero mean no cache at all, so a cache's
 // memory is always bounded: by Bytes (payload and properties, plus about
 // 160 bytes of bookkeeping per object), or by Objects times the largest
-// object the track carries.
+// object the track carries. Budget bounds many tracks' caches together.
 type CacheLimits struct {
 	// Objects is the most objects kept; status objects (End of Group,
 	// End of Track) count as one each.
@@ -27,6 +27,12 @@ type CacheLimits struct {
 	// still be served (§10.3). The track's MAX_CACHE_DURATION property,
 	// when set, caps it.
 	Duration time.Duration
+	// Budget, when set, bounds this cache's bytes (counted as for Bytes)
+	// together with those of every other cache pointing to it: where
+	// many tracks are open (a relay's), what their caches hold stays
+	// within one figure however many there are. See CacheBudget for who
+	// loses what when it is spent.
+	Budget *CacheBudget
 	// Miss, when set, is asked for a range of the track that a FETCH or
 	// fill reaches and the cache does not know (evicted, or never seen
 	// below the Largest Object), from start to end in ascending order:
@@ -47,6 +53,40 @@ type CacheLimits struct {
 	// when ctx ends.
 	Miss func(ctx context.Context, start, end wire.Location) (*Fetch, error)
 }
+
+// CacheBudget bounds the bytes of every LocalTrack cache whose
+// CacheLimits.Budget points to it, as CacheLimits.Bytes bounds one. Past
+// its limit it takes back from the caches holding the most: each is cut to
+// one level, the highest at which the total fits, so a cache holding no
+// more than its fair share (15/16 of the limit over the number of caches)
+// loses nothing, and a track that publishes fast cannot flush the other
+// tracks' recent objects. A cache that is cut loses its oldest Locations,
+// as its own limits evict them: they are reported to fetches as unknown, or
+// asked of CacheLimits.Miss. Reclaims bring the total down to 15/16 of the
+// limit at once, so the objects of a full budget pay two atomic adds each
+// and a reclaim now and then, whose cost grows with the number of caches.
+// What has expired (CacheLimits.Duration) goes first, in every cache, the
+// idle ones included.
+//
+// A cache leaves its budget when SetCache replaces or removes it, or once
+// its track is garbage. The total passes the limit only by the objects
+// being added at that moment, one per goroutine publishing. The zero value
+// is a budget of 256 MiB. A CacheBudget is safe for concurrent use.
+type CacheBudget struct{ b cache.Budget }
+
+// NewCacheBudget returns a budget of limit bytes; limit <= 0 means the
+// default, 256 MiB.
+func NewCacheBudget(limit int64) *CacheBudget {
+	b := &CacheBudget{}
+	b.b.SetLimit(limit)
+	return b
+}
+
+// Limit returns the budget's limit in bytes.
+func (b *CacheBudget) Limit() int64 { return b.b.Limit() }
+
+// Held returns the bytes its caches hold now, for metrics.
+func (b *CacheBudget) Held() int64 { return b.b.Held() }
 
 // trackCache is what a LocalTrack keeps of its published objects beyond
 // OnObject's function.
@@ -69,7 +109,8 @@ type trackCache struct {
 // unknown too, as are the Locations up to a Largest Object learnt
 // through SetLargest that the track never carried. SetCache replaces the
 // cache set before, dropping what it kept; limits with zero Objects and
-// Bytes remove it. The cache is independent of OnObject. While a cache is
+// Bytes remove it, and take it out of its CacheBudget. The cache is
+// independent of OnObject. While a cache is
 // set, a streamed object's payload is gathered in memory until complete,
 // as for OnObject.
 func (t *LocalTrack) SetCache(l CacheLimits) {
@@ -77,6 +118,9 @@ func (t *LocalTrack) SetCache(l CacheLimits) {
 	t.mu.Lock()
 	if l.Objects > 0 || l.Bytes > 0 {
 		lim := cache.Limits{Objects: max(l.Objects, 0), Bytes: max(l.Bytes, 0), Duration: max(l.Duration, 0)}
+		if l.Budget != nil {
+			lim.Budget = &l.Budget.b
+		}
 		if kv, ok := t.props.Get(wire.PropMaxCacheDuration); ok && kv.Value <= math.MaxInt64/uint64(time.Millisecond) {
 			// MAX_CACHE_DURATION 0 allows no serving at all: the
 			// shortest Duration.

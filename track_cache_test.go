@@ -169,3 +169,51 @@ func TestTrackCacheMaxCacheDuration(t *testing.T) {
 		assert.Equal(t, []Object{mark(0, 0, wire.EndOfUnknownRange)}, cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 0}, false))
 	})
 }
+
+// Tracks whose caches share a CacheBudget stay within it together; what a
+// cut took from a track reads as unknown to its fetches, and a cache
+// replaced or removed leaves the budget.
+func TestTrackCacheBudget(t *testing.T) {
+	const size = 1 << 10
+	budget := NewCacheBudget(64 << 10)
+	tracks := make([]*LocalTrack, 4)
+	for i := range tracks {
+		tr, err := NewLocalTrack(wire.FullTrackName{Namespace: wire.NewNamespace("cache"), Name: []byte{byte('a' + i)}}, nil)
+		require.NoError(t, err)
+		tr.SetCache(CacheLimits{Bytes: 1 << 20, Budget: budget})
+		tracks[i] = tr
+	}
+	body := make([]byte, size)
+	for g := range uint64(16) {
+		for _, tr := range tracks {
+			sg := tr.OpenSubgroup(g, 0, SubgroupOptions{})
+			for o := range uint64(4) {
+				require.NoError(t, sg.WriteObject(Object{Location: wire.Location{Group: g, Object: o}, Payload: body}))
+			}
+			require.NoError(t, sg.Close())
+			require.LessOrEqual(t, budget.Held(), budget.Limit())
+		}
+	}
+	// 4 tracks of 64 KiB each on a budget of 64 KiB: the first groups
+	// went, from each.
+	ctx := context.Background()
+	for i, tr := range tracks {
+		got := cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 15, Object: 3}, false)
+		require.NotEmpty(t, got)
+		assert.Equal(t, wire.EndOfUnknownRange, got[0].EndOfRange, "track %d starts unknown", i)
+		assert.Less(t, got[0].Location.Group, uint64(15), "track %d keeps its last groups", i)
+		assert.Equal(t, wire.Location{Group: 15, Object: 3}, got[len(got)-1].Location)
+		assert.Greater(t, len(got), 8, "track %d keeps about a fair share", i)
+	}
+	cached := func(tr *LocalTrack) int64 {
+		_, b := tr.cache.c.Load().Len()
+		return b
+	}
+	left := cached(tracks[2]) + cached(tracks[3])
+	tracks[0].SetCache(CacheLimits{Objects: 10}) // replaced, out of the budget
+	tracks[1].SetCache(CacheLimits{})            // removed
+	assert.Equal(t, left, budget.Held(), "two of four caches left")
+	tracks[2].SetCache(CacheLimits{})
+	tracks[3].SetCache(CacheLimits{})
+	assert.Zero(t, budget.Held())
+}

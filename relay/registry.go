@@ -352,9 +352,15 @@ func (rl *Relay) fetchSources(ctx context.Context, name wire.FullTrackName) (*mo
 	return track, pubs, nil
 }
 
-// drop removes e from the registry, if it is still there; e.mu is held.
+// drop removes e from the registry, if it is still there, and its
+// cache from the relay's cache budget; e.mu is held.
 func (rl *Relay) dropLocked(e *trackEntry) {
 	e.dead = true
+	if e.track != nil && !rl.cfg.NoCache {
+		// The track serves no new FETCH from here on; a fetch already
+		// reading the cache goes on over what it holds.
+		e.track.SetCache(moqt.CacheLimits{})
+	}
 	e.forwardChangedLocked()
 	if e.linger != nil {
 		e.linger.Stop()

@@ -177,12 +177,17 @@ type Config struct {
 	Logger *slog.Logger
 
 	// Cache bounds the objects each track keeps for FETCH and fills
-	// (moqt.LocalTrack.SetCache). Zero: 8 MiB and 30 s per track. Set
-	// NoCache to keep none. A nil Miss is the relay's: what a track's
-	// cache lacks is FETCHed from the track's publishers. The bound is
-	// per track: a session may open MaxSessionTracks of them, whose
-	// caches fill as fast as their publishers publish (256 × 8 MiB with
-	// the defaults).
+	// (moqt.LocalTrack.SetCache). Zero Objects and Bytes: 8 MiB and 30 s
+	// per track. Set NoCache to keep none. A nil Miss is the relay's:
+	// what a track's cache lacks is FETCHed from the track's publishers.
+	// Budget bounds every track's cache together, since a session may
+	// open MaxSessionTracks tracks whose caches fill as fast as their
+	// publishers publish (256 × 8 MiB per session with the defaults).
+	// Nil: a budget of 256 MiB of the relay's own. Past it the caches
+	// holding the most lose their oldest objects (moqt.CacheBudget),
+	// which a later FETCH or fill asks the publishers for again. Share
+	// one budget between relays, or with the application's own tracks,
+	// to bound them together; read its Held for metrics.
 	Cache   moqt.CacheLimits
 	NoCache bool
 
@@ -243,6 +248,12 @@ type Config struct {
 	MaxDiscoveries        int
 }
 
+// defaultCacheBudget bounds the caches of a relay's tracks together when
+// Config.Cache.Budget is nil: 32 tracks' worth of full default caches, or,
+// among 256 tracks (one session's MaxSessionTracks), 1 MiB each, seconds
+// of a video track for a joining subscriber's FETCH.
+const defaultCacheBudget = 256 << 20
+
 // Relay routes requests between sessions as a MoQT relay (§7). It is a
 // moqt.Handler: give it as Config.Handler to the sessions it serves,
 // downstream subscribers and publishers alike, and to the upstream sessions it
@@ -291,7 +302,13 @@ func New(cfg Config) *Relay {
 		cfg.Logger = slog.Default()
 	}
 	if !cfg.NoCache && cfg.Cache.Objects == 0 && cfg.Cache.Bytes == 0 {
-		cfg.Cache = moqt.CacheLimits{Bytes: 8 << 20, Duration: 30 * time.Second}
+		cfg.Cache.Bytes = 8 << 20
+		if cfg.Cache.Duration == 0 {
+			cfg.Cache.Duration = 30 * time.Second
+		}
+	}
+	if !cfg.NoCache && cfg.Cache.Budget == nil {
+		cfg.Cache.Budget = moqt.NewCacheBudget(defaultCacheBudget)
 	}
 	if cfg.MaxRendezvousTimeout <= 0 {
 		cfg.MaxRendezvousTimeout = 30 * time.Second

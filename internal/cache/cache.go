@@ -36,11 +36,14 @@ const MaxUnknownRanges = 16
 
 // Limits bound a Cache. Objects and Bytes of 0 mean no limit of that
 // kind; a Cache needs at least one of them, so its memory is bounded.
-// Duration 0 keeps objects until the other limits evict them.
+// Duration 0 keeps objects until the other limits evict them. Budget, if
+// set, bounds the Cache's bytes together with the other Caches drawing on
+// it.
 type Limits struct {
 	Objects  int
 	Bytes    int64
 	Duration time.Duration
+	Budget   *Budget
 }
 
 // Object is an object given to or served by the Cache, or, in a Cursor's
@@ -149,6 +152,9 @@ type Cache struct {
 	eot    wire.Location
 	hasEOT bool
 	closed bool
+	// m is the Cache's place in Limits.Budget, nil for none or once
+	// closed.
+	m *member
 	// slab hands out entries and payload storage in blocks (slab.go).
 	slab slab
 }
@@ -161,7 +167,33 @@ func New(l Limits, neverSeen wire.Opt[wire.Location]) *Cache {
 		c.floor, c.hasFloor = neverSeen.Value, true
 		c.top, c.hasTop = neverSeen.Value, true
 	}
+	if l.Budget != nil {
+		c.m = l.Budget.join(c)
+	}
 	return c
+}
+
+// grow counts n bytes more held (fewer for n < 0), in the Cache and its
+// Budget; the caller holds mu.
+func (c *Cache) grow(n int64) {
+	c.bytes += n
+	if c.m != nil {
+		c.m.grow(n)
+	}
+}
+
+// reclaim lets the Budget take back what passes it; the caller holds no
+// lock of the Cache's (see Budget).
+func (c *Cache) reclaim() {
+	if b := c.limits.Budget; b != nil {
+		b.reclaim()
+	}
+}
+
+// fits reports whether an object of n bytes, EntryOverhead included, may
+// be held at all: one the limits would evict at once is not.
+func (c *Cache) fits(n int64) bool {
+	return (c.limits.Bytes == 0 || n <= c.limits.Bytes) && (c.limits.Budget == nil || n <= c.limits.Budget.target())
 }
 
 // below reports whether l is at or below the floor.
@@ -209,7 +241,7 @@ func (c *Cache) insert(l wire.Location, e *entry) {
 		g.objs = slices.Insert(g.objs, i, e)
 	}
 	c.count++
-	c.bytes += e.size()
+	c.grow(e.size())
 	c.raiseTop(l)
 }
 
@@ -224,17 +256,20 @@ func (c *Cache) raiseTop(l wire.Location) {
 // Location already held, or unknown below the floor, is left as it is.
 func (c *Cache) Begin(l wire.Location) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed || c.below(l) {
+		c.mu.Unlock()
 		return
 	}
 	if e, _, _ := c.lookup(l); e != nil {
+		c.mu.Unlock()
 		return
 	}
 	e := c.slab.entry()
 	*e = entry{id: l.Object, kind: kindPending, received: c.now()}
 	c.insert(l, e)
 	c.evict()
+	c.mu.Unlock()
+	c.reclaim()
 }
 
 // Add stores a complete object, copying its slices, or the knowledge a
@@ -243,11 +278,13 @@ func (c *Cache) Begin(l wire.Location) {
 // An object the limits cannot hold at all is recorded as unknown.
 func (c *Cache) Add(o Object) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed || c.below(o.Location) {
+		c.mu.Unlock()
 		return
 	}
 	c.add(o)
+	c.mu.Unlock()
+	c.reclaim()
 }
 
 // add is Add for a Location above the floor; the caller holds mu.
@@ -277,7 +314,7 @@ func (c *Cache) add(o Object) {
 			c.eot, c.hasEOT = l, true
 		}
 	default:
-		if c.limits.Bytes > 0 && int64(len(o.Properties)+len(o.Payload))+EntryOverhead > c.limits.Bytes {
+		if !c.fits(int64(len(o.Properties)+len(o.Payload)) + EntryOverhead) {
 			n.kind = kindAbandoned
 			break
 		}
@@ -294,7 +331,7 @@ func (c *Cache) add(o Object) {
 		// again. No Cursor holds an entry across its calls.
 		old, done := e.size(), e.done
 		*e = n
-		c.bytes += e.size() - old
+		c.grow(e.size() - old)
 		e.done = done
 		e.settle()
 	} else {
@@ -353,9 +390,11 @@ func (c *Cache) Unknown(l wire.Location) {
 // Close abandons every pending object and makes the Cache take nothing
 // more; its Cursors go on over what it holds. A track closes the cache it
 // replaces, so nobody waits for objects it will never be told of.
+//
+// A closed Cache leaves its Budget: what it holds is no longer counted,
+// since it goes once the Cursors over it are done.
 func (c *Cache) Close() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.closed = true
 	for _, g := range c.groups {
 		for _, e := range g.objs {
@@ -364,6 +403,12 @@ func (c *Cache) Close() {
 				e.settle()
 			}
 		}
+	}
+	m := c.m
+	c.m = nil
+	c.mu.Unlock()
+	if m != nil {
+		m.leave()
 	}
 }
 
@@ -379,7 +424,7 @@ func (c *Cache) Len() (int, int64) {
 func (c *Cache) remove(g *group, i int) {
 	e := g.objs[i]
 	c.count--
-	c.bytes -= e.size()
+	c.grow(-e.size())
 	// Its block of entries may outlive it: it keeps nothing alive.
 	*e = entry{}
 	if i == 0 {

@@ -30,7 +30,14 @@ var ErrConflict = errors.New("cache: a duplicate object differs from the cached 
 // between them and it.
 func (c *Cache) Learn(from wire.Location, o Object) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	err := c.learn(from, o)
+	c.mu.Unlock()
+	c.reclaim()
+	return err
+}
+
+// learn is Learn under mu.
+func (c *Cache) learn(from wire.Location, o Object) error {
 	to := o.Location
 	if c.closed || !c.hasTop || c.top.Less(to) || to.Less(from) {
 		return nil
