@@ -58,7 +58,11 @@
 // # Authorization tokens
 //
 // AUTHORIZATION_TOKENs travel in SETUP (Config.AuthorizationTokens) and in
-// request parameters (wire.Params.AuthorizationTokens) (§8.9). A peer may
+// request parameters (wire.Params.AuthorizationTokens) (§8.9).
+// wire.UseToken(wire.TokenTypeOutOfBand, value) makes the usual one: a
+// credential whose kind (its Type) the endpoints agreed on;
+// wire.RegisterToken and wire.UseTokenAlias send a long one once and name
+// it by an alias afterwards. A peer may
 // register tokens under aliases up to Config.MaxAuthTokenCacheSize bytes
 // (default 0: no aliases); the session resolves them, so handlers see each
 // request's tokens as Type and Value (Request.AuthorizationTokens,

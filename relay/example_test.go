@@ -133,7 +133,7 @@ func Example() {
 		return
 	}
 	defer c.Close()
-	secret := wire.Params{AuthorizationTokens: []wire.Token{{AliasType: wire.TokenUseValue, Type: 1, Value: []byte("secret")}}}
+	secret := wire.Params{AuthorizationTokens: []wire.Token{wire.UseToken(wire.TokenTypeOutOfBand, []byte("secret"))}}
 
 	// Relayed, without the token: refused by Authorize.
 	_, err = c.Subscribe(ctx, wire.FullTrackName{Namespace: wire.NewNamespace("live"), Name: []byte("cam")}, wire.Params{})
