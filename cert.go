@@ -8,11 +8,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/big"
 	"net"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -80,6 +83,76 @@ func GenerateCertificate(hosts ...string) (tls.Certificate, [32]byte, error) {
 	}
 	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
 	return cert, sha256.Sum256(der), nil
+}
+
+// ParseCertificateHash parses the SHA-256 of a certificate, as a server
+// prints it for clients to pin with Config.ServerCertificateHashes: 64 hex
+// digits, upper or lower case, bare or with a colon between bytes as
+// openssl prints fingerprints (AB:CD:…, its "sha256 Fingerprint=" label
+// included or not), or standard base64, padded or not, as browsers'
+// serverCertificateHashes take it. Surrounding space is ignored.
+func ParseCertificateHash(s string) ([32]byte, error) {
+	var sum [32]byte
+	s = strings.TrimSpace(s)
+	if i := strings.Index(strings.ToLower(s), "fingerprint="); i >= 0 {
+		s = strings.TrimSpace(s[i+len("fingerprint="):])
+	}
+	b, err := decodeHash(s)
+	if err != nil {
+		return sum, fmt.Errorf("moqt: certificate hash %q: %w", s, err)
+	}
+	if len(b) != len(sum) {
+		return sum, fmt.Errorf("moqt: certificate hash %q: %d bytes, a SHA-256 has %d", s, len(b), len(sum))
+	}
+	copy(sum[:], b)
+	return sum, nil
+}
+
+// decodeHash decodes s as hex (bare or colon-separated) or base64, the
+// forms being told apart by their alphabets: hex has no letter past f,
+// base64 no colon.
+func decodeHash(s string) ([]byte, error) {
+	if s == "" {
+		return nil, errors.New("empty; want 64 hex digits or base64")
+	}
+	if strings.Contains(s, ":") {
+		parts := strings.Split(s, ":")
+		for _, p := range parts {
+			if len(p) != 2 {
+				return nil, errors.New("colon-separated hex needs two digits between colons")
+			}
+		}
+		s = strings.Join(parts, "")
+		b, err := hex.DecodeString(s)
+		if err != nil {
+			return nil, errors.New("not hex")
+		}
+		return b, nil
+	}
+	if isHex(s) && len(s) != base64Len && len(s) != base64Len-1 {
+		// Only base64 of a SHA-256's length could be all hex digits.
+		if len(s) != 2*sha256.Size {
+			return nil, fmt.Errorf("%d hex digits, want %d", len(s), 2*sha256.Size)
+		}
+		return hex.DecodeString(s)
+	}
+	b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
+	if err != nil {
+		return nil, errors.New("neither 64 hex digits nor base64")
+	}
+	return b, nil
+}
+
+// base64Len is the length of a SHA-256 in padded standard base64.
+var base64Len = base64.StdEncoding.EncodedLen(sha256.Size)
+
+func isHex(s string) bool {
+	for i := range len(s) {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", rune(s[i])) {
+			return false
+		}
+	}
+	return true
 }
 
 // pinCertificates returns a clone of base (nil means an empty one) that

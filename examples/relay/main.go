@@ -59,7 +59,7 @@ func main() {
 	flag.StringVar(&o.certFile, "cert", "", "TLS certificate (PEM); a self-signed one is made when empty")
 	flag.StringVar(&o.keyFile, "key", "", "TLS key (PEM)")
 	flag.StringVar(&o.upstream, "upstream", "", "relay to chain to (moqt:// or https:// URL); none when empty")
-	upstreamHash := flag.String("upstream-sha256", "", "SHA-256 (hex) of the upstream's certificate, for a self-signed one")
+	upstreamHash := flag.String("upstream-sha256", "", "SHA-256 (hex or base64) of the upstream's certificate, for a self-signed one")
 	verbose := flag.Bool("v", false, "log at debug level")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\n"+
@@ -69,7 +69,7 @@ func main() {
 	}
 	flag.Parse()
 	if *upstreamHash != "" {
-		sum, err := parseHash(*upstreamHash)
+		sum, err := moqt.ParseCertificateHash(*upstreamHash)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "-upstream-sha256:", err)
 			os.Exit(2)
@@ -88,20 +88,6 @@ func main() {
 		log.Error("relay failed", "err", err)
 		os.Exit(1)
 	}
-}
-
-// parseHash reads a SHA-256 written in hex.
-func parseHash(s string) ([32]byte, error) {
-	var sum [32]byte
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		return sum, err
-	}
-	if len(b) != len(sum) {
-		return sum, fmt.Errorf("%d bytes, want %d", len(b), len(sum))
-	}
-	copy(sum[:], b)
-	return sum, nil
 }
 
 // run serves until ctx is done, then drains every session. ready, if set,
