@@ -16,7 +16,9 @@
 // trust a server by the SHA-256 of its certificate, as browsers do with
 // WebTransport's serverCertificateHashes: Config.ServerCertificateHashes,
 // with the hash GenerateCertificate returns for the short-lived self-signed
-// certificate it makes.
+// certificate it makes (ParseCertificateHash reads it as a server prints
+// it). A server the client does not trust fails Dial with an error
+// wrapping ErrUntrustedCertificate, which says why and what to set.
 //
 // A session stays up while it is idle: keep-alive PINGs
 // (Config.KeepAlivePeriod, default 2 s) keep its connection within the
