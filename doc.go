@@ -7,7 +7,9 @@
 // A client calls Dial with a "moqt://host:port/path" URL (raw QUIC; the
 // path and authority travel in SETUP) or an "https://host:port/path" URL
 // (WebTransport). A server calls Listen, which serves both on one UDP port,
-// and takes sessions from Server.Accept. Either way the SETUP exchange is
+// and takes sessions from Server.Accept, or lets Server.Serve take every
+// one when its Config.Handler does all the work (Serve also drains them
+// with GOAWAY when its context ends). Either way the SETUP exchange is
 // complete when the *Session is returned.
 //
 // TLS is configured in one place, Config.TLSConfig, for both: Listen needs a
@@ -149,7 +151,7 @@
 // setting up from the source (IPv4 address, IPv6 /64) that holds the most,
 // so one host cannot lock others out; sessions waiting for Accept are never
 // displaced, and a server full of them refuses connections: accepting is
-// therefore not optional. MAX_REQUEST_UPDATES and MAX_FILTER_RANGES are
+// therefore not optional (Server.Serve does it). MAX_REQUEST_UPDATES and MAX_FILTER_RANGES are
 // set in Config (the peer's MAX_FILTER_RANGES is kept: range filters past
 // it fail with ErrFilterRanges before they are sent). No subscriber holds
 // up a publisher's write for longer than Config.SubscriberGrace, even when

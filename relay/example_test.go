@@ -114,16 +114,16 @@ func Example() {
 		return
 	}
 	defer srv.Close()
-	go func() { // the server's sessions, closed with it
-		for {
-			if _, err := srv.Accept(context.Background()); err != nil {
-				return
-			}
-		}
-	}()
-
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	serving, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serving) }() // accepts every session
+	defer func() {
+		stop() // GOAWAY to every session, then Serve returns once they are gone
+		<-served
+	}()
+
 	c, err := moqt.Dial(ctx, "moqt://"+srv.Addr().String()+"/live", &moqt.Config{
 		ServerCertificateHashes: [][32]byte{hash},
 		Logger:                  slog.New(slog.DiscardHandler),

@@ -4,7 +4,17 @@
 // subscription per track and publisher shared by every downstream subscriber.
 //
 //	r := relay.New(relay.Config{Authorize: relay.AllowAll})
-//	srv, _ := moqt.Listen(addr, &moqt.Config{TLSConfig: tlsConf, Handler: r}, nil)
+//	defer r.Close()
+//	srv, err := moqt.Listen(addr, &moqt.Config{TLSConfig: tlsConf, Handler: r}, nil)
+//	if err != nil {
+//		return err
+//	}
+//	defer srv.Close()
+//	return srv.Serve(ctx) // accepts every session; when ctx ends, GOAWAY and drain
+//
+// The relay is the sessions' Handler: it serves their requests, and
+// Server.Serve takes the sessions (a server that stops accepting refuses
+// new connections once its pool is full; see moqt.Server).
 //
 // What the relay queues for slow downstream sessions is bounded by the
 // sessions' moqt.Config: per session (MaxSessionBacklog) and across the

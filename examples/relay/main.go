@@ -33,7 +33,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"sync"
 	"syscall"
 	"time"
 
@@ -120,7 +119,7 @@ func run(ctx context.Context, o options, log *slog.Logger, ready func(net.Addr))
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
 		Logger:    log,
 		Handler:   r,
-	}, &moqt.ServerOptions{CheckOrigin: func(*http.Request) bool { return true }})
+	}, &moqt.ServerOptions{CheckOrigin: func(*http.Request) bool { return true }, DrainTimeout: drainTimeout})
 	if err != nil {
 		return err
 	}
@@ -130,45 +129,10 @@ func run(ctx context.Context, o options, log *slog.Logger, ready func(net.Addr))
 		ready(srv.Addr())
 	}
 
-	var (
-		mu       sync.Mutex
-		sessions = map[*moqt.Session]struct{}{}
-		wg       sync.WaitGroup
-	)
-	for {
-		s, err := srv.Accept(ctx)
-		if err != nil {
-			if errors.Is(err, context.Canceled) {
-				break
-			}
-			return err
-		}
-		log.Info("session", "webtransport", s.WebTransport(),
-			"version", s.Version().String(), "path", s.Path(), "peer", s.PeerSetup().MoqtImplementation.Value)
-		mu.Lock()
-		sessions[s] = struct{}{}
-		mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-s.Context().Done()
-			mu.Lock()
-			delete(sessions, s)
-			mu.Unlock()
-			log.Info("session ended", "cause", context.Cause(s.Context()))
-		}()
-	}
-
-	log.Info("shutting down: sending GOAWAY")
-	drain, cancel := context.WithTimeout(context.Background(), drainTimeout)
-	defer cancel()
-	mu.Lock()
-	for s := range sessions {
-		go s.Shutdown(drain, "")
-	}
-	mu.Unlock()
-	wg.Wait()
-	return errors.Join(r.Close(), srv.Close())
+	// Serve accepts every session; when ctx ends it sends each GOAWAY,
+	// gives it ServerOptions.DrainTimeout to leave, then closes it.
+	err = srv.Serve(ctx)
+	return errors.Join(err, r.Close(), srv.Close())
 }
 
 // loadOrMakeCertificate loads the given key pair, or makes a fresh
