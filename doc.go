@@ -138,6 +138,18 @@
 // reports an error wrapping ErrFellBehind. Objects outside a
 // subscription's filters are never delivered to it.
 //
+// # Logging
+//
+// Sessions log to Config.Logger with log/slog: a stable message per
+// subsystem ("moqt: session", "moqt: request", …), an "event" attribute
+// saying what happened ("start", "end", "goaway_sent", …), and stable
+// attribute keys; every session's records carry its role, transport,
+// version and remote address. Each session's start and end is logged at
+// Info (its end at Warn when its code is not NO_ERROR), a Handler's
+// panic at Error, single requests at Debug. docs/logging.md in the
+// repository lists every record of this package and of the relay
+// package, with its attributes and when it is emitted.
+//
 // # Limits
 //
 // Control messages are at most 65535 bytes, names at most 4096, reason

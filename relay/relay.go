@@ -182,8 +182,11 @@ type Config struct {
 	// Metrics receives the relay's counters. Default: none kept.
 	Metrics Metrics
 
-	// Logger receives session and request lifecycle events, at Debug
-	// level, and failures at Warn. Default: slog.Default().
+	// Logger receives the relay's records: its view of sessions and
+	// requests, and of its upstreams, at Debug, and what failed at Warn,
+	// each with a stable message ("relay: upstream", …) and "event"
+	// attribute; docs/logging.md in the repository lists them all. The
+	// sessions log to their own moqt.Config.Logger. Default: slog.Default().
 	Logger *slog.Logger
 
 	// Cache bounds the objects each track keeps for FETCH and fills
@@ -356,7 +359,7 @@ func (rl *Relay) ServeMOQT(req moqt.Request) {
 		re := refusal(err)
 		_ = req.Reject(re.Code, re.Reason)
 		rl.reqDone(kind, OutcomeUnauthorized)
-		rl.log.Debug("relay: request refused", "kind", kind, "err", err)
+		rl.log.Debug("relay: request", "event", "unauthorized", "kind", kind, "err", err)
 		return
 	}
 	switch r := req.(type) {
@@ -393,7 +396,7 @@ func (rl *Relay) authorizeUpdate(req moqt.Request, update *wire.Params) error {
 	if err == nil {
 		return nil
 	}
-	rl.log.Debug("relay: update refused", "kind", requestKind(req), "err", err)
+	rl.log.Debug("relay: request", "event", "update_unauthorized", "kind", requestKind(req), "err", err)
 	return refusal(err)
 }
 
