@@ -149,8 +149,8 @@ func (rl *Relay) holdForward(f *upForward, u *moqt.Session, ann *moqt.Announceme
 	defer renew.Stop()
 	arm := func() {
 		renew.Stop()
-		if x := ann.Params.Expires; x.Set && x.Value > 0 {
-			renew.Reset(time.Duration(x.Value) * time.Millisecond / 2)
+		if x, ok := ann.Params.Expires.Get(); ok && x > 0 {
+			renew.Reset(time.Duration(x) * time.Millisecond / 2)
 		}
 	}
 	arm()
