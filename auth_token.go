@@ -84,7 +84,7 @@ func useValues(toks []AuthToken) []wire.Token {
 	}
 	out := make([]wire.Token, len(toks))
 	for i, t := range toks {
-		out[i] = wire.Token{AliasType: wire.TokenUseValue, Type: t.Type, Value: t.Value}
+		out[i] = wire.UseToken(t.Type, t.Value)
 	}
 	return out
 }

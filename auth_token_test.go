@@ -11,12 +11,12 @@ import (
 
 // Token builders: Token Type 1 unless said otherwise.
 func tokReg(alias uint64, v string) wire.Token {
-	return wire.Token{AliasType: wire.TokenRegister, Alias: alias, Type: 1, Value: []byte(v)}
+	return wire.RegisterToken(alias, 1, []byte(v))
 }
-func tokUse(alias uint64) wire.Token { return wire.Token{AliasType: wire.TokenUseAlias, Alias: alias} }
-func tokDel(alias uint64) wire.Token { return wire.Token{AliasType: wire.TokenDelete, Alias: alias} }
+func tokUse(alias uint64) wire.Token { return wire.UseTokenAlias(alias) }
+func tokDel(alias uint64) wire.Token { return wire.DeleteTokenAlias(alias) }
 func tokVal(v string) wire.Token {
-	return wire.Token{AliasType: wire.TokenUseValue, Type: 1, Value: []byte(v)}
+	return wire.UseToken(1, []byte(v))
 }
 func toks(t ...wire.Token) []wire.Token { return t }
 

@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"errors"
 	"math/big"
 	"net"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/internal/transport"
 )
 
 // selfSigned makes a certificate for 127.0.0.1 valid from notBefore to
@@ -86,6 +89,7 @@ func TestDialServerCertificateHashes(t *testing.T) {
 					if tc.wantErr != "" {
 						require.Error(t, err)
 						assert.Contains(t, err.Error(), tc.wantErr)
+						assert.ErrorIs(t, err, ErrUntrustedCertificate)
 						return
 					}
 					require.NoError(t, err)
@@ -126,6 +130,7 @@ func TestDialServerCertificateHashesKeepsVerifyConnection(t *testing.T) {
 	}}
 	_, err = Dial(ctx, "moqt://"+srv.Addr().String()+"/live", quietConfig(&Config{TLSConfig: base, ServerCertificateHashes: [][32]byte{hash}}))
 	assert.ErrorIs(t, err, refused)
+	assert.NotErrorIs(t, err, ErrUntrustedCertificate, "the application refused a certificate the pin trusts")
 	assert.True(t, called)
 	assert.False(t, base.InsecureSkipVerify, "the caller's TLSConfig is not modified")
 }
@@ -155,5 +160,116 @@ func TestListenNeedsCertificate(t *testing.T) {
 	for _, cfg := range []*Config{nil, {}, {TLSConfig: &tls.Config{}}} {
 		_, err := Listen("127.0.0.1:0", cfg, nil)
 		assert.ErrorContains(t, err, "Config.TLSConfig")
+	}
+}
+
+// TestDialUntrustedCertificate: a client that neither pins a server's
+// self-signed certificate nor trusts its CA gets an error that says so and
+// what to do, over both transports, instead of a bare TLS alert code; with
+// the pin, parsed from the hash as the server prints it, the same dial
+// works. A name that does not fit is reported the same way, with its
+// reason.
+func TestDialUntrustedCertificate(t *testing.T) {
+	cert, hash, err := GenerateCertificate("127.0.0.1")
+	require.NoError(t, err)
+	srv, err := Listen("127.0.0.1:0", quietConfig(&Config{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}), nil)
+	require.NoError(t, err)
+	defer srv.Close()
+	trusting := x509.NewCertPool()
+	trusting.AddCert(cert.Leaf)
+
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			url := tr.scheme + "://" + srv.Addr().String() + "/live"
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+
+			// No pin, and roots that do not know it (nil would be the
+			// system's: the same result, less certain).
+			_, err := Dial(ctx, url, quietConfig(&Config{TLSConfig: &tls.Config{RootCAs: x509.NewCertPool()}}))
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrUntrustedCertificate)
+			for _, want := range []string{"not trusted", "unknown authority", "Config.ServerCertificateHashes",
+				"ParseCertificateHash", "Config.TLSConfig.RootCAs"} {
+				assert.Contains(t, err.Error(), want)
+			}
+			var te *TransportError
+			require.ErrorAs(t, err, &te, "the transport's error stays wrapped")
+			assert.Equal(t, uint64(0x12a), te.Code, "CRYPTO_ERROR bad_certificate")
+			assert.False(t, te.Remote)
+			var cve *tls.CertificateVerificationError
+			assert.ErrorAs(t, err, &cve)
+
+			// The CA is trusted, the name is not the certificate's.
+			_, err = Dial(ctx, url, quietConfig(&Config{TLSConfig: &tls.Config{RootCAs: trusting, ServerName: "example.com"}}))
+			assert.ErrorIs(t, err, ErrUntrustedCertificate)
+			assert.ErrorContains(t, err, "wanted to match example.com")
+
+			// Pinned, as a client given the printed hash does.
+			pin, err := ParseCertificateHash(hex.EncodeToString(hash[:]))
+			require.NoError(t, err)
+			s, err := Dial(ctx, url, quietConfig(&Config{TLSConfig: &tls.Config{RootCAs: x509.NewCertPool()},
+				ServerCertificateHashes: [][32]byte{pin}}))
+			require.NoError(t, err)
+			accepted, err := srv.Accept(ctx)
+			require.NoError(t, err)
+			assert.NoError(t, s.Close())
+			assert.NoError(t, accepted.Close())
+		})
+	}
+}
+
+// TestDialRefusedByVerifyConnection: without pins, the application's own
+// VerifyConnection refusing the server is reported as its error, not as an
+// untrusted certificate whose advice would not apply.
+func TestDialRefusedByVerifyConnection(t *testing.T) {
+	cert, _, err := GenerateCertificate("127.0.0.1")
+	require.NoError(t, err)
+	srv, err := Listen("127.0.0.1:0", quietConfig(&Config{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}), nil)
+	require.NoError(t, err)
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(cert.Leaf)
+	refused := errors.New("application refuses this server")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err = Dial(ctx, "moqt://"+srv.Addr().String()+"/", quietConfig(&Config{TLSConfig: &tls.Config{RootCAs: roots,
+		VerifyConnection: func(tls.ConnectionState) error { return refused }}}))
+	assert.ErrorIs(t, err, refused)
+	assert.NotErrorIs(t, err, ErrUntrustedCertificate)
+}
+
+// TestUntrustedCertificateFromAlert: a refusal that reaches Dial as a bare
+// CRYPTO_ERROR, without crypto/tls's error, is recognized by its alert when
+// this end sent one that refuses a certificate, and only then.
+func TestUntrustedCertificateFromAlert(t *testing.T) {
+	closed := func(code uint64, remote bool) error {
+		return transportError(&transport.ConnError{Kind: transport.ConnTransportClose, Code: code, Remote: remote,
+			Err: errors.New("crypto error")})
+	}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		untrusted bool
+		why       string
+	}{
+		{"unknown_ca", closed(0x130, false), true, "unknown certificate authority"},
+		{"certificate_expired", closed(0x12d, false), true, "expired certificate"},
+		{"bad_certificate", closed(0x12a, false), true, "bad certificate"},
+		{"handshake_failure", closed(0x128, false), false, ""},
+		{"the peer refused ours", closed(0x12a, true), false, ""},
+		{"not a crypto error", closed(0x2, false), false, ""},
+		{"idle timeout", transportError(&transport.ConnError{Kind: transport.ConnIdleTimeout, Err: errors.New("idle")}), false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := untrustedCertificate(tc.err)
+			if !tc.untrusted {
+				assert.Same(t, tc.err, got)
+				return
+			}
+			assert.ErrorIs(t, got, ErrUntrustedCertificate)
+			assert.ErrorIs(t, got, tc.err)
+			assert.Contains(t, got.Error(), tc.why)
+		})
 	}
 }

@@ -6,7 +6,10 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,4 +128,65 @@ func TestGenerateCertificateHandshake(t *testing.T) {
 			assert.Equal(t, uint16(tls.VersionTLS13), state.Version)
 		})
 	}
+}
+
+// TestParseCertificateHash reads a SHA-256 in each form a server or a tool
+// prints it, and refuses anything else with an error that says what was
+// wrong.
+func TestParseCertificateHash(t *testing.T) {
+	var want [32]byte
+	for i := range want {
+		want[i] = byte(0xa0 + i)
+	}
+	lower := hex.EncodeToString(want[:])
+	var pairs []string
+	for i := 0; i < len(lower); i += 2 {
+		pairs = append(pairs, strings.ToUpper(lower[i:i+2]))
+	}
+	colons := strings.Join(pairs, ":")
+	b64 := base64.StdEncoding.EncodeToString(want[:])
+	require.Len(t, b64, 44)
+
+	for _, tc := range []struct{ name, in string }{
+		{"hex", lower},
+		{"upper-case hex", strings.ToUpper(lower)},
+		{"openssl colons", colons},
+		{"openssl line", "sha256 Fingerprint=" + colons},
+		{"openssl 3 line", "SHA256 Fingerprint=" + colons + "\n"},
+		{"base64", b64},
+		{"base64 unpadded", strings.TrimRight(b64, "=")},
+		{"surrounding space", "  " + lower + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseCertificateHash(tc.in)
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+		})
+	}
+
+	for _, tc := range []struct{ name, in, why string }{
+		{"empty", "", "empty"},
+		{"short hex", lower[:62], "62 hex digits, want 64"},
+		{"long hex", lower + "ab", "66 hex digits, want 64"},
+		{"odd colons", colons[:len(colons)-1], "two digits between colons"},
+		{"colons, not hex", strings.Replace(colons, "A0", "G0", 1), "not hex"},
+		{"colons, short", colons[3:], "31 bytes, a SHA-256 has 32"},
+		{"base64 of the wrong size", base64.StdEncoding.EncodeToString(want[:20]), "20 bytes"},
+		{"garbage", "not a hash!", "neither 64 hex digits nor base64"},
+		{"SHA-1 fingerprint", colons[:59], "20 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseCertificateHash(tc.in)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.why)
+			assert.Contains(t, err.Error(), "moqt: certificate hash")
+		})
+	}
+
+	// What GenerateCertificate returns, printed as the example relay prints it.
+	_, sum, err := GenerateCertificate()
+	require.NoError(t, err)
+	got, err := ParseCertificateHash(hex.EncodeToString(sum[:]))
+	require.NoError(t, err)
+	assert.Equal(t, sum, got)
 }

@@ -308,8 +308,20 @@ type Config struct {
 	// Handler serves requests the peer opens. Default: DefaultHandler.
 	Handler Handler
 
-	// Logger receives the session's logs. Default: slog.Default().
+	// Logger receives the session's logs (docs/logging.md lists them).
+	// Default: slog.Default().
 	Logger *slog.Logger
+
+	// QlogDir, when set, makes every QUIC connection that Dial or Listen
+	// makes write a qlog of its QUIC events (and HTTP/3's, under
+	// WebTransport) to a file of its own in this directory, which is
+	// created if need be: JSON-SEQ named <ODCID>_<client|server>.sqlog, as
+	// quic-go writes for $QLOGDIR, for qvis and other qlog tools. A file is
+	// complete once its connection has closed, and closing waits for it
+	// (a second at most): Session.Close of a session this end closes,
+	// Server.Close for every connection of the server. A file that cannot
+	// be written is logged. For debugging: it costs CPU and disk per packet.
+	QlogDir string
 
 	// hooks lets the package's tests observe internal steps; nil outside
 	// tests.
@@ -461,8 +473,14 @@ func (c *Config) alpns() []string {
 
 // transportOptions returns the QUIC settings to give the transport.
 func (c *Config) transportOptions() transport.Options {
-	return transport.Options{KeepAlivePeriod: max(c.KeepAlivePeriod, 0), MaxIdleTimeout: c.MaxIdleTimeout,
+	o := transport.Options{KeepAlivePeriod: max(c.KeepAlivePeriod, 0), MaxIdleTimeout: c.MaxIdleTimeout,
 		MaxIncomingStreams: c.MaxIncomingStreams, MaxIncomingUniStreams: c.MaxIncomingUniStreams}
+	if c.QlogDir != "" {
+		log := c.Logger
+		o.QlogDir = c.QlogDir
+		o.QlogFailed = func(err error) { log.Warn("moqt: qlog", "event", "failed", "err", err) }
+	}
+	return o
 }
 
 // windows returns the receive windows to give the transport.

@@ -180,14 +180,14 @@ func TestAuthTokenHandlerSeesResolvedTokens(t *testing.T) {
 	c := recvOrFail(t, calls)
 	assert.Equal(t, []string{"sub-token@2"}, tokStrings(c.tokens))
 
-	expect[*wire.SubscribeOK](fp.subscribeWith(2, tokUse(2), tokUse(1), wire.Token{AliasType: wire.TokenUseValue, Type: 9, Value: []byte("v")}))
+	expect[*wire.SubscribeOK](fp.subscribeWith(2, tokUse(2), tokUse(1), wire.UseToken(9, []byte("v"))))
 	c = recvOrFail(t, calls)
 	assert.Equal(t, []string{"sub-token@2", "setup-token@1", "v"}, tokStrings(c.tokens))
 	assert.Equal(t, []uint64{1, 1, 9}, []uint64{c.tokens[0].Type, c.tokens[1].Type, c.tokens[2].Type})
 	assert.Equal(t, []wire.Token{
-		{AliasType: wire.TokenUseValue, Type: 1, Value: []byte("sub-token")},
-		{AliasType: wire.TokenUseValue, Type: 1, Value: []byte("setup-token")},
-		{AliasType: wire.TokenUseValue, Type: 9, Value: []byte("v")},
+		wire.UseToken(1, []byte("sub-token")),
+		wire.UseToken(1, []byte("setup-token")),
+		wire.UseToken(9, []byte("v")),
 	}, c.params)
 	assert.NoError(t, s.Context().Err())
 }

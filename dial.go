@@ -20,7 +20,9 @@ import (
 //
 // TLS comes from cfg.TLSConfig, cloned, with the ALPNs added; to trust a
 // server by its certificate's hash, as browsers do with a self-signed one,
-// set cfg.ServerCertificateHashes. The default port is 443. Dial returns once the server's SETUP has
+// set cfg.ServerCertificateHashes. A server this end does not trust fails
+// the dial with an error wrapping ErrUntrustedCertificate, which says why.
+// The default port is 443. Dial returns once the server's SETUP has
 // arrived. A connection that fails without a MoQT close is reported as a
 // *TransportError: a server too busy to take it refuses it, which matches
 // ErrConnectionRefused.
@@ -42,7 +44,7 @@ func Dial(ctx context.Context, rawURL string, cfg *Config) (*Session, error) {
 		if why := refused(); why != nil {
 			return nil, fmt.Errorf("%w (%w)", why, publicError(err))
 		}
-		return nil, publicError(err)
+		return nil, untrustedCertificate(publicError(err))
 	}
 	version, ok := wire.ParseALPN(conn.Protocol())
 	if !ok {

@@ -7,7 +7,9 @@
 // A client calls Dial with a "moqt://host:port/path" URL (raw QUIC; the
 // path and authority travel in SETUP) or an "https://host:port/path" URL
 // (WebTransport). A server calls Listen, which serves both on one UDP port,
-// and takes sessions from Server.Accept. Either way the SETUP exchange is
+// and takes sessions from Server.Accept, or lets Server.Serve take every
+// one when its Config.Handler does all the work (Serve also drains them
+// with GOAWAY when its context ends). Either way the SETUP exchange is
 // complete when the *Session is returned.
 //
 // TLS is configured in one place, Config.TLSConfig, for both: Listen needs a
@@ -16,7 +18,9 @@
 // trust a server by the SHA-256 of its certificate, as browsers do with
 // WebTransport's serverCertificateHashes: Config.ServerCertificateHashes,
 // with the hash GenerateCertificate returns for the short-lived self-signed
-// certificate it makes.
+// certificate it makes (ParseCertificateHash reads it as a server prints
+// it). A server the client does not trust fails Dial with an error
+// wrapping ErrUntrustedCertificate, which says why and what to set.
 //
 // A session stays up while it is idle: keep-alive PINGs
 // (Config.KeepAlivePeriod, default 2 s) keep its connection within the
@@ -58,7 +62,11 @@
 // # Authorization tokens
 //
 // AUTHORIZATION_TOKENs travel in SETUP (Config.AuthorizationTokens) and in
-// request parameters (wire.Params.AuthorizationTokens) (§8.9). A peer may
+// request parameters (wire.Params.AuthorizationTokens) (§8.9).
+// wire.UseToken(wire.TokenTypeOutOfBand, value) makes the usual one: a
+// credential whose kind (its Type) the endpoints agreed on;
+// wire.RegisterToken and wire.UseTokenAlias send a long one once and name
+// it by an alias afterwards. A peer may
 // register tokens under aliases up to Config.MaxAuthTokenCacheSize bytes
 // (default 0: no aliases); the session resolves them, so handlers see each
 // request's tokens as Type and Value (Request.AuthorizationTokens,
@@ -130,6 +138,18 @@
 // reports an error wrapping ErrFellBehind. Objects outside a
 // subscription's filters are never delivered to it.
 //
+// # Logging
+//
+// Sessions log to Config.Logger with log/slog: a stable message per
+// subsystem ("moqt: session", "moqt: request", …), an "event" attribute
+// saying what happened ("start", "end", "goaway_sent", …), and stable
+// attribute keys; every session's records carry its role, transport,
+// version and remote address. Each session's start and end is logged at
+// Info (its end at Warn when its code is not NO_ERROR), a Handler's
+// panic at Error, single requests at Debug. docs/logging.md in the
+// repository lists every record of this package and of the relay
+// package, with its attributes and when it is emitted.
+//
 // # Limits
 //
 // Control messages are at most 65535 bytes, names at most 4096, reason
@@ -143,7 +163,7 @@
 // setting up from the source (IPv4 address, IPv6 /64) that holds the most,
 // so one host cannot lock others out; sessions waiting for Accept are never
 // displaced, and a server full of them refuses connections: accepting is
-// therefore not optional. MAX_REQUEST_UPDATES and MAX_FILTER_RANGES are
+// therefore not optional (Server.Serve does it). MAX_REQUEST_UPDATES and MAX_FILTER_RANGES are
 // set in Config (the peer's MAX_FILTER_RANGES is kept: range filters past
 // it fail with ErrFilterRanges before they are sent). No subscriber holds
 // up a publisher's write for longer than Config.SubscriberGrace, even when

@@ -278,6 +278,18 @@ var (
 	// succeed.
 	ErrConnectionRefused = errors.New("moqt: connection refused by the server")
 
+	// ErrUntrustedCertificate is wrapped by Dial's error when this end did
+	// not trust the server's certificate: no chain to Config.TLSConfig's
+	// roots (a self-signed certificate, say), a name or validity that
+	// does not fit, or no match in Config.ServerCertificateHashes. The
+	// fix is to pin the certificate with ServerCertificateHashes
+	// (ParseCertificateHash of the SHA-256 the server prints) or to trust
+	// its CA with TLSConfig.RootCAs. The error says why, and wraps the
+	// *TransportError (QUIC reports the refusal as a TLS alert, such as
+	// CRYPTO_ERROR 0x12a, bad_certificate) and crypto/tls's
+	// *tls.CertificateVerificationError when chain verification failed.
+	ErrUntrustedCertificate = errors.New("moqt: the server's certificate is not trusted")
+
 	// ErrFellBehind is wrapped by the error of a subscription cancelled
 	// because its application left received data unread for longer than
 	// Config.ReadStallTimeout. It also wraps ErrCancelled.

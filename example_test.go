@@ -75,3 +75,29 @@ func Example() {
 	// {0, 0} tick
 	// {0, 1} tock
 }
+
+// A client pins a self-signed server by the SHA-256 the server printed:
+// hex, openssl's colon-separated fingerprint or base64 all parse to the
+// same hash.
+func ExampleParseCertificateHash() {
+	for _, printed := range []string{
+		"3f1a6c0e9b2d4f5a8c7e1b0d2f4a6c8e0b1d3f5a7c9e1b2d4f6a8c0e2b4d6f8a",
+		"SHA256 Fingerprint=3F:1A:6C:0E:9B:2D:4F:5A:8C:7E:1B:0D:2F:4A:6C:8E:0B:1D:3F:5A:7C:9E:1B:2D:4F:6A:8C:0E:2B:4D:6F:8A",
+		"PxpsDpstT1qMfhsNL0psjgsdP1p8nhstT2qMDitNb4o=",
+	} {
+		hash, err := moqt.ParseCertificateHash(printed)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		cfg := &moqt.Config{ServerCertificateHashes: [][32]byte{hash}} // for moqt.Dial
+		fmt.Printf("%x\n", cfg.ServerCertificateHashes[0][:4])
+	}
+	_, err := moqt.ParseCertificateHash("3f1a6c0e")
+	fmt.Println(err)
+	// Output:
+	// 3f1a6c0e
+	// 3f1a6c0e
+	// 3f1a6c0e
+	// moqt: certificate hash "3f1a6c0e": 8 hex digits, want 64
+}

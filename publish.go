@@ -52,7 +52,7 @@ func openPublish(ctx context.Context, s *Session, track wire.FullTrackName, para
 	if err := ss.markOpened(); err != nil {
 		// The subscription ended before its PUBLISH went out, and its
 		// PUBLISH_DONE could not follow; awaitPublishOK reports the end.
-		s.log.Debug("PUBLISH_DONE after PUBLISH not sent", "request", rs.id, "err", err)
+		s.log.Debug("moqt: publish", "event", "done_not_sent", "request_id", rs.id, "err", err)
 	}
 	rs.goServe(ss)
 	return ss, nil

@@ -85,7 +85,7 @@ func (ss *ServedSubscription) startFill(id uint64, fill *wire.Params, largest wi
 	ss.sess.goroutines.Go(func() {
 		defer release()
 		if err := pumpFetch(ss.ctx, cur, f, w, budget); err != nil {
-			ss.sess.log.Debug("moqt: fill fetch stream ended", "request_id", id, "err", err)
+			ss.sess.log.Debug("moqt: fill", "event", "failed", "request_id", id, "err", err)
 		}
 	})
 }

@@ -5,10 +5,13 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/moqt-go/moqt/internal/pending"
 	"github.com/moqt-go/moqt/internal/transport"
@@ -23,11 +26,13 @@ import (
 //
 // Accepting is not optional: sessions wait for Accept in a bounded pool
 // (ServerOptions.MaxPendingSessions), and a server that stops calling it
-// refuses new connections once the pool is full of them.
+// refuses new connections once the pool is full of them. A server whose
+// Config.Handler does all the work calls Serve, which accepts for it.
 type Server struct {
 	ln     *transport.Listener
 	cfg    *Config
 	queue  acceptQueue
+	drain  time.Duration // ServerOptions.DrainTimeout, defaulted
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -63,7 +68,16 @@ type ServerOptions struct {
 	// which Dial reports as ErrConnectionRefused. A session that ends while
 	// it waits gives its place back. Default 64.
 	MaxPendingSessions int
+	// DrainTimeout is how long Serve gives each session, once its context
+	// is done, to end after GOAWAY before closing it; it is the Timeout
+	// the GOAWAY announces (§9.2). Default 5s; negative sends GOAWAY and
+	// closes at once.
+	DrainTimeout time.Duration
 }
+
+// defaultDrainTimeout is ServerOptions.DrainTimeout's default: time for a
+// client to finish what it is reading and move on.
+const defaultDrainTimeout = 5 * time.Second
 
 // Listen starts a Server on the UDP address addr. cfg configures every
 // session; its TLSConfig must carry a certificate (see
@@ -82,7 +96,7 @@ func Listen(addr string, cfg *Config, opts *ServerOptions) (*Server, error) {
 	if err := checkSetupTokens(cfg.AuthorizationTokens); err != nil {
 		return nil, err
 	}
-	srv := &Server{cfg: cfg, queue: newAcceptQueue()}
+	srv := &Server{cfg: cfg, queue: newAcceptQueue(), drain: cmp.Or(opts.DrainTimeout, defaultDrainTimeout)}
 	pool := pending.NewPool(cmp.Or(max(opts.MaxPendingSessions, 0), defaultMaxPendingSessions))
 	ln, err := transport.Listen(addr, cfg.TLSConfig, &transport.ListenConfig{Protocols: cfg.alpns(), CheckOrigin: opts.CheckOrigin,
 		Windows: cfg.windows(), Options: cfg.transportOptions(), Pool: pool, ConnectTimeout: cfg.SetupTimeout})
@@ -123,6 +137,61 @@ func (srv *Server) Accept(ctx context.Context) (*Session, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// Serve accepts every session and holds it until it ends, for a server
+// whose Config.Handler does all the work: it is the Accept loop such a
+// server must otherwise write. When ctx is done, it stops accepting and
+// drains the sessions it accepted: each gets GOAWAY without a New Session
+// URI (Session.Shutdown) and ServerOptions.DrainTimeout to end, after which
+// it is closed, with GOAWAY_TIMEOUT if requests are still open. Serve
+// returns once all of them have ended and their closes are on the wire:
+// nil after a drain, or the error that stopped Accept (net.ErrClosed once
+// Close is called; the sessions are drained all the same). It does not
+// close the Server; sessions that complete SETUP after the drain starts
+// wait for Accept or Close.
+func (srv *Server) Serve(ctx context.Context) error {
+	return serveSessions(ctx, srv.Accept, srv.drain, srv.cfg.Logger)
+}
+
+// serveSessions is Serve over accept: it holds each session accept
+// returns until the session ends or ctx is done, then drains those left
+// within drain.
+func serveSessions(ctx context.Context, accept func(context.Context) (*Session, error), drain time.Duration, log *slog.Logger) error {
+	var (
+		wg       sync.WaitGroup
+		live     atomic.Int64
+		draining = make(chan struct{})
+		drainCtx context.Context // set before draining is closed
+		err      error
+	)
+	for {
+		s, aerr := accept(ctx)
+		if aerr != nil {
+			if ctx.Err() == nil {
+				err = aerr
+			}
+			break
+		}
+		live.Add(1)
+		wg.Go(func() {
+			defer live.Add(-1)
+			select {
+			case <-s.Context().Done():
+				return
+			case <-draining:
+			}
+			// The session logs how it ended; nothing is left to report.
+			_ = s.Shutdown(drainCtx, "")
+		})
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(drain, 0))
+	defer cancel()
+	drainCtx = dctx
+	log.Info("moqt: server", "event", "drain", "sessions", live.Load(), "timeout", max(drain, 0))
+	close(draining)
+	wg.Wait()
+	return err
 }
 
 // Close stops listening and closes every connection the server accepted.

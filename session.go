@@ -206,7 +206,11 @@ func newSession(conn transport.Conn, version wire.Version, isClient bool, cfg *C
 	}
 	// It draws on the shared backlog budget, if any, until it ends.
 	context.AfterFunc(ctx, s.backlog.init(cfg))
-	s.log = cfg.Logger.With("role", role, "version", version.String(), "remote", conn.RemoteAddr().String())
+	over := "quic"
+	if conn.WebTransport() {
+		over = "webtransport"
+	}
+	s.log = cfg.Logger.With("role", role, "transport", over, "version", version.String(), "remote", conn.RemoteAddr().String())
 	return s
 }
 

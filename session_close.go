@@ -3,6 +3,7 @@ package moqt
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -86,7 +87,7 @@ func (s *Session) waitGoroutines() {
 	select {
 	case <-done:
 	case <-t.C:
-		s.log.Warn("session goroutines still running after close", "waited", closeWait)
+		s.log.Warn("moqt: session", "event", "goroutines_stuck", "waited", closeWait)
 	}
 }
 
@@ -100,9 +101,6 @@ func (s *Session) fail(err error) {
 	s.cancel(se)
 	if context.Cause(s.ctx) != se {
 		return // another close won the race
-	}
-	if se.Code != wire.NoError {
-		s.log.Warn("closing session", "code", se.Code.String(), "reason", se.Reason)
 	}
 	reason := se.Reason
 	if len(reason) > wire.MaxReasonLen {
@@ -125,8 +123,30 @@ func (s *Session) watchTransport() {
 	case <-s.conn.Context().Done():
 		s.cancel(s.transportCloseError())
 	}
+	s.logEnd()
 	s.hook(func(h *sessionHooks) func() { return h.sessionEnded })
 	s.abortRequests()
+}
+
+// logEnd logs how the session ended: at Info for NO_ERROR, else at Warn.
+func (s *Session) logEnd() {
+	se := sessionErrorFrom(context.Cause(s.ctx))
+	by := "local"
+	if se.Remote {
+		by = "peer"
+	}
+	established := false
+	select {
+	case <-s.setupDone:
+		established = true
+	default:
+	}
+	level := slog.LevelInfo
+	if se.Code != wire.NoError {
+		level = slog.LevelWarn
+	}
+	s.log.Log(context.Background(), level, "moqt: session", "event", "end", "code", se.Code.String(),
+		"reason", se.Reason, "by", by, "established", established)
 }
 
 // abortRequests unblocks every request stream once the session has ended.

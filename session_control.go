@@ -263,6 +263,7 @@ func (s *Session) acceptSetup(st *wire.Setup) error {
 	}
 	s.peerSetup = own
 	close(s.setupDone)
-	s.log.Debug("peer SETUP", "implementation", st.MoqtImplementation.Value)
+	s.log.Info("moqt: session", "event", "start", "path", s.path, "authority", s.authority,
+		"peer_implementation", st.MoqtImplementation.Value)
 	return nil
 }

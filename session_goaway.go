@@ -49,7 +49,7 @@ func (s *Session) receiveGoaway(g *wire.Goaway) error {
 	if !s.away.receive(g.NewSessionURI) {
 		return protocolViolation("second GOAWAY on the control stream")
 	}
-	s.log.Info("peer sent GOAWAY", "uri", s.away.uri, "timeout_ms", g.Timeout)
+	s.log.Info("moqt: session", "event", "goaway_received", "uri", s.away.uri, "timeout_ms", g.Timeout)
 	s.goroutines.Go(s.closeWhenIdle)
 	return nil
 }
@@ -100,6 +100,7 @@ func (s *Session) Shutdown(ctx context.Context, uri string) error {
 		if err := s.writeControl(&wire.Goaway{NewSessionURI: uri, Timeout: timeout}); err != nil {
 			return err
 		}
+		s.log.Info("moqt: session", "event", "goaway_sent", "uri", uri, "timeout_ms", timeout)
 	}
 	if err := s.requests.waitIdle(ctx); err != nil {
 		if s.ctx.Err() != nil {
@@ -130,7 +131,7 @@ func (s *Session) closedByPeer() error {
 // the peer's drain waits for.
 func (s *Session) closeWhenIdle() {
 	if s.requests.waitIdle(s.ctx) == nil {
-		s.log.Info("closing after the peer's GOAWAY: no request is open")
+		s.log.Debug("moqt: session", "event", "goaway_drained")
 		s.fail(&SessionError{Code: wire.NoError}) // not Close, which would wait for this goroutine
 	}
 }

@@ -290,7 +290,7 @@ func TestHandlerPanicRecovered(t *testing.T) {
 			var re *RequestError
 			require.ErrorAs(t, err, &re)
 			assert.Equal(t, wire.ReqInternalError, re.Code)
-			assert.Contains(t, logs.String(), "Handler panicked")
+			assert.Contains(t, logs.String(), "event=handler_panic")
 			assert.Contains(t, logs.String(), "boom")
 
 			// Answered, then reset: the reset may overtake SUBSCRIBE_OK.

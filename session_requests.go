@@ -223,7 +223,7 @@ func (s *Session) serve(r Request) {
 
 // logPanic logs a Handler's panic with its stack, as net/http does.
 func (s *Session) logPanic(r Request, v any) {
-	s.log.Error("moqt: Handler panicked", "request_id", r.base().requestID(), "request", fmt.Sprintf("%T", r),
+	s.log.Error("moqt: request", "event", "handler_panic", "request_id", r.base().requestID(), "request", fmt.Sprintf("%T", r),
 		"panic", v, "stack", string(debug.Stack()))
 }
 

@@ -14,7 +14,7 @@ import (
 )
 
 func token(v string) []wire.Token {
-	return []wire.Token{{AliasType: wire.TokenUseValue, Type: 1, Value: []byte(v)}}
+	return []wire.Token{wire.UseToken(1, []byte(v))}
 }
 
 func hasToken(r moqt.Request, v string) bool {

@@ -204,6 +204,6 @@ func (o *outputs) malformed(reason string) {
 		return
 	}
 	rl.met.Dropped(DropMalformed, 1)
-	rl.log.Warn("relay: malformed track", "track", o.e.name.String(), "reason", reason)
+	rl.log.Warn("relay: track", "event", "malformed", "track", o.e.name.String(), "reason", reason)
 	o.e.shutdown(wire.DoneMalformedTrack, "malformed track upstream: "+reason)
 }

@@ -114,16 +114,16 @@ func Example() {
 		return
 	}
 	defer srv.Close()
-	go func() { // the server's sessions, closed with it
-		for {
-			if _, err := srv.Accept(context.Background()); err != nil {
-				return
-			}
-		}
-	}()
-
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	serving, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serving) }() // accepts every session
+	defer func() {
+		stop() // GOAWAY to every session, then Serve returns once they are gone
+		<-served
+	}()
+
 	c, err := moqt.Dial(ctx, "moqt://"+srv.Addr().String()+"/live", &moqt.Config{
 		ServerCertificateHashes: [][32]byte{hash},
 		Logger:                  slog.New(slog.DiscardHandler),
@@ -133,7 +133,7 @@ func Example() {
 		return
 	}
 	defer c.Close()
-	secret := wire.Params{AuthorizationTokens: []wire.Token{{AliasType: wire.TokenUseValue, Type: 1, Value: []byte("secret")}}}
+	secret := wire.Params{AuthorizationTokens: []wire.Token{wire.UseToken(wire.TokenTypeOutOfBand, []byte("secret"))}}
 
 	// Relayed, without the token: refused by Authorize.
 	_, err = c.Subscribe(ctx, wire.FullTrackName{Namespace: wire.NewNamespace("live"), Name: []byte("cam")}, wire.Params{})

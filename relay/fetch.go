@@ -44,7 +44,7 @@ func (rl *Relay) serveFetch(r *moqt.FetchRequest) {
 		}
 	}
 	if err != nil {
-		rl.log.Warn("relay: upstream", "event", "failed", "track", r.Track.String(), "err", err)
+		rl.log.Warn("relay: upstream", "event", "unavailable", "track", r.Track.String(), "err", err)
 	}
 	pubs = withoutSession(pubs, r.Session())
 	if len(pubs) == 0 {

@@ -108,7 +108,7 @@ func (rl *Relay) runForward(f *upForward) {
 	for f.ctx.Err() == nil {
 		ups, err := rl.upstreamSession(f.ctx, ns)
 		if err != nil {
-			rl.log.Warn("relay: upstream unavailable", "namespace", ns.String(), "err", err)
+			rl.log.Warn("relay: upstream", "event", "unavailable", "namespace", ns.String(), "err", err)
 			if !f.wait(redialBackoff) {
 				return
 			}
@@ -126,7 +126,7 @@ func (rl *Relay) runForward(f *upForward) {
 			var re *moqt.RequestError
 			refused := errors.As(err, &re)
 			if f.ctx.Err() == nil {
-				rl.log.Warn("relay: upstream publish_namespace failed", "namespace", ns.String(), "err", err)
+				rl.log.Warn("relay: upstream publish_namespace", "event", "failed", "namespace", ns.String(), "err", err)
 			}
 			if refused && !f.wait(0) || !refused && !f.wait(redialBackoff) {
 				return
@@ -149,8 +149,8 @@ func (rl *Relay) holdForward(f *upForward, u *moqt.Session, ann *moqt.Announceme
 	defer renew.Stop()
 	arm := func() {
 		renew.Stop()
-		if x := ann.Params.Expires; x.Set && x.Value > 0 {
-			renew.Reset(time.Duration(x.Value) * time.Millisecond / 2)
+		if x, ok := ann.Params.Expires.Get(); ok && x > 0 {
+			renew.Reset(time.Duration(x) * time.Millisecond / 2)
 		}
 	}
 	arm()
@@ -162,7 +162,7 @@ func (rl *Relay) holdForward(f *upForward, u *moqt.Session, ann *moqt.Announceme
 			if u.Context().Err() != nil {
 				return f.wait(redialBackoff) // the session ended: announce on the next one
 			}
-			rl.log.Warn("relay: upstream revoked publish_namespace", "namespace", f.e.ns.String(), "err", ann.Err())
+			rl.log.Warn("relay: upstream publish_namespace", "event", "revoked", "namespace", f.e.ns.String(), "err", ann.Err())
 			return f.wait(0)
 		case <-f.wake:
 			if !rl.hasOtherLocal(f.e, u) {
@@ -173,7 +173,7 @@ func (rl *Relay) holdForward(f *upForward, u *moqt.Session, ann *moqt.Announceme
 			err := ann.Update(ctx, wire.Params{})
 			cancel()
 			if err != nil {
-				rl.log.Warn("relay: upstream publish_namespace not renewed", "namespace", f.e.ns.String(), "err", err)
+				rl.log.Warn("relay: upstream publish_namespace", "event", "not_renewed", "namespace", f.e.ns.String(), "err", err)
 			}
 			arm()
 		}
@@ -282,7 +282,7 @@ func (rl *Relay) runDisc(d *upDisc) {
 			return // no upstream for the prefix
 		}
 		if err != nil {
-			rl.log.Warn("relay: upstream unavailable", "prefix", d.prefix.String(), "err", err)
+			rl.log.Warn("relay: upstream", "event", "unavailable", "prefix", d.prefix.String(), "err", err)
 			if !sleepCtx(d.ctx, redialBackoff) {
 				return
 			}
@@ -304,7 +304,7 @@ func (rl *Relay) runDisc(d *upDisc) {
 				continue
 			}
 			if d.ctx.Err() == nil {
-				rl.log.Warn("relay: upstream subscribe_namespace failed", "prefix", d.prefix.String(), "err", err)
+				rl.log.Warn("relay: upstream subscribe_namespace", "event", "failed", "prefix", d.prefix.String(), "err", err)
 			}
 			if errors.As(err, &re) || !sleepCtx(d.ctx, redialBackoff) {
 				return

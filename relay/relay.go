@@ -4,7 +4,17 @@
 // subscription per track and publisher shared by every downstream subscriber.
 //
 //	r := relay.New(relay.Config{Authorize: relay.AllowAll})
-//	srv, _ := moqt.Listen(addr, &moqt.Config{TLSConfig: tlsConf, Handler: r}, nil)
+//	defer r.Close()
+//	srv, err := moqt.Listen(addr, &moqt.Config{TLSConfig: tlsConf, Handler: r}, nil)
+//	if err != nil {
+//		return err
+//	}
+//	defer srv.Close()
+//	return srv.Serve(ctx) // accepts every session; when ctx ends, GOAWAY and drain
+//
+// The relay is the sessions' Handler: it serves their requests, and
+// Server.Serve takes the sessions (a server that stops accepting refuses
+// new connections once its pool is full; see moqt.Server).
 //
 // What the relay queues for slow downstream sessions is bounded by the
 // sessions' moqt.Config: per session (MaxSessionBacklog) and across the
@@ -172,8 +182,11 @@ type Config struct {
 	// Metrics receives the relay's counters. Default: none kept.
 	Metrics Metrics
 
-	// Logger receives session and request lifecycle events, at Debug
-	// level, and failures at Warn. Default: slog.Default().
+	// Logger receives the relay's records: its view of sessions and
+	// requests, and of its upstreams, at Debug, and what failed at Warn,
+	// each with a stable message ("relay: upstream", …) and "event"
+	// attribute; docs/logging.md in the repository lists them all. The
+	// sessions log to their own moqt.Config.Logger. Default: slog.Default().
 	Logger *slog.Logger
 
 	// Cache bounds the objects each track keeps for FETCH and fills
@@ -363,7 +376,7 @@ func (rl *Relay) ServeMOQT(req moqt.Request) {
 		re := refusal(err)
 		_ = req.Reject(re.Code, re.Reason)
 		rl.reqDone(kind, OutcomeUnauthorized)
-		rl.log.Debug("relay: request refused", "kind", kind, "err", err)
+		rl.log.Debug("relay: request", "event", "unauthorized", "kind", kind, "err", err)
 		return
 	}
 	switch r := req.(type) {
@@ -400,7 +413,7 @@ func (rl *Relay) authorizeUpdate(req moqt.Request, update *wire.Params) error {
 	if err == nil {
 		return nil
 	}
-	rl.log.Debug("relay: update refused", "kind", requestKind(req), "err", err)
+	rl.log.Debug("relay: request", "event", "update_unauthorized", "kind", requestKind(req), "err", err)
 	return refusal(err)
 }
 

@@ -81,7 +81,7 @@ func (rl *Relay) serveSubscribe(r *moqt.SubscribeRequest) {
 			e.mu.Unlock()
 			switch {
 			case err != nil:
-				rl.log.Warn("relay: upstream unavailable", "track", r.Track.String(), "err", err)
+				rl.log.Warn("relay: upstream", "event", "unavailable", "track", r.Track.String(), "err", err)
 				rl.refuse(r, wire.ReqInternalError, "upstream unavailable", OutcomeRefused)
 			case hold == 0:
 				rl.refuse(r, wire.ReqDoesNotExist, "no publisher", OutcomeNotFound)
@@ -362,5 +362,5 @@ func (e *trackEntry) removeDown(d *downstream) {
 func (rl *Relay) refuse(r moqt.Request, code wire.RequestErrorCode, reason, outcome string) {
 	_ = r.Reject(code, reason)
 	rl.reqDone(requestKind(r), outcome)
-	rl.log.Debug("relay: request", "event", "refused", "kind", requestKind(r), "code", code, "reason", reason)
+	rl.log.Debug("relay: request", "event", "refused", "kind", requestKind(r), "code", code.String(), "reason", reason)
 }

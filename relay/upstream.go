@@ -265,7 +265,7 @@ func (u *upstream) run() {
 // the publishers left are all behind it (restartedLocked).
 func (e *trackEntry) upstreamEnded(u *upstream, err error) {
 	rl := e.rl
-	rl.log.Debug("relay: upstream", "event", "ended", "track", e.name.String(), "err", err)
+	rl.log.Debug("relay: upstream", "event", "end", "track", e.name.String(), "err", err)
 	var mal *moqt.MalformedTrackError
 	malformed := errors.As(err, &mal)
 	code, reason := wire.DoneInternalError, "publisher gone"

@@ -105,11 +105,12 @@ func TestWalkKVAllocatesNothing(t *testing.T) {
 
 func TestTokenRoundTrip(t *testing.T) {
 	vecs := loadVectors(t, "token.txt")
+	// Built by the constructors: the golden bytes check them too.
 	cases := map[string]Token{
-		"delete":    {AliasType: TokenDelete, Alias: 7},
-		"register":  {AliasType: TokenRegister, Alias: 1, Type: 0, Value: []byte("jwt")},
-		"use-alias": {AliasType: TokenUseAlias, Alias: 300},
-		"use-value": {AliasType: TokenUseValue, Type: 2, Value: []byte{}},
+		"delete":    DeleteTokenAlias(7),
+		"register":  RegisterToken(1, TokenTypeOutOfBand, []byte("jwt")),
+		"use-alias": UseTokenAlias(300),
+		"use-value": UseToken(2, []byte{}),
 	}
 	for name, want := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -130,6 +131,17 @@ func TestTokenRoundTrip(t *testing.T) {
 		})
 	}
 	assert.Equal(t, uint64(19), cases["register"].CacheSize())
+}
+
+// TestTokenConstructors: each constructor fills the fields its alias type
+// carries, and only those.
+func TestTokenConstructors(t *testing.T) {
+	v := []byte("secret")
+	assert.Equal(t, Token{AliasType: TokenUseValue, Type: 5, Value: v}, UseToken(5, v))
+	assert.Equal(t, Token{AliasType: TokenRegister, Alias: 3, Type: 5, Value: v}, RegisterToken(3, 5, v))
+	assert.Equal(t, Token{AliasType: TokenUseAlias, Alias: 3}, UseTokenAlias(3))
+	assert.Equal(t, Token{AliasType: TokenDelete, Alias: 3}, DeleteTokenAlias(3))
+	assert.Equal(t, uint64(0), uint64(TokenTypeOutOfBand), "§8.9: Type 0 is negotiated out of band")
 }
 
 func TestTokenErrors(t *testing.T) {

@@ -1,6 +1,6 @@
 package wire
 
-import "fmt"
+import "strconv"
 
 // Location identifies an Object within a Track: {Group, Object} (§8.2).
 type Location struct {
@@ -25,7 +25,20 @@ func (l Location) Compare(m Location) int {
 	return 0
 }
 
-func (l Location) String() string { return fmt.Sprintf("{%d, %d}", l.Group, l.Object) }
+// String formats l as {Group, Object}: {5, 2}. A field equal to MaxVarint,
+// the open end of a filter or range (the end of a group, the end of the
+// track), prints as max: {5, max}, {max, max}. No ID is written max
+// otherwise, so the form is unambiguous.
+func (l Location) String() string {
+	return "{" + locationField(l.Group) + ", " + locationField(l.Object) + "}"
+}
+
+func locationField(v uint64) string {
+	if v == MaxVarint {
+		return "max"
+	}
+	return strconv.FormatUint(v, 10)
+}
 
 // Append appends the Location structure to b.
 func (l Location) Append(b []byte) []byte {

@@ -168,6 +168,17 @@ type Opt[T any] struct {
 // Some returns a present Opt holding v.
 func Some[T any](v T) Opt[T] { return Opt[T]{Value: v, Set: true} }
 
+// Get returns the value and whether it is present, for the comma-ok
+// idiom: if t, ok := p.Expires.Get(); ok { ... }. An absent Opt gives the
+// zero T, whatever its Value field holds.
+func (o Opt[T]) Get() (T, bool) {
+	if !o.Set {
+		var zero T
+		return zero, false
+	}
+	return o.Value, true
+}
+
 // Params is a decoded Message Parameter list (§9.20). A zero Params has no
 // parameters. Absent parameters take the defaults their sections define;
 // applying those defaults is the session's job, not the codec's.

@@ -370,3 +370,23 @@ func TestC026_RangeCountForMaxFilterRanges(t *testing.T) {
 	assert.Equal(t, 3, loadedSubscribe().Parameters.RangeCount())
 	assert.Equal(t, 0, controlGolden["subscribe-params"].(*Subscribe).Parameters.RangeCount())
 }
+
+// TestOptGet: Get is the comma-ok form of Set and Value, and an absent
+// Opt yields the zero value even when Value was filled in.
+func TestOptGet(t *testing.T) {
+	v, ok := Some(uint64(7)).Get()
+	assert.True(t, ok)
+	assert.Equal(t, uint64(7), v)
+
+	v, ok = Opt[uint64]{}.Get()
+	assert.False(t, ok)
+	assert.Zero(t, v)
+
+	v, ok = Opt[uint64]{Value: 9}.Get()
+	assert.False(t, ok, "Set decides presence")
+	assert.Zero(t, v)
+
+	loc, ok := Some(Location{Group: 1, Object: 2}).Get()
+	assert.True(t, ok)
+	assert.Equal(t, Location{Group: 1, Object: 2}, loc)
+}

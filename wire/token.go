@@ -29,12 +29,61 @@ func (t TokenAliasType) String() string {
 
 // Token is the Authorization Token structure (§8.9), carried by the
 // AUTHORIZATION_TOKEN Setup Option and Message Parameter. Which of Alias,
-// Type and Value are meaningful depends on AliasType.
+// Type and Value are meaningful depends on AliasType; UseToken,
+// RegisterToken, UseTokenAlias and DeleteTokenAlias make each kind.
 type Token struct {
+	// AliasType says how the token travels: its Type and Value as they
+	// are (USE_VALUE), or registered under, used by or retired from an
+	// Alias of the sender's (REGISTER, USE_ALIAS, DELETE).
 	AliasType TokenAliasType
-	Alias     uint64
-	Type      uint64
-	Value     []byte
+	// Alias names a registration in the receiver's token cache. Each
+	// endpoint has its own alias space; the receiver's
+	// MAX_AUTH_TOKEN_CACHE_SIZE bounds what may be registered.
+	Alias uint64
+	// Type says what kind of credential Value is and how it is encoded: a
+	// number from the "MOQT Auth Token Type" registry (§16.6), or
+	// TokenTypeOutOfBand for a kind the endpoints agreed on themselves.
+	// It is not the AliasType. The receiver's authorization decides on
+	// Type and Value together.
+	Type uint64
+	// Value is the credential itself, opaque to MoQT: a bearer token, a
+	// signed JWT, whatever Type says.
+	Value []byte
+}
+
+// TokenTypeOutOfBand is the Token Type of a credential whose kind is not in
+// the "MOQT Auth Token Type" registry but agreed between client and
+// receiver out of band (§8.9): what an application's own tokens use until
+// the registry defines theirs.
+const TokenTypeOutOfBand = 0
+
+// UseToken returns a USE_VALUE token: typ and value sent as they are, in
+// this message only. It is the simple form, valid anywhere a token is.
+func UseToken(typ uint64, value []byte) Token {
+	return Token{AliasType: TokenUseValue, Type: typ, Value: value}
+}
+
+// RegisterToken returns a REGISTER token: typ and value used in this
+// message and stored by the receiver under alias, so that later messages
+// can send UseTokenAlias(alias) instead of the value. The registration
+// lasts until DeleteTokenAlias or the session's end and takes 16 bytes
+// plus the value's length of the receiver's MAX_AUTH_TOKEN_CACHE_SIZE
+// (0 by default: no registrations).
+func RegisterToken(alias, typ uint64, value []byte) Token {
+	return Token{AliasType: TokenRegister, Alias: alias, Type: typ, Value: value}
+}
+
+// UseTokenAlias returns a USE_ALIAS token: the Type and Value registered
+// under alias, as if they were sent again.
+func UseTokenAlias(alias uint64) Token {
+	return Token{AliasType: TokenUseAlias, Alias: alias}
+}
+
+// DeleteTokenAlias returns a DELETE token: the registration under alias is
+// retired and its room in the receiver's cache freed; messages it
+// authorized stay authorized.
+func DeleteTokenAlias(alias uint64) Token {
+	return Token{AliasType: TokenDelete, Alias: alias}
 }
 
 func (t Token) hasAlias() bool { return t.AliasType != TokenUseValue }

@@ -33,7 +33,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"sync"
 	"syscall"
 	"time"
 
@@ -59,7 +58,7 @@ func main() {
 	flag.StringVar(&o.certFile, "cert", "", "TLS certificate (PEM); a self-signed one is made when empty")
 	flag.StringVar(&o.keyFile, "key", "", "TLS key (PEM)")
 	flag.StringVar(&o.upstream, "upstream", "", "relay to chain to (moqt:// or https:// URL); none when empty")
-	upstreamHash := flag.String("upstream-sha256", "", "SHA-256 (hex) of the upstream's certificate, for a self-signed one")
+	upstreamHash := flag.String("upstream-sha256", "", "SHA-256 (hex or base64) of the upstream's certificate, for a self-signed one")
 	verbose := flag.Bool("v", false, "log at debug level")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\n"+
@@ -69,7 +68,7 @@ func main() {
 	}
 	flag.Parse()
 	if *upstreamHash != "" {
-		sum, err := parseHash(*upstreamHash)
+		sum, err := moqt.ParseCertificateHash(*upstreamHash)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "-upstream-sha256:", err)
 			os.Exit(2)
@@ -88,20 +87,6 @@ func main() {
 		log.Error("relay failed", "err", err)
 		os.Exit(1)
 	}
-}
-
-// parseHash reads a SHA-256 written in hex.
-func parseHash(s string) ([32]byte, error) {
-	var sum [32]byte
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		return sum, err
-	}
-	if len(b) != len(sum) {
-		return sum, fmt.Errorf("%d bytes, want %d", len(b), len(sum))
-	}
-	copy(sum[:], b)
-	return sum, nil
 }
 
 // run serves until ctx is done, then drains every session. ready, if set,
@@ -134,7 +119,7 @@ func run(ctx context.Context, o options, log *slog.Logger, ready func(net.Addr))
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
 		Logger:    log,
 		Handler:   r,
-	}, &moqt.ServerOptions{CheckOrigin: func(*http.Request) bool { return true }})
+	}, &moqt.ServerOptions{CheckOrigin: func(*http.Request) bool { return true }, DrainTimeout: drainTimeout})
 	if err != nil {
 		return err
 	}
@@ -144,45 +129,10 @@ func run(ctx context.Context, o options, log *slog.Logger, ready func(net.Addr))
 		ready(srv.Addr())
 	}
 
-	var (
-		mu       sync.Mutex
-		sessions = map[*moqt.Session]struct{}{}
-		wg       sync.WaitGroup
-	)
-	for {
-		s, err := srv.Accept(ctx)
-		if err != nil {
-			if errors.Is(err, context.Canceled) {
-				break
-			}
-			return err
-		}
-		log.Info("session", "webtransport", s.WebTransport(),
-			"version", s.Version().String(), "path", s.Path(), "peer", s.PeerSetup().MoqtImplementation.Value)
-		mu.Lock()
-		sessions[s] = struct{}{}
-		mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-s.Context().Done()
-			mu.Lock()
-			delete(sessions, s)
-			mu.Unlock()
-			log.Info("session ended", "cause", context.Cause(s.Context()))
-		}()
-	}
-
-	log.Info("shutting down: sending GOAWAY")
-	drain, cancel := context.WithTimeout(context.Background(), drainTimeout)
-	defer cancel()
-	mu.Lock()
-	for s := range sessions {
-		go s.Shutdown(drain, "")
-	}
-	mu.Unlock()
-	wg.Wait()
-	return errors.Join(r.Close(), srv.Close())
+	// Serve accepts every session; when ctx ends it sends each GOAWAY,
+	// gives it ServerOptions.DrainTimeout to leave, then closes it.
+	err = srv.Serve(ctx)
+	return errors.Join(err, r.Close(), srv.Close())
 }
 
 // loadOrMakeCertificate loads the given key pair, or makes a fresh

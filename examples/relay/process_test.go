@@ -101,7 +101,7 @@ func startRelay(t *testing.T, name string, args ...string) *relayProcess {
 			}
 			mu.Unlock()
 			if m := hashLine.FindStringSubmatch(line); m != nil {
-				p.certHash, _ = parseHash(m[1])
+				p.certHash, _ = moqt.ParseCertificateHash(m[1])
 			}
 			if m := servingLine.FindStringSubmatch(line); m != nil && p.addr == "" {
 				p.addr = m[1]

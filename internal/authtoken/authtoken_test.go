@@ -12,12 +12,12 @@ import (
 
 // Token builders: Token Type 1 unless said otherwise.
 func tokReg(alias uint64, v string) wire.Token {
-	return wire.Token{AliasType: wire.TokenRegister, Alias: alias, Type: 1, Value: []byte(v)}
+	return wire.RegisterToken(alias, 1, []byte(v))
 }
-func tokUse(alias uint64) wire.Token { return wire.Token{AliasType: wire.TokenUseAlias, Alias: alias} }
-func tokDel(alias uint64) wire.Token { return wire.Token{AliasType: wire.TokenDelete, Alias: alias} }
+func tokUse(alias uint64) wire.Token { return wire.UseTokenAlias(alias) }
+func tokDel(alias uint64) wire.Token { return wire.DeleteTokenAlias(alias) }
 func tokVal(v string) wire.Token {
-	return wire.Token{AliasType: wire.TokenUseValue, Type: 1, Value: []byte(v)}
+	return wire.UseToken(1, []byte(v))
 }
 func toks(t ...wire.Token) []wire.Token { return t }
 
@@ -89,7 +89,7 @@ func TestTokenCacheResolve(t *testing.T) {
 		{"DELETE of an unknown alias", 100, []step{{toks: toks(tokDel(4)), session: wire.UnknownAuthTokenAlias}}, 0},
 		{"repeated value", 0, []step{{toks: toks(tokVal("a"), tokVal("a")), rej: wire.ReqMalformedAuthToken}}, 0},
 		{"same value, other type", 0, []step{
-			{toks: toks(tokVal("a"), wire.Token{AliasType: wire.TokenUseValue, Type: 2, Value: []byte("a")}), want: []string{"a", "a"}},
+			{toks: toks(tokVal("a"), wire.UseToken(2, []byte("a"))), want: []string{"a", "a"}},
 		}, 0},
 		{"a rejected message still registers", 100, []step{
 			{toks: toks(tokReg(1, "a"), tokVal("a")), rej: wire.ReqMalformedAuthToken},
@@ -134,7 +134,7 @@ func TestTokenCacheResolve(t *testing.T) {
 func TestTokenCacheOwnsValues(t *testing.T) {
 	c := NewCache(100)
 	buf := []byte("abc")
-	out, _, err := c.Resolve(toks(wire.Token{AliasType: wire.TokenRegister, Alias: 1, Type: 1, Value: buf}), false)
+	out, _, err := c.Resolve(toks(wire.RegisterToken(1, 1, buf)), false)
 	require.Nil(t, err)
 	copy(buf, "zzz")
 	assert.Equal(t, "abc", string(out[0].Value))

@@ -97,6 +97,11 @@ func Dial(ctx context.Context, rawURL string, tlsConf *tls.Config, cfg *DialConf
 	if cfg != nil {
 		cfg.Windows.apply(quicConf)
 		cfg.Options.apply(quicConf)
+		q, err := newQlogDir(cfg.Options)
+		if err != nil {
+			return nil, err
+		}
+		q.apply(quicConf)
 		if pc := cfg.PacketConn; pc != nil {
 			dial = func(ctx context.Context, addr string, tlsConf *tls.Config, conf *quic.Config) (*quic.Conn, error) {
 				udpAddr, err := net.ResolveUDPAddr("udp", addr)

@@ -71,6 +71,7 @@ type Listener struct {
 	checkOrigin    func(*http.Request) bool
 	pool           *pending.Pool // nil: no bound
 	connectTimeout time.Duration
+	qlogs          *qlogDir // nil: no qlog
 
 	// incoming hands accepted connections to Accept. Unbuffered: a
 	// connection is either taken by Accept or closed by its sender.
@@ -119,6 +120,11 @@ func Listen(addr string, tlsConf *tls.Config, cfg *ListenConfig) (*Listener, err
 	}
 	cfg.Windows.apply(quicConf)
 	cfg.Options.apply(quicConf)
+	qlogs, err := newQlogDir(cfg.Options)
+	if err != nil {
+		return nil, err
+	}
+	qlogs.apply(quicConf)
 	quicConf.EnableDatagrams = true
 	quicConf.EnableStreamResetPartialDelivery = true
 	if pool := cfg.Pool; pool != nil {
@@ -160,6 +166,7 @@ func Listen(addr string, tlsConf *tls.Config, cfg *ListenConfig) (*Listener, err
 		checkOrigin:    cfg.CheckOrigin,
 		pool:           cfg.Pool,
 		connectTimeout: cfg.ConnectTimeout,
+		qlogs:          qlogs,
 		incoming:       make(chan accepted),
 		conns:          make(map[*quic.Conn]uint64),
 		waiting:        make(map[*quic.Conn]*connectWait),
@@ -239,6 +246,7 @@ func (l *Listener) Close() error {
 		err = errors.Join(err, l.wt.Close())
 		l.wg.Wait()
 		err = errors.Join(err, l.tr.Close(), l.udp.Close())
+		l.qlogs.wait()
 		l.closeErr = passThrough(err)
 	})
 	return l.closeErr

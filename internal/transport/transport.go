@@ -208,6 +208,13 @@ type Options struct {
 	// MaxIncomingStreams and MaxIncomingUniStreams bound the streams of
 	// each kind the peer may have open at once.
 	MaxIncomingStreams, MaxIncomingUniStreams int64
+	// QlogDir, if set, is where each connection writes its qlog (see
+	// qlogDir); Dial and Listen create it. A connection's close waits for
+	// its file, a Listener's Close for all of its connections' files.
+	QlogDir string
+	// QlogFailed, if set, is told of a qlog file that could not be
+	// created or written.
+	QlogFailed func(error)
 }
 
 func (o Options) apply(c *quic.Config) {

@@ -144,6 +144,7 @@ func (c *wtConn) CloseWithError(code uint64, reason string) error {
 	err := c.sess.CloseWithError(webtransport.SessionErrorCode(wtCode(code)), truncateReason(reason))
 	<-c.ctx.Done()
 	<-c.qconn.Context().Done()
+	waitQlog(c.qconn)
 	return c.translate(err)
 }
 

@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -30,7 +29,7 @@ import (
 
 func main() {
 	url := flag.String("url", "", "relay URL (moqt:// or https://)")
-	pin := flag.String("sha256", "", "SHA-256 (hex) of the relay's certificate")
+	pin := flag.String("sha256", "", "SHA-256 (hex or base64) of the relay's certificate")
 	ns := flag.String("ns", "e2e", "track namespace")
 	name := flag.String("track", "clock", "track name")
 	first := flag.Uint64("first", 0, "the first group's ID")
@@ -55,9 +54,9 @@ func main() {
 }
 
 func run(ctx context.Context, eof <-chan struct{}, url, pin, ns, name string, first uint64, groups, objects int, interval time.Duration, publish bool) error {
-	sum, err := hex.DecodeString(pin)
-	if err != nil || len(sum) != 32 {
-		return fmt.Errorf("-sha256: want 64 hex digits")
+	sum, err := moqt.ParseCertificateHash(pin)
+	if err != nil {
+		return fmt.Errorf("-sha256: %w", err)
 	}
 	track, err := moqt.NewLocalTrack(wire.FullTrackName{Namespace: wire.NewNamespace(ns), Name: []byte(name)}, nil)
 	if err != nil {
@@ -66,7 +65,7 @@ func run(ctx context.Context, eof <-chan struct{}, url, pin, ns, name string, fi
 	// Late joiners and FETCH are served from what the track keeps.
 	track.SetCache(moqt.CacheLimits{Objects: 10_000})
 	cfg := &moqt.Config{
-		ServerCertificateHashes: [][32]byte{[32]byte(sum)},
+		ServerCertificateHashes: [][32]byte{sum},
 		Logger:                  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Handler:                 serve(track),
 	}

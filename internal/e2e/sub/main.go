@@ -17,7 +17,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,7 +43,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.url, "url", "", "relay URL (moqt:// or https://)")
-	flag.StringVar(&o.pin, "sha256", "", "SHA-256 (hex) of the relay's certificate")
+	flag.StringVar(&o.pin, "sha256", "", "SHA-256 (hex or base64) of the relay's certificate")
 	flag.StringVar(&o.ns, "ns", "e2e", "track namespace")
 	flag.StringVar(&o.name, "track", "clock", "track name")
 	flag.StringVar(&o.filter, "filter", "next", `Location filter: "next" (the Next Object), "none", or N (N groups back)`)
@@ -62,12 +61,12 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	sum, err := hex.DecodeString(o.pin)
-	if err != nil || len(sum) != 32 {
-		return fmt.Errorf("-sha256: want 64 hex digits")
+	sum, err := moqt.ParseCertificateHash(o.pin)
+	if err != nil {
+		return fmt.Errorf("-sha256: %w", err)
 	}
 	sess, err := moqt.Dial(ctx, o.url, &moqt.Config{
-		ServerCertificateHashes: [][32]byte{[32]byte(sum)},
+		ServerCertificateHashes: [][32]byte{sum},
 		Logger:                  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {

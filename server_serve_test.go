@@ -1,0 +1,185 @@
+package moqt
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// sessionQueue feeds serveSessions as a Server's Accept would.
+type sessionQueue chan any // *Session, or an error to end accepting with
+
+func (q sessionQueue) accept(ctx context.Context) (*Session, error) {
+	select {
+	case v := <-q:
+		if err, ok := v.(error); ok {
+			return nil, err
+		}
+		return v.(*Session), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// endedWith returns the code of the *SessionError that ended s and
+// whether the peer closed it.
+func closeOf(t *testing.T, s *Session) (wire.SessionErrorCode, bool) {
+	t.Helper()
+	var se *SessionError
+	require.ErrorAs(t, context.Cause(s.Context()), &se)
+	return se.Code, se.Remote
+}
+
+// TestServeDrains runs Serve's loop over in-memory sessions in a synctest
+// bubble: when its context ends, an idle client gets GOAWAY and closes at
+// once with NO_ERROR; a client whose subscription stays open is closed
+// with GOAWAY_TIMEOUT after exactly the drain timeout; a session that
+// ended before is left alone; and Serve returns nil once all are gone.
+// Without open requests, it returns at once.
+func TestServeDrains(t *testing.T) {
+	const drain = 5 * time.Second
+	for _, tr := range pipeTransports {
+		pc := transport.PipeConfig{WebTransport: tr.wt}
+		t.Run(tr.name+"/idle", func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				q := make(sessionQueue, 2)
+				a := newPipePair(t, pc, nil, nil)
+				b := a.another(t, nil)
+				q <- a.server
+				q <- b.server
+				ctx, cancel := context.WithCancel(t.Context())
+				served := goErr(func() error { return serveSessions(ctx, q.accept, drain, quietLogger) })
+				synctest.Wait() // both accepted
+				start := time.Now()
+				cancel()
+				require.NoError(t, <-served)
+				assert.Less(t, time.Since(start), time.Second, "idle sessions drain at once")
+				for _, p := range []*pair{a, b} {
+					require.Error(t, p.client.Context().Err())
+					assert.Equal(t, "", p.client.GoawayURI())
+					code, remote := closeOf(t, p.client)
+					assert.Equal(t, wire.NoError, code)
+					assert.False(t, remote, "the client closes after GOAWAY")
+					code, remote = closeOf(t, p.server)
+					assert.Equal(t, wire.NoError, code)
+					assert.True(t, remote)
+				}
+			})
+		})
+		t.Run(tr.name+"/busy", func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				h := newAcceptAll()
+				q := make(sessionQueue, 3)
+				idle := newPipePair(t, pc, &Config{Handler: h}, nil)
+				busy := idle.another(t, nil)
+				gone := idle.another(t, nil)
+				for _, p := range []*pair{idle, busy, gone} {
+					q <- p.server
+				}
+				ctx, cancel := context.WithCancel(t.Context())
+				served := goErr(func() error { return serveSessions(ctx, q.accept, drain, quietLogger) })
+				_, err := busy.client.Subscribe(t.Context(), testTrack, wire.Params{})
+				require.NoError(t, err)
+				<-h.served
+				require.NoError(t, gone.client.CloseWithError(wire.Unauthorized, "leaving"))
+				synctest.Wait() // all three accepted, gone's end seen
+
+				start := time.Now()
+				cancel()
+				require.NoError(t, <-served)
+				assert.Equal(t, drain, time.Since(start), "the open subscription holds the drain to its bound")
+				code, _ := closeOf(t, idle.client)
+				assert.Equal(t, wire.NoError, code)
+				code, remote := closeOf(t, busy.client)
+				assert.Equal(t, wire.GoawayTimeout, code)
+				assert.True(t, remote, "the server closed it")
+				code, remote = closeOf(t, gone.server)
+				assert.Equal(t, wire.Unauthorized, code, "ended before the drain, as its peer closed it")
+				assert.True(t, remote)
+			})
+		})
+		t.Run(tr.name+"/accept fails", func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				q := make(sessionQueue, 2)
+				p := newPipePair(t, pc, nil, nil)
+				broken := errors.New("listener broken")
+				q <- p.server
+				q <- broken
+				err := serveSessions(t.Context(), q.accept, drain, quietLogger)
+				assert.ErrorIs(t, err, broken)
+				code, _ := closeOf(t, p.client)
+				assert.Equal(t, wire.NoError, code, "drained all the same")
+			})
+		})
+	}
+}
+
+// TestServe: Listen and Serve, and no Accept loop of the test's own, take
+// more sessions over both transports than MaxPendingSessions holds, whose
+// Handler answers their requests; ending Serve's context drains every one
+// with GOAWAY and NO_ERROR, and Serve returns nil. Serving a closed
+// Server returns net.ErrClosed.
+func TestServe(t *testing.T) {
+	cert, hash, err := GenerateCertificate("127.0.0.1")
+	require.NoError(t, err)
+	h := newAcceptAll()
+	srv, err := Listen("127.0.0.1:0", quietConfig(&Config{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}, Handler: h}),
+		&ServerOptions{MaxPendingSessions: 2, DrainTimeout: 10 * time.Second})
+	require.NoError(t, err)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	serveCtx, stop := context.WithCancel(ctx)
+	served := goErr(func() error { return srv.Serve(serveCtx) })
+
+	var clients []*Session
+	for range 3 { // more than MaxPendingSessions of each: without Serve the third is refused
+		for _, tr := range transports {
+			c, err := Dial(ctx, tr.scheme+"://"+srv.Addr().String()+"/live", quietConfig(&Config{
+				TLSConfig: &tls.Config{RootCAs: x509.NewCertPool()}, ServerCertificateHashes: [][32]byte{hash}}))
+			require.NoError(t, err, tr.name)
+			defer c.Close()
+			_, err = c.Subscribe(ctx, testTrack, wire.Params{})
+			require.NoError(t, err, "the Handler serves the accepted session")
+			clients = append(clients, c)
+		}
+	}
+	for range clients {
+		ss := <-h.served
+		require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
+	}
+	// The subscriptions end as the publisher ended them, so the drain
+	// needs no timeout.
+
+	stop()
+	select {
+	case err := <-served:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		require.FailNow(t, "Serve did not return")
+	}
+	for _, c := range clients {
+		require.Error(t, c.Context().Err(), "Serve returns once every session has ended")
+		select {
+		case <-c.GoingAway():
+		default:
+			assert.Fail(t, "no GOAWAY before the close")
+		}
+		code, _ := closeOf(t, c)
+		assert.Equal(t, wire.NoError, code)
+	}
+
+	require.NoError(t, srv.Close())
+	assert.ErrorIs(t, srv.Serve(ctx), net.ErrClosed)
+}
