@@ -91,7 +91,7 @@ func GenerateCertificate(hosts ...string) (tls.Certificate, [32]byte, error) {
 // prints it for clients to pin with Config.ServerCertificateHashes: 64 hex
 // digits, upper or lower case, bare or with a colon between bytes as
 // openssl prints fingerprints (AB:CD:…, its "sha256 Fingerprint=" label
-// included or not), or standard base64, padded or not, as browsers'
+// included or not), or base64 (standard or URL-safe), padded or not, as browsers'
 // serverCertificateHashes take it. Surrounding space is ignored.
 func ParseCertificateHash(s string) ([32]byte, error) {
 	var sum [32]byte
@@ -138,7 +138,11 @@ func decodeHash(s string) ([]byte, error) {
 		}
 		return hex.DecodeString(s)
 	}
-	b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
+	raw := strings.TrimRight(s, "=")
+	if strings.ContainsAny(raw, "-_") { // the URL-safe alphabet, as in a URL
+		raw = strings.NewReplacer("-", "+", "_", "/").Replace(raw)
+	}
+	b, err := base64.RawStdEncoding.DecodeString(raw)
 	if err != nil {
 		return nil, errors.New("neither 64 hex digits nor base64")
 	}

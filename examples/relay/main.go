@@ -1,6 +1,9 @@
 // Command relay is a MoQT relay: it serves raw QUIC (moqt-21, moqt-20) and
 // WebTransport on one UDP port and routes between the publishers and
-// subscribers that connect to it, with the relay package.
+// subscribers that connect to it, with the relay package. It is `moqt relay`
+// (cmd/moqt) without metrics: both run internal/relayserve, whose Run shows
+// how a relay.Relay is embedded (moqt.Listen, an accept loop, GOAWAY and a
+// drain at the end).
 //
 //	go run ./examples/relay -listen 127.0.0.1:4443
 //	go run ./examples/relay -listen 127.0.0.1:4444 -upstream moqt://127.0.0.1:4443/ -upstream-sha256 HEX
@@ -21,27 +24,20 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"encoding/base64"
-	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
-	"time"
 
 	"github.com/moqt-go/moqt"
-	"github.com/moqt-go/moqt/relay"
+	"github.com/moqt-go/moqt/internal/relayserve"
 )
 
 // drainTimeout bounds how long sessions may take to leave after GOAWAY.
-const drainTimeout = 3 * time.Second
+const drainTimeout = relayserve.DefaultDrainTimeout
 
 // options are the command line's.
 type options struct {
@@ -58,7 +54,7 @@ func main() {
 	flag.StringVar(&o.certFile, "cert", "", "TLS certificate (PEM); a self-signed one is made when empty")
 	flag.StringVar(&o.keyFile, "key", "", "TLS key (PEM)")
 	flag.StringVar(&o.upstream, "upstream", "", "relay to chain to (moqt:// or https:// URL); none when empty")
-	upstreamHash := flag.String("upstream-sha256", "", "SHA-256 (hex or base64) of the upstream's certificate, for a self-signed one")
+	upstreamHash := flag.String("upstream-sha256", "", "SHA-256 (hex) of the upstream's certificate, for a self-signed one")
 	verbose := flag.Bool("v", false, "log at debug level")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\n"+
@@ -92,64 +88,17 @@ func main() {
 // run serves until ctx is done, then drains every session. ready, if set,
 // is called with the server's address once it listens.
 func run(ctx context.Context, o options, log *slog.Logger, ready func(net.Addr)) error {
-	cert, err := loadOrMakeCertificate(o.listen, o.certFile, o.keyFile, log)
-	if err != nil {
-		return err
-	}
-	cfg := relay.Config{
-		// The demo authorizes everything; see the package comment.
-		Authorize: relay.AllowAll,
-		Logger:    log,
-	}
-	var upCfg *moqt.Config
-	if o.upstream != "" {
-		upCfg = &moqt.Config{ServerCertificateHashes: o.upstreamCertHash, Logger: log.With("upstream", o.upstream)}
-		up := relay.DialUpstream(o.upstream, upCfg)
-		defer up.Close()
-		cfg.Upstream = up
-		log.Info("chaining", "upstream", o.upstream)
-	}
-	r := relay.New(cfg)
-	if upCfg != nil {
-		// The upstream's requests this way (the PUBLISHes of a
-		// SUBSCRIBE_TRACKS) are the relay's too.
-		upCfg.Handler = r
-	}
-	srv, err := moqt.Listen(o.listen, &moqt.Config{
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
-		Logger:    log,
-		Handler:   r,
-	}, &moqt.ServerOptions{CheckOrigin: func(*http.Request) bool { return true }, DrainTimeout: drainTimeout})
-	if err != nil {
-		return err
-	}
-	log.Info("serving", "addr", srv.Addr().String(),
-		"raw_quic", "moqt://"+srv.Addr().String()+"/", "webtransport", "https://"+srv.Addr().String()+"/")
-	if ready != nil {
-		ready(srv.Addr())
-	}
-
-	// Serve accepts every session; when ctx ends it sends each GOAWAY,
-	// gives it ServerOptions.DrainTimeout to leave, then closes it.
-	err = srv.Serve(ctx)
-	return errors.Join(err, r.Close(), srv.Close())
-}
-
-// loadOrMakeCertificate loads the given key pair, or makes a fresh
-// self-signed certificate for the loopback addresses and prints its hash.
-func loadOrMakeCertificate(addr, certFile, keyFile string, log *slog.Logger) (tls.Certificate, error) {
-	if certFile != "" || keyFile != "" {
-		return tls.LoadX509KeyPair(certFile, keyFile)
-	}
-	hosts := []string{"127.0.0.1", "::1", "localhost"}
-	if host, _, err := net.SplitHostPort(addr); err == nil && host != "" && !slices.Contains(hosts, host) {
-		hosts = append(hosts, host)
-	}
-	cert, sum, err := moqt.GenerateCertificate(hosts...)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	log.Info("self-signed certificate", "sha256", hex.EncodeToString(sum[:]),
-		"sha256_base64", base64.StdEncoding.EncodeToString(sum[:]))
-	return cert, nil
+	return relayserve.Run(ctx, relayserve.Options{
+		Listen:             o.listen,
+		CertFile:           o.certFile,
+		KeyFile:            o.keyFile,
+		Upstream:           o.upstream,
+		UpstreamCertHashes: o.upstreamCertHash,
+		DrainTimeout:       drainTimeout,
+		Logger:             log,
+	}, func(info relayserve.Info) {
+		if ready != nil {
+			ready(info.Addr)
+		}
+	})
 }

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// publishFlags are the flags pub and clock share.
+type publishFlags struct {
+	client  clientFlags
+	publish bool
+	cacheMB int
+}
+
+func (f *publishFlags) register(fs *flag.FlagSet, cacheMB int) {
+	f.client.register(fs)
+	fs.BoolVar(&f.publish, "publish", false, "offer the track with PUBLISH instead of announcing its namespace (PUBLISH_NAMESPACE)")
+	fs.IntVar(&f.cacheMB, "cache", cacheMB, "MiB of recent objects to keep for late joiners (sub -fill) and FETCH; 0 keeps none")
+}
+
+// publisher is one track published to a relay (or any server): it
+// announces the track's namespace and serves SUBSCRIBE, FETCH and
+// TRACK_STATUS from a LocalTrack, or offers the track with PUBLISH, and
+// narrates its subscribers as they come and go.
+type publisher struct {
+	n     *narrator
+	track *moqt.LocalTrack
+	sess  *moqt.Session
+
+	// watched is closed once a subscription asks for objects (Forward 1):
+	// someone receives what is written from then on.
+	watched     chan struct{}
+	watchedOnce sync.Once
+	subs        atomic.Int64 // subscriptions served now
+}
+
+// startPublisher dials url, makes the track, and announces or offers it.
+// With waitForReceiver, a PUBLISH asks for Forward 0: the server's
+// REQUEST_UPDATE to Forward 1 tells that someone receives.
+func startPublisher(ctx context.Context, e *env, n *narrator, f *publishFlags, url string, name wire.FullTrackName, waitForReceiver bool) (*publisher, error) {
+	track, err := moqt.NewLocalTrack(name, nil)
+	if err != nil {
+		return nil, err
+	}
+	if f.cacheMB > 0 {
+		track.SetCache(moqt.CacheLimits{Bytes: int64(f.cacheMB) << 20})
+	}
+	p := &publisher{n: n, track: track, watched: make(chan struct{})}
+	sess, err := f.client.dial(ctx, e, url, moqt.HandlerFunc(p.serve))
+	if err != nil {
+		return nil, err
+	}
+	p.sess = sess
+	n.say("connected to %s (%s, %s)", url, transportName(sess), sess.Version())
+	if f.publish {
+		var params wire.Params
+		if waitForReceiver {
+			params.Forward = wire.Some(false)
+		}
+		ss, err := track.Publish(ctx, sess, params, moqt.AcceptOptions{OnUpdate: p.onUpdate})
+		if err != nil {
+			_ = sess.Close()
+			return nil, fmt.Errorf("offering %s with PUBLISH: %w", formatTrack(name), explainRequestError(err))
+		}
+		n.say("offered track %s with PUBLISH: accepted", formatTrack(name))
+		p.joined(ss, "the server took the track")
+		return p, nil
+	}
+	if _, err := sess.PublishNamespace(ctx, name.Namespace, wire.Params{}); err != nil {
+		_ = sess.Close()
+		return nil, fmt.Errorf("announcing namespace %s: %w", formatNamespace(name.Namespace), explainRequestError(err))
+	}
+	n.say("announced namespace %s (PUBLISH_NAMESPACE); serving track %s", formatNamespace(name.Namespace), formatTrack(name))
+	return p, nil
+}
+
+// serve answers the server's requests for the track.
+func (p *publisher) serve(r moqt.Request) {
+	switch r := r.(type) {
+	case *moqt.SubscribeRequest:
+		if !r.Track.Equal(p.track.Name()) {
+			_ = r.Reject(wire.ReqDoesNotExist, "no such track")
+			return
+		}
+		ss, err := p.track.Accept(r, moqt.AcceptOptions{OnUpdate: p.onUpdate})
+		if err != nil {
+			p.n.warn("refused a subscription: %v", err)
+			return
+		}
+		p.joined(ss, "a subscriber joined")
+	case *moqt.FetchRequest:
+		if !r.Track.Equal(p.track.Name()) {
+			_ = r.Reject(wire.ReqDoesNotExist, "no such track")
+			return
+		}
+		if err := p.track.Fetch(r); err != nil {
+			p.n.warn("a FETCH failed: %v", err)
+			return
+		}
+		p.n.say("served a FETCH from the cache")
+	case *moqt.TrackStatusRequest:
+		if !r.Track.Equal(p.track.Name()) {
+			_ = r.Reject(wire.ReqDoesNotExist, "no such track")
+			return
+		}
+		_ = p.track.Status(r)
+	default:
+		moqt.DefaultHandler.ServeMOQT(r)
+	}
+}
+
+// joined narrates a subscription from its start to its end.
+func (p *publisher) joined(ss *moqt.ServedSubscription, what string) {
+	n := p.subs.Add(1)
+	if ss.Forward() {
+		p.n.say("%s (%d now)", what, n)
+		p.markWatched()
+	} else {
+		p.n.say("%s, paused: no one receives it yet (%d now)", what, n)
+	}
+	context.AfterFunc(ss.Context(), func() {
+		p.n.say("a subscriber left (%d now)", p.subs.Add(-1))
+	})
+}
+
+// onUpdate narrates the Forward state a relay sets as its own subscribers
+// come and go.
+func (p *publisher) onUpdate(_ *moqt.ServedSubscription, u *wire.Params) error {
+	if u.Forward.Set {
+		if u.Forward.Value {
+			p.n.say("a subscriber is receiving")
+			p.markWatched()
+		} else {
+			p.n.say("paused: no subscriber receives now")
+		}
+	}
+	return nil
+}
+
+func (p *publisher) markWatched() { p.watchedOnce.Do(func() { close(p.watched) }) }
+
+// waitWatched waits for a subscriber that receives.
+func (p *publisher) waitWatched(ctx context.Context) error {
+	select {
+	case <-p.watched:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.sess.Context().Done():
+		return sessionEnded(p.sess)
+	}
+}
+
+// settle waits d, unless ctx or the session ends first.
+func (p *publisher) settle(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.sess.Context().Done():
+		return sessionEnded(p.sess)
+	}
+}
+
+// end ends the track (TRACK_ENDED to every subscriber) and closes the
+// session, which first delivers what was written.
+func (p *publisher) end(reason string) error {
+	p.track.End(wire.DoneTrackEnded, reason)
+	return p.sess.Close()
+}
+
+// sessionEnded explains why a session ended under a command.
+func sessionEnded(s *moqt.Session) error {
+	cause := context.Cause(s.Context())
+	var se *moqt.SessionError
+	if errors.As(cause, &se) && se.Transport != nil {
+		return fmt.Errorf("the connection was lost: %w", cause)
+	}
+	if errors.As(cause, &se) && se.Remote {
+		return fmt.Errorf("the server closed the session: %w", cause)
+	}
+	return fmt.Errorf("the session ended: %w", cause)
+}
+
+// explainRequestError says what a refused request means.
+func explainRequestError(err error) error {
+	var re *moqt.RequestError
+	if !errors.As(err, &re) {
+		return err
+	}
+	switch re.Code {
+	case wire.ReqDoesNotExist:
+		return fmt.Errorf("no such track there (DOES_NOT_EXIST: %s)", re.Reason)
+	case wire.ReqUnauthorized:
+		return fmt.Errorf("not allowed (UNAUTHORIZED: %s)", re.Reason)
+	case wire.ReqTimeout:
+		return fmt.Errorf("no publisher came in time (TIMEOUT: %s)", re.Reason)
+	}
+	return err
+}
+
+// groupWriter writes a track's objects group by group: one subgroup per
+// group, objects numbered from the group's first, and an End of Group
+// status object at its end (§11.1.1.1), so a subscriber knows it is
+// complete and can put groups that arrive interleaved back in order.
+type groupWriter struct {
+	track *moqt.LocalTrack
+	w     *moqt.SubgroupWriter // the open group; nil between groups
+	group uint64               // the open group's ID, or the next one's
+	next  uint64               // the next Object ID in the open group
+
+	objects, groups int // written so far
+	bytes           int64
+}
+
+// open opens group id, its first object first.
+func (g *groupWriter) open(id, first uint64) {
+	g.group, g.next = id, first
+	g.w = g.track.OpenSubgroup(id, 0, moqt.SubgroupOptions{EndOfGroup: true})
+	g.groups++
+}
+
+// write writes an object to the open group, opening group g.group if none
+// is.
+func (g *groupWriter) write(payload []byte) error {
+	if g.w == nil {
+		g.open(g.group, 0)
+	}
+	err := g.w.WriteObject(moqt.Object{Location: wire.Location{Group: g.group, Object: g.next}, Payload: payload})
+	if err != nil {
+		return err
+	}
+	g.next++
+	g.objects++
+	g.bytes += int64(len(payload))
+	return nil
+}
+
+// inGroup reports whether a group is open.
+func (g *groupWriter) inGroup() bool { return g.w != nil }
+
+// endGroup ends the open group with End of Group and makes the next group
+// the one after it.
+func (g *groupWriter) endGroup() error {
+	if g.w == nil {
+		return nil
+	}
+	w := g.w
+	g.w = nil
+	err := w.WriteObject(moqt.Object{Location: wire.Location{Group: g.group, Object: g.next}, Status: wire.ObjectEndOfGroup})
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	g.group++
+	return err
+}

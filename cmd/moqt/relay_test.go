@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// scrape reads a Prometheus text exposition: each sample's value by its
+// name and labels as written ("name{a=\"b\"}"), and the families that
+// have both HELP and TYPE.
+func scrape(t *testing.T, ctx context.Context, url string) (samples map[string]float64, families map[string]string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "text/plain; version=0.0.4; charset=utf-8", resp.Header.Get("Content-Type"))
+	samples, families = map[string]float64{}, map[string]string{}
+	helped := map[string]bool{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "# HELP "):
+			f := strings.Fields(line)
+			require.GreaterOrEqual(t, len(f), 4, "HELP with text: %q", line)
+			helped[f[2]] = true
+		case strings.HasPrefix(line, "# TYPE "):
+			f := strings.Fields(line)
+			require.Len(t, f, 4, line)
+			require.True(t, helped[f[2]], "TYPE of %s before its HELP", f[2])
+			require.Contains(t, []string{"counter", "gauge"}, f[3])
+			families[f[2]] = f[3]
+		case line == "":
+		default:
+			i := strings.LastIndexByte(line, ' ')
+			require.Positive(t, i, "sample %q", line)
+			v, err := strconv.ParseFloat(line[i+1:], 64)
+			require.NoError(t, err, "sample %q", line)
+			name := line[:i]
+			base, _, _ := strings.Cut(name, "{")
+			require.Contains(t, families, base, "sample %q of no family declared before it", line)
+			samples[name] = v
+		}
+	}
+	require.NoError(t, sc.Err())
+	return samples, families
+}
+
+func getStatus(t *testing.T, ctx context.Context, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// TestRelayMetrics: the relay's metrics endpoint counts what flowed
+// through it (objects in and out, sessions, requests), in the Prometheus
+// text format with HELP and TYPE for every family; /healthz is 200 while
+// it serves and 503 once it drains; SIGTERM makes it exit 0.
+func TestRelayMetrics(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	r := startRelay(t, ctx, "-metrics", "127.0.0.1:0")
+	health := strings.TrimSuffix(r.metrics, "/metrics") + "/healthz"
+	code, body := getStatus(t, ctx, health)
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ok\n", body)
+
+	// 20 lines in 4 groups, each ended by an End of Group object.
+	var in bytes.Buffer
+	for i := range 20 {
+		in.WriteString("line " + strconv.Itoa(i) + "\n")
+	}
+	pub := r.client(t, "pub", &in, "pub", "-lines", "-group-objects", "5", r.url("moqt"), "m", "t")
+	pub.waitErr(t, ctx, "waiting for a subscriber")
+	sub := r.client(t, "sub", nil, "sub", "-lines", r.url("https"), "m", "t")
+	require.NoError(t, pub.wait(t, ctx))
+	require.NoError(t, sub.wait(t, ctx))
+
+	samples, families := scrape(t, ctx, r.metrics)
+	for name, typ := range map[string]string{
+		"moqt_relay_sessions": "gauge", "moqt_relay_sessions_total": "counter", "moqt_relay_requests_total": "counter",
+		"moqt_relay_objects_in_total": "counter", "moqt_relay_object_bytes_in_total": "counter",
+		"moqt_relay_objects_out_total": "counter", "moqt_relay_object_bytes_out_total": "counter",
+		"moqt_relay_dropped_total": "counter", "moqt_relay_subscribers_cut_total": "counter", "moqt_relay_draining": "gauge",
+	} {
+		assert.Equal(t, typ, families[name], "family %s", name)
+	}
+	const objects, payload = 20, 10*len("line 0") + 10*len("line 10") // the lines, without their newlines
+	assert.GreaterOrEqual(t, samples["moqt_relay_objects_in_total"], float64(objects))
+	assert.GreaterOrEqual(t, samples["moqt_relay_objects_out_total"], float64(objects))
+	assert.GreaterOrEqual(t, samples["moqt_relay_object_bytes_in_total"], float64(payload))
+	assert.GreaterOrEqual(t, samples["moqt_relay_object_bytes_out_total"], float64(payload))
+	assert.GreaterOrEqual(t, samples[`moqt_relay_sessions_total{upstream="false"}`], float64(2))
+	assert.GreaterOrEqual(t, samples[`moqt_relay_requests_total{kind="subscribe",outcome="ok"}`], float64(1))
+	assert.GreaterOrEqual(t, samples[`moqt_relay_requests_total{kind="publish_namespace",outcome="ok"}`], float64(1))
+	assert.Contains(t, samples, `moqt_relay_dropped_total{reason="duplicate"}`)
+	assert.Equal(t, float64(0), samples["moqt_relay_draining"])
+
+	// A session still open holds the drain, during which health is 503.
+	ls := r.client(t, "ls", nil, "ls", r.url("moqt"))
+	ls.waitErr(t, ctx, "listing every namespace")
+	r.signal(t, syscall.SIGTERM)
+	r.waitErr(t, ctx, "event=drain") // the server's GOAWAY to every session
+	code, body = getStatus(t, ctx, health)
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Equal(t, "draining\n", body)
+	require.NoError(t, r.wait(t, ctx), "the relay's exit after SIGTERM")
+}

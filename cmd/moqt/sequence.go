@@ -1,0 +1,208 @@
+package main
+
+import (
+	"slices"
+	"time"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// sequencer puts a subscription's objects back in track order before they
+// are written out. Subscription.ReadObject returns each subgroup's objects
+// in order, but groups travel on streams of their own and arrive
+// interleaved: a fast publisher's groups may all be in flight at once. So
+// the objects of the group being written go straight out, and those of
+// later groups wait until it ends: at its End of Group object (moqt pub and
+// moqt clock write one), or when its stream ended short (its other objects
+// will not come). Groups are expected one after the other (G, G+1, ...);
+// the next group waiting is taken instead, giving up on the one being
+// written, when nothing of it, or of the group after it, has arrived for
+// stall (a publisher that writes no End of Group, or skipped group IDs, as
+// a restarted clock does), or when what waits passes its bounds.
+type sequencer struct {
+	emit func(moqt.Object) error // writes an object out
+	// late, if set, is told of objects that arrived after later ones were
+	// written: they are written anyway, out of order.
+	late func(moqt.Object)
+	// skip, if set, is told when a group that had not ended is given up.
+	skip func(group uint64)
+
+	started bool      // cur is set: by begin, or by the first object
+	cur     uint64    // the group being written
+	ended   bool      // cur has ended
+	lastCur time.Time // when cur last had news: began, an object, its end
+	// endsBefore, when set, is a group known to have ended with the
+	// Largest Object the subscription started after (its End of Group):
+	// once an object of the group after it comes, it has ended, though
+	// objects of it delivered by a fill may come first.
+	endsBefore    uint64
+	endsBeforeSet bool
+
+	ahead      map[uint64][]moqt.Object // later groups' objects, waiting
+	aheadBytes int
+	aheadN     int
+	endedAhead map[uint64]bool // waiting groups whose stream ended short
+}
+
+// Bounds of what waits for an earlier group.
+const (
+	sequenceStall     = 2 * time.Second
+	maxAheadBytes     = 64 << 20
+	maxAheadObjects   = 1 << 20
+	objectBookkeeping = 64 // bytes counted per waiting object besides its payload
+)
+
+func newSequencer(emit func(moqt.Object) error) *sequencer {
+	return &sequencer{emit: emit, ahead: map[uint64][]moqt.Object{}, endedAhead: map[uint64]bool{}}
+}
+
+// begin sets the group to start from, before any object came: the first
+// group of a track that had none published yet (by default its group 0), or
+// the group after the Largest Object the subscription started after. Without
+// begin, the first object's group is the first.
+func (s *sequencer) begin(group uint64, now time.Time) {
+	s.started, s.cur, s.ended, s.lastCur = true, group, false, now
+}
+
+// endedWith tells that group g ended before the subscription began: its
+// End of Group was the Largest Object.
+func (s *sequencer) endedWith(g uint64) {
+	s.endsBefore, s.endsBeforeSet = g, true
+}
+
+// add takes the next object ReadObject returned, at time now; its payload
+// is copied if it has to wait.
+func (s *sequencer) add(obj moqt.Object, now time.Time) error {
+	g := obj.Location.Group
+	if !s.started {
+		s.started, s.cur, s.lastCur = true, g, now
+	}
+	if s.endsBeforeSet && s.cur == s.endsBefore && g == s.cur+1 {
+		s.ended, s.endsBeforeSet = true, false
+	}
+	switch {
+	case g == s.cur && !s.ended:
+		s.lastCur = now
+		if err := s.out(obj); err != nil {
+			return err
+		}
+		if obj.Status == wire.ObjectEndOfGroup {
+			s.ended = true
+		}
+	case g > s.cur:
+		s.hold(obj)
+	default:
+		if s.late != nil {
+			s.late(obj)
+		}
+		if err := s.out(obj); err != nil {
+			return err
+		}
+	}
+	return s.settle(now)
+}
+
+// incomplete takes news that group g's stream ended short: its other
+// objects will not come.
+func (s *sequencer) incomplete(g uint64, now time.Time) error {
+	switch {
+	case !s.started:
+	case g == s.cur:
+		s.ended, s.lastCur = true, now
+	case g > s.cur:
+		s.endedAhead[g] = true
+	}
+	return s.settle(now)
+}
+
+// wake is how long from now the sequencer needs to be asked again (tick),
+// if nothing arrives meanwhile; 0 for never.
+func (s *sequencer) wake(now time.Time) time.Duration {
+	if len(s.ahead) == 0 {
+		return 0
+	}
+	return max(s.lastCur.Add(sequenceStall).Sub(now), time.Millisecond)
+}
+
+// tick lets time pass.
+func (s *sequencer) tick(now time.Time) error { return s.settle(now) }
+
+// flush writes out everything waiting, in group order.
+func (s *sequencer) flush() error {
+	for len(s.ahead) > 0 {
+		if err := s.advance(s.lowestAhead(), time.Time{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settle moves on to the groups waiting, while it should.
+func (s *sequencer) settle(now time.Time) error {
+	for len(s.ahead) > 0 {
+		next := s.cur + 1
+		if _, ok := s.ahead[next]; !ok || !s.ended {
+			if s.aheadBytes <= maxAheadBytes && s.aheadN <= maxAheadObjects && now.Sub(s.lastCur) < sequenceStall {
+				return nil
+			}
+			next = s.lowestAhead()
+			if !s.ended && s.skip != nil {
+				s.skip(s.cur)
+			}
+		}
+		if err := s.advance(next, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// advance makes g, which waits, the group being written: its objects go
+// out.
+func (s *sequencer) advance(g uint64, now time.Time) error {
+	s.cur, s.ended, s.lastCur = g, false, now
+	objs := s.ahead[g]
+	delete(s.ahead, g)
+	for _, o := range objs {
+		s.aheadBytes -= len(o.Payload) + objectBookkeeping
+		s.aheadN--
+		if err := s.out(o); err != nil {
+			return err
+		}
+		if o.Status == wire.ObjectEndOfGroup {
+			s.ended = true
+		}
+	}
+	if s.endedAhead[g] {
+		s.ended = true
+		delete(s.endedAhead, g)
+	}
+	return nil
+}
+
+func (s *sequencer) hold(obj moqt.Object) {
+	obj.Payload = slices.Clone(obj.Payload)
+	obj.Properties = nil
+	s.ahead[obj.Location.Group] = append(s.ahead[obj.Location.Group], obj)
+	s.aheadBytes += len(obj.Payload) + objectBookkeeping
+	s.aheadN++
+}
+
+func (s *sequencer) out(obj moqt.Object) error {
+	if obj.Status != wire.ObjectNormal {
+		return nil
+	}
+	return s.emit(obj)
+}
+
+func (s *sequencer) lowestAhead() uint64 {
+	first := true
+	var low uint64
+	for g := range s.ahead {
+		if first || g < low {
+			low, first = g, false
+		}
+	}
+	return low
+}

@@ -1,0 +1,531 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+var subCommand = &command{
+	name:  "sub",
+	args:  "URL NAMESPACE TRACK",
+	short: "subscribe to a track and write its objects to stdout",
+	long: `
+Subscribes to the track NAMESPACE TRACK at URL and writes each object's
+payload to stdout, byte for byte, in track order: what moqt pub read is what
+moqt sub writes. With -lines it writes a newline after each object, which
+gives back the lines moqt pub -lines read (and text tracks such as moqt
+clock's, one object a line). Without it, payloads go out back to back, which
+gives back what moqt pub -size read.
+
+It starts at the next object published (the Next Object filter). -fill N
+joins with the recent past as well: the last N groups (1: the current group
+from its start), from the relay's or the publisher's cache, then the live
+objects, each once (FILL_PARAMETERS, §3.5). If nobody publishes the track
+yet, a relay holds the subscription up to -wait for a publisher to come.
+
+It exits 0 when the publisher ends the track (TRACK_ENDED), at Ctrl-C, or
+after -count objects; otherwise non-zero, saying why. -v tells of each object
+on stderr, and of subgroups that ended short (objects may be missing there).
+
+Groups travel on streams of their own and may arrive interleaved; moqt sub
+writes each group whole, in order, before the next. It knows a group is
+complete by its End of Group object, which moqt pub and moqt clock write;
+for a track whose publisher writes none, a group is taken as complete once
+nothing more of it has come for 2s (so its output lags by as much), unless
+-unordered writes objects as they arrive.
+
+Example:
+  moqt sub -sha256 PIN moqt://127.0.0.1:4443/ files report > report.pdf
+  moqt sub -lines -fill 1 -sha256 PIN https://127.0.0.1:4443/ clock time`,
+	minArgs: 3,
+	maxArgs: 3,
+	setup:   subSetup,
+}
+
+type subOptions struct {
+	client    clientFlags
+	lines     bool
+	fill      uint64
+	wait      time.Duration
+	verbose   bool
+	count     int
+	unordered bool
+}
+
+func subSetup(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+	var o subOptions
+	o.client.register(fs)
+	fs.BoolVar(&o.lines, "lines", false, "write a newline after each object (for moqt pub -lines and text tracks)")
+	fs.Uint64Var(&o.fill, "fill", 0, "join with the last `N` groups too (1: the current group from its start); 0 for none")
+	fs.DurationVar(&o.wait, "wait", 30*time.Second, "how long a relay may hold the subscription for a publisher to come (RENDEZVOUS_TIMEOUT); 0 fails at once")
+	fs.BoolVar(&o.verbose, "v", false, "tell of each object on stderr")
+	fs.IntVar(&o.count, "count", 0, "exit after `N` objects; 0 for no limit")
+	fs.BoolVar(&o.unordered, "unordered", false, "write objects as they arrive, without putting groups that arrive interleaved back in order")
+	return func(ctx context.Context, e *env, args []string) error {
+		name, err := parseTrack(args[1], args[2])
+		if err != nil {
+			return err
+		}
+		n := &narrator{w: e.stderr, prefix: "moqt sub: ", quiet: o.client.quiet}
+		sess, err := o.client.dial(ctx, e, args[0], nil)
+		if err != nil {
+			return err
+		}
+		defer sess.Close()
+		n.say("connected to %s (%s, %s)", args[0], transportName(sess), sess.Version())
+		return runSub(ctx, n, e.stdout, sess, name, &o)
+	}
+}
+
+// subParams are the SUBSCRIBE's parameters: the Next Object, a fill of the
+// last fill groups if fill > 0, a rendezvous of wait.
+func subParams(fill uint64, wait time.Duration) wire.Params {
+	p := wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter())}
+	if fill > 0 {
+		p.FillParameters = &wire.Params{LocationFilter: wire.Some(wire.RelativeFilter(fill))}
+	}
+	if wait > 0 {
+		p.RendezvousTimeout = wire.Some(uint64(wait / time.Millisecond))
+	}
+	return p
+}
+
+// runSub subscribes and writes the objects to out until the track ends.
+func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session, name wire.FullTrackName, o *subOptions) error {
+	// A track no one publishes yet is wanted from its first object: the
+	// subscription waits for a publisher (RENDEZVOUS_TIMEOUT), and what
+	// was published before its SUBSCRIBE_OK is fetched.
+	early := false
+	if o.wait > 0 {
+		st, err := sess.TrackStatus(ctx, name, wire.Params{})
+		var re *moqt.RequestError
+		switch {
+		case err == nil:
+			early = !st.Largest.Set
+		case errors.As(err, &re) && re.Code == wire.ReqDoesNotExist:
+			early = true
+			n.say("no one publishes %s yet: waiting up to %s for a publisher, to get the track from its start", formatTrack(name), o.wait)
+		case ctx.Err() != nil:
+			return nil
+		default:
+			return fmt.Errorf("asking about %s (TRACK_STATUS): %w", formatTrack(name), explainRequestError(err))
+		}
+	}
+	fill := o.fill
+	if early {
+		fill = 0 // the fetch gets the start
+	}
+	sub, err := sess.Subscribe(ctx, name, subParams(fill, o.wait))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("subscribing to %s: %w", formatTrack(name), explainSubscribeError(err, o.wait))
+	}
+	defer sub.Close()
+	largest, hasLargest := sub.Largest()
+	switch {
+	case !hasLargest:
+		n.say("subscribed to %s: nothing published yet, objects from the first on", formatTrack(name))
+	case early:
+		n.say("subscribed to %s at %s: the objects up to there first (FETCH), then live ones", formatTrack(name), loc(largest))
+	case fill > 0:
+		n.say("subscribed to %s at %s: the last %d group(s) first, then live ones", formatTrack(name), loc(largest), fill)
+	default:
+		n.say("subscribed to %s at %s: objects after it", formatTrack(name), loc(largest))
+	}
+
+	w := &objectWriter{w: bufio.NewWriter(out), lines: o.lines, limit: o.count}
+	seq := newSequencer(w.write)
+	// Groups in flight at once may arrive in any order, so the sequencer is
+	// told where to start: the track's first group when nothing was
+	// published yet (see firstGroup), else the Largest Object's group, or
+	// the next one if the Largest was its End of Group. A fill's entries
+	// come first, in order: the first of them starts.
+	findFirst := !hasLargest
+	switch {
+	case !hasLargest:
+	case early:
+	case fill > 0:
+		if probeEnded(ctx, sess, name, largest) {
+			seq.endedWith(largest.Group)
+		}
+	case probeEnded(ctx, sess, name, largest):
+		seq.begin(largest.Group+1, time.Now())
+	default:
+		seq.begin(largest.Group, time.Now())
+	}
+	lateObjects := 0
+	seq.late = func(obj moqt.Object) {
+		if lateObjects++; lateObjects <= 10 || o.verbose {
+			n.warn("object %s arrived after later groups were written: written out of order", loc(obj.Location))
+		}
+	}
+	seq.skip = func(g uint64) {
+		if o.verbose {
+			n.warn("group %d did not end (no End of Group, no more objects for %s): going on with the next group", g, sequenceStall)
+		}
+	}
+	add := seq.add
+	if o.unordered {
+		add = func(obj moqt.Object, _ time.Time) error { return seq.out(obj) }
+	}
+	finish := func() error {
+		if err := seq.flush(); err != nil && !errors.Is(err, errFull) {
+			return err
+		}
+		if lateObjects > 10 && !o.verbose {
+			n.warn("%d objects in all were written out of order", lateObjects)
+		}
+		return w.w.Flush()
+	}
+
+	next := sub.ReadObject
+	if early && hasLargest {
+		// The live objects wait in memory while the start is fetched, so
+		// that the subscription is read on.
+		live := readAhead(ctx, sub)
+		next = live.next
+		last, err := fetchStart(ctx, n, sess, name, largest, w, o.verbose)
+		if err != nil && !errors.Is(err, errFull) {
+			return err
+		}
+		if last == largest {
+			seq.begin(largest.Group, time.Now())
+		} else { // the Largest Object was its group's End of Group
+			seq.begin(largest.Group+1, time.Now())
+		}
+	}
+	for !w.full() {
+		obj, err := readObject(ctx, next, seq)
+		if errors.Is(err, errWake) {
+			if err := seq.tick(time.Now()); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			if ferr := finish(); ferr != nil {
+				return ferr
+			}
+			summary := fmt.Sprintf("%d objects, %d bytes", w.objects, w.bytes)
+			var done *moqt.DoneError
+			switch {
+			case ctx.Err() != nil:
+				n.say("interrupted: %s", summary)
+				return nil
+			case errors.As(err, &done) && done.Code == wire.DoneTrackEnded:
+				n.say("the track ended (TRACK_ENDED): %s", summary)
+				return nil
+			case errors.As(err, &done):
+				return fmt.Errorf("the publisher ended the subscription after %s: %s", summary, explainDone(done))
+			case sess.Context().Err() != nil:
+				return fmt.Errorf("after %s: %w", summary, sessionEnded(sess))
+			}
+			return fmt.Errorf("the subscription ended after %s: %w", summary, err)
+		}
+		switch {
+		case errors.Is(obj.Incomplete, moqt.ErrFillFailed):
+			n.warn("the fill failed: some of the objects it was to bring may be missing (%v)", obj.Incomplete)
+			continue
+		case obj.Incomplete != nil:
+			if o.verbose {
+				n.warn("group %d (subgroup %d) ended short: objects may be missing there (%v)", obj.Location.Group, obj.SubgroupID, obj.Incomplete)
+			}
+			if err := seq.incomplete(obj.Location.Group, time.Now()); err != nil {
+				return err
+			}
+			continue
+		case obj.EndOfRange != 0:
+			if o.verbose {
+				n.say("the fill has no objects up to %s (%s)", loc(obj.Location), obj.EndOfRange)
+			}
+			continue
+		}
+		if o.verbose {
+			describeObject(n, obj, hasLargest && fill > 0 && !largest.Less(obj.Location))
+		}
+		if findFirst {
+			findFirst = false
+			seq.begin(firstGroup(ctx, sess, name, obj.Location.Group), time.Now())
+		}
+		if err := add(obj, time.Now()); err != nil && !errors.Is(err, errFull) {
+			return err
+		}
+	}
+	if err := finish(); err != nil {
+		return err
+	}
+	n.say("%d objects, %d bytes: done", w.objects, w.bytes)
+	return nil
+}
+
+// objectWriter writes payloads out, each followed by a newline if lines,
+// up to limit objects if set.
+type objectWriter struct {
+	w       *bufio.Writer
+	lines   bool
+	limit   int
+	objects int
+	bytes   int64
+}
+
+// errFull is objectWriter's once it wrote its limit.
+var errFull = errors.New("enough objects")
+
+func (ow *objectWriter) full() bool { return ow.limit > 0 && ow.objects >= ow.limit }
+
+func (ow *objectWriter) write(obj moqt.Object) error {
+	if ow.full() {
+		return errFull
+	}
+	ow.w.Write(obj.Payload)
+	if ow.lines {
+		ow.w.WriteByte('\n')
+	}
+	ow.objects++
+	ow.bytes += int64(len(obj.Payload))
+	return ow.w.Flush()
+}
+
+// fetchStart writes the track's objects from its start through largest,
+// with a FETCH: they are in order on its stream. It returns the last
+// object's Location.
+func fetchStart(ctx context.Context, n *narrator, sess *moqt.Session, name wire.FullTrackName, largest wire.Location, w *objectWriter, verbose bool) (last wire.Location, err error) {
+	// A relay may report a Largest Object whose objects are still on their
+	// way to it, and refuse the FETCH while its publisher cannot answer
+	// for them either (one that left at once): they come in a moment.
+	var f *moqt.Fetch
+	for attempt, pause := 1, 250*time.Millisecond; ; attempt, pause = attempt+1, 2*pause {
+		f, err = sess.Fetch(ctx, name, wire.Params{LocationFilter: wire.Some(wire.RangeFilterToObject(wire.Location{}, largest))})
+		var re *moqt.RequestError
+		if err == nil || ctx.Err() != nil || !errors.As(err, &re) || attempt == 4 {
+			break
+		}
+		if verbose {
+			n.warn("the FETCH of the objects through %s was refused (%v): asking again in %s", loc(largest), err, pause)
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return last, nil
+		}
+		return last, fmt.Errorf("fetching the objects through %s: %w", loc(largest), explainRequestError(err))
+	}
+	defer f.Close()
+	for {
+		obj, err := f.ReadObject(ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			return last, nil
+		case err != nil:
+			if ctx.Err() != nil {
+				return last, nil
+			}
+			return last, fmt.Errorf("fetching the objects through %s: %w", loc(largest), err)
+		case obj.EndOfRange == wire.EndOfNonExistentRange:
+			if verbose {
+				n.warn("no objects through %s (fetched): the server %s", loc(obj.Location), gapText(obj.EndOfRange))
+			}
+		case obj.EndOfRange != 0:
+			n.warn("the objects through %s are missing: the server %s", loc(obj.Location), gapText(obj.EndOfRange))
+		case obj.Status == wire.ObjectNormal:
+			if verbose {
+				n.warn("object %s (fetched): %d bytes", loc(obj.Location), len(obj.Payload))
+			}
+			if err := w.write(obj); err != nil {
+				return last, err
+			}
+			last = obj.Location
+		}
+	}
+}
+
+// firstGroup returns the first group of a track that had nothing published
+// when the subscription began, whose first object to arrive is in group g:
+// groups in flight at once arrive in any order, so a FETCH of the groups
+// before g tells whether any exist. Without an answer, g.
+func firstGroup(ctx context.Context, sess *moqt.Session, name wire.FullTrackName, g uint64) uint64 {
+	if g == 0 {
+		return 0
+	}
+	f, err := sess.Fetch(ctx, name, wire.Params{LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, g-1))})
+	if err != nil {
+		return g
+	}
+	defer f.Close()
+	for {
+		obj, err := f.ReadObject(ctx)
+		switch {
+		case err != nil:
+			return g
+		case obj.EndOfRange == 0:
+			return obj.Location.Group
+		}
+	}
+}
+
+// probeEnded reports whether the Largest Object l ended its group: a
+// FETCH of l alone returns no object when l was the group's End of Group,
+// a status that fetches do not carry. When it cannot tell, the group is
+// taken as going on, the safe guess: its next objects are waited for.
+func probeEnded(ctx context.Context, sess *moqt.Session, name wire.FullTrackName, l wire.Location) bool {
+	f, err := sess.Fetch(ctx, name, wire.Params{LocationFilter: wire.Some(wire.RangeFilterToObject(l, l))})
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for {
+		obj, err := f.ReadObject(ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			return true
+		case err != nil:
+			return false
+		case obj.EndOfRange == wire.EndOfNonExistentRange:
+		case obj.EndOfRange != 0:
+			return false
+		case obj.Location == l:
+			return obj.Status != wire.ObjectNormal
+		}
+	}
+}
+
+// gapText says why a fetch does not carry a range.
+func gapText(e wire.EndOfRange) string {
+	switch e {
+	case wire.EndOfNonExistentRange:
+		return "says they do not exist"
+	case wire.EndOfUnknownRange:
+		return "does not know them (not kept, or never seen)"
+	case wire.EndOfTimedOutRange:
+		return "did not get them in time"
+	}
+	return "did not send them (" + e.String() + ")"
+}
+
+// liveQueue holds a subscription's objects, read on in the background.
+type liveQueue struct {
+	ch chan liveItem
+}
+
+type liveItem struct {
+	obj moqt.Object
+	err error
+}
+
+// readAhead reads sub's objects into a queue until the subscription ends;
+// next returns them. Payloads are copied.
+func readAhead(ctx context.Context, sub *moqt.Subscription) *liveQueue {
+	q := &liveQueue{ch: make(chan liveItem, 1<<14)}
+	go func() {
+		for {
+			obj, err := sub.ReadObject(ctx)
+			obj.Payload = slices.Clone(obj.Payload)
+			obj.Properties = slices.Clone(obj.Properties)
+			select {
+			case q.ch <- liveItem{obj, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return q
+}
+
+func (q *liveQueue) next(ctx context.Context) (moqt.Object, error) {
+	select {
+	case it := <-q.ch:
+		if it.err != nil {
+			q.ch <- it // every later call gets it too
+		}
+		return it.obj, it.err
+	case <-ctx.Done():
+		return moqt.Object{}, ctx.Err()
+	}
+}
+
+// errWake is readObject's: time to tick the sequencer.
+var errWake = errors.New("wake")
+
+// readObject is next, returning errWake once the sequencer needs a tick.
+func readObject(ctx context.Context, next func(context.Context) (moqt.Object, error), seq *sequencer) (moqt.Object, error) {
+	d := seq.wake(time.Now())
+	if d == 0 {
+		return next(ctx)
+	}
+	rctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	obj, err := next(rctx)
+	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
+		return obj, errWake
+	}
+	return obj, err
+}
+
+// describeObject tells of one object on stderr.
+func describeObject(n *narrator, obj moqt.Object, fill bool) {
+	from := ""
+	if fill {
+		from = " (fill)"
+	}
+	switch obj.Status {
+	case wire.ObjectNormal:
+		n.warn("object %s%s: %d bytes", loc(obj.Location), from, len(obj.Payload))
+	case wire.ObjectEndOfGroup:
+		n.warn("group %d ends%s", obj.Location.Group, from)
+	default:
+		n.warn("object %s%s: %s", loc(obj.Location), from, obj.Status)
+	}
+}
+
+// explainSubscribeError says what a refused SUBSCRIBE means.
+func explainSubscribeError(err error, wait time.Duration) error {
+	var re *moqt.RequestError
+	if errors.As(err, &re) {
+		switch re.Code {
+		case wire.ReqDoesNotExist:
+			if wait > 0 {
+				return fmt.Errorf("no one publishes it there (DOES_NOT_EXIST: %s)", re.Reason)
+			}
+			return fmt.Errorf("no one publishes it there yet: start the publisher first, or wait for one with -wait 30s (DOES_NOT_EXIST: %s)", re.Reason)
+		case wire.ReqTimeout:
+			return fmt.Errorf("no publisher came within -wait %s (TIMEOUT: %s)", wait, re.Reason)
+		}
+	}
+	return explainRequestError(err)
+}
+
+// explainDone says what a PUBLISH_DONE means.
+func explainDone(d *moqt.DoneError) string {
+	why := map[wire.PublishDoneCode]string{
+		wire.DoneGoingAway:     "the server or publisher is going away",
+		wire.DoneTooFarBehind:  "this subscriber fell too far behind",
+		wire.DoneInternalError: "the publisher is gone or failed",
+		wire.DoneExpired:       "the subscription expired",
+	}[d.Code]
+	s := d.Code.String()
+	if d.Reason != "" {
+		s += ": " + d.Reason
+	}
+	if why != "" {
+		return why + " (" + s + ")"
+	}
+	return s
+}

@@ -1,0 +1,145 @@
+// Package relayserve runs a relay.Relay on one UDP port, raw QUIC and
+// WebTransport, until its context ends, then drains it with GOAWAY: what
+// `moqt relay` (cmd/moqt) and examples/relay both run. It takes no flags and
+// exports no metrics format; the commands do that.
+package relayserve
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/relay"
+)
+
+// DefaultDrainTimeout bounds how long sessions may take to leave after
+// GOAWAY.
+const DefaultDrainTimeout = 3 * time.Second
+
+// Options configure Run. Zero fields mean the documented defaults.
+type Options struct {
+	// Listen is the UDP address to serve raw QUIC and WebTransport on.
+	Listen string
+	// CertFile and KeyFile are a PEM key pair. Both empty: a fresh
+	// self-signed certificate (moqt.GenerateCertificate) for the loopback
+	// addresses and Listen's host.
+	CertFile, KeyFile string
+	// Upstream, if set, is the URL of a relay to chain to: what no session
+	// here publishes is asked for there. UpstreamCertHashes pin its
+	// certificate when it is self-signed.
+	Upstream           string
+	UpstreamCertHashes [][32]byte
+	// Metrics receives the relay's counters. Default: none kept.
+	Metrics relay.Metrics
+	// DrainTimeout bounds the drain after ctx ends. Default
+	// DefaultDrainTimeout.
+	DrainTimeout time.Duration
+	// Logger receives the relay's and its sessions' logs. Default:
+	// slog.Default().
+	Logger *slog.Logger
+	// Draining, if set, is called once ctx has ended, before the sessions
+	// are sent GOAWAY: a health check turns unhealthy then.
+	Draining func()
+}
+
+// Info is what Run reports once it serves.
+type Info struct {
+	// Addr is the UDP address served.
+	Addr net.Addr
+	// CertHash is the SHA-256 of the served certificate's DER encoding:
+	// what a client pins (moqt.Config.ServerCertificateHashes, a browser's
+	// serverCertificateHashes) to trust a self-signed one.
+	CertHash [32]byte
+	// SelfSigned reports a certificate Run made itself.
+	SelfSigned bool
+}
+
+// Run serves a relay that authorizes every request (relay.AllowAll: a demo,
+// not for an open network) until ctx ends, then sends every session GOAWAY,
+// waits up to DrainTimeout for them to leave, and returns nil once they
+// are gone. ready, if set, is called once it serves.
+func Run(ctx context.Context, o Options, ready func(Info)) error {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = DefaultDrainTimeout
+	}
+	cert, selfSigned, err := loadOrMakeCertificate(o.Listen, o.CertFile, o.KeyFile)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(cert.Certificate[0])
+	if selfSigned {
+		log.Info("self-signed certificate", "sha256", hex.EncodeToString(sum[:]),
+			"sha256_base64", base64.StdEncoding.EncodeToString(sum[:]))
+	}
+	cfg := relay.Config{
+		// A demo authorizes everything; a real relay decides each request,
+		// and each of its updates, from its tokens and the session's path.
+		Authorize: relay.AllowAll,
+		Logger:    log,
+		Metrics:   o.Metrics,
+	}
+	var upCfg *moqt.Config
+	if o.Upstream != "" {
+		upCfg = &moqt.Config{ServerCertificateHashes: o.UpstreamCertHashes, Logger: log.With("upstream", o.Upstream)}
+		up := relay.DialUpstream(o.Upstream, upCfg)
+		defer up.Close()
+		cfg.Upstream = up
+		log.Info("chaining", "upstream", o.Upstream)
+	}
+	r := relay.New(cfg)
+	if upCfg != nil {
+		// The upstream's requests this way (the PUBLISHes of a
+		// SUBSCRIBE_TRACKS) are the relay's too.
+		upCfg.Handler = r
+	}
+	srv, err := moqt.Listen(o.Listen, &moqt.Config{
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
+		Logger:    log,
+		Handler:   r,
+	}, &moqt.ServerOptions{CheckOrigin: func(*http.Request) bool { return true }, DrainTimeout: o.DrainTimeout})
+	if err != nil {
+		_ = r.Close()
+		return err
+	}
+	log.Info("serving", "addr", srv.Addr().String(),
+		"raw_quic", "moqt://"+srv.Addr().String()+"/", "webtransport", "https://"+srv.Addr().String()+"/")
+	if ready != nil {
+		ready(Info{Addr: srv.Addr(), CertHash: sum, SelfSigned: selfSigned})
+	}
+	if o.Draining != nil {
+		stop := context.AfterFunc(ctx, o.Draining)
+		defer stop()
+	}
+	// Serve accepts every session; when ctx ends it sends each GOAWAY,
+	// gives it DrainTimeout to leave, then closes it.
+	err = srv.Serve(ctx)
+	return errors.Join(err, r.Close(), srv.Close())
+}
+
+// loadOrMakeCertificate loads the given key pair, or makes a fresh
+// self-signed certificate for the loopback addresses and addr's host.
+func loadOrMakeCertificate(addr, certFile, keyFile string) (cert tls.Certificate, selfSigned bool, err error) {
+	if certFile != "" || keyFile != "" {
+		cert, err = tls.LoadX509KeyPair(certFile, keyFile)
+		return cert, false, err
+	}
+	hosts := []string{"127.0.0.1", "::1", "localhost"}
+	if host, _, err := net.SplitHostPort(addr); err == nil && host != "" && !slices.Contains(hosts, host) {
+		hosts = append(hosts, host)
+	}
+	cert, _, err = moqt.GenerateCertificate(hosts...)
+	return cert, true, err
+}
