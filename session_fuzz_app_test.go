@@ -35,6 +35,8 @@ func (r *fuzzRun) handler() Handler {
 	})
 }
 
+// routes is the Handler that handler guards: DefaultHandler when the
+// program's flags say to refuse everything.
 func (r *fuzzRun) routes() Handler {
 	if r.refuse {
 		return DefaultHandler
@@ -238,7 +240,7 @@ func (r *fuzzRun) opLocalTrack() {
 }
 
 // opLocalRequest: the local session makes a request, updates or closes
-// one it made, or shuts down. Requests wait for their answers in
+// one it made, shuts down or closes. Requests wait for their answers in
 // goroutines of the application, which then read what they get.
 func (r *fuzzRun) opLocalRequest() {
 	p := &r.p

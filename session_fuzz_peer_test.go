@@ -13,11 +13,10 @@ import (
 // the Pipe and never wait long: a write or stream opening that the local
 // session's flow control holds up gives up after fuzzWriteWait.
 
-// ---- the fake peer ----
-
-// startPeer starts the peer's readers: it takes every stream and datagram
-// the local session sends and reads them to their end, so that the
-// session's writes never wait on a peer that forgot to read.
+// startPeer starts the peer's readers: they take every stream and
+// datagram the local session sends and read them to their end, so that
+// the session's writes wait only on a peer whose program stopped reading
+// (opPeerReading).
 func (r *fuzzRun) startPeer() {
 	r.goPeer(func() {
 		for {
@@ -607,13 +606,7 @@ func (r *fuzzRun) opClose() {
 		return
 	}
 	if r.peerClose == nil && r.peer.Context().Err() == nil {
-		// What the local end reads: the code as the transport carries it.
-		if r.s.conn.WebTransport() {
-			code = min(code, transport.MaxWebTransportCode)
-		} else {
-			code = min(code, transport.MaxQUICCode)
-		}
-		r.peerClose = &transport.CloseError{Code: code}
+		r.peerClose = &transport.CloseError{Code: r.carried(code)}
 	}
 	_ = r.peer.CloseWithError(code, "fuzz")
 }

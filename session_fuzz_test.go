@@ -581,6 +581,13 @@ func (r *fuzzRun) finish() {
 		require.NotEqual(t, wire.InternalError, se.Code,
 			"closed with INTERNAL_ERROR, which this end sends only for its own failures: %v", se)
 	}
+	if !se.Remote && se.Transport == nil {
+		// What the session reports is what it sent the peer.
+		ce, ok := errors.AsType[*transport.CloseError](context.Cause(r.peer.Context()))
+		require.True(t, ok, "the peer saw %v, not a close", context.Cause(r.peer.Context()))
+		require.True(t, ce.Remote, "the peer closed first (%v), yet the session reports its own close %v", ce, se)
+		require.Equal(t, r.carried(uint64(se.Code)), ce.Code, "the code the peer received, for %v", se)
+	}
 
 	r.checkBystander()
 
@@ -598,6 +605,15 @@ func (r *fuzzRun) finish() {
 		require.Fail(t, "the local track still serves a subscription of the ended session")
 	}
 	r.cancel()
+}
+
+// carried is code as the transport carries it: WebTransport's codes are
+// 32 bits.
+func (r *fuzzRun) carried(code uint64) uint64 {
+	if r.s.conn.WebTransport() {
+		return min(code, transport.MaxWebTransportCode)
+	}
+	return min(code, transport.MaxQUICCode)
 }
 
 // waitEnded fails unless wait returns within a minute of the bubble's
