@@ -98,6 +98,13 @@ func (s *Session) fail(err error) {
 	if context.Cause(s.ctx) != nil {
 		return
 	}
+	if s.conn.Context().Err() != nil {
+		// The connection ended first, closed by the peer or lost, and
+		// watchTransport has not seen it yet: that end is the session's,
+		// as this close can no longer reach the peer.
+		s.cancel(s.transportCloseError())
+		return
+	}
 	s.cancel(se)
 	if context.Cause(s.ctx) != se {
 		return // another close won the race

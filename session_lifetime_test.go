@@ -156,6 +156,45 @@ func TestSessionEndsAgreeWithBlockedCalls(t *testing.T) {
 	}
 }
 
+// TestCloseAfterConnectionEndedReportsIt: a close this end makes once its
+// connection has ended, closed by the peer or lost, but before the session
+// has seen that, cannot reach the peer, so the session's cause is the
+// connection's end, not the close. FuzzSession found it: its peer lost
+// the connection and the application closed the session right after, and
+// the session reported a local NO_ERROR the peer never received. Here the
+// connection ends before the session has started anything that could see
+// it, so the close comes first, every time.
+func TestCloseAfterConnectionEndedReportsIt(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		name := "peer-close"
+		if lost {
+			name = "lost"
+		}
+		t.Run(name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				cfg := quietConfig(nil).withDefaults()
+				peer, conn := transport.Pipe(pipeConfig(transport.PipeConfig{}, cfg))
+				s := pipeSession(t, conn, false, cfg)
+				if lost {
+					peer.Lose()
+				} else {
+					require.NoError(t, peer.CloseWithError(uint64(wire.ProtocolViolation), "peer"))
+				}
+				require.NoError(t, s.CloseWithError(wire.NoError, "application"))
+				var se *SessionError
+				require.ErrorAs(t, context.Cause(s.Context()), &se)
+				if lost {
+					require.NotNil(t, se.Transport, "a lost connection: %v", se)
+					assert.Equal(t, transport.ConnIdleTimeout, se.Transport.kind)
+					assert.Equal(t, wire.InternalError, se.Code)
+					return
+				}
+				assert.Equal(t, SessionError{Code: wire.ProtocolViolation, Reason: "peer", Remote: true}, *se)
+			})
+		})
+	}
+}
+
 // TestCloseReachesPeerBeforeExit: a client that closes and then loses its
 // socket at once, as a process that exits, still tells the server: the
 // server's session ends promptly with the client's code, not after an
