@@ -346,8 +346,12 @@ func (ss *ServedSubscription) uncountDataStream(str transport.SendStream) {
 
 // maxPendingOpens bounds a subscription's streams waiting for stream
 // credit. A subscriber that holds back credit for that many subgroups is
-// too far behind.
-const maxPendingOpens = 64
+// too far behind. A burst of small groups, faster than a subscriber that
+// reads everything can finish its streams and return their credit, must
+// not cut it off: 64 did (a file published in one-object groups through
+// the relay), so the bound is generous, and what the waiting streams hold
+// is within the session's backlog budget (pendingOpenCost each).
+const maxPendingOpens = 256
 
 // pendingOpenCost is what a stream waiting for stream credit counts
 // against its session's backlog budget, besides its bytes: about what its
