@@ -262,8 +262,10 @@ func (s *Session) acceptSetup(st *wire.Setup) error {
 		return err
 	}
 	s.peerSetup = own
-	close(s.setupDone)
+	// Logged before the handshake is released, so "start" precedes every
+	// record the session's use can cause.
 	s.log.Info("moqt: session", "event", "start", "path", s.path, "authority", s.authority,
 		"peer_implementation", st.MoqtImplementation.Value)
+	close(s.setupDone)
 	return nil
 }
