@@ -21,6 +21,11 @@
 // publisher's namespace through the relay and reads its track). README.md's
 // Interop section sums up what they found.
 //
+// js/ also holds the moqt command's web page script, which is no test of
+// this package: js/web.js, bundled with the same @moq/net by js/build-web.js
+// (npm run build:web) into cmd/moqt/web/, and js/page-driver.js, which
+// cmd/moqt's browser tests steer the page with.
+//
 // It needs node, Chromium (/usr/bin/chromium, or $MOQT_CHROMIUM) and
 // interop/node_modules (npm ci). ./scripts/test.sh installs them and sets
 // MOQT_INTEROP=1, under which a missing tool fails the test; without it the

@@ -28,6 +28,11 @@ start. It tells what happens as it happens, then stops the clock, and both
 subscribers are told the track ended. It runs for -duration, or until
 Ctrl-C, and exits 0.
 
+-web ADDR serves the web page of moqt relay -web for the demo's relay, such
+as -web 127.0.0.1:8080: open it in a browser, type, and see your text come
+back through the relay. With -web the relay and the page stay up after the
+demo, until Ctrl-C.
+
 The pieces as separate commands, each in a terminal of its own:
   moqt relay
   moqt clock -sha256 PIN moqt://127.0.0.1:4443/
@@ -39,11 +44,19 @@ The pieces as separate commands, each in a terminal of its own:
 
 func demoSetup(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 	duration := fs.Duration("duration", 10*time.Second, "how long the demo runs (at least 6s)")
-	return func(ctx context.Context, e *env, _ []string) error {
+	webAddr := fs.String("web", "", "TCP `address` to serve the web page on over HTTP, such as 127.0.0.1:8080; the relay and the page stay up until Ctrl-C")
+	return func(ctx context.Context, e *env, _ []string) (err error) {
 		if *duration < 6*time.Second {
 			return usagef("-duration must be at least 6s")
 		}
-		return runDemo(ctx, e, *duration)
+		var web *webServer
+		if *webAddr != "" {
+			if web, err = listenWeb(*webAddr); err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, web.close()) }()
+		}
+		return runDemo(ctx, e, *duration, web)
 	}
 }
 
@@ -89,7 +102,9 @@ func (c *demoClock) after(from wire.Location) []wire.Location {
 	return out
 }
 
-func runDemo(ctx context.Context, e *env, duration time.Duration) error {
+// runDemo runs the demo; with web, it serves the page for the demo's relay
+// and keeps both up after the demo until ctx ends.
+func runDemo(ctx context.Context, e *env, duration time.Duration, web *webServer) error {
 	t := &demoTeller{w: e.stdout, start: time.Now()}
 	clockStops := t.start.Add(duration - 1500*time.Millisecond)
 	quietLog := slog.New(slog.DiscardHandler)
@@ -113,6 +128,10 @@ func runDemo(ctx context.Context, e *env, duration time.Duration) error {
 	pin := hex.EncodeToString(info.CertHash[:])
 	t.say("relay listening on UDP %s: raw QUIC at moqt://%s/, WebTransport at https://%s/", info.Addr, host, host)
 	t.say("its certificate is self-signed: the others trust it by its SHA-256 (%s...), as moqt's -sha256 does", pin[:16])
+	if web != nil {
+		web.start(info)
+		t.say("web page at %s: open it in a browser, type, and see your text come back through the relay (it stays up after the demo, until Ctrl-C)", web.url())
+	}
 	stopTheRelay := func() error {
 		t.say("relay stopping: GOAWAY to every session still open, then it exits")
 		stopRelay()
@@ -211,6 +230,10 @@ func runDemo(ctx context.Context, e *env, duration time.Duration) error {
 		t.say("both subscribers were told the track ended")
 	case len(subs) < 2:
 		t.say("(stopped before both subscribers joined)")
+	}
+	if web != nil && ctx.Err() == nil {
+		t.say("the demo is over; the relay and the web page at %s stay up until Ctrl-C", web.url())
+		<-ctx.Done()
 	}
 	if err := stopTheRelay(); err != nil {
 		return err

@@ -4,6 +4,7 @@
 //
 //	go install github.com/moqt-go/moqt/cmd/moqt@latest
 //	moqt relay                                          # prints the pin and a command to try
+//	moqt relay -web 127.0.0.1:8080                      # and a web page: watch a track, publish what you type
 //	moqt pub -sha256 PIN moqt://127.0.0.1:4443/ files notes < notes.txt
 //	moqt sub -sha256 PIN moqt://127.0.0.1:4443/ files notes > copy.txt
 //	moqt demo                                           # all of it in one process, narrated
@@ -137,6 +138,10 @@ Start with a relay, then publish to it and subscribe through it:
   moqt sub -lines -sha256 PIN moqt://127.0.0.1:4443/ clock time
 
 or see it all at once: moqt demo.
+
+In a browser: moqt relay -web 127.0.0.1:8080 serves a web page (its URL is in
+the banner) that watches a track through the relay and publishes what you type;
+moqt demo -web 127.0.0.1:8080 does the same for the demo's relay.
 
 URLs are moqt://HOST:PORT/ (raw QUIC) or https://HOST:PORT/ (WebTransport, what
 browsers speak); a relay serves both on one UDP port. A NAMESPACE is one or

@@ -215,12 +215,14 @@ type relayProc struct {
 	addr    string // host:port
 	pin     string // the certificate's SHA-256, hex
 	metrics string // the metrics URL, if -metrics
+	web     string // the web page's URL, if -web
 }
 
 var (
 	bannerURL = regexp.MustCompile(`raw QUIC: +moqt://(\S+)/`)
 	bannerPin = regexp.MustCompile(`^  -sha256 ([0-9a-f]{64})$`)
 	metricsRE = regexp.MustCompile(`msg=metrics url=(\S+)`)
+	bannerWeb = regexp.MustCompile(`^  web page: +(http://\S+)`)
 )
 
 // startRelay runs moqt relay on a free port of 127.0.0.1 and waits for its
@@ -234,6 +236,9 @@ func startRelay(t *testing.T, ctx context.Context, args ...string) *relayProc {
 	p.waitOut(t, ctx, "Try, each in a terminal")
 	if slices.Contains(args, "-metrics") {
 		r.metrics = metricsRE.FindStringSubmatch(p.waitFor(t, ctx, true, metricsRE.MatchString))[1]
+	}
+	if slices.Contains(args, "-web") {
+		r.web = bannerWeb.FindStringSubmatch(p.waitFor(t, ctx, false, bannerWeb.MatchString))[1]
 	}
 	return r
 }

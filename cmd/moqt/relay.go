@@ -35,6 +35,15 @@ It authorizes every request: it is for development and demos, not for an
 open network. -upstream chains it to another relay: what no session here
 publishes is asked for there.
 
+-web ADDR serves a web page over HTTP, such as -web 127.0.0.1:8080, and the
+banner prints its URL: open it in a browser. The page connects to the relay
+over WebTransport (pinning the self-signed certificate for you), watches a
+track, showing its objects as they come, and publishes what you type as a
+track of its own, which another tab or moqt sub can watch. Over plain HTTP
+browsers allow WebTransport only from 127.0.0.1 or localhost. The page's
+script is @moq/net (JavaScript), which can only join a track before its
+first object (see the page).
+
 -metrics ADDR serves, over HTTP, /metrics (Prometheus text format: sessions,
 requests by kind and outcome, objects and bytes in and out, drops by reason,
 subscribers cut) and /healthz (200 while serving, 503 while draining).
@@ -53,6 +62,7 @@ func relaySetup(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 	fs.StringVar(&o.Upstream, "upstream", "", "`URL` of a relay to chain to (moqt:// or https://)")
 	upstreamPin := fs.String("upstream-sha256", "", "SHA-256 of the upstream relay's certificate, as it printed it (hex or base64), for a self-signed one")
 	metricsAddr := fs.String("metrics", "", "TCP `address` to serve /metrics (Prometheus) and /healthz on over HTTP, such as 127.0.0.1:9090")
+	webAddr := fs.String("web", "", "TCP `address` to serve the web page on over HTTP, such as 127.0.0.1:8080")
 	fs.DurationVar(&o.DrainTimeout, "drain", relayserve.DefaultDrainTimeout, "how long sessions get to leave after GOAWAY when stopping")
 	verbose := fs.Bool("v", false, "log every request (debug level)")
 	quiet := fs.Bool("q", false, "log warnings and errors only")
@@ -80,15 +90,22 @@ func relaySetup(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 			level = slog.LevelWarn
 		}
 		o.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
-		return runRelay(ctx, e, o, *metricsAddr)
+		return runRelay(ctx, e, o, *metricsAddr, *webAddr)
 	}
 }
 
 // runRelay serves until ctx ends, with the metrics and health endpoint on
-// metricsAddr if set.
-func runRelay(ctx context.Context, e *env, o relayserve.Options, metricsAddr string) error {
+// metricsAddr and the web page on webAddr, each if set.
+func runRelay(ctx context.Context, e *env, o relayserve.Options, metricsAddr, webAddr string) (err error) {
 	met := newRelayMetrics()
 	o.Metrics = met
+	var web *webServer
+	if webAddr != "" {
+		if web, err = listenWeb(webAddr); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, web.close()) }()
+	}
 	var httpSrv *http.Server
 	var httpDone chan error
 	if metricsAddr != "" {
@@ -109,7 +126,14 @@ func runRelay(ctx context.Context, e *env, o relayserve.Options, metricsAddr str
 	}
 	// Health turns to 503 as soon as the relay starts draining.
 	o.Draining = func() { met.draining.Store(true) }
-	err := relayserve.Run(ctx, o, func(info relayserve.Info) { printRelayBanner(e, info) })
+	err = relayserve.Run(ctx, o, func(info relayserve.Info) {
+		pageURL := ""
+		if web != nil {
+			web.start(info)
+			pageURL = web.url()
+		}
+		printRelayBanner(e, info, pageURL)
+	})
 	if err != nil {
 		return err
 	}
@@ -146,13 +170,17 @@ func metricsHandler(m *relayMetrics) http.Handler {
 }
 
 // printRelayBanner tells, on stdout, where the relay is and how to use it,
-// with commands ready to paste.
-func printRelayBanner(e *env, info relayserve.Info) {
+// with commands ready to paste; pageURL is the web page's, if served.
+func printRelayBanner(e *env, info relayserve.Info, pageURL string) {
 	host := clientHost(info.Addr)
 	pin := hex.EncodeToString(info.CertHash[:])
 	w := e.stdout
 	fmt.Fprintf(w, "moqt relay: serving on UDP %s\n", info.Addr)
-	fmt.Fprintf(w, "  raw QUIC:     moqt://%s/\n  WebTransport: https://%s/\n\n", host, host)
+	fmt.Fprintf(w, "  raw QUIC:     moqt://%s/\n  WebTransport: https://%s/\n", host, host)
+	if pageURL != "" {
+		fmt.Fprintf(w, "  web page:     %s  (open it in a browser: it watches a track and publishes what you type)\n", pageURL)
+	}
+	fmt.Fprintln(w)
 	if info.SelfSigned {
 		fmt.Fprintf(w, "Its certificate is self-signed, made just now. Clients trust it by its SHA-256, the pin:\n")
 	} else {
