@@ -342,7 +342,9 @@ func TestCloseWaitsForGoroutines(t *testing.T) {
 		require.NotEmpty(t, sessionGoroutines(p.client), "the check sees the session's goroutines")
 		start := time.Now()
 		require.NoError(t, p.client.Close())
-		assert.Less(t, time.Since(start), closeWait, "a stuck Handler does not hold Close up")
+		if bubbled() { // on the wall clock a busy machine could pass the bound
+			assert.Less(t, time.Since(start), closeWait, "a stuck Handler does not hold Close up")
+		}
 		// A goroutine that has called wg.Done may still be on its
 		// way out; one still in the 300 ms hook is not.
 		var left []string
