@@ -151,7 +151,7 @@ func startHelperSubscriber(t *testing.T, scheme string, srv *Server, certDER []b
 type arrivals struct {
 	mu   sync.Mutex
 	got  map[wire.Location]bool
-	want wire.Location // set once, before it can arrive
+	want wire.Location // set once, by await
 	// arrived is closed when want has arrived.
 	arrived chan struct{}
 }
@@ -172,7 +172,7 @@ func (a *arrivals) record(r *SubgroupReader) {
 			return
 		}
 		a.mu.Lock()
-		if strings.HasPrefix(string(p), string(stressPayload(h.Location))) {
+		if strings.HasPrefix(string(p), string(stressPayload(h.Location))) && !a.got[h.Location] {
 			a.got[h.Location] = true
 			if h.Location == a.want {
 				close(a.arrived)
