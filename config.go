@@ -358,6 +358,9 @@ type sessionHooks struct {
 	// sessionEnded runs in watchTransport once the session has ended,
 	// before it unblocks the open requests.
 	sessionEnded func()
+	// trackStatusWritten runs when a TRACK_STATUS this end sends has been
+	// written, before its FIN.
+	trackStatusWritten func()
 }
 
 // withDefaults returns a copy of c with every zero field set to its default.

@@ -249,31 +249,39 @@ func TestFetchCancelOverTransports(t *testing.T) {
 
 // A fetch stream whose subscriber reads slowly but steadily is not too
 // far behind: an object that takes longer than Config.SubscriberGrace to
-// go out, while the subscriber keeps taking bytes, arrives whole.
+// go out, while the subscriber keeps taking bytes, arrives whole. In a
+// synctest bubble: the pace is the bubble's clock, not the scheduler's.
 func TestFetchSlowReaderKeepsUp(t *testing.T) {
-	lt := pubTrack(t, wire.Some(pl(0, 0)))
-	h, errs := fetchHandler(lt)
-	s, fp := serverSession(t, &Config{Handler: h, SubscriberGrace: 200 * time.Millisecond})
-	big := make([]byte, 3<<20)
-	pubUseCursor(s, func(filter.Window, bool) fetchCursor {
-		return &pubSliceCursor{entries: []Object{{Location: pl(0, 0), Payload: big}}}
-	})
-	fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
-	expect[*wire.FetchOK](fs)
-	str, err := fp.conn.AcceptUniStream(fakeCtx(t))
-	require.NoError(t, err)
-	// 64 KiB every 20 ms: about a second in all, five graces.
-	var n int
-	buf := make([]byte, 64<<10)
-	for {
-		m, err := io.ReadFull(str, buf)
-		n += m
-		if err != nil {
-			require.ErrorIs(t, err, io.ErrUnexpectedEOF, "the stream ends with its FIN, after %d bytes", n)
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	for _, tr := range pipeTransports {
+		t.Run(tr.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				lt := pubTrack(t, wire.Some(pl(0, 0)))
+				h, errs := fetchHandler(lt)
+				s, fp := pipeServerSession(t, transport.PipeConfig{WebTransport: tr.wt},
+					&Config{Handler: h, SubscriberGrace: 200 * time.Millisecond})
+				big := make([]byte, 3<<20)
+				pubUseCursor(s, func(filter.Window, bool) fetchCursor {
+					return &pubSliceCursor{entries: []Object{{Location: pl(0, 0), Payload: big}}}
+				})
+				fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+				expect[*wire.FetchOK](fs)
+				str, err := fp.conn.AcceptUniStream(fakeCtx(t))
+				require.NoError(t, err)
+				// 64 KiB every 20 ms: about a second in all, five graces.
+				var n int
+				buf := make([]byte, 64<<10)
+				for {
+					m, err := io.ReadFull(str, buf)
+					n += m
+					if err != nil {
+						require.ErrorIs(t, err, io.ErrUnexpectedEOF, "the stream ends with its FIN, after %d bytes", n)
+						break
+					}
+					advance(20 * time.Millisecond)
+				}
+				assert.Greater(t, n, len(big))
+				require.NoError(t, recvOrFail(t, errs))
+			})
+		})
 	}
-	assert.Greater(t, n, len(big))
-	require.NoError(t, recvOrFail(t, errs))
 }

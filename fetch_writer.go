@@ -244,7 +244,10 @@ func (w *FetchWriter) Close() error {
 	err = str.Close()
 	w.forget(str)
 	w.over(nil)
-	return err
+	if err != nil {
+		return w.sess.streamError(err)
+	}
+	return nil
 }
 
 // Reset ends the stream abruptly with code (§12.5): the objects not yet

@@ -142,7 +142,10 @@ func (rs *requestStream) writeAndFin(m wire.Message) error {
 }
 
 // fin closes the sending direction gracefully. Callers only reach it once
-// the request's required messages are sent (C008).
+// the request's required messages are sent (C008). Its error is mapped as
+// write's: a WebTransport stream that the session's close has reset fails
+// its Close with the transport's close error, which must not reach the
+// caller in place of the session's cause.
 func (rs *requestStream) fin() error {
 	rs.wmu.Lock()
 	defer rs.wmu.Unlock()
@@ -151,7 +154,10 @@ func (rs *requestStream) fin() error {
 	}
 	rs.finSent = true
 	rs.finDone.Store(true)
-	return rs.str.Close()
+	if err := rs.str.Close(); err != nil {
+		return rs.sess.streamError(err)
+	}
+	return nil
 }
 
 // cancel abruptly ends both directions: RESET_STREAM on the sending side

@@ -82,7 +82,9 @@ func TestSlowLoneSubscriberTooFarBehind(t *testing.T) {
 		case <-ctx.Done():
 			require.FailNow(t, "the publisher was held up by its only subscriber")
 		}
-		assert.Less(t, longest, 10*grace, "a write waits about a grace at most")
+		if bubbled() { // on the wall clock a busy machine could pass the bound
+			assert.Less(t, longest, 10*grace, "a write waits about a grace at most")
+		}
 		waitDone(t, ctx, lt.sub.Done(), "slow subscription")
 		var de *DoneError
 		require.ErrorAs(t, lt.sub.Err(), &de)

@@ -28,11 +28,18 @@ func askTrackStatus(ctx context.Context, s *Session, track wire.FullTrackName, p
 		return nil, err
 	}
 	// TRACK_STATUS is the only message this end sends (§9.13).
-	if err := rs.writeAndFin(&wire.TrackStatus{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name, Parameters: params}); err != nil {
+	if err := rs.write(&wire.TrackStatus{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name, Parameters: params}); err != nil {
 		rs.cancel(wire.ResetInternalError)
 		s.requests.remove(rs)
 		return nil, err
 	}
+	s.hook(func(h *sessionHooks) func() { return h.trackStatusWritten })
+	// The request is out whole: how it ends is for the answer's read to
+	// say. A FIN refused because the peer stopped the stream is no end of
+	// its own: a WebTransport peer that closes its session stops every
+	// stream before its close arrives, and the read then reports the
+	// session's end, as it reports a peer's reset.
+	_ = rs.fin()
 	a := &trackStatusAnswer{rs: rs, done: make(chan struct{})}
 	rs.goServe(a)
 	select {

@@ -125,9 +125,15 @@ func (n *node) clientConfig(h moqt.Handler) *moqt.Config {
 // session and the relay's end of it.
 func (n *node) dial(path string, h moqt.Handler) (client, server *moqt.Session) {
 	n.t.Helper()
+	return n.dialConfig(path, n.clientConfig(h))
+}
+
+// dialConfig is dial with cfg, which must trust the node (clientConfig).
+func (n *node) dialConfig(path string, cfg *moqt.Config) (client, server *moqt.Session) {
+	n.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := moqt.Dial(ctx, n.url(path), n.clientConfig(h))
+	c, err := moqt.Dial(ctx, n.url(path), cfg)
 	require.NoError(n.t, err)
 	n.t.Cleanup(func() { _ = c.Close() })
 	require.Eventually(n.t, func() bool { return n.session(path) != nil }, 5*time.Second, time.Millisecond)
@@ -211,10 +217,19 @@ func (p *publisher) servedSubs() []*moqt.ServedSubscription {
 // newPublisher connects a publisher of name at path, its track with props.
 func (n *node) newPublisher(path string, name wire.FullTrackName, props wire.KVList) *publisher {
 	n.t.Helper()
+	return n.newPublisherConfig(path, name, props, func(*moqt.Config) {})
+}
+
+// newPublisherConfig is newPublisher with the client's Config changed by
+// set.
+func (n *node) newPublisherConfig(path string, name wire.FullTrackName, props wire.KVList, set func(*moqt.Config)) *publisher {
+	n.t.Helper()
 	tr, err := moqt.NewLocalTrack(name, props)
 	require.NoError(n.t, err)
 	p := &publisher{track: tr}
-	p.client, p.server = n.dial(path, p)
+	cfg := n.clientConfig(p)
+	set(cfg)
+	p.client, p.server = n.dialConfig(path, cfg)
 	return p
 }
 
