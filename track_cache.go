@@ -120,7 +120,10 @@ type trackCache struct {
 // unknown too, as are the Locations up to a Largest Object learnt
 // through SetLargest that the track never carried. SetCache replaces the
 // cache set before, dropping what it kept; limits with zero Objects and
-// Bytes remove it, and take it out of its CacheBudget. The cache is
+// Bytes remove it, and take it out of its CacheBudget. A subgroup still
+// open may yet carry objects below the Largest Object (it lags behind a
+// later group): a fetch reaching them waits, within its FILL_TIMEOUT, so
+// close subgroups once written. The cache is
 // independent of OnObject. While a cache is
 // set, a streamed object's payload is gathered in memory until complete,
 // as for OnObject.

@@ -133,22 +133,26 @@ func prev(l wire.Location) wire.Location {
 func (c *Cache) addAbsent(s span) {
 	i, _ := slices.BinarySearchFunc(c.absent, s.from, func(a span, l wire.Location) int { return a.from.Compare(l) })
 	c.absent = slices.Insert(c.absent, i, s)
-	out := c.absent[:1]
-	for _, a := range c.absent[1:] {
-		last := &out[len(out)-1]
-		if c.joins(*last, a) {
-			if last.to.Less(a.to) {
-				last.to = a.to
-			}
-			continue
-		}
-		out = append(out, a)
+	// The others join none of theirs: only the new range's neighbours
+	// can join it.
+	for i+1 < len(c.absent) && c.joins(c.absent[i], c.absent[i+1]) {
+		c.absent[i].to = maxLocation(c.absent[i].to, c.absent[i+1].to)
+		c.absent = slices.Delete(c.absent, i+1, i+2)
 	}
-	clear(c.absent[len(out):])
-	c.absent = out
+	if i > 0 && c.joins(c.absent[i-1], c.absent[i]) {
+		c.absent[i-1].to = maxLocation(c.absent[i-1].to, c.absent[i].to)
+		c.absent = slices.Delete(c.absent, i, i+1)
+	}
 	if n := len(c.absent) - MaxKnownRanges; n > 0 {
 		c.absent = slices.Delete(c.absent, 0, n)
 	}
+}
+
+func maxLocation(a, b wire.Location) wire.Location {
+	if a.Less(b) {
+		return b
+	}
+	return a
 }
 
 // joins reports whether absent ranges a and b, a starting first, make one:

@@ -177,6 +177,10 @@ func TestRelayedGapsUnknown(t *testing.T) {
 	assert.Len(t, c.absent, MaxKnownRanges)
 	assert.Equal(t, []want{o(10, 0), unknown(11, maxID), o(12, 0), absent(12, 5), unknown(12, maxID)},
 		walk(t, ctx, c.Cursor(loc(10, 0), whole(12), false)), "{10, 1}-{10, 5} forgotten; {12, 1}-{12, 5} kept")
+	// One answer over many ranges takes them in.
+	learn(t, c, loc(10, 1), whole(999))
+	assert.Equal(t, []span{{from: loc(10, 1), to: whole(999)}}, c.absent)
+	assert.Len(t, walk(t, ctx, c.Cursor(loc(10, 0), loc(1000, 0), false)), MaxKnownRanges+2, "the objects alone")
 }
 
 // TestLearnBeforePending: what an upstream says of the Locations before a
