@@ -44,8 +44,14 @@ func fetchTrack(t *testing.T, connect connector, limits CacheLimits) (*LocalTrac
 // the Location.
 func publishGroups(t *testing.T, track *LocalTrack, from, to uint64, perGroup uint64, skip map[wire.Location]bool) {
 	t.Helper()
+	publishGroupsWith(t, track, from, to, perGroup, skip, SubgroupOptions{})
+}
+
+// publishGroupsWith is publishGroups on subgroups opened with opts.
+func publishGroupsWith(t *testing.T, track *LocalTrack, from, to uint64, perGroup uint64, skip map[wire.Location]bool, opts SubgroupOptions) {
+	t.Helper()
 	for g := from; g < to; g++ {
-		w := track.OpenSubgroup(g, 0, SubgroupOptions{})
+		w := track.OpenSubgroup(g, 0, opts)
 		for o := range perGroup {
 			l := wire.Location{Group: g, Object: o}
 			if skip[l] {

@@ -19,10 +19,11 @@ import (
 // the origin's.
 
 // missRelay is a relay's copy of testTrack: it learnt the origin's
-// Largest Object {4, 3} but carried none of groups 0-4, then published
-// groups 5 and 6 itself (4 objects each). The origin published groups 0-4,
-// without {1, 2}. asks counts the calls of Miss, whose ranges go to
-// ranges; miss, when set, replaces the upstream FETCH.
+// Largest Object {4, 3} but carried none of groups 0-4, then carried
+// groups 5 and 6 (4 objects each), on subgroups with END_OF_GROUP, so that
+// it knows where they end. The origin published groups 0-6, without
+// {1, 2}. asks counts the calls of Miss, whose ranges go to ranges; miss,
+// when set, replaces the upstream FETCH.
 type missRelay struct {
 	relay, origin *LocalTrack
 	down          *pair                // the relay serves down.client
@@ -40,7 +41,7 @@ func newMissRelay(t *testing.T, connect connector, limits CacheLimits,
 	origin, err := NewLocalTrack(originTrack, nil)
 	require.NoError(t, err)
 	origin.SetCache(CacheLimits{Objects: 1000})
-	publishGroups(t, origin, 0, 5, 4, map[wire.Location]bool{{Group: 1, Object: 2}: true})
+	publishGroups(t, origin, 0, 7, 4, map[wire.Location]bool{{Group: 1, Object: 2}: true})
 	relay, err := NewLocalTrack(testTrack, nil)
 	require.NoError(t, err)
 	relay.SetLargest(wire.Location{Group: 4, Object: 3})
@@ -54,7 +55,7 @@ func newMissRelay(t *testing.T, connect connector, limits CacheLimits,
 		return up.Fetch(ctx, originTrack, wire.Params{LocationFilter: wire.Some(wire.RangeFilterToObject(start, end))})
 	}
 	relay.SetCache(limits)
-	publishGroups(t, relay, 5, 7, 4, nil)
+	publishGroupsWith(t, relay, 5, 7, 4, nil, SubgroupOptions{EndOfGroup: true})
 	m.relay, m.origin = relay, origin
 	// One server, so that one leak check covers both sessions: it serves
 	// the relay's track to down.client and the origin's to up.client.
@@ -130,7 +131,9 @@ func fetchOrder(desc bool) wire.Params {
 // objects in their place, in the requested group order (one upstream
 // FETCH per group when descending), payloads intact, the gap the origin
 // has at {1, 2} still a gap; the relay keeps them, so a second FETCH is
-// answered without asking upstream again.
+// answered without asking upstream again. The range runs to the end of
+// group 4: past the Largest Object it learnt, the relay cannot tell
+// whether the origin published more of group 4 (§2.1).
 func TestC070_MissFetchedUpstream(t *testing.T) {
 	for _, desc := range []bool{false, true} {
 		name := "ascending"
@@ -162,9 +165,9 @@ func TestC070_MissFetchedUpstream(t *testing.T) {
 				}
 				first := <-m.ranges
 				if desc {
-					assert.Equal(t, [2]wire.Location{{Group: 4}, {Group: 4, Object: 3}}, first, "the highest group first")
+					assert.Equal(t, [2]wire.Location{{Group: 4}, {Group: 4, Object: ^uint64(0)}}, first, "the highest group first")
 				} else {
-					assert.Equal(t, [2]wire.Location{{}, {Group: 4, Object: 3}}, first, "the unknown range")
+					assert.Equal(t, [2]wire.Location{{}, {Group: 4, Object: ^uint64(0)}}, first, "the unknown range")
 				}
 			})
 		})
@@ -180,7 +183,7 @@ func fetchTimedOut(t *testing.T, m *missRelay, ms uint64) {
 	require.NoError(t, err)
 	got := readFetchAll(t, ctx, f)
 	require.NotEmpty(t, got)
-	assert.Equal(t, Object{Location: wire.Location{Group: 4, Object: 3}, EndOfRange: wire.EndOfTimedOutRange}, got[0])
+	assert.Equal(t, Object{Location: wire.Location{Group: 4, Object: ^uint64(0)}, EndOfRange: wire.EndOfTimedOutRange}, got[0])
 	assert.Equal(t, missWant(5, 7, false), locations(got[1:]))
 }
 
@@ -224,8 +227,6 @@ func TestMissFailedUnknown(t *testing.T) {
 		all := ^uint64(0)
 		assert.Equal(t, []Object{
 			{Location: wire.Location{Group: 5, Object: all}, EndOfRange: wire.EndOfNonExistentRange},
-			{Location: wire.Location{Group: 4, Object: 3}, EndOfRange: wire.EndOfUnknownRange},
-			{Location: wire.Location{Group: 4, Object: all}, EndOfRange: wire.EndOfNonExistentRange},
 			{Location: wire.Location{Group: 0, Object: all}, EndOfRange: wire.EndOfUnknownRange},
 		}, got[8:], "what the cache knows of groups 5 down to 0")
 		assert.Equal(t, int64(1), m.asks.Load(), "asked once")
@@ -246,7 +247,7 @@ func TestMissOutsideRangeRefused(t *testing.T) {
 		require.NoError(t, err)
 		got := readFetchAll(t, ctx, f)
 		require.NotEmpty(t, got)
-		assert.Equal(t, Object{Location: wire.Location{Group: 4, Object: 3}, EndOfRange: wire.EndOfUnknownRange}, got[0])
+		assert.Equal(t, Object{Location: wire.Location{Group: 4, Object: ^uint64(0)}, EndOfRange: wire.EndOfUnknownRange}, got[0])
 		assert.Equal(t, []wire.Location{{Group: 5}, {Group: 5, Object: 1}}, locations(got[1:]))
 	})
 }

@@ -20,9 +20,10 @@ import (
 // End Of Track when the range reaches the track's end, and then the
 // entries of the range go in the requested group order, those the FETCH's
 // range filters refuse left out, ranges the track cannot serve as End of
-// Range markers, then FIN. Objects still being published when reached are
-// waited for within FILL_TIMEOUT in total (Config.FillTimeout without it,
-// §9.20.6), then reported as timed out. Fetch returns once the fetch is
+// Range markers, then FIN. Objects still being published when reached, and
+// those an open subgroup may still carry, are waited for within
+// FILL_TIMEOUT in total (Config.FillTimeout without it, §9.20.6), then
+// reported as timed out. Fetch returns once the fetch is
 // over, or at the first error.
 //
 // A FETCH for another track is answered with REQUEST_ERROR DOES_NOT_EXIST

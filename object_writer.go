@@ -182,6 +182,7 @@ func (ow *ObjectWriter) Close() error {
 	w.remain = 0
 	w.closed = true
 	w.keep = nil // never complete: nothing to store
+	w.endCached(false)
 	w.abandon()
 	for _, out := range w.outs {
 		if !out.closed() {

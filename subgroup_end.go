@@ -117,6 +117,7 @@ func (w *SubgroupWriter) Close() error {
 		return nil
 	}
 	w.closed = true
+	w.endCached(!w.pend && w.remain == 0)
 	w.abandon() // an object interrupted or left incomplete
 	if w.remain > 0 {
 		// A FIN inside an object would be a protocol violation (§11.3).
@@ -156,6 +157,7 @@ func (w *SubgroupWriter) CloseIncomplete(code wire.ResetCode) {
 		return
 	}
 	w.closed = true
+	w.endCached(false)
 	w.abandon()
 	partial := w.remain > 0 // a stream inside an object cannot keep it
 	w.remain = 0
@@ -181,6 +183,7 @@ func (w *SubgroupWriter) Reset(code wire.ResetCode) {
 	w.turn.Lock()
 	defer w.turn.Unlock()
 	w.closed = true
+	w.endCached(false)
 	w.abandon()
 	for _, out := range w.outs {
 		if !out.closed() {
@@ -188,4 +191,22 @@ func (w *SubgroupWriter) Reset(code wire.ResetCode) {
 		}
 	}
 	w.remain = 0
+}
+
+// endCached tells the track's cache that the subgroup is over: finished
+// (fin: every object it was given went out whole, and its streams end
+// with a FIN), so that it carries nothing more, past the group's end too
+// with EndOfGroup (§11.3.1); or short (a reset, or an object left
+// incomplete), so that objects of it may still come elsewhere (§11.3.2)
+// and the rest of the group is unknown. The caller holds the turn.
+func (w *SubgroupWriter) endCached(fin bool) {
+	if w.cached == nil {
+		return
+	}
+	if fin {
+		w.cached.Finish(w.opts.EndOfGroup)
+	} else {
+		w.cached.Reset()
+	}
+	w.cached = nil
 }

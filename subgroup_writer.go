@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/cache"
 	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/priority"
 	"github.com/moqt-go/moqt/internal/transport"
@@ -120,6 +121,9 @@ type SubgroupWriter struct {
 	overdue atomic.Bool // the watchdog found the current wait over
 	// caughtUp is signalled when a stream's backlog goroutine ends.
 	caughtUp chan struct{}
+	// cached follows the subgroup in the track's cache, nil for none
+	// (track_cache.go); it belongs to the holder of turn.
+	cached *cache.Subgroup
 }
 
 // subgroupOut is one subscription's stream for the subgroup. Its fields
@@ -174,6 +178,11 @@ func (t *LocalTrack) OpenSubgroup(group, subgroup uint64, opts SubgroupOptions) 
 		outs: map[*ServedSubscription]*subgroupOut{}, caughtUp: make(chan struct{}, 1),
 		stopCh: make(chan struct{})}
 	w.dog.expire = w.expireWrite
+	first := uint64(0)
+	if opts.SubgroupIDIsFirstObject {
+		first = subgroup
+	}
+	t.openCached(w, first)
 	return w
 }
 
@@ -296,7 +305,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun int64
 		return err
 	}
 	loc := wire.Location{Group: w.group, Object: o.ObjectID}
-	w.track.noteObject(loc)
+	w.track.noteSubgroupObject(w, loc)
 	w.pend = true
 	meta := filter.Object{Location: loc, SubgroupID: w.subgroup, PublisherPriority: w.priority(), Properties: o.Properties}
 	first := !w.started

@@ -51,6 +51,17 @@ type CacheLimits struct {
 	// unknown and that fetch asks no more. A descending fetch asks one
 	// group at a time. Miss runs on the fetch's goroutine and must return
 	// when ctx ends.
+	//
+	// A track with Miss is taken for a relay's, its objects received from
+	// elsewhere: a gap between the objects it carried says nothing of the
+	// objects skipped (§2.1), which may not have arrived yet, so the cache
+	// takes a Location it was not given for unknown, and asks Miss for it,
+	// unless End of Group or End of Track, a FIN on a subgroup with
+	// EndOfGroup, or what Miss answered before, says it does not exist.
+	// Without Miss the track is the original publisher's: a Location
+	// below the Largest Object it did not publish does not exist, unless
+	// a subgroup still open may yet carry it (then a fetch waits for it)
+	// or a reset one might have (unknown).
 	Miss func(ctx context.Context, start, end wire.Location) (*Fetch, error)
 }
 
@@ -109,7 +120,10 @@ type trackCache struct {
 // unknown too, as are the Locations up to a Largest Object learnt
 // through SetLargest that the track never carried. SetCache replaces the
 // cache set before, dropping what it kept; limits with zero Objects and
-// Bytes remove it, and take it out of its CacheBudget. The cache is
+// Bytes remove it, and take it out of its CacheBudget. A subgroup still
+// open may yet carry objects below the Largest Object (it lags behind a
+// later group): a fetch reaching them waits, within its FILL_TIMEOUT, so
+// close subgroups once written. The cache is
 // independent of OnObject. While a cache is
 // set, a streamed object's payload is gathered in memory until complete,
 // as for OnObject.
@@ -117,7 +131,8 @@ func (t *LocalTrack) SetCache(l CacheLimits) {
 	var c *cache.Cache
 	t.mu.Lock()
 	if l.Objects > 0 || l.Bytes > 0 {
-		lim := cache.Limits{Objects: max(l.Objects, 0), Bytes: max(l.Bytes, 0), Duration: max(l.Duration, 0)}
+		lim := cache.Limits{Objects: max(l.Objects, 0), Bytes: max(l.Bytes, 0), Duration: max(l.Duration, 0),
+			Relayed: l.Miss != nil}
 		if l.Budget != nil {
 			lim.Budget = &l.Budget.b
 		}
@@ -156,6 +171,31 @@ func (t *LocalTrack) begun(l wire.Location) {
 	if c := t.cache.c.Load(); c != nil {
 		c.Begin(l)
 	}
+}
+
+// openCached tells the track's cache that w opens: until it ends, the
+// Locations of its group it may still carry are pending, not absent, to
+// a fetch (§2.2: a subgroup can lag behind later groups). first is the
+// smallest Object ID it may carry.
+func (t *LocalTrack) openCached(w *SubgroupWriter, first uint64) {
+	if c := t.cache.c.Load(); c != nil {
+		w.cached = c.OpenSubgroup(w.group, first)
+	}
+}
+
+// noteSubgroupObject is noteObject for an object of w's: the cache also
+// learns how far the subgroup got. A cache set since w opened follows it
+// from this object on. The caller holds w's turn.
+func (t *LocalTrack) noteSubgroupObject(w *SubgroupWriter, l wire.Location) {
+	t.mu.Lock()
+	t.largest.Update(l)
+	if c := t.cache.c.Load(); c != nil {
+		if w.cached == nil || !w.cached.Of(c) {
+			w.cached = c.OpenSubgroup(w.group, l.Object)
+		}
+		w.cached.Begin(l.Object)
+	}
+	t.mu.Unlock()
 }
 
 // published hands a complete object to OnObject's function and the cache,

@@ -93,9 +93,11 @@ func TestTrackCacheCursor(t *testing.T) {
 		assert.Equal(t, []Object{o00, o01}, <-got)
 		// The End of Group and End of Track are not served; nothing past
 		// them exists.
-		assert.Equal(t, []Object{o00, o01, dg, mark(1, ^uint64(0), wire.EndOfNonExistentRange), mark(2, 0, wire.EndOfUnknownRange)},
+		// The subgroup closed short may go on elsewhere (§11.3.2): the rest
+		// of its group is unknown.
+		assert.Equal(t, []Object{o00, o01, dg, mark(1, ^uint64(0), wire.EndOfNonExistentRange), mark(2, ^uint64(0), wire.EndOfUnknownRange)},
 			cursorEntries(t, context.Background(), tr, wire.Location{}, wire.Location{Group: 3}, false))
-		assert.Equal(t, []Object{mark(3, 0, wire.EndOfNonExistentRange), mark(2, 0, wire.EndOfUnknownRange), dg, o00, o01},
+		assert.Equal(t, []Object{mark(3, 0, wire.EndOfNonExistentRange), mark(2, ^uint64(0), wire.EndOfUnknownRange), dg, o00, o01},
 			cursorEntries(t, context.Background(), tr, wire.Location{}, wire.Location{Group: 3}, true))
 
 		eot, ok := tr.endOfTrack()
@@ -105,7 +107,8 @@ func TestTrackCacheCursor(t *testing.T) {
 }
 
 // A streamed object whose subgroup is reset while it is being written is
-// unknown; one interrupted by Close likewise.
+// unknown, as is what the subgroup did not carry; one interrupted by
+// Close likewise.
 func TestTrackCacheAbandonedByReset(t *testing.T) {
 	tr := cacheTrack(t, nil)
 	tr.SetCache(CacheLimits{Objects: 100})
@@ -119,8 +122,9 @@ func TestTrackCacheAbandonedByReset(t *testing.T) {
 	require.Error(t, sg.Close())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	assert.Equal(t, []Object{mark(0, 0, wire.EndOfUnknownRange), mark(0, ^uint64(0), wire.EndOfNonExistentRange),
-		mark(1, 0, wire.EndOfUnknownRange)}, cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 1}, false))
+	// The rest of group 0 is unknown too: the reset subgroup may go on
+	// elsewhere (§11.3.2).
+	assert.Equal(t, []Object{mark(1, 0, wire.EndOfUnknownRange)}, cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 1}, false))
 }
 
 // A cache set after objects were published knows nothing of them, nor of
@@ -135,6 +139,7 @@ func TestTrackCacheNeverSeen(t *testing.T) {
 
 	tr.SetCache(CacheLimits{Bytes: 1 << 20})
 	require.NoError(t, sg.WriteObject(Object{Location: wire.Location{Group: 0, Object: 1}, Payload: []byte("b")}))
+	require.NoError(t, sg.Close()) // open, it might still carry {0, 2} on
 	tr.SetLargest(wire.Location{Group: 4, Object: 2})
 	require.NoError(t, tr.OpenSubgroup(4, 0, SubgroupOptions{}).WriteObject(Object{Location: wire.Location{Group: 4, Object: 3}, Payload: []byte("c")}))
 	got := cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 4, Object: 3}, false)
@@ -216,4 +221,90 @@ func TestTrackCacheBudget(t *testing.T) {
 	tracks[2].SetCache(CacheLimits{})
 	tracks[3].SetCache(CacheLimits{})
 	assert.Zero(t, budget.Held())
+}
+
+// writeRange writes the objects from to to (both included) of w's group on
+// w, each payload naming its Location.
+func writeRange(t *testing.T, w *SubgroupWriter, g, from, to uint64) {
+	t.Helper()
+	for id := from; id <= to; id++ {
+		l := wire.Location{Group: g, Object: id}
+		require.NoError(t, w.WriteObject(Object{Location: l, Payload: []byte(l.String())}))
+	}
+}
+
+func entryLocations(objs []Object) []wire.Location {
+	var out []wire.Location
+	for _, o := range objs {
+		out = append(out, o.Location)
+	}
+	return out
+}
+
+// An object below the Largest Object that an open subgroup may still
+// carry is pending, not absent (§2.1): a cursor over a subgroup lagging
+// behind a later group, or one opened with nothing written yet, waits for
+// the objects still to come and serves them, in order, once each.
+func TestTrackCacheLaggingSubgroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := cacheTrack(t, nil)
+		tr.SetCache(CacheLimits{Objects: 100})
+		lag := tr.OpenSubgroup(0, 0, SubgroupOptions{})
+		writeRange(t, lag, 0, 0, 0)
+		idle := tr.OpenSubgroup(1, 0, SubgroupOptions{}) // nothing written yet
+		next := tr.OpenSubgroup(2, 0, SubgroupOptions{})
+		writeRange(t, next, 2, 0, 1)
+		require.NoError(t, next.Close())
+
+		got := make(chan []Object, 1)
+		go func() {
+			got <- cursorEntries(t, context.Background(), tr, wire.Location{}, wire.Location{Group: 2, Object: 1}, false)
+		}()
+		synctest.Wait()
+		select {
+		case objs := <-got:
+			t.Fatalf("the cursor did not wait for the open subgroups: %v", entryLocations(objs))
+		default:
+		}
+		writeRange(t, lag, 0, 1, 2)
+		require.NoError(t, lag.Close())
+		writeRange(t, idle, 1, 0, 0)
+		require.NoError(t, idle.Close())
+		assert.Equal(t, []wire.Location{{Group: 0}, {Group: 0, Object: 1}, {Group: 0, Object: 2}, {Group: 1},
+			{Group: 2}, {Group: 2, Object: 1}}, entryLocations(<-got))
+	})
+}
+
+// A lagging subgroup that is reset, not finished, leaves what it did not
+// carry unknown, told in-band; one the cursor's wait outlives is timed out.
+func TestTrackCacheLaggingSubgroupEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := cacheTrack(t, nil)
+		tr.SetCache(CacheLimits{Objects: 100})
+		lag := tr.OpenSubgroup(0, 0, SubgroupOptions{})
+		writeRange(t, lag, 0, 0, 0)
+		stuck := tr.OpenSubgroup(1, 0, SubgroupOptions{})
+		writeRange(t, stuck, 1, 0, 0)
+		next := tr.OpenSubgroup(2, 0, SubgroupOptions{})
+		writeRange(t, next, 2, 0, 0)
+		require.NoError(t, next.Close())
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		got := make(chan []Object, 1)
+		go func() { got <- cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 2}, false) }()
+		synctest.Wait()
+		writeRange(t, lag, 0, 1, 1)
+		lag.Reset(wire.ResetCancelled)
+		start := time.Now()
+		objs := <-got
+		assert.Equal(t, time.Second, time.Since(start), "the stuck subgroup is waited for until ctx ends")
+		require.Len(t, objs, 6)
+		assert.Equal(t, []wire.Location{{Group: 0}, {Group: 0, Object: 1}}, entryLocations(objs[:2]))
+		assert.Equal(t, mark(0, ^uint64(0), wire.EndOfUnknownRange), objs[2])
+		assert.Equal(t, wire.Location{Group: 1}, objs[3].Location)
+		assert.Equal(t, mark(1, ^uint64(0), wire.EndOfTimedOutRange), objs[4])
+		assert.Equal(t, wire.Location{Group: 2}, objs[5].Location)
+		require.NoError(t, stuck.Close())
+	})
 }

@@ -192,7 +192,9 @@ type Config struct {
 	// Cache bounds the objects each track keeps for FETCH and fills
 	// (moqt.LocalTrack.SetCache). Zero Objects and Bytes: 8 MiB and 30 s
 	// per track. Set NoCache to keep none. A nil Miss is the relay's:
-	// what a track's cache lacks is FETCHed from the track's publishers.
+	// what a track's cache lacks is FETCHed from the track's publishers,
+	// including what it was not given between the objects it received,
+	// which may still be on the way (§2.1); what they answer is kept.
 	// Budget bounds every track's cache together, since a session may
 	// open MaxSessionTracks tracks whose caches fill as fast as their
 	// publishers publish (256 × 8 MiB per session with the defaults).

@@ -4,15 +4,22 @@
 // cannot speak for (§2.1: evicted, expired, never seen), within fixed
 // limits of objects, bytes and age (§10.3).
 //
-// A Location the cache holds no entry for is in one of two states. It is
-// unknown when it lies at or below the floor (everything evicted, or
-// published before the cache existed), inside one of the few recorded
-// unknown ranges (an upstream Largest Object the cache never saw the
-// objects of), or past the largest Location begun. Otherwise it does not
-// exist: the cache has seen every object begun since it was made, so a
-// Location it was never given was never published, as are Locations past
-// an End of Group or End of Track. Entries that are not served objects
-// (abandoned objects, expired ones) are unknown.
+// A Location the cache holds no entry for is in one of three states. It
+// does not exist past an End of Group or End of Track. It is unknown when
+// it lies at or below the floor (everything evicted, or published before
+// the cache existed) or past the largest Location begun. It is pending
+// when a subgroup still open may carry it (OpenSubgroup): objects below
+// the Largest Object can still come, on a subgroup lagging behind a later
+// group, and a Cursor waits for them. Otherwise it depends on where the
+// objects come from. The original publisher's cache has seen every object
+// begun since it was made, so a Location it was never given was never
+// published, unless a reset subgroup may still carry it or it lies in one
+// of the few recorded unknown ranges (an upstream Largest Object the
+// cache never saw the objects of). A relayed cache (Limits.Relayed) was
+// given what reached it, and a gap says nothing of the objects skipped
+// (§2.1): such a Location is unknown unless Learn said it does not exist.
+// Entries that are not served objects (abandoned objects, expired ones)
+// are unknown.
 package cache
 
 import (
@@ -34,6 +41,11 @@ const EntryOverhead = 160
 // lies below it, so the record stays small whatever the calls.
 const MaxUnknownRanges = 16
 
+// MaxKnownRanges caps the ranges a relayed Cache learnt do not exist
+// (Learn). Past it the lowest is forgotten: unknown again, so asked for
+// again, which is safe.
+const MaxKnownRanges = 64
+
 // Limits bound a Cache. Objects and Bytes of 0 mean no limit of that
 // kind; a Cache needs at least one of them, so its memory is bounded.
 // Duration 0 keeps objects until the other limits evict them. Budget, if
@@ -44,6 +56,10 @@ type Limits struct {
 	Bytes    int64
 	Duration time.Duration
 	Budget   *Budget
+	// Relayed marks a cache of objects received from elsewhere (a
+	// relay's track): a Location it was not given is unknown, not absent,
+	// unless it learnt otherwise (§2.1).
+	Relayed bool
 }
 
 // Object is an object given to or served by the Cache, or, in a Cursor's
@@ -110,6 +126,11 @@ type group struct {
 	// END_OF_GROUP flag); valid when hasEOG.
 	eog    uint64
 	hasEOG bool
+	// unk is the smallest Object ID from which the Locations of the group
+	// holding no entry are unknown: a subgroup that may carry them was
+	// reset (Subgroup.Reset); valid when hasUnk.
+	unk    uint64
+	hasUnk bool
 }
 
 // find returns the index of the first entry with an Object ID of at
@@ -151,6 +172,15 @@ type Cache struct {
 	// larger Location do not exist.
 	eot    wire.Location
 	hasEOT bool
+	// open are the subgroups being published, by group (subgroup.go):
+	// what they may still carry is pending.
+	open []*Subgroup
+	// wake, made when a Cursor waits on an open subgroup, is closed when
+	// what it waits for may have changed (notify).
+	wake chan struct{}
+	// absent are the ranges a relayed cache learnt do not exist but for
+	// their entries (Learn), at most MaxKnownRanges, by start, disjoint.
+	absent []span
 	closed bool
 	// m is the Cache's place in Limits.Budget, nil for none or once
 	// closed.
@@ -243,6 +273,7 @@ func (c *Cache) insert(l wire.Location, e *entry) {
 	c.count++
 	c.grow(e.size())
 	c.raiseTop(l)
+	c.notify()
 }
 
 func (c *Cache) raiseTop(l wire.Location) {
@@ -256,20 +287,26 @@ func (c *Cache) raiseTop(l wire.Location) {
 // Location already held, or unknown below the floor, is left as it is.
 func (c *Cache) Begin(l wire.Location) {
 	c.mu.Lock()
+	held := c.begin(l)
+	c.mu.Unlock()
+	if held {
+		c.reclaim()
+	}
+}
+
+// begin is Begin under mu; it reports whether an entry was made.
+func (c *Cache) begin(l wire.Location) bool {
 	if c.closed || c.below(l) {
-		c.mu.Unlock()
-		return
+		return false
 	}
 	if e, _, _ := c.lookup(l); e != nil {
-		c.mu.Unlock()
-		return
+		return false
 	}
 	e := c.slab.entry()
 	*e = entry{id: l.Object, kind: kindPending, received: c.now()}
 	c.insert(l, e)
 	c.evict()
-	c.mu.Unlock()
-	c.reclaim()
+	return true
 }
 
 // Add stores a complete object, copying its slices, or the knowledge a
@@ -380,22 +417,39 @@ func (c *Cache) Unknown(l wire.Location) {
 		c.raiseTop(l)
 		return
 	}
-	c.unknown = append(c.unknown, span{from: next(c.top), to: l})
+	if !c.limits.Relayed { // a relayed cache takes what it was not given for unknown
+		c.addUnknown(span{from: next(c.top), to: l})
+	}
 	c.raiseTop(l)
+}
+
+// addUnknown records s, above the floor, as unknown. The caller holds mu.
+func (c *Cache) addUnknown(s span) {
+	i, _ := slices.BinarySearchFunc(c.unknown, s.from, func(u span, l wire.Location) int { return u.from.Compare(l) })
+	c.unknown = slices.Insert(c.unknown, i, s)
 	if len(c.unknown) > MaxUnknownRanges {
 		c.raiseFloor(c.unknown[0].to)
 	}
 }
 
-// Close abandons every pending object and makes the Cache take nothing
-// more; its Cursors go on over what it holds. A track closes the cache it
-// replaces, so nobody waits for objects it will never be told of.
+// Close abandons every pending object, and what open subgroups may still
+// carry (unknown), and makes the Cache take nothing more; its Cursors go
+// on over what it holds. A track closes the cache it replaces, so nobody
+// waits for objects it will never be told of.
 //
 // A closed Cache leaves its Budget: what it holds is no longer counted,
 // since it goes once the Cursors over it are done.
 func (c *Cache) Close() {
 	c.mu.Lock()
+	// What the open subgroups may still carry goes to the Cache replacing
+	// this one: unknown here, as if they were reset.
+	for _, s := range c.open {
+		s.open = false
+		c.subgroupEnded(s, false, false)
+	}
+	c.open = nil
 	c.closed = true
+	c.notify()
 	for _, g := range c.groups {
 		for _, e := range g.objs {
 			if e.kind == kindPending {
@@ -492,6 +546,13 @@ func (c *Cache) raiseFloor(l wire.Location) {
 		c.remove(g, 0)
 	}
 	c.unknown = slices.DeleteFunc(c.unknown, func(s span) bool { return !l.Less(s.to) })
+	c.absent = slices.DeleteFunc(c.absent, func(s span) bool { return !l.Less(s.to) })
+	// A subgroup of a lower group can carry nothing above the floor.
+	for len(c.open) > 0 && c.open[0].group < l.Group {
+		c.open[0].open = false
+		c.open = slices.Delete(c.open, 0, 1)
+	}
+	c.notify()
 }
 
 // next is the Location after l in Location order.

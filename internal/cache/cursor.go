@@ -15,6 +15,7 @@ const (
 	runNonExistent runKind = iota + 1
 	runUnknown
 	runTimedOut
+	runPending // an open subgroup may still carry it: waited for
 )
 
 const maxID = ^uint64(0)
@@ -35,6 +36,8 @@ const cursorBatch = 8
 // abandoned, never seen) always, and a non-existent range only where it
 // must be told apart from an unknown or timed-out one that follows;
 // other non-existent Locations are the implicit gaps between entries.
+// Pending Locations (an object begun, or a subgroup still open that may
+// carry it) are waited for, never skipped.
 //
 // A marker covers the Locations after the previous entry, in the
 // cursor's order, up to and including its own Location: in descending
@@ -92,9 +95,10 @@ func (cu *Cursor) hi(g uint64) uint64 {
 }
 
 // Next returns the next entry, or io.EOF after the last. It waits for a
-// pending object until it completes or is abandoned; if ctx ends first,
-// the object is reported as an End of Timed-Out Range, and no later
-// object is waited for.
+// pending object until it completes or is abandoned, and at a Location an
+// open subgroup may still carry until an object is begun there or the
+// subgroup moves past it or ends; if ctx ends first, what it waited for is
+// reported as an End of Timed-Out Range, and nothing later is waited for.
 func (cu *Cursor) Next(ctx context.Context) (Object, error) {
 	for {
 		if cu.head < len(cu.out) {
@@ -215,6 +219,15 @@ func (cu *Cursor) fill() (<-chan struct{}, time.Time) {
 		}
 		k, until := c.state(g, o, gs)
 		until = min(until, limit)
+		if k == runPending {
+			if !cu.timedOut {
+				if len(cu.out) > 0 {
+					return nil, time.Time{} // what is ready goes first
+				}
+				return c.waitOpen(), time.Time{}
+			}
+			k = runTimedOut
+		}
 		cu.run(k, wire.Location{Group: g, Object: until})
 		cu.advance(until)
 	}
@@ -246,8 +259,9 @@ func (cu *Cursor) nextGroup() {
 
 // boundary reports whether what the Cache knows may change inside group
 // g or between it and its neighbours: a window edge, the floor's, the
-// top's or the End of Track's group, or an unknown range's end. (Groups
-// with entries are checked by the caller.)
+// top's or the End of Track's group, an unknown or known range's end, or
+// a group with an open subgroup. (Groups with entries are checked by the
+// caller.)
 func (cu *Cursor) boundary(g uint64) bool {
 	c := cu.c
 	if g == cu.start.Group || g == cu.end.Group ||
@@ -259,7 +273,12 @@ func (cu *Cursor) boundary(g uint64) bool {
 			return true
 		}
 	}
-	return false
+	for _, s := range c.absent {
+		if g == s.from.Group || g == s.to.Group {
+			return true
+		}
+	}
+	return c.hasOpen(g)
 }
 
 // lastOfStretch returns the last group, in the Cursor's order from g,
@@ -292,7 +311,8 @@ func (cu *Cursor) lastOfStretch(g uint64) uint64 {
 }
 
 // boundaries lists the groups where the floor, the top, the End of Track
-// and the unknown ranges start or end. The caller holds mu.
+// and the unknown and known ranges start or end, and those with an open
+// subgroup. The caller holds mu.
 func (c *Cache) boundaries() []uint64 {
 	var b []uint64
 	if c.hasFloor {
@@ -307,6 +327,12 @@ func (c *Cache) boundaries() []uint64 {
 	for _, s := range c.unknown {
 		b = append(b, s.from.Group, s.to.Group)
 	}
+	for _, s := range c.absent {
+		b = append(b, s.from.Group, s.to.Group)
+	}
+	for _, s := range c.open {
+		b = append(b, s.group)
+	}
 	return b
 }
 
@@ -314,8 +340,11 @@ func (c *Cache) boundaries() []uint64 {
 // entry, and the largest Object ID of group g up to which that holds
 // unchanged (entries aside). gs is group g, nil if none. The first rule
 // that applies decides: at or past End of Track, or past an End of
-// Group, nothing exists; at or below the floor, in an unknown range or
-// past the top, the state is unknown; anything else was never published.
+// Group, nothing exists; at or below the floor or past the top, the state
+// is unknown; from where an open subgroup of the group may carry objects,
+// it is pending; from where a reset one might have, or in an unknown
+// range, unknown; in a range learnt, nothing exists. Anything else was
+// never published, or, in a relayed cache, was not received: unknown.
 func (c *Cache) state(g, o uint64, gs *group) (runKind, uint64) {
 	var k runKind
 	until := maxID
@@ -346,16 +375,30 @@ func (c *Cache) state(g, o uint64, gs *group) (runKind, uint64) {
 		rule(span{wire.Location{Group: g, Object: gs.eog}, wire.Location{Group: g, Object: maxID}}, gs.hasEOG, runNonExistent)
 	}
 	rule(span{wire.Location{}, c.floor}, c.hasFloor, runUnknown)
-	for _, s := range c.unknown {
-		rule(s, true, runUnknown)
-	}
 	if !c.hasTop {
 		rule(span{wire.Location{}, last}, true, runUnknown)
 	} else if c.top != last {
 		rule(span{next(c.top), last}, true, runUnknown)
 	}
+	groupFrom := func(id uint64) span {
+		return span{wire.Location{Group: g, Object: id}, wire.Location{Group: g, Object: maxID}}
+	}
+	from, open := c.openFrom(g)
+	rule(groupFrom(from), open, runPending)
+	if gs != nil {
+		rule(groupFrom(gs.unk), gs.hasUnk, runUnknown)
+	}
+	for _, s := range c.unknown {
+		rule(s, true, runUnknown)
+	}
+	for _, s := range c.absent {
+		rule(s, true, runNonExistent)
+	}
 	if k == 0 {
 		k = runNonExistent
+		if c.limits.Relayed {
+			k = runUnknown
+		}
 	}
 	return k, until
 }
