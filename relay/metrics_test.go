@@ -60,7 +60,10 @@ func TestMetrics(t *testing.T) {
 	waitFor(t, "counted", func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return m.objsIn == 6 && m.objsOut == 3 && m.drops[DropDuplicate] == 3
+		// A request is counted once its answer is sent, which the
+		// subscriber may read (and the objects after it) first.
+		return m.objsIn == 6 && m.objsOut == 3 && m.drops[DropDuplicate] == 3 &&
+			m.requests[KindSubscribe+"/"+OutcomeOK]+m.requests[KindSubscribe+"/"+OutcomeNotFound] >= 2
 	})
 	m.mu.Lock()
 	assert.Equal(t, 1, m.requests[KindSubscribe+"/"+OutcomeOK])
