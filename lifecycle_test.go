@@ -76,6 +76,9 @@ func collectLocations(ctx context.Context, wg *sync.WaitGroup, sub *Subscription
 		for {
 			r, err := sub.AcceptSubgroup(ctx)
 			if err != nil {
+				if ctx.Err() == nil {
+					rs.fail(err) // the subscription ended: say why
+				}
 				return
 			}
 			wg.Go(func() {
@@ -111,7 +114,11 @@ func TestJoinWhilePublishing(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			track, err := NewLocalTrack(testTrack, nil)
 			require.NoError(t, err)
-			p := newPair(t, tr.scheme, &Config{Handler: serveTrack(track, AcceptOptions{}, nil)}, nil)
+			// The publisher writes as fast as it can: on a busy machine a
+			// reader can trail it by more than the default grace, which
+			// is not what this test is about.
+			p := newPair(t, tr.scheme, &Config{Handler: serveTrack(track, AcceptOptions{}, nil),
+				SubscriberGrace: time.Minute}, nil)
 			ctx := testCtx(t, 30*time.Second)
 
 			// The publisher: groups of objectsPerGroup objects, one
