@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/moqt-go/moqt/internal/goroutines"
 	"github.com/moqt-go/moqt/internal/priority"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
@@ -134,7 +135,7 @@ type Session struct {
 
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
-	goroutines goroutines // the session's own, which Close waits for
+	goroutines goroutines.Group // the session's own, which Close waits for
 	// handlers counts running Handler calls, which Close does not wait
 	// for: user code, possibly the caller of Close.
 	handlers sync.WaitGroup

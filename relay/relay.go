@@ -128,6 +128,7 @@ import (
 	"time"
 
 	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/internal/goroutines"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -294,9 +295,7 @@ type Relay struct {
 	anns     map[*announcer]struct{}
 	held     int // rendezvous SUBSCRIBEs waiting
 
-	gmu     sync.Mutex
-	idle    *sync.Cond // on gmu: running reached 0
-	running int
+	gs goroutines.Group // the goroutines Close waits for
 
 	// trackPublishedHook, set by tests, sees onTrackPublished's calls.
 	trackPublishedHook func(wire.FullTrackName, func(*moqt.Session) bool)
@@ -362,7 +361,6 @@ func New(cfg Config) *Relay {
 		ctx:      ctx,
 		cancel:   cancel,
 	}
-	rl.idle = sync.NewCond(&rl.gmu)
 	return rl
 }
 
@@ -438,7 +436,7 @@ func (rl *Relay) Close() error {
 	rl.mu.Lock()
 	if rl.closed {
 		rl.mu.Unlock()
-		rl.waitGoroutines()
+		rl.gs.Wait()
 		return nil
 	}
 	rl.closed = true
@@ -453,6 +451,6 @@ func (rl *Relay) Close() error {
 	}
 	rl.closeNamespaces()
 	rl.closeFetches()
-	rl.waitGoroutines()
+	rl.gs.Wait()
 	return nil
 }

@@ -94,36 +94,8 @@ func (e *trackEntry) startUpstream(s *moqt.Session) {
 	})
 }
 
-// goRun runs f on a goroutine Close waits for. A counter rather than a
-// sync.WaitGroup: goroutines start from handlers and timers while Close
-// waits.
-func (rl *Relay) goRun(f func()) {
-	rl.gmu.Lock()
-	rl.running++
-	rl.gmu.Unlock()
-	go func() {
-		defer rl.goDone()
-		f()
-	}()
-}
-
-func (rl *Relay) goDone() {
-	rl.gmu.Lock()
-	rl.running--
-	if rl.running == 0 {
-		rl.idle.Broadcast()
-	}
-	rl.gmu.Unlock()
-}
-
-// waitGoroutines returns once no goroutine of goRun runs.
-func (rl *Relay) waitGoroutines() {
-	rl.gmu.Lock()
-	for rl.running > 0 {
-		rl.idle.Wait()
-	}
-	rl.gmu.Unlock()
-}
+// goRun runs f on a goroutine Close waits for.
+func (rl *Relay) goRun(f func()) { rl.gs.Go(f) }
 
 // upstreamFailed handles a SUBSCRIBE the publisher refused or that failed:
 // when no other publisher serves or may serve the track, the downstream

@@ -338,8 +338,6 @@ func TestNewGroupRequestFloodBounded(t *testing.T) {
 	}
 	waitFor(t, "the first reached the publisher", func() bool { return updates.Load() >= 1 })
 	time.Sleep(200 * time.Millisecond)
-	n.relay.gmu.Lock()
-	running := n.relay.running
-	n.relay.gmu.Unlock()
+	running := n.relay.gs.Running()
 	assert.Less(t, running, 8, "goroutines of the relay")
 }
