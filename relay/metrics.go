@@ -103,8 +103,3 @@ func requestKind(req moqt.Request) string {
 	}
 	return namespaceKind(req)
 }
-
-// reqDone reports a request's outcome.
-func (rl *Relay) reqDone(kind, outcome string) {
-	rl.met.Request(kind, outcome)
-}

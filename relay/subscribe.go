@@ -357,10 +357,3 @@ func (e *trackEntry) removeDown(d *downstream) {
 	e.updateForwardLocked()
 	e.checkIdleLocked()
 }
-
-// refuse rejects r and counts it.
-func (rl *Relay) refuse(r moqt.Request, code wire.RequestErrorCode, reason, outcome string) {
-	_ = r.Reject(code, reason)
-	rl.reqDone(requestKind(r), outcome)
-	rl.log.Debug("relay: request", "event", "refused", "kind", requestKind(r), "code", code.String(), "reason", reason)
-}

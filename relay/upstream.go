@@ -94,9 +94,6 @@ func (e *trackEntry) startUpstream(s *moqt.Session) {
 	})
 }
 
-// goRun runs f on a goroutine Close waits for.
-func (rl *Relay) goRun(f func()) { rl.gs.Go(f) }
-
 // upstreamFailed handles a SUBSCRIBE the publisher refused or that failed:
 // when no other publisher serves or may serve the track, the downstream
 // SUBSCRIBEs waiting get the refusal.
@@ -180,7 +177,7 @@ func (e *trackEntry) makeTrackLocked(sub *moqt.Subscription) bool {
 	if !e.rl.cfg.NoCache {
 		limits := e.rl.cfg.Cache
 		if limits.Miss == nil {
-			limits.Miss = e.rl.fetchMiss(e.name) // what the cache lacks, fetched upstream (fetch.go)
+			limits.Miss = e.rl.fetch.fetchMiss(e.name) // what the cache lacks, fetched upstream (fetch.go)
 		}
 		t.SetCache(limits)
 	}

@@ -10,20 +10,37 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// FETCH (§9.11, §7.4, §7.5). A track the relay has an entry for answers
-// from its LocalTrack: its cache, and for the ranges the cache does not
-// know, an upstream FETCH to one of the track's publishers (fetchMiss,
-// wired as the track's CacheLimits.Miss), so fills of downstream
-// SUBSCRIBEs take the same path. A FETCH for a track the relay has no
-// entry for, or keeps no cache of, is forwarded whole to a publisher
-// (forwardFetch).
+// fetcher serves FETCH (§9.11, §7.4, §7.5). A track the relay has an
+// entry for answers from its LocalTrack: its cache, and for the ranges the
+// cache does not know, an upstream FETCH to one of the track's publishers
+// (fetchMiss, wired as the track's CacheLimits.Miss), so fills of
+// downstream SUBSCRIBEs take the same path. A FETCH for a track the relay
+// has no entry for, or keeps no cache of, is forwarded whole to a
+// publisher (forwardFetch). Its lock is a leaf.
+type fetcher struct {
+	env
+	src fetchSources
 
-// fetchState is what the FETCH routing keeps: the forwarded fetches in
-// progress, so that Relay.Close ends them.
-type fetchState struct {
-	mu      sync.Mutex
-	closed  bool
+	mu     sync.Mutex
+	closed bool
+	// running are the forwarded fetches in progress, which close ends.
 	running map[*forwarded]struct{}
+}
+
+// fetchSources finds where a track's objects are: the registry.
+type fetchSources interface {
+	// fetchSources returns the relay's LocalTrack for name, nil when it
+	// has no entry (its cache, Config.Cache, answers with LocalTrack.Fetch
+	// what it holds), and the publishers to ask upstream for the rest, in
+	// order of preference: those with an Established upstream
+	// subscription, then sessions that announced a matching namespace,
+	// then Config.Upstream's session. An error only when Config.Upstream
+	// fails.
+	fetchSources(ctx context.Context, name wire.FullTrackName) (*moqt.LocalTrack, []*moqt.Session, error)
+}
+
+func newFetcher(v env, src fetchSources) *fetcher {
+	return &fetcher{env: v, src: src, running: map[*forwarded]struct{}{}}
 }
 
 // forwarded is one FETCH forwarded upstream.
@@ -34,25 +51,25 @@ type forwarded struct {
 // errNoPublisher reports a FETCH no publisher can answer.
 var errNoPublisher = &moqt.RequestError{Code: wire.ReqDoesNotExist, Reason: "no publisher for the track"}
 
-// serveFetch answers a FETCH, authorized already.
-func (rl *Relay) serveFetch(r *moqt.FetchRequest) {
-	track, pubs, err := rl.fetchSources(r.Context(), r.Track)
-	if track != nil && !rl.cfg.NoCache {
+// serve answers a FETCH, authorized already, before it returns.
+func (f *fetcher) serve(r *moqt.FetchRequest) {
+	track, pubs, err := f.src.fetchSources(r.Context(), r.Track)
+	if track != nil && !f.cfg.NoCache {
 		if _, known := track.Largest(); known {
-			rl.reqDone(KindFetch, fetchOutcome(track.Fetch(r)))
+			f.reqDone(KindFetch, fetchOutcome(track.Fetch(r)))
 			return
 		}
 	}
 	if err != nil {
-		rl.log.Warn("relay: upstream", "event", "unavailable", "track", r.Track.String(), "err", err)
+		f.log.Warn("relay: upstream", "event", "unavailable", "track", r.Track.String(), "err", err)
 	}
 	pubs = withoutSession(pubs, r.Session())
 	if len(pubs) == 0 {
 		_ = r.Reject(wire.ReqDoesNotExist, "no publisher for the track")
-		rl.reqDone(KindFetch, OutcomeNotFound)
+		f.reqDone(KindFetch, OutcomeNotFound)
 		return
 	}
-	rl.reqDone(KindFetch, rl.forwardFetch(r, pubs))
+	f.reqDone(KindFetch, f.forwardFetch(r, pubs))
 }
 
 // fetchOutcome is the Metrics outcome of a FETCH that ended with err.
@@ -104,9 +121,9 @@ func upstreamFetch(ctx context.Context, pubs []*moqt.Session, name wire.FullTrac
 
 // fetchMiss is the CacheLimits.Miss of the relay's track name: a FETCH of
 // the range to the track's publishers (§9.11, C055 of §7.5).
-func (rl *Relay) fetchMiss(name wire.FullTrackName) func(ctx context.Context, start, end wire.Location) (*moqt.Fetch, error) {
+func (f *fetcher) fetchMiss(name wire.FullTrackName) func(ctx context.Context, start, end wire.Location) (*moqt.Fetch, error) {
 	return func(ctx context.Context, start, end wire.Location) (*moqt.Fetch, error) {
-		_, pubs, err := rl.fetchSources(ctx, name)
+		_, pubs, err := f.src.fetchSources(ctx, name)
 		if err != nil {
 			return nil, err
 		}
@@ -132,15 +149,15 @@ func forwardParams(p wire.Params) wire.Params {
 // the upstream's came (§7.4), with its End, End Of Track and every Track
 // Property (§7.6), then the upstream's entries copied in order. It returns
 // the Metrics outcome.
-func (rl *Relay) forwardFetch(r *moqt.FetchRequest, pubs []*moqt.Session) string {
+func (f *fetcher) forwardFetch(r *moqt.FetchRequest, pubs []*moqt.Session) string {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	fw := &forwarded{cancel: cancel}
-	if !rl.fetch.add(fw) {
+	if !f.add(fw) {
 		_ = r.Reject(wire.ReqGoingAway, "relay closed")
 		return OutcomeRefused
 	}
-	defer rl.fetch.remove(fw)
+	defer f.remove(fw)
 
 	up, err := upstreamFetch(ctx, pubs, r.Track, forwardParams(r.Params))
 	if err != nil {
@@ -179,69 +196,66 @@ func (rl *Relay) forwardFetch(r *moqt.FetchRequest, pubs []*moqt.Session) string
 		case errors.As(err, &mt):
 			// §12.1: what this relay forwards of a Malformed Track ends.
 			w.Reset(wire.ResetMalformedTrack)
-			rl.log.Warn("relay: upstream fetch", "event", "malformed", "track", r.Track.String(), "err", err)
+			f.log.Warn("relay: upstream fetch", "event", "malformed", "track", r.Track.String(), "err", err)
 			return OutcomeOK
 		case errors.As(err, &se) && se.Remote:
 			w.Reset(se.Code) // the upstream's reason, passed on
 			return OutcomeOK
 		case err != nil:
 			code := wire.ResetInternalError
-			if r.Context().Err() != nil || rl.ctx.Err() != nil {
+			if r.Context().Err() != nil || f.ctx.Err() != nil {
 				code = wire.ResetCancelled
 			}
 			w.Reset(code)
 			return OutcomeOK
 		}
 		if o.EndOfRange == 0 {
-			rl.met.ObjectsIn(1, len(o.Payload))
+			f.met.ObjectsIn(1, len(o.Payload))
 		}
 		if err := w.WriteObject(o); err != nil {
 			return OutcomeOK // the requester is gone; the upstream is cancelled
 		}
 		if o.EndOfRange == 0 {
-			rl.met.ObjectsOut(1, len(o.Payload))
+			f.met.ObjectsOut(1, len(o.Payload))
 		}
 	}
 }
 
-// add registers f, unless the relay is closed.
-func (fs *fetchState) add(f *forwarded) bool {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if fs.closed {
+// add registers fw, unless the relay is closed.
+func (f *fetcher) add(fw *forwarded) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
 		return false
 	}
-	if fs.running == nil {
-		fs.running = map[*forwarded]struct{}{}
-	}
-	fs.running[f] = struct{}{}
+	f.running[fw] = struct{}{}
 	return true
 }
 
-func (fs *fetchState) remove(f *forwarded) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	delete(fs.running, f)
+func (f *fetcher) remove(fw *forwarded) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.running, fw)
 }
 
-// closeFetches ends the forwarded fetches and refuses new ones. Fetches
-// served from a track end with their sessions.
-func (rl *Relay) closeFetches() {
-	rl.fetch.mu.Lock()
-	rl.fetch.closed = true
-	list := make([]*forwarded, 0, len(rl.fetch.running))
-	for f := range rl.fetch.running {
-		list = append(list, f)
+// close ends the forwarded fetches and refuses new ones (Relay.Close).
+// Fetches served from a track end with their sessions.
+func (f *fetcher) close() {
+	f.mu.Lock()
+	f.closed = true
+	list := make([]*forwarded, 0, len(f.running))
+	for fw := range f.running {
+		list = append(list, fw)
 	}
-	rl.fetch.mu.Unlock()
-	for _, f := range list {
-		f.cancel()
+	f.mu.Unlock()
+	for _, fw := range list {
+		fw.cancel()
 	}
 }
 
-// fetchesEmpty reports that no fetch state is left.
-func (rl *Relay) fetchesEmpty() bool {
-	rl.fetch.mu.Lock()
-	defer rl.fetch.mu.Unlock()
-	return len(rl.fetch.running) == 0
+// empty reports that no fetch is left (tests).
+func (f *fetcher) empty() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.running) == 0
 }
