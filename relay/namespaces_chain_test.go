@@ -72,9 +72,9 @@ func TestNamespaceChainPublisherAtOrigin(t *testing.T) {
 		assert.Equal(t, withdrawn(testTrack.Namespace), nextEvent(t, narrow))
 		require.NoError(t, disc.Close())
 		require.NoError(t, narrow.Close())
-		waitFor(t, "edge tables empty", edge.relay.namespacesEmpty)
+		waitFor(t, "edge tables empty", edge.relay.ns.empty)
 		waitFor(t, "the upstream SUBSCRIBE_NAMESPACE ends with its last user", func() bool {
-			return origin.relay.namespacesEmpty()
+			return origin.relay.ns.empty()
 		})
 	})
 }
@@ -133,7 +133,7 @@ func TestNamespaceChurn(t *testing.T) {
 			for _, pc := range pubs {
 				_ = pc.Close()
 			}
-			waitFor(t, "namespace tables empty", n.relay.namespacesEmpty)
+			waitFor(t, "namespace tables empty", n.relay.ns.empty)
 			waitFor(t, "registry empty", func() bool { return n.relay.tablesEmpty() == nil })
 		}
 	})
@@ -156,7 +156,7 @@ func TestNamespacesEndWithRelayClose(t *testing.T) {
 		t.Fatal("announcement not revoked")
 	}
 	assert.Equal(t, withdrawn(wire.NewNamespace("live")), nextEvent(t, disc), "its stream ended: every namespace Done")
-	assert.True(t, n.relay.namespacesEmpty())
+	assert.True(t, n.relay.ns.empty())
 }
 
 // TestSessionNamespacesNotForwarded: session-level namespaces an upstream
@@ -188,8 +188,8 @@ func TestSessionNamespacesNotForwarded(t *testing.T) {
 		return d != nil
 	})
 	live := wire.NewNamespace("live")
-	require.True(t, n.relay.applyDisc(d, up, moqt.NamespaceEvent{Namespace: wire.NewNamespace(".session", "x")}))
-	require.True(t, n.relay.applyDisc(d, up, moqt.NamespaceEvent{Namespace: live}))
+	require.True(t, n.relay.ns.applyDisc(d, up, moqt.NamespaceEvent{Namespace: wire.NewNamespace(".session", "x")}))
+	require.True(t, n.relay.ns.applyDisc(d, up, moqt.NamespaceEvent{Namespace: live}))
 	assert.Equal(t, published(live), nextEvent(t, sub), "only the application's namespace")
 	n.relay.ns.mu.Lock()
 	entries := len(n.relay.ns.entries)

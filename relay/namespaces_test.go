@@ -156,7 +156,7 @@ func TestC054_PublishNamespaceForwardedToSubscribers(t *testing.T) {
 		for _, s := range []*moqt.NamespaceSubscription{before, elsewhere, own, after} {
 			require.NoError(t, s.Close())
 		}
-		waitFor(t, "tables empty", n.relay.namespacesEmpty)
+		waitFor(t, "tables empty", n.relay.ns.empty)
 	})
 }
 
@@ -201,7 +201,7 @@ func TestNamespaceKilledAnnouncerTakesItsNamespaces(t *testing.T) {
 		got = []moqt.NamespaceEvent{nextEvent(t, sub), nextEvent(t, sub)}
 		assert.ElementsMatch(t, []moqt.NamespaceEvent{withdrawn(a), withdrawn(b)}, got)
 		require.NoError(t, sub.Close())
-		waitFor(t, "tables empty", n.relay.namespacesEmpty)
+		waitFor(t, "tables empty", n.relay.ns.empty)
 		waitFor(t, "no announcer left", func() bool { return n.relay.tablesEmpty() == nil })
 	})
 }

@@ -58,7 +58,7 @@ func (rl *Relay) servePublish(r *moqt.PublishRequest) {
 				if rl.trackPublishedHook != nil {
 					rl.trackPublishedHook(name, skip)
 				}
-				rl.onTrackPublished(name, skip)
+				rl.ns.onTrackPublished(name, skip)
 			})
 		}
 		return

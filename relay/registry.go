@@ -170,8 +170,7 @@ func (rl *Relay) sessionEnded(s *moqt.Session, st *sessionState) {
 	rl.log.Debug("relay: session", "event", "end", "upstream", st.upstream, "cause", context.Cause(s.Context()))
 }
 
-// addAnnouncer registers s as a publisher of ns (see the contract in
-// relay.go).
+// addAnnouncer registers s as a publisher of ns (trackRegistry).
 func (rl *Relay) addAnnouncer(s *moqt.Session, ns wire.Namespace) (remove func()) {
 	st := rl.watch(s, false)
 	if st == nil {
@@ -395,4 +394,25 @@ func (rl *Relay) chargeOpenerLocked(e *trackEntry, s *moqt.Session) bool {
 	st.opened++
 	e.opener = st
 	return true
+}
+
+// isUpstream reports whether s is a session the relay dialed or asked as an
+// upstream: its namespace subscriptions are not sent back to it.
+func (rl *Relay) isUpstream(s *moqt.Session) bool {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	st := rl.sessions[s]
+	return st != nil && st.upstream
+}
+
+// trackProps is the Track Properties of the relay's track name; nil if it
+// has none, or is gone (its PUBLISH then fails).
+func (rl *Relay) trackProps(name wire.FullTrackName) wire.KVList {
+	e := rl.lookup(name)
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.props
 }

@@ -65,7 +65,7 @@ type Relay struct {
 	// trackPublishedHook, set by tests, sees onTrackPublished's calls.
 	trackPublishedHook func(wire.FullTrackName, func(*moqt.Session) bool)
 
-	ns    nsState
+	ns    *router
 	fetch *fetcher
 }
 
@@ -82,6 +82,7 @@ func New(cfg Config) *Relay {
 		anns:     map[*announcer]struct{}{},
 	}
 	rl.fetch = newFetcher(v, rl)
+	rl.ns = newRouter(v, rl)
 	return rl
 }
 
@@ -110,7 +111,7 @@ func (rl *Relay) ServeMOQT(req moqt.Request) {
 	case *moqt.FetchRequest:
 		rl.fetch.serve(r)
 	default:
-		if !rl.serveNamespaceRequest(req) {
+		if !rl.ns.serve(req) {
 			_ = req.Reject(wire.ReqNotSupported, "not supported")
 			rl.reqDone(kind, OutcomeRefused)
 		}
@@ -137,7 +138,7 @@ func (rl *Relay) Close() error {
 	for _, e := range entries {
 		e.shutdown(wire.DoneGoingAway, "relay closed")
 	}
-	rl.closeNamespaces()
+	rl.ns.close()
 	rl.fetch.close()
 	rl.gs.Wait()
 	return nil
