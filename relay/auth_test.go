@@ -125,5 +125,5 @@ func TestC050_C051_PublishersAuthorizedPerTrack(t *testing.T) {
 	require.NoError(t, err)
 	_, err = publishTo(t, pc, tr2, wire.Params{})
 	assert.Equal(t, wire.ReqUnauthorized, requestCode(t, err))
-	assert.Nil(t, n.relay.lookup(sibling))
+	assert.Nil(t, n.relay.reg.lookup(sibling))
 }

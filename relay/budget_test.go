@@ -111,7 +111,7 @@ func TestSubscribeFloodHeapBound(t *testing.T) {
 		pubTracks[string(name(i).Name)] = tr
 	}
 	_, pubServer := n.dial("/pub", pubTracks)
-	n.relay.addAnnouncer(pubServer, ns)
+	n.relay.reg.addAnnouncer(pubServer, ns)
 
 	gcfg := n.clientConfig(nil)
 	gcfg.StreamReceiveWindow, gcfg.ConnectionReceiveWindow = 256<<10, 2<<20

@@ -103,7 +103,7 @@ func TestRelayCacheBudget(t *testing.T) {
 		pub.tracks[string(name(i).Name)] = tr
 	}
 	_, pubServer := n.dial("/pub", pub)
-	n.relay.addAnnouncer(pubServer, ns)
+	n.relay.reg.addAnnouncer(pubServer, ns)
 
 	c, _ := n.dial("/sub", nil)
 	subs := make([]*moqt.Subscription, tracks)

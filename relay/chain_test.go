@@ -117,7 +117,7 @@ func TestThreeRelayChain(t *testing.T) {
 			assert.Equal(t, wire.KVList{{Type: 0x1234, Value: 5}}, sub.Properties(), "properties through two relays")
 			subs = append(subs, sub)
 		}
-		e := origin.relay.lookup(testTrack)
+		e := origin.relay.reg.lookup(testTrack)
 		require.NotNil(t, e)
 		e.mu.Lock()
 		downs := len(e.downs)
@@ -176,9 +176,9 @@ func TestRendezvousThroughChain(t *testing.T) {
 	c, _ := edge.dial("/viewer", nil)
 	res := asyncSubscribe(t, c, testTrack, wire.Params{RendezvousTimeout: wire.Some[uint64](10_000)})
 	waitFor(t, "held at the origin", func() bool {
-		origin.relay.mu.Lock()
-		defer origin.relay.mu.Unlock()
-		return origin.relay.held == 1
+		origin.relay.reg.mu.Lock()
+		defer origin.relay.reg.mu.Unlock()
+		return origin.relay.reg.held == 1
 	})
 	tr, err := moqt.NewLocalTrack(testTrack, nil)
 	require.NoError(t, err)

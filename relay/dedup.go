@@ -195,7 +195,7 @@ func (hr *hashingReader) Read(p []byte) (int, error) {
 // leaves the registry, its cache with it (§12.1), as for a Malformed Track
 // an upstream subscription reports.
 func (o *outputs) malformed(reason string) {
-	rl := o.e.rl
+	reg := o.e.reg
 	o.mu.Lock()
 	again := o.malformedSeen
 	o.malformedSeen = true
@@ -203,7 +203,7 @@ func (o *outputs) malformed(reason string) {
 	if again { // the track is ending: objects in flight find it too
 		return
 	}
-	rl.met.Dropped(DropMalformed, 1)
-	rl.log.Warn("relay: track", "event", "malformed", "track", o.e.name.String(), "reason", reason)
+	reg.met.Dropped(DropMalformed, 1)
+	reg.log.Warn("relay: track", "event", "malformed", "track", o.e.name.String(), "reason", reason)
 	o.e.shutdown(wire.DoneMalformedTrack, "malformed track upstream: "+reason)
 }

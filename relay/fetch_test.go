@@ -53,7 +53,7 @@ func newFetchPub(n *node, path string, serve func(*moqt.FetchRequest)) *fetchPub
 	tr.SetCache(moqt.CacheLimits{Objects: 1000})
 	p := &fetchPub{track: tr, serve: serve, ranges: make(chan wire.LocationFilter, 16)}
 	p.client, p.server = n.dial(path, p)
-	n.relay.addAnnouncer(p.server, wire.NewNamespace("live"))
+	n.relay.reg.addAnnouncer(p.server, wire.NewNamespace("live"))
 	return p
 }
 

@@ -128,7 +128,7 @@ func (o *outputs) detach(k sgKey, out *output) {
 // order and unmodified (§7.4, §7.7), a FIN as a FIN, a reset as a reset
 // with the same code.
 func (o *outputs) subgroup(r *moqt.SubgroupReader) {
-	rl := o.e.rl
+	reg := o.e.reg
 	hdr := r.Header()
 	src := &source{first: hdr.FirstObject}
 	var (
@@ -155,7 +155,7 @@ func (o *outputs) subgroup(r *moqt.SubgroupReader) {
 			buf = obj.Payload[:0]
 			hash = o.hashPayload(obj.Payload)
 		}
-		rl.met.ObjectsIn(1, int(r.PayloadLen()))
+		reg.met.ObjectsIn(1, int(r.PayloadLen()))
 		if out == nil {
 			k = sgKey{obj.Location.Group, obj.SubgroupID}
 			out = o.attach(k)
@@ -165,7 +165,7 @@ func (o *outputs) subgroup(r *moqt.SubgroupReader) {
 		if st == stepCompare { // outside out.mu: the payload may be long to come
 			// A read error is the stream's: the next read reports it.
 			if conflict, err = o.compare(fp, r); err == nil && conflict == "" {
-				rl.met.Dropped(DropDuplicate, 1)
+				reg.met.Dropped(DropDuplicate, 1)
 			}
 		}
 		if conflict != "" {
@@ -194,7 +194,7 @@ const (
 // is moved from r. A duplicate is compared with the object forwarded, by
 // fp: conflict says how it contradicts it (dedup.go).
 func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj moqt.Object, r *moqt.SubgroupReader, streamed bool, fp fingerprint) (_ step, conflict string) {
-	rl, track := o.e.rl, o.e.track
+	reg, track := o.e.reg, o.e.track
 	id := obj.Location.Object
 	out.mu.Lock()
 	defer out.mu.Unlock()
@@ -212,7 +212,7 @@ func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj m
 	case seen && streamed && fp.payload:
 		return stepCompare, ""
 	case seen || forwarded:
-		rl.met.Dropped(DropDuplicate, 1)
+		reg.met.Dropped(DropDuplicate, 1)
 		return stepOn, ""
 	}
 	if out.w != nil && !follows {
@@ -245,7 +245,7 @@ func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj m
 		if !streamed {
 			o.forget(obj.Location)
 		}
-		rl.met.Dropped(DropWriteFailed, 1)
+		reg.met.Dropped(DropWriteFailed, 1)
 		track.SetLargest(obj.Location) // received, if not forwarded (§9.20.18)
 		out.w.Reset(wire.ResetInternalError)
 		out.w = nil
@@ -255,7 +255,7 @@ func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj m
 		return stepOn, ""
 	}
 	out.last, out.has = id, true
-	rl.met.ObjectsOut(1, int(r.PayloadLen()))
+	reg.met.ObjectsOut(1, int(r.PayloadLen()))
 	if streamed {
 		// Kept once hashed: another publisher's copy on another
 		// subgroup may have come meanwhile.
@@ -340,7 +340,7 @@ func (o *outputs) endStream(out *output, src *source, err error) {
 	if others {
 		return
 	}
-	o.e.rl.met.Dropped(DropIncomplete, 1)
+	o.e.reg.met.Dropped(DropIncomplete, 1)
 	var mal *moqt.MalformedTrackError
 	if errors.As(err, &mal) {
 		// Nothing of a Malformed Track is passed on (§12.1).
@@ -358,13 +358,13 @@ func (o *outputs) endStream(out *output, src *source, err error) {
 
 // datagrams forwards u's datagrams, dropping those already forwarded.
 func (o *outputs) datagrams(u *upstream) {
-	rl, track := o.e.rl, o.e.track
+	reg, track := o.e.reg, o.e.track
 	for {
 		obj, err := u.sub.ReadDatagram(context.Background())
 		if err != nil {
 			return
 		}
-		rl.met.ObjectsIn(1, len(obj.Payload))
+		reg.met.ObjectsIn(1, len(obj.Payload))
 		u.noteGroup(obj.Location.Group)
 		fp := fingerprintOf(&obj, uint64(len(obj.Payload)), o.hashPayload(obj.Payload))
 		seen, conflict := o.note(fp, true, true)
@@ -373,14 +373,14 @@ func (o *outputs) datagrams(u *upstream) {
 			continue // until the subscription, cancelled, ends
 		}
 		if seen {
-			rl.met.Dropped(DropDuplicate, 1)
+			reg.met.Dropped(DropDuplicate, 1)
 			continue
 		}
 		if err := track.WriteDatagram(obj); err != nil {
-			rl.met.Dropped(DropDatagram, 1)
+			reg.met.Dropped(DropDatagram, 1)
 			track.SetLargest(obj.Location)
 			continue
 		}
-		rl.met.ObjectsOut(1, len(obj.Payload))
+		reg.met.ObjectsOut(1, len(obj.Payload))
 	}
 }

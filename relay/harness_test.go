@@ -236,7 +236,7 @@ func (n *node) newPublisherConfig(path string, name wire.FullTrackName, props wi
 // announce registers p's relay session as publishing ns, as an accepted
 // PUBLISH_NAMESPACE does.
 func (n *node) announce(p *publisher, ns wire.Namespace) func() {
-	return n.relay.addAnnouncer(p.server, ns)
+	return n.relay.reg.addAnnouncer(p.server, ns)
 }
 
 // upstreamTo makes Config.Upstream resolve every namespace to the relay's
@@ -326,32 +326,32 @@ func waitFor(t *testing.T, msg string, cond func() bool) {
 
 // trackCount is the number of tracks in the registry.
 func (rl *Relay) trackCount() int {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	return len(rl.tracks)
+	rl.reg.mu.Lock()
+	defer rl.reg.mu.Unlock()
+	return len(rl.reg.tracks)
 }
 
 // tracksEmptyAndNoHeld: no track, no held SUBSCRIBE (announcements aside).
 func (rl *Relay) tracksEmptyAndNoHeld() bool {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	return len(rl.tracks) == 0 && rl.held == 0
+	rl.reg.mu.Lock()
+	defer rl.reg.mu.Unlock()
+	return len(rl.reg.tracks) == 0 && rl.reg.held == 0
 }
 
 // tablesEmpty reports whether the relay holds nothing: no track, no
 // announcement, no held SUBSCRIBE.
 func (rl *Relay) tablesEmpty() error {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
+	rl.reg.mu.Lock()
+	defer rl.reg.mu.Unlock()
 	var left []string
-	if len(rl.tracks) > 0 {
-		left = append(left, fmt.Sprintf("%d tracks", len(rl.tracks)))
+	if len(rl.reg.tracks) > 0 {
+		left = append(left, fmt.Sprintf("%d tracks", len(rl.reg.tracks)))
 	}
-	if len(rl.anns) > 0 {
-		left = append(left, fmt.Sprintf("%d announcements", len(rl.anns)))
+	if len(rl.reg.anns) > 0 {
+		left = append(left, fmt.Sprintf("%d announcements", len(rl.reg.anns)))
 	}
-	if rl.held > 0 {
-		left = append(left, fmt.Sprintf("%d held", rl.held))
+	if rl.reg.held > 0 {
+		left = append(left, fmt.Sprintf("%d held", rl.reg.held))
 	}
 	if len(left) > 0 {
 		return errors.New(strings.Join(left, ", "))
@@ -362,7 +362,7 @@ func (rl *Relay) tablesEmpty() error {
 // upstreamForwarding reports whether every publisher of name has Forward 1
 // from the relay, with no REQUEST_UPDATE of it under way.
 func (rl *Relay) upstreamForwarding(name wire.FullTrackName) bool {
-	e := rl.lookup(name)
+	e := rl.reg.lookup(name)
 	if e == nil {
 		return false
 	}

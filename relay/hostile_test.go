@@ -101,7 +101,7 @@ func testC065(t *testing.T, scheme string) {
 
 			h := dialHostile(t, n, "/hostile")
 			waitFor(t, "hostile session", func() bool { return n.session("/hostile") != nil })
-			n.relay.addAnnouncer(n.session("/hostile"), wire.NewNamespace("live"))
+			n.relay.reg.addAnnouncer(n.session("/hostile"), wire.NewNamespace("live"))
 			rs := h.awaitSubscribe(t)
 			switch variant {
 			case "control message":
@@ -146,7 +146,7 @@ func TestSessionTrackBound(t *testing.T) {
 	n := startNode(t, "moqt", Config{MaxSessionTracks: 3, Linger: time.Minute}, nil)
 	var upstreamSubs atomic.Int32
 	_, pubServer := n.dial("/pub", anyTrack(&upstreamSubs))
-	n.relay.addAnnouncer(pubServer, wire.NewNamespace("live"))
+	n.relay.reg.addAnnouncer(pubServer, wire.NewNamespace("live"))
 	name := func(i int) wire.FullTrackName {
 		return wire.FullTrackName{Namespace: wire.NewNamespace("live"), Name: []byte(fmt.Sprint("t", i))}
 	}

@@ -166,7 +166,7 @@ func TestRelayCloseEndsEverything(t *testing.T) {
 	require.NoError(t, err)
 	other := wire.FullTrackName{Namespace: wire.NewNamespace("vod"), Name: []byte("x")}
 	held := asyncSubscribe(t, c, other, wire.Params{RendezvousTimeout: wire.Some[uint64](10_000)})
-	waitFor(t, "held", func() bool { n.relay.mu.Lock(); defer n.relay.mu.Unlock(); return n.relay.held == 1 })
+	waitFor(t, "held", func() bool { n.relay.reg.mu.Lock(); defer n.relay.reg.mu.Unlock(); return n.relay.reg.held == 1 })
 	require.NoError(t, n.relay.Close())
 	assert.Equal(t, wire.DoneGoingAway, doneCode(t, sub))
 	r := <-held

@@ -31,7 +31,6 @@ package relay
 
 import (
 	"context"
-	"sync"
 
 	"github.com/moqt-go/moqt"
 	"github.com/moqt-go/moqt/internal/goroutines"
@@ -55,18 +54,9 @@ type Relay struct {
 	env
 	cancel context.CancelFunc // ends env.ctx
 
-	mu       sync.Mutex
-	closed   bool
-	tracks   map[wire.TrackKey]*trackEntry
-	sessions map[*moqt.Session]*sessionState
-	anns     map[*announcer]struct{}
-	held     int // rendezvous SUBSCRIBEs waiting
-
-	// trackPublishedHook, set by tests, sees onTrackPublished's calls.
-	trackPublishedHook func(wire.FullTrackName, func(*moqt.Session) bool)
-
-	ns    *router
-	fetch *fetcher
+	reg   *registry // tracks and sessions: SUBSCRIBE, PUBLISH, TRACK_STATUS
+	ns    *router   // PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE, SUBSCRIBE_TRACKS
+	fetch *fetcher  // FETCH
 }
 
 // New returns a Relay configured by cfg.
@@ -74,22 +64,16 @@ func New(cfg Config) *Relay {
 	cfg = withDefaults(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	v := env{cfg: cfg, log: cfg.Logger, met: cfg.Metrics, ctx: ctx, gs: &goroutines.Group{}}
-	rl := &Relay{
-		env:      v,
-		cancel:   cancel,
-		tracks:   map[wire.TrackKey]*trackEntry{},
-		sessions: map[*moqt.Session]*sessionState{},
-		anns:     map[*announcer]struct{}{},
-	}
-	rl.fetch = newFetcher(v, rl)
-	rl.ns = newRouter(v, rl)
+	reg := newRegistry(v)
+	rl := &Relay{env: v, cancel: cancel, reg: reg, ns: newRouter(v, reg), fetch: newFetcher(v, reg)}
+	reg.miss, reg.offer = rl.fetch, rl.ns
 	return rl
 }
 
 // ServeMOQT authorizes r and routes it.
 func (rl *Relay) ServeMOQT(req moqt.Request) {
 	kind := requestKind(req)
-	if !rl.watchSession(req.Session()) {
+	if !rl.reg.watchSession(req.Session()) {
 		_ = req.Reject(wire.ReqGoingAway, "relay closed")
 		rl.reqDone(kind, OutcomeRefused)
 		return
@@ -103,11 +87,11 @@ func (rl *Relay) ServeMOQT(req moqt.Request) {
 	}
 	switch r := req.(type) {
 	case *moqt.SubscribeRequest:
-		rl.serveSubscribe(r)
+		rl.reg.serveSubscribe(r)
 	case *moqt.PublishRequest:
-		rl.servePublish(r)
+		rl.reg.servePublish(r)
 	case *moqt.TrackStatusRequest:
-		rl.serveTrackStatus(r)
+		rl.reg.serveTrackStatus(r)
 	case *moqt.FetchRequest:
 		rl.fetch.serve(r)
 	default:
@@ -122,24 +106,14 @@ func (rl *Relay) ServeMOQT(req moqt.Request) {
 // holds, and refuses later requests. Sessions stay up; closing them is the
 // server's business.
 func (rl *Relay) Close() error {
-	rl.mu.Lock()
-	if rl.closed {
-		rl.mu.Unlock()
-		rl.gs.Wait()
-		return nil
+	if entries, first := rl.reg.close(); first {
+		rl.cancel()
+		for _, e := range entries {
+			e.shutdown(wire.DoneGoingAway, "relay closed")
+		}
+		rl.ns.close()
+		rl.fetch.close()
 	}
-	rl.closed = true
-	entries := make([]*trackEntry, 0, len(rl.tracks))
-	for _, e := range rl.tracks {
-		entries = append(entries, e)
-	}
-	rl.mu.Unlock()
-	rl.cancel()
-	for _, e := range entries {
-		e.shutdown(wire.DoneGoingAway, "relay closed")
-	}
-	rl.ns.close()
-	rl.fetch.close()
 	rl.gs.Wait()
 	return nil
 }

@@ -35,7 +35,7 @@ func TestTrackStatusAskedUpstreamWithoutSubscription(t *testing.T) {
 	tr.SetLargest(wire.Location{Group: 2, Object: 3})
 	p := &statusPublisher{track: tr, asked: make(chan struct{}, 4)}
 	_, ps := n.dial("/pub", p)
-	n.relay.addAnnouncer(ps, wire.NewNamespace("live"))
+	n.relay.reg.addAnnouncer(ps, wire.NewNamespace("live"))
 	c, _ := n.dial("/sub", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -186,7 +186,7 @@ func TestRendezvous(t *testing.T) {
 		n := startNode(t, "moqt", Config{MaxHeldSubscribes: 1}, nil)
 		c, _ := n.dial("/sub", nil)
 		held := asyncSubscribe(t, c, testTrack, wire.Params{RendezvousTimeout: wire.Some[uint64](10_000)})
-		waitFor(t, "one held", func() bool { n.relay.mu.Lock(); defer n.relay.mu.Unlock(); return n.relay.held == 1 })
+		waitFor(t, "one held", func() bool { n.relay.reg.mu.Lock(); defer n.relay.reg.mu.Unlock(); return n.relay.reg.held == 1 })
 		other := testTrack
 		other.Name = []byte("audio")
 		_, err := subscribe(t, c, other, wire.Params{RendezvousTimeout: wire.Some[uint64](10_000)})
@@ -207,12 +207,12 @@ func TestRendezvous(t *testing.T) {
 		for i := 0; i < 2; i++ {
 			_ = asyncSubscribe(t, a, name(i), hold)
 		}
-		waitFor(t, "two held", func() bool { n.relay.mu.Lock(); defer n.relay.mu.Unlock(); return n.relay.held == 2 })
+		waitFor(t, "two held", func() bool { n.relay.reg.mu.Lock(); defer n.relay.reg.mu.Unlock(); return n.relay.reg.held == 2 })
 		_, err := subscribe(t, a, name(2), hold)
 		assert.Equal(t, wire.ReqExcessiveLoad, requestCode(t, err), "past the session's share")
 		b, _ := n.dial("/b", nil)
 		_ = asyncSubscribe(t, b, name(3), hold)
-		waitFor(t, "another session's held", func() bool { n.relay.mu.Lock(); defer n.relay.mu.Unlock(); return n.relay.held == 3 })
+		waitFor(t, "another session's held", func() bool { n.relay.reg.mu.Lock(); defer n.relay.reg.mu.Unlock(); return n.relay.reg.held == 3 })
 		require.NoError(t, a.Close())
 		require.NoError(t, b.Close())
 		waitFor(t, "tables empty", func() bool { return n.relay.tablesEmpty() == nil })
@@ -224,7 +224,7 @@ func TestC061_HeldSubscribeProceedsWhenPublisherAppears(t *testing.T) {
 		n := startNode(t, "moqt", Config{}, nil)
 		c, _ := n.dial("/sub", nil)
 		res := asyncSubscribe(t, c, testTrack, wire.Params{RendezvousTimeout: wire.Some[uint64](10_000)})
-		waitFor(t, "held", func() bool { n.relay.mu.Lock(); defer n.relay.mu.Unlock(); return n.relay.held == 1 })
+		waitFor(t, "held", func() bool { n.relay.reg.mu.Lock(); defer n.relay.reg.mu.Unlock(); return n.relay.reg.held == 1 })
 		pub := n.newPublisher("/pub", testTrack, nil)
 		n.announce(pub, wire.NewNamespace("live"))
 		r := <-res
@@ -239,7 +239,7 @@ func TestC061_HeldSubscribeProceedsWhenPublisherAppears(t *testing.T) {
 		var mu sync.Mutex
 		var offered []*moqt.Session
 		called := make(chan struct{})
-		n.relay.trackPublishedHook = func(name wire.FullTrackName, exclude func(*moqt.Session) bool) {
+		n.relay.reg.trackPublishedHook = func(name wire.FullTrackName, exclude func(*moqt.Session) bool) {
 			defer close(called)
 			mu.Lock()
 			defer mu.Unlock()
@@ -253,7 +253,7 @@ func TestC061_HeldSubscribeProceedsWhenPublisherAppears(t *testing.T) {
 		}
 		c, _ := n.dial("/sub", nil)
 		res := asyncSubscribe(t, c, testTrack, wire.Params{RendezvousTimeout: wire.Some[uint64](10_000)})
-		waitFor(t, "held", func() bool { n.relay.mu.Lock(); defer n.relay.mu.Unlock(); return n.relay.held == 1 })
+		waitFor(t, "held", func() bool { n.relay.reg.mu.Lock(); defer n.relay.reg.mu.Unlock(); return n.relay.reg.held == 1 })
 		tr, err := moqt.NewLocalTrack(testTrack, nil)
 		require.NoError(t, err)
 		pc, ps := n.dial("/pub", nil)

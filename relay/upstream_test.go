@@ -58,7 +58,7 @@ func TestC038_UnknownMandatoryPropertyRefusedDownstream(t *testing.T) {
 	waitFor(t, "upstream SUBSCRIBE", func() bool { return len(pub.subscribes()) == 1 })
 	r2 := asyncSubscribe(t, c2, testTrack, wire.Params{})
 	waitFor(t, "both waiting", func() bool {
-		e := n.relay.lookup(testTrack)
+		e := n.relay.reg.lookup(testTrack)
 		if e == nil {
 			return false
 		}
@@ -183,7 +183,7 @@ func TestC073_C074_NewGroupRequestPassedOn(t *testing.T) {
 		}})
 	})
 	_, ps := n.dial("/pub", h)
-	n.relay.addAnnouncer(ps, wire.NewNamespace("live"))
+	n.relay.reg.addAnnouncer(ps, wire.NewNamespace("live"))
 	c, _ := n.dial("/sub", nil)
 	s1, err := subscribe(t, c, testTrack, wire.Params{NewGroupRequest: wire.Some[uint64](0)})
 	require.NoError(t, err)
@@ -281,7 +281,7 @@ func TestPublishedDownstreamForwardFollowed(t *testing.T) {
 		}))
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, err = n.relay.publishDownstream(ctx, s2, testTrack, wire.Params{Forward: wire.Some(false)})
+		_, err = n.relay.reg.publishDownstream(ctx, s2, testTrack, wire.Params{Forward: wire.Some(false)})
 		require.NoError(t, err)
 		offered := <-got
 		assert.False(t, n.relay.wantsForward(testTrack), "no one wants objects yet")
@@ -297,7 +297,7 @@ func TestPublishedDownstreamForwardFollowed(t *testing.T) {
 
 // wantsForward is the Forward state the relay wants of name's upstream.
 func (rl *Relay) wantsForward(name wire.FullTrackName) bool {
-	e := rl.lookup(name)
+	e := rl.reg.lookup(name)
 	if e == nil {
 		return false
 	}
@@ -324,7 +324,7 @@ func TestNewGroupRequestFloodBounded(t *testing.T) {
 		}})
 	})
 	_, ps := n.dial("/pub", h)
-	n.relay.addAnnouncer(ps, wire.NewNamespace("live"))
+	n.relay.reg.addAnnouncer(ps, wire.NewNamespace("live"))
 	c, _ := n.dial("/sub", nil)
 	s1, err := subscribe(t, c, testTrack, wire.Params{})
 	require.NoError(t, err)

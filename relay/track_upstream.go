@@ -1,0 +1,255 @@
+package relay
+
+// A track's upstream side: its publishers, found or offered, and their
+// subscriptions' lifetimes.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// addPublisher subscribes s to the track if it has downstream subscribers,
+// held or Established, and no subscription to s yet: a publisher that
+// appeared (§7.5).
+func (e *trackEntry) addPublisher(s *moqt.Session) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.dead || len(e.downs)+e.waiters == 0 || e.hasUpstream(s) {
+		return
+	}
+	e.startUpstream(s)
+}
+
+// hasUpstream reports whether s already serves or is asked for the track.
+func (e *trackEntry) hasUpstream(s *moqt.Session) bool {
+	for u := range e.ups {
+		if u.s == s {
+			return true
+		}
+	}
+	return false
+}
+
+// publishedBy reports whether an Established upstream of the track came by
+// PUBLISH (from s, or from anyone when s is nil).
+func (e *trackEntry) publishedBy(s *moqt.Session) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.dead || e.track == nil {
+		return false
+	}
+	for u := range e.ups {
+		if u.byPublish && u.sub != nil && (s == nil || u.s == s) {
+			return true
+		}
+	}
+	return false
+}
+
+// publishedLocked reports whether an Established upstream came by PUBLISH.
+func (e *trackEntry) publishedLocked() bool {
+	for u := range e.ups {
+		if u.byPublish {
+			return true
+		}
+	}
+	return false
+}
+
+// startUpstream sends SUBSCRIBE to s for the track; e.mu is held.
+func (e *trackEntry) startUpstream(s *moqt.Session) {
+	reg := e.reg
+	params := wire.Params{Forward: wire.Some(e.wantForwardLocked())}
+	wait := reg.cfg.UpstreamTimeout
+	if hold := reg.rendezvous(e.firstParams); hold > 0 {
+		// A relay upstream holds it for its own publisher (§9.20.7).
+		params.RendezvousTimeout = wire.Some(uint64(hold / time.Millisecond))
+		wait += hold
+	}
+	ctx, cancel := context.WithTimeout(reg.ctx, wait)
+	u := &upstream{e: e, s: s, cancel: cancel}
+	e.ups[u] = struct{}{}
+	u.sent = params.Forward.Value
+	if p := e.firstParams.SubscriberPriority; p.Set {
+		params.SubscriberPriority = p
+	}
+	if g := e.waitNewGroup; g.Set { // §9.20.20: passed on when subscribing
+		params.NewGroupRequest = g
+	}
+	reg.log.Debug("relay: upstream", "event", "subscribe", "track", e.name.String(), "forward", u.sent)
+	reg.goRun(func() {
+		defer cancel()
+		sub, err := s.Subscribe(ctx, e.name, params)
+		if err != nil {
+			e.upstreamFailed(u, err)
+			return
+		}
+		e.upstreamEstablished(u, sub)
+	})
+}
+
+// upstreamFailed handles a SUBSCRIBE the publisher refused or that failed:
+// when no other publisher serves or may serve the track, the downstream
+// SUBSCRIBEs waiting get the refusal.
+func (e *trackEntry) upstreamFailed(u *upstream, err error) {
+	reg := e.reg
+	reg.log.Debug("relay: upstream", "event", "refused", "track", e.name.String(), "err", err)
+	e.mu.Lock()
+	delete(e.ups, u)
+	if e.dead || len(e.ups) > 0 {
+		e.mu.Unlock()
+		return
+	}
+	if e.track == nil {
+		e.err = requestErrorOf(err)
+		close(e.ready)
+		reg.dropLocked(e)
+		e.mu.Unlock()
+		return
+	}
+	// The track's Established publishers ended while this SUBSCRIBE was
+	// in flight: it ends as the last of them did.
+	track, code, reason := e.track, e.doneCode, e.doneReason
+	if reason == "" {
+		reason = "publisher gone"
+	}
+	reg.dropLocked(e)
+	e.mu.Unlock()
+	track.End(code, reason)
+}
+
+// upstreamEstablished makes the track available with its first Established
+// upstream, and starts forwarding u's objects.
+func (e *trackEntry) upstreamEstablished(u *upstream, sub *moqt.Subscription) {
+	e.mu.Lock()
+	if e.dead || u.closing {
+		delete(e.ups, u)
+		e.mu.Unlock()
+		_ = sub.Close()
+		return
+	}
+	u.sub = sub
+	e.forwardChangedLocked()
+	if e.track == nil && !e.makeTrackLocked(sub) {
+		delete(e.ups, u)
+		e.failLocked(&moqt.RequestError{Code: wire.ReqInternalError, Reason: "bad track properties upstream"})
+		e.mu.Unlock()
+		_ = sub.Close()
+		return
+	}
+	if l, ok := sub.Largest(); ok { // §9.20.18
+		e.track.SetLargest(l)
+	}
+	e.updateForwardLocked()
+	e.checkIdleLocked()
+	e.mu.Unlock()
+	e.reg.log.Debug("relay: upstream", "event", "established", "track", e.name.String(), "by_publish", u.byPublish)
+	e.reg.goRun(u.run)
+}
+
+// makeTrackLocked creates the LocalTrack with the Track Properties of sub,
+// all of them (§7.6), and wakes the waiting SUBSCRIBEs.
+func (e *trackEntry) makeTrackLocked(sub *moqt.Subscription) bool {
+	t, err := moqt.NewLocalTrack(e.name, sub.Properties())
+	if err != nil {
+		return false
+	}
+	if !e.reg.cfg.NoCache {
+		limits := e.reg.cfg.Cache
+		if limits.Miss == nil {
+			limits.Miss = e.reg.miss.fetchMiss(e.name) // what the cache lacks, fetched upstream (fetcher)
+		}
+		t.SetCache(limits)
+	}
+	e.track, e.props = t, sub.Properties()
+	close(e.ready)
+	return true
+}
+
+// upstreamEnded handles the end of an Established upstream subscription. A
+// Malformed Track ends the track downstream with MALFORMED_TRACK (§12.1);
+// the last publisher's PUBLISH_DONE ends it with the same status; the end
+// of a publisher's session with INTERNAL_ERROR. The track also ends when
+// the publishers left are all behind it (restartedLocked).
+func (e *trackEntry) upstreamEnded(u *upstream, err error) {
+	reg := e.reg
+	reg.log.Debug("relay: upstream", "event", "end", "track", e.name.String(), "err", err)
+	var mal *moqt.MalformedTrackError
+	malformed := errors.As(err, &mal)
+	code, reason := wire.DoneInternalError, "publisher gone"
+	var done *moqt.DoneError
+	switch {
+	case malformed:
+		code, reason = wire.DoneMalformedTrack, "malformed track upstream"
+	case errors.As(err, &done):
+		code, reason = done.Code, done.Reason
+	}
+	e.mu.Lock()
+	delete(e.ups, u)
+	e.forwardChangedLocked()
+	if e.dead || u.closing {
+		e.mu.Unlock()
+		return
+	}
+	if !malformed && len(e.ups) > 0 {
+		if !e.restartedLocked() {
+			e.doneCode, e.doneReason = code, reason
+			e.mu.Unlock()
+			return
+		}
+		// Those left came back under the same name and number their
+		// groups anew: the subscribers, whose filters start past their
+		// objects, subscribe again and get them.
+		reason = "publisher gone; its track restarted by another"
+	}
+	others := e.closeUpstreamsLocked()
+	track := e.track
+	reg.dropLocked(e)
+	e.mu.Unlock()
+	closeAll(others)
+	if track != nil {
+		track.End(code, reason)
+	}
+}
+
+// restartedLocked reports whether no publisher left has reached the
+// track's Largest Group.
+func (e *trackEntry) restartedLocked() bool {
+	if e.track == nil {
+		return false
+	}
+	largest, ok := e.track.Largest()
+	if !ok {
+		return false
+	}
+	for u := range e.ups {
+		// One whose SUBSCRIBE is in flight may yet be in step.
+		if u.closing || u.sub == nil || u.reachesLocked(largest.Group) {
+			return false
+		}
+	}
+	return true
+}
+
+// closeUpstreamsLocked marks every upstream as cancelled by the relay and
+// returns them, to close once e.mu is released.
+func (e *trackEntry) closeUpstreamsLocked() []*upstream {
+	list := make([]*upstream, 0, len(e.ups))
+	for u := range e.ups {
+		u.closing = true
+		list = append(list, u)
+	}
+	return list
+}
+
+// noteLargestLocked reports the publisher's Largest Object downstream, as
+// REQUEST_UPDATE_OK carries it (§9.20.18).
+func (e *trackEntry) noteLargestLocked(sub *moqt.Subscription) {
+	if l, ok := sub.Largest(); ok && e.track != nil {
+		e.track.SetLargest(l)
+	}
+}
