@@ -18,9 +18,7 @@ import (
 // (missFetcher) and tells the router of tracks published to it
 // (trackOfferer).
 //
-// Locks: a trackEntry's mu before registry.mu, never the other way round;
-// neither is held across network I/O, nor while calling the router or the
-// fetcher.
+// mu guards the tables; see the lock order in relay.go.
 type registry struct {
 	env
 	miss  missFetcher

@@ -37,6 +37,33 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
+// Lock order: every mutex of the package, in one place.
+//
+// A lock may be taken while holding one listed above it in the same
+// chain, never the other way round; leaf locks take no other lock of the
+// package. None is held across network I/O, nor while the registry calls
+// the router or the fetcher, or they it.
+//
+//   - trackEntry.mu, then registry.mu: a track's state (track.go), then
+//     the tables of tracks and sessions (registry.go), as when a track
+//     leaves the registry (dropLocked). registry.mu is also taken alone,
+//     never before a trackEntry's. Under trackEntry.mu the library's
+//     LocalTrack is told the track's Largest Object and cache limits.
+//   - output.mu, then outputs.mu: one subgroup being forwarded, then the
+//     track's subgroups and duplicate table (forward.go, dedup.go).
+//     output.mu is held while the object is written to the SubgroupWriter,
+//     which a slow subscriber holds up at most its session's
+//     SubscriberGrace; it serializes that subgroup's publishers only.
+//     Neither is taken under trackEntry.mu, nor it under them.
+//   - router.mu: the namespace table and the namespace requests
+//     (router.go). Under it the NamespaceWriters are written to (they
+//     never block), so that each subscriber sees the namespaces come and
+//     go in the table's order; no other lock of the relay is held when it
+//     is taken.
+//   - fetcher.mu (the forwarded FETCHes) and Dialer.mu: leaves.
+//   - the goroutines.Group's lock (goRun): a leaf, taken under any of
+//     the above.
+
 // Relay routes requests between sessions as a MoQT relay (§7). It is a
 // moqt.Handler: give it as Config.Handler to the sessions it serves,
 // downstream subscribers and publishers alike, and to the upstream sessions it

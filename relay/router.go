@@ -22,12 +22,8 @@ import (
 // subscriber at an edge discovers a publisher at the origin.
 //
 // mu guards everything below it, the records it keeps (nsEntry, nsSub,
-// tracksSub, discRef, upDisc.seen) included. It is taken under no other
-// lock of the relay, and only the NamespaceWriters' locks (which never
-// block) and the goroutine Group's are taken under it: writes to the
-// writers happen under it, so that each writer sees the namespaces come
-// and go in the order the table does. The registry is never called with
-// mu held.
+// tracksSub, discRef, upDisc.seen) included; the registry is never called
+// with it held (lock order: relay.go).
 type router struct {
 	env
 	reg trackRegistry

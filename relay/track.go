@@ -12,9 +12,9 @@ import (
 
 // trackEntry is the relay's state for one Full Track Name: the LocalTrack
 // that serves its downstream subscribers, its upstream subscriptions (one per
-// publisher), and what keeps it alive. Locks: trackEntry.mu before registry.mu
-// (registry.mu is never held while taking an entry's); neither is held across
-// network I/O.
+// publisher), and what keeps it alive. Its own methods are in track.go
+// (downstream side, Forward state, lifetime) and track_upstream.go (its
+// publishers); mu guards what follows it (lock order: relay.go).
 type trackEntry struct {
 	reg  *registry
 	name wire.FullTrackName
