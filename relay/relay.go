@@ -41,8 +41,9 @@ import (
 //
 // A lock may be taken while holding one listed above it in the same
 // chain, never the other way round; leaf locks take no other lock of the
-// package. None is held across network I/O, nor while the registry calls
-// the router or the fetcher, or they it.
+// package. None is held across network I/O. The registry, the router and
+// the fetcher call one another with none of their locks held, but for
+// fetcher.fetchMiss, which only makes a function and takes no lock.
 //
 //   - trackEntry.mu, then registry.mu: a track's state (track.go), then
 //     the tables of tracks and sessions (registry.go), as when a track
