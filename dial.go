@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
@@ -46,26 +47,36 @@ func Dial(ctx context.Context, rawURL string, cfg *Config) (*Session, error) {
 		}
 		return nil, untrustedCertificate(publicError(err))
 	}
+	return startClient(dctx, conn, u, cfg)
+}
+
+// startClient runs the client's end of the SETUP exchange over conn, made
+// for u: Dial's connections and the application's own. u is nil for a
+// WebTransport session the application made, whose URL the session need
+// not know: its CONNECT request carried it.
+func startClient(ctx context.Context, conn transport.Conn, u *url.URL, cfg *Config) (*Session, error) {
 	version, ok := wire.ParseALPN(conn.Protocol())
 	if !ok {
 		_ = conn.CloseWithError(uint64(wire.ProtocolViolation), "no MoQT version negotiated")
 		return nil, fmt.Errorf("moqt: server chose protocol %q", conn.Protocol())
 	}
 	s := newSession(conn, version, true, cfg)
-	s.path = u.EscapedPath()
-	if u.RawQuery != "" {
-		s.path += "?" + u.RawQuery
-	}
-	s.authority = u.Host
-	if u.Port() == "" {
-		s.authority = net.JoinHostPort(u.Hostname(), transport.DefaultPort)
-	}
 	setup := s.ownSetup()
-	if !conn.WebTransport() {
-		setup.Authority = wire.Some(u.Host)
-		setup.Path = wire.Some(s.path)
+	if u != nil {
+		s.path = u.EscapedPath()
+		if u.RawQuery != "" {
+			s.path += "?" + u.RawQuery
+		}
+		s.authority = u.Host
+		if u.Port() == "" {
+			s.authority = net.JoinHostPort(u.Hostname(), transport.DefaultPort)
+		}
+		if !conn.WebTransport() {
+			setup.Authority = wire.Some(u.Host)
+			setup.Path = wire.Some(s.path)
+		}
 	}
-	if err := s.handshake(dctx, setup); err != nil {
+	if err := s.handshake(ctx, setup); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -32,6 +32,26 @@
 // end finished), then returns once the close is on the wire and the
 // session's goroutines have ended, so a program may exit right after it.
 //
+// # Connections of your own
+//
+// An application that makes its connections itself runs sessions over
+// them: NewClientSession and NewServerSession over a raw QUIC connection
+// (*quic.Conn) it dialed or accepted, NewWebTransportClientSession and
+// NewWebTransportServerSession over a WebTransport session
+// (*webtransport.Session) from its own dialer or HTTP/3 handler. They run
+// the SETUP exchange with the Config as Dial and Listen do. The version is
+// the one the connection negotiated, its ALPN or its WT-Protocol (§6.2),
+// which must be one of Config.Versions: offer wire.ALPNs() in
+// tls.Config.NextProtos or webtransport's ApplicationProtocols. A
+// connection that negotiated none (or, raw QUIC, no QUIC DATAGRAM) is
+// refused with an error and left as it is. Otherwise the session owns the
+// QUIC connection, or the WebTransport session but not the QUIC connection
+// under it, and closes it when it ends, with its code; a failed SETUP
+// exchange closes it too. What makes the connection is the application's
+// to set where it makes it: Config's TLSConfig, ServerCertificateHashes,
+// HandshakeTimeout, receive windows, KeepAlivePeriod, MaxIdleTimeout,
+// MaxIncomingStreams, MaxIncomingUniStreams and QlogDir do not apply.
+//
 // # Requests
 //
 // Outgoing requests are methods: Session.Subscribe returns the subscriber's

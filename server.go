@@ -237,15 +237,9 @@ func (srv *Server) setup(conn transport.Conn, info transport.Info, check func(*S
 			ticket.Release()
 		}
 	}()
-	version, ok := wire.ParseALPN(conn.Protocol())
-	if !ok {
-		_ = conn.CloseWithError(uint64(wire.ProtocolViolation), "no MoQT version negotiated")
+	s := acceptedSession(conn, info, srv.cfg)
+	if s == nil {
 		return
-	}
-	s := newSession(conn, version, false, srv.cfg)
-	if info.WebTransport {
-		s.path = info.Path
-		s.authority = info.Authority
 	}
 	if check != nil {
 		s.checkSetup = func(st *wire.Setup) error {
@@ -276,6 +270,25 @@ func (srv *Server) setup(conn transport.Conn, info transport.Info, check func(*S
 	}
 	srv.queue.push(s, ticket)
 	queued = true
+}
+
+// acceptedSession wraps conn, a client's connection, for the server's end
+// of the SETUP exchange: the Server's connections and the application's
+// own. info has what a WebTransport request asked for. It closes conn and
+// returns nil if conn's protocol names no version (a guard: the transport
+// accepts only the protocols of cfg).
+func acceptedSession(conn transport.Conn, info transport.Info, cfg *Config) *Session {
+	version, ok := wire.ParseALPN(conn.Protocol())
+	if !ok {
+		_ = conn.CloseWithError(uint64(wire.ProtocolViolation), "no MoQT version negotiated")
+		return nil
+	}
+	s := newSession(conn, version, false, cfg)
+	if info.WebTransport {
+		s.path = info.Path
+		s.authority = info.Authority
+	}
+	return s
 }
 
 // errServerBusy closes a session whose place a newcomer took. MoQT has no

@@ -28,9 +28,6 @@ var pipeTransports = []struct {
 	{"webtransport", true},
 }
 
-// pipeAuthority is what a pipe client puts in its AUTHORITY Setup Option.
-const pipeAuthority = "pipe.test:443"
-
 // inBubble runs f in a synctest bubble: every Pipe, session and timer
 // that f makes lives in it, and must be gone when f returns (cleanups
 // registered on the bubble's t run inside it, before it ends). The fake
@@ -41,27 +38,6 @@ func inBubble(t *testing.T, f func(t *testing.T)) {
 	synctest.Test(t, f)
 }
 
-// pipeConfig fills pc's zero fields from the sessions' configurations, as
-// Dial and Listen hand them to QUIC. The Pipe is symmetric: where the two
-// differ, the smaller non-zero value applies.
-func pipeConfig(pc transport.PipeConfig, cfgs ...*Config) transport.PipeConfig {
-	fill := func(dst *int, get func(*Config) int64) {
-		if *dst != 0 {
-			return
-		}
-		for _, c := range cfgs {
-			if v := int(get(c)); v > 0 && (*dst == 0 || v < *dst) {
-				*dst = v
-			}
-		}
-	}
-	fill(&pc.StreamWindow, func(c *Config) int64 { return int64(c.StreamReceiveWindow) })
-	fill(&pc.ConnectionWindow, func(c *Config) int64 { return int64(c.ConnectionReceiveWindow) })
-	fill(&pc.MaxIncomingStreams, func(c *Config) int64 { return c.MaxIncomingStreams })
-	fill(&pc.MaxIncomingUniStreams, func(c *Config) int64 { return c.MaxIncomingUniStreams })
-	return pc
-}
-
 // pipeSession wraps one end of a Pipe in a Session, as Dial and Server
 // do once the transport is up. The caller runs its handshake.
 func pipeSession(t *testing.T, conn transport.Conn, isClient bool, cfg *Config) *Session {
@@ -70,13 +46,13 @@ func pipeSession(t *testing.T, conn transport.Conn, isClient bool, cfg *Config) 
 	require.True(t, ok, "pipe protocol %q", conn.Protocol())
 	s := newSession(conn, v, isClient, cfg)
 	if isClient {
-		s.path = "/live?x=1"
+		s.path = pipePath
 		if !conn.WebTransport() {
 			s.authority = pipeAuthority
 		}
 	} else if conn.WebTransport() {
 		// From the CONNECT request, as the Listener reports it.
-		s.path, s.authority = "/live?x=1", pipeAuthority
+		s.path, s.authority = pipePath, pipeAuthority
 	}
 	return s
 }
@@ -112,15 +88,11 @@ func closeOnCleanup(t *testing.T, sessions ...*Session) {
 func newPipePair(t *testing.T, pc transport.PipeConfig, serverCfg, clientCfg *Config) *pair {
 	t.Helper()
 	serverCfg, clientCfg = quietConfig(serverCfg).withDefaults(), quietConfig(clientCfg).withDefaults()
-	cc, sc := transport.Pipe(pipeConfig(pc, serverCfg, clientCfg))
-	client := pipeSession(t, cc, true, clientCfg)
-	server := pipeSession(t, sc, false, serverCfg)
-	closeOnCleanup(t, client, server)
 	ctx, cancel := context.WithTimeout(context.Background(), fakeGuard)
 	defer cancel()
-	served := goErr(func() error { return server.handshake(ctx, server.ownSetup()) })
-	require.NoError(t, client.handshake(ctx, client.pipeClientSetup()))
-	require.NoError(t, <-served)
+	client, server, err := connectPipe(ctx, pc, serverCfg, clientCfg)
+	require.NoError(t, err)
+	closeOnCleanup(t, client, server)
 	return &pair{client: client, server: server, pipe: func(t *testing.T, clientCfg *Config) *pair {
 		t.Helper()
 		return newPipePair(t, pc, serverCfg, clientCfg)

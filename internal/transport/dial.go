@@ -137,17 +137,11 @@ func dialQUIC(ctx context.Context, dial dialer, addr string, tlsConf *tls.Config
 	if err != nil {
 		return nil, fromQUIC(err)
 	}
-	state := qconn.ConnectionState()
-	if !state.SupportsDatagrams.Remote {
-		const reason = "QUIC DATAGRAM not negotiated"
+	// crypto/tls only lets a server pick an offered protocol; the check
+	// guards against a server that picked none.
+	if reason, err := checkQUIC(qconn, protocols); err != nil {
 		_ = qconn.CloseWithError(codeProtocolViolation, reason)
-		return nil, errors.New("moqt transport: " + reason)
-	}
-	if p := state.TLS.NegotiatedProtocol; !slices.Contains(protocols, p) {
-		// crypto/tls only lets a server pick an offered protocol; this
-		// guards against a server that picked none.
-		_ = qconn.CloseWithError(codeProtocolViolation, "no protocol negotiated")
-		return nil, fmt.Errorf("moqt transport: server negotiated ALPN %q, offered %q", p, protocols)
+		return nil, err
 	}
 	return newQUICConn(qconn), nil
 }
@@ -187,10 +181,10 @@ func dialWebTransport(ctx context.Context, dial dialer, addr, target string, tls
 		return nil, passThrough(err)
 	}
 	c := newWTConn(sess, qconn)
-	if c.protocol == "" {
+	if err := checkWebTransport(sess, protocols); err != nil {
 		// A MoQT server must pick one of the offered identifiers (§6.2).
 		_ = c.CloseWithError(codeProtocolViolation, "no protocol negotiated")
-		return nil, fmt.Errorf("moqt transport: server negotiated no protocol, offered %q", protocols)
+		return nil, err
 	}
 	return c, nil
 }

@@ -18,13 +18,17 @@ import (
 // the capsule, and the peer would never learn the code.
 const closeLinger = time.Second
 
-// wtConn is a Conn over a WebTransport session (§6.2.1). Each session has
-// its own QUIC connection: Dial opens one per session and the Listener's
-// WebTransport server accepts one session per connection.
+// wtConn is a Conn over a WebTransport session (§6.2.1). Each session this
+// package makes has its own QUIC connection: Dial opens one per session
+// and the Listener's WebTransport server accepts one session per
+// connection. A session the application made (WrapWebTransport) leaves
+// its connection, which may carry other sessions, to the application.
 type wtConn struct {
-	sess     *webtransport.Session
-	qconn    *quic.Conn // the connection under sess, closed when sess ends
-	protocol string     // the negotiated WT-Protocol
+	sess *webtransport.Session
+	// qconn is the connection under sess, closed when sess ends; nil when
+	// the connection is the application's.
+	qconn    *quic.Conn
+	protocol string // the negotiated WT-Protocol
 
 	// ctx is cancelled by sessionEnded, with the translated close error as
 	// its cause.
@@ -40,12 +44,12 @@ func newWTConn(sess *webtransport.Session, qconn *quic.Conn) *wtConn {
 }
 
 // sessionEnded runs once when the session's context is done. It records the
-// close error and closes the QUIC connection: at once if the peer ended the
-// session, after the peer closes it or closeLinger if we did.
+// close error and closes the QUIC connection, if it is ours: at once if the
+// peer ended the session, after the peer closes it or closeLinger if we did.
 func (c *wtConn) sessionEnded() {
 	err := sessionError(c.sess)
 	if e, ok := errors.AsType[*webtransport.SessionError](err); ok {
-		if e.Remote {
+		if e.Remote || c.qconn == nil {
 			c.closeQUIC()
 		} else {
 			t := time.AfterFunc(closeLinger, c.closeQUIC)
@@ -59,9 +63,11 @@ func (c *wtConn) sessionEnded() {
 	// connection went away under the session, or the peer reset or ended
 	// the stream. Prefer the connection's reason when it has one.
 	c.closeQUIC()
-	if connErr := context.Cause(c.qconn.Context()); connErr != nil {
-		if e, ok := errors.AsType[*quic.ApplicationError](connErr); !ok || e.Remote {
-			err = connErr
+	if c.qconn != nil {
+		if connErr := context.Cause(c.qconn.Context()); connErr != nil {
+			if e, ok := errors.AsType[*quic.ApplicationError](connErr); !ok || e.Remote {
+				err = connErr
+			}
 		}
 	}
 	if e, ok := connError(err); ok {
@@ -71,7 +77,11 @@ func (c *wtConn) sessionEnded() {
 	c.cancel(&ConnError{Kind: ConnLost, Err: err})
 }
 
-func (c *wtConn) closeQUIC() { _ = c.qconn.CloseWithError(codeH3NoError, "") }
+func (c *wtConn) closeQUIC() {
+	if c.qconn != nil {
+		_ = c.qconn.CloseWithError(codeH3NoError, "")
+	}
+}
 
 // sessionError returns the error a closed session was closed with.
 // webtransport-go has no accessor for it, but every call on a closed session
@@ -139,12 +149,16 @@ func (c *wtConn) ReceiveDatagram(ctx context.Context) ([]byte, error) {
 // CloseWithError returns once the QUIC connection under the session is
 // closed too: when the peer, having read WT_CLOSE_SESSION, closes it, or
 // after closeLinger. Until then the capsule may sit in a send buffer, and
-// a process that exits once Close returns would never send it.
+// a process that exits once Close returns would never send it. On the
+// application's connection it returns once the capsule is queued: the
+// connection's life is the application's.
 func (c *wtConn) CloseWithError(code uint64, reason string) error {
 	err := c.sess.CloseWithError(webtransport.SessionErrorCode(wtCode(code)), truncateReason(reason))
 	<-c.ctx.Done()
-	<-c.qconn.Context().Done()
-	waitQlog(c.qconn)
+	if c.qconn != nil {
+		<-c.qconn.Context().Done()
+		waitQlog(c.qconn)
+	}
 	return c.translate(err)
 }
 
@@ -152,7 +166,7 @@ func (c *wtConn) Context() context.Context { return c.ctx }
 func (c *wtConn) Protocol() string         { return c.protocol }
 func (c *wtConn) WebTransport() bool       { return true }
 func (c *wtConn) ReliableReset() bool {
-	st := c.qconn.ConnectionState().SupportsStreamResetPartialDelivery
+	st := c.sess.SessionState().ConnectionState.SupportsStreamResetPartialDelivery
 	return st.Local && st.Remote && wtStreamField.ok
 }
 func (c *wtConn) LocalAddr() net.Addr  { return c.sess.LocalAddr() }
