@@ -60,7 +60,7 @@ const (
 )
 
 func (sub *Subscription) initData() {
-	sub.updateTurn = make(chan struct{}, 1)
+	sub.updates = newUpdateQueue(sub.rs, &sub.mu, sub.done, sub.Err)
 	sub.incoming = make(chan *SubgroupReader, incomingStreamQueue)
 	sub.datagrams.init()
 	sub.dataDone = make(chan struct{})
@@ -120,7 +120,7 @@ func (sub *Subscription) passesLocked(pass func(*filter.Filter) bool) bool {
 	if sub.filter == nil || pass(sub.filter) {
 		return true
 	}
-	for _, u := range sub.updates {
+	for _, u := range sub.updates.pending {
 		if u.filter != nil && pass(u.filter) {
 			return true
 		}

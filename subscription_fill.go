@@ -91,7 +91,7 @@ func (sub *Subscription) askFillLocked(id uint64, p *wire.Params) *fillSlot {
 		sub.fill.slots = map[uint64]*fillSlot{}
 	}
 	slot := &fillSlot{id: id, params: p, base: sub.params}
-	for _, u := range sub.updates {
+	for _, u := range sub.updates.pending {
 		mergeParams(&slot.base, u.params)
 	}
 	sub.fill.slots[id] = slot
