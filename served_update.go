@@ -10,7 +10,7 @@ type pendingUpdate struct {
 	msg *wire.RequestUpdate
 	rej *wire.RejectError
 	// cost is what holding msg is charged to the request's updateHold,
-	// released once it is answered (update_hold.go).
+	// released once it is answered (request_update_held.go).
 	cost int
 }
 
@@ -20,7 +20,7 @@ type pendingUpdate struct {
 // §9.1.7). On a PUBLISH the subscriber's first message is its answer
 // (§9), so an update before PUBLISH_OK is a protocol violation; on a
 // SUBSCRIBE the requester may send updates at once, and they wait for the
-// subscription to be Established. Their bytes are bounded (update_hold.go):
+// subscription to be Established. Their bytes are bounded (request_update_held.go):
 // one past the bounds is refused with EXCESSIVE_LOAD in its turn, which
 // ends the subscription.
 func (ss *ServedSubscription) receiveUpdate(m *wire.RequestUpdate, rej *wire.RejectError) error {

@@ -29,7 +29,7 @@ import (
 //     Under it: LocalTrack.mu and the ServedSubscription's locks, since
 //     LocalTrack.Accept joins the track there; requestStream.wmu; and, on
 //     a REQUEST_ERROR, the termination of the request's subscription.
-//   - updateQueue.turn (request_update.go), a lock in effect, held by
+//   - updateQueue.turn (request_update_sent.go), a lock in effect, held by
 //     the REQUEST_UPDATE being queued and written: its tokens are checked
 //     and it is queued and written in the turn, so that the peer sees
 //     tokens in the order they were checked (§8.9) and answers, which
@@ -167,7 +167,7 @@ type Session struct {
 
 	prio priority.Table // urgency of this session's data streams (raw QUIC)
 	// hold tells whether this end holds the peer's data streams back, for
-	// the header timeout (stream_hold.go).
+	// the header timeout (session_data_hold.go).
 	hold holdWatch
 	// serving counts the FETCHes and fill fetch streams served now, up to
 	// Config.MaxServedFetches (fetch_serve.go).
@@ -311,7 +311,7 @@ func (s *Session) acceptUniStreams() {
 // data streams.
 //
 // The type and the header must arrive within Config.DataStreamTimeout,
-// counted only while the peer could have sent them (stream_hold.go);
+// counted only while the peer could have sent them (session_data_hold.go);
 // otherwise the session is closed with DATA_STREAM_TIMEOUT (§12.2), which
 // ends the read: a stream stalled there would hold its goroutine and
 // buffer for the rest of the session.

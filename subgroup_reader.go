@@ -30,7 +30,7 @@ type SubgroupReader struct {
 	props  []byte
 	prio   uint8       // the Publisher Priority, resolved at the first object
 	chk    streamCheck // Malformed Track checks (malformed.go)
-	watch  readWatch   // what the stall watchdog sees (receive_stall.go)
+	watch  readWatch   // what the stall watchdog sees (subscription_stall.go)
 	err    error       // sticky
 }
 

@@ -31,21 +31,21 @@ type subData struct {
 	// stopCode, when set, is the STOP_SENDING code on the data streams
 	// instead of CANCELLED: MALFORMED_TRACK when a Malformed Track
 	// cancelled the subscription, EXCESSIVE_LOAD when it fell behind
-	// (receive_stall.go). INTERNAL_ERROR, the zero value, is never used
+	// (subscription_stall.go). INTERNAL_ERROR, the zero value, is never used
 	// here.
 	stopCode wire.ResetCode
 	// stallTimer runs the stall watchdog while streams are open
-	// (receive_stall.go).
+	// (subscription_stall.go).
 	stallTimer *time.Timer
 	// stall is the stall watchdog's clock, and when the application last
-	// took or read one of the subscription's streams (receive_stall.go).
+	// took or read one of the subscription's streams (subscription_stall.go).
 	stall stallClock
 
 	// checks is what the subscription has seen of its track, to detect a
 	// Malformed Track (malformed.go). It has its own lock.
 	checks trackCheck
 	// arrival reads the objects for Subscription.ReadObject
-	// (arrival_reader.go). It has its own lock.
+	// (subscription_arrival.go). It has its own lock.
 	arrival arrival
 }
 

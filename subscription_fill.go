@@ -13,7 +13,7 @@ import (
 // REQUEST_UPDATE carrying FILL_PARAMETERS asks for one, tagged with that
 // message's Request ID; the ID is registered with the session's fetch
 // routes (fetch_route.go) before the message leaves. Arrived streams queue
-// here for AcceptFill or ReadObject (arrival_reader.go, arrival_fill.go), whichever the
+// here for AcceptFill or ReadObject (subscription_arrival.go, subscription_arrival_fill.go), whichever the
 // application uses first: the other then gets none.
 
 // subFill is the fill state of a Subscription, guarded by Subscription.mu.

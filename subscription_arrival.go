@@ -49,7 +49,7 @@ type arrival struct {
 	fills     chan arrivalItem
 	fillBytes fillBudget // the bytes of the fill entries in fills or held
 	// waiting is set while ReadObject waits: the application is not
-	// behind, whatever is held back (receive_stall.go).
+	// behind, whatever is held back (subscription_stall.go).
 	waiting atomic.Bool
 	// ctx ends the goroutines: cancelled by abort, by the session's end,
 	// or once they have all ended.
