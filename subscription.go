@@ -442,32 +442,6 @@ func (sub *Subscription) publisherUpdate(m *wire.RequestUpdate, rej *wire.Reject
 	return sub.rs.write(&wire.RequestOK{})
 }
 
-// openChecked holds the parameters of a SUBSCRIBE or FETCH to what where
-// allows and to the peer's MAX_FILTER_RANGES, then opens its request
-// stream.
-func (s *Session) openChecked(ctx context.Context, params *wire.Params, where wire.ParamContext) (*requestStream, error) {
-	if err := params.Check(where); err != nil {
-		return nil, err
-	}
-	if err := s.checkFilterRanges(params); err != nil {
-		return nil, err
-	}
-	return s.openRequest(ctx, params.AuthorizationTokens)
-}
-
-// checkFilterRanges refuses range filters in p beyond the peer's
-// MAX_FILTER_RANGES.
-func (s *Session) checkFilterRanges(p *wire.Params) error {
-	limit := uint64(0)
-	if s.peerSetup != nil {
-		limit = s.peerSetup.MaxFilterRanges.Value
-	}
-	if err := checkRanges(p, limit); err != nil {
-		return fmt.Errorf("%w: %v", ErrFilterRanges, err)
-	}
-	return nil
-}
-
 // expiry converts an EXPIRES value (ms from now; 0 means none) to a time.
 func expiry(ms uint64) time.Time {
 	if ms == 0 {
@@ -482,3 +456,22 @@ func (sub *Subscription) Done() <-chan struct{} { return sub.ended() }
 
 // Err returns why the subscription ended, or nil while it is live.
 func (sub *Subscription) Err() error { return sub.termErr() }
+
+// dynamicGroups reports whether the track's properties hold DYNAMIC_GROUPS
+// with value 1 (§10.6), directly or inside IMMUTABLE_PROPERTIES (§10.7).
+func (sub *Subscription) dynamicGroups() bool {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return filter.TrackPropertyIn(sub.properties, wire.PropDynamicGroups, []wire.Range{{Start: 1, End: 1}})
+}
+
+// publisherPriority is the track's DEFAULT_PUBLISHER_PRIORITY (§10.4),
+// which subgroups and datagrams without a priority inherit.
+func (sub *Subscription) publisherPriority() uint8 {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if kv, ok := sub.properties.Get(wire.PropDefaultPublisherPriority); ok && kv.Value <= 255 {
+		return uint8(kv.Value)
+	}
+	return defaultPublisherPriority
+}
