@@ -37,7 +37,7 @@ type nsRequester struct {
 	gotAnswer bool          // reader goroutine only
 	refused   bool          // the answer was REQUEST_ERROR (reader goroutine only)
 
-	mu      sync.Mutex // guards the fields below; a leaf
+	mu      sync.Mutex // guards the fields below; under it only authtoken.Sent's lock
 	params  wire.Params
 	result  error // the answer's: nil for REQUEST_OK
 	err     error // why the request ended
