@@ -32,6 +32,7 @@ func (e *SessionError) Unwrap() error {
 	return e.Transport
 }
 
+// Error describes the session error.
 func (e *SessionError) Error() string {
 	if e.Transport != nil {
 		return "moqt: session ended: " + e.Transport.Error()
@@ -89,6 +90,7 @@ func asRequestError(err error) *RequestError {
 	return &RequestError{Code: wire.ReqInternalError, Reason: err.Error()}
 }
 
+// Error describes the refusal.
 func (e *RequestError) Error() string {
 	return fmt.Sprintf("moqt: request error %s: %s", e.Code, e.Reason)
 }
@@ -104,6 +106,7 @@ type DoneError struct {
 	Reason      string
 }
 
+// Error describes the PUBLISH_DONE.
 func (e *DoneError) Error() string {
 	return fmt.Sprintf("moqt: subscription done: %s: %s", e.Code, e.Reason)
 }
@@ -124,6 +127,7 @@ type MalformedTrackError struct {
 	Reason string
 }
 
+// Error describes the Malformed Track.
 func (e *MalformedTrackError) Error() string { return "moqt: malformed track: " + e.Reason }
 
 // Unwrap returns ErrCancelled: the subscription was cancelled by this end.
@@ -189,6 +193,7 @@ type TransportError struct {
 // quicConnectionRefused is QUIC's CONNECTION_REFUSED (RFC 9000 §20.1).
 const quicConnectionRefused = 0x2
 
+// Error describes the transport error.
 func (e *TransportError) Error() string {
 	return "moqt: " + strings.TrimPrefix(e.err.Error(), "moqt transport: ")
 }
@@ -212,6 +217,7 @@ type StreamError struct {
 	err    *transport.StreamError
 }
 
+// Error describes the stream error.
 func (e *StreamError) Error() string {
 	verb := "reset"
 	if e.Remote {

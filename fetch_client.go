@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -57,7 +56,9 @@ func (s *Session) Fetch(ctx context.Context, track wire.FullTrackName, params wi
 	}
 	f := &Fetch{sess: s, Params: params}
 	f.data.init()
-	q := &fetchReq{f: f, rs: rs, track: track, answer: make(chan struct{}), done: make(chan struct{}), turn: make(chan struct{}, 1)}
+	q := &fetchReq{f: f, rs: rs, track: track, answer: make(chan struct{}), done: make(chan struct{})}
+	q.updates = newUpdateQueue(rs, &q.mu, q.done, q.endErr)
+	q.updates.closedLocked = func() bool { return q.ended || q.peerDone }
 	q.start, q.startKnown = fetchStart(params.LocationFilter)
 	f.req = q
 	f.data.desc = params.GroupOrder.Set && params.GroupOrder.Value == wire.GroupOrderDescending
@@ -158,53 +159,17 @@ func (f *Fetch) Update(ctx context.Context, params wire.Params) error {
 	if err := params.Check(wire.InUpdateFetch); err != nil {
 		return err
 	}
-	select {
-	case q.turn <- struct{}{}:
-	case <-q.done:
-		return q.endErr()
-	case <-ctx.Done():
-		return ctx.Err()
+	// The turn is held until the answer: updates go one at a time.
+	if err := q.updates.enter(ctx); err != nil {
+		return err
 	}
-	defer func() { <-q.turn }()
-	use, err := f.sess.sentTokens.prepare(params.AuthorizationTokens, q.rs.tokenKey)
+	defer q.updates.leave()
+	u, err := q.updates.send(ctx, &params, nil)
 	if err != nil {
 		return err
 	}
-	answer := make(chan error, 1)
-	q.mu.Lock()
-	if q.ended || q.peerDone {
-		q.mu.Unlock()
-		f.sess.sentTokens.abort(use)
-		return q.endErr()
-	}
-	q.updates = append(q.updates, fetchUpdate{answer: answer, tokens: use})
-	q.mu.Unlock()
-	if err := q.rs.write(&wire.RequestUpdate{RequestID: f.sess.ids.allocate(), Parameters: params}); err != nil {
-		q.mu.Lock()
-		q.updates = slices.DeleteFunc(q.updates, func(u fetchUpdate) bool { return u.answer == answer })
-		q.mu.Unlock()
-		return err
-	}
-	return awaitAnswer(ctx, answer, q.done, q.endErr)
-}
-
-// awaitAnswer waits for the answer to a REQUEST_UPDATE: an answer that
-// came before the request ended (done) is still the update's result;
-// otherwise the error is ended's, or ctx's.
-func awaitAnswer(ctx context.Context, answer <-chan error, done <-chan struct{}, ended func() error) error {
-	select {
-	case err := <-answer:
-		return err
-	case <-done:
-		select {
-		case err := <-answer:
-			return err
-		default:
-			return ended()
-		}
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	_, err = q.updates.await(ctx, u)
+	return err
 }
 
 // Close cancels the fetch, if it is not complete: STOP_SENDING on its
@@ -375,7 +340,6 @@ type fetchReq struct {
 	startKnown bool
 	answer     chan struct{} // closed once FETCH_OK or REQUEST_ERROR came, or the request ended
 	done       chan struct{} // closed when the request has ended
-	turn       chan struct{} // held by the Update in flight
 	gotAnswer  bool          // reader goroutine only
 	answerOnce sync.Once
 	doneOnce   sync.Once
@@ -384,14 +348,8 @@ type fetchReq struct {
 	mu       sync.Mutex // guards the fields below
 	err      error      // the request's result or end
 	ended    bool
-	peerDone bool          // the publisher finished its direction
-	updates  []fetchUpdate // outstanding REQUEST_UPDATEs, oldest first
-}
-
-// fetchUpdate is a REQUEST_UPDATE awaiting its answer.
-type fetchUpdate struct {
-	answer chan error
-	tokens *tokenUse
+	peerDone bool        // the publisher finished its direction
+	updates  updateQueue // this end's REQUEST_UPDATEs, under mu
 }
 
 func (q *fetchReq) result() error {
@@ -431,11 +389,10 @@ func (q *fetchReq) end(err error) {
 	if q.err == nil {
 		q.err = err
 	}
-	ups := q.updates
-	q.updates = nil
+	ups := q.updates.takeAllLocked()
 	q.mu.Unlock()
 	for _, u := range ups {
-		u.answer <- err
+		u.settle(wire.Params{}, err)
 	}
 	q.rs.sess.fetches.remove(q.rs.id)
 	q.f.data.fail(err)
@@ -535,15 +492,16 @@ func (q *fetchReq) accept(m *wire.FetchOK) error {
 
 // answerUpdate resolves the oldest outstanding REQUEST_UPDATE.
 func (q *fetchReq) answerUpdate(err error) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.updates) == 0 || !q.gotAnswer {
+	if !q.gotAnswer {
 		return protocolViolation("REQUEST_OK or REQUEST_ERROR with no REQUEST_UPDATE outstanding")
 	}
-	u := q.updates[0]
-	q.updates = q.updates[1:]
-	q.rs.sess.sentTokens.answered(u.tokens)
-	u.answer <- err
+	q.mu.Lock()
+	u := q.updates.popLocked()
+	q.mu.Unlock()
+	if u == nil {
+		return protocolViolation("REQUEST_OK or REQUEST_ERROR with no REQUEST_UPDATE outstanding")
+	}
+	u.settle(wire.Params{}, err)
 	return nil
 }
 
@@ -560,11 +518,10 @@ func (q *fetchReq) peerFinished() {
 	// Nothing more comes from the publisher: no update can be answered.
 	q.mu.Lock()
 	q.peerDone = true
-	ups := q.updates
-	q.updates = nil
+	ups := q.updates.takeAllLocked()
 	q.mu.Unlock()
 	for _, u := range ups {
-		u.answer <- errors.New("moqt: FETCH stream closed with a REQUEST_UPDATE unanswered")
+		u.settle(wire.Params{}, errors.New("moqt: FETCH stream closed with a REQUEST_UPDATE unanswered"))
 	}
 	if q.completed.Load() {
 		q.end(io.EOF)

@@ -5,7 +5,6 @@ import (
 	"io"
 
 	"github.com/moqt-go/moqt/internal/cache"
-	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -21,29 +20,6 @@ import (
 // modified.
 type fetchCursor interface {
 	next(ctx context.Context) (Object, error)
-}
-
-// cursor returns the entries of window w in the order desc gives
-// (GROUP_ORDER, §9.20.9), from the track's cache (SetCache). A track that
-// keeps no objects knows none of them: the whole window is one unknown
-// range (§11.4.1.2).
-func (t *LocalTrack) cursor(w filter.Window, desc bool) fetchCursor {
-	c := t.cache.c.Load()
-	if c == nil {
-		return &unknownCursor{end: w.End}
-	}
-	if w.Empty() {
-		return &unknownCursor{done: true}
-	}
-	end := w.End
-	if !w.Bounded {
-		end = wire.Location{Group: wire.MaxVarint, Object: ^uint64(0)}
-	}
-	cur := cachedCursor{c.Cursor(w.Start, end, desc)}
-	if m := t.cache.miss.Load(); m != nil {
-		return &missCursor{inner: cur, c: c, ask: m.ask, desc: desc, start: w.Start, end: end}
-	}
-	return cur
 }
 
 // cachedCursor is the cursor of a track with a cache.

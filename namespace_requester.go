@@ -34,37 +34,27 @@ type nsRequester struct {
 
 	answer    chan struct{} // closed once the answer came, or the request ended
 	done      chan struct{} // closed when the request has ended
-	turn      chan struct{} // held by the Update in flight
 	gotAnswer bool          // reader goroutine only
 	refused   bool          // the answer was REQUEST_ERROR (reader goroutine only)
 
-	mu      sync.Mutex // guards the fields below; a leaf
+	mu      sync.Mutex // guards the fields below; under it only authtoken.Sent's lock
 	params  wire.Params
 	result  error // the answer's: nil for REQUEST_OK
 	err     error // why the request ended
 	isEnded bool
-	updates []*nsUpdate   // outstanding REQUEST_UPDATEs, oldest first
-	credit  chan struct{} // closed when an outstanding update is answered
-}
-
-// nsUpdate is a REQUEST_UPDATE awaiting its answer.
-type nsUpdate struct {
-	params wire.Params
-	answer chan nsUpdateResult // cap 1
-	tokens *tokenUse
-}
-
-type nsUpdateResult struct {
-	granted wire.Params // the REQUEST_OK's
-	err     error
+	updates updateQueue // this end's REQUEST_UPDATEs, under mu
 }
 
 // errRequesterEnded stops the read loop of a request this end ended.
 var errRequesterEnded = errors.New("moqt: namespace request ended")
 
 func newNSRequester(s *Session, rs *requestStream, kind wire.MessageType, okCtx wire.ParamContext) *nsRequester {
-	return &nsRequester{sess: s, rs: rs, kind: kind, okCtx: okCtx,
-		answer: make(chan struct{}), done: make(chan struct{}), turn: make(chan struct{}, 1)}
+	r := &nsRequester{sess: s, rs: rs, kind: kind, okCtx: okCtx,
+		answer: make(chan struct{}), done: make(chan struct{})}
+	r.updates = newUpdateQueue(rs, &r.mu, r.done, r.endErr)
+	r.updates.closedLocked = func() bool { return r.isEnded }
+	r.updates.write = r.writeUpdate
+	return r
 }
 
 // start sends m, the request, and waits for its answer. ctx ending first
@@ -95,15 +85,14 @@ func (r *nsRequester) end(err error) {
 		return
 	}
 	r.isEnded, r.err = true, err
-	ups := r.updates
-	r.updates = nil
+	ups := r.updates.takeAllLocked()
 	if !r.gotAnswerLocked() {
 		r.result = err
 		close(r.answer)
 	}
 	r.mu.Unlock()
 	for _, u := range ups {
-		u.answer <- nsUpdateResult{err: err}
+		u.settle(wire.Params{}, err)
 	}
 	close(r.done)
 	if r.ended != nil {
@@ -145,64 +134,15 @@ func (r *nsRequester) endErr() error {
 // how many are (§9.1.7), so a further one waits for credit rather than
 // exceed it.
 func (r *nsRequester) update(ctx context.Context, params wire.Params) (wire.Params, error) {
-	select {
-	case r.turn <- struct{}{}:
-	case <-r.done:
-		return wire.Params{}, r.endErr()
-	case <-ctx.Done():
-		return wire.Params{}, ctx.Err()
+	if err := r.updates.enter(ctx); err != nil {
+		return wire.Params{}, err
 	}
-	defer func() { <-r.turn }()
-	r.mu.Lock()
-	for limit := r.sess.peerSetup.MaxRequestUpdates.Value; limit > 0 && uint64(len(r.updates)) >= limit; {
-		if r.credit == nil {
-			r.credit = make(chan struct{})
-		}
-		credit := r.credit
-		r.mu.Unlock()
-		select {
-		case <-credit:
-		case <-r.done:
-			return wire.Params{}, r.endErr()
-		case <-ctx.Done():
-			return wire.Params{}, ctx.Err()
-		}
-		r.mu.Lock()
-	}
-	r.mu.Unlock()
-	use, err := r.sess.sentTokens.prepare(params.AuthorizationTokens, r.rs.tokenKey)
+	defer r.updates.leave()
+	u, err := r.updates.send(ctx, &params, nil)
 	if err != nil {
 		return wire.Params{}, err
 	}
-	u := &nsUpdate{params: params, answer: make(chan nsUpdateResult, 1), tokens: use}
-	r.mu.Lock()
-	if r.isEnded {
-		r.mu.Unlock()
-		r.sess.sentTokens.abort(use)
-		return wire.Params{}, r.endErr()
-	}
-	r.updates = append(r.updates, u)
-	r.mu.Unlock()
-	if err := r.writeUpdate(ctx, &wire.RequestUpdate{RequestID: r.sess.ids.allocate(), Parameters: params}); err != nil {
-		r.mu.Lock()
-		for i, v := range r.updates {
-			if v == u {
-				r.updates = append(r.updates[:i], r.updates[i+1:]...)
-				break
-			}
-		}
-		r.mu.Unlock()
-		if errors.Is(err, errStreamDone) {
-			r.sess.sentTokens.abort(use) // nothing left
-		} // else whether any of it left is unknown: the tokens stay pending
-		return wire.Params{}, err
-	}
-	select {
-	case res := <-u.answer:
-		return res.granted, res.err
-	case <-ctx.Done():
-		return wire.Params{}, ctx.Err()
-	}
+	return r.updates.await(ctx, u)
 }
 
 // writeUpdate writes m, unless ctx ends first: a peer that does not read
@@ -273,9 +213,9 @@ func (r *nsRequester) handle(m wire.Message, _ *wire.RejectError) error {
 			return err
 		}
 		if r.updated != nil {
-			r.updated(u.params)
+			r.updated(*u.params)
 		}
-		u.answer <- nsUpdateResult{granted: m.Parameters}
+		u.settle(m.Parameters, nil)
 		return nil
 	case *wire.RequestError:
 		u, err := r.nextUpdate(m.Type())
@@ -292,7 +232,7 @@ func (r *nsRequester) handle(m wire.Message, _ *wire.RejectError) error {
 		r.refused = true
 		re := requestErrorFrom(own)
 		if u != nil {
-			u.answer <- nsUpdateResult{err: re}
+			u.settle(wire.Params{}, re)
 		}
 		r.end(re)
 		return nil
@@ -312,22 +252,13 @@ func (r *nsRequester) handle(m wire.Message, _ *wire.RejectError) error {
 // nextUpdate takes the oldest outstanding update, which an answer of type
 // t answers; none is a PROTOCOL_VIOLATION. nil with no error: the request
 // ended meanwhile.
-func (r *nsRequester) nextUpdate(t wire.MessageType) (*nsUpdate, error) {
+func (r *nsRequester) nextUpdate(t wire.MessageType) (*sentUpdate, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.updates) == 0 {
-		if r.isEnded {
-			return nil, nil
-		}
+	u := r.updates.popLocked()
+	if u == nil && !r.isEnded {
 		return nil, protocolViolation("%s on %s with no REQUEST_UPDATE outstanding", t, r.kind)
 	}
-	u := r.updates[0]
-	r.updates = r.updates[1:]
-	if r.credit != nil {
-		close(r.credit)
-		r.credit = nil
-	}
-	r.sess.sentTokens.answered(u.tokens)
 	return u, nil
 }
 

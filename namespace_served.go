@@ -26,7 +26,7 @@ import (
 // a granted EXPIRES (§9.20.17), or REQUEST_ERROR, after which this end
 // closes its direction (§9.5.1). Updates that arrive before the Handler's
 // answer wait for it, and are decided in order right after it; the bytes
-// they hold are bounded (update_hold.go), and one past the bound is
+// they hold are bounded (request_update_held.go), and one past the bound is
 // refused with EXCESSIVE_LOAD, which closes the stream too.
 type nsServed struct {
 	in   *RequestCommon
@@ -376,7 +376,7 @@ func (srv *nsServed) handle(m wire.Message, rej *wire.RejectError) error {
 		if err := srv.held.take(&srv.sess.backlog, pu.cost); err != nil {
 			// Past the bytes a request may hold unanswered, or the
 			// session's budget: refused in its turn, which closes the
-			// stream (update_hold.go).
+			// stream (request_update_held.go).
 			pu = refusedUpdate(u.RequestID, err)
 		}
 		srv.mu.Unlock()

@@ -73,7 +73,7 @@ type ServedSubscription struct {
 	params      wire.Params
 	largest     wire.Opt[wire.Location]
 	outstanding uint64 // REQUEST_UPDATEs received and not yet answered
-	// held counts their bytes (update_hold.go), released at the latest
+	// held counts their bytes (request_update_held.go), released at the latest
 	// by release.
 	held updateHold
 	// updates holds the REQUEST_UPDATEs waiting for the worker; it and

@@ -30,12 +30,16 @@ import (
 //     Under it: LocalTrack.mu and the ServedSubscription's locks, since
 //     LocalTrack.Accept joins the track there; requestStream.wmu; and, on
 //     a REQUEST_ERROR, the termination of the request's subscription.
-//   - Subscription.mu, then authtoken.Sent's lock (Session.sentTokens):
-//     an update's tokens are checked under the subscription's lock, so
-//     that they reach the peer in the order they were checked (§8.9).
-//   - Subscription.mu, then requestStream.wmu: the update is written
-//     under the subscription's lock too, so that answers, which come back
-//     in order, match updates in order.
+//   - updateQueue.turn (request_update_sent.go), a lock in effect, held by
+//     the REQUEST_UPDATE being queued and written: its tokens are checked
+//     and it is queued and written in the turn, so that the peer sees
+//     tokens in the order they were checked (§8.9) and answers, which
+//     come back in order, match updates in order. Under it, one at a
+//     time: the owner's lock (Subscription.mu, fetchReq.mu,
+//     nsRequester.mu), authtoken.Sent's lock (Session.sentTokens) and
+//     requestStream.wmu.
+//   - The owner's lock, then authtoken.Sent's lock: an answer settles its
+//     update's tokens under the lock that guards the queue.
 //   - requestStream.wmu: serializes a request stream's writes and guards
 //     its FIN and cancel flags. It is held across the stream's Write,
 //     Close, CancelWrite and CancelRead, never across a read; cancel sets
@@ -164,7 +168,7 @@ type Session struct {
 
 	prio priority.Table // urgency of this session's data streams (raw QUIC)
 	// hold tells whether this end holds the peer's data streams back, for
-	// the header timeout (stream_hold.go).
+	// the header timeout (session_data_hold.go).
 	hold holdWatch
 	// serving counts the FETCHes and fill fetch streams served now, up to
 	// Config.MaxServedFetches (fetch_serve.go).
@@ -308,7 +312,7 @@ func (s *Session) acceptUniStreams() {
 // data streams.
 //
 // The type and the header must arrive within Config.DataStreamTimeout,
-// counted only while the peer could have sent them (stream_hold.go);
+// counted only while the peer could have sent them (session_data_hold.go);
 // otherwise the session is closed with DATA_STREAM_TIMEOUT (§12.2), which
 // ends the read: a stream stalled there would hold its goroutine and
 // buffer for the rest of the session.

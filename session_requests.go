@@ -303,3 +303,29 @@ func detachSized[M wire.Message](v wire.Version, m M) (M, int, error) {
 	}
 	return out.(M), len(b), nil
 }
+
+// openChecked holds the parameters of a SUBSCRIBE or FETCH to what where
+// allows and to the peer's MAX_FILTER_RANGES, then opens its request
+// stream.
+func (s *Session) openChecked(ctx context.Context, params *wire.Params, where wire.ParamContext) (*requestStream, error) {
+	if err := params.Check(where); err != nil {
+		return nil, err
+	}
+	if err := s.checkFilterRanges(params); err != nil {
+		return nil, err
+	}
+	return s.openRequest(ctx, params.AuthorizationTokens)
+}
+
+// checkFilterRanges refuses range filters in p beyond the peer's
+// MAX_FILTER_RANGES.
+func (s *Session) checkFilterRanges(p *wire.Params) error {
+	limit := uint64(0)
+	if s.peerSetup != nil {
+		limit = s.peerSetup.MaxFilterRanges.Value
+	}
+	if err := checkRanges(p, limit); err != nil {
+		return fmt.Errorf("%w: %v", ErrFilterRanges, err)
+	}
+	return nil
+}

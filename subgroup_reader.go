@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 
 	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/transport"
@@ -30,7 +31,7 @@ type SubgroupReader struct {
 	props  []byte
 	prio   uint8       // the Publisher Priority, resolved at the first object
 	chk    streamCheck // Malformed Track checks (malformed.go)
-	watch  readWatch   // what the stall watchdog sees (receive_stall.go)
+	watch  readWatch   // what the stall watchdog sees (subscription_stall.go)
 	err    error       // sticky
 }
 
@@ -336,4 +337,23 @@ func (r *SubgroupReader) fail(err error) error {
 		}
 	}
 	return r.err
+}
+
+// readerPool holds the read buffers of ended subgroup streams: a track
+// that opens a stream per group would otherwise allocate one for each.
+var readerPool sync.Pool
+
+// getReader returns a read buffer over r, from readerPool if it has one.
+func getReader(r io.Reader) *bufio.Reader {
+	if br, ok := readerPool.Get().(*bufio.Reader); ok {
+		br.Reset(r)
+		return br
+	}
+	return bufio.NewReader(r)
+}
+
+// putReader returns br to readerPool, holding on to nothing it read.
+func putReader(br *bufio.Reader) {
+	br.Reset(nil)
+	readerPool.Put(br)
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/moqt-go/moqt/internal/cache"
 	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/priority"
-	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -124,66 +123,6 @@ type SubgroupWriter struct {
 	// cached follows the subgroup in the track's cache, nil for none
 	// (track_cache.go); it belongs to the holder of turn.
 	cached *cache.Subgroup
-}
-
-// subgroupOut is one subscription's stream for the subgroup. Its fields
-// belong to the holder of the SubgroupWriter's turn, except dl (see
-// streamDeadline) and q (see backlog).
-type subgroupOut struct {
-	str        transport.SendStream
-	ss         *ServedSubscription
-	enc        wire.SubgroupEncoder
-	fresh      bool  // the SUBGROUP_HEADER is still to be sent
-	done       bool  // finished or reset; no more objects go to it
-	subscriber uint8 // the subscriber priority its ranking uses
-	dl         streamDeadline
-	// deadline is the current object's delivery deadline (monoNow), 0 for
-	// none, from when the object is handed over until it is armed.
-	deadline int64
-	off      uint64 // stream offset past the last byte written or queued
-	objEnd   uint64 // stream offset past the current object's last byte
-	// wdl is the write deadline the publisher last set on str, zero for
-	// none; a past one when it is unknown (after a backlog, which sets its
-	// own, or the watchdog).
-	wdl time.Time
-	// incomplete marks a stream that lacks objects of the subgroup its
-	// subscription covers (it joined mid-subgroup, or objects were withheld
-	// by Forward 0): it ends with a reset, never a FIN (§11.3.2).
-	incomplete bool
-	// end is the Location filter's end when the stream opened, so that an
-	// end moved below it by REQUEST_UPDATE is told from the original one.
-	end     wire.Location
-	bounded bool
-	// hold sends the current object to the backlog, to wait for PUBLISH_OK.
-	hold     bool
-	q        backlog
-	caughtUp chan<- struct{} // the SubgroupWriter's
-}
-
-// closed reports whether no more objects go to out: it was finished or
-// reset, it missed a delivery timeout or its backlog could not be written
-// (which also mark it done).
-func (out *subgroupOut) closed() bool {
-	if !out.done && (out.dl.expired.Load() || out.q.broken.Load()) {
-		out.done = true
-	}
-	return out.done
-}
-
-// OpenSubgroup starts publishing subgroup subgroup of group. Streams open
-// lazily, per subscription, when an object passes its filters.
-func (t *LocalTrack) OpenSubgroup(group, subgroup uint64, opts SubgroupOptions) *SubgroupWriter {
-	w := &SubgroupWriter{track: t, group: group, subgroup: subgroup, opts: opts,
-		trackOrder: trackGroupOrder(t.props), timeouts: trackTimeouts(t.props),
-		outs: map[*ServedSubscription]*subgroupOut{}, caughtUp: make(chan struct{}, 1),
-		stopCh: make(chan struct{})}
-	w.dog.expire = w.expireWrite
-	first := uint64(0)
-	if opts.SubgroupIDIsFirstObject {
-		first = subgroup
-	}
-	t.openCached(w, first)
-	return w
 }
 
 // SetWriteDeadline bounds how long later writes of w wait for slow

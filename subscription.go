@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"time"
 
@@ -21,9 +20,6 @@ type Subscription struct {
 	track wire.FullTrackName
 	// byPublish reports a PUBLISH-initiated subscription.
 	byPublish bool
-	// updateTurn, of capacity 1, is held by the Update sending its
-	// REQUEST_UPDATE.
-	updateTurn chan struct{}
 	// answered, for a PUBLISH-initiated subscription, is closed once this
 	// end has sent its one answer (PUBLISH_OK or REQUEST_ERROR), which
 	// must precede anything else it sends on the stream (§9).
@@ -40,34 +36,19 @@ type Subscription struct {
 	expires    time.Time
 	properties wire.KVList
 	goaway     bool
-	updates    []sentUpdate // outstanding REQUEST_UPDATEs, oldest first
+	updates    updateQueue // this end's REQUEST_UPDATEs, under mu
 	// ownLocation is set once this end sets LOCATION_FILTER with
 	// REQUEST_UPDATE. Until then the Location filter of a
 	// PUBLISH-initiated subscription is the publisher's, which it may
 	// widen with PUBLISH_STATE_NOTIFY (§9.10).
 	ownLocation bool
-	// credit is closed and replaced each time an outstanding update is
-	// answered, waking an Update held back by the peer's
-	// MAX_REQUEST_UPDATES (§9.1.7).
-	credit   chan struct{}
-	finished *DoneError // the PUBLISH_DONE, once received
+	finished    *DoneError // the PUBLISH_DONE, once received
 	// finAfterRead is set when the publisher finished after PUBLISH_DONE:
 	// this end finishes its side once it has read every stream (finIfRead).
 	finAfterRead bool
 	finTimer     *time.Timer // bounds that wait
 	fill         subFill     // fill fetch streams (subscription_fill.go)
 	subData
-}
-
-// sentUpdate is a REQUEST_UPDATE awaiting its answer.
-type sentUpdate struct {
-	answer chan error
-	tokens *tokenUse // settled by the answer (§8.9)
-	// params are the update's; filter is what they make of the filter
-	// meanwhile, to accept objects the publisher sends under them before
-	// its answer arrives (subscription_data.go).
-	params *wire.Params
-	filter *filter.Filter
 }
 
 // Subscribe subscribes to track (§9.6) and waits for SUBSCRIBE_OK. params
@@ -195,70 +176,27 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 	if sub.current() != stateEstablished {
 		return fmt.Errorf("moqt: update of a %s subscription", sub.current())
 	}
-	answer := make(chan error, 1)
-	// Updates are sent one at a time, in the order of their Request IDs,
-	// which the answers follow; the turn, not sub.mu, is held across the
-	// write, so a peer that does not read its stream stalls no object.
-	select {
-	case sub.updateTurn <- struct{}{}:
-	case <-sub.done:
-		return sub.Err()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	turnHeld := true
-	release := func() {
-		if turnHeld {
-			turnHeld = false
-			<-sub.updateTurn
-		}
-	}
-	defer release()
-	sub.mu.Lock()
-	// The peer's MAX_REQUEST_UPDATES bounds the unanswered updates on
-	// this stream (§9.1.7): wait for credit rather than exceed it.
-	for limit := sub.sess.peerSetup.MaxRequestUpdates.Value; limit > 0 && uint64(len(sub.updates)) >= limit; {
-		if sub.credit == nil {
-			sub.credit = make(chan struct{})
-		}
-		credit := sub.credit
-		sub.mu.Unlock()
-		select {
-		case <-credit:
-		case <-sub.done:
-			return sub.Err()
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		sub.mu.Lock()
-	}
-	// The tokens are checked and the update queued in the turn, so that
-	// the peer sees tokens in the order they were checked (§8.9) and
-	// answers, which come back in order, match updates in order.
-	use, err := sub.sess.sentTokens.prepare(params.AuthorizationTokens, sub.rs.tokenKey)
-	if err != nil {
-		sub.mu.Unlock()
+	// The turn, not sub.mu, is held across the write, so a peer that
+	// does not read its stream stalls no object; it is given back once
+	// the update is written, and the next may follow before the answer.
+	if err := sub.updates.enter(ctx); err != nil {
 		return err
 	}
-	sub.updates = append(sub.updates, sentUpdate{answer: answer, tokens: use, params: &params, filter: sub.updatedFilterLocked(&params)})
-	if params.LocationFilter.Set {
-		sub.ownLocation = true
-	}
-	id := sub.sess.ids.allocate()
-	if params.FillParameters != nil {
-		sub.askFillLocked(id, params.FillParameters) // before it is sent
-	}
-	sub.mu.Unlock()
-	err = sub.rs.write(&wire.RequestUpdate{RequestID: id, Parameters: params})
-	release()
+	u, err := sub.updates.send(ctx, &params, func(u *sentUpdate) {
+		u.filter = sub.updatedFilterLocked(&params)
+		if params.LocationFilter.Set {
+			sub.ownLocation = true
+		}
+		if params.FillParameters != nil {
+			sub.askFillLocked(u.id, params.FillParameters) // before it is sent
+		}
+	})
+	sub.updates.leave()
 	if err != nil {
-		// Whether any of it left is unknown, so the tokens stay pending.
-		sub.mu.Lock()
-		sub.updates = slices.DeleteFunc(sub.updates, func(u sentUpdate) bool { return u.answer == answer })
-		sub.mu.Unlock()
 		return err
 	}
-	return awaitAnswer(ctx, answer, sub.done, sub.Err)
+	_, err = sub.updates.await(ctx, u)
+	return err
 }
 
 // Close cancels the subscription: STOP_SENDING and RESET_STREAM on its
@@ -453,11 +391,10 @@ func (sub *Subscription) accept(m *wire.SubscribeOK) error {
 func (sub *Subscription) answerUpdate(err error) error {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	if len(sub.updates) == 0 {
+	u := sub.updates.popLocked()
+	if u == nil {
 		return protocolViolation("REQUEST_OK or REQUEST_ERROR with no REQUEST_UPDATE outstanding")
 	}
-	u := sub.updates[0]
-	sub.updates = sub.updates[1:]
 	if err == nil {
 		// Applied with the answer, under the same lock that drops the
 		// update's provisional filter, so no object falls between them,
@@ -466,12 +403,7 @@ func (sub *Subscription) answerUpdate(err error) error {
 		sub.updateFilterLocked(u.params)
 		mergeParams(&sub.params, u.params)
 	}
-	sub.sess.sentTokens.answered(u.tokens)
-	u.answer <- err
-	if sub.credit != nil {
-		close(sub.credit)
-		sub.credit = nil
-	}
+	u.settle(wire.Params{}, err)
 	return nil
 }
 
@@ -510,32 +442,6 @@ func (sub *Subscription) publisherUpdate(m *wire.RequestUpdate, rej *wire.Reject
 	return sub.rs.write(&wire.RequestOK{})
 }
 
-// openChecked holds the parameters of a SUBSCRIBE or FETCH to what where
-// allows and to the peer's MAX_FILTER_RANGES, then opens its request
-// stream.
-func (s *Session) openChecked(ctx context.Context, params *wire.Params, where wire.ParamContext) (*requestStream, error) {
-	if err := params.Check(where); err != nil {
-		return nil, err
-	}
-	if err := s.checkFilterRanges(params); err != nil {
-		return nil, err
-	}
-	return s.openRequest(ctx, params.AuthorizationTokens)
-}
-
-// checkFilterRanges refuses range filters in p beyond the peer's
-// MAX_FILTER_RANGES.
-func (s *Session) checkFilterRanges(p *wire.Params) error {
-	limit := uint64(0)
-	if s.peerSetup != nil {
-		limit = s.peerSetup.MaxFilterRanges.Value
-	}
-	if err := checkRanges(p, limit); err != nil {
-		return fmt.Errorf("%w: %v", ErrFilterRanges, err)
-	}
-	return nil
-}
-
 // expiry converts an EXPIRES value (ms from now; 0 means none) to a time.
 func expiry(ms uint64) time.Time {
 	if ms == 0 {
@@ -550,3 +456,22 @@ func (sub *Subscription) Done() <-chan struct{} { return sub.ended() }
 
 // Err returns why the subscription ended, or nil while it is live.
 func (sub *Subscription) Err() error { return sub.termErr() }
+
+// dynamicGroups reports whether the track's properties hold DYNAMIC_GROUPS
+// with value 1 (§10.6), directly or inside IMMUTABLE_PROPERTIES (§10.7).
+func (sub *Subscription) dynamicGroups() bool {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return filter.TrackPropertyIn(sub.properties, wire.PropDynamicGroups, []wire.Range{{Start: 1, End: 1}})
+}
+
+// publisherPriority is the track's DEFAULT_PUBLISHER_PRIORITY (§10.4),
+// which subgroups and datagrams without a priority inherit.
+func (sub *Subscription) publisherPriority() uint8 {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if kv, ok := sub.properties.Get(wire.PropDefaultPublisherPriority); ok && kv.Value <= 255 {
+		return uint8(kv.Value)
+	}
+	return defaultPublisherPriority
+}

@@ -1,5 +1,10 @@
 package moqt
 
+// The receiving side of a subscription: what the session hands it (subgroup
+// streams, datagrams and fill fetch streams, session_data.go and
+// fetch_route.go), the filters that decide what belongs to it, and the end
+// of its data plane (the linger after PUBLISH_DONE, a Malformed Track).
+
 import (
 	"fmt"
 	"sync"
@@ -31,21 +36,21 @@ type subData struct {
 	// stopCode, when set, is the STOP_SENDING code on the data streams
 	// instead of CANCELLED: MALFORMED_TRACK when a Malformed Track
 	// cancelled the subscription, EXCESSIVE_LOAD when it fell behind
-	// (receive_stall.go). INTERNAL_ERROR, the zero value, is never used
+	// (subscription_stall.go). INTERNAL_ERROR, the zero value, is never used
 	// here.
 	stopCode wire.ResetCode
 	// stallTimer runs the stall watchdog while streams are open
-	// (receive_stall.go).
+	// (subscription_stall.go).
 	stallTimer *time.Timer
 	// stall is the stall watchdog's clock, and when the application last
-	// took or read one of the subscription's streams (receive_stall.go).
+	// took or read one of the subscription's streams (subscription_stall.go).
 	stall stallClock
 
 	// checks is what the subscription has seen of its track, to detect a
 	// Malformed Track (malformed.go). It has its own lock.
 	checks trackCheck
 	// arrival reads the objects for Subscription.ReadObject
-	// (arrival_reader.go). It has its own lock.
+	// (subscription_arrival.go). It has its own lock.
 	arrival arrival
 }
 
@@ -60,10 +65,206 @@ const (
 )
 
 func (sub *Subscription) initData() {
-	sub.updateTurn = make(chan struct{}, 1)
+	sub.updates = newUpdateQueue(sub.rs, &sub.mu, sub.done, sub.Err)
 	sub.incoming = make(chan *SubgroupReader, incomingStreamQueue)
 	sub.datagrams.init()
 	sub.dataDone = make(chan struct{})
+}
+
+// dataEnded reports whether the subscription has stopped receiving
+// streams and datagrams.
+func (sub *Subscription) dataEnded() bool {
+	select {
+	case <-sub.dataDone:
+		return true
+	default:
+		return false
+	}
+}
+
+// deliverStream hands a subgroup stream to the subscription's reader,
+// waiting while its queue is full: the stream stays unread meanwhile, so
+// QUIC flow control pushes back on the publisher. It reports false, with
+// the stream untouched, when the subscription stopped receiving first.
+func (sub *Subscription) deliverStream(r *SubgroupReader) bool {
+	if r.err == nil {
+		sub.trackReader(r)
+	}
+	// A free slot is always taken first: a stream is counted for
+	// PUBLISH_DONE only once delivered, so the data plane cannot end while
+	// a counted stream waits for a slot. Once the data plane has ended,
+	// nothing is queued any more.
+	select {
+	case <-sub.dataDone:
+		// Not taken: the caller routes it elsewhere or stops it.
+		sub.forgetReader(r)
+		return false
+	default:
+	}
+	select {
+	case sub.incoming <- r:
+	default:
+		select {
+		case sub.incoming <- r:
+			select {
+			case <-sub.dataDone:
+				// Both were ready: stopped like the rest below.
+			default:
+			}
+		case <-sub.dataDone:
+			sub.forgetReader(r)
+			return false
+		case <-sub.sess.ctx.Done():
+			return true
+		}
+	}
+	sub.mu.Lock()
+	sub.streamsSeen++
+	finished := sub.finished != nil
+	sub.mu.Unlock()
+	select {
+	case <-sub.dataDone:
+		if !finished {
+			// Cancelled here as the stream went in: endData may have
+			// drained the queue before it, and nobody would stop it.
+			sub.stopReaders()
+		}
+	default:
+	}
+	sub.noteStream()
+	return true
+}
+
+// deliverDatagram queues a datagram for ReadDatagram. When the queue is
+// full the oldest datagram is dropped and counted: datagrams are unreliable
+// by design (§11.2), but never dropped without a trace.
+//
+// A datagram that reveals a Malformed Track is dropped (C023) and the
+// subscription cancelled (§12.1, C022).
+func (sub *Subscription) deliverDatagram(d wire.ObjectDatagram) {
+	if e := sub.checks.datagram(&d); e != nil {
+		sub.malformedTrack(e)
+		return
+	}
+	obj := Object{
+		Location:   wire.Location{Group: d.GroupID, Object: d.ObjectID},
+		Priority:   wire.Some(d.Priority),
+		Status:     d.Status,
+		Properties: d.Properties,
+		Payload:    d.Payload,
+		Datagram:   true,
+		EndOfGroup: d.EndOfGroup,
+	}
+	if d.DefaultPriority {
+		obj.Priority.Value = sub.publisherPriority()
+	}
+	if !sub.accepts(filter.Object{Location: obj.Location, Datagram: true, PublisherPriority: obj.Priority.Value, Properties: obj.Properties}) {
+		return // held before its alias was known, and not this subscription's
+	}
+	sub.datagrams.push(obj)
+}
+
+// askFillLocked registers a fill asked for by the message with Request ID
+// id, before it is sent, and after a REQUEST_UPDATE is queued in
+// sub.updates. sub.mu is held.
+func (sub *Subscription) askFillLocked(id uint64, p *wire.Params) *fillSlot {
+	if sub.fill.slots == nil {
+		sub.fill.slots = map[uint64]*fillSlot{}
+	}
+	slot := &fillSlot{id: id, params: p, base: sub.params}
+	for _, u := range sub.updates.pending {
+		mergeParams(&slot.base, u.params)
+	}
+	sub.fill.slots[id] = slot
+	sub.sess.fetches.add(id, sub)
+	return slot
+}
+
+// takeFetchStream is the route of the subscription's fill streams.
+func (sub *Subscription) takeFetchStream(r *fetchStream) bool {
+	sub.mu.Lock()
+	slot := sub.fill.slots[r.id]
+	// Checked under sub.mu: endData closes dataDone before stopFills
+	// takes the lock, so a stream queued here is always stopped with the
+	// rest.
+	if slot == nil || slot.arrived || sub.dataEnded() {
+		sub.mu.Unlock()
+		return false
+	}
+	slot.arrived = true
+	// A fill stream is one of the subscription's data streams, which
+	// PUBLISH_DONE's Stream Count includes (§9.9).
+	sub.streamsSeen++
+	defer sub.noteStream()
+	if !sub.fill.started && !sub.byPublish {
+		// Before SUBSCRIBE_OK: held, within Config.MaxPendingStreams.
+		// Beyond it the stream is stopped, and still queued, ended, so
+		// that the fill's reader learns of its end at once rather than
+		// waiting for it.
+		if r.hold = sub.sess.reserveHold(); r.hold == nil {
+			r.err = errHeldStreams
+			defer r.stop(wire.ResetExcessiveLoad) // after sub.mu is released
+		}
+	}
+	defer sub.mu.Unlock()
+	f := &Fetch{sess: sub.sess}
+	f.data.init()
+	f.data.r, f.data.answered = r, true
+	close(f.data.ready)
+	f.data.window, f.data.desc = slot.window, slot.desc
+	if slot.id != sub.rs.id {
+		f.data.window, f.data.desc = fillWindowLocked(sub, slot, false)
+	}
+	f.data.malformed = sub.malformedTrack
+	r.watch.clock = &sub.stall
+	r.watch.touched.Store(sub.stall.now())
+	r.onEnd = func() { sub.fillEnded(r) }
+	if sub.fill.open == nil {
+		sub.fill.open = map[*fetchStream]bool{}
+	}
+	sub.fill.open[r] = true
+	sub.watchStallsLocked()
+	sub.fill.queue = append(sub.fill.queue, f)
+	if sub.fill.signal != nil {
+		close(sub.fill.signal)
+		sub.fill.signal = nil
+	}
+	return true
+}
+
+// startFill applies SUBSCRIBE_OK to the initial fill: whether one comes
+// (Forward 1 and a fill range that is not empty, §3.4, §3.4.1), its range,
+// and how long ReadObject waits for it; held streams are released.
+func (sub *Subscription) startFill() {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	sub.fill.started = true
+	slot := sub.fill.slots[sub.rs.id]
+	if slot == nil || sub.byPublish {
+		return
+	}
+	w, desc := fillWindowLocked(sub, slot, true)
+	slot.desc = desc
+	if forwardOf(&sub.params) && !w.Empty() && sub.largest.Set {
+		slot.window = w
+		slot.deadline = time.Now().Add(sub.sess.cfg.FillWait)
+		sub.fill.initial = slot
+	}
+	for _, f := range sub.fill.queue {
+		f.data.mu.Lock()
+		if f.data.r.id == slot.id {
+			f.data.window, f.data.desc = slot.window, slot.desc
+		}
+		f.data.r.hold.release()
+		f.data.mu.Unlock()
+	}
+}
+
+// fillEnded forgets a fill stream that ended.
+func (sub *Subscription) fillEnded(r *fetchStream) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	delete(sub.fill.open, r)
 }
 
 // accepts reports whether a received object belongs to the subscription:
@@ -120,7 +321,7 @@ func (sub *Subscription) passesLocked(pass func(*filter.Filter) bool) bool {
 	if sub.filter == nil || pass(sub.filter) {
 		return true
 	}
-	for _, u := range sub.updates {
+	for _, u := range sub.updates.pending {
 		if u.filter != nil && pass(u.filter) {
 			return true
 		}
@@ -217,25 +418,6 @@ func filterCutsSubgroups(f *filter.Filter) bool {
 	return f.RangeCount() > 0 || w.Bounded && w.End.Object != wire.MaxVarint
 }
 
-// dynamicGroups reports whether the track's properties hold DYNAMIC_GROUPS
-// with value 1 (§10.6), directly or inside IMMUTABLE_PROPERTIES (§10.7).
-func (sub *Subscription) dynamicGroups() bool {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	return filter.TrackPropertyIn(sub.properties, wire.PropDynamicGroups, []wire.Range{{Start: 1, End: 1}})
-}
-
-// publisherPriority is the track's DEFAULT_PUBLISHER_PRIORITY (§10.4),
-// which subgroups and datagrams without a priority inherit.
-func (sub *Subscription) publisherPriority() uint8 {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	if kv, ok := sub.properties.Get(wire.PropDefaultPublisherPriority); ok && kv.Value <= 255 {
-		return uint8(kv.Value)
-	}
-	return defaultPublisherPriority
-}
-
 // release ends the subscription's data plane once it has terminated. After
 // PUBLISH_DONE the alias stays bound until every stream it counted has
 // arrived or Config.DoneLinger has passed, so late streams are still
@@ -328,97 +510,6 @@ func (sub *Subscription) expireAfter(d time.Duration) {
 	sub.expiry = time.AfterFunc(d, func() {
 		sub.cancel(errExpired)
 	})
-}
-
-// trackReader records a delivered stream until it ends.
-func (sub *Subscription) trackReader(r *SubgroupReader) {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	if sub.readers == nil {
-		sub.readers = map[*SubgroupReader]struct{}{}
-	}
-	sub.readers[r] = struct{}{}
-	r.watch.clock = &sub.stall
-	r.watch.touched.Store(sub.stall.now())
-	sub.watchStallsLocked()
-}
-
-// forgetReader drops a stream that ended.
-func (sub *Subscription) forgetReader(r *SubgroupReader) {
-	sub.mu.Lock()
-	delete(sub.readers, r)
-	sub.mu.Unlock()
-	sub.finIfRead()
-}
-
-// finWhenRead finishes this end's side of the request stream once the
-// publisher has finished its own. After PUBLISH_DONE that waits until
-// every stream it counted has arrived and been read to its end, or the
-// linger has passed: the publisher may wait for this FIN before it closes
-// the session (Session.Close), so it must mean that nothing sent on the
-// subscription's streams is still in flight.
-func (sub *Subscription) finWhenRead() {
-	sub.mu.Lock()
-	if sub.finished == nil {
-		sub.mu.Unlock()
-		_ = sub.rs.fin()
-		return
-	}
-	sub.finAfterRead = true
-	sub.finTimer = time.AfterFunc(sub.lingerTime(), sub.finNow)
-	sub.mu.Unlock()
-	sub.finIfRead()
-}
-
-// finIfRead finishes this end's side once finWhenRead waits for nothing.
-func (sub *Subscription) finIfRead() {
-	sub.mu.Lock()
-	ready := sub.finAfterRead && len(sub.readers) == 0 && sub.dataEnded()
-	sub.mu.Unlock()
-	if ready {
-		sub.finNow()
-	}
-}
-
-// finNow finishes this end's side of the request stream, once.
-func (sub *Subscription) finNow() {
-	sub.mu.Lock()
-	if !sub.finAfterRead {
-		sub.mu.Unlock()
-		return
-	}
-	sub.finAfterRead = false
-	if sub.finTimer != nil {
-		sub.finTimer.Stop()
-	}
-	sub.mu.Unlock()
-	_ = sub.rs.fin()
-}
-
-// stopReaders sends STOP_SENDING on every stream of the subscription still
-// open, whether or not the application has taken it.
-func (sub *Subscription) stopReaders() {
-	sub.arrival.abort()
-	sub.mu.Lock()
-	open := sub.readers
-	sub.readers = nil
-	code := wire.ResetCancelled
-	if sub.stopCode != 0 {
-		code = sub.stopCode
-	}
-	sub.mu.Unlock()
-	for r := range open {
-		r.stopWith(code)
-	}
-	sub.stopFills(code)
-	for {
-		select {
-		case r := <-sub.incoming:
-			r.stopWith(code)
-		default:
-			return
-		}
-	}
 }
 
 // malformedTrack cancels, on a Malformed Track, this subscription and

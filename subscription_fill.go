@@ -1,7 +1,6 @@
 package moqt
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 // REQUEST_UPDATE carrying FILL_PARAMETERS asks for one, tagged with that
 // message's Request ID; the ID is registered with the session's fetch
 // routes (fetch_route.go) before the message leaves. Arrived streams queue
-// here for AcceptFill or ReadObject (arrival_reader.go, arrival_fill.go), whichever the
+// here for AcceptFill or ReadObject (subscription_arrival.go, subscription_arrival_fill.go), whichever the
 // application uses first: the other then gets none.
 
 // subFill is the fill state of a Subscription, guarded by Subscription.mu.
@@ -83,74 +82,6 @@ const maxFillGaps = 64
 // errFillsTaken is AcceptFill's error once ReadObject reads the fills.
 var errFillsTaken = errors.New("moqt: the subscription's fills are read by ReadObject")
 
-// askFillLocked registers a fill asked for by the message with Request ID
-// id, before it is sent, and after a REQUEST_UPDATE is queued in
-// sub.updates. sub.mu is held.
-func (sub *Subscription) askFillLocked(id uint64, p *wire.Params) *fillSlot {
-	if sub.fill.slots == nil {
-		sub.fill.slots = map[uint64]*fillSlot{}
-	}
-	slot := &fillSlot{id: id, params: p, base: sub.params}
-	for _, u := range sub.updates {
-		mergeParams(&slot.base, u.params)
-	}
-	sub.fill.slots[id] = slot
-	sub.sess.fetches.add(id, sub)
-	return slot
-}
-
-// takeFetchStream is the route of the subscription's fill streams.
-func (sub *Subscription) takeFetchStream(r *fetchStream) bool {
-	sub.mu.Lock()
-	slot := sub.fill.slots[r.id]
-	// Checked under sub.mu: endData closes dataDone before stopFills
-	// takes the lock, so a stream queued here is always stopped with the
-	// rest.
-	if slot == nil || slot.arrived || sub.dataEnded() {
-		sub.mu.Unlock()
-		return false
-	}
-	slot.arrived = true
-	// A fill stream is one of the subscription's data streams, which
-	// PUBLISH_DONE's Stream Count includes (§9.9).
-	sub.streamsSeen++
-	defer sub.noteStream()
-	if !sub.fill.started && !sub.byPublish {
-		// Before SUBSCRIBE_OK: held, within Config.MaxPendingStreams.
-		// Beyond it the stream is stopped, and still queued, ended, so
-		// that the fill's reader learns of its end at once rather than
-		// waiting for it.
-		if r.hold = sub.sess.reserveHold(); r.hold == nil {
-			r.err = errHeldStreams
-			defer r.stop(wire.ResetExcessiveLoad) // after sub.mu is released
-		}
-	}
-	defer sub.mu.Unlock()
-	f := &Fetch{sess: sub.sess}
-	f.data.init()
-	f.data.r, f.data.answered = r, true
-	close(f.data.ready)
-	f.data.window, f.data.desc = slot.window, slot.desc
-	if slot.id != sub.rs.id {
-		f.data.window, f.data.desc = fillWindowLocked(sub, slot, false)
-	}
-	f.data.malformed = sub.malformedTrack
-	r.watch.clock = &sub.stall
-	r.watch.touched.Store(sub.stall.now())
-	r.onEnd = func() { sub.fillEnded(r) }
-	if sub.fill.open == nil {
-		sub.fill.open = map[*fetchStream]bool{}
-	}
-	sub.fill.open[r] = true
-	sub.watchStallsLocked()
-	sub.fill.queue = append(sub.fill.queue, f)
-	if sub.fill.signal != nil {
-		close(sub.fill.signal)
-		sub.fill.signal = nil
-	}
-	return true
-}
-
 // fillWindowLocked resolves a fill's range and Group Order (§3.4): its
 // LOCATION_FILTER, or the subscription's, evaluated as a FETCH's against
 // the Largest Object, which only SUBSCRIBE_OK gives exactly (initial). A
@@ -186,151 +117,33 @@ func fillWindowLocked(sub *Subscription, slot *fillSlot, initial bool) (filter.W
 	return filter.Window{Start: start}, desc
 }
 
-// startFill applies SUBSCRIBE_OK to the initial fill: whether one comes
-// (Forward 1 and a fill range that is not empty, §3.4, §3.4.1), its range,
-// and how long ReadObject waits for it; held streams are released.
-func (sub *Subscription) startFill() {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	sub.fill.started = true
-	slot := sub.fill.slots[sub.rs.id]
-	if slot == nil || sub.byPublish {
-		return
+// covers reports whether the ended fill delivered l or reported it as not
+// existing: its range, up to where it ended, without the ranges it
+// reported unknown or timed out, where the subscription's copy is the
+// only one.
+func (s *fillSlot) covers(l wire.Location) bool {
+	switch {
+	case !s.window.Contains(l):
+		return false
+	case !s.fin && (!s.hasLast || s.before(s.last, l)):
+		return false
 	}
-	w, desc := fillWindowLocked(sub, slot, true)
-	slot.desc = desc
-	if forwardOf(&sub.params) && !w.Empty() && sub.largest.Set {
-		slot.window = w
-		slot.deadline = time.Now().Add(sub.sess.cfg.FillWait)
-		sub.fill.initial = slot
-	}
-	for _, f := range sub.fill.queue {
-		f.data.mu.Lock()
-		if f.data.r.id == slot.id {
-			f.data.window, f.data.desc = slot.window, slot.desc
-		}
-		f.data.r.hold.release()
-		f.data.mu.Unlock()
-	}
-}
-
-// forgetFills drops the fills' routes: streams for them that come later
-// are stopped (fetch_route.go).
-func (sub *Subscription) forgetFills() {
-	sub.mu.Lock()
-	ids := make([]uint64, 0, len(sub.fill.slots))
-	for id := range sub.fill.slots {
-		ids = append(ids, id)
-	}
-	sub.mu.Unlock()
-	for _, id := range ids {
-		sub.sess.fetches.remove(id)
-	}
-}
-
-// fillEnded forgets a fill stream that ended.
-func (sub *Subscription) fillEnded(r *fetchStream) {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	delete(sub.fill.open, r)
-}
-
-// fillsStalledLocked counts the fill streams left waiting with data since
-// before cutoff, as checkStalls counts subgroup streams. sub.mu is held.
-func (sub *Subscription) fillsStalledLocked(cutoff int64) int {
-	n := 0
-	for r := range sub.fill.open {
-		if r.watch.stalled(cutoff) {
-			n++
+	for _, g := range s.gaps {
+		if (!g.hasAfter || s.before(g.after, l)) && !s.before(g.end, l) {
+			return false
 		}
 	}
-	return n
+	return true
 }
 
-// stopFills stops the subscription's fill streams, taken or not, with
-// code, and forgets its fills: the subscription no longer receives.
-func (sub *Subscription) stopFills(code wire.ResetCode) {
-	sub.mu.Lock()
-	open := sub.fill.open
-	sub.fill.open = nil
-	queued := sub.fill.queue
-	sub.fill.queue = nil
-	sub.mu.Unlock()
-	sub.forgetFills()
-	for r := range open {
-		r.stop(code)
+// before reports whether a comes before b in the fill's order: groups in
+// its Group Order, objects by Object ID within a group (§9.11).
+func (s *fillSlot) before(a, b wire.Location) bool {
+	switch {
+	case a.Group == b.Group:
+		return a.Object < b.Object
+	case s.desc:
+		return a.Group > b.Group
 	}
-	for _, f := range queued {
-		f.data.r.stop(code)
-	}
-}
-
-// stopUntakenFills stops the fill streams still queued once the data
-// plane has ended for good, unless ReadObject reads the fills: its reader
-// takes every queued one at the end, and reports each.
-func (sub *Subscription) stopUntakenFills() {
-	sub.mu.Lock()
-	var queued []*Fetch
-	if sub.fill.mode != fillByRead {
-		queued, sub.fill.queue = sub.fill.queue, nil
-	}
-	sub.mu.Unlock()
-	for _, f := range queued {
-		f.data.r.stop(wire.ResetCancelled)
-	}
-}
-
-// AcceptFill returns the subscription's next fill fetch stream (§3.4), as a
-// Fetch whose ReadObject and Close work as a FETCH's; its FETCH_OK fields
-// are unset, and it has no Update. A fill the publisher could not serve
-// arrives reset (§3.4.1): its ReadObject returns the *StreamError; one
-// that came before SUBSCRIBE_OK with Config.MaxPendingStreams streams
-// already held was stopped, and its ReadObject says so. Closing
-// one stops only that stream; the subscription goes on. After the
-// subscription's data plane ends, AcceptFill returns the subscription's
-// error. Use AcceptFill or ReadObject, not both: once ReadObject has
-// started it takes the fills, and AcceptFill fails; once AcceptFill has
-// been called, ReadObject yields no fill objects.
-func (sub *Subscription) AcceptFill(ctx context.Context) (*Fetch, error) {
-	for {
-		sub.mu.Lock()
-		if sub.fill.mode == fillByRead {
-			sub.mu.Unlock()
-			return nil, errFillsTaken
-		}
-		sub.fill.mode = fillByAccept
-		f, sig := sub.nextFillLocked()
-		sub.mu.Unlock()
-		if f != nil {
-			return f, nil
-		}
-		select {
-		case <-sig:
-		case <-sub.dataDone:
-			sub.mu.Lock()
-			f, _ = sub.nextFillLocked()
-			sub.mu.Unlock()
-			if f != nil {
-				return f, nil
-			}
-			return nil, sub.Err()
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
-
-// nextFillLocked takes the oldest queued fill, or returns the channel that
-// signals the next. sub.mu is held.
-func (sub *Subscription) nextFillLocked() (*Fetch, <-chan struct{}) {
-	if len(sub.fill.queue) > 0 {
-		f := sub.fill.queue[0]
-		sub.fill.queue = sub.fill.queue[1:]
-		f.data.r.watch.take()
-		return f, nil
-	}
-	if sub.fill.signal == nil {
-		sub.fill.signal = make(chan struct{})
-	}
-	return nil, sub.fill.signal
+	return a.Group < b.Group
 }

@@ -414,3 +414,19 @@ func (t *LocalTrack) WriteDatagram(o Object) error {
 	}
 	return firstErr
 }
+
+// OpenSubgroup starts publishing subgroup subgroup of group. Streams open
+// lazily, per subscription, when an object passes its filters.
+func (t *LocalTrack) OpenSubgroup(group, subgroup uint64, opts SubgroupOptions) *SubgroupWriter {
+	w := &SubgroupWriter{track: t, group: group, subgroup: subgroup, opts: opts,
+		trackOrder: trackGroupOrder(t.props), timeouts: trackTimeouts(t.props),
+		outs: map[*ServedSubscription]*subgroupOut{}, caughtUp: make(chan struct{}, 1),
+		stopCh: make(chan struct{})}
+	w.dog.expire = w.expireWrite
+	first := uint64(0)
+	if opts.SubgroupIDIsFirstObject {
+		first = subgroup
+	}
+	t.openCached(w, first)
+	return w
+}

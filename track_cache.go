@@ -2,11 +2,13 @@ package moqt
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
 
 	"github.com/moqt-go/moqt/internal/cache"
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -231,4 +233,73 @@ func (t *LocalTrack) endOfTrack() (wire.Location, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.cache.eot, t.cache.hasEOT
+}
+
+// Fetch answers a FETCH for this track from what the track keeps (§9.11):
+// the range resolves against the track's Largest Object now
+// (REQUEST_ERROR INVALID_RANGE when nothing was published or the start is
+// past it), FETCH_OK reports its end, cut at the Largest Object, and
+// End Of Track when the range reaches the track's end, and then the
+// entries of the range go in the requested group order, those the FETCH's
+// range filters refuse left out, ranges the track cannot serve as End of
+// Range markers, then FIN. Objects still being published when reached, and
+// those an open subgroup may still carry, are waited for within
+// FILL_TIMEOUT in total (Config.FillTimeout without it, §9.20.6), then
+// reported as timed out. Fetch returns once the fetch is
+// over, or at the first error.
+//
+// A FETCH for another track is answered with REQUEST_ERROR DOES_NOT_EXIST
+// and Fetch fails, as Accept does.
+func (t *LocalTrack) Fetch(r *FetchRequest) error {
+	if !r.Track.Equal(t.name) {
+		_ = r.Reject(wire.ReqDoesNotExist, "no such track")
+		return fmt.Errorf("moqt: FETCH for %v answered by the LocalTrack of %v", r.Track, t.name)
+	}
+	largest, known := t.Largest()
+	f, err := filter.NewFetch(&r.Params, largestOf(wire.Opt[wire.Location]{Value: largest, Set: known}))
+	if err != nil {
+		e := asRequestError(filterError(err))
+		_ = r.rejectWith(e)
+		return e
+	}
+	w := f.Window()
+	end, eot := w.End, false
+	if l, ok := t.endOfTrack(); ok && !w.End.Less(l) && !l.Less(w.Start) {
+		// The range reaches the End of Track. One starting past it (the
+		// track published on after it, or learnt a larger Largest
+		// Object) keeps its own end: an End Location before the Start
+		// Location is one the subscriber must treat as a protocol
+		// violation (§9.12).
+		end, eot = l, true
+	}
+	r.w.defaultPriority = t.priority
+	if err := r.Accept(eot, end, t.props); err != nil {
+		return err
+	}
+	desc := r.Params.GroupOrder.Set && r.Params.GroupOrder.Value == wire.GroupOrderDescending
+	budget := fillBudgetOf(&r.Params, r.sess.cfg.FillTimeout)
+	return pumpFetch(r.ctx, r.sess.serving.cursor(t, w, desc), f, r.w, budget)
+}
+
+// cursor returns the entries of window w in the order desc gives
+// (GROUP_ORDER, §9.20.9), from the track's cache (SetCache). A track that
+// keeps no objects knows none of them: the whole window is one unknown
+// range (§11.4.1.2).
+func (t *LocalTrack) cursor(w filter.Window, desc bool) fetchCursor {
+	c := t.cache.c.Load()
+	if c == nil {
+		return &unknownCursor{end: w.End}
+	}
+	if w.Empty() {
+		return &unknownCursor{done: true}
+	}
+	end := w.End
+	if !w.Bounded {
+		end = wire.Location{Group: wire.MaxVarint, Object: ^uint64(0)}
+	}
+	cur := cachedCursor{c.Cursor(w.Start, end, desc)}
+	if m := t.cache.miss.Load(); m != nil {
+		return &missCursor{inner: cur, c: c, ask: m.ask, desc: desc, start: w.Start, end: end}
+	}
+	return cur
 }

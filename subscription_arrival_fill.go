@@ -7,13 +7,12 @@ import (
 	"io"
 	"sync"
 	"time"
-
-	"github.com/moqt-go/moqt/wire"
 )
 
 // The fill side of Subscription.ReadObject (§3.4): its readers of the
-// fill streams, their byte bound, and the seam that returns the initial
-// fill's entries before the subscription's objects, each object once.
+// fill streams and their byte bound. The seam that returns the initial
+// fill's entries before the subscription's objects, each object once, is
+// Subscription.seam (subscription_read.go).
 
 // fillError is the ReadObject error entry of a fill stream that ended
 // before its FIN.
@@ -42,28 +41,6 @@ var errFillMissing = errors.New("moqt: the fill fetch stream did not open within
 // errFillStalled is the fill error when the initial fill gives nothing for
 // Config.FillWait while the subscription's objects wait for it.
 var errFillStalled = errors.New("moqt: the fill fetch stream stalled while the subscription's objects waited: they follow, the rest of the fill as it comes")
-
-// readFills decides, at ReadObject's start, whether it reads the fills: it
-// does unless AcceptFill took them first.
-func (sub *Subscription) readFills() bool {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	if sub.fill.mode == fillUndecided {
-		sub.fill.mode = fillByRead
-	}
-	return sub.fill.mode == fillByRead
-}
-
-// pendingInitialFill returns the initial fill while ReadObject must wait
-// for it.
-func (sub *Subscription) pendingInitialFill() *fillSlot {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	if s := sub.fill.initial; s != nil && sub.fill.mode == fillByRead && !s.ended {
-		return s
-	}
-	return nil
-}
 
 // nextFill waits for the next entry of the fills while the initial fill
 // is awaited: up to its deadline for the stream to open, then as long as
@@ -121,69 +98,6 @@ func (a *arrival) nextFill(ctx context.Context, sub *Subscription, slot *fillSlo
 			return arrivalItem{}, ctx.Err()
 		}
 	}
-}
-
-// seam applies the order across fill and subscription to an item taken
-// off the queues, and reports whether ReadObject returns it.
-func (sub *Subscription) seam(a *arrival, it arrivalItem) (arrivalItem, bool) {
-	if s := it.slot; s != nil {
-		if it.fillEnd {
-			sub.mu.Lock()
-			if !s.ended {
-				s.ended, s.fin = true, it.err == nil
-			}
-			sub.mu.Unlock()
-			return arrivalItem{obj: Object{}, err: it.err}, it.err != nil
-		}
-		if e := it.obj.EndOfRange; (e == wire.EndOfUnknownRange || e == wire.EndOfTimedOutRange) && len(s.gaps) < maxFillGaps {
-			s.gaps = append(s.gaps, fillGap{after: s.last, hasAfter: s.hasLast, end: it.obj.Location})
-		}
-		s.hasLast, s.last = true, it.obj.Location
-		return it, true
-	}
-	if it.err != nil {
-		return it, true
-	}
-	sub.mu.Lock()
-	s := sub.fill.initial
-	covered := s != nil && s.ended && s.covers(it.obj.Location)
-	sub.mu.Unlock()
-	if covered {
-		a.release(it.size, it.buf)
-		return arrivalItem{}, false
-	}
-	return it, true
-}
-
-// covers reports whether the ended fill delivered l or reported it as not
-// existing: its range, up to where it ended, without the ranges it
-// reported unknown or timed out, where the subscription's copy is the
-// only one.
-func (s *fillSlot) covers(l wire.Location) bool {
-	switch {
-	case !s.window.Contains(l):
-		return false
-	case !s.fin && (!s.hasLast || s.before(s.last, l)):
-		return false
-	}
-	for _, g := range s.gaps {
-		if (!g.hasAfter || s.before(g.after, l)) && !s.before(g.end, l) {
-			return false
-		}
-	}
-	return true
-}
-
-// before reports whether a comes before b in the fill's order: groups in
-// its Group Order, objects by Object ID within a group (§9.11).
-func (s *fillSlot) before(a, b wire.Location) bool {
-	switch {
-	case a.Group == b.Group:
-		return a.Object < b.Object
-	case s.desc:
-		return a.Group > b.Group
-	}
-	return a.Group < b.Group
 }
 
 // pumpFills takes the subscription's fill streams and starts a reader for

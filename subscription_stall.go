@@ -1,11 +1,8 @@
 package moqt
 
 import (
-	"fmt"
 	"sync/atomic"
 	"time"
-
-	"github.com/moqt-go/moqt/wire"
 )
 
 // A subscriber whose application stops reading cannot be told so by its
@@ -107,17 +104,6 @@ func (w *readWatch) stalled(cutoff int64) bool {
 	return !w.busy.Load() && (!w.taken.Load() || w.pending.Load()) && w.touched.Load() < cutoff
 }
 
-// watchStallsLocked starts the subscription's stall watchdog if it is not
-// running; it runs while the subscription has open streams and the session
-// lasts. sub.mu is held.
-func (sub *Subscription) watchStallsLocked() {
-	d := sub.sess.cfg.ReadStallTimeout
-	if d < 0 || sub.stallTimer != nil {
-		return
-	}
-	sub.stallTimer = time.AfterFunc(stallTick(d), sub.checkStalls)
-}
-
 // stallTick is how often the watchdog looks: a stall is seen within a
 // quarter of the timeout after it passes.
 func stallTick(d time.Duration) time.Duration { return max(d/4, time.Millisecond) }
@@ -131,54 +117,4 @@ func stallTick(d time.Duration) time.Duration { return max(d/4, time.Millisecond
 func stallTicks(d time.Duration) int64 {
 	t := stallTick(d)
 	return int64((d+t-1)/t) + 1
-}
-
-// checkStalls cancels the subscription if one of its streams has waited
-// unread for longer than Config.ReadStallTimeout.
-func (sub *Subscription) checkStalls() {
-	d := sub.sess.cfg.ReadStallTimeout
-	cutoff := sub.stall.ticks.Add(1) - stallTicks(d) + 1 // touched before it: stalled
-	sub.mu.Lock()
-	stalled := 0
-	for r := range sub.readers {
-		if r.watch.stalled(cutoff) {
-			stalled++
-		}
-	}
-	if sub.arrival.stalled(cutoff) {
-		stalled++
-	}
-	stalled += sub.fillsStalledLocked(cutoff)
-	if sub.stall.progress.Load() >= cutoff || sub.arrival.waiting.Load() {
-		// The application took or read one of the subscription's
-		// streams lately: it reads, one stream after another perhaps,
-		// and the others wait their turn. Or it waits in ReadObject,
-		// which holds objects back for the initial fill (§3.4).
-		stalled = 0
-	}
-	switch {
-	case stalled > 0:
-		sub.stallTimer = nil
-	case len(sub.readers) == 0 && len(sub.fill.open) == 0 || sub.sess.ctx.Err() != nil:
-		sub.stallTimer = nil // restarted by the next stream
-	default:
-		sub.stallTimer.Reset(stallTick(d))
-	}
-	sub.mu.Unlock()
-	if stalled > 0 {
-		sub.fellBehind(fmt.Errorf("%w: %d data stream(s) unread for %v: %w", ErrFellBehind, stalled, d, ErrCancelled))
-	}
-}
-
-// fellBehind cancels the subscription from this end: STOP_SENDING with
-// EXCESSIVE_LOAD (§12.5: this endpoint cannot take more) on its data
-// streams, taken or not, and on its request stream, whose reset carries
-// the same code.
-func (sub *Subscription) fellBehind(err error) {
-	sub.mu.Lock()
-	sub.stopCode = wire.ResetExcessiveLoad
-	sub.mu.Unlock()
-	sub.cancelWith(err, wire.ResetExcessiveLoad)
-	sub.endData()
-	sub.stopReaders()
 }

@@ -1,8 +1,6 @@
 package moqt
 
 import (
-	"context"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -173,57 +171,6 @@ type streamDeadline struct {
 	expired  atomic.Bool  // reset with DELIVERY_TIMEOUT
 }
 
-// armObject starts the OBJECT_DELIVERY_TIMEOUT of the object whose header
-// was provided at start (monoNow). w.mu is held.
-func (out *subgroupOut) armObject(start int64, timeout uint64) {
-	out.armAt(start + int64(millis(timeout)))
-}
-
-// armAt sets the stream's object deadline (monoNow) and its timer: by the
-// publisher, or by the drain while the stream is backlogged (backlog.go).
-func (out *subgroupOut) armAt(deadline int64) {
-	dl := &out.dl
-	dl.deadline.Store(max(deadline, 1))
-	wait := time.Duration(dl.deadline.Load() - monoNow())
-	if dl.timer == nil {
-		dl.timer = time.AfterFunc(wait, out.objectTimerFired)
-		return
-	}
-	dl.timer.Reset(wait)
-}
-
-// disarmObject ends the current object's timeout: all of it has been passed
-// to the transport.
-func (out *subgroupOut) disarmObject() {
-	// A load first: most objects have no deadline, and a load costs
-	// less than a swap.
-	if out.dl.deadline.Load() != 0 && out.dl.deadline.Swap(0) != 0 {
-		out.dl.timer.Stop()
-	}
-}
-
-// late reports whether the current object's timeout has passed, resetting
-// the stream if so: the check before each write (§5.2). w.mu is held.
-func (out *subgroupOut) late() bool {
-	if out.dl.expired.Load() {
-		return true
-	}
-	if dl := out.dl.deadline.Load(); dl != 0 && monoNow() >= dl {
-		out.expire()
-		return true
-	}
-	return false
-}
-
-// objectTimerFired runs on the timer's goroutine. A timer that fires after
-// its object was complete, or once a later object re-armed it, finds no
-// deadline or one not reached yet, and does nothing.
-func (out *subgroupOut) objectTimerFired() {
-	if dl := out.dl.deadline.Load(); dl != 0 && monoNow() >= dl {
-		out.expire()
-	}
-}
-
 // maxSubgroupTimers bounds the SUBGROUP_DELIVERY_TIMEOUTs running for one
 // subscription. quic-go does not tell when a stream's data has all been
 // acknowledged, so each timer runs its full course; a subscriber choosing
@@ -240,44 +187,6 @@ type subgroupTimers struct {
 	running []*subgroupOut
 	ended   bool        // the subscription is over: start no more
 	watch   func() bool // stops the context.AfterFunc that ends them
-}
-
-// startSubgroupTimer starts the SUBGROUP_DELIVERY_TIMEOUT once the stream
-// got its FIN (§5.2). The caller holds the turn.
-func (out *subgroupOut) startSubgroupTimer(timeout uint64) {
-	ts := &out.ss.wp.timers
-	ts.mu.Lock()
-	if ts.ended {
-		ts.mu.Unlock()
-		return
-	}
-	if ts.watch == nil {
-		ts.watch = context.AfterFunc(out.ss.ctx, ts.end)
-	}
-	var oldest *subgroupOut
-	if len(ts.running) >= maxSubgroupTimers {
-		oldest = ts.running[0]
-		ts.running = slices.Delete(ts.running, 0, 1)
-		oldest.dl.subgroup.Stop()
-	}
-	out.dl.subgroup = time.AfterFunc(millis(timeout), out.subgroupTimerFired)
-	ts.running = append(ts.running, out)
-	ts.mu.Unlock()
-	if oldest != nil {
-		oldest.expire()
-	}
-}
-
-// subgroupTimerFired resets a stream whose SUBGROUP_DELIVERY_TIMEOUT
-// passed, and forgets its timer.
-func (out *subgroupOut) subgroupTimerFired() {
-	ts := &out.ss.wp.timers
-	ts.mu.Lock()
-	if i := slices.Index(ts.running, out); i >= 0 {
-		ts.running = slices.Delete(ts.running, i, i+1)
-	}
-	ts.mu.Unlock()
-	out.expire()
 }
 
 // end stops every running timer once the subscription is over: its
@@ -298,27 +207,4 @@ func (ts *subgroupTimers) count() int {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	return len(ts.running)
-}
-
-// expire resets the stream with DELIVERY_TIMEOUT, once. A Write blocked on
-// it returns at once; a backlog's drain then drops the rest.
-func (out *subgroupOut) expire() {
-	if out.dl.expired.Swap(true) {
-		return
-	}
-	out.ss.closeDataStream(out.str, wire.ResetDeliveryTimeout)
-	out.ss.sess.hook(func(h *sessionHooks) func() { return h.deliveryTimedOut })
-}
-
-// stopTimers stops the object timer of a stream that is done. A backlog
-// still being written keeps it: the drain stops it once the last object
-// has been passed to the transport. w.mu is held.
-func (out *subgroupOut) stopTimers() {
-	if out.q.active.Load() {
-		return
-	}
-	out.dl.deadline.Store(0)
-	if out.dl.timer != nil {
-		out.dl.timer.Stop()
-	}
 }

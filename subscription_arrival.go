@@ -49,7 +49,7 @@ type arrival struct {
 	fills     chan arrivalItem
 	fillBytes fillBudget // the bytes of the fill entries in fills or held
 	// waiting is set while ReadObject waits: the application is not
-	// behind, whatever is held back (receive_stall.go).
+	// behind, whatever is held back (subscription_stall.go).
 	waiting atomic.Bool
 	// ctx ends the goroutines: cancelled by abort, by the session's end,
 	// or once they have all ended.
@@ -84,90 +84,6 @@ type arrivalItem struct {
 	// the item that ends one, with err unless it ended with its FIN.
 	slot    *fillSlot
 	fillEnd bool
-}
-
-// ReadObject returns the subscription's next object, from whichever of its
-// subgroup streams or datagrams it arrived on: each subgroup's objects in
-// order, and across subgroups and datagrams in the order they were read
-// off the network. The returned Payload and Properties are valid until the
-// next call of ReadObject: copy them to keep them longer. Objects whose
-// payload exceeds Config.MaxObjectSize are not read into memory: the
-// stream is stopped and reported as a stream error (see below).
-//
-// ReadObject returns an error only when the subscription has ended (after
-// every stream has been read: *DoneError for the publisher's PUBLISH_DONE)
-// or ctx is done. What may leave objects missing while it goes on is told
-// in band, by an entry whose Object.Incomplete is set, as Fetch.ReadObject
-// tells a fetch's gaps: a subgroup stream that ended before its FIN (the
-// publisher reset it, such as at the end of a subgroup this subscription
-// joined mid-way when its filter covers the objects before, §11.3.2, or
-// for a delivery timeout; or one of its objects was larger than
-// Config.MaxObjectSize, and this end stopped it). The objects it carried
-// before were returned. So the loop a subscriber writes is:
-//
-//	for {
-//		obj, err := sub.ReadObject(ctx)
-//		if err != nil {
-//			return err // the subscription is over
-//		}
-//		if obj.Incomplete != nil {
-//			continue // group obj.Location.Group may lack objects
-//		}
-//		use(obj)
-//	}
-//
-// With FILL_PARAMETERS, ReadObject also yields the fill fetch streams'
-// entries (§3.4), gap markers (Object.EndOfRange) included, unless
-// AcceptFill was called first. The fill SUBSCRIBE_OK promised comes first:
-// its entries, in the fill's order, then the subscription's own objects,
-// which wait meanwhile (never dropped, and pushed back on the publisher
-// past the bounds below); an object the ended fill already delivered, or
-// reported as not existing, is not returned again (one in a range it
-// reported unknown or timed out is). With the Next Object filter and
-// an open-ended fill (§3.4) that is every object once, in order. A fill
-// that is reset, does not open within Config.FillWait, or then gives no
-// entry for as long while objects wait, is an entry whose Incomplete
-// wraps ErrFillFailed and the cause (a *StreamError for a reset), every
-// other field zero; the subscription goes on. Fills asked for later by
-// Update are yielded as they arrive.
-//
-// Use ReadObject or AcceptSubgroup and ReadDatagram, not both: the first
-// call of ReadObject takes every stream of the subscription, and returns
-// datagrams too. It buffers at most 64 objects and 1 MiB (or one larger
-// object), plus one object per open stream while it waits for room;
-// beyond that streams are left unread, so QUIC flow control holds back the
-// publisher, and nothing is dropped (datagrams queue as ReadDatagram says).
-// A subscription whose objects wait for ReadObject longer than
-// Config.ReadStallTimeout, while it is not called, is cancelled
-// (ErrFellBehind), as one whose streams wait for AcceptSubgroup.
-//
-// After the subscription ends, and every stream has been read to its end
-// (or reset), ReadObject returns the subscription's error, such as
-// *DoneError after PUBLISH_DONE. Once this end cancels the subscription
-// (Close, or ErrFellBehind, or a Malformed Track), ReadObject returns its
-// error at once, and what was queued is discarded. ReadObject returns
-// ctx's error if ctx ends first. It is not safe for concurrent use.
-func (sub *Subscription) ReadObject(ctx context.Context) (Object, error) {
-	a := &sub.arrival
-	a.startOnce.Do(func() { a.start(sub) })
-	a.recycle()
-	it, err := a.next(ctx, sub)
-	if err == nil && a.isAborted() {
-		err = sub.endErr(ctx) // what was queued is discarded
-	}
-	if err != nil {
-		return Object{}, err
-	}
-	a.took(sub)
-	if it.err != nil {
-		// A subgroup or fill that ended short: news, in band.
-		it.obj.Incomplete = it.err
-		return it.obj, nil
-	}
-	a.mu.Lock()
-	a.held = it
-	a.mu.Unlock()
-	return it.obj, nil
 }
 
 // next waits for the next queued object or error, or datagram. Once the
@@ -231,17 +147,6 @@ func (a *arrival) queued() (arrivalItem, bool) {
 		return it, true
 	default:
 		return arrivalItem{}, false
-	}
-}
-
-// endErr is the subscription's error, once it has one: after the session
-// ended the subscription may take a moment to record why.
-func (sub *Subscription) endErr(ctx context.Context) error {
-	select {
-	case <-sub.done:
-		return sub.Err()
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

@@ -1,0 +1,168 @@
+package moqt
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// subgroupOut is one subscription's stream for the subgroup. Its fields
+// belong to the holder of the SubgroupWriter's turn, except dl (see
+// streamDeadline) and q (see backlog). Here are its state and its delivery
+// timeouts (§5.2, as subgroup_timeout.go sets them out); its backlog's
+// queue and drain are in backlog.go.
+type subgroupOut struct {
+	str        transport.SendStream
+	ss         *ServedSubscription
+	enc        wire.SubgroupEncoder
+	fresh      bool  // the SUBGROUP_HEADER is still to be sent
+	done       bool  // finished or reset; no more objects go to it
+	subscriber uint8 // the subscriber priority its ranking uses
+	dl         streamDeadline
+	// deadline is the current object's delivery deadline (monoNow), 0 for
+	// none, from when the object is handed over until it is armed.
+	deadline int64
+	off      uint64 // stream offset past the last byte written or queued
+	objEnd   uint64 // stream offset past the current object's last byte
+	// wdl is the write deadline the publisher last set on str, zero for
+	// none; a past one when it is unknown (after a backlog, which sets its
+	// own, or the watchdog).
+	wdl time.Time
+	// incomplete marks a stream that lacks objects of the subgroup its
+	// subscription covers (it joined mid-subgroup, or objects were withheld
+	// by Forward 0): it ends with a reset, never a FIN (§11.3.2).
+	incomplete bool
+	// end is the Location filter's end when the stream opened, so that an
+	// end moved below it by REQUEST_UPDATE is told from the original one.
+	end     wire.Location
+	bounded bool
+	// hold sends the current object to the backlog, to wait for PUBLISH_OK.
+	hold     bool
+	q        backlog
+	caughtUp chan<- struct{} // the SubgroupWriter's
+}
+
+// closed reports whether no more objects go to out: it was finished or
+// reset, it missed a delivery timeout or its backlog could not be written
+// (which also mark it done).
+func (out *subgroupOut) closed() bool {
+	if !out.done && (out.dl.expired.Load() || out.q.broken.Load()) {
+		out.done = true
+	}
+	return out.done
+}
+
+// armObject starts the OBJECT_DELIVERY_TIMEOUT of the object whose header
+// was provided at start (monoNow). w.mu is held.
+func (out *subgroupOut) armObject(start int64, timeout uint64) {
+	out.armAt(start + int64(millis(timeout)))
+}
+
+// armAt sets the stream's object deadline (monoNow) and its timer: by the
+// publisher, or by the drain while the stream is backlogged (backlog.go).
+func (out *subgroupOut) armAt(deadline int64) {
+	dl := &out.dl
+	dl.deadline.Store(max(deadline, 1))
+	wait := time.Duration(dl.deadline.Load() - monoNow())
+	if dl.timer == nil {
+		dl.timer = time.AfterFunc(wait, out.objectTimerFired)
+		return
+	}
+	dl.timer.Reset(wait)
+}
+
+// disarmObject ends the current object's timeout: all of it has been passed
+// to the transport.
+func (out *subgroupOut) disarmObject() {
+	// A load first: most objects have no deadline, and a load costs
+	// less than a swap.
+	if out.dl.deadline.Load() != 0 && out.dl.deadline.Swap(0) != 0 {
+		out.dl.timer.Stop()
+	}
+}
+
+// late reports whether the current object's timeout has passed, resetting
+// the stream if so: the check before each write (§5.2). w.mu is held.
+func (out *subgroupOut) late() bool {
+	if out.dl.expired.Load() {
+		return true
+	}
+	if dl := out.dl.deadline.Load(); dl != 0 && monoNow() >= dl {
+		out.expire()
+		return true
+	}
+	return false
+}
+
+// objectTimerFired runs on the timer's goroutine. A timer that fires after
+// its object was complete, or once a later object re-armed it, finds no
+// deadline or one not reached yet, and does nothing.
+func (out *subgroupOut) objectTimerFired() {
+	if dl := out.dl.deadline.Load(); dl != 0 && monoNow() >= dl {
+		out.expire()
+	}
+}
+
+// startSubgroupTimer starts the SUBGROUP_DELIVERY_TIMEOUT once the stream
+// got its FIN (§5.2). The caller holds the turn.
+func (out *subgroupOut) startSubgroupTimer(timeout uint64) {
+	ts := &out.ss.wp.timers
+	ts.mu.Lock()
+	if ts.ended {
+		ts.mu.Unlock()
+		return
+	}
+	if ts.watch == nil {
+		ts.watch = context.AfterFunc(out.ss.ctx, ts.end)
+	}
+	var oldest *subgroupOut
+	if len(ts.running) >= maxSubgroupTimers {
+		oldest = ts.running[0]
+		ts.running = slices.Delete(ts.running, 0, 1)
+		oldest.dl.subgroup.Stop()
+	}
+	out.dl.subgroup = time.AfterFunc(millis(timeout), out.subgroupTimerFired)
+	ts.running = append(ts.running, out)
+	ts.mu.Unlock()
+	if oldest != nil {
+		oldest.expire()
+	}
+}
+
+// subgroupTimerFired resets a stream whose SUBGROUP_DELIVERY_TIMEOUT
+// passed, and forgets its timer.
+func (out *subgroupOut) subgroupTimerFired() {
+	ts := &out.ss.wp.timers
+	ts.mu.Lock()
+	if i := slices.Index(ts.running, out); i >= 0 {
+		ts.running = slices.Delete(ts.running, i, i+1)
+	}
+	ts.mu.Unlock()
+	out.expire()
+}
+
+// expire resets the stream with DELIVERY_TIMEOUT, once. A Write blocked on
+// it returns at once; a backlog's drain then drops the rest.
+func (out *subgroupOut) expire() {
+	if out.dl.expired.Swap(true) {
+		return
+	}
+	out.ss.closeDataStream(out.str, wire.ResetDeliveryTimeout)
+	out.ss.sess.hook(func(h *sessionHooks) func() { return h.deliveryTimedOut })
+}
+
+// stopTimers stops the object timer of a stream that is done. A backlog
+// still being written keeps it: the drain stops it once the last object
+// has been passed to the transport. w.mu is held.
+func (out *subgroupOut) stopTimers() {
+	if out.q.active.Load() {
+		return
+	}
+	out.dl.deadline.Store(0)
+	if out.dl.timer != nil {
+		out.dl.timer.Stop()
+	}
+}
