@@ -121,14 +121,16 @@ func (rt *router) serve(req moqt.Request) bool {
 func (rt *router) servePublishNamespace(r *moqt.PublishNamespaceRequest) {
 	s := r.Session()
 	r.OnUpdate = func(u *wire.Params) error { return rt.authorizeUpdate(r, u) }
+	// Routed before REQUEST_OK: a publisher that has its answer may have a
+	// subscriber SUBSCRIBE at once, and so may one that learns of the
+	// namespace.
+	remove := rt.reg.addAnnouncer(s, r.Namespace)
 	ann, err := r.Accept(wire.Params{})
 	if err != nil {
+		remove()
 		rt.reqDone(KindPublishNamespace, OutcomeRefused)
 		return
 	}
-	// Routed first: a subscriber that learns of the namespace may
-	// SUBSCRIBE at once.
-	remove := rt.reg.addAnnouncer(s, r.Namespace)
 	ns := cloneName(wire.FullTrackName{Namespace: r.Namespace}).Namespace
 	rt.mu.Lock()
 	if rt.closed {
