@@ -314,7 +314,7 @@ func (out *subgroupOut) expire() {
 // still being written keeps it: the drain stops it once the last object
 // has been passed to the transport. w.mu is held.
 func (out *subgroupOut) stopTimers() {
-	if out.q.active.Load() {
+	if out.q.Active() {
 		return
 	}
 	out.dl.deadline.Store(0)

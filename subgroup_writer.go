@@ -11,6 +11,7 @@ import (
 	"github.com/moqt-go/moqt/internal/cache"
 	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/priority"
+	"github.com/moqt-go/moqt/internal/sendq"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -104,23 +105,15 @@ type SubgroupWriter struct {
 	timeouts deliveryTimeouts
 	timer    *time.Timer // bounds settle's wait
 
-	// stop is set, and stopCh closed, when Close or Reset begins: the
-	// holder of turn writes nothing more. stopCode is the code its
-	// interrupted streams are reset with.
-	stop     atomic.Bool
-	stopCh   chan struct{}
+	// sq writes to the streams and queues what they do not take in time
+	// (backlog.go); Close and Reset interrupt it (stopped) before they
+	// take turn. stopCode is the code its interrupted streams are reset
+	// with, set once, before sq is stopped.
+	sq       sendq.Writer
 	stopOnce sync.Once
 	stopCode atomic.Uint64
-	// cur is the stream the holder of turn writes to; an interruption
-	// sets a past write deadline on it.
-	cur atomic.Pointer[subgroupOut]
 	// userDeadline is SetWriteDeadline's, as a monoNow time; 0 for none.
 	userDeadline atomic.Int64
-	// dog wakes the Write to cur at its bound (expireWrite).
-	dog     writeWatchdog
-	overdue atomic.Bool // the watchdog found the current wait over
-	// caughtUp is signalled when a stream's backlog goroutine ends.
-	caughtUp chan struct{}
 	// cached follows the subgroup in the track's cache, nil for none
 	// (track_cache.go); it belongs to the holder of turn.
 	cached *cache.Subgroup
@@ -128,7 +121,7 @@ type SubgroupWriter struct {
 
 // subgroupOut is one subscription's stream for the subgroup. Its fields
 // belong to the holder of the SubgroupWriter's turn, except dl (see
-// streamDeadline) and q (see backlog).
+// streamDeadline) and q (see sendq.Queue), of which it is the Owner.
 type subgroupOut struct {
 	str        transport.SendStream
 	ss         *ServedSubscription
@@ -140,12 +133,7 @@ type subgroupOut struct {
 	// deadline is the current object's delivery deadline (monoNow), 0 for
 	// none, from when the object is handed over until it is armed.
 	deadline int64
-	off      uint64 // stream offset past the last byte written or queued
 	objEnd   uint64 // stream offset past the current object's last byte
-	// wdl is the write deadline the publisher last set on str, zero for
-	// none; a past one when it is unknown (after a backlog, which sets its
-	// own, or the watchdog).
-	wdl time.Time
 	// incomplete marks a stream that lacks objects of the subgroup its
 	// subscription covers (it joined mid-subgroup, or objects were withheld
 	// by Forward 0): it ends with a reset, never a FIN (§11.3.2).
@@ -155,16 +143,15 @@ type subgroupOut struct {
 	end     wire.Location
 	bounded bool
 	// hold sends the current object to the backlog, to wait for PUBLISH_OK.
-	hold     bool
-	q        backlog
-	caughtUp chan<- struct{} // the SubgroupWriter's
+	hold bool
+	q    sendq.Queue // its backlog; and the stream offset written or queued
 }
 
 // closed reports whether no more objects go to out: it was finished or
 // reset, it missed a delivery timeout or its backlog could not be written
 // (which also mark it done).
 func (out *subgroupOut) closed() bool {
-	if !out.done && (out.dl.expired.Load() || out.q.broken.Load()) {
+	if !out.done && (out.dl.expired.Load() || out.q.Broken()) {
 		out.done = true
 	}
 	return out.done
@@ -175,9 +162,8 @@ func (out *subgroupOut) closed() bool {
 func (t *LocalTrack) OpenSubgroup(group, subgroup uint64, opts SubgroupOptions) *SubgroupWriter {
 	w := &SubgroupWriter{track: t, group: group, subgroup: subgroup, opts: opts,
 		trackOrder: trackGroupOrder(t.props), timeouts: trackTimeouts(t.props),
-		outs: map[*ServedSubscription]*subgroupOut{}, caughtUp: make(chan struct{}, 1),
-		stopCh: make(chan struct{})}
-	w.dog.expire = w.expireWrite
+		outs: map[*ServedSubscription]*subgroupOut{}}
+	w.sq.Init(monoNow)
 	first := uint64(0)
 	if opts.SubgroupIDIsFirstObject {
 		first = subgroup
@@ -214,7 +200,7 @@ func (w *SubgroupWriter) waitUntil(ss *ServedSubscription, start int64) int64 {
 
 // acquire takes the turn, or fails once the subgroup is closing.
 func (w *SubgroupWriter) acquire() error {
-	if w.stop.Load() {
+	if w.sq.Stopped() {
 		return ErrSubgroupClosed
 	}
 	w.turn.Lock()
@@ -369,7 +355,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun int64
 	sent := w.targets[:0]
 	w.shared.ok = false
 	for i, out := range w.targets {
-		if w.stop.Load() {
+		if w.sq.Stopped() {
 			w.interruptedAt(i, sent)
 			return ErrSubgroupClosed
 		}
@@ -377,7 +363,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun int64
 		if err == nil {
 			b = append(b, inline...)
 			w.buf = b
-			out.objEnd = out.off + uint64(len(b)) + w.remain
+			out.objEnd = out.q.Offset() + uint64(len(b)) + w.remain
 			if out.deadline != 0 {
 				out.arm(out.deadline)
 			}
@@ -489,7 +475,7 @@ func (w *SubgroupWriter) payload(p []byte, begun int64) error {
 			continue
 		}
 		err := ErrSubgroupClosed
-		if !w.stop.Load() {
+		if !w.sq.Stopped() {
 			err = w.send(out, p, fanout, begun)
 		}
 		if errors.Is(err, ErrSubgroupClosed) {
@@ -511,7 +497,7 @@ func (w *SubgroupWriter) payload(p []byte, begun int64) error {
 // check validates o against the subgroup's state before anything is sent.
 func (w *SubgroupWriter) check(o wire.SubgroupObject) error {
 	switch {
-	case w.closed || w.stop.Load():
+	case w.closed || w.sq.Stopped():
 		return ErrSubgroupClosed
 	case w.remain > 0:
 		return fmt.Errorf("moqt: object %d is still being written", w.last)
@@ -578,6 +564,8 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, v *servedView)
 	}
 	w.buf = b
 	win := v.window()
-	return &subgroupOut{str: str, ss: ss, enc: wire.SubgroupEncoder{Header: h}, fresh: true,
-		subscriber: dp.priority, caughtUp: w.caughtUp, end: win.End, bounded: win.Bounded}, nil
+	out := &subgroupOut{str: str, ss: ss, enc: wire.SubgroupEncoder{Header: h}, fresh: true,
+		subscriber: dp.priority, end: win.End, bounded: win.Bounded}
+	out.q.Init(str, out, &ss.wp.group, &w.sq)
+	return out, nil
 }
