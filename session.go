@@ -86,7 +86,7 @@ import (
 //
 // The subscriber's data side:
 //
-//   - streamPipe.mu, then aliasRoutes.mu: a pipe charges and releases the
+//   - readahead.Pipe.mu, then aliasRoutes.mu: a pipe charges and releases the
 //     bytes it reads ahead under its own lock (it copies only what its
 //     bufio.Reader holds already: no read under it).
 //   - aliasRoutes.mu (Session.routes), leaf: the Track Alias table and
