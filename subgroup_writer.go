@@ -103,7 +103,6 @@ type SubgroupWriter struct {
 	// timeouts are the publisher's delivery timeouts: the Track
 	// Properties, overridden by the first object's Object Properties.
 	timeouts deliveryTimeouts
-	timer    *time.Timer // bounds settle's wait
 
 	// sq writes to the streams and queues what they do not take in time
 	// (backlog.go); Close and Reset interrupt it (stopped) before they
