@@ -39,6 +39,8 @@ type CutError struct {
 	Reason string
 }
 
+// Error is Err's message and the reason: what the peer is told for
+// ErrExcessiveLoad.
 func (e *CutError) Error() string { return e.Err.Error() + ": " + e.Reason }
 
 // Unwrap returns Err.
