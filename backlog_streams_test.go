@@ -180,7 +180,7 @@ func TestBacklogNewStreamOfSlowSubscriber(t *testing.T) {
 				require.NoError(t, w.Close())
 			}
 			write(0) // 10 KB: the slow subscriber falls behind
-			require.Positive(t, f.ssSlow.backlog.Load())
+			require.Positive(t, f.ssSlow.wp.group.Queued())
 			before := graces.Load()
 			for g := uint64(1); g <= subgroups; g++ {
 				write(g)
@@ -213,8 +213,10 @@ func (nopStream) SetWriteDeadline(time.Time) error { return nil }
 // write deadline every write now has, allocates nothing, shared or not.
 func TestBacklogFastPathAllocs(t *testing.T) {
 	ss := &ServedSubscription{sess: &Session{cfg: (*Config)(nil).withDefaults()}}
-	w := &SubgroupWriter{stopCh: make(chan struct{})}
+	w := &SubgroupWriter{}
+	w.sq.Init(monoNow)
 	out := &subgroupOut{str: nopStream{}, ss: ss}
+	out.q.Init(out.str, out, &ss.wp.group, &w.sq)
 	b := make([]byte, 100)
 	for _, fanout := range []bool{true, false} {
 		allocs := testing.AllocsPerRun(1000, func() {
@@ -223,7 +225,7 @@ func TestBacklogFastPathAllocs(t *testing.T) {
 			}
 		})
 		assert.Zero(t, allocs, "fanout %v", fanout)
-		assert.False(t, out.q.active.Load())
+		assert.False(t, out.q.Active())
 	}
 }
 

@@ -71,7 +71,7 @@ func newFanOutOver(t *testing.T, connect connector, serverCfg *Config, slowParam
 // goroutines end.
 func (f *fanOut) waitNoBacklog(t *testing.T, ss *ServedSubscription) {
 	t.Helper()
-	for ss.backlog.Load() != 0 {
+	for ss.wp.group.Queued() != 0 {
 		select {
 		case <-f.ended:
 		case <-f.ctx.Done():
@@ -203,7 +203,7 @@ func TestBacklogSlowSubscriberTooFarBehind(t *testing.T) {
 			writeObjects(t, ctx, w, 0, n1, fixedSize(size))
 			expectObjects(t, ctx, fast, 0, n1, fixedSize(size))
 			assert.NoError(t, f.slow.Err(), "the slow subscription goes on")
-			assert.Positive(t, f.ssSlow.backlog.Load(), "its objects wait in its backlog")
+			assert.Positive(t, f.ssSlow.wp.group.Queued(), "its objects wait in its backlog")
 
 			writeObjects(t, ctx, w, n1, n, fixedSize(size))
 			waitDone(t, ctx, f.slow.Done(), "slow subscription")
@@ -253,7 +253,7 @@ func TestBacklogSubscriberCatchesUp(t *testing.T) {
 			require.NoError(t, ow.Close())
 			writeObjects(t, ctx, w, streamed+1, n, size)
 			expectObjects(t, ctx, fast, 0, n, size)
-			assert.Positive(t, f.ssSlow.backlog.Load(), "the slow subscriber's objects wait in its backlog")
+			assert.Positive(t, f.ssSlow.wp.group.Queued(), "the slow subscriber's objects wait in its backlog")
 			require.NoError(t, w.Close())
 			expectEnd(t, ctx, fast)
 
@@ -333,7 +333,7 @@ func TestBacklogReleasedWithSession(t *testing.T) {
 			fast := readSubgroupAsync(ctx, f.fast)
 			writeObjects(t, ctx, w, 0, n, fixedSize(size))
 			expectObjects(t, ctx, fast, 0, n, fixedSize(size))
-			require.Positive(t, f.ssSlow.backlog.Load())
+			require.Positive(t, f.ssSlow.wp.group.Queued())
 
 			require.NoError(t, f.slowPair.client.Close())
 			waitDone(t, ctx, f.ssSlow.Context().Done(), "slow served subscription")
@@ -407,7 +407,7 @@ func TestBacklogAllSlowHoldsPublisher(t *testing.T) {
 				require.FailNow(t, "the writes did not complete")
 			}
 			assert.NoError(t, subA.Err())
-			assert.Zero(t, ssA.backlog.Load())
+			assert.Zero(t, ssA.wp.group.Queued())
 		})
 	}
 }

@@ -46,29 +46,6 @@ func TestSubgroupReaderReleasesBuffer(t *testing.T) {
 	}
 }
 
-// A backlog keeps track of its storage as the drain takes bytes from the
-// front and appends grow it, and a drained one keeps nothing.
-func TestBacklogStorage(t *testing.T) {
-	var q backlog
-	q.append([]byte("abc"))
-	require.NotNil(t, q.base)
-	assert.Equal(t, "abc", string(q.buf))
-	q.buf = q.buf[2:] // the drain wrote "ab"
-	q.append([]byte("de"))
-	assert.Equal(t, "cde", string(q.buf))
-	big := make([]byte, 4096)
-	q.append(big) // past the storage: new storage, with what was left
-	assert.Equal(t, "cde", string(q.buf[:3]))
-	assert.Equal(t, cap(q.base), cap(q.buf), "base follows the new storage")
-	q.buf = q.buf[len(q.buf):]
-	q.release()
-	assert.Nil(t, q.buf)
-	assert.Nil(t, q.base)
-	q.append([]byte("f"))
-	assert.Equal(t, "f", string(q.buf), "pooled storage starts empty")
-	assert.Equal(t, q.buf[:0:cap(q.buf)], q.base[:0:cap(q.base)])
-}
-
 // An object's header, encoded once for the streams that are in the same
 // state, still reaches each stream right: two subscribers from the start
 // share it, one that joined mid-subgroup gets its own.

@@ -317,7 +317,7 @@ func TestC020_JoinMidSubgroupDoesNotFIN(t *testing.T) {
 
 // TestC084_UnknownStreamCountWaitsForLateStreams: the library's publisher
 // always knows how many streams it opened (pending opens are settled before
-// PUBLISH_DONE, see pendingStream.CancelWrite), so it never needs C084's
+// PUBLISH_DONE, see sendq.Pending.CancelWrite), so it never needs C084's
 // 2^64-1. The subscriber side must read that value as "unknown", not as
 // "none" nor as a count to wait for without end: a stream arriving after
 // PUBLISH_DONE is still delivered, and the data plane ends once

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/moqt-go/moqt/internal/priority"
+	"github.com/moqt-go/moqt/internal/sendq"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -65,7 +66,7 @@ type FetchWriter struct {
 
 	// dog gives a Write still blocked at its bound a past stream
 	// deadline (expireWrite).
-	dog writeWatchdog
+	dog sendq.Watchdog
 
 	mu     sync.Mutex // guards the fields below; a leaf
 	str    transport.SendStream
@@ -81,7 +82,7 @@ func newFetchWriter(s *Session, id uint64, desc bool, subscriber, defaultPriorit
 	w := &FetchWriter{sess: s, id: id, owner: id, desc: desc, defaultPriority: defaultPriority, ranked: -1}
 	w.enc.Descending = desc
 	w.subscriber.Store(uint32(subscriber))
-	w.dog.expire = w.expireWrite
+	w.dog.Init(monoNow, w.expireWrite)
 	return w
 }
 
@@ -313,7 +314,7 @@ func (w *FetchWriter) end(err error) bool {
 		w.stop()
 	}
 	w.mu.Unlock()
-	w.dog.stop()
+	w.dog.Stop()
 	return true
 }
 
@@ -389,10 +390,9 @@ func (w *FetchWriter) write(str transport.SendStream, b []byte) error {
 	grace := w.sess.cfg.SubscriberGrace
 	until := monoNow() + int64(grace)
 	for {
-		w.dog.until.Store(until)
-		w.dog.watch()
+		w.dog.Begin(until)
 		n, err := str.Write(b)
-		w.dog.until.Store(0)
+		w.dog.End()
 		if err == nil {
 			return nil
 		}

@@ -92,9 +92,9 @@ func serveWithStaleDeadline(r *FetchRequest) error {
 	if err := w.WriteObject(pobj(0, 0, "a")); err != nil {
 		return err
 	}
-	w.dog.until.Store(monoNow() - 1)
-	w.dog.fired()
-	w.dog.until.Store(0)
+	w.dog.Begin(monoNow() - 1)
+	w.dog.Fire()
+	w.dog.End()
 	if err := w.WriteObject(pobj(0, 1, "b")); err != nil {
 		return err
 	}

@@ -161,8 +161,8 @@ func (srv *nsServed) pushLocked(msgs ...wire.Message) bool {
 		n += queuedSize(m)
 	}
 	if len(srv.queue) == 0 && len(msgs) == 1 {
-		srv.sess.backlog.force(n)
-	} else if srv.sess.backlog.charge(n) != nil {
+		srv.sess.backlog.Force(n)
+	} else if srv.sess.backlog.Charge(n) != nil {
 		srv.spent = true
 		return false
 	}
@@ -261,7 +261,7 @@ func (srv *nsServed) endWith(cause error) bool {
 	srv.ended, srv.err = true, cause
 	srv.queue, srv.pending = nil, nil
 	srv.held.close(&srv.sess.backlog)
-	srv.sess.backlog.release(srv.queued)
+	srv.sess.backlog.Release(srv.queued)
 	srv.queued = 0
 	if srv.expiry != nil {
 		srv.expiry.Stop()
@@ -307,7 +307,7 @@ func (srv *nsServed) run() {
 					break
 				}
 			}
-			srv.sess.backlog.release(held)
+			srv.sess.backlog.Release(held)
 			if !ok {
 				return
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/moqt-go/moqt/internal/sendq"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -59,14 +60,14 @@ type updateHold struct {
 
 // take charges n bytes for an update about to be held, or returns why it
 // is refused.
-func (h *updateHold) take(sb *sessionBacklog, n int) error {
+func (h *updateHold) take(sb *sendq.Session, n int) error {
 	if h.closed {
 		return errStreamDone
 	}
 	if h.bytes > 0 && h.bytes+n > maxHeldUpdateBytes {
 		return fmt.Errorf("%w: the request's unanswered REQUEST_UPDATEs would hold more than %d bytes", errExcessiveLoad, maxHeldUpdateBytes)
 	}
-	if err := sb.charge(n); err != nil {
+	if err := sb.Charge(n); err != nil {
 		return err
 	}
 	h.bytes += n
@@ -74,21 +75,21 @@ func (h *updateHold) take(sb *sessionBacklog, n int) error {
 }
 
 // give releases n bytes taken for an update now answered.
-func (h *updateHold) give(sb *sessionBacklog, n int) {
+func (h *updateHold) give(sb *sendq.Session, n int) {
 	if h.closed || n == 0 {
 		return
 	}
 	h.bytes -= n
-	sb.release(n)
+	sb.Release(n)
 }
 
 // close releases what the request still holds; it is idempotent.
-func (h *updateHold) close(sb *sessionBacklog) {
+func (h *updateHold) close(sb *sendq.Session) {
 	if h.closed {
 		return
 	}
 	h.closed = true
-	sb.release(h.bytes)
+	sb.Release(h.bytes)
 	h.bytes = 0
 }
 

@@ -69,7 +69,7 @@ func TestHeldUpdatesByteBound(t *testing.T) {
 					fs.send(bigUpdate(uint64(2+2*i), updateSize))
 				}
 				synctest.Wait()
-				held := s.backlog.used.Load()
+				held := s.backlog.Used()
 				assert.Greater(t, held, int64(4*updateSize), "the held updates are counted")
 				assert.LessOrEqual(t, held, int64(maxHeldUpdateBytes), "within the request's bound")
 				close(release)
@@ -82,7 +82,7 @@ func TestHeldUpdatesByteBound(t *testing.T) {
 				d := expect[*wire.PublishDone](fs)
 				assert.Equal(t, wire.DoneUpdateFailed, d.StatusCode)
 				fs.expectFIN()
-				settle(t, func() bool { return s.backlog.used.Load() == 0 }, "the held bytes are released")
+				settle(t, func() bool { return s.backlog.Used() == 0 }, "the held bytes are released")
 				assert.NoError(t, s.Context().Err(), "the session goes on")
 			})
 		})
@@ -116,7 +116,7 @@ func TestHeldUpdatesSessionBound(t *testing.T) {
 		}
 		synctest.Wait()
 		grown := liveHeapNow() - base
-		held := s.backlog.used.Load()
+		held := s.backlog.Used()
 		t.Logf("held %d KiB counted, heap grown by %d KiB", held>>10, grown>>10)
 		assert.LessOrEqual(t, held, int64(budget), "the session's bound")
 		assert.Greater(t, held, int64(budget-maxHeldUpdateBytes), "the bound is used")
@@ -143,7 +143,7 @@ func TestHeldUpdatesSessionBound(t *testing.T) {
 		}
 		assert.LessOrEqual(t, answered*updateSize, budget, "only what the budget held was answered")
 		assert.Positive(t, refused)
-		settle(t, func() bool { return s.backlog.used.Load() == 0 }, "the held bytes are released")
+		settle(t, func() bool { return s.backlog.Used() == 0 }, "the held bytes are released")
 		assert.NoError(t, s.Context().Err(), "the session goes on")
 	})
 }
@@ -163,7 +163,7 @@ func TestHeldNamespaceUpdatesByteBound(t *testing.T) {
 					fs.send(bigUpdate(uint64(2+2*i), updateSize))
 				}
 				synctest.Wait()
-				held := s.backlog.used.Load()
+				held := s.backlog.Used()
 				assert.Greater(t, held, int64(4*updateSize), "the held updates are counted")
 				assert.LessOrEqual(t, held, int64(maxHeldUpdateBytes), "within the request's bound")
 				close(release)
@@ -174,7 +174,7 @@ func TestHeldNamespaceUpdatesByteBound(t *testing.T) {
 				re := expect[*wire.RequestError](fs)
 				assert.Equal(t, wire.ReqExcessiveLoad, re.ErrorCode, re.ErrorReason)
 				fs.expectFIN()
-				settle(t, func() bool { return s.backlog.used.Load() == 0 }, "the held bytes are released")
+				settle(t, func() bool { return s.backlog.Used() == 0 }, "the held bytes are released")
 				assert.NoError(t, s.Context().Err(), "the session goes on")
 			})
 		})

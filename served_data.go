@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/internal/sendq"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -180,7 +181,7 @@ func resetCodeFor(code wire.PublishDoneCode) wire.ResetCode {
 
 // openDataStream opens a unidirectional stream for this subscription and
 // counts it for PUBLISH_DONE's Stream Count.
-// Without stream credit at hand it returns a pendingStream, which opens
+// Without stream credit at hand it returns a sendq.Pending, which opens
 // in the background: a subscriber slow to grant credit must not hold up
 // the publisher. Once the subscription's streams have been reset for its
 // end, no new one opens, so the count PUBLISH_DONE reads is final.
@@ -199,7 +200,7 @@ func (ss *ServedSubscription) openDataStream() (transport.SendStream, error) {
 			ss.fallBehind(fmt.Sprintf("%d data streams waiting for stream credit", maxPendingOpens))
 			return nil, errTooFarBehind
 		}
-		if err := ss.sess.backlog.charge(pendingOpenCost); err != nil {
+		if err := ss.sess.backlog.Charge(pendingOpenCost); err != nil {
 			ss.cutOff(wire.DoneExcessiveLoad, err.Error())
 			return nil, err
 		}
@@ -216,12 +217,10 @@ func (ss *ServedSubscription) openDataStream() (transport.SendStream, error) {
 }
 
 // openLater starts opening a data stream for ss in the background.
-func (ss *ServedSubscription) openLater() *pendingStream {
+func (ss *ServedSubscription) openLater() *sendq.Pending {
 	s := ss.sess
-	p := &pendingStream{ss: ss, ready: make(chan struct{}), settled: make(chan struct{}), kick: make(chan struct{})}
-	p.ctx, p.done = context.WithCancelCause(s.ctx)
 	openCtx, abandon := context.WithCancel(s.ctx)
-	p.abandon = abandon
+	p := sendq.NewPending(s.ctx, abandon, ss.forgetDataStream, ss.uncountDataStream)
 	ss.pendingOpens.Add(1)
 	s.goroutines.Go(func() {
 		defer abandon()
@@ -230,37 +229,26 @@ func (ss *ServedSubscription) openLater() *pendingStream {
 			err = s.closeErr(err)
 		}
 		ss.pendingOpens.Add(-1)
-		s.backlog.release(pendingOpenCost)
-		p.opened(str, err)
+		s.backlog.Release(pendingOpenCost)
+		p.Opened(str, err)
 	})
 	return p
 }
 
-// addBacklog counts n more bytes queued for the subscription, against
-// Config.MaxSubscriberBacklog and then against its session's budgets
-// (backlog_budget.go). Bytes that would pass a bound are refused, and the
-// subscription ends: with PUBLISH_DONE TOO_FAR_BEHIND past its own bound,
-// EXCESSIVE_LOAD past its session's; either resets its streams first.
-func (ss *ServedSubscription) addBacklog(n int) error {
-	limit := int64(ss.sess.cfg.MaxSubscriberBacklog)
-	if ss.backlog.Add(int64(n)) > limit {
-		ss.backlog.Add(-int64(n))
-		ss.fallBehind(fmt.Sprintf("more than %d bytes waiting for the subscriber", limit))
-		return errTooFarBehind
+// cutFor ends the subscription when its backlog was refused (err is a
+// *sendq.CutError): with PUBLISH_DONE TOO_FAR_BEHIND past
+// Config.MaxSubscriberBacklog or after a stall, EXCESSIVE_LOAD past its
+// session's budgets; either resets its streams first. Other errors are
+// left alone.
+func (ss *ServedSubscription) cutFor(err error) {
+	var ce *sendq.CutError
+	switch {
+	case !errors.As(err, &ce):
+	case errors.Is(ce.Err, errExcessiveLoad):
+		ss.cutOff(wire.DoneExcessiveLoad, ce.Error())
+	default:
+		ss.fallBehind(ce.Reason)
 	}
-	if err := ss.sess.backlog.charge(n); err != nil {
-		ss.backlog.Add(-int64(n))
-		ss.cutOff(wire.DoneExcessiveLoad, err.Error())
-		return err
-	}
-	return nil
-}
-
-// releaseBacklog uncounts n bytes of the subscription's backlogs: written
-// to the transport, or dropped with their stream.
-func (ss *ServedSubscription) releaseBacklog(n int) {
-	ss.backlog.Add(-int64(n))
-	ss.sess.backlog.release(n)
 }
 
 // fallBehind ends the subscription with PUBLISH_DONE TOO_FAR_BEHIND, once.
@@ -281,7 +269,7 @@ func (ss *ServedSubscription) cutOff(code wire.PublishDoneCode, reason string) {
 // finishDataStream ends a data stream with a FIN: every object it was to
 // carry was written (§11.3.2).
 func (ss *ServedSubscription) finishDataStream(str transport.SendStream) {
-	if p, ok := str.(*pendingStream); ok && p.finishWhenOpen() {
+	if p, ok := str.(*sendq.Pending); ok && p.FinishWhenOpen() {
 		ss.endingDataStream(str) // until it opens: see finishWhenOpen
 		return
 	}

@@ -51,13 +51,11 @@ type ServedSubscription struct {
 	finishOnce  sync.Once
 	releaseOnce sync.Once
 
-	// backlog counts the bytes waiting in the backlogs of the
-	// subscription's data streams (backlog.go); cut is the stream reset
-	// code once it was cut off for passing Config.MaxSubscriberBacklog
-	// (TOO_FAR_BEHIND) or its session's budget (EXCESSIVE_LOAD), else 0.
-	backlog atomic.Int64
-	cut     atomic.Uint64
-	wp      servedWritePath // the rest of its write-path state (backlog.go)
+	// cut is the stream reset code once it was cut off for passing
+	// Config.MaxSubscriberBacklog (TOO_FAR_BEHIND) or its session's budget
+	// (EXCESSIVE_LOAD), else 0.
+	cut atomic.Uint64
+	wp  servedWritePath // its write-path state, its backlogs' bytes (backlog.go)
 	// view is what the data path reads for each object, replaced under
 	// mu whenever the filter or the parameters change (servedView).
 	view  atomic.Pointer[servedView]
@@ -127,6 +125,7 @@ func newServedSubscription(rs *requestStream, track wire.FullTrackName, params w
 			locationFilter: initial == statePendingSubscriber,
 		},
 	}
+	ss.wp.group.Init(s.cfg.MaxSubscriberBacklog, s.cfg.SubscriberGrace, &s.backlog)
 	ss.stopWatch = context.AfterFunc(s.ctx, ss.watchSession)
 	end := func() { _ = ss.End(wire.DoneGoingAway, "session closing") }
 	rs.onClose.Store(&end)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/moqt-go/moqt/internal/goroutines"
 	"github.com/moqt-go/moqt/internal/priority"
+	"github.com/moqt-go/moqt/internal/sendq"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -66,7 +67,7 @@ import (
 //	    ServedSubscription.mu    (attachTrack; filter, parameters, streams)
 //	  ServedSubscription.openMu  (read-locked to open a stream)
 //	    ServedSubscription.mu
-//	  backlog.mu, subgroupTimers.mu, pendingStream.mu, the session's
+//	  sendq.Queue.mu, subgroupTimers.mu, sendq.Pending.mu, the session's
 //	  priority table
 //
 // A LocalTrack's cache (internal/cache): LocalTrack.mu, then the cache's
@@ -81,14 +82,16 @@ import (
 // stream opens (ServedSubscription.openMu, then .mu) and the priority
 // table is updated. FetchWriter.mu and FetchRequest.mu are leaves.
 //
-// SubgroupWriter.watchMu is taken alone, by the watchdog and by writers
-// arming it, and never while taking another. pendingStream.mu is held
+// sendq.Watchdog.mu is taken alone, by the watchdog and by writers
+// arming it, and never while taking another; a drain calls its stream's
+// owner (delivery timers, whose timer has no lock) under sendq.Queue.mu.
+// sendq.Pending.mu is held
 // while a stream that just opened is given what was asked of it before
 // (priority, deadline, FIN, reset): calls that queue and do not block.
 //
 // The subscriber's data side:
 //
-//   - streamPipe.mu, then aliasRoutes.mu: a pipe charges and releases the
+//   - readahead.Pipe.mu, then aliasRoutes.mu: a pipe charges and releases the
 //     bytes it reads ahead under its own lock (it copies only what its
 //     bufio.Reader holds already: no read under it).
 //   - aliasRoutes.mu (Session.routes), leaf: the Track Alias table and
@@ -180,8 +183,8 @@ type Session struct {
 	// the subscriptions of their PUBLISHes take (namespace_tracks.go).
 	ownTracks ownTracksRequests
 	// backlog counts what is queued for the peer, within
-	// Config.MaxSessionBacklog and Config.SharedBacklog (backlog_budget.go).
-	backlog sessionBacklog
+	// Config.MaxSessionBacklog and Config.SharedBacklog (internal/sendq).
+	backlog sendq.Session
 }
 
 // newSession wraps conn. The caller runs handshake next.
@@ -210,7 +213,7 @@ func newSession(conn transport.Conn, version wire.Version, isClient bool, cfg *C
 		s.ids = newRequestIDSpace(1, 0) // the client's IDs are even
 	}
 	// It draws on the shared backlog budget, if any, until it ends.
-	context.AfterFunc(ctx, s.backlog.init(cfg))
+	context.AfterFunc(ctx, s.backlog.Init(cfg.MaxSessionBacklog, cfg.SharedBacklog.shared()))
 	over := "quic"
 	if conn.WebTransport() {
 		over = "webtransport"

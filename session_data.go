@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/internal/readahead"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -16,13 +17,13 @@ import (
 // before the SUBSCRIBE_OK or PUBLISH naming their alias wait, bounded in
 // count, bytes and time (Config.MaxPendingStreams, MaxPendingBytes,
 // MaxPendingDatagrams, AliasWait); a waiting stream is read into memory
-// (see streamPipe). Objects for an alias whose subscription just ended are
+// (see stream_pipe.go). Objects for an alias whose subscription just ended are
 // discarded at once.
 
 // receiveSubgroup routes a subgroup stream whose header has been read.
 func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader, h wire.SubgroupHeader) error {
 	subs, ended := s.routes.lookupAlias(h.TrackAlias)
-	var pipe *streamPipe
+	var pipe *readahead.Pipe
 	switch {
 	case ended:
 		// Late objects of a subscription that just ended are discarded
@@ -40,10 +41,10 @@ func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader,
 		subs, code, ok = s.routes.waitAlias(s.ctx, h.TrackAlias)
 		s.routes.releasePendingStream()
 		if !ok {
-			pipe.abort(code)
+			pipe.Abort(code)
 			return nil
 		}
-		pipe.bind()
+		pipe.Bind()
 		br = bufio.NewReader(pipe)
 	}
 	r := &SubgroupReader{str: str, br: br, pipe: pipe, dec: wire.SubgroupDecoder{Header: h}}

@@ -153,7 +153,7 @@ func TestSubgroupInterruptStuckWrite(t *testing.T) {
 				r, err := lt.sub.AcceptSubgroup(ctx)
 				require.NoError(t, err)
 				write := goErr(func() error { return writeObject(w, 1, nil, payloadOf(1, 256<<10)) })
-				settle(t, func() bool { return w.cur.Load() != nil }, "the write blocks on the stream")
+				settle(t, func() bool { return w.sq.Writing() }, "the write blocks on the stream")
 				code := wire.ResetCancelled
 				if how == "close" {
 					require.NoError(t, w.Close())
@@ -441,7 +441,7 @@ func TestSubgroupCloseBetweenFanOutHeaders(t *testing.T) {
 			cfg.hooks.headerSent = func() {
 				once.Do(func() {
 					go func() { closed <- w.Close() }()
-					require.Eventually(t, w.stop.Load, 5*time.Second, time.Millisecond, "Close stops the write")
+					require.Eventually(t, w.sq.Stopped, 5*time.Second, time.Millisecond, "Close stops the write")
 				})
 			}
 			err := writeObject(w, 1, nil, make([]byte, 5000)) // payload after the header

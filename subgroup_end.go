@@ -2,7 +2,6 @@ package moqt
 
 import (
 	"errors"
-	"time"
 
 	"github.com/moqt-go/moqt/wire"
 )
@@ -94,15 +93,8 @@ func (w *SubgroupWriter) finishWith(out *subgroupOut, code wire.ResetCode) {
 // does a wait in settle. Streams it leaves without the whole current
 // object are reset with code.
 func (w *SubgroupWriter) interrupt(code wire.ResetCode) {
-	w.stopOnce.Do(func() {
-		w.stopCode.Store(uint64(code))
-		w.stop.Store(true)
-		close(w.stopCh)
-	})
-	if out := w.cur.Load(); out != nil {
-		_ = out.str.SetWriteDeadline(time.Unix(1, 0))
-	}
-	w.dog.stop()
+	w.stopOnce.Do(func() { w.stopCode.Store(uint64(code)) })
+	w.sq.Interrupt()
 }
 
 // Close ends the subgroup: every stream gets a FIN, which tells the

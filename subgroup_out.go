@@ -5,15 +5,16 @@ import (
 	"slices"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/sendq"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
 // subgroupOut is one subscription's stream for the subgroup. Its fields
 // belong to the holder of the SubgroupWriter's turn, except dl (see
-// streamDeadline) and q (see backlog). Here are its state and its delivery
-// timeouts (§5.2, as subgroup_timeout.go sets them out); its backlog's
-// queue and drain are in backlog.go.
+// streamDeadline) and q (see sendq.Queue), of which it is the Owner. Here
+// are its state and its delivery timeouts (§5.2, as subgroup_timeout.go
+// sets them out); what it does as its queue's Owner is in backlog.go.
 type subgroupOut struct {
 	str        transport.SendStream
 	ss         *ServedSubscription
@@ -25,12 +26,7 @@ type subgroupOut struct {
 	// deadline is the current object's delivery deadline (monoNow), 0 for
 	// none, from when the object is handed over until it is armed.
 	deadline int64
-	off      uint64 // stream offset past the last byte written or queued
 	objEnd   uint64 // stream offset past the current object's last byte
-	// wdl is the write deadline the publisher last set on str, zero for
-	// none; a past one when it is unknown (after a backlog, which sets its
-	// own, or the watchdog).
-	wdl time.Time
 	// incomplete marks a stream that lacks objects of the subgroup its
 	// subscription covers (it joined mid-subgroup, or objects were withheld
 	// by Forward 0): it ends with a reset, never a FIN (§11.3.2).
@@ -40,16 +36,15 @@ type subgroupOut struct {
 	end     wire.Location
 	bounded bool
 	// hold sends the current object to the backlog, to wait for PUBLISH_OK.
-	hold     bool
-	q        backlog
-	caughtUp chan<- struct{} // the SubgroupWriter's
+	hold bool
+	q    sendq.Queue // its backlog; and the stream offset written or queued
 }
 
 // closed reports whether no more objects go to out: it was finished or
 // reset, it missed a delivery timeout or its backlog could not be written
 // (which also mark it done).
 func (out *subgroupOut) closed() bool {
-	if !out.done && (out.dl.expired.Load() || out.q.broken.Load()) {
+	if !out.done && (out.dl.expired.Load() || out.q.Broken()) {
 		out.done = true
 	}
 	return out.done
@@ -158,7 +153,7 @@ func (out *subgroupOut) expire() {
 // still being written keeps it: the drain stops it once the last object
 // has been passed to the transport. w.mu is held.
 func (out *subgroupOut) stopTimers() {
-	if out.q.active.Load() {
+	if out.q.Active() {
 		return
 	}
 	out.dl.deadline.Store(0)

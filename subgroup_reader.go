@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/internal/readahead"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -23,7 +24,7 @@ type SubgroupReader struct {
 	sub    *Subscription
 	str    transport.ReceiveStream
 	br     *bufio.Reader
-	pipe   *streamPipe // set when the stream arrived before its alias
+	pipe   *readahead.Pipe // set when the stream arrived before its alias
 	dec    wire.SubgroupDecoder
 	first  *wire.SubgroupObject // read ahead to route the stream
 	length uint64               // payload bytes of the current object
@@ -296,7 +297,7 @@ func (r *SubgroupReader) stop() { r.stopWith(wire.ResetCancelled) }
 // stopWith sends STOP_SENDING with code.
 func (r *SubgroupReader) stopWith(code wire.ResetCode) {
 	if r.pipe != nil {
-		r.pipe.abort(code)
+		r.pipe.Abort(code)
 	} else {
 		r.str.CancelRead(uint64(code))
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/moqt-go/moqt/internal/cache"
 	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/priority"
+	"github.com/moqt-go/moqt/internal/sendq"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -101,25 +102,16 @@ type SubgroupWriter struct {
 	// timeouts are the publisher's delivery timeouts: the Track
 	// Properties, overridden by the first object's Object Properties.
 	timeouts deliveryTimeouts
-	timer    *time.Timer // bounds settle's wait
 
-	// stop is set, and stopCh closed, when Close or Reset begins: the
-	// holder of turn writes nothing more. stopCode is the code its
-	// interrupted streams are reset with.
-	stop     atomic.Bool
-	stopCh   chan struct{}
+	// sq writes to the streams and queues what they do not take in time
+	// (backlog.go); Close and Reset interrupt it (stopped) before they
+	// take turn. stopCode is the code its interrupted streams are reset
+	// with, set once, before sq is stopped.
+	sq       sendq.Writer
 	stopOnce sync.Once
 	stopCode atomic.Uint64
-	// cur is the stream the holder of turn writes to; an interruption
-	// sets a past write deadline on it.
-	cur atomic.Pointer[subgroupOut]
 	// userDeadline is SetWriteDeadline's, as a monoNow time; 0 for none.
 	userDeadline atomic.Int64
-	// dog wakes the Write to cur at its bound (expireWrite).
-	dog     writeWatchdog
-	overdue atomic.Bool // the watchdog found the current wait over
-	// caughtUp is signalled when a stream's backlog goroutine ends.
-	caughtUp chan struct{}
 	// cached follows the subgroup in the track's cache, nil for none
 	// (track_cache.go); it belongs to the holder of turn.
 	cached *cache.Subgroup
@@ -153,7 +145,7 @@ func (w *SubgroupWriter) waitUntil(ss *ServedSubscription, start int64) int64 {
 
 // acquire takes the turn, or fails once the subgroup is closing.
 func (w *SubgroupWriter) acquire() error {
-	if w.stop.Load() {
+	if w.sq.Stopped() {
 		return ErrSubgroupClosed
 	}
 	w.turn.Lock()
@@ -308,7 +300,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun int64
 	sent := w.targets[:0]
 	w.shared.ok = false
 	for i, out := range w.targets {
-		if w.stop.Load() {
+		if w.sq.Stopped() {
 			w.interruptedAt(i, sent)
 			return ErrSubgroupClosed
 		}
@@ -316,7 +308,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun int64
 		if err == nil {
 			b = append(b, inline...)
 			w.buf = b
-			out.objEnd = out.off + uint64(len(b)) + w.remain
+			out.objEnd = out.q.Offset() + uint64(len(b)) + w.remain
 			if out.deadline != 0 {
 				out.arm(out.deadline)
 			}
@@ -428,7 +420,7 @@ func (w *SubgroupWriter) payload(p []byte, begun int64) error {
 			continue
 		}
 		err := ErrSubgroupClosed
-		if !w.stop.Load() {
+		if !w.sq.Stopped() {
 			err = w.send(out, p, fanout, begun)
 		}
 		if errors.Is(err, ErrSubgroupClosed) {
@@ -450,7 +442,7 @@ func (w *SubgroupWriter) payload(p []byte, begun int64) error {
 // check validates o against the subgroup's state before anything is sent.
 func (w *SubgroupWriter) check(o wire.SubgroupObject) error {
 	switch {
-	case w.closed || w.stop.Load():
+	case w.closed || w.sq.Stopped():
 		return ErrSubgroupClosed
 	case w.remain > 0:
 		return fmt.Errorf("moqt: object %d is still being written", w.last)
@@ -517,6 +509,8 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, v *servedView)
 	}
 	w.buf = b
 	win := v.window()
-	return &subgroupOut{str: str, ss: ss, enc: wire.SubgroupEncoder{Header: h}, fresh: true,
-		subscriber: dp.priority, caughtUp: w.caughtUp, end: win.End, bounded: win.Bounded}, nil
+	out := &subgroupOut{str: str, ss: ss, enc: wire.SubgroupEncoder{Header: h}, fresh: true,
+		subscriber: dp.priority, end: win.End, bounded: win.Bounded}
+	out.q.Init(str, out, &ss.wp.group, &w.sq)
+	return out, nil
 }

@@ -420,9 +420,8 @@ func (t *LocalTrack) WriteDatagram(o Object) error {
 func (t *LocalTrack) OpenSubgroup(group, subgroup uint64, opts SubgroupOptions) *SubgroupWriter {
 	w := &SubgroupWriter{track: t, group: group, subgroup: subgroup, opts: opts,
 		trackOrder: trackGroupOrder(t.props), timeouts: trackTimeouts(t.props),
-		outs: map[*ServedSubscription]*subgroupOut{}, caughtUp: make(chan struct{}, 1),
-		stopCh: make(chan struct{})}
-	w.dog.expire = w.expireWrite
+		outs: map[*ServedSubscription]*subgroupOut{}}
+	w.sq.Init(monoNow)
 	first := uint64(0)
 	if opts.SubgroupIDIsFirstObject {
 		first = subgroup

@@ -1,4 +1,4 @@
-package moqt
+package sendq
 
 import (
 	"context"
@@ -9,24 +9,26 @@ import (
 	"github.com/moqt-go/moqt/internal/transport"
 )
 
-// pendingStream is a data stream still waiting for the peer's stream
-// credit. A subscriber that does not read its streams returns that credit
-// late or never, and a publisher serving others through the same
-// SubgroupWriter must not wait for it (backlog.go): the stream opens in
-// the background, and until it has, a Write waits for it only until its
-// deadline, as a Write waits for flow control, so a fan-out write moves on
-// and the bytes go to the stream's backlog. Everything else done to the
-// stream meanwhile is remembered and applied once it opens.
+// Pending is a data stream still waiting for the peer's stream credit. A
+// subscriber that does not read its streams returns that credit late or
+// never, and a publisher serving others through the same Writer must not
+// wait for it: the stream opens in the background, and until it has, a
+// Write waits for it only until its deadline, as a Write waits for flow
+// control, so a fan-out write moves on and the bytes go to the stream's
+// Queue. Everything else done to the stream meanwhile is remembered and
+// applied once it opens.
 //
 // Cancelled before it opens, the stream is abandoned: it never exists, so
-// the subscription does not count it (PUBLISH_DONE's Stream Count, §9.9).
-type pendingStream struct {
-	ss      *ServedSubscription
+// its owner does not count it.
+type Pending struct {
 	ready   chan struct{}      // closed once the open has ended, either way
 	settled chan struct{}      // closed once the stream is counted or not for good
 	abandon context.CancelFunc // stops the open
 	ctx     context.Context    // see Context
 	done    context.CancelCauseFunc
+	// forget is told that a stream finished before it opened is done;
+	// uncount that it was abandoned and never existed.
+	forget, uncount func(transport.SendStream)
 
 	mu       sync.Mutex
 	str      transport.SendStream // once open
@@ -41,17 +43,28 @@ type pendingStream struct {
 	code     uint64
 }
 
-// opened ends the wait: str is the stream, or err why there is none.
-func (p *pendingStream) opened(str transport.SendStream, err error) {
+// NewPending returns a stream whose open, within ctx, abandon stops. The
+// caller opens it and passes the outcome to Opened. forget is told that a
+// stream finished before it opened is done (see FinishWhenOpen), uncount
+// that it was abandoned before it opened.
+func NewPending(ctx context.Context, abandon context.CancelFunc, forget, uncount func(transport.SendStream)) *Pending {
+	p := &Pending{ready: make(chan struct{}), settled: make(chan struct{}), kick: make(chan struct{}),
+		abandon: abandon, forget: forget, uncount: uncount}
+	p.ctx, p.done = context.WithCancelCause(ctx)
+	return p
+}
+
+// Opened ends the wait: str is the stream, or err why there is none.
+func (p *Pending) Opened(str transport.SendStream, err error) {
 	if p.open(str, err) {
-		// Finished before it opened: it is done now (finishWhenOpen).
-		p.ss.forgetDataStream(p)
+		// Finished before it opened: it is done now (FinishWhenOpen).
+		p.forget(p)
 	}
 }
 
 // open applies the open's outcome; it reports whether the stream opened
 // with its FIN already asked for.
-func (p *pendingStream) open(str transport.SendStream, err error) (finished bool) {
+func (p *Pending) open(str transport.SendStream, err error) (finished bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer close(p.ready)
@@ -84,13 +97,13 @@ func (p *pendingStream) open(str transport.SendStream, err error) (finished bool
 	return p.closed
 }
 
-// finishWhenOpen asks for the FIN of a stream that has not opened yet, and
-// reports whether it did: the stream stays among its subscription's data
-// streams until it opens (opened forgets it then), so that PUBLISH_DONE
-// waits for it or abandons it rather than count a stream that may open
-// after it, or never. It reports false once the stream is open, or will
-// never be: the caller finishes it as any stream.
-func (p *pendingStream) finishWhenOpen() bool {
+// FinishWhenOpen asks for the FIN of a stream that has not opened yet, and
+// reports whether it did: the stream stays among its owner's streams until
+// it opens (Opened forgets it then), so that the owner waits for it or
+// abandons it rather than count a stream that may open after it, or never.
+// It reports false once the stream is open, or will never be: the caller
+// finishes it as any stream.
+func (p *Pending) FinishWhenOpen() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.str != nil || p.err != nil {
@@ -101,7 +114,7 @@ func (p *pendingStream) finishWhenOpen() bool {
 }
 
 // Write waits for the stream within the write deadline, then writes.
-func (p *pendingStream) Write(b []byte) (int, error) {
+func (p *Pending) Write(b []byte) (int, error) {
 	for {
 		p.mu.Lock()
 		str, err, deadline, kick := p.str, p.err, p.deadline, p.kick
@@ -135,7 +148,7 @@ func (p *pendingStream) Write(b []byte) (int, error) {
 }
 
 // Close sends FIN after the data written, once the stream is open.
-func (p *pendingStream) Close() error {
+func (p *Pending) Close() error {
 	p.mu.Lock()
 	if str := p.str; str != nil {
 		p.mu.Unlock()
@@ -150,11 +163,11 @@ func (p *pendingStream) Close() error {
 }
 
 // CancelWrite resets the stream, or abandons it if it has not opened yet.
-// It returns once the subscription's stream count is settled, whichever
-// call abandoned it: a stream that never opened is not counted. (A second
-// cancel used to return at once, so a PUBLISH_DONE right after it could
-// count a stream that the first was still abandoning.)
-func (p *pendingStream) CancelWrite(code uint64) {
+// It returns once the owner's stream count is settled, whichever call
+// abandoned it: a stream that never opened is not counted. (A second
+// cancel used to return at once, so a count right after it could include
+// a stream that the first was still abandoning.)
+func (p *Pending) CancelWrite(code uint64) {
 	p.mu.Lock()
 	if str := p.str; str != nil {
 		p.mu.Unlock()
@@ -178,14 +191,14 @@ func (p *pendingStream) CancelWrite(code uint64) {
 	opened := p.str != nil
 	p.mu.Unlock()
 	if !opened {
-		p.ss.uncountDataStream(p)
+		p.uncount(p)
 	}
 	close(p.settled)
 }
 
 // SetReliableBoundary marks what was written as reliable. Nothing is
 // written before the stream opens, so there is nothing to mark before.
-func (p *pendingStream) SetReliableBoundary() {
+func (p *Pending) SetReliableBoundary() {
 	p.mu.Lock()
 	str := p.str
 	p.mu.Unlock()
@@ -195,7 +208,7 @@ func (p *pendingStream) SetReliableBoundary() {
 }
 
 // SetPriority applies now or once the stream is open.
-func (p *pendingStream) SetPriority(urgency int8, incremental bool) {
+func (p *Pending) SetPriority(urgency int8, incremental bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.str != nil {
@@ -207,10 +220,10 @@ func (p *pendingStream) SetPriority(urgency int8, incremental bool) {
 
 // Context is done when the stream is finished, as an open stream's is, or
 // will never open.
-func (p *pendingStream) Context() context.Context { return p.ctx }
+func (p *Pending) Context() context.Context { return p.ctx }
 
 // SetWriteDeadline bounds Writes, including one waiting for the stream.
-func (p *pendingStream) SetWriteDeadline(t time.Time) error {
+func (p *Pending) SetWriteDeadline(t time.Time) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.deadline = t

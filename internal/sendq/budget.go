@@ -1,0 +1,200 @@
+package sendq
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Budgets for what is queued for slow peers.
+//
+// A Group's queues (one subscription's streams) are bounded by its limit,
+// but a peer can hold as many subscriptions as it may open request
+// streams, and a server has as many peers as connect. So the bytes queued
+// for one peer are bounded too, across its groups and whatever else its
+// session queues (Session), and so are those of every session sharing a
+// Shared budget. What is refused is refused to the group whose write would
+// pass the bound, of the session that holds too much: the caller ends it
+// (a *CutError says why).
+//
+// Counting is three atomic adds per byte range queued or written from a
+// queue: none on the path of a subscriber that keeps up.
+
+// DefaultShared is the limit of a Shared budget whose Limit is 0.
+const DefaultShared = 256 << 20
+
+// ErrTooFarBehind reports bytes refused because a group's subscriber is
+// too far behind: past its limit, or taking nothing for a whole grace.
+var ErrTooFarBehind = errors.New("moqt: subscriber too far behind")
+
+// ErrExcessiveLoad reports bytes refused by a session's budget or by the
+// Shared budget it draws on.
+var ErrExcessiveLoad = errors.New("moqt: backlog budget spent")
+
+// CutError is a refusal that ends the subscriber's group: Err is
+// ErrTooFarBehind or ErrExcessiveLoad, Reason says why.
+type CutError struct {
+	Err    error
+	Reason string
+}
+
+// Error is Err's message and the reason: what the peer is told for
+// ErrExcessiveLoad.
+func (e *CutError) Error() string { return e.Err.Error() + ": " + e.Reason }
+
+// Unwrap returns Err.
+func (e *CutError) Unwrap() error { return e.Err }
+
+// Shared bounds the bytes queued across every Session drawing on it.
+//
+// Half of it is a pool that any session may draw from while it has room;
+// the other half is shared fairly: each session may hold up to
+// limit / (2 × sessions) (its share) whatever the others hold. Once the
+// pool is spent, only sessions holding more than their share are refused,
+// so peers that fall behind and stay there cannot make a peer that merely
+// has a burst in flight lose its subscription. Apart from what is forced
+// (Session.Force), it never holds more than its limit.
+//
+// Limit is set before it is shared; the zero value is a budget of
+// DefaultShared bytes. A Shared is safe for concurrent use.
+type Shared struct {
+	Limit    int64        // bytes; 0 for DefaultShared
+	used     atomic.Int64 // bytes queued by its sessions
+	sessions atomic.Int64 // sessions drawing on it, to size the shares
+}
+
+// Bytes is the budget's limit.
+func (b *Shared) Bytes() int64 {
+	if b.Limit <= 0 {
+		return DefaultShared
+	}
+	return b.Limit
+}
+
+// Queued returns the bytes its sessions hold now.
+func (b *Shared) Queued() int64 { return b.used.Load() }
+
+// Sessions returns how many sessions draw on it.
+func (b *Shared) Sessions() int64 { return b.sessions.Load() }
+
+// admit counts n more bytes for a session that would then hold held
+// bytes, or refuses them (see Shared).
+func (b *Shared) admit(n, held int64) bool {
+	limit := b.Bytes()
+	if b.used.Add(n) <= limit/2 {
+		return true
+	}
+	if held <= limit/(2*max(b.sessions.Load(), 1)) {
+		return true
+	}
+	b.used.Add(-n)
+	return false
+}
+
+// Session counts the bytes one session holds queued for its peer, within
+// its limit and its Shared budget, if any.
+type Session struct {
+	used   atomic.Int64
+	limit  int64
+	shared *Shared // nil for none
+}
+
+// Init sets the session's limit and draws on shared, if not nil, until
+// done is called (when the session has ended).
+func (sb *Session) Init(limit int, shared *Shared) (done func()) {
+	sb.limit, sb.shared = int64(limit), shared
+	if shared == nil {
+		return func() {}
+	}
+	shared.sessions.Add(1)
+	return func() { shared.sessions.Add(-1) }
+}
+
+// Used returns the bytes the session holds now.
+func (sb *Session) Used() int64 { return sb.used.Load() }
+
+// Charge counts n more bytes queued for the peer, or refuses them with a
+// *CutError wrapping ErrExcessiveLoad when they would pass the session's
+// limit or the shared budget refuses them.
+func (sb *Session) Charge(n int) error {
+	held := sb.used.Add(int64(n))
+	if held > sb.limit {
+		sb.used.Add(-int64(n))
+		return &CutError{Err: ErrExcessiveLoad, Reason: fmt.Sprintf("more than %d bytes queued for the peer's session", sb.limit)}
+	}
+	if b := sb.shared; b != nil && !b.admit(int64(n), held) {
+		sb.used.Add(-int64(n))
+		return &CutError{Err: ErrExcessiveLoad, Reason: fmt.Sprintf("the shared budget of %d bytes is half spent and the session holds more than its share", b.Bytes())}
+	}
+	return nil
+}
+
+// Force counts n bytes that are queued whatever the budgets say (one
+// message into an empty queue, so that a request is always answered).
+func (sb *Session) Force(n int) {
+	sb.used.Add(int64(n))
+	if b := sb.shared; b != nil {
+		b.used.Add(int64(n))
+	}
+}
+
+// Release uncounts n bytes charged (or forced) before: written, or
+// dropped.
+func (sb *Session) Release(n int) {
+	if n == 0 {
+		return
+	}
+	sb.used.Add(-int64(n))
+	if b := sb.shared; b != nil {
+		b.used.Add(-int64(n))
+	}
+}
+
+// Group is what the queues of one subscriber's streams share: the bytes
+// they hold, within a limit and their Session's budget, and the writes
+// that took bytes while any of them held some, by which a drain that
+// takes nothing tells a stalled subscriber from a stream waiting its turn
+// behind the others.
+type Group struct {
+	queued atomic.Int64
+	taken  atomic.Uint64
+	limit  int64
+	grace  time.Duration
+	sess   *Session
+}
+
+// Init sets the group's limit in bytes, the grace a drain's Write may take
+// nothing for, and the Session it is counted in (nil for none).
+func (g *Group) Init(limit int, grace time.Duration, sess *Session) {
+	g.limit, g.grace, g.sess = int64(limit), grace, sess
+}
+
+// Queued returns the bytes its queues hold now.
+func (g *Group) Queued() int64 { return g.queued.Load() }
+
+// charge counts n more bytes queued, against the group's limit and then
+// its session's budgets; bytes that would pass one are refused with a
+// *CutError.
+func (g *Group) charge(n int) error {
+	if g.queued.Add(int64(n)) > g.limit {
+		g.queued.Add(-int64(n))
+		return &CutError{Err: ErrTooFarBehind, Reason: fmt.Sprintf("more than %d bytes waiting for the subscriber", g.limit)}
+	}
+	if g.sess != nil {
+		if err := g.sess.Charge(n); err != nil {
+			g.queued.Add(-int64(n))
+			return err
+		}
+	}
+	return nil
+}
+
+// release uncounts n bytes: written to the transport, or dropped with
+// their stream.
+func (g *Group) release(n int) {
+	g.queued.Add(-int64(n))
+	if g.sess != nil {
+		g.sess.Release(n)
+	}
+}
