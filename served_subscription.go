@@ -55,7 +55,7 @@ type ServedSubscription struct {
 	// Config.MaxSubscriberBacklog (TOO_FAR_BEHIND) or its session's budget
 	// (EXCESSIVE_LOAD), else 0.
 	cut atomic.Uint64
-	wp  servedWritePath // its write-path state, its backlogs' bytes (backlog.go)
+	wp  servedWritePath // its write-path state, its backlogs' bytes (served_backlog.go)
 	// view is what the data path reads for each object, replaced under
 	// mu whenever the filter or the parameters change (servedView).
 	view  atomic.Pointer[servedView]

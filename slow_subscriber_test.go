@@ -14,7 +14,7 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// Tests of the publisher's bound on slow subscribers (backlog.go) and of the
+// Tests of the publisher's bound on slow subscribers (served_backlog.go) and of the
 // streams that must end with a reset rather than a FIN (§11.3.2).
 
 // lastErr drains ch and returns the error that ended it, nil for a FIN.

@@ -2,6 +2,7 @@ package moqt
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // belong to the holder of the SubgroupWriter's turn, except dl (see
 // streamDeadline) and q (see sendq.Queue), of which it is the Owner. Here
 // are its state and its delivery timeouts (§5.2, as subgroup_timeout.go
-// sets them out); what it does as its queue's Owner is in backlog.go.
+// sets them out), and what it does as its queue's Owner.
 type subgroupOut struct {
 	str        transport.SendStream
 	ss         *ServedSubscription
@@ -57,7 +58,7 @@ func (out *subgroupOut) armObject(start int64, timeout uint64) {
 }
 
 // armAt sets the stream's object deadline (monoNow) and its timer: by the
-// publisher, or by the drain while the stream is backlogged (backlog.go).
+// publisher, or by the drain while the stream is backlogged (served_backlog.go).
 func (out *subgroupOut) armAt(deadline int64) {
 	dl := &out.dl
 	dl.deadline.Store(max(deadline, 1))
@@ -160,4 +161,122 @@ func (out *subgroupOut) stopTimers() {
 	if out.dl.timer != nil {
 		out.dl.timer.Stop()
 	}
+}
+
+// resetCode is the code out's stream is reset with after a write to it
+// failed with err.
+func (out *subgroupOut) resetCode(err error) wire.ResetCode {
+	if c := out.ss.cut.Load(); c != 0 {
+		return wire.ResetCode(c) // the code its PUBLISH_DONE resets with
+	}
+	switch {
+	case errors.Is(err, errTooFarBehind):
+		return wire.ResetTooFarBehind
+	case errors.Is(err, errExcessiveLoad):
+		return wire.ResetExcessiveLoad
+	}
+	return wire.ResetCancelled
+}
+
+// arm starts the delivery timeout of a new object on out, whose last byte
+// will be at stream offset out.objEnd. On a backlogged stream the object
+// waits its turn behind the others. The caller holds the turn.
+func (out *subgroupOut) arm(deadline int64) {
+	if !out.q.Mark(out.objEnd, deadline) {
+		out.armAt(deadline)
+	}
+}
+
+// objectDone ends the current object's timeout once all of it has been
+// passed to the transport; on a backlogged stream the drain does that
+// when it writes the object's last byte. The caller holds the turn.
+func (out *subgroupOut) objectDone() {
+	if !out.q.Active() {
+		out.disarmObject()
+	}
+}
+
+// finishAfterBacklog asks the drain to end out's stream once its backlog
+// is written: with a FIN, or with a reset with code when reset is set. It
+// reports false when there is no backlog; a reset is then made at once.
+// The caller holds the turn.
+func (out *subgroupOut) finishAfterBacklog(code wire.ResetCode, reset bool) bool {
+	if out.q.FinishAfter(reset, code) {
+		out.ss.endingDataStream(out.str)
+		return true
+	}
+	if reset {
+		out.ss.cutDataStream(out.str, code)
+		out.stopTimers()
+	}
+	return false
+}
+
+// discard drops out's backlog and stops its object timer, once its stream
+// has been reset. A drain ends without writing more.
+func (out *subgroupOut) discard() { out.q.Discard() }
+
+// Late reports whether the current object's delivery timeout has passed,
+// resetting the stream if so.
+func (out *subgroupOut) Late() bool { return out.late() }
+
+// CurrentObject is the current object's end and armed deadline, which a
+// new backlog takes over.
+func (out *subgroupOut) CurrentObject() (uint64, int64) { return out.objEnd, out.dl.deadline.Load() }
+
+// ArmObject moves the object timer to deadline: the drain's oldest object.
+func (out *subgroupOut) ArmObject(deadline int64) { out.armAt(deadline) }
+
+// DisarmObject stops the object timer: the backlog's objects are written,
+// or dropped.
+func (out *subgroupOut) DisarmObject() {
+	out.dl.deadline.Store(0)
+	if out.dl.timer != nil {
+		out.dl.timer.Stop()
+	}
+}
+
+// GraceExpired runs the test hook for a write whose wait was over.
+func (out *subgroupOut) GraceExpired() {
+	if h := out.ss.sess.cfg.hooks; h != nil && h.graceExpired != nil {
+		h.graceExpired(out.ss)
+	}
+}
+
+// Ready holds the drain of objects sent early until PUBLISH_OK.
+func (out *subgroupOut) Ready() error {
+	ss := out.ss
+	if ss.current() == statePendingPublisher {
+		select {
+		case <-ss.established:
+		case <-ss.done:
+			return errSubscriptionClosing
+		}
+	}
+	return nil
+}
+
+// Failed resets a stream whose backlog could not be written: the stream
+// was reset, stopped by the peer or lost with the session (a no-op then),
+// or the subscriber is too far behind, which ends the subscription.
+func (out *subgroupOut) Failed(err error) {
+	out.ss.cutFor(err)
+	if !out.dl.expired.Load() {
+		out.ss.closeDataStream(out.str, out.resetCode(err))
+	}
+}
+
+// Finish ends a stream whose backlog is written, as finishAfterBacklog
+// asked.
+func (out *subgroupOut) Finish(reset bool, code wire.ResetCode) {
+	if reset {
+		out.ss.cutDataStream(out.str, code)
+		return
+	}
+	out.ss.finishDataStream(out.str)
+}
+
+// Drained runs the test hook for a drain's end.
+func (out *subgroupOut) Drained() {
+	out.ss.sess.hook(func(h *sessionHooks) func() { return h.backlogEnded })
 }

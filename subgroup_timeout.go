@@ -22,7 +22,7 @@ import (
 //     the SubgroupWriter (WriteObject, BeginObject: the last
 //     header byte, -20 #1844) and covers the object until all of its bytes
 //     have been passed to the transport, including bytes that wait in the
-//     stream's backlog (backlog.go). Each write is checked against it
+//     stream's backlog (served_backlog.go). Each write is checked against it
 //     first, and a timer per stream (created once, reset per object) fires
 //     for a write that is stuck on flow control, a backlog that is not
 //     written in time, or a payload the application is slow to produce.

@@ -104,7 +104,7 @@ type SubgroupWriter struct {
 	timeouts deliveryTimeouts
 
 	// sq writes to the streams and queues what they do not take in time
-	// (backlog.go); Close and Reset interrupt it (stopped) before they
+	// (served_backlog.go); Close and Reset interrupt it (stopped) before they
 	// take turn. stopCode is the code its interrupted streams are reset
 	// with, set once, before sq is stopped.
 	sq       sendq.Writer
@@ -513,4 +513,52 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, v *servedView)
 		subscriber: dp.priority, end: win.End, bounded: win.Bounded}
 	out.q.Init(str, out, &ss.wp.group, &w.sq)
 	return out, nil
+}
+
+// send passes b, the next bytes of out's stream, to the transport, or
+// queues them behind its backlog (sendq.Writer.Send), within the call's
+// wait (waitUntil). It returns ErrSubgroupClosed when Close or Reset
+// interrupted it; a subscription refused more backlog is cut off. The
+// caller holds the turn.
+func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun int64) error {
+	err := w.sq.Send(&out.q, b, out.hold, fanout, w.waitUntil(out.ss, begun))
+	if err == nil {
+		return nil
+	}
+	if err == sendq.ErrStopped {
+		return ErrSubgroupClosed
+	}
+	out.ss.cutFor(err)
+	return err
+}
+
+// settle returns once a target of the write just made has taken it, or
+// has caught up with its backlog, or none is left, or the write's wait is
+// over (waitUntil), or Close or Reset interrupt it: within that bound the
+// publisher goes at the pace of its fastest subscriber. Targets holding
+// objects for PUBLISH_OK are not waited for. The caller holds the turn.
+func (w *SubgroupWriter) settle(begun int64) {
+	for {
+		var until int64 // monoNow; 0 for none
+		for _, out := range w.targets {
+			if out.closed() {
+				continue
+			}
+			if !out.q.Active() {
+				return
+			}
+			if out.hold {
+				continue
+			}
+			until = max(until, w.waitUntil(out.ss, begun))
+		}
+		wait := time.Duration(until - monoNow())
+		if until == 0 || wait <= 0 || w.sq.Stopped() {
+			return
+		}
+		w.targets[0].ss.sess.hook(func(h *sessionHooks) func() { return h.publisherWaits })
+		if !w.sq.Await(wait) {
+			return
+		}
+	}
 }
