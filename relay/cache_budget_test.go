@@ -118,8 +118,7 @@ func TestRelayCacheBudget(t *testing.T) {
 		defer cancel()
 
 		base := liveHeap()
-		stop := make(chan struct{})
-		peak := heapPeak(stop, 20*time.Millisecond)
+		var peak heapPeak
 		var wg sync.WaitGroup
 		got := make([]int, tracks)
 		for i, sub := range subs {
@@ -153,11 +152,11 @@ func TestRelayCacheBudget(t *testing.T) {
 				}
 				require.NoError(t, w.Close())
 				most = max(most, budget.Held())
+				peak.sample()
 			}
 		}
 		wg.Wait()
-		close(stop)
-		grown := int64(<-peak) - int64(base)
+		grown := int64(peak.max) - int64(base)
 		held := budget.Held()
 		kept := int64(liveHeap()) - int64(base)
 		t.Logf("cache budget: %.2f MiB held at the end, %.2f MiB at most; live heap %.1f MiB before, %.1f MiB more at its peak, %.1f MiB more after",

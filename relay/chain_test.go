@@ -95,7 +95,10 @@ func TestRelayLoopEnds(t *testing.T) {
 		settled(t, "tables empty", func() bool { return a.relay.tracksEmptyAndNoHeld() && b.relay.tracksEmptyAndNoHeld() })
 		count := func(m *countingMetrics) int { return m.ofKind(KindSubscribe) }
 		settled(t, "answered", func() bool { return count(ma) == 2 && count(mb) == 1 })
-		time.Sleep(200 * time.Millisecond)
+		// Past both UpstreamTimeouts, on the bubble's clock: a request
+		// still bouncing would have been answered by now.
+		time.Sleep(time.Second)
+		synctest.Wait()
 		assert.Equal(t, 2, count(ma), "a: the viewer's SUBSCRIBE and b's")
 		assert.Equal(t, 1, count(mb), "b: a's, once")
 	})
@@ -189,7 +192,10 @@ func TestRelayLoopNamespaces(t *testing.T) {
 		require.NoError(t, err)
 		count := func(m *countingMetrics, kind string) int { return m.ofKind(kind) }
 		settled(t, "round once", func() bool { return count(ma, KindSubscribeNamespace) == 2 && count(mb, KindSubscribeNamespace) == 1 })
-		time.Sleep(500 * time.Millisecond)
+		// Past both UpstreamTimeouts, on the bubble's clock: a request
+		// still bouncing would have been answered by now.
+		time.Sleep(time.Second)
+		synctest.Wait()
 		assert.Equal(t, 2, count(ma, KindSubscribeNamespace), "a: the viewer's and b's")
 		assert.Equal(t, 1, count(mb, KindSubscribeNamespace), "b: a's, once")
 	})

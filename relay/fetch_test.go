@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -148,10 +149,11 @@ func TestC047_C066_FetchForwardedAfterUpstreamOK(t *testing.T) {
 			f, err := c.Fetch(ctx, testTrack, wire.Params{})
 			res <- result{f, err}
 		}()
+		synctest.Wait()
 		select {
 		case r := <-res:
 			t.Fatalf("FETCH answered before the publisher's FETCH_OK: %v", r.err)
-		case <-time.After(300 * time.Millisecond):
+		default:
 		}
 		close(release)
 		r := <-res

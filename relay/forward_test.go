@@ -340,7 +340,7 @@ func TestDedupKeepsObjectsOnlyTheSlowerPublisherSent(t *testing.T) {
 		read(3)
 		wb := b.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{Joined: true})
 		write(wb, 5, 6)
-		time.Sleep(100 * time.Millisecond) // b's 5 reaches the relay first
+		synctest.Wait() // b's 5 reaches the relay first
 		write(wa, 3, 4, 5, 6, 7)
 		require.NoError(t, wa.Close())
 		write(wb, 7)
@@ -388,7 +388,7 @@ func TestFinOfOnePublisherKeepsTheOthersStream(t *testing.T) {
 			five = five || (!reset && id == 5)
 		}
 		require.NoError(t, wa.Close())
-		time.Sleep(100 * time.Millisecond) // a's FIN reaches the relay first
+		synctest.Wait() // a's FIN reaches the relay first
 		write(wb, 6, 7)
 		require.NoError(t, wb.Close())
 		resets = 0

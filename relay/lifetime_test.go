@@ -35,7 +35,8 @@ func TestLastSubscriberLeavingCancelsUpstream(t *testing.T) {
 		_, err = subscribe(t, c2, testTrack, wire.Params{})
 		require.NoError(t, err)
 		require.NoError(t, s1.Close())
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // past the Linger, on the bubble's clock
+		synctest.Wait()
 		assert.NoError(t, served[0].Context().Err(), "a subscriber is left")
 		require.NoError(t, c2.Close()) // killed session: its subscription goes too
 		select {

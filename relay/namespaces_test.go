@@ -72,6 +72,9 @@ func announceNS(t *testing.T, c *moqt.Session, ns wire.Namespace) *moqt.Announce
 	defer cancel()
 	a, err := c.PublishNamespace(ctx, ns, wire.Params{})
 	require.NoError(t, err)
+	// The relay answers before it routes the namespace
+	// (servePublishNamespace): a SUBSCRIBE sent at once could miss it.
+	synctest.Wait()
 	return a
 }
 
@@ -314,7 +317,7 @@ func TestC060_PublishForwardedToSubscribeTracks(t *testing.T) {
 		vc, _ := n.dial("/vod", vod)
 		_, err = subscribeNS(t, vc, wire.NewNamespace("vod"), true, wire.Params{})
 		require.NoError(t, err)
-		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
 		assert.Empty(t, vod.published(), "no PUBLISH outside the prefix")
 	})
 }
@@ -334,13 +337,13 @@ func TestC037_NoPublishAfterSubscribeTracksEnded(t *testing.T) {
 		require.NoError(t, ended.Close())
 		// Its cancellation reaches the relay; nothing the relay exposes
 		// tells when without depending on the rule under test.
-		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
 
 		pc, _ := n.dial("/pub", nil)
 		_, err = publishTo(t, pc, newTrack(t, testTrack), wire.Params{})
 		require.NoError(t, err)
 		settled(t, "PUBLISH to the one still subscribed", func() bool { return len(stays.published()) == 1 })
-		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
 		assert.Empty(t, gone.published(), "no PUBLISH once its SUBSCRIBE_TRACKS ended")
 	})
 }
@@ -375,7 +378,7 @@ func TestPublishSkippedNeverFollowedByPublish(t *testing.T) {
 		_, err = subscribeNS(t, oc, wire.NewNamespace("live"), true, wire.Params{})
 		require.NoError(t, err)
 		settled(t, "another subscriber gets the new PUBLISH", func() bool { return len(other.published()) == 1 })
-		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
 		assert.Len(t, sh.published(), 1, "no PUBLISH after PUBLISH_SKIPPED")
 	})
 }

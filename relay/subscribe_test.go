@@ -41,10 +41,11 @@ func TestC046_SubscribeOKOnlyOnceUpstreamEstablished(t *testing.T) {
 		c, _ := n.dial("/sub", nil)
 		res := asyncSubscribe(t, c, testTrack, wire.Params{})
 		settled(t, "upstream SUBSCRIBE", func() bool { return len(pub.subscribes()) == 1 })
+		synctest.Wait()
 		select {
 		case r := <-res:
 			t.Fatalf("downstream answered before the upstream was Established: %v", r.err)
-		case <-time.After(300 * time.Millisecond):
+		default:
 		}
 		close(hold)
 		r := <-res
@@ -161,7 +162,7 @@ func TestC062_NewAnnouncementSubscribedForMatchingTracks(t *testing.T) {
 		settled(t, "SUBSCRIBE to the new announcer", func() bool { return len(late.subscribes()) == 1 })
 		unrelated := n.newPublisher("/p3", testTrack, nil)
 		n.announce(unrelated, wire.NewNamespace("vod"))
-		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
 		assert.Empty(t, unrelated.subscribes())
 	})
 }

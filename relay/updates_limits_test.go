@@ -210,7 +210,7 @@ func TestPrefixUpdateAuthorized(t *testing.T) {
 		if assert.ErrorAs(t, err, &re) {
 			assert.Equal(t, wire.ReqUnauthorized, re.Code)
 		}
-		time.Sleep(time.Second)
+		synctest.Wait()
 		assert.Empty(t, sh.published(), "PUBLISH of an unauthorized track after a prefix update")
 		c2, cl := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cl()

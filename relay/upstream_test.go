@@ -81,7 +81,7 @@ func TestPublishDoneOfLastPublisherEndsTrackWithItsStatus(t *testing.T) {
 		n := startNode(t, scheme, Config{}, nil)
 		a, b, _, sub := n.twoPublishers(t)
 		a.track.End(wire.DoneGoingAway, "a leaves")
-		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
 		select {
 		case <-sub.Done():
 			t.Fatalf("ended with a publisher left: %v", sub.Err())
@@ -223,7 +223,7 @@ func TestC073_C074_NewGroupRequestPassedOn(t *testing.T) {
 		defer cancel()
 		// A value not past the Largest Group (4) is not passed on.
 		require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](3)}))
-		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
 		assert.Empty(t, ngrs())
 		// One past it is.
 		require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](5)}))
@@ -231,7 +231,7 @@ func TestC073_C074_NewGroupRequestPassedOn(t *testing.T) {
 		assert.Equal(t, []uint64{5}, ngrs())
 		// While it is outstanding, no smaller or equal one follows.
 		require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](5)}))
-		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
 		assert.Len(t, ngrs(), 1)
 		// The Largest Group grows: no longer outstanding.
 		writeGroup(t, tr, 5, 1)
@@ -242,7 +242,7 @@ func TestC073_C074_NewGroupRequestPassedOn(t *testing.T) {
 		// While it is outstanding, a 0 (no Group information) does not follow
 		// either: 6 is greater (a subscriber sending 0s could flood it).
 		require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](0)}))
-		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
 		assert.Len(t, ngrs(), 2, "0 is covered by the outstanding 6")
 	})
 }
@@ -264,7 +264,7 @@ func TestTrackEndsWhenLastPublisherLeavesBeforeAnotherAnswers(t *testing.T) {
 		n.announce(b, wire.NewNamespace("live"))
 		settled(t, "SUBSCRIBE to b", func() bool { return len(b.subscribes()) == 1 })
 		a.track.End(wire.DoneTrackEnded, "over")
-		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
 		close(hold)
 		assert.Equal(t, wire.DoneTrackEnded, doneCode(t, sub))
 		settled(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
@@ -354,7 +354,7 @@ func TestNewGroupRequestFloodBounded(t *testing.T) {
 			require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some(v)}))
 		}
 		settled(t, "the first reached the publisher", func() bool { return updates.Load() >= 1 })
-		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
 		running := n.relay.gs.Running()
 		assert.Less(t, running, 8, "goroutines of the relay")
 	})
