@@ -13,11 +13,33 @@ import (
 // (session_pipe_test.go) and, through internal/testhook, other packages'.
 
 func init() {
-	testhook.PipeSessions = func(ctx context.Context, pc transport.PipeConfig, serverCfg, clientCfg any) (any, any, error) {
+	testhook.PipeSessions = func(ctx context.Context, pc transport.PipeConfig, path string, serverCfg, clientCfg any) (any, any, error) {
 		sc, _ := serverCfg.(*Config)
 		cc, _ := clientCfg.(*Config)
-		return connectPipe(ctx, pc, sc.withDefaults(), cc.withDefaults())
+		return connectPipeAt(ctx, pc, path, sc.withDefaults(), cc.withDefaults())
 	}
+	testhook.PipeServer = func(pc transport.PipeConfig, path string, serverCfg any) (transport.Conn, func(context.Context) (any, error)) {
+		sc, _ := serverCfg.(*Config)
+		sc = sc.withDefaults()
+		cconn, sconn := transport.Pipe(pipeConfig(pc, sc))
+		return cconn, func(ctx context.Context) (any, error) {
+			s, err := startServer(ctx, sconn, pipeInfo(pc, path), sc)
+			if err != nil {
+				_ = cconn.CloseWithError(uint64(wire.InternalError), "setup failed")
+				return nil, err
+			}
+			return s, nil
+		}
+	}
+}
+
+// pipeInfo is what a Listener reports of a pipe connection whose client
+// asked for path: on WebTransport, from the CONNECT request.
+func pipeInfo(pc transport.PipeConfig, path string) transport.Info {
+	if !pc.WebTransport {
+		return transport.Info{}
+	}
+	return transport.Info{WebTransport: true, Authority: pipeAuthority, Path: path}
 }
 
 // pipeAuthority and pipePath are what a pipe client asks for: its URL's
@@ -32,12 +54,15 @@ const (
 // their SETUP exchange, as Dial and a Server do once their transport is
 // up. The Configs must have their defaults. On an error both are closed.
 func connectPipe(ctx context.Context, pc transport.PipeConfig, serverCfg, clientCfg *Config) (client, server *Session, err error) {
+	return connectPipeAt(ctx, pc, pipePath, serverCfg, clientCfg)
+}
+
+// connectPipeAt is connectPipe with the client asking for path (its path
+// and query) rather than pipePath: tests of other packages tell their
+// clients apart by it, as a server does.
+func connectPipeAt(ctx context.Context, pc transport.PipeConfig, path string, serverCfg, clientCfg *Config) (client, server *Session, err error) {
 	cconn, sconn := transport.Pipe(pipeConfig(pc, serverCfg, clientCfg))
-	var info transport.Info
-	if pc.WebTransport {
-		// From the CONNECT request, as the Listener reports it.
-		info = transport.Info{WebTransport: true, Authority: pipeAuthority, Path: pipePath}
-	}
+	info := pipeInfo(pc, path)
 	type result struct {
 		s   *Session
 		err error
@@ -47,7 +72,10 @@ func connectPipe(ctx context.Context, pc transport.PipeConfig, serverCfg, client
 		s, err := startServer(ctx, sconn, info, serverCfg)
 		served <- result{s, err}
 	}()
-	u, _ := url.Parse("moqt://" + pipeAuthority + pipePath)
+	u, err := url.Parse("moqt://" + pipeAuthority + path)
+	if err != nil {
+		return nil, nil, err
+	}
 	client, err = startClient(ctx, cconn, u, clientCfg)
 	r := <-served
 	if err == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,13 +29,15 @@ func hasToken(r moqt.Request, v string) bool {
 
 func TestC045_SubscribersAuthorized(t *testing.T) {
 	t.Run("nil refuses all", func(t *testing.T) {
-		n := startNodeAuth(t, "moqt", Config{}, nil)
-		pub := n.newPublisher("/pub", testTrack, nil)
-		n.announce(pub, wire.NewNamespace("live"))
-		c, _ := n.dial("/sub", nil)
-		_, err := subscribe(t, c, testTrack, wire.Params{})
-		assert.Equal(t, wire.ReqUnauthorized, requestCode(t, err))
-		assert.Empty(t, pub.subscribes(), "nothing went upstream")
+		synctest.Test(t, func(t *testing.T) {
+			n := startNodeAuth(t, "moqt", Config{}, nil)
+			pub := n.newPublisher("/pub", testTrack, nil)
+			n.announce(pub, wire.NewNamespace("live"))
+			c, _ := n.dial("/sub", nil)
+			_, err := subscribe(t, c, testTrack, wire.Params{})
+			assert.Equal(t, wire.ReqUnauthorized, requestCode(t, err))
+			assert.Empty(t, pub.subscribes(), "nothing went upstream")
+		})
 	})
 	forSchemes(t, func(t *testing.T, scheme string) {
 		auth := func(r moqt.Request, _ *wire.Params) error {
@@ -105,25 +108,27 @@ func TestAuthorizeRefusalReason(t *testing.T) {
 }
 
 func TestC050_C051_PublishersAuthorizedPerTrack(t *testing.T) {
-	allowed := wire.FullTrackName{Namespace: wire.NewNamespace("live", "cam"), Name: []byte("video")}
-	auth := func(r moqt.Request, _ *wire.Params) error {
-		if pr, ok := r.(*moqt.PublishRequest); ok && !pr.Track.Equal(allowed) {
-			return errors.New("not this track")
+	synctest.Test(t, func(t *testing.T) {
+		allowed := wire.FullTrackName{Namespace: wire.NewNamespace("live", "cam"), Name: []byte("video")}
+		auth := func(r moqt.Request, _ *wire.Params) error {
+			if pr, ok := r.(*moqt.PublishRequest); ok && !pr.Track.Equal(allowed) {
+				return errors.New("not this track")
+			}
+			return nil
 		}
-		return nil
-	}
-	n := startNode(t, "moqt", Config{Authorize: auth}, nil)
-	pc, _ := n.dial("/pub", nil)
-	tr, err := moqt.NewLocalTrack(allowed, nil)
-	require.NoError(t, err)
-	_, err = publishTo(t, pc, tr, wire.Params{})
-	require.NoError(t, err)
-	// Publishing one track does not authorize a sibling.
-	sibling := allowed
-	sibling.Name = []byte("audio")
-	tr2, err := moqt.NewLocalTrack(sibling, nil)
-	require.NoError(t, err)
-	_, err = publishTo(t, pc, tr2, wire.Params{})
-	assert.Equal(t, wire.ReqUnauthorized, requestCode(t, err))
-	assert.Nil(t, n.relay.reg.lookup(sibling))
+		n := startNode(t, "moqt", Config{Authorize: auth}, nil)
+		pc, _ := n.dial("/pub", nil)
+		tr, err := moqt.NewLocalTrack(allowed, nil)
+		require.NoError(t, err)
+		_, err = publishTo(t, pc, tr, wire.Params{})
+		require.NoError(t, err)
+		// Publishing one track does not authorize a sibling.
+		sibling := allowed
+		sibling.Name = []byte("audio")
+		tr2, err := moqt.NewLocalTrack(sibling, nil)
+		require.NoError(t, err)
+		_, err = publishTo(t, pc, tr2, wire.Params{})
+		assert.Equal(t, wire.ReqUnauthorized, requestCode(t, err))
+		assert.Nil(t, n.relay.reg.lookup(sibling))
+	})
 }

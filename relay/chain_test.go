@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -15,40 +16,43 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// edgeOf starts a relay whose Upstream is a Dialer to origin.
+// edgeOf starts a relay whose Upstream is a session to origin.
 func edgeOf(t *testing.T, origin *node, name string) *node {
 	t.Helper()
-	up := newLateDialer()
+	up := newLateUpstream()
 	edge := startNode(t, origin.scheme, Config{Upstream: up}, nil)
 	up.bind(t, origin, "/"+name, edge.relay)
 	return edge
 }
 
-// lateDialer is an Upstream whose Dialer is made once the relay it serves,
-// its Handler, exists; until then its callers wait. Setting a Handler in
-// the moqt.Config after DialUpstream got it would race (for the detector)
-// with a dial the relay starts at once.
-type lateDialer struct {
+// lateUpstream is an Upstream handing out one session to the next relay,
+// made once the relay it serves, its Handler, exists; until then its
+// callers wait, as they would for a Dialer's dial. Once that session has
+// ended it has none: tests of redialing dial for real (integration_test.go).
+type lateUpstream struct {
 	ready chan struct{}
-	d     *Dialer
+	s     *moqt.Session
 }
 
-func newLateDialer() *lateDialer { return &lateDialer{ready: make(chan struct{})} }
+func newLateUpstream() *lateUpstream { return &lateUpstream{ready: make(chan struct{})} }
 
-func (l *lateDialer) Session(ctx context.Context, ns wire.Namespace) (*moqt.Session, error) {
+func (l *lateUpstream) Session(ctx context.Context, _ wire.Namespace) (*moqt.Session, error) {
 	select {
 	case <-l.ready:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return l.d.Session(ctx, ns)
+	if err := l.s.Context().Err(); err != nil {
+		return nil, err
+	}
+	return l.s, nil
 }
 
-// bind dials target at path, h serving the requests it sends back.
-func (l *lateDialer) bind(t *testing.T, target *node, path string, h moqt.Handler) {
-	l.d = DialUpstream(target.url(path), target.clientConfig(h))
+// bind connects to target at path, h serving the requests it sends back.
+func (l *lateUpstream) bind(t *testing.T, target *node, path string, h moqt.Handler) {
+	t.Helper()
+	l.s, _ = target.dial(path, h)
 	close(l.ready)
-	t.Cleanup(func() { _ = l.d.Close() })
 }
 
 // relayLoop starts two relays, each the other's upstream, with short
@@ -56,7 +60,7 @@ func (l *lateDialer) bind(t *testing.T, target *node, path string, h moqt.Handle
 func relayLoop(t *testing.T) (a, b *node, ma, mb *countingMetrics) {
 	t.Helper()
 	ma, mb = &countingMetrics{requests: map[string]int{}, drops: map[string]int{}}, &countingMetrics{requests: map[string]int{}, drops: map[string]int{}}
-	upA, upB := newLateDialer(), newLateDialer()
+	upA, upB := newLateUpstream(), newLateUpstream()
 	a = startNode(t, "moqt", Config{Upstream: upA, UpstreamTimeout: 500 * time.Millisecond, Metrics: ma}, nil)
 	b = startNode(t, "moqt", Config{Upstream: upB, UpstreamTimeout: 500 * time.Millisecond, Metrics: mb}, nil)
 	upA.bind(t, b, "/from-a", a.relay)
@@ -82,17 +86,22 @@ func (m *countingMetrics) ofKind(kind string) int {
 // already has in flight rather than asking again) and fails when the
 // UpstreamTimeout of the first ends it; nothing is left behind.
 func TestRelayLoopEnds(t *testing.T) {
-	a, b, ma, mb := relayLoop(t)
-	c, _ := a.dial("/viewer", nil)
-	_, err := subscribe(t, c, testTrack, wire.Params{})
-	require.Error(t, err)
-	assert.Equal(t, wire.ReqTimeout, requestCode(t, err), "ended by the upstream timeout, not bouncing")
-	waitFor(t, "tables empty", func() bool { return a.relay.tracksEmptyAndNoHeld() && b.relay.tracksEmptyAndNoHeld() })
-	count := func(m *countingMetrics) int { return m.ofKind(KindSubscribe) }
-	waitFor(t, "answered", func() bool { return count(ma) == 2 && count(mb) == 1 })
-	time.Sleep(200 * time.Millisecond)
-	assert.Equal(t, 2, count(ma), "a: the viewer's SUBSCRIBE and b's")
-	assert.Equal(t, 1, count(mb), "b: a's, once")
+	synctest.Test(t, func(t *testing.T) {
+		a, b, ma, mb := relayLoop(t)
+		c, _ := a.dial("/viewer", nil)
+		_, err := subscribe(t, c, testTrack, wire.Params{})
+		require.Error(t, err)
+		assert.Equal(t, wire.ReqTimeout, requestCode(t, err), "ended by the upstream timeout, not bouncing")
+		settled(t, "tables empty", func() bool { return a.relay.tracksEmptyAndNoHeld() && b.relay.tracksEmptyAndNoHeld() })
+		count := func(m *countingMetrics) int { return m.ofKind(KindSubscribe) }
+		settled(t, "answered", func() bool { return count(ma) == 2 && count(mb) == 1 })
+		// Past both UpstreamTimeouts, on the bubble's clock: a request
+		// still bouncing would have been answered by now.
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.Equal(t, 2, count(ma), "a: the viewer's SUBSCRIBE and b's")
+		assert.Equal(t, 1, count(mb), "b: a's, once")
+	})
 }
 
 // TestThreeRelayChain carries one publisher's track through an origin to
@@ -141,68 +150,53 @@ func TestThreeRelayChain(t *testing.T) {
 			assert.Equal(t, wire.DoneTrackEnded, doneCode(t, sub))
 		}
 		for _, n := range []*node{origin, edge1, edge2} {
-			waitFor(t, "tables empty", func() bool { return n.relay.tracksEmptyAndNoHeld() })
+			settled(t, "tables empty", func() bool { return n.relay.tracksEmptyAndNoHeld() })
 		}
 	})
-}
-
-// TestDialerRedials replaces an upstream session that ended.
-func TestDialerRedials(t *testing.T) {
-	origin := startNode(t, "moqt", Config{}, nil)
-	d := DialUpstream(origin.url("/edge"), origin.clientConfig(nil))
-	defer d.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s1, err := d.Session(ctx, nil)
-	require.NoError(t, err)
-	same, err := d.Session(ctx, nil)
-	require.NoError(t, err)
-	assert.Same(t, s1, same, "one session")
-	require.NoError(t, s1.Close())
-	s2, err := d.Session(ctx, nil)
-	require.NoError(t, err)
-	assert.NotSame(t, s1, s2)
-	require.NoError(t, d.Close())
-	<-s2.Context().Done()
-	_, err = d.Session(ctx, nil)
-	assert.ErrorIs(t, err, ErrDialerClosed)
 }
 
 // TestRendezvousThroughChain: a SUBSCRIBE held at an edge waits at the
 // origin too, and proceeds when the publisher comes.
 func TestRendezvousThroughChain(t *testing.T) {
-	origin := startNode(t, "moqt", Config{}, nil)
-	edge := edgeOf(t, origin, "edge")
-	c, _ := edge.dial("/viewer", nil)
-	res := asyncSubscribe(t, c, testTrack, wire.Params{RendezvousTimeout: wire.Some[uint64](10_000)})
-	waitFor(t, "held at the origin", func() bool {
-		origin.relay.reg.mu.Lock()
-		defer origin.relay.reg.mu.Unlock()
-		return origin.relay.reg.held == 1
+	synctest.Test(t, func(t *testing.T) {
+		origin := startNode(t, "moqt", Config{}, nil)
+		edge := edgeOf(t, origin, "edge")
+		c, _ := edge.dial("/viewer", nil)
+		res := asyncSubscribe(t, c, testTrack, wire.Params{RendezvousTimeout: wire.Some[uint64](10_000)})
+		settled(t, "held at the origin", func() bool {
+			origin.relay.reg.mu.Lock()
+			defer origin.relay.reg.mu.Unlock()
+			return origin.relay.reg.held == 1
+		})
+		tr, err := moqt.NewLocalTrack(testTrack, nil)
+		require.NoError(t, err)
+		pc, _ := origin.dial("/publisher", nil)
+		_, err = publishTo(t, pc, tr, wire.Params{})
+		require.NoError(t, err)
+		r := <-res
+		require.NoError(t, r.err)
+		writeGroup(t, tr, 0, 2)
+		objs, err := readSubgroup(t, r.sub)
+		require.NoError(t, err)
+		assert.Len(t, objs, 2)
 	})
-	tr, err := moqt.NewLocalTrack(testTrack, nil)
-	require.NoError(t, err)
-	pc, _ := origin.dial("/publisher", nil)
-	_, err = publishTo(t, pc, tr, wire.Params{})
-	require.NoError(t, err)
-	r := <-res
-	require.NoError(t, r.err)
-	writeGroup(t, tr, 0, 2)
-	objs, err := readSubgroup(t, r.sub)
-	require.NoError(t, err)
-	assert.Len(t, objs, 2)
 }
 
 // TestRelayLoopNamespaces: a SUBSCRIBE_NAMESPACE in a loop of two relays
 // goes round once.
 func TestRelayLoopNamespaces(t *testing.T) {
-	a, _, ma, mb := relayLoop(t)
-	c, _ := a.dial("/viewer", nil)
-	_, err := subscribeNS(t, c, wire.NewNamespace("live"), false, wire.Params{})
-	require.NoError(t, err)
-	count := func(m *countingMetrics, kind string) int { return m.ofKind(kind) }
-	waitFor(t, "round once", func() bool { return count(ma, KindSubscribeNamespace) == 2 && count(mb, KindSubscribeNamespace) == 1 })
-	time.Sleep(500 * time.Millisecond)
-	assert.Equal(t, 2, count(ma, KindSubscribeNamespace), "a: the viewer's and b's")
-	assert.Equal(t, 1, count(mb, KindSubscribeNamespace), "b: a's, once")
+	synctest.Test(t, func(t *testing.T) {
+		a, _, ma, mb := relayLoop(t)
+		c, _ := a.dial("/viewer", nil)
+		_, err := subscribeNS(t, c, wire.NewNamespace("live"), false, wire.Params{})
+		require.NoError(t, err)
+		count := func(m *countingMetrics, kind string) int { return m.ofKind(kind) }
+		settled(t, "round once", func() bool { return count(ma, KindSubscribeNamespace) == 2 && count(mb, KindSubscribeNamespace) == 1 })
+		// Past both UpstreamTimeouts, on the bubble's clock: a request
+		// still bouncing would have been answered by now.
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.Equal(t, 2, count(ma, KindSubscribeNamespace), "a: the viewer's and b's")
+		assert.Equal(t, 1, count(mb, KindSubscribeNamespace), "b: a's, once")
+	})
 }

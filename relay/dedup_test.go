@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"hash/maphash"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -50,7 +51,7 @@ func writeDup(t *testing.T, tr *moqt.LocalTrack, sg uint64, opts moqt.SubgroupOp
 // counted once, and left the relay.
 func assertMalformed(t *testing.T, n *node, sub *moqt.Subscription, m *countingMetrics) {
 	assert.Equal(t, wire.DoneMalformedTrack, doneCode(t, sub))
-	waitFor(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
+	settled(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
 	m.mu.Lock()
 	assert.Equal(t, 1, m.drops[DropMalformed], "the duplicate that revealed it")
 	m.mu.Unlock()
@@ -128,7 +129,7 @@ func TestC041_IdenticalDuplicatesDroppedSilently(t *testing.T) {
 						return payload(0, id)
 					})
 				})
-				waitFor(t, "duplicates dropped", func() bool {
+				settled(t, "duplicates dropped", func() bool {
 					m.mu.Lock()
 					defer m.mu.Unlock()
 					return m.drops[DropDuplicate] == 3
@@ -183,20 +184,22 @@ func TestC041_DuplicateAsDatagramIsMalformed(t *testing.T) {
 // remembered for deduplication whose fingerprint another object's took is
 // dropped as a duplicate, not read as Malformed.
 func TestDatagramDuplicateWithFingerprintOverwritten(t *testing.T) {
-	o := &outputs{dgSeen: map[wire.Location]struct{}{}, seed: maphash.MakeSeed()}
-	obj := moqt.Object{Location: wire.Location{Object: 0}, Priority: wire.Some[uint8](128), Datagram: true, Payload: []byte("dg")}
-	fp := fingerprintOf(&obj, 2, o.hashPayload(obj.Payload))
-	seen, conflict := o.note(fp, true, true)
-	require.False(t, seen)
-	require.Empty(t, conflict)
-	other := moqt.Object{Location: wire.Location{Object: maxFingerprints}, Priority: wire.Some[uint8](128), Payload: []byte("x")}
-	require.Equal(t, slot(obj.Location), slot(other.Location), "the same slot")
-	_, conflict = o.note(fingerprintOf(&other, 1, o.hashPayload(other.Payload)), true, true)
-	require.Empty(t, conflict)
-	seen, conflict = o.note(fp, true, true)
-	assert.True(t, seen, "still known as a datagram")
-	assert.Empty(t, conflict)
-	obj.Datagram = false
-	_, conflict = o.note(fingerprintOf(&obj, 2, fp.hash), true, true)
-	assert.NotEmpty(t, conflict, "the same Location on a subgroup stream")
+	synctest.Test(t, func(t *testing.T) {
+		o := &outputs{dgSeen: map[wire.Location]struct{}{}, seed: maphash.MakeSeed()}
+		obj := moqt.Object{Location: wire.Location{Object: 0}, Priority: wire.Some[uint8](128), Datagram: true, Payload: []byte("dg")}
+		fp := fingerprintOf(&obj, 2, o.hashPayload(obj.Payload))
+		seen, conflict := o.note(fp, true, true)
+		require.False(t, seen)
+		require.Empty(t, conflict)
+		other := moqt.Object{Location: wire.Location{Object: maxFingerprints}, Priority: wire.Some[uint8](128), Payload: []byte("x")}
+		require.Equal(t, slot(obj.Location), slot(other.Location), "the same slot")
+		_, conflict = o.note(fingerprintOf(&other, 1, o.hashPayload(other.Payload)), true, true)
+		require.Empty(t, conflict)
+		seen, conflict = o.note(fp, true, true)
+		assert.True(t, seen, "still known as a datagram")
+		assert.Empty(t, conflict)
+		obj.Datagram = false
+		_, conflict = o.note(fingerprintOf(&obj, 2, fp.hash), true, true)
+		assert.NotEmpty(t, conflict, "the same Location on a subgroup stream")
+	})
 }

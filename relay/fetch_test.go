@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -148,10 +149,11 @@ func TestC047_C066_FetchForwardedAfterUpstreamOK(t *testing.T) {
 			f, err := c.Fetch(ctx, testTrack, wire.Params{})
 			res <- result{f, err}
 		}()
+		synctest.Wait()
 		select {
 		case r := <-res:
 			t.Fatalf("FETCH answered before the publisher's FETCH_OK: %v", r.err)
-		case <-time.After(300 * time.Millisecond):
+		default:
 		}
 		close(release)
 		r := <-res
@@ -168,7 +170,7 @@ func TestC047_C066_FetchForwardedAfterUpstreamOK(t *testing.T) {
 			assert.Equal(t, entries[i].Payload, o.Payload)
 			assert.Equal(t, entries[i].Properties, o.Properties)
 		}
-		waitFor(t, "no fetch left", n.relay.fetch.empty)
+		settled(t, "no fetch left", n.relay.fetch.empty)
 	})
 }
 
@@ -271,7 +273,7 @@ func TestC039_UpstreamMandatoryPropertyRefused(t *testing.T) {
 		_, err := c.Fetch(fetchCtx(t), testTrack, wire.Params{})
 		require.Error(t, err)
 		assert.Equal(t, wire.ReqUnsupportedExtension, requestCode(t, err))
-		waitFor(t, "no fetch left", n.relay.fetch.empty)
+		settled(t, "no fetch left", n.relay.fetch.empty)
 	})
 }
 
@@ -326,7 +328,7 @@ func TestC077_FetchMalformedUpstreamResets(t *testing.T) {
 		var se *moqt.StreamError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, wire.ResetMalformedTrack, se.Code)
-		waitFor(t, "no fetch left", n.relay.fetch.empty)
+		settled(t, "no fetch left", n.relay.fetch.empty)
 	})
 }
 
@@ -356,7 +358,7 @@ func TestFetchDownstreamCancelCancelsUpstream(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("the upstream FETCH was not cancelled")
 		}
-		waitFor(t, "no fetch left", n.relay.fetch.empty)
+		settled(t, "no fetch left", n.relay.fetch.empty)
 	})
 }
 
@@ -429,7 +431,7 @@ func TestFetchThroughChain(t *testing.T) {
 			assert.Equal(t, payload(o.Location.Group, o.Location.Object), o.Payload)
 		}
 		for _, n := range []*node{origin, edge} {
-			waitFor(t, "no fetch left", n.relay.fetch.empty)
+			settled(t, "no fetch left", n.relay.fetch.empty)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -154,36 +155,38 @@ func TestC066_AllTrackPropertiesForwarded(t *testing.T) {
 }
 
 func TestC048_C072_LargestObjectIsTheMaximum(t *testing.T) {
-	n := startNode(t, "moqt", Config{}, nil)
-	pub := n.newPublisher("/pub", testTrack, nil)
-	n.announce(pub, wire.NewNamespace("live"))
-	pub.track.SetLargest(wire.Location{Group: 3, Object: 4}) // published before the relay came
-	c1, _ := n.dial("/sub1", nil)
-	s1, err := subscribe(t, c1, testTrack, wire.Params{})
-	require.NoError(t, err)
-	l, ok := s1.Largest()
-	require.True(t, ok, "the upstream's LARGEST_OBJECT is reported")
-	assert.Equal(t, wire.Location{Group: 3, Object: 4}, l)
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{}, nil)
+		pub := n.newPublisher("/pub", testTrack, nil)
+		n.announce(pub, wire.NewNamespace("live"))
+		pub.track.SetLargest(wire.Location{Group: 3, Object: 4}) // published before the relay came
+		c1, _ := n.dial("/sub1", nil)
+		s1, err := subscribe(t, c1, testTrack, wire.Params{})
+		require.NoError(t, err)
+		l, ok := s1.Largest()
+		require.True(t, ok, "the upstream's LARGEST_OBJECT is reported")
+		assert.Equal(t, wire.Location{Group: 3, Object: 4}, l)
 
-	writeGroup(t, pub.track, 4, 2)
-	_, err = readSubgroup(t, s1)
-	require.NoError(t, err)
-	c2, _ := n.dial("/sub2", nil)
-	s2, err := subscribe(t, c2, testTrack, wire.Params{})
-	require.NoError(t, err)
-	l, ok = s2.Largest()
-	require.True(t, ok)
-	assert.Equal(t, wire.Location{Group: 4, Object: 1}, l, "objects received upstream count")
+		writeGroup(t, pub.track, 4, 2)
+		_, err = readSubgroup(t, s1)
+		require.NoError(t, err)
+		c2, _ := n.dial("/sub2", nil)
+		s2, err := subscribe(t, c2, testTrack, wire.Params{})
+		require.NoError(t, err)
+		l, ok = s2.Largest()
+		require.True(t, ok)
+		assert.Equal(t, wire.Location{Group: 4, Object: 1}, l, "objects received upstream count")
 
-	// An upstream REQUEST_UPDATE_OK reports a larger one.
-	pub.track.SetLargest(wire.Location{Group: 9, Object: 0})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	require.NoError(t, s1.Update(ctx, wire.Params{Forward: wire.Some(false)}))
-	require.NoError(t, s2.Update(ctx, wire.Params{Forward: wire.Some(false)}))
-	waitFor(t, "REQUEST_UPDATE_OK's LARGEST_OBJECT reported", func() bool {
-		ts, err := c2.TrackStatus(ctx, testTrack, wire.Params{})
-		return err == nil && ts.Largest == wire.Some(wire.Location{Group: 9, Object: 0})
+		// An upstream REQUEST_UPDATE_OK reports a larger one.
+		pub.track.SetLargest(wire.Location{Group: 9, Object: 0})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		require.NoError(t, s1.Update(ctx, wire.Params{Forward: wire.Some(false)}))
+		require.NoError(t, s2.Update(ctx, wire.Params{Forward: wire.Some(false)}))
+		settled(t, "REQUEST_UPDATE_OK's LARGEST_OBJECT reported", func() bool {
+			ts, err := c2.TrackStatus(ctx, testTrack, wire.Params{})
+			return err == nil && ts.Largest == wire.Some(wire.Location{Group: 9, Object: 0})
+		})
 	})
 }
 
@@ -262,38 +265,40 @@ func writeObjects(t *testing.T, w *moqt.SubgroupWriter, ids ...uint64) {
 }
 
 func TestC075_C076_NewDownstreamStreamWhenNextObjectUnproven(t *testing.T) {
-	n := startNode(t, "moqt", Config{}, nil)
-	a, b, _, sub := n.twoPublishers(t)
-	// a: objects 0 and 2 of subgroup 0 (1 does not exist; a's stream
-	// proves it) and stays open.
-	wa := a.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
-	defer wa.Reset(wire.ResetCancelled)
-	for _, id := range []uint64{0, 2} {
-		require.NoError(t, wa.WriteObject(moqt.Object{Location: wire.Location{Object: id}, Payload: payload(0, id)}))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r1, err := sub.AcceptSubgroup(ctx)
-	require.NoError(t, err)
-	for _, id := range []uint64{0, 2} {
-		o, err := r1.ReadObject(nil)
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{}, nil)
+		a, b, _, sub := n.twoPublishers(t)
+		// a: objects 0 and 2 of subgroup 0 (1 does not exist; a's stream
+		// proves it) and stays open.
+		wa := a.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
+		defer wa.Reset(wire.ResetCancelled)
+		for _, id := range []uint64{0, 2} {
+			require.NoError(t, wa.WriteObject(moqt.Object{Location: wire.Location{Object: id}, Payload: payload(0, id)}))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r1, err := sub.AcceptSubgroup(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, id, o.Location.Object, "the gap proven by one upstream stream keeps the stream")
-	}
-	// b: a stream of the same subgroup starting at 5. Nothing proves that
-	// 3 and 4 do not exist: a new downstream stream.
-	wb := b.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{Joined: true}) // b too joined late
-	require.NoError(t, wb.WriteObject(moqt.Object{Location: wire.Location{Object: 5}, Payload: payload(0, 5)}))
-	require.NoError(t, wb.Close())
-	_, err = r1.ReadObject(nil)
-	var se *moqt.StreamError
-	require.ErrorAs(t, err, &se, "the first stream is reset, not continued")
-	r2, err := sub.AcceptSubgroup(ctx)
-	require.NoError(t, err)
-	o, err := r2.ReadObject(nil)
-	require.NoError(t, err)
-	assert.Equal(t, uint64(5), o.Location.Object)
-	assert.False(t, r2.Header().FirstObject, "a stream that joined mid-subgroup is no first one")
+		for _, id := range []uint64{0, 2} {
+			o, err := r1.ReadObject(nil)
+			require.NoError(t, err)
+			assert.Equal(t, id, o.Location.Object, "the gap proven by one upstream stream keeps the stream")
+		}
+		// b: a stream of the same subgroup starting at 5. Nothing proves that
+		// 3 and 4 do not exist: a new downstream stream.
+		wb := b.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{Joined: true}) // b too joined late
+		require.NoError(t, wb.WriteObject(moqt.Object{Location: wire.Location{Object: 5}, Payload: payload(0, 5)}))
+		require.NoError(t, wb.Close())
+		_, err = r1.ReadObject(nil)
+		var se *moqt.StreamError
+		require.ErrorAs(t, err, &se, "the first stream is reset, not continued")
+		r2, err := sub.AcceptSubgroup(ctx)
+		require.NoError(t, err)
+		o, err := r2.ReadObject(nil)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(5), o.Location.Object)
+		assert.False(t, r2.Header().FirstObject, "a stream that joined mid-subgroup is no first one")
+	})
 }
 
 func TestUpstreamResetPassedOnWithItsCode(t *testing.T) {
@@ -335,7 +340,7 @@ func TestDedupKeepsObjectsOnlyTheSlowerPublisherSent(t *testing.T) {
 		read(3)
 		wb := b.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{Joined: true})
 		write(wb, 5, 6)
-		time.Sleep(100 * time.Millisecond) // b's 5 reaches the relay first
+		synctest.Wait() // b's 5 reaches the relay first
 		write(wa, 3, 4, 5, 6, 7)
 		require.NoError(t, wa.Close())
 		write(wb, 7)
@@ -353,49 +358,51 @@ func TestDedupKeepsObjectsOnlyTheSlowerPublisherSent(t *testing.T) {
 // TestFinOfOnePublisherKeepsTheOthersStream: once b's stream, ahead, feeds
 // the subgroup, a's FIN (behind it) does not reset the downstream stream.
 func TestFinOfOnePublisherKeepsTheOthersStream(t *testing.T) {
-	n := startNode(t, "moqt", Config{}, nil)
-	a, b, _, sub := n.twoPublishers(t)
-	write := func(w *moqt.SubgroupWriter, ids ...uint64) { writeObjects(t, w, ids...) }
-	wa := a.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
-	write(wa, 0, 1, 2)
-	readAll(t, sub, 3)
-	wb := b.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{Joined: true})
-	write(wb, 5) // a never sends 3 and 4: after catchUpWait, b's stream feeds
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	// next reads one object or stream reset: its Object ID, or reset.
-	next := func() (id uint64, reset bool) {
-		o, err := sub.ReadObject(ctx)
-		require.NoError(t, err)
-		var se *moqt.StreamError
-		if errors.As(o.Incomplete, &se) {
-			return 0, true
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{}, nil)
+		a, b, _, sub := n.twoPublishers(t)
+		write := func(w *moqt.SubgroupWriter, ids ...uint64) { writeObjects(t, w, ids...) }
+		wa := a.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
+		write(wa, 0, 1, 2)
+		readAll(t, sub, 3)
+		wb := b.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{Joined: true})
+		write(wb, 5) // a never sends 3 and 4: after catchUpWait, b's stream feeds
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		// next reads one object or stream reset: its Object ID, or reset.
+		next := func() (id uint64, reset bool) {
+			o, err := sub.ReadObject(ctx)
+			require.NoError(t, err)
+			var se *moqt.StreamError
+			if errors.As(o.Incomplete, &se) {
+				return 0, true
+			}
+			require.Nil(t, o.Incomplete)
+			return o.Location.Object, false
 		}
-		require.Nil(t, o.Incomplete)
-		return o.Location.Object, false
-	}
-	// Object 5, and the reset of the stream it replaced, in either order.
-	resets, five := 0, false
-	for resets == 0 || !five {
-		id, reset := next()
-		resets += btoi(reset)
-		five = five || (!reset && id == 5)
-	}
-	require.NoError(t, wa.Close())
-	time.Sleep(100 * time.Millisecond) // a's FIN reaches the relay first
-	write(wb, 6, 7)
-	require.NoError(t, wb.Close())
-	resets = 0
-	var got []uint64
-	for len(got) < 2 {
-		if id, reset := next(); reset {
-			resets++
-		} else {
-			got = append(got, id)
+		// Object 5, and the reset of the stream it replaced, in either order.
+		resets, five := 0, false
+		for resets == 0 || !five {
+			id, reset := next()
+			resets += btoi(reset)
+			five = five || (!reset && id == 5)
 		}
-	}
-	assert.Equal(t, []uint64{6, 7}, got)
-	assert.Zero(t, resets, "a's FIN does not reset the stream b feeds")
+		require.NoError(t, wa.Close())
+		synctest.Wait() // a's FIN reaches the relay first
+		write(wb, 6, 7)
+		require.NoError(t, wb.Close())
+		resets = 0
+		var got []uint64
+		for len(got) < 2 {
+			if id, reset := next(); reset {
+				resets++
+			} else {
+				got = append(got, id)
+			}
+		}
+		assert.Equal(t, []uint64{6, 7}, got)
+		assert.Zero(t, resets, "a's FIN does not reset the stream b feeds")
+	})
 }
 
 func btoi(b bool) int {

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,42 +9,54 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/internal/moqttest"
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
-// schemes are the transports end-to-end tests run over.
+// schemes are the transports end-to-end tests run over: raw QUIC's and
+// WebTransport's imitations by the in-memory transport, or, in
+// integration_test.go, the real ones.
 var schemes = []string{"moqt", "https"}
 
-// forSchemes runs f over raw QUIC and WebTransport.
+// forSchemes runs f over both pipe flavours, each in a synctest bubble.
 func forSchemes(t *testing.T, f func(t *testing.T, scheme string)) {
 	for _, sc := range schemes {
-		t.Run(sc, func(t *testing.T) { f(t, sc) })
+		t.Run(sc, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { f(t, sc) })
+		})
 	}
 }
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// node is a relay listening on loopback, with the sessions it accepted.
+// node is a relay and the sessions it serves, by the path their clients
+// asked for. Its sessions are pipe pairs (moqttest), in the test's
+// synctest bubble, unless it listens on loopback (startNetNode).
 type node struct {
 	t      *testing.T
 	relay  *Relay
-	srv    *moqt.Server
-	hash   [32]byte
 	scheme string
+	cfg    *moqt.Config // the relay's sessions'
 
 	mu       sync.Mutex
 	sessions map[string]*moqt.Session // by path
-	arrived  chan struct{}
+	arrived  chan struct{}            // closed and replaced when a session arrives
+
+	srv  *moqt.Server // startNetNode's
+	hash [32]byte
 }
 
 // startNode starts a relay with cfg (Authorize defaults to AllowAll, Logger
-// to quiet) serving over one UDP port; everything ends with the test.
+// to quiet) whose sessions are pipes of scheme's flavour; everything ends
+// with the test. Call it inside a synctest bubble.
 func startNode(t *testing.T, scheme string, cfg Config, sessCfg *moqt.Config) *node {
 	t.Helper()
 	if cfg.Authorize == nil {
@@ -57,68 +68,42 @@ func startNode(t *testing.T, scheme string, cfg Config, sessCfg *moqt.Config) *n
 // startNodeAuth is startNode keeping cfg.Authorize as it is, nil included.
 func startNodeAuth(t *testing.T, scheme string, cfg Config, sessCfg *moqt.Config) *node {
 	t.Helper()
+	n := newNode(t, scheme, cfg, sessCfg)
+	t.Cleanup(func() { _ = n.relay.Close() }) // after the sessions' cleanups
+	return n
+}
+
+// newNode makes a node's relay and its sessions' Config.
+func newNode(t *testing.T, scheme string, cfg Config, sessCfg *moqt.Config) *node {
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
 	}
-	cert, hash, err := moqt.GenerateCertificate()
-	require.NoError(t, err)
-	n := &node{t: t, hash: hash, scheme: scheme, sessions: map[string]*moqt.Session{}, arrived: make(chan struct{}, 64)}
+	n := &node{t: t, scheme: scheme, sessions: map[string]*moqt.Session{}, arrived: make(chan struct{})}
 	n.relay = New(cfg)
 	mc := moqt.Config{}
 	if sessCfg != nil {
 		mc = *sessCfg
 	}
-	mc.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
 	mc.Handler = n.relay
 	if mc.Logger == nil {
 		mc.Logger = quiet
 	}
-	n.srv, err = moqt.Listen("127.0.0.1:0", &mc, nil)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			s, err := n.srv.Accept(ctx)
-			if err != nil {
-				return
-			}
-			n.mu.Lock()
-			n.sessions[s.Path()] = s
-			n.mu.Unlock()
-			select {
-			case n.arrived <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		n.mu.Lock()
-		list := make([]*moqt.Session, 0, len(n.sessions))
-		for _, s := range n.sessions {
-			list = append(list, s)
-		}
-		n.mu.Unlock()
-		for _, s := range list {
-			_ = s.Close()
-		}
-		_ = n.relay.Close()
-		_ = n.srv.Close()
-	})
+	n.cfg = &mc
 	return n
 }
 
-// url is the node's URL for path.
-func (n *node) url(path string) string {
-	return n.scheme + "://" + n.srv.Addr().String() + path
+// pipeConfig is the pipe flavour of the node's scheme.
+func (n *node) pipeConfig() transport.PipeConfig {
+	return transport.PipeConfig{WebTransport: n.scheme == "https"}
 }
 
-// clientConfig trusts the node.
+// clientConfig is a client's, h serving what the relay asks of it.
 func (n *node) clientConfig(h moqt.Handler) *moqt.Config {
-	return &moqt.Config{ServerCertificateHashes: [][32]byte{n.hash}, Handler: h, Logger: quiet}
+	cfg := &moqt.Config{Handler: h, Logger: quiet}
+	if n.srv != nil {
+		cfg.ServerCertificateHashes = [][32]byte{n.hash}
+	}
+	return cfg
 }
 
 // dial connects a client with path (unique per client) and returns its
@@ -128,16 +113,24 @@ func (n *node) dial(path string, h moqt.Handler) (client, server *moqt.Session) 
 	return n.dialConfig(path, n.clientConfig(h))
 }
 
-// dialConfig is dial with cfg, which must trust the node (clientConfig).
+// dialConfig is dial with cfg (clientConfig's, changed).
 func (n *node) dialConfig(path string, cfg *moqt.Config) (client, server *moqt.Session) {
 	n.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := moqt.Dial(ctx, n.url(path), cfg)
-	require.NoError(n.t, err)
-	n.t.Cleanup(func() { _ = c.Close() })
-	require.Eventually(n.t, func() bool { return n.session(path) != nil }, 5*time.Second, time.Millisecond)
-	return c, n.session(path)
+	if n.srv != nil {
+		return n.netDial(path, cfg)
+	}
+	client, server = moqttest.PairAt(n.t, n.pipeConfig(), path, n.cfg, cfg)
+	n.arrive(path, server)
+	return client, server
+}
+
+// arrive records the relay's session with the client at path.
+func (n *node) arrive(path string, s *moqt.Session) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.sessions[path] = s
+	close(n.arrived)
+	n.arrived = make(chan struct{})
 }
 
 func (n *node) session(path string) *moqt.Session {
@@ -258,7 +251,7 @@ func (n *node) twoPublishers(t *testing.T) (a, b *publisher, c *moqt.Session, su
 	c, _ = n.dial("/sub", nil)
 	sub, err := subscribe(t, c, testTrack, wire.Params{})
 	require.NoError(t, err)
-	waitFor(t, "both publishers serve the relay", func() bool {
+	settled(t, "both publishers serve the relay", func() bool {
 		return len(a.servedSubs()) == 1 && len(b.servedSubs()) == 1
 	})
 	return a, b, c, sub
@@ -318,10 +311,14 @@ func requestCode(t *testing.T, err error) wire.RequestErrorCode {
 	return re.Code
 }
 
-// waitFor fails t unless cond holds within a few seconds.
-func waitFor(t *testing.T, msg string, cond func() bool) {
+// settled waits until every goroutine of t's synctest bubble is blocked,
+// and so the relay has done what it does in answer to what the test did,
+// and requires cond then. Where a timer of the rule makes it hold, the
+// test sleeps (on the bubble's clock) past it first.
+func settled(t *testing.T, msg string, cond func() bool) {
 	t.Helper()
-	require.Eventually(t, cond, 10*time.Second, 2*time.Millisecond, msg)
+	synctest.Wait()
+	require.True(t, cond(), msg)
 }
 
 // trackCount is the number of tracks in the registry.

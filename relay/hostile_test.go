@@ -2,17 +2,18 @@ package relay
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/internal/moqttest"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -25,22 +26,19 @@ type hostilePeer struct {
 
 func dialHostile(t *testing.T, n *node, path string) *hostilePeer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := transport.Dial(ctx, n.url(path), &tls.Config{InsecureSkipVerify: true},
-		&transport.DialConfig{Protocols: []string{wire.Versions[0].ALPN()}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.CloseWithError(0, "") })
-	ctrl, err := conn.OpenUniStream()
-	require.NoError(t, err)
-	setup := &wire.Setup{}
-	if !conn.WebTransport() { // WebTransport's CONNECT carries them (§9.1)
-		setup.Path, setup.Authority = wire.Some(path), wire.Some(n.srv.Addr().String())
-	}
-	b, err := wire.AppendMessage(wire.Versions[0], nil, setup)
-	require.NoError(t, err)
-	_, err = ctrl.Write(b)
-	require.NoError(t, err)
+	conn, server := moqttest.Raw(t, n.pipeConfig(), path, n.cfg, func(conn transport.Conn) {
+		ctrl, err := conn.OpenUniStream()
+		require.NoError(t, err)
+		setup := &wire.Setup{}
+		if !conn.WebTransport() { // WebTransport's CONNECT carries them (§9.1)
+			setup.Path, setup.Authority = wire.Some(path), wire.Some("pipe.test:443")
+		}
+		b, err := wire.AppendMessage(wire.Versions[0], nil, setup)
+		require.NoError(t, err)
+		_, err = ctrl.Write(b)
+		require.NoError(t, err)
+	})
+	n.arrive(path, server)
 	go func() { // the relay's control stream, read and ignored
 		s, err := conn.AcceptUniStream(context.Background())
 		if err != nil {
@@ -84,57 +82,54 @@ func (h *hostilePeer) closedWith(t *testing.T) uint64 {
 }
 
 func TestC065_HostileUpstreamKillsOnlyItsSession(t *testing.T) {
-	forSchemes(t, func(t *testing.T, scheme string) {
-		testC065(t, scheme)
-	})
-}
-
-func testC065(t *testing.T, scheme string) {
 	for _, variant := range []string{"control message", "object"} {
 		t.Run(variant, func(t *testing.T) {
-			n := startNode(t, scheme, Config{}, nil)
-			good := n.newPublisher("/good", testTrack, nil)
-			n.announce(good, wire.NewNamespace("live"))
-			c, _ := n.dial("/sub", nil)
-			sub, err := subscribe(t, c, testTrack, wire.Params{})
-			require.NoError(t, err)
-
-			h := dialHostile(t, n, "/hostile")
-			waitFor(t, "hostile session", func() bool { return n.session("/hostile") != nil })
-			n.relay.reg.addAnnouncer(n.session("/hostile"), wire.NewNamespace("live"))
-			rs := h.awaitSubscribe(t)
-			switch variant {
-			case "control message":
-				require.False(t, wire.MessageType(0x3f).Known())
-				_, err = rs.Write([]byte{0x3f, 0, 0}) // an unknown message type, empty (§9)
-				require.NoError(t, err)
-			case "object":
-				ok, err := wire.AppendMessage(wire.Versions[0], nil, &wire.SubscribeOK{TrackAlias: 99})
-				require.NoError(t, err)
-				_, err = rs.Write(ok)
-				require.NoError(t, err)
-				ds, err := h.conn.OpenUniStream()
-				require.NoError(t, err)
-				// SUBGROUP_ID_MODE 0b11 is reserved: PROTOCOL_VIOLATION (§11.3.1).
-				_, err = ds.Write([]byte{0x16, 99, 0, 0, 0, 5, 'h', 'e', 'l', 'l', 'o'})
-				require.NoError(t, err)
-			}
-			assert.Equal(t, uint64(wire.ProtocolViolation), h.closedWith(t), "PROTOCOL_VIOLATION")
-
-			// Nothing reached the other sessions: the subscription goes on,
-			// fed by the good publisher.
-			writeGroup(t, good.track, 0, 2)
-			objs, err := readSubgroup(t, sub)
-			require.NoError(t, err)
-			assert.Len(t, objs, 2)
-			assert.NoError(t, c.Context().Err(), "the subscriber's session is up")
-			assert.NoError(t, good.client.Context().Err(), "the good publisher's session is up")
-			select {
-			case <-sub.Done():
-				t.Fatalf("subscription ended: %v", sub.Err())
-			default:
-			}
+			forSchemes(t, func(t *testing.T, scheme string) { testC065(t, scheme, variant) })
 		})
+	}
+}
+
+func testC065(t *testing.T, scheme, variant string) {
+	n := startNode(t, scheme, Config{}, nil)
+	good := n.newPublisher("/good", testTrack, nil)
+	n.announce(good, wire.NewNamespace("live"))
+	c, _ := n.dial("/sub", nil)
+	sub, err := subscribe(t, c, testTrack, wire.Params{})
+	require.NoError(t, err)
+
+	h := dialHostile(t, n, "/hostile")
+	n.relay.reg.addAnnouncer(n.session("/hostile"), wire.NewNamespace("live"))
+	rs := h.awaitSubscribe(t)
+	switch variant {
+	case "control message":
+		require.False(t, wire.MessageType(0x3f).Known())
+		_, err = rs.Write([]byte{0x3f, 0, 0}) // an unknown message type, empty (§9)
+		require.NoError(t, err)
+	case "object":
+		ok, err := wire.AppendMessage(wire.Versions[0], nil, &wire.SubscribeOK{TrackAlias: 99})
+		require.NoError(t, err)
+		_, err = rs.Write(ok)
+		require.NoError(t, err)
+		ds, err := h.conn.OpenUniStream()
+		require.NoError(t, err)
+		// SUBGROUP_ID_MODE 0b11 is reserved: PROTOCOL_VIOLATION (§11.3.1).
+		_, err = ds.Write([]byte{0x16, 99, 0, 0, 0, 5, 'h', 'e', 'l', 'l', 'o'})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, uint64(wire.ProtocolViolation), h.closedWith(t), "PROTOCOL_VIOLATION")
+
+	// Nothing reached the other sessions: the subscription goes on,
+	// fed by the good publisher.
+	writeGroup(t, good.track, 0, 2)
+	objs, err := readSubgroup(t, sub)
+	require.NoError(t, err)
+	assert.Len(t, objs, 2)
+	assert.NoError(t, c.Context().Err(), "the subscriber's session is up")
+	assert.NoError(t, good.client.Context().Err(), "the good publisher's session is up")
+	select {
+	case <-sub.Done():
+		t.Fatalf("subscription ended: %v", sub.Err())
+	default:
 	}
 }
 
@@ -143,37 +138,39 @@ func testC065(t *testing.T, scheme string) {
 // upstream subscriptions; past it, EXCESSIVE_LOAD. Tracks others opened do
 // not count, and the session's end gives its places back.
 func TestSessionTrackBound(t *testing.T) {
-	n := startNode(t, "moqt", Config{MaxSessionTracks: 3, Linger: time.Minute}, nil)
-	var upstreamSubs atomic.Int32
-	_, pubServer := n.dial("/pub", anyTrack(&upstreamSubs))
-	n.relay.reg.addAnnouncer(pubServer, wire.NewNamespace("live"))
-	name := func(i int) wire.FullTrackName {
-		return wire.FullTrackName{Namespace: wire.NewNamespace("live"), Name: []byte(fmt.Sprint("t", i))}
-	}
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{MaxSessionTracks: 3, Linger: time.Minute}, nil)
+		var upstreamSubs atomic.Int32
+		_, pubServer := n.dial("/pub", anyTrack(&upstreamSubs))
+		n.relay.reg.addAnnouncer(pubServer, wire.NewNamespace("live"))
+		name := func(i int) wire.FullTrackName {
+			return wire.FullTrackName{Namespace: wire.NewNamespace("live"), Name: []byte(fmt.Sprint("t", i))}
+		}
 
-	other, _ := n.dial("/other", nil)
-	_, err := subscribe(t, other, name(100), wire.Params{})
-	require.NoError(t, err)
+		other, _ := n.dial("/other", nil)
+		_, err := subscribe(t, other, name(100), wire.Params{})
+		require.NoError(t, err)
 
-	hostile, _ := n.dial("/hostile", nil)
-	for i := range 3 {
-		sub, err := subscribe(t, hostile, name(i), wire.Params{})
-		require.NoError(t, err, "track %d", i)
-		require.NoError(t, sub.Close()) // the lingering upstream still counts
-	}
-	_, err = subscribe(t, hostile, name(3), wire.Params{})
-	require.Error(t, err)
-	assert.Equal(t, wire.ReqExcessiveLoad, requestCode(t, err))
-	_, err = subscribe(t, hostile, name(100), wire.Params{})
-	assert.NoError(t, err, "a track the relay has costs nothing")
-	assert.Equal(t, int32(4), upstreamSubs.Load(), "upstream subscriptions opened")
+		hostile, _ := n.dial("/hostile", nil)
+		for i := range 3 {
+			sub, err := subscribe(t, hostile, name(i), wire.Params{})
+			require.NoError(t, err, "track %d", i)
+			require.NoError(t, sub.Close()) // the lingering upstream still counts
+		}
+		_, err = subscribe(t, hostile, name(3), wire.Params{})
+		require.Error(t, err)
+		assert.Equal(t, wire.ReqExcessiveLoad, requestCode(t, err))
+		_, err = subscribe(t, hostile, name(100), wire.Params{})
+		assert.NoError(t, err, "a track the relay has costs nothing")
+		assert.Equal(t, int32(4), upstreamSubs.Load(), "upstream subscriptions opened")
 
-	require.NoError(t, hostile.Close())
-	again, _ := n.dial("/again", nil)
-	for i := 3; i < 6; i++ {
-		_, err := subscribe(t, again, name(i), wire.Params{})
-		assert.NoError(t, err, "a new session's places, track %d", i)
-	}
+		require.NoError(t, hostile.Close())
+		again, _ := n.dial("/again", nil)
+		for i := 3; i < 6; i++ {
+			_, err := subscribe(t, again, name(i), wire.Params{})
+			assert.NoError(t, err, "a new session's places, track %d", i)
+		}
+	})
 }
 
 // anyTrack is a publisher accepting every SUBSCRIBE, with a track of its
@@ -197,18 +194,20 @@ func anyTrack(n *atomic.Int32) moqt.Handler {
 // sends over the session this relay dialed are not bounded by
 // MaxSessionTracks: they carry the upstream's many subscribers.
 func TestSessionTrackBoundSparesUpstreams(t *testing.T) {
-	origin := startNode(t, "moqt", Config{}, nil)
-	up := newLateDialer()
-	edge := startNode(t, "moqt", Config{Upstream: up, MaxSessionTracks: 1}, nil)
-	up.bind(t, origin, "/edge", edge.relay)
-	var subs atomic.Int32
-	pc, _ := edge.dial("/pub", anyTrack(&subs))
-	announceNS(t, pc, wire.NewNamespace("live"))
-	waitFor(t, "announced at the origin", func() bool { return origin.relay.localAnnouncers(wire.NewNamespace("live")) == 1 })
-	c, _ := origin.dial("/viewer", nil)
-	for i := range 3 {
-		_, err := subscribe(t, c, wire.FullTrackName{Namespace: wire.NewNamespace("live"), Name: []byte(fmt.Sprint("t", i))}, wire.Params{})
-		assert.NoError(t, err, "track %d through the edge", i)
-	}
-	assert.Equal(t, int32(3), subs.Load())
+	synctest.Test(t, func(t *testing.T) {
+		origin := startNode(t, "moqt", Config{}, nil)
+		up := newLateUpstream()
+		edge := startNode(t, "moqt", Config{Upstream: up, MaxSessionTracks: 1}, nil)
+		up.bind(t, origin, "/edge", edge.relay)
+		var subs atomic.Int32
+		pc, _ := edge.dial("/pub", anyTrack(&subs))
+		announceNS(t, pc, wire.NewNamespace("live"))
+		settled(t, "announced at the origin", func() bool { return origin.relay.localAnnouncers(wire.NewNamespace("live")) == 1 })
+		c, _ := origin.dial("/viewer", nil)
+		for i := range 3 {
+			_, err := subscribe(t, c, wire.FullTrackName{Namespace: wire.NewNamespace("live"), Name: []byte(fmt.Sprint("t", i))}, wire.Params{})
+			assert.NoError(t, err, "track %d through the edge", i)
+		}
+		assert.Equal(t, int32(3), subs.Load())
+	})
 }

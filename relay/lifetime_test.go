@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -16,45 +17,50 @@ import (
 )
 
 func TestLastSubscriberLeavingCancelsUpstream(t *testing.T) {
-	n := startNode(t, "moqt", Config{Linger: 300 * time.Millisecond}, nil)
-	pub := n.newPublisher("/pub", testTrack, nil)
-	undo := n.announce(pub, wire.NewNamespace("live"))
-	c1, _ := n.dial("/sub1", nil)
-	s1, err := subscribe(t, c1, testTrack, wire.Params{})
-	require.NoError(t, err)
-	require.NoError(t, s1.Close())
-	// Back within the linger: the upstream subscription is reused.
-	s1, err = subscribe(t, c1, testTrack, wire.Params{})
-	require.NoError(t, err)
-	assert.Len(t, pub.subscribes(), 1)
-	served := pub.servedSubs()
-	require.Len(t, served, 1)
-	c2, _ := n.dial("/sub2", nil)
-	_, err = subscribe(t, c2, testTrack, wire.Params{})
-	require.NoError(t, err)
-	require.NoError(t, s1.Close())
-	time.Sleep(500 * time.Millisecond)
-	assert.NoError(t, served[0].Context().Err(), "a subscriber is left")
-	require.NoError(t, c2.Close()) // killed session: its subscription goes too
-	select {
-	case <-served[0].Context().Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("upstream subscription not cancelled")
-	}
-	undo()
-	waitFor(t, "tables empty", func() bool { return n.relay.tablesEmpty() == nil })
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{Linger: 300 * time.Millisecond}, nil)
+		pub := n.newPublisher("/pub", testTrack, nil)
+		undo := n.announce(pub, wire.NewNamespace("live"))
+		c1, _ := n.dial("/sub1", nil)
+		s1, err := subscribe(t, c1, testTrack, wire.Params{})
+		require.NoError(t, err)
+		require.NoError(t, s1.Close())
+		// Back within the linger: the upstream subscription is reused.
+		s1, err = subscribe(t, c1, testTrack, wire.Params{})
+		require.NoError(t, err)
+		assert.Len(t, pub.subscribes(), 1)
+		served := pub.servedSubs()
+		require.Len(t, served, 1)
+		c2, _ := n.dial("/sub2", nil)
+		_, err = subscribe(t, c2, testTrack, wire.Params{})
+		require.NoError(t, err)
+		require.NoError(t, s1.Close())
+		time.Sleep(500 * time.Millisecond) // past the Linger, on the bubble's clock
+		synctest.Wait()
+		assert.NoError(t, served[0].Context().Err(), "a subscriber is left")
+		require.NoError(t, c2.Close()) // killed session: its subscription goes too
+		select {
+		case <-served[0].Context().Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("upstream subscription not cancelled")
+		}
+		undo()
+		settled(t, "tables empty", func() bool { return n.relay.tablesEmpty() == nil })
+	})
 }
 
 func TestSessionEndTakesItsAnnouncements(t *testing.T) {
-	n := startNode(t, "moqt", Config{}, nil)
-	pub := n.newPublisher("/pub", testTrack, nil)
-	n.announce(pub, wire.NewNamespace("live"))
-	require.Error(t, n.relay.tablesEmpty())
-	require.NoError(t, pub.client.Close())
-	waitFor(t, "tables empty", func() bool { return n.relay.tablesEmpty() == nil })
-	c, _ := n.dial("/sub", nil)
-	_, err := subscribe(t, c, testTrack, wire.Params{})
-	assert.Equal(t, wire.ReqDoesNotExist, requestCode(t, err))
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{}, nil)
+		pub := n.newPublisher("/pub", testTrack, nil)
+		n.announce(pub, wire.NewNamespace("live"))
+		require.Error(t, n.relay.tablesEmpty())
+		require.NoError(t, pub.client.Close())
+		settled(t, "tables empty", func() bool { return n.relay.tablesEmpty() == nil })
+		c, _ := n.dial("/sub", nil)
+		_, err := subscribe(t, c, testTrack, wire.Params{})
+		assert.Equal(t, wire.ReqDoesNotExist, requestCode(t, err))
+	})
 }
 
 // TestChurn has publishers and subscribers join, leave, cancel and die
@@ -92,14 +98,11 @@ func TestChurn(t *testing.T) {
 		}
 		var swg sync.WaitGroup
 		for i := range subscribers {
+			c, _ := n.dial(fmt.Sprintf("/s%d", i), nil)
 			swg.Add(1)
 			go func() {
 				defer swg.Done()
 				rng := rand.New(rand.NewPCG(uint64(i), 7))
-				c, err := moqt.Dial(ctx, n.url(fmt.Sprintf("/s%d", i)), n.clientConfig(nil))
-				if err != nil {
-					return
-				}
 				defer c.Close()
 				for round := range 4 {
 					name := names[rng.IntN(tracks)]
@@ -143,9 +146,9 @@ func TestChurn(t *testing.T) {
 			u()
 		}
 		require.NoError(t, c.Close())
-		waitFor(t, "tables empty", func() bool { return n.relay.tablesEmpty() == nil })
+		settled(t, "tables empty", func() bool { return n.relay.tablesEmpty() == nil })
 		for _, p := range pubs {
-			waitFor(t, "upstream subscriptions cancelled", func() bool {
+			settled(t, "upstream subscriptions cancelled", func() bool {
 				for _, ss := range p.servedSubs() {
 					if ss.Context().Err() == nil {
 						return false
@@ -158,21 +161,23 @@ func TestChurn(t *testing.T) {
 }
 
 func TestRelayCloseEndsEverything(t *testing.T) {
-	n := startNode(t, "moqt", Config{}, nil)
-	pub := n.newPublisher("/pub", testTrack, nil)
-	n.announce(pub, wire.NewNamespace("live"))
-	c, _ := n.dial("/sub", nil)
-	sub, err := subscribe(t, c, testTrack, wire.Params{})
-	require.NoError(t, err)
-	other := wire.FullTrackName{Namespace: wire.NewNamespace("vod"), Name: []byte("x")}
-	held := asyncSubscribe(t, c, other, wire.Params{RendezvousTimeout: wire.Some[uint64](10_000)})
-	waitFor(t, "held", func() bool { n.relay.reg.mu.Lock(); defer n.relay.reg.mu.Unlock(); return n.relay.reg.held == 1 })
-	require.NoError(t, n.relay.Close())
-	assert.Equal(t, wire.DoneGoingAway, doneCode(t, sub))
-	r := <-held
-	assert.Equal(t, wire.ReqGoingAway, requestCode(t, r.err))
-	_, err = subscribe(t, c, testTrack, wire.Params{})
-	assert.Equal(t, wire.ReqGoingAway, requestCode(t, err), "refused after Close")
-	waitFor(t, "upstream cancelled", func() bool { return pub.servedSubs()[0].Context().Err() != nil })
-	assert.True(t, n.relay.tracksEmptyAndNoHeld())
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{}, nil)
+		pub := n.newPublisher("/pub", testTrack, nil)
+		n.announce(pub, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		sub, err := subscribe(t, c, testTrack, wire.Params{})
+		require.NoError(t, err)
+		other := wire.FullTrackName{Namespace: wire.NewNamespace("vod"), Name: []byte("x")}
+		held := asyncSubscribe(t, c, other, wire.Params{RendezvousTimeout: wire.Some[uint64](10_000)})
+		settled(t, "held", func() bool { n.relay.reg.mu.Lock(); defer n.relay.reg.mu.Unlock(); return n.relay.reg.held == 1 })
+		require.NoError(t, n.relay.Close())
+		assert.Equal(t, wire.DoneGoingAway, doneCode(t, sub))
+		r := <-held
+		assert.Equal(t, wire.ReqGoingAway, requestCode(t, r.err))
+		_, err = subscribe(t, c, testTrack, wire.Params{})
+		assert.Equal(t, wire.ReqGoingAway, requestCode(t, err), "refused after Close")
+		settled(t, "upstream cancelled", func() bool { return pub.servedSubs()[0].Context().Err() != nil })
+		assert.True(t, n.relay.tracksEmptyAndNoHeld())
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -32,7 +33,7 @@ func TestNamespaceChainPublisherAtEdge(t *testing.T) {
 		assert.Equal(t, published(testTrack.Namespace), nextEvent(t, disc), "the edge announced it to the origin")
 		sub, err := subscribe(t, sc, testTrack, wire.Params{})
 		require.NoError(t, err, "the origin routes the SUBSCRIBE to the edge, the edge to the publisher")
-		waitFor(t, "publisher serves", func() bool { return len(pub.servedSubs()) == 1 })
+		settled(t, "publisher serves", func() bool { return len(pub.servedSubs()) == 1 })
 		writeGroup(t, pub.track, 0, 3)
 		objs, err := readSubgroup(t, sub)
 		require.NoError(t, err)
@@ -40,7 +41,7 @@ func TestNamespaceChainPublisherAtEdge(t *testing.T) {
 
 		require.NoError(t, ann.Close())
 		assert.Equal(t, withdrawn(testTrack.Namespace), nextEvent(t, disc), "withdrawn at the edge: withdrawn upstream")
-		waitFor(t, "origin forgets it", func() bool { return origin.relay.localAnnouncers(testTrack.Namespace) == 0 })
+		settled(t, "origin forgets it", func() bool { return origin.relay.localAnnouncers(testTrack.Namespace) == 0 })
 	})
 }
 
@@ -56,7 +57,7 @@ func TestNamespaceChainPublisherAtOrigin(t *testing.T) {
 		assert.Equal(t, published(testTrack.Namespace), nextEvent(t, disc), "discovered upstream")
 		sub, err := subscribe(t, sc, testTrack, wire.Params{})
 		require.NoError(t, err)
-		waitFor(t, "publisher serves", func() bool { return len(pub.servedSubs()) == 1 })
+		settled(t, "publisher serves", func() bool { return len(pub.servedSubs()) == 1 })
 		writeGroup(t, pub.track, 0, 2)
 		objs, err := readSubgroup(t, sub)
 		require.NoError(t, err)
@@ -72,8 +73,8 @@ func TestNamespaceChainPublisherAtOrigin(t *testing.T) {
 		assert.Equal(t, withdrawn(testTrack.Namespace), nextEvent(t, narrow))
 		require.NoError(t, disc.Close())
 		require.NoError(t, narrow.Close())
-		waitFor(t, "edge tables empty", edge.relay.ns.empty)
-		waitFor(t, "the upstream SUBSCRIBE_NAMESPACE ends with its last user", func() bool {
+		settled(t, "edge tables empty", edge.relay.ns.empty)
+		settled(t, "the upstream SUBSCRIBE_NAMESPACE ends with its last user", func() bool {
 			return origin.relay.ns.empty()
 		})
 	})
@@ -82,21 +83,23 @@ func TestNamespaceChainPublisherAtOrigin(t *testing.T) {
 // TestNamespaceUpstreamPrefixesDisjoint: a wider downstream prefix replaces
 // the narrower upstream discovery instead of overlapping it upstream.
 func TestNamespaceUpstreamPrefixesDisjoint(t *testing.T) {
-	origin, edge := chain(t, "moqt")
-	pub := origin.newPublisher("/pub", testTrack, nil)
-	announceNS(t, pub.client, testTrack.Namespace)
-	sc, _ := edge.dial("/sub", nil)
-	narrow, err := subscribeNS(t, sc, wire.NewNamespace("live", "cam"), false, wire.Params{})
-	require.NoError(t, err)
-	assert.Equal(t, published(testTrack.Namespace), nextEvent(t, narrow))
-	sc2, _ := edge.dial("/sub2", nil)
-	wide, err := subscribeNS(t, sc2, wire.NewNamespace("live"), false, wire.Params{})
-	require.NoError(t, err)
-	assert.Equal(t, published(testTrack.Namespace), nextEvent(t, wide), "the wider prefix is asked upstream")
-	edge.relay.ns.mu.Lock()
-	n := len(edge.relay.ns.discs)
-	edge.relay.ns.mu.Unlock()
-	assert.Equal(t, 1, n, "one upstream SUBSCRIBE_NAMESPACE covering both")
+	synctest.Test(t, func(t *testing.T) {
+		origin, edge := chain(t, "moqt")
+		pub := origin.newPublisher("/pub", testTrack, nil)
+		announceNS(t, pub.client, testTrack.Namespace)
+		sc, _ := edge.dial("/sub", nil)
+		narrow, err := subscribeNS(t, sc, wire.NewNamespace("live", "cam"), false, wire.Params{})
+		require.NoError(t, err)
+		assert.Equal(t, published(testTrack.Namespace), nextEvent(t, narrow))
+		sc2, _ := edge.dial("/sub2", nil)
+		wide, err := subscribeNS(t, sc2, wire.NewNamespace("live"), false, wire.Params{})
+		require.NoError(t, err)
+		assert.Equal(t, published(testTrack.Namespace), nextEvent(t, wide), "the wider prefix is asked upstream")
+		edge.relay.ns.mu.Lock()
+		n := len(edge.relay.ns.discs)
+		edge.relay.ns.mu.Unlock()
+		assert.Equal(t, 1, n, "one upstream SUBSCRIBE_NAMESPACE covering both")
+	})
 }
 
 // TestNamespaceChurn: publishers and subscribers of namespaces and tracks
@@ -133,8 +136,8 @@ func TestNamespaceChurn(t *testing.T) {
 			for _, pc := range pubs {
 				_ = pc.Close()
 			}
-			waitFor(t, "namespace tables empty", n.relay.ns.empty)
-			waitFor(t, "registry empty", func() bool { return n.relay.tablesEmpty() == nil })
+			settled(t, "namespace tables empty", n.relay.ns.empty)
+			settled(t, "registry empty", func() bool { return n.relay.tablesEmpty() == nil })
 		}
 	})
 }
@@ -142,21 +145,23 @@ func TestNamespaceChurn(t *testing.T) {
 // TestNamespacesEndWithRelayClose: Close resets the namespace subscriptions
 // and revokes the announcements.
 func TestNamespacesEndWithRelayClose(t *testing.T) {
-	n := startNode(t, "moqt", Config{}, nil)
-	pc, _ := n.dial("/pub", nil)
-	ann := announceNS(t, pc, wire.NewNamespace("live"))
-	sc, _ := n.dial("/sub", &tracksClient{})
-	disc, err := subscribeNS(t, sc, wire.NewNamespace(), false, wire.Params{})
-	require.NoError(t, err)
-	assert.Equal(t, published(wire.NewNamespace("live")), nextEvent(t, disc))
-	require.NoError(t, n.relay.Close())
-	select {
-	case <-ann.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("announcement not revoked")
-	}
-	assert.Equal(t, withdrawn(wire.NewNamespace("live")), nextEvent(t, disc), "its stream ended: every namespace Done")
-	assert.True(t, n.relay.ns.empty())
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{}, nil)
+		pc, _ := n.dial("/pub", nil)
+		ann := announceNS(t, pc, wire.NewNamespace("live"))
+		sc, _ := n.dial("/sub", &tracksClient{})
+		disc, err := subscribeNS(t, sc, wire.NewNamespace(), false, wire.Params{})
+		require.NoError(t, err)
+		assert.Equal(t, published(wire.NewNamespace("live")), nextEvent(t, disc))
+		require.NoError(t, n.relay.Close())
+		select {
+		case <-ann.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("announcement not revoked")
+		}
+		assert.Equal(t, withdrawn(wire.NewNamespace("live")), nextEvent(t, disc), "its stream ended: every namespace Done")
+		assert.True(t, n.relay.ns.empty())
+	})
 }
 
 // TestSessionNamespacesNotForwarded: session-level namespaces an upstream
@@ -164,37 +169,39 @@ func TestNamespacesEndWithRelayClose(t *testing.T) {
 // own NamespaceWriter refuses to send them, so the report is applied
 // directly, as another implementation could send it.
 func TestSessionNamespacesNotForwarded(t *testing.T) {
-	var n *node
-	n = startNode(t, "moqt", Config{Upstream: upstreamTo(&n, "/up")}, nil)
-	_, up := n.dial("/up", moqt.HandlerFunc(func(r moqt.Request) {
-		if sr, ok := r.(*moqt.SubscribeNamespaceRequest); ok && !sr.Tracks {
-			if _, err := sr.Accept(wire.Params{}); err == nil {
-				<-sr.Context().Done()
-				return
+	synctest.Test(t, func(t *testing.T) {
+		var n *node
+		n = startNode(t, "moqt", Config{Upstream: upstreamTo(&n, "/up")}, nil)
+		_, up := n.dial("/up", moqt.HandlerFunc(func(r moqt.Request) {
+			if sr, ok := r.(*moqt.SubscribeNamespaceRequest); ok && !sr.Tracks {
+				if _, err := sr.Accept(wire.Params{}); err == nil {
+					<-sr.Context().Done()
+					return
+				}
 			}
-		}
-		moqt.DefaultHandler.ServeMOQT(r)
-	}))
-	sc, _ := n.dial("/sub", nil)
-	sub, err := subscribeNS(t, sc, wire.NewNamespace(), false, wire.Params{})
-	require.NoError(t, err)
-	var d *upDisc
-	waitFor(t, "upstream discovery", func() bool {
+			moqt.DefaultHandler.ServeMOQT(r)
+		}))
+		sc, _ := n.dial("/sub", nil)
+		sub, err := subscribeNS(t, sc, wire.NewNamespace(), false, wire.Params{})
+		require.NoError(t, err)
+		var d *upDisc
+		settled(t, "upstream discovery", func() bool {
+			n.relay.ns.mu.Lock()
+			defer n.relay.ns.mu.Unlock()
+			for x := range n.relay.ns.discs {
+				d = x
+			}
+			return d != nil
+		})
+		live := wire.NewNamespace("live")
+		require.True(t, n.relay.ns.applyDisc(d, up, moqt.NamespaceEvent{Namespace: wire.NewNamespace(".session", "x")}))
+		require.True(t, n.relay.ns.applyDisc(d, up, moqt.NamespaceEvent{Namespace: live}))
+		assert.Equal(t, published(live), nextEvent(t, sub), "only the application's namespace")
 		n.relay.ns.mu.Lock()
-		defer n.relay.ns.mu.Unlock()
-		for x := range n.relay.ns.discs {
-			d = x
-		}
-		return d != nil
+		entries := len(n.relay.ns.entries)
+		n.relay.ns.mu.Unlock()
+		assert.Equal(t, 1, entries, "the session-level namespace was not kept")
 	})
-	live := wire.NewNamespace("live")
-	require.True(t, n.relay.ns.applyDisc(d, up, moqt.NamespaceEvent{Namespace: wire.NewNamespace(".session", "x")}))
-	require.True(t, n.relay.ns.applyDisc(d, up, moqt.NamespaceEvent{Namespace: live}))
-	assert.Equal(t, published(live), nextEvent(t, sub), "only the application's namespace")
-	n.relay.ns.mu.Lock()
-	entries := len(n.relay.ns.entries)
-	n.relay.ns.mu.Unlock()
-	assert.Equal(t, 1, entries, "the session-level namespace was not kept")
 }
 
 func TestSubscribeTracksChainPublisherAtOrigin(t *testing.T) {
@@ -209,14 +216,14 @@ func TestSubscribeTracksChainPublisherAtOrigin(t *testing.T) {
 		sc, _ := edge.dial("/sub", sh)
 		req, err := subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{})
 		require.NoError(t, err)
-		waitFor(t, "the origin's track PUBLISHed through the edge", func() bool { return sh.subscription(0) != nil })
+		settled(t, "the origin's track PUBLISHed through the edge", func() bool { return sh.subscription(0) != nil })
 		assert.Equal(t, []string{testTrack.String()}, sh.published())
 		// The edge pauses the PUBLISH it got until its own is accepted
 		// (§7.5), so Forward may go 1, 0 and 1 again at the publisher:
 		// groups are written until one gets through.
 		got := false
 		for g := uint64(0); !got && g < 50; g++ {
-			waitFor(t, "Forward=1 at the publisher", ss.Forward)
+			settled(t, "Forward=1 at the publisher", ss.Forward)
 			writeGroup(t, tr, g, 2)
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			r, err := sh.subscription(0).AcceptSubgroup(ctx)
@@ -234,7 +241,7 @@ func TestSubscribeTracksChainPublisherAtOrigin(t *testing.T) {
 		}
 		assert.True(t, got, "objects flow from the origin's publisher to the edge's subscriber")
 		require.NoError(t, req.Close())
-		waitFor(t, "the upstream SUBSCRIBE_TRACKS ends with the last downstream one", func() bool {
+		settled(t, "the upstream SUBSCRIBE_TRACKS ends with the last downstream one", func() bool {
 			origin.relay.ns.mu.Lock()
 			defer origin.relay.ns.mu.Unlock()
 			return len(origin.relay.ns.tsubs) == 0
@@ -250,7 +257,7 @@ func TestNamespaceThreeRelays(t *testing.T) {
 		east, west := edgeOf(t, origin, "east"), edgeOf(t, origin, "west")
 		pub := east.newPublisher("/pub", testTrack, nil)
 		announceNS(t, pub.client, testTrack.Namespace)
-		waitFor(t, "announced at the origin", func() bool { return origin.relay.localAnnouncers(testTrack.Namespace) == 1 })
+		settled(t, "announced at the origin", func() bool { return origin.relay.localAnnouncers(testTrack.Namespace) == 1 })
 
 		sc, _ := west.dial("/sub", nil)
 		disc, err := subscribeNS(t, sc, wire.NewNamespace("live"), false, wire.Params{})
@@ -258,7 +265,7 @@ func TestNamespaceThreeRelays(t *testing.T) {
 		assert.Equal(t, published(testTrack.Namespace), nextEvent(t, disc), "west discovers east's publisher through the origin")
 		sub, err := subscribe(t, sc, testTrack, wire.Params{})
 		require.NoError(t, err)
-		waitFor(t, "publisher serves", func() bool { return len(pub.servedSubs()) == 1 })
+		settled(t, "publisher serves", func() bool { return len(pub.servedSubs()) == 1 })
 		writeGroup(t, pub.track, 0, 3)
 		objs, err := readSubgroup(t, sub)
 		require.NoError(t, err)

@@ -46,7 +46,7 @@ func TestSubscribeTracksPropertyFilter(t *testing.T) {
 		sc, _ := n.dial("/sub", sh)
 		req, err := subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{RangeFilters: levelFilter(2)})
 		require.NoError(t, err)
-		waitFor(t, "PUBLISH of the matching track", func() bool { return len(sh.published()) == 1 })
+		settled(t, "PUBLISH of the matching track", func() bool { return len(sh.published()) == 1 })
 		assert.Equal(t, []string{high.Name().String()}, sh.published())
 
 		// Published after the request: only the one that passes comes,
@@ -58,13 +58,13 @@ func TestSubscribeTracksPropertyFilter(t *testing.T) {
 		later := levelTrack(t, "high2", 2)
 		_, err = publishTo(t, pc, later, wire.Params{})
 		require.NoError(t, err)
-		waitFor(t, "PUBLISH of the later matching track", func() bool { return len(sh.published()) == 2 })
+		settled(t, "PUBLISH of the later matching track", func() bool { return len(sh.published()) == 2 })
 		assert.Equal(t, []string{high.Name().String(), later.Name().String()}, sh.published())
 
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		require.NoError(t, req.Update(ctx, wire.Params{RangeFilters: levelFilter(1)}))
-		waitFor(t, "PUBLISH of the tracks passing the new filter", func() bool { return len(sh.published()) == 4 })
+		settled(t, "PUBLISH of the tracks passing the new filter", func() bool { return len(sh.published()) == 4 })
 		assert.ElementsMatch(t, []string{low.Name().String(), low2.Name().String()}, []string{sh.published()[2], sh.published()[3]})
 	})
 }

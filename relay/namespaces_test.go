@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -71,6 +72,9 @@ func announceNS(t *testing.T, c *moqt.Session, ns wire.Namespace) *moqt.Announce
 	defer cancel()
 	a, err := c.PublishNamespace(ctx, ns, wire.Params{})
 	require.NoError(t, err)
+	// The relay answers before it routes the namespace
+	// (servePublishNamespace): a SUBSCRIBE sent at once could miss it.
+	synctest.Wait()
 	return a
 }
 
@@ -156,7 +160,7 @@ func TestC054_PublishNamespaceForwardedToSubscribers(t *testing.T) {
 		for _, s := range []*moqt.NamespaceSubscription{before, elsewhere, own, after} {
 			require.NoError(t, s.Close())
 		}
-		waitFor(t, "tables empty", n.relay.ns.empty)
+		settled(t, "tables empty", n.relay.ns.empty)
 	})
 }
 
@@ -172,9 +176,9 @@ func TestNamespaceTwoAnnouncersOneLeaves(t *testing.T) {
 		a1 := announceNS(t, c1, live)
 		a2 := announceNS(t, c2, live)
 		assert.Equal(t, published(live), nextEvent(t, sub))
-		waitFor(t, "both announcers", func() bool { return n.relay.localAnnouncers(live) == 2 })
+		settled(t, "both announcers", func() bool { return n.relay.localAnnouncers(live) == 2 })
 		require.NoError(t, a1.Close())
-		waitFor(t, "first withdrawn", func() bool { return n.relay.localAnnouncers(live) == 1 })
+		settled(t, "first withdrawn", func() bool { return n.relay.localAnnouncers(live) == 1 })
 		// A namespace announced after the withdrawal comes after anything
 		// the withdrawal sent: no NAMESPACE_DONE before it.
 		marker := wire.NewNamespace("marker")
@@ -201,8 +205,8 @@ func TestNamespaceKilledAnnouncerTakesItsNamespaces(t *testing.T) {
 		got = []moqt.NamespaceEvent{nextEvent(t, sub), nextEvent(t, sub)}
 		assert.ElementsMatch(t, []moqt.NamespaceEvent{withdrawn(a), withdrawn(b)}, got)
 		require.NoError(t, sub.Close())
-		waitFor(t, "tables empty", n.relay.ns.empty)
-		waitFor(t, "no announcer left", func() bool { return n.relay.tablesEmpty() == nil })
+		settled(t, "tables empty", n.relay.ns.empty)
+		settled(t, "no announcer left", func() bool { return n.relay.tablesEmpty() == nil })
 	})
 }
 
@@ -231,33 +235,35 @@ func TestNamespacePrefixUpdate(t *testing.T) {
 }
 
 func TestNamespaceTooLarge(t *testing.T) {
-	n := startNode(t, "moqt", Config{MaxNamespaceMatches: 2}, nil)
-	pc, _ := n.dial("/pub", nil)
-	announceNS(t, pc, wire.NewNamespace("live", "a"))
-	announceNS(t, pc, wire.NewNamespace("live", "b"))
-	sc, _ := n.dial("/sub", nil)
-	sub, err := subscribeNS(t, sc, wire.NewNamespace("live"), false, wire.Params{})
-	require.NoError(t, err, "two is within the limit")
-	nextEvent(t, sub)
-	nextEvent(t, sub)
-	announceNS(t, pc, wire.NewNamespace("live", "c"))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for {
-		ev, err := sub.Next(ctx)
-		if err != nil {
-			var se *moqt.StreamError
-			require.ErrorAs(t, err, &se, "grown past the limit: the stream is reset")
-			assert.Equal(t, wire.ResetExcessiveLoad, se.Code)
-			break
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{MaxNamespaceMatches: 2}, nil)
+		pc, _ := n.dial("/pub", nil)
+		announceNS(t, pc, wire.NewNamespace("live", "a"))
+		announceNS(t, pc, wire.NewNamespace("live", "b"))
+		sc, _ := n.dial("/sub", nil)
+		sub, err := subscribeNS(t, sc, wire.NewNamespace("live"), false, wire.Params{})
+		require.NoError(t, err, "two is within the limit")
+		nextEvent(t, sub)
+		nextEvent(t, sub)
+		announceNS(t, pc, wire.NewNamespace("live", "c"))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for {
+			ev, err := sub.Next(ctx)
+			if err != nil {
+				var se *moqt.StreamError
+				require.ErrorAs(t, err, &se, "grown past the limit: the stream is reset")
+				assert.Equal(t, wire.ResetExcessiveLoad, se.Code)
+				break
+			}
+			assert.True(t, ev.Done, "nothing past the limit: %+v", ev)
 		}
-		assert.True(t, ev.Done, "nothing past the limit: %+v", ev)
-	}
-	sc2, _ := n.dial("/sub2", nil)
-	_, err = subscribeNS(t, sc2, wire.NewNamespace("live"), false, wire.Params{})
-	assert.Equal(t, wire.ReqNamespaceTooLarge, requestCode(t, err), "three are too many at request time")
-	_, err = subscribeNS(t, sc2, wire.NewNamespace("live", "a"), false, wire.Params{})
-	assert.NoError(t, err, "a narrower prefix is not")
+		sc2, _ := n.dial("/sub2", nil)
+		_, err = subscribeNS(t, sc2, wire.NewNamespace("live"), false, wire.Params{})
+		assert.Equal(t, wire.ReqNamespaceTooLarge, requestCode(t, err), "three are too many at request time")
+		_, err = subscribeNS(t, sc2, wire.NewNamespace("live", "a"), false, wire.Params{})
+		assert.NoError(t, err, "a narrower prefix is not")
+	})
 }
 
 // newTrack is a LocalTrack for name.
@@ -280,7 +286,7 @@ func TestC060_PublishForwardedToSubscribeTracks(t *testing.T) {
 		sc, _ := n.dial("/sub", sh)
 		_, err = subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{SubscriberPriority: wire.Some[uint8](7)})
 		require.NoError(t, err)
-		waitFor(t, "PUBLISH of the track available before", func() bool { return len(sh.published()) == 1 })
+		settled(t, "PUBLISH of the track available before", func() bool { return len(sh.published()) == 1 })
 		assert.Equal(t, []string{audio.String()}, sh.published())
 		sh.mu.Lock()
 		prio := sh.pubs[0].Params.SubscriberPriority
@@ -291,16 +297,16 @@ func TestC060_PublishForwardedToSubscribeTracks(t *testing.T) {
 		pc2, _ := n.dial("/pub2", own)
 		_, err = subscribeNS(t, pc2, wire.NewNamespace("live"), true, wire.Params{})
 		require.NoError(t, err)
-		waitFor(t, "the other publisher's track", func() bool { return len(own.published()) == 1 })
+		settled(t, "the other publisher's track", func() bool { return len(own.published()) == 1 })
 		video := newTrack(t, testTrack)
 		vss, err := publishTo(t, pc2, video, wire.Params{})
 		require.NoError(t, err)
-		waitFor(t, "PUBLISH of the track published later", func() bool { return len(sh.published()) == 2 })
+		settled(t, "PUBLISH of the track published later", func() bool { return len(sh.published()) == 2 })
 		assert.Equal(t, testTrack.String(), sh.published()[1])
-		waitFor(t, "its subscription", func() bool { return sh.subscription(1) != nil })
+		settled(t, "its subscription", func() bool { return sh.subscription(1) != nil })
 		// The relay paused the PUBLISH (Forward 0, no subscriber yet) and
 		// resumes it: wait for the resumption, not the PUBLISH's own 1.
-		waitFor(t, "Forward=1 upstream", func() bool { return n.relay.upstreamForwarding(testTrack) && vss.Forward() })
+		settled(t, "Forward=1 upstream", func() bool { return n.relay.upstreamForwarding(testTrack) && vss.Forward() })
 		writeGroup(t, video, 0, 3)
 		objs, err := readSubgroup(t, sh.subscription(1))
 		require.NoError(t, err)
@@ -311,7 +317,7 @@ func TestC060_PublishForwardedToSubscribeTracks(t *testing.T) {
 		vc, _ := n.dial("/vod", vod)
 		_, err = subscribeNS(t, vc, wire.NewNamespace("vod"), true, wire.Params{})
 		require.NoError(t, err)
-		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
 		assert.Empty(t, vod.published(), "no PUBLISH outside the prefix")
 	})
 }
@@ -327,17 +333,17 @@ func TestC037_NoPublishAfterSubscribeTracksEnded(t *testing.T) {
 		sc, _ := n.dial("/stays", stays)
 		_, err = subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{})
 		require.NoError(t, err)
-		waitFor(t, "both served", func() bool { return n.relay.tracksSubs() == 2 })
+		settled(t, "both served", func() bool { return n.relay.tracksSubs() == 2 })
 		require.NoError(t, ended.Close())
 		// Its cancellation reaches the relay; nothing the relay exposes
 		// tells when without depending on the rule under test.
-		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
 
 		pc, _ := n.dial("/pub", nil)
 		_, err = publishTo(t, pc, newTrack(t, testTrack), wire.Params{})
 		require.NoError(t, err)
-		waitFor(t, "PUBLISH to the one still subscribed", func() bool { return len(stays.published()) == 1 })
-		time.Sleep(200 * time.Millisecond)
+		settled(t, "PUBLISH to the one still subscribed", func() bool { return len(stays.published()) == 1 })
+		synctest.Wait()
 		assert.Empty(t, gone.published(), "no PUBLISH once its SUBSCRIBE_TRACKS ended")
 	})
 }
@@ -361,7 +367,7 @@ func TestPublishSkippedNeverFollowedByPublish(t *testing.T) {
 
 		// The track goes and comes back: still no PUBLISH on this request.
 		require.NoError(t, ss.End(wire.DoneTrackEnded, "bye"))
-		waitFor(t, "track gone", func() bool { return n.relay.trackCount() == 0 })
+		settled(t, "track gone", func() bool { return n.relay.trackCount() == 0 })
 		sh.mu.Lock()
 		sh.refuse = 0
 		sh.mu.Unlock()
@@ -371,24 +377,26 @@ func TestPublishSkippedNeverFollowedByPublish(t *testing.T) {
 		oc, _ := n.dial("/other", other)
 		_, err = subscribeNS(t, oc, wire.NewNamespace("live"), true, wire.Params{})
 		require.NoError(t, err)
-		waitFor(t, "another subscriber gets the new PUBLISH", func() bool { return len(other.published()) == 1 })
-		time.Sleep(200 * time.Millisecond)
+		settled(t, "another subscriber gets the new PUBLISH", func() bool { return len(other.published()) == 1 })
+		synctest.Wait()
 		assert.Len(t, sh.published(), 1, "no PUBLISH after PUBLISH_SKIPPED")
 	})
 }
 
 func TestSubscribeTracksTooLarge(t *testing.T) {
-	n := startNode(t, "moqt", Config{MaxNamespaceMatches: 1}, nil)
-	pc, _ := n.dial("/pub", nil)
-	for _, name := range []string{"a", "b"} {
-		_, err := publishTo(t, pc, newTrack(t, wire.FullTrackName{Namespace: testTrack.Namespace, Name: []byte(name)}), wire.Params{})
-		require.NoError(t, err)
-	}
-	sc, _ := n.dial("/sub", &tracksClient{})
-	_, err := subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{})
-	assert.Equal(t, wire.ReqNamespaceTooLarge, requestCode(t, err))
-	_, err = subscribeNS(t, sc, wire.NewNamespace("vod"), true, wire.Params{})
-	assert.NoError(t, err)
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{MaxNamespaceMatches: 1}, nil)
+		pc, _ := n.dial("/pub", nil)
+		for _, name := range []string{"a", "b"} {
+			_, err := publishTo(t, pc, newTrack(t, wire.FullTrackName{Namespace: testTrack.Namespace, Name: []byte(name)}), wire.Params{})
+			require.NoError(t, err)
+		}
+		sc, _ := n.dial("/sub", &tracksClient{})
+		_, err := subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{})
+		assert.Equal(t, wire.ReqNamespaceTooLarge, requestCode(t, err))
+		_, err = subscribeNS(t, sc, wire.NewNamespace("vod"), true, wire.Params{})
+		assert.NoError(t, err)
+	})
 }
 
 func TestC052_PublishedTrackRoutesNoNamespace(t *testing.T) {
@@ -425,10 +433,10 @@ func TestC062_PublishNamespaceGetsExistingSubscriptions(t *testing.T) {
 
 		late := n.newPublisher("/late", testTrack, nil)
 		announceNS(t, late.client, wire.NewNamespace("live"))
-		waitFor(t, "SUBSCRIBE to the new announcer", func() bool { return len(late.subscribes()) == 1 })
+		settled(t, "SUBSCRIBE to the new announcer", func() bool { return len(late.subscribes()) == 1 })
 		other := n.newPublisher("/other", testTrack, nil)
 		announceNS(t, other.client, wire.NewNamespace("vod"))
-		waitFor(t, "late serves", func() bool { return len(late.servedSubs()) == 1 })
+		settled(t, "late serves", func() bool { return len(late.servedSubs()) == 1 })
 		writeGroup(t, late.track, 0, 2)
 		objs, err := readSubgroup(t, sub)
 		require.NoError(t, err)
@@ -450,11 +458,11 @@ func TestSubscribeTracksPrefixUpdate(t *testing.T) {
 		sc, _ := n.dial("/sub", sh)
 		req, err := subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{})
 		require.NoError(t, err)
-		waitFor(t, "the track under the prefix", func() bool { return len(sh.published()) == 1 })
+		settled(t, "the track under the prefix", func() bool { return len(sh.published()) == 1 })
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		require.NoError(t, req.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("sport"))}))
-		waitFor(t, "the track under the new prefix, published before the update", func() bool { return len(sh.published()) == 2 })
+		settled(t, "the track under the new prefix, published before the update", func() bool { return len(sh.published()) == 2 })
 		assert.Equal(t, []string{testTrack.String(), sport.String()}, sh.published())
 		first := sh.subscription(0)
 		require.NotNil(t, first)
@@ -463,27 +471,29 @@ func TestSubscribeTracksPrefixUpdate(t *testing.T) {
 }
 
 func TestNamespaceRequestsCounted(t *testing.T) {
-	m := &countingMetrics{requests: map[string]int{}, drops: map[string]int{}}
-	n := startNode(t, "moqt", Config{Metrics: m, MaxNamespaceMatches: 1}, nil)
-	pc, _ := n.dial("/pub", nil)
-	announceNS(t, pc, wire.NewNamespace("live", "a"))
-	announceNS(t, pc, wire.NewNamespace("live", "b"))
-	sc, _ := n.dial("/sub", &tracksClient{})
-	_, err := subscribeNS(t, sc, wire.NewNamespace("live", "a"), false, wire.Params{})
-	require.NoError(t, err)
-	_, err = subscribeNS(t, sc, wire.NewNamespace("vod"), false, wire.Params{})
-	require.NoError(t, err)
-	_, err = subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{})
-	require.NoError(t, err)
-	sc2, _ := n.dial("/sub2", nil)
-	_, err = subscribeNS(t, sc2, wire.NewNamespace("live"), false, wire.Params{})
-	require.Error(t, err)
-	waitFor(t, "counted", func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return m.requests[KindPublishNamespace+"/"+OutcomeOK] == 2 &&
-			m.requests[KindSubscribeNamespace+"/"+OutcomeOK] == 2 &&
-			m.requests[KindSubscribeNamespace+"/"+OutcomeRefused] == 1 &&
-			m.requests[KindSubscribeTracks+"/"+OutcomeOK] == 1
+	synctest.Test(t, func(t *testing.T) {
+		m := &countingMetrics{requests: map[string]int{}, drops: map[string]int{}}
+		n := startNode(t, "moqt", Config{Metrics: m, MaxNamespaceMatches: 1}, nil)
+		pc, _ := n.dial("/pub", nil)
+		announceNS(t, pc, wire.NewNamespace("live", "a"))
+		announceNS(t, pc, wire.NewNamespace("live", "b"))
+		sc, _ := n.dial("/sub", &tracksClient{})
+		_, err := subscribeNS(t, sc, wire.NewNamespace("live", "a"), false, wire.Params{})
+		require.NoError(t, err)
+		_, err = subscribeNS(t, sc, wire.NewNamespace("vod"), false, wire.Params{})
+		require.NoError(t, err)
+		_, err = subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{})
+		require.NoError(t, err)
+		sc2, _ := n.dial("/sub2", nil)
+		_, err = subscribeNS(t, sc2, wire.NewNamespace("live"), false, wire.Params{})
+		require.Error(t, err)
+		settled(t, "counted", func() bool {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return m.requests[KindPublishNamespace+"/"+OutcomeOK] == 2 &&
+				m.requests[KindSubscribeNamespace+"/"+OutcomeOK] == 2 &&
+				m.requests[KindSubscribeNamespace+"/"+OutcomeRefused] == 1 &&
+				m.requests[KindSubscribeTracks+"/"+OutcomeOK] == 1
+		})
 	})
 }

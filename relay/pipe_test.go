@@ -53,6 +53,7 @@ func pipeRelayForwards(t *testing.T, pc transport.PipeConfig) {
 	})})
 	_, err = pub.PublishNamespace(ctx, name.Namespace, wire.Params{})
 	require.NoError(t, err)
+	synctest.Wait() // the relay answers before it routes the namespace
 
 	var subs []*moqt.Subscription
 	for range 2 {

@@ -38,9 +38,7 @@ func TestStalledSubscriberHoldsUpNobody(t *testing.T) {
 		scfg := n.clientConfig(nil)
 		scfg.StreamReceiveWindow = 16 << 10
 		scfg.ReadStallTimeout = -1
-		stalled, err := moqt.Dial(ctx, n.url("/stalled"), scfg)
-		require.NoError(t, err)
-		defer stalled.Close()
+		stalled, _ := n.dialConfig("/stalled", scfg)
 		stalledSub, err := stalled.Subscribe(ctx, testTrack, wire.Params{})
 		require.NoError(t, err)
 
@@ -70,7 +68,7 @@ func TestStalledSubscriberHoldsUpNobody(t *testing.T) {
 		}
 		assert.Equal(t, groups*perGroup, <-got, "the fast subscriber gets everything")
 		assert.Equal(t, wire.DoneTooFarBehind, doneCode(t, stalledSub), "the stalled one is told")
-		waitFor(t, "and counted", func() bool {
+		settled(t, "and counted", func() bool {
 			met.mu.Lock()
 			defer met.mu.Unlock()
 			return met.drops[DropSlowSubscriber] == 1

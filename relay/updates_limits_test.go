@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -19,41 +20,43 @@ import (
 // with NAMESPACE_TOO_LARGE, for namespaces and for tracks, and no more
 // than the limit is sent.
 func TestPrefixUpdateTooLarge(t *testing.T) {
-	n := startNode(t, "moqt", Config{MaxNamespaceMatches: 2}, nil)
-	pc, _ := n.dial("/pub", nil)
-	for _, f := range []string{"a", "b", "c", "d", "e"} {
-		announceNS(t, pc, wire.NewNamespace("live", f))
-		name := wire.FullTrackName{Namespace: wire.NewNamespace("live", f), Name: []byte("v")}
-		_, err := publishTo(t, pc, newTrack(t, name), wire.Params{})
-		require.NoError(t, err)
-	}
-	sh := &tracksClient{}
-	sc, _ := n.dial("/sub", sh)
-	for _, tracks := range []bool{false, true} {
-		sub, err := subscribeNS(t, sc, wire.NewNamespace("nothing"), tracks, wire.Params{})
-		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = sub.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("live"))})
-		cancel()
-		var re *moqt.RequestError
-		if assert.ErrorAs(t, err, &re, "tracks=%v", tracks) {
-			assert.Equal(t, wire.ReqNamespaceTooLarge, re.Code)
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{MaxNamespaceMatches: 2}, nil)
+		pc, _ := n.dial("/pub", nil)
+		for _, f := range []string{"a", "b", "c", "d", "e"} {
+			announceNS(t, pc, wire.NewNamespace("live", f))
+			name := wire.FullTrackName{Namespace: wire.NewNamespace("live", f), Name: []byte("v")}
+			_, err := publishTo(t, pc, newTrack(t, name), wire.Params{})
+			require.NoError(t, err)
 		}
-		got := 0
-		for {
-			c2, cl := context.WithTimeout(context.Background(), 500*time.Millisecond)
-			ev, err := sub.Next(c2)
-			cl()
-			if err != nil {
-				break
+		sh := &tracksClient{}
+		sc, _ := n.dial("/sub", sh)
+		for _, tracks := range []bool{false, true} {
+			sub, err := subscribeNS(t, sc, wire.NewNamespace("nothing"), tracks, wire.Params{})
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err = sub.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("live"))})
+			cancel()
+			var re *moqt.RequestError
+			if assert.ErrorAs(t, err, &re, "tracks=%v", tracks) {
+				assert.Equal(t, wire.ReqNamespaceTooLarge, re.Code)
 			}
-			if !ev.Done {
-				got++
+			got := 0
+			for {
+				c2, cl := context.WithTimeout(context.Background(), 500*time.Millisecond)
+				ev, err := sub.Next(c2)
+				cl()
+				if err != nil {
+					break
+				}
+				if !ev.Done {
+					got++
+				}
 			}
+			assert.Zero(t, got, "NAMESPACEs after a refused widening")
 		}
-		assert.Zero(t, got, "NAMESPACEs after a refused widening")
-	}
-	assert.Empty(t, sh.published(), "PUBLISHes after a refused widening")
+		assert.Empty(t, sh.published(), "PUBLISHes after a refused widening")
+	})
 }
 
 // Disjoint SUBSCRIBE_NAMESPACEs and SUBSCRIBE_TRACKS each take one of the
@@ -64,7 +67,7 @@ func TestPrefixUpdateTooLarge(t *testing.T) {
 func TestDiscoveryLimits(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
 		origin := startNode(t, scheme, Config{}, nil)
-		up := newLateDialer()
+		up := newLateUpstream()
 		edge := startNode(t, scheme, Config{Upstream: up, MaxSessionDiscoveries: 4, MaxDiscoveries: 6}, nil)
 		up.bind(t, origin, "/edge", edge.relay)
 		pub := origin.newPublisher("/pub", testTrack, nil)
@@ -104,7 +107,7 @@ func TestDiscoveryLimits(t *testing.T) {
 			assert.Equal(t, wire.ReqExcessiveLoad, re.Code)
 		}
 		require.NoError(t, aSubs[2].Close())
-		waitFor(t, "a slot freed", func() bool {
+		settled(t, "a slot freed", func() bool {
 			s, err := subscribeNS(t, bc, wire.NewNamespace("b3"), false, wire.Params{})
 			if err == nil {
 				_ = s.Close()
@@ -120,95 +123,101 @@ func TestDiscoveryLimits(t *testing.T) {
 // With the default limits, two clients asking many disjoint prefixes
 // leave the edge's upstream session usable.
 func TestDiscoveryStarvesUpstream(t *testing.T) {
-	origin, edge := chain(t, "moqt")
-	pub := origin.newPublisher("/pub", testTrack, nil)
-	announceNS(t, pub.client, testTrack.Namespace)
-	for i := 0; i < 2; i++ {
-		hc, _ := edge.dial(fmt.Sprintf("/evil%d", i), nil)
-		for j := 0; j < 60; j++ {
-			_, err := subscribeNS(t, hc, wire.NewNamespace(fmt.Sprintf("x%d-%d", i, j)), false, wire.Params{})
-			var re *moqt.RequestError
-			if err != nil && !(errors.As(err, &re) && re.Code == wire.ReqExcessiveLoad) {
-				require.NoError(t, err)
+	synctest.Test(t, func(t *testing.T) {
+		origin, edge := chain(t, "moqt")
+		pub := origin.newPublisher("/pub", testTrack, nil)
+		announceNS(t, pub.client, testTrack.Namespace)
+		for i := 0; i < 2; i++ {
+			hc, _ := edge.dial(fmt.Sprintf("/evil%d", i), nil)
+			for j := 0; j < 60; j++ {
+				_, err := subscribeNS(t, hc, wire.NewNamespace(fmt.Sprintf("x%d-%d", i, j)), false, wire.Params{})
+				var re *moqt.RequestError
+				if err != nil && !(errors.As(err, &re) && re.Code == wire.ReqExcessiveLoad) {
+					require.NoError(t, err)
+				}
 			}
 		}
-	}
-	sc, _ := edge.dial("/victim", nil)
-	start := time.Now()
-	_, err := subscribe(t, sc, testTrack, wire.Params{})
-	assert.NoError(t, err, "victim SUBSCRIBE via edge failed after %v", time.Since(start))
+		sc, _ := edge.dial("/victim", nil)
+		start := time.Now()
+		_, err := subscribe(t, sc, testTrack, wire.Params{})
+		assert.NoError(t, err, "victim SUBSCRIBE via edge failed after %v", time.Since(start))
+	})
 }
 
 // After TRACK_NAMESPACE_PREFIX, the edge's upstream discovery moves to the
 // new prefix: the origin's namespaces under it come.
 func TestPrefixUpdateDiscoveredUpstream(t *testing.T) {
-	origin, edge := chain(t, "moqt")
-	pub := origin.newPublisher("/pub", testTrack, nil)
-	sport := wire.NewNamespace("sport", "x")
-	announceNS(t, pub.client, sport)
-	sc, _ := edge.dial("/sub", nil)
-	sub, err := subscribeNS(t, sc, wire.NewNamespace("live"), false, wire.Params{})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	require.NoError(t, sub.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("sport"))}))
-	c2, cl := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cl()
-	ev, err := sub.Next(c2)
-	require.NoError(t, err, "sport/x, announced at the origin, never reported")
-	assert.Equal(t, sport, ev.Namespace)
+	synctest.Test(t, func(t *testing.T) {
+		origin, edge := chain(t, "moqt")
+		pub := origin.newPublisher("/pub", testTrack, nil)
+		sport := wire.NewNamespace("sport", "x")
+		announceNS(t, pub.client, sport)
+		sc, _ := edge.dial("/sub", nil)
+		sub, err := subscribeNS(t, sc, wire.NewNamespace("live"), false, wire.Params{})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		require.NoError(t, sub.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("sport"))}))
+		c2, cl := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cl()
+		ev, err := sub.Next(c2)
+		require.NoError(t, err, "sport/x, announced at the origin, never reported")
+		assert.Equal(t, sport, ev.Namespace)
+	})
 }
 
 // Authorize refuses SUBSCRIBE_TRACKS/NAMESPACE outside "public"; a
 // REQUEST_UPDATE of TRACK_NAMESPACE_PREFIX to (secret) is put to it,
 // refused with UNAUTHORIZED, and nothing under (secret) is sent.
 func TestPrefixUpdateAuthorized(t *testing.T) {
-	auth := func(r moqt.Request, u *wire.Params) error {
-		ns, ok := r.(*moqt.SubscribeNamespaceRequest)
-		if !ok {
+	synctest.Test(t, func(t *testing.T) {
+		auth := func(r moqt.Request, u *wire.Params) error {
+			ns, ok := r.(*moqt.SubscribeNamespaceRequest)
+			if !ok {
+				return nil
+			}
+			prefix := ns.Prefix
+			if u != nil && u.TrackNamespacePrefix.Set {
+				prefix = u.TrackNamespacePrefix.Value
+			}
+			if !prefix.HasPrefix(wire.NewNamespace("public")) {
+				return errors.New("only public")
+			}
 			return nil
 		}
-		prefix := ns.Prefix
-		if u != nil && u.TrackNamespacePrefix.Set {
-			prefix = u.TrackNamespacePrefix.Value
+		n := startNode(t, "moqt", Config{Authorize: auth}, nil)
+		pc, _ := n.dial("/pub", nil)
+		secret := wire.FullTrackName{Namespace: wire.NewNamespace("secret", "a"), Name: []byte("v")}
+		_, err := publishTo(t, pc, newTrack(t, secret), wire.Params{})
+		require.NoError(t, err)
+		announceNS(t, pc, wire.NewNamespace("secret", "ns"))
+		sh := &tracksClient{}
+		sc, _ := n.dial("/sub", sh)
+		_, err = subscribeNS(t, sc, wire.NewNamespace("secret"), true, wire.Params{})
+		require.Error(t, err, "refused directly")
+		req, err := subscribeNS(t, sc, wire.NewNamespace("public"), true, wire.Params{})
+		require.NoError(t, err)
+		nsr, err := subscribeNS(t, sc, wire.NewNamespace("public"), false, wire.Params{})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var re *moqt.RequestError
+		err = req.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("secret"))})
+		if assert.ErrorAs(t, err, &re) {
+			assert.Equal(t, wire.ReqUnauthorized, re.Code)
 		}
-		if !prefix.HasPrefix(wire.NewNamespace("public")) {
-			return errors.New("only public")
+		err = nsr.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("secret"))})
+		if assert.ErrorAs(t, err, &re) {
+			assert.Equal(t, wire.ReqUnauthorized, re.Code)
 		}
-		return nil
-	}
-	n := startNode(t, "moqt", Config{Authorize: auth}, nil)
-	pc, _ := n.dial("/pub", nil)
-	secret := wire.FullTrackName{Namespace: wire.NewNamespace("secret", "a"), Name: []byte("v")}
-	_, err := publishTo(t, pc, newTrack(t, secret), wire.Params{})
-	require.NoError(t, err)
-	announceNS(t, pc, wire.NewNamespace("secret", "ns"))
-	sh := &tracksClient{}
-	sc, _ := n.dial("/sub", sh)
-	_, err = subscribeNS(t, sc, wire.NewNamespace("secret"), true, wire.Params{})
-	require.Error(t, err, "refused directly")
-	req, err := subscribeNS(t, sc, wire.NewNamespace("public"), true, wire.Params{})
-	require.NoError(t, err)
-	nsr, err := subscribeNS(t, sc, wire.NewNamespace("public"), false, wire.Params{})
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var re *moqt.RequestError
-	err = req.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("secret"))})
-	if assert.ErrorAs(t, err, &re) {
-		assert.Equal(t, wire.ReqUnauthorized, re.Code)
-	}
-	err = nsr.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("secret"))})
-	if assert.ErrorAs(t, err, &re) {
-		assert.Equal(t, wire.ReqUnauthorized, re.Code)
-	}
-	time.Sleep(time.Second)
-	assert.Empty(t, sh.published(), "PUBLISH of an unauthorized track after a prefix update")
-	c2, cl := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cl()
-	ev, err := nsr.Next(c2)
-	assert.Error(t, err, "NAMESPACE of an unauthorized namespace: %+v", ev)
-	assert.NotErrorIs(t, err, context.DeadlineExceeded, "the refused update ends the request")
+		synctest.Wait()
+		assert.Empty(t, sh.published(), "PUBLISH of an unauthorized track after a prefix update")
+		c2, cl := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cl()
+		ev, err := nsr.Next(c2)
+		assert.Error(t, err, "NAMESPACE of an unauthorized namespace: %+v", ev)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "the refused update ends the request")
+	})
 }
 
 // A SUBSCRIBE_NAMESPACE subscriber is offered the namespaces under its
@@ -253,14 +262,14 @@ func TestNamespaceOffersUnderPrefixOnly(t *testing.T) {
 		require.NoError(t, news.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("sport"))}))
 		assert.Equal(t, published(wire.NewNamespace("sport", "c")), nextEvent(t, news), "offered from the table")
 		require.NoError(t, live.Update(ctx, wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("live", "a"))}))
-		waitFor(t, "the offers follow the prefixes", func() bool {
+		settled(t, "the offers follow the prefixes", func() bool {
 			return assert.ObjectsAreEqual(map[string]int{
 				wire.NewNamespace("live", "a").String(): 1, wire.NewNamespace("sport").String(): 1}, offered())
 		})
 		assert.Equal(t, withdrawn(wire.NewNamespace("live", "b")), nextEvent(t, live), "left the prefix")
 		require.NoError(t, la.Close())
 		assert.Equal(t, withdrawn(wire.NewNamespace("live", "a")), nextEvent(t, live))
-		waitFor(t, "withdrawn", func() bool {
+		settled(t, "withdrawn", func() bool {
 			return assert.ObjectsAreEqual(map[string]int{
 				wire.NewNamespace("live", "a").String(): 0, wire.NewNamespace("sport").String(): 1}, offered())
 		})

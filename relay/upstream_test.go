@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -43,34 +44,36 @@ func TestC077_MalformedTrackEndsDownstreamWithMalformedTrack(t *testing.T) {
 		require.NoError(t, w2.WriteObject(moqt.Object{Location: wire.Location{Object: 5}, SubgroupID: 1, Payload: []byte("past the end")}))
 		_ = w2.Close()
 		assert.Equal(t, wire.DoneMalformedTrack, doneCode(t, sub))
-		waitFor(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
+		settled(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
 	})
 }
 
 func TestC038_UnknownMandatoryPropertyRefusedDownstream(t *testing.T) {
-	n := startNode(t, "moqt", Config{}, nil)
-	pub := n.newPublisher("/pub", testTrack, wire.KVList{{Type: 0x4002, Value: 1}})
-	hold := pub.setHold()
-	n.announce(pub, wire.NewNamespace("live"))
-	c1, _ := n.dial("/sub1", nil)
-	c2, _ := n.dial("/sub2", nil)
-	r1 := asyncSubscribe(t, c1, testTrack, wire.Params{})
-	waitFor(t, "upstream SUBSCRIBE", func() bool { return len(pub.subscribes()) == 1 })
-	r2 := asyncSubscribe(t, c2, testTrack, wire.Params{})
-	waitFor(t, "both waiting", func() bool {
-		e := n.relay.reg.lookup(testTrack)
-		if e == nil {
-			return false
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{}, nil)
+		pub := n.newPublisher("/pub", testTrack, wire.KVList{{Type: 0x4002, Value: 1}})
+		hold := pub.setHold()
+		n.announce(pub, wire.NewNamespace("live"))
+		c1, _ := n.dial("/sub1", nil)
+		c2, _ := n.dial("/sub2", nil)
+		r1 := asyncSubscribe(t, c1, testTrack, wire.Params{})
+		settled(t, "upstream SUBSCRIBE", func() bool { return len(pub.subscribes()) == 1 })
+		r2 := asyncSubscribe(t, c2, testTrack, wire.Params{})
+		settled(t, "both waiting", func() bool {
+			e := n.relay.reg.lookup(testTrack)
+			if e == nil {
+				return false
+			}
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return e.waiters == 2
+		})
+		close(hold)
+		for _, r := range []<-chan subResult{r1, r2} {
+			res := <-r
+			assert.Equal(t, wire.ReqUnsupportedExtension, requestCode(t, res.err), "every pending downstream subscriber")
 		}
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return e.waiters == 2
 	})
-	close(hold)
-	for _, r := range []<-chan subResult{r1, r2} {
-		res := <-r
-		assert.Equal(t, wire.ReqUnsupportedExtension, requestCode(t, res.err), "every pending downstream subscriber")
-	}
 }
 
 func TestPublishDoneOfLastPublisherEndsTrackWithItsStatus(t *testing.T) {
@@ -78,7 +81,7 @@ func TestPublishDoneOfLastPublisherEndsTrackWithItsStatus(t *testing.T) {
 		n := startNode(t, scheme, Config{}, nil)
 		a, b, _, sub := n.twoPublishers(t)
 		a.track.End(wire.DoneGoingAway, "a leaves")
-		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
 		select {
 		case <-sub.Done():
 			t.Fatalf("ended with a publisher left: %v", sub.Err())
@@ -89,27 +92,34 @@ func TestPublishDoneOfLastPublisherEndsTrackWithItsStatus(t *testing.T) {
 		require.NoError(t, err, "b still feeds it")
 		b.track.End(wire.DoneTrackEnded, "over")
 		assert.Equal(t, wire.DoneTrackEnded, doneCode(t, sub))
-		waitFor(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
+		settled(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
 	})
 }
 
 func TestAllPublishersRefuseSubscribe(t *testing.T) {
-	n := startNode(t, "moqt", Config{}, nil)
-	pub := n.newPublisher("/pub", testTrack, nil)
-	pub.setRefuse(wire.ReqExcessiveLoad)
-	n.announce(pub, wire.NewNamespace("live"))
-	c, _ := n.dial("/sub", nil)
-	_, err := subscribe(t, c, testTrack, wire.Params{})
-	assert.Equal(t, wire.ReqExcessiveLoad, requestCode(t, err), "the upstream's code")
-	waitFor(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{}, nil)
+		pub := n.newPublisher("/pub", testTrack, nil)
+		pub.setRefuse(wire.ReqExcessiveLoad)
+		n.announce(pub, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		_, err := subscribe(t, c, testTrack, wire.Params{})
+		assert.Equal(t, wire.ReqExcessiveLoad, requestCode(t, err), "the upstream's code")
+		settled(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
+	})
 }
 
-// publishingClient is a client publishing tr to the relay with PUBLISH.
+// publishTo publishes tr to the relay over c with PUBLISH. Call it inside
+// a synctest bubble: once PUBLISH_OK is in, it waits for the relay to be
+// done, since the relay answers PUBLISH_OK before it adds the track to its
+// registry (servePublish), so a SUBSCRIBE sent at once could miss it.
 func publishTo(t *testing.T, c *moqt.Session, tr *moqt.LocalTrack, p wire.Params) (*moqt.ServedSubscription, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return tr.Publish(ctx, c, p, moqt.AcceptOptions{})
+	ss, err := tr.Publish(ctx, c, p, moqt.AcceptOptions{})
+	synctest.Wait()
+	return ss, err
 }
 
 func TestC063_C064_PublishAcceptedAndForwardSetByUpdate(t *testing.T) {
@@ -125,7 +135,7 @@ func TestC063_C064_PublishAcceptedAndForwardSetByUpdate(t *testing.T) {
 		pc, _ := n.dial("/b", nil)
 		ss, err := publishTo(t, pc, tr, wire.Params{Forward: wire.Some(false)})
 		require.NoError(t, err, "PUBLISH_OK for a track with Established downstream subscriptions")
-		waitFor(t, "REQUEST_UPDATE Forward=1", ss.Forward)
+		settled(t, "REQUEST_UPDATE Forward=1", ss.Forward)
 		a.track.End(wire.DoneGoingAway, "a leaves")
 		writeGroup(t, tr, 0, 2)
 		objs, err := readSubgroup(t, sub)
@@ -135,25 +145,27 @@ func TestC063_C064_PublishAcceptedAndForwardSetByUpdate(t *testing.T) {
 }
 
 func TestPublishWithoutSubscribersPausedAndKept(t *testing.T) {
-	n := startNode(t, "moqt", Config{Linger: -1}, nil)
-	tr, err := moqt.NewLocalTrack(testTrack, nil)
-	require.NoError(t, err)
-	pc, _ := n.dial("/pub", nil)
-	ss, err := publishTo(t, pc, tr, wire.Params{})
-	require.NoError(t, err)
-	waitFor(t, "Forward 0 with no subscriber", func() bool { return !ss.Forward() })
-	c, _ := n.dial("/sub", nil)
-	sub, err := subscribe(t, c, testTrack, wire.Params{})
-	require.NoError(t, err)
-	waitFor(t, "Forward 1", ss.Forward)
-	writeGroup(t, tr, 0, 1)
-	_, err = readSubgroup(t, sub)
-	require.NoError(t, err)
-	require.NoError(t, sub.Close())
-	waitFor(t, "Forward 0 again", func() bool { return !ss.Forward() })
-	assert.Error(t, n.relay.tablesEmpty(), "a PUBLISHed track stays available")
-	require.NoError(t, pc.Close())
-	waitFor(t, "gone with its publisher", func() bool { return n.relay.tablesEmpty() == nil })
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{Linger: -1}, nil)
+		tr, err := moqt.NewLocalTrack(testTrack, nil)
+		require.NoError(t, err)
+		pc, _ := n.dial("/pub", nil)
+		ss, err := publishTo(t, pc, tr, wire.Params{})
+		require.NoError(t, err)
+		settled(t, "Forward 0 with no subscriber", func() bool { return !ss.Forward() })
+		c, _ := n.dial("/sub", nil)
+		sub, err := subscribe(t, c, testTrack, wire.Params{})
+		require.NoError(t, err)
+		settled(t, "Forward 1", ss.Forward)
+		writeGroup(t, tr, 0, 1)
+		_, err = readSubgroup(t, sub)
+		require.NoError(t, err)
+		require.NoError(t, sub.Close())
+		settled(t, "Forward 0 again", func() bool { return !ss.Forward() })
+		assert.Error(t, n.relay.tablesEmpty(), "a PUBLISHed track stays available")
+		require.NoError(t, pc.Close())
+		settled(t, "gone with its publisher", func() bool { return n.relay.tablesEmpty() == nil })
+	})
 }
 
 // updatesSeen records the REQUEST_UPDATEs a publisher receives.
@@ -163,96 +175,100 @@ type updatesSeen struct {
 }
 
 func TestC073_C074_NewGroupRequestPassedOn(t *testing.T) {
-	n := startNode(t, "moqt", Config{}, nil)
-	dyn := wire.KVList{{Type: wire.PropDynamicGroups, Value: 1}}
-	tr, err := moqt.NewLocalTrack(testTrack, dyn)
-	require.NoError(t, err)
-	var seen updatesSeen
-	var subs []*moqt.SubscribeRequest
-	var smu sync.Mutex
-	h := moqt.HandlerFunc(func(r moqt.Request) {
-		sr := r.(*moqt.SubscribeRequest)
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{}, nil)
+		dyn := wire.KVList{{Type: wire.PropDynamicGroups, Value: 1}}
+		tr, err := moqt.NewLocalTrack(testTrack, dyn)
+		require.NoError(t, err)
+		var seen updatesSeen
+		var subs []*moqt.SubscribeRequest
+		var smu sync.Mutex
+		h := moqt.HandlerFunc(func(r moqt.Request) {
+			sr := r.(*moqt.SubscribeRequest)
+			smu.Lock()
+			subs = append(subs, sr)
+			smu.Unlock()
+			_, _ = tr.Accept(sr, moqt.AcceptOptions{OnUpdate: func(_ *moqt.ServedSubscription, p *wire.Params) error {
+				seen.mu.Lock()
+				seen.all = append(seen.all, *p)
+				seen.mu.Unlock()
+				return nil
+			}})
+		})
+		_, ps := n.dial("/pub", h)
+		n.relay.reg.addAnnouncer(ps, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		s1, err := subscribe(t, c, testTrack, wire.Params{NewGroupRequest: wire.Some[uint64](0)})
+		require.NoError(t, err)
 		smu.Lock()
-		subs = append(subs, sr)
+		require.Len(t, subs, 1)
+		assert.Equal(t, wire.Some[uint64](0), subs[0].Params.NewGroupRequest, "included when subscribing upstream")
 		smu.Unlock()
-		_, _ = tr.Accept(sr, moqt.AcceptOptions{OnUpdate: func(_ *moqt.ServedSubscription, p *wire.Params) error {
-			seen.mu.Lock()
-			seen.all = append(seen.all, *p)
-			seen.mu.Unlock()
-			return nil
-		}})
-	})
-	_, ps := n.dial("/pub", h)
-	n.relay.reg.addAnnouncer(ps, wire.NewNamespace("live"))
-	c, _ := n.dial("/sub", nil)
-	s1, err := subscribe(t, c, testTrack, wire.Params{NewGroupRequest: wire.Some[uint64](0)})
-	require.NoError(t, err)
-	smu.Lock()
-	require.Len(t, subs, 1)
-	assert.Equal(t, wire.Some[uint64](0), subs[0].Params.NewGroupRequest, "included when subscribing upstream")
-	smu.Unlock()
 
-	writeGroup(t, tr, 4, 1)
-	_, err = readSubgroup(t, s1)
-	require.NoError(t, err)
-	ngrs := func() []uint64 {
-		seen.mu.Lock()
-		defer seen.mu.Unlock()
-		var out []uint64
-		for _, p := range seen.all {
-			if p.NewGroupRequest.Set {
-				out = append(out, p.NewGroupRequest.Value)
+		writeGroup(t, tr, 4, 1)
+		_, err = readSubgroup(t, s1)
+		require.NoError(t, err)
+		ngrs := func() []uint64 {
+			seen.mu.Lock()
+			defer seen.mu.Unlock()
+			var out []uint64
+			for _, p := range seen.all {
+				if p.NewGroupRequest.Set {
+					out = append(out, p.NewGroupRequest.Value)
+				}
 			}
+			return out
 		}
-		return out
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	// A value not past the Largest Group (4) is not passed on.
-	require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](3)}))
-	time.Sleep(100 * time.Millisecond)
-	assert.Empty(t, ngrs())
-	// One past it is.
-	require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](5)}))
-	waitFor(t, "REQUEST_UPDATE with NEW_GROUP_REQUEST", func() bool { return len(ngrs()) == 1 })
-	assert.Equal(t, []uint64{5}, ngrs())
-	// While it is outstanding, no smaller or equal one follows.
-	require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](5)}))
-	time.Sleep(100 * time.Millisecond)
-	assert.Len(t, ngrs(), 1)
-	// The Largest Group grows: no longer outstanding.
-	writeGroup(t, tr, 5, 1)
-	_, err = readSubgroup(t, s1)
-	require.NoError(t, err)
-	require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](6)}))
-	waitFor(t, "a second one", func() bool { return len(ngrs()) == 2 })
-	// While it is outstanding, a 0 (no Group information) does not follow
-	// either: 6 is greater (a subscriber sending 0s could flood it).
-	require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](0)}))
-	time.Sleep(100 * time.Millisecond)
-	assert.Len(t, ngrs(), 2, "0 is covered by the outstanding 6")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		// A value not past the Largest Group (4) is not passed on.
+		require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](3)}))
+		synctest.Wait()
+		assert.Empty(t, ngrs())
+		// One past it is.
+		require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](5)}))
+		settled(t, "REQUEST_UPDATE with NEW_GROUP_REQUEST", func() bool { return len(ngrs()) == 1 })
+		assert.Equal(t, []uint64{5}, ngrs())
+		// While it is outstanding, no smaller or equal one follows.
+		require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](5)}))
+		synctest.Wait()
+		assert.Len(t, ngrs(), 1)
+		// The Largest Group grows: no longer outstanding.
+		writeGroup(t, tr, 5, 1)
+		_, err = readSubgroup(t, s1)
+		require.NoError(t, err)
+		require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](6)}))
+		settled(t, "a second one", func() bool { return len(ngrs()) == 2 })
+		// While it is outstanding, a 0 (no Group information) does not follow
+		// either: 6 is greater (a subscriber sending 0s could flood it).
+		require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some[uint64](0)}))
+		synctest.Wait()
+		assert.Len(t, ngrs(), 2, "0 is covered by the outstanding 6")
+	})
 }
 
 // TestTrackEndsWhenLastPublisherLeavesBeforeAnotherAnswers: the only
 // Established publisher ends while another's SUBSCRIBE is in flight, which
 // is then refused: the track ends as the first did.
 func TestTrackEndsWhenLastPublisherLeavesBeforeAnotherAnswers(t *testing.T) {
-	n := startNode(t, "moqt", Config{}, nil)
-	a := n.newPublisher("/a", testTrack, nil)
-	n.announce(a, wire.NewNamespace("live"))
-	c, _ := n.dial("/sub", nil)
-	sub, err := subscribe(t, c, testTrack, wire.Params{})
-	require.NoError(t, err)
-	b := n.newPublisher("/b", testTrack, nil)
-	hold := b.setHold()
-	b.setRefuse(wire.ReqUninterested)
-	n.announce(b, wire.NewNamespace("live"))
-	waitFor(t, "SUBSCRIBE to b", func() bool { return len(b.subscribes()) == 1 })
-	a.track.End(wire.DoneTrackEnded, "over")
-	time.Sleep(100 * time.Millisecond)
-	close(hold)
-	assert.Equal(t, wire.DoneTrackEnded, doneCode(t, sub))
-	waitFor(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{}, nil)
+		a := n.newPublisher("/a", testTrack, nil)
+		n.announce(a, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		sub, err := subscribe(t, c, testTrack, wire.Params{})
+		require.NoError(t, err)
+		b := n.newPublisher("/b", testTrack, nil)
+		hold := b.setHold()
+		b.setRefuse(wire.ReqUninterested)
+		n.announce(b, wire.NewNamespace("live"))
+		settled(t, "SUBSCRIBE to b", func() bool { return len(b.subscribes()) == 1 })
+		a.track.End(wire.DoneTrackEnded, "over")
+		synctest.Wait()
+		close(hold)
+		assert.Equal(t, wire.DoneTrackEnded, doneCode(t, sub))
+		settled(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
+	})
 }
 
 // TestPublishedDownstreamForwardFollowed: a subscription the relay offers
@@ -267,7 +283,7 @@ func TestPublishedDownstreamForwardFollowed(t *testing.T) {
 		c1, _ := n.dial("/sub1", nil)
 		_, err := subscribe(t, c1, testTrack, wire.Params{Forward: wire.Some(false)})
 		require.NoError(t, err)
-		waitFor(t, "served", func() bool { return len(pub.servedSubs()) == 1 })
+		settled(t, "served", func() bool { return len(pub.servedSubs()) == 1 })
 		got := make(chan *moqt.Subscription, 1)
 		_, s2 := n.dial("/sub2", moqt.HandlerFunc(func(r moqt.Request) {
 			if pr, ok := r.(*moqt.PublishRequest); ok {
@@ -287,7 +303,7 @@ func TestPublishedDownstreamForwardFollowed(t *testing.T) {
 		assert.False(t, n.relay.wantsForward(testTrack), "no one wants objects yet")
 		require.NoError(t, offered.Update(ctx, wire.Params{Forward: wire.Some(true)}))
 		assert.True(t, n.relay.wantsForward(testTrack), "applied by the time the update is answered")
-		waitFor(t, "upstream Forward 1", func() bool { return upstreamForward(pub) })
+		settled(t, "upstream Forward 1", func() bool { return upstreamForward(pub) })
 		writeGroup(t, pub.track, 0, 1)
 		objs, err := readSubgroup(t, offered)
 		require.NoError(t, err)
@@ -310,34 +326,36 @@ func (rl *Relay) wantsForward(name wire.FullTrackName) bool {
 // faster than the publisher answers them costs the relay one goroutine per
 // publisher, not one per request.
 func TestNewGroupRequestFloodBounded(t *testing.T) {
-	n := startNode(t, "moqt", Config{}, nil)
-	tr, err := moqt.NewLocalTrack(testTrack, wire.KVList{{Type: wire.PropDynamicGroups, Value: 1}})
-	require.NoError(t, err)
-	release := make(chan struct{})
-	defer close(release)
-	var updates atomic.Int32
-	h := moqt.HandlerFunc(func(r moqt.Request) {
-		_, _ = tr.Accept(r.(*moqt.SubscribeRequest), moqt.AcceptOptions{OnUpdate: func(*moqt.ServedSubscription, *wire.Params) error {
-			updates.Add(1)
-			<-release // the publisher sits on its answers
-			return nil
-		}})
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{}, nil)
+		tr, err := moqt.NewLocalTrack(testTrack, wire.KVList{{Type: wire.PropDynamicGroups, Value: 1}})
+		require.NoError(t, err)
+		release := make(chan struct{})
+		defer close(release)
+		var updates atomic.Int32
+		h := moqt.HandlerFunc(func(r moqt.Request) {
+			_, _ = tr.Accept(r.(*moqt.SubscribeRequest), moqt.AcceptOptions{OnUpdate: func(*moqt.ServedSubscription, *wire.Params) error {
+				updates.Add(1)
+				<-release // the publisher sits on its answers
+				return nil
+			}})
+		})
+		_, ps := n.dial("/pub", h)
+		n.relay.reg.addAnnouncer(ps, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		s1, err := subscribe(t, c, testTrack, wire.Params{})
+		require.NoError(t, err)
+		writeGroup(t, tr, 4, 1)
+		_, err = readSubgroup(t, s1)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for v := uint64(5); v < 45; v++ {
+			require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some(v)}))
+		}
+		settled(t, "the first reached the publisher", func() bool { return updates.Load() >= 1 })
+		synctest.Wait()
+		running := n.relay.gs.Running()
+		assert.Less(t, running, 8, "goroutines of the relay")
 	})
-	_, ps := n.dial("/pub", h)
-	n.relay.reg.addAnnouncer(ps, wire.NewNamespace("live"))
-	c, _ := n.dial("/sub", nil)
-	s1, err := subscribe(t, c, testTrack, wire.Params{})
-	require.NoError(t, err)
-	writeGroup(t, tr, 4, 1)
-	_, err = readSubgroup(t, s1)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for v := uint64(5); v < 45; v++ {
-		require.NoError(t, s1.Update(ctx, wire.Params{NewGroupRequest: wire.Some(v)}))
-	}
-	waitFor(t, "the first reached the publisher", func() bool { return updates.Load() >= 1 })
-	time.Sleep(200 * time.Millisecond)
-	running := n.relay.gs.Running()
-	assert.Less(t, running, 8, "goroutines of the relay")
 }

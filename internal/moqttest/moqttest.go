@@ -28,17 +28,62 @@ const setupGuard = 10 * time.Second
 // Call it inside a testing/synctest bubble to run the sessions' timers on
 // the bubble's clock: the sessions then belong to the bubble and must end
 // in it, which the cleanup sees to.
+// The client asks for "moqt://pipe.test:443/live?x=1"; PairAt names
+// another path.
 func Pair(t testing.TB, pc transport.PipeConfig, serverCfg, clientCfg *moqt.Config) (client, server *moqt.Session) {
+	t.Helper()
+	return PairAt(t, pc, "/live?x=1", serverCfg, clientCfg)
+}
+
+// PairAt is Pair with the client asking for path ("/viewer", say: its
+// path and query), which the server's Session.Path reports, so that a test
+// can tell its clients apart as a server does.
+func PairAt(t testing.TB, pc transport.PipeConfig, path string, serverCfg, clientCfg *moqt.Config) (client, server *moqt.Session) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), setupGuard)
 	defer cancel()
-	c, s, err := testhook.PipeSessions(ctx, pc, quiet(serverCfg), quiet(clientCfg))
+	c, s, err := testhook.PipeSessions(ctx, pc, path, quiet(serverCfg), quiet(clientCfg))
 	if err != nil {
 		t.Fatalf("moqttest: connecting over a pipe: %v", err)
 	}
 	client, server = c.(*moqt.Session), s.(*moqt.Session)
 	t.Cleanup(func() {
 		_ = client.Close()
+		_ = server.Close()
+		<-client.Context().Done()
+		<-server.Context().Done()
+	})
+	return client, server
+}
+
+// Raw connects a raw client end of a transport.Pipe shaped by pc, asking
+// for path, to a server session configured by serverCfg (its Handler
+// serving it): setup plays the client's side of SETUP, raw, while the
+// server runs its own, and Raw returns both once the server's is done. The
+// test then sends what it likes over client. Both end when the test ends.
+func Raw(t testing.TB, pc transport.PipeConfig, path string, serverCfg *moqt.Config, setup func(client transport.Conn)) (client transport.Conn, server *moqt.Session) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), setupGuard)
+	defer cancel()
+	client, serve := testhook.PipeServer(pc, path, quiet(serverCfg))
+	type result struct {
+		s   any
+		err error
+	}
+	served := make(chan result, 1)
+	go func() {
+		s, err := serve(ctx)
+		served <- result{s, err}
+	}()
+	setup(client)
+	r := <-served
+	if r.err != nil {
+		_ = client.CloseWithError(0, "")
+		t.Fatalf("moqttest: serving a raw pipe client: %v", r.err)
+	}
+	server = r.s.(*moqt.Session)
+	t.Cleanup(func() {
+		_ = client.CloseWithError(0, "")
 		_ = server.Close()
 		<-client.Context().Done()
 		<-server.Context().Done()
