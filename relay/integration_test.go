@@ -79,12 +79,19 @@ func (n *node) netDial(path string, cfg *moqt.Config) (client, server *moqt.Sess
 	c, err := moqt.Dial(ctx, n.url(path), cfg)
 	require.NoError(n.t, err)
 	n.t.Cleanup(func() { _ = c.Close() })
+	return c, n.awaitSession(ctx, path)
+}
+
+// awaitSession returns the session the relay accepted from path, once its
+// Server has handed it over: a client can be done with SETUP first.
+func (n *node) awaitSession(ctx context.Context, path string) *moqt.Session {
+	n.t.Helper()
 	for {
 		n.mu.Lock()
 		s, arrived := n.sessions[path], n.arrived
 		n.mu.Unlock()
 		if s != nil {
-			return c, s
+			return s
 		}
 		select {
 		case <-arrived:
@@ -166,8 +173,8 @@ func TestNetThreeRelayChain(t *testing.T) {
 				require.NoError(t, err, "subscriber %d", i)
 				subs = append(subs, sub)
 			}
-			assert.NotNil(t, origin.session("/edge1"), "edge1 dialed its URL")
-			assert.NotNil(t, origin.session("/edge2"), "edge2 dialed its URL")
+			origin.awaitSession(ctx, "/edge1") // each edge dialed its URL
+			origin.awaitSession(ctx, "/edge2")
 			for g := range uint64(2) {
 				writeGroup(t, tr, g, 3)
 			}

@@ -39,10 +39,18 @@ type router struct {
 	// (subKey), so that a namespace's change reaches the subscribers it
 	// may concern only.
 	subIdx map[string]map[*nsSub]struct{}
-	// discBy counts the requests of each session that discover upstream,
-	// discPending the upstream requests admitted and not made yet.
+	// discBy counts the requests of each session that discover upstream;
+	// discPending holds the upstream requests admitted and not made yet,
+	// which count against the limits and cover the requests under them as
+	// a made one does.
 	discBy      map[*moqt.Session]int
-	discPending int
+	discPending map[*discRef]discWant
+}
+
+// discWant is an upstream namespace request admitted and not made yet.
+type discWant struct {
+	prefix wire.Namespace
+	tracks bool
 }
 
 // trackRegistry is what the router asks of the registry of tracks and
@@ -121,31 +129,38 @@ func (rt *router) serve(req moqt.Request) bool {
 func (rt *router) servePublishNamespace(r *moqt.PublishNamespaceRequest) {
 	s := r.Session()
 	r.OnUpdate = func(u *wire.Params) error { return rt.authorizeUpdate(r, u) }
-	// Routed before REQUEST_OK: a publisher that has its answer may have a
-	// subscriber SUBSCRIBE at once, and so may one that learns of the
-	// namespace.
+	// Routed and in the table before REQUEST_OK: once the publisher has
+	// its answer, a SUBSCRIBE or SUBSCRIBE_NAMESPACE sent at once finds
+	// the namespace, as does one from a subscriber that learns of it.
 	remove := rt.reg.addAnnouncer(s, r.Namespace)
-	ann, err := r.Accept(wire.Params{})
-	if err != nil {
-		remove()
-		rt.reqDone(KindPublishNamespace, OutcomeRefused)
-		return
-	}
 	ns := cloneName(wire.FullTrackName{Namespace: r.Namespace}).Namespace
 	rt.mu.Lock()
 	if rt.closed {
 		rt.mu.Unlock()
 		remove()
-		_ = ann.Close()
-		rt.reqDone(KindPublishNamespace, OutcomeRefused)
+		rt.refuse(r, wire.ReqGoingAway, "relay closed", OutcomeRefused)
 		return
 	}
 	e := rt.entryLocked(ns)
-	la := &localAnn{s: s, ann: ann, e: e}
+	la := &localAnn{s: s, e: e}
 	e.local[la] = struct{}{}
 	rt.anns[la] = struct{}{}
 	rt.changedLocked(e)
 	rt.mu.Unlock()
+	ann, err := r.Accept(wire.Params{})
+	if err != nil {
+		remove()
+		rt.withdraw(la)
+		rt.reqDone(KindPublishNamespace, OutcomeRefused)
+		return
+	}
+	rt.mu.Lock()
+	la.ann = ann
+	closed := rt.closed // Close found no Announcement to end
+	rt.mu.Unlock()
+	if closed {
+		_ = ann.Close()
+	}
 	context.AfterFunc(r.Context(), func() {
 		remove()
 		rt.withdraw(la)
@@ -493,7 +508,12 @@ func (rt *router) publishOffered(sub *tracksSub, name wire.FullTrackName, key wi
 func (rt *router) close() {
 	rt.mu.Lock()
 	rt.closed = true
-	anns := rt.anns
+	var anns []*moqt.Announcement // those still being accepted close themselves
+	for la := range rt.anns {
+		if la.ann != nil {
+			anns = append(anns, la.ann)
+		}
+	}
 	subs := rt.subs
 	tsubs := rt.tsubs
 	for _, e := range rt.entries {
@@ -506,13 +526,13 @@ func (rt *router) close() {
 		d.cancel()
 	}
 	rt.entries, rt.anns, rt.subs, rt.tsubs, rt.discs, rt.discBy, rt.subIdx = nil, nil, nil, nil, nil, nil, nil
-	rt.discPending = 0
+	rt.discPending = nil
 	for sub := range tsubs {
 		sub.ended = true
 	}
 	rt.mu.Unlock()
-	for la := range anns {
-		_ = la.ann.Close()
+	for _, ann := range anns {
+		_ = ann.Close()
 	}
 	for sub := range subs {
 		sub.w.End(wire.ResetGoingAway)

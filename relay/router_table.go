@@ -28,6 +28,7 @@ func (rt *router) initLocked() {
 		rt.tsubs = map[*tracksSub]struct{}{}
 		rt.discs = map[*upDisc]struct{}{}
 		rt.discBy = map[*moqt.Session]int{}
+		rt.discPending = map[*discRef]discWant{}
 		rt.subIdx = map[string]map[*nsSub]struct{}{}
 	}
 }
@@ -206,7 +207,7 @@ func (rt *router) discoverUpstream(ref *discRef, tracks bool, alive func() bool)
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if ref.pending && !rt.closed {
-		rt.discPending--
+		delete(rt.discPending, ref)
 	}
 	ref.pending = false
 	if rt.closed || !alive() || ref.disc != nil || sessionLevel(ref.prefix) {
@@ -219,12 +220,26 @@ func (rt *router) discoverUpstream(ref *discRef, tracks bool, alive func() bool)
 			return
 		}
 	}
+	// An admitted request not made yet may cover this one (coveredLocked
+	// let it in on that): made now, for the widest such prefix, it is the
+	// one they all share, and no longer pending.
+	prefix := ref.prefix
+	for _, w := range rt.discPending {
+		if w.tracks == tracks && prefix.HasPrefix(w.prefix) {
+			prefix = w.prefix
+		}
+	}
+	for other, w := range rt.discPending {
+		if w.tracks == tracks && w.prefix.HasPrefix(prefix) {
+			delete(rt.discPending, other)
+		}
+	}
 	ctx, cancel := context.WithCancel(rt.ctx)
-	nd := &upDisc{tracks: tracks, prefix: ref.prefix, users: 1, ctx: ctx, cancel: cancel, seen: map[wire.NamespaceKey]*nsEntry{},
+	nd := &upDisc{tracks: tracks, prefix: prefix, users: 1, ctx: ctx, cancel: cancel, seen: map[wire.NamespaceKey]*nsEntry{},
 		ups: rt.reg, log: rt.log}
 	nd.apply = func(u *moqt.Session, ev moqt.NamespaceEvent) bool { return rt.applyDisc(nd, u, ev) }
 	for d := range rt.discs {
-		if d.tracks != tracks || !d.prefix.HasPrefix(ref.prefix) {
+		if d.tracks != tracks || !d.prefix.HasPrefix(prefix) {
 			continue
 		}
 		// Replaced by nd, which covers it: its namespaces go (NAMESPACE_DONE)
@@ -367,10 +382,16 @@ func (rt *router) discovers(s *moqt.Session, prefix wire.Namespace) bool {
 }
 
 // coveredLocked reports whether an upstream request of the type covers
-// prefix: a request for it shares that one.
+// prefix, made or admitted (its requester may have its REQUEST_OK before
+// the request is made): a request for it shares that one.
 func (rt *router) coveredLocked(prefix wire.Namespace, tracks bool) bool {
 	for d := range rt.discs {
 		if d.tracks == tracks && prefix.HasPrefix(d.prefix) {
+			return true
+		}
+	}
+	for _, w := range rt.discPending {
+		if w.tracks == tracks && prefix.HasPrefix(w.prefix) {
 			return true
 		}
 	}
@@ -388,11 +409,11 @@ func (rt *router) admitDiscLocked(ref *discRef, s *moqt.Session, tracks bool) *m
 		return excessiveLoad("too many namespace requests of the session asked upstream")
 	}
 	if !rt.coveredLocked(ref.prefix, tracks) {
-		if len(rt.discs)+rt.discPending >= rt.cfg.MaxDiscoveries {
+		if len(rt.discs)+len(rt.discPending) >= rt.cfg.MaxDiscoveries {
 			return excessiveLoad("too many namespace requests upstream")
 		}
 		ref.pending = true
-		rt.discPending++
+		rt.discPending[ref] = discWant{ref.prefix, tracks}
 	}
 	rt.discBy[s]++
 	ref.owner = s
@@ -408,7 +429,10 @@ func (rt *router) admitMoveLocked(ref *discRef, prefix wire.Namespace, tracks bo
 	if ref.owner == nil || sessionLevel(prefix) || rt.coveredLocked(prefix, tracks) {
 		return nil
 	}
-	n := len(rt.discs) + rt.discPending
+	n := len(rt.discs) + len(rt.discPending)
+	if _, ok := rt.discPending[ref]; ok {
+		n-- // its own, for the prefix it leaves, is replaced
+	}
 	if ref.disc != nil && ref.disc.users == 1 {
 		n--
 	}
@@ -417,10 +441,8 @@ func (rt *router) admitMoveLocked(ref *discRef, prefix wire.Namespace, tracks bo
 	}
 	// Held until followPrefix asks for it (discoverUpstream), or the
 	// request ends.
-	if !ref.pending {
-		ref.pending = true
-		rt.discPending++
-	}
+	ref.pending = true
+	rt.discPending[ref] = discWant{prefix, tracks}
 	return nil
 }
 
@@ -432,7 +454,7 @@ func (rt *router) unadmitLocked(ref *discRef) {
 		return
 	}
 	if pending {
-		rt.discPending--
+		delete(rt.discPending, ref)
 	}
 	if rt.discBy[s]--; rt.discBy[s] <= 0 {
 		delete(rt.discBy, s)
