@@ -122,45 +122,53 @@ func TestC016_LocalTrackReportsLargestObject(t *testing.T) {
 		require.NoError(t, w.Close())
 	}
 	t.Run("SUBSCRIBE_OK and REQUEST_OK", func(t *testing.T) {
-		track, fp, served := servedTrack(t)
-		write(t, track, 7, 0, 1, 2, 3)
-		fs, ok, _ := subscribeFake(t, fp, served, wire.Params{})
-		assert.Equal(t, wire.Some(loc(7, 3)), ok.Parameters.LargestObject)
+		inBubble(t, func(t *testing.T) {
+			track, fp, served := servedTrack(t)
+			write(t, track, 7, 0, 1, 2, 3)
+			fs, ok, _ := subscribeFake(t, fp, served, wire.Params{})
+			assert.Equal(t, wire.Some(loc(7, 3)), ok.Parameters.LargestObject)
 
-		write(t, track, 8, 0, 1)
-		fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](3)}})
-		assert.Equal(t, wire.Some(loc(8, 1)), expect[*wire.RequestOK](fs).Parameters.LargestObject)
+			write(t, track, 8, 0, 1)
+			fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](3)}})
+			assert.Equal(t, wire.Some(loc(8, 1)), expect[*wire.RequestOK](fs).Parameters.LargestObject)
+		})
 	})
 	t.Run("datagrams move it too", func(t *testing.T) {
-		track, fp, served := servedTrack(t)
-		require.NoError(t, track.WriteDatagram(Object{Location: wire.Location{Group: 4, Object: 9}, Payload: []byte("d")}))
-		_, ok, _ := subscribeFake(t, fp, served, wire.Params{})
-		assert.Equal(t, wire.Some(loc(4, 9)), ok.Parameters.LargestObject)
+		inBubble(t, func(t *testing.T) {
+			track, fp, served := servedTrack(t)
+			require.NoError(t, track.WriteDatagram(Object{Location: wire.Location{Group: 4, Object: 9}, Payload: []byte("d")}))
+			_, ok, _ := subscribeFake(t, fp, served, wire.Params{})
+			assert.Equal(t, wire.Some(loc(4, 9)), ok.Parameters.LargestObject)
+		})
 	})
 	t.Run("PUBLISH", func(t *testing.T) {
-		s, fp := serverSession(t, nil)
-		track, err := NewLocalTrack(trackA, nil)
-		require.NoError(t, err)
-		write(t, track, 5, 0, 1)
-		pub := make(chan error, 1)
-		go func() {
-			_, err := track.Publish(fakeCtx(t), s, wire.Params{}, AcceptOptions{})
-			pub <- err
-		}()
-		fs := fp.accept()
-		assert.Equal(t, wire.Some(loc(5, 1)), expect[*wire.Publish](fs).Parameters.LargestObject)
-		fs.send(&wire.RequestOK{})
-		require.NoError(t, recvOrFail(t, pub))
+		inBubble(t, func(t *testing.T) {
+			s, fp := serverSession(t, nil)
+			track, err := NewLocalTrack(trackA, nil)
+			require.NoError(t, err)
+			write(t, track, 5, 0, 1)
+			pub := make(chan error, 1)
+			go func() {
+				_, err := track.Publish(fakeCtx(t), s, wire.Params{}, AcceptOptions{})
+				pub <- err
+			}()
+			fs := fp.accept()
+			assert.Equal(t, wire.Some(loc(5, 1)), expect[*wire.Publish](fs).Parameters.LargestObject)
+			fs.send(&wire.RequestOK{})
+			require.NoError(t, recvOrFail(t, pub))
+		})
 	})
 	t.Run("TRACK_STATUS", func(t *testing.T) {
-		track, err := NewLocalTrack(trackA, nil)
-		require.NoError(t, err)
-		write(t, track, 2, 0, 1, 2)
-		_, fp := serverSession(t, &Config{Handler: HandlerFunc(func(r Request) {
-			_ = track.Status(r.(*TrackStatusRequest))
-		})})
-		fs := fp.open(&wire.TrackStatus{RequestID: 0, TrackNamespace: trackA.Namespace, TrackName: trackA.Name})
-		assert.Equal(t, wire.Some(loc(2, 2)), expect[*wire.RequestOK](fs).Parameters.LargestObject)
+		inBubble(t, func(t *testing.T) {
+			track, err := NewLocalTrack(trackA, nil)
+			require.NoError(t, err)
+			write(t, track, 2, 0, 1, 2)
+			_, fp := serverSession(t, &Config{Handler: HandlerFunc(func(r Request) {
+				_ = track.Status(r.(*TrackStatusRequest))
+			})})
+			fs := fp.open(&wire.TrackStatus{RequestID: 0, TrackNamespace: trackA.Namespace, TrackName: trackA.Name})
+			assert.Equal(t, wire.Some(loc(2, 2)), expect[*wire.RequestOK](fs).Parameters.LargestObject)
+		})
 	})
 }
 

@@ -193,17 +193,19 @@ func TestSetupOnlyGoawayOnControlStream(t *testing.T) {
 		{"length larger than the body", func(*testing.T) []byte { return frame(wire.MsgGoaway, []byte{0, 0})[:4] }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, fp := serverSession(t, nil)
-			fp.ctrlMu.Lock()
-			_, err := fp.ctrl.Write(tc.raw(t))
-			fp.ctrlMu.Unlock()
-			require.NoError(t, err)
-			if tc.name == "length larger than the body" {
-				// The body never completes until the stream ends.
-				require.NoError(t, fp.ctrl.Close())
-			}
-			fp.expectClose(wire.ProtocolViolation)
-			expectSessionError(t, s, wire.ProtocolViolation)
+			inBubble(t, func(t *testing.T) {
+				s, fp := serverSession(t, nil)
+				fp.ctrlMu.Lock()
+				_, err := fp.ctrl.Write(tc.raw(t))
+				fp.ctrlMu.Unlock()
+				require.NoError(t, err)
+				if tc.name == "length larger than the body" {
+					// The body never completes until the stream ends.
+					require.NoError(t, fp.ctrl.Close())
+				}
+				fp.expectClose(wire.ProtocolViolation)
+				expectSessionError(t, s, wire.ProtocolViolation)
+			})
 		})
 	}
 }

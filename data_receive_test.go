@@ -134,24 +134,26 @@ func testFilterOnReusedAlias(t *testing.T, scheme string) {
 // widened filter before its REQUEST_OK arrives belong to the subscription
 // (§9.5.1); checking every object against the filter must not drop them.
 func TestReceiveWideningUpdateInFlight(t *testing.T) {
-	s, fp := clientSession(t, nil)
-	filter := wire.LocationFilter{Fields: 3, StartGroup: 5, StartObject: 0, EndGroup: 5}
-	sub, req := subscribeFakeWith(t, s, fp, wire.Params{LocationFilter: wire.Some(filter)}, 4)
-	wider := wire.LocationFilter{Fields: 3, StartGroup: 5, StartObject: 0, EndGroup: 9}
-	updated := goErr(func() error {
-		return sub.Update(fakeCtx(t), wire.Params{LocationFilter: wire.Some(wider)})
+	inBubble(t, func(t *testing.T) {
+		s, fp := clientSession(t, nil)
+		filter := wire.LocationFilter{Fields: 3, StartGroup: 5, StartObject: 0, EndGroup: 5}
+		sub, req := subscribeFakeWith(t, s, fp, wire.Params{LocationFilter: wire.Some(filter)}, 4)
+		wider := wire.LocationFilter{Fields: 3, StartGroup: 5, StartObject: 0, EndGroup: 9}
+		updated := goErr(func() error {
+			return sub.Update(fakeCtx(t), wire.Params{LocationFilter: wire.Some(wider)})
+		})
+		expect[*wire.RequestUpdate](req)
+		// The publisher applies the update and sends group 7 before answering.
+		str := fp.openSubgroup(4, 7, []byte("x"))
+		require.NoError(t, str.Close())
+		r, err := sub.AcceptSubgroup(fakeCtx(t))
+		require.NoError(t, err)
+		assert.Equal(t, uint64(7), r.Header().GroupID)
+		ids, _ := readSubgroup(t, r)
+		assert.Equal(t, []uint64{0}, ids)
+		req.send(&wire.RequestOK{})
+		require.NoError(t, recvOrFail(t, updated))
 	})
-	expect[*wire.RequestUpdate](req)
-	// The publisher applies the update and sends group 7 before answering.
-	str := fp.openSubgroup(4, 7, []byte("x"))
-	require.NoError(t, str.Close())
-	r, err := sub.AcceptSubgroup(fakeCtx(t))
-	require.NoError(t, err)
-	assert.Equal(t, uint64(7), r.Header().GroupID)
-	ids, _ := readSubgroup(t, r)
-	assert.Equal(t, []uint64{0}, ids)
-	req.send(&wire.RequestOK{})
-	require.NoError(t, recvOrFail(t, updated))
 }
 
 // TestReceiveEarlyStreamsShareOneBudget: streams that arrive before their
@@ -627,15 +629,17 @@ func takenStreamIdle(t *testing.T, stall time.Duration) {
 // §9.10), so it is the subscription's: the receive side checks the
 // Location and Range filters, never Forward.
 func TestReceiveIgnoresForwardState(t *testing.T) {
-	s, fp := clientSession(t, nil)
-	sub, _ := subscribeFakeWith(t, s, fp, wire.Params{Forward: wire.Some(false)}, 4)
-	str := fp.openSubgroup(4, 7, []byte("x"), []byte("y"))
-	require.NoError(t, str.Close())
-	r, err := sub.AcceptSubgroup(fakeCtx(t))
-	require.NoError(t, err)
-	ids, payloads := readSubgroup(t, r)
-	assert.Equal(t, []uint64{0, 1}, ids)
-	assert.Equal(t, [][]byte{[]byte("x"), []byte("y")}, payloads)
+	inBubble(t, func(t *testing.T) {
+		s, fp := clientSession(t, nil)
+		sub, _ := subscribeFakeWith(t, s, fp, wire.Params{Forward: wire.Some(false)}, 4)
+		str := fp.openSubgroup(4, 7, []byte("x"), []byte("y"))
+		require.NoError(t, str.Close())
+		r, err := sub.AcceptSubgroup(fakeCtx(t))
+		require.NoError(t, err)
+		ids, payloads := readSubgroup(t, r)
+		assert.Equal(t, []uint64{0, 1}, ids)
+		assert.Equal(t, [][]byte{[]byte("x"), []byte("y")}, payloads)
+	})
 }
 
 // TestReceiveSerialReaderNotBehind: an application that reads one

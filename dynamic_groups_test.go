@@ -52,15 +52,17 @@ func TestC018_NewGroupRequestNeedsDynamicGroups(t *testing.T) {
 // subscription a PUBLISH started, whose Track Properties came in the
 // PUBLISH.
 func TestC018_PublishedTrackWithoutDynamicGroups(t *testing.T) {
-	subs := make(chan *Subscription, 1)
-	h := HandlerFunc(func(r Request) {
-		if sub, err := r.(*PublishRequest).Accept(wire.Params{}); err == nil {
-			subs <- sub
-		}
+	inBubble(t, func(t *testing.T) {
+		subs := make(chan *Subscription, 1)
+		h := HandlerFunc(func(r Request) {
+			if sub, err := r.(*PublishRequest).Accept(wire.Params{}); err == nil {
+				subs <- sub
+			}
+		})
+		_, fp := clientSession(t, &Config{Handler: h})
+		fs := fp.open(publishMsg(1, trackA, 7, wire.Params{}, wire.KVList{{Type: wire.PropDynamicGroups, Value: 0}}))
+		expect[*wire.RequestOK](fs)
+		sub := recvOrFail(t, subs)
+		assert.ErrorIs(t, sub.Update(fakeCtx(t), wire.Params{NewGroupRequest: wire.Some[uint64](0)}), ErrNoDynamicGroups)
 	})
-	_, fp := clientSession(t, &Config{Handler: h})
-	fs := fp.open(publishMsg(1, trackA, 7, wire.Params{}, wire.KVList{{Type: wire.PropDynamicGroups, Value: 0}}))
-	expect[*wire.RequestOK](fs)
-	sub := recvOrFail(t, subs)
-	assert.ErrorIs(t, sub.Update(fakeCtx(t), wire.Params{NewGroupRequest: wire.Some[uint64](0)}), ErrNoDynamicGroups)
 }

@@ -140,21 +140,23 @@ func TestFetchFillTimeoutBudget(t *testing.T) {
 		{"Config.FillTimeout", wire.Params{}, 20 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, _ := fetchHandler(pubTrack(t, wire.Some(pl(0, 2))))
-			s, fp := serverSession(t, &Config{Handler: h, FillTimeout: tc.cfg})
-			waited := make(chan error, 1)
-			pubUseCursor(s, func(filter.Window, bool) fetchCursor {
-				return &pubPendingCursor{before: []Object{pobj(0, 0, "a")}, at: pl(0, 1),
-					after: []Object{pobj(0, 2, "c")}, waited: waited}
+			inBubble(t, func(t *testing.T) {
+				h, _ := fetchHandler(pubTrack(t, wire.Some(pl(0, 2))))
+				s, fp := serverSession(t, &Config{Handler: h, FillTimeout: tc.cfg})
+				waited := make(chan error, 1)
+				pubUseCursor(s, func(filter.Window, bool) fetchCursor {
+					return &pubPendingCursor{before: []Object{pobj(0, 0, "a")}, at: pl(0, 1),
+						after: []Object{pobj(0, 2, "c")}, waited: waited}
+				})
+				fs := fp.open(pubFetchMsg(0, trackA, tc.params))
+				expect[*wire.FetchOK](fs)
+				es := fp.acceptPubFetch(false).all()
+				assert.ErrorIs(t, recvOrFail(t, waited), context.DeadlineExceeded)
+				require.Len(t, es, 3)
+				assert.Equal(t, []wire.Location{pl(0, 0), pl(0, 1), pl(0, 2)}, pubLocs(es))
+				assert.Equal(t, wire.EndOfTimedOutRange, es[1].EndOfRange)
+				fs.expectFIN()
 			})
-			fs := fp.open(pubFetchMsg(0, trackA, tc.params))
-			expect[*wire.FetchOK](fs)
-			es := fp.acceptPubFetch(false).all()
-			assert.ErrorIs(t, recvOrFail(t, waited), context.DeadlineExceeded)
-			require.Len(t, es, 3)
-			assert.Equal(t, []wire.Location{pl(0, 0), pl(0, 1), pl(0, 2)}, pubLocs(es))
-			assert.Equal(t, wire.EndOfTimedOutRange, es[1].EndOfRange)
-			fs.expectFIN()
 		})
 	}
 }
@@ -163,37 +165,39 @@ func TestFetchFillTimeoutBudget(t *testing.T) {
 // Config.SubscriberGrace (TOO_FAR_BEHIND, on both streams), and holds up
 // neither the handler nor the track's other subscribers.
 func TestFetchStalledSubscriber(t *testing.T) {
-	lt := pubTrack(t, wire.Some(pl(0, 63)))
-	h, errs := fetchHandler(lt)
-	s, fp := serverSession(t, &Config{Handler: h, SubscriberGrace: 500 * time.Millisecond})
-	big := make([]byte, 256<<10)
-	pubUseCursor(s, func(filter.Window, bool) fetchCursor {
-		c := &pubSliceCursor{}
-		for i := range uint64(64) {
-			c.entries = append(c.entries, Object{Location: pl(0, i), Payload: big})
-		}
-		return c
+	inBubble(t, func(t *testing.T) {
+		lt := pubTrack(t, wire.Some(pl(0, 63)))
+		h, errs := fetchHandler(lt)
+		s, fp := serverSession(t, &Config{Handler: h, SubscriberGrace: 500 * time.Millisecond})
+		big := make([]byte, 256<<10)
+		pubUseCursor(s, func(filter.Window, bool) fetchCursor {
+			c := &pubSliceCursor{}
+			for i := range uint64(64) {
+				c.entries = append(c.entries, Object{Location: pl(0, i), Payload: big})
+			}
+			return c
+		})
+		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+		expect[*wire.FetchOK](fs)
+		fetchData, err := fp.conn.AcceptUniStream(fakeCtx(t))
+		require.NoError(t, err)
+		// The data stream is not read. Meanwhile the track's live
+		// subscriptions go on: a subscriber on it gets its objects.
+		sub := fp.open(subscribeMsg(2, trackA, wire.Params{}))
+		expect[*wire.SubscribeOK](sub)
+		w := lt.OpenSubgroup(1, 0, SubgroupOptions{})
+		require.NoError(t, w.WriteObject(Object{Location: pl(1, 0), Payload: []byte("live")}))
+		require.NoError(t, w.Close())
+		fp.acceptData().expectObjects(0)
+		// Past the grace the fetch is reset, both streams, and the handler
+		// is free.
+		require.Error(t, recvOrFail(t, errs))
+		fs.expectReset(wire.ResetTooFarBehind)
+		_, err = io.Copy(io.Discard, fetchData)
+		var se *transport.StreamError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, uint64(wire.ResetTooFarBehind), se.Code)
 	})
-	fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
-	expect[*wire.FetchOK](fs)
-	fetchData, err := fp.conn.AcceptUniStream(fakeCtx(t))
-	require.NoError(t, err)
-	// The data stream is not read. Meanwhile the track's live
-	// subscriptions go on: a subscriber on it gets its objects.
-	sub := fp.open(subscribeMsg(2, trackA, wire.Params{}))
-	expect[*wire.SubscribeOK](sub)
-	w := lt.OpenSubgroup(1, 0, SubgroupOptions{})
-	require.NoError(t, w.WriteObject(Object{Location: pl(1, 0), Payload: []byte("live")}))
-	require.NoError(t, w.Close())
-	fp.acceptData().expectObjects(0)
-	// Past the grace the fetch is reset, both streams, and the handler
-	// is free.
-	require.Error(t, recvOrFail(t, errs))
-	fs.expectReset(wire.ResetTooFarBehind)
-	_, err = io.Copy(io.Discard, fetchData)
-	var se *transport.StreamError
-	require.ErrorAs(t, err, &se)
-	assert.Equal(t, uint64(wire.ResetTooFarBehind), se.Code)
 }
 
 // The session's end ends the fetch: the handler's Fetch returns and the

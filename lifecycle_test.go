@@ -432,24 +432,26 @@ func TestEndNotHeldByStalledSubscriber(t *testing.T) {
 // never pass for another's (§3.1.2, §11.3): concurrent subscriptions to a
 // track, and one started while the previous is still ending.
 func TestFreshAliasPerSubscription(t *testing.T) {
-	h, served := servedCh(AcceptOptions{})
-	_, fp := serverSession(t, &Config{Handler: h})
-	fs1 := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-	fs2 := fp.open(subscribeMsg(2, trackA, wire.Params{}))
-	a1 := expect[*wire.SubscribeOK](fs1).TrackAlias
-	a2 := expect[*wire.SubscribeOK](fs2).TrackAlias
-	assert.NotEqual(t, a1, a2, "concurrent subscriptions to one track share an alias")
-	ss1, other := recvOrFail(t, served), recvOrFail(t, served)
-	if ss1.requestID() != 0 {
-		ss1 = other
-	}
-	// The first ends; the subscriber has not read its PUBLISH_DONE yet
-	// when the next subscription starts.
-	require.NoError(t, ss1.End(wire.DoneTrackEnded, ""))
-	fs3 := fp.open(subscribeMsg(4, trackA, wire.Params{}))
-	a3 := expect[*wire.SubscribeOK](fs3).TrackAlias
-	assert.NotEqual(t, a1, a3)
-	assert.NotEqual(t, a2, a3)
+	inBubble(t, func(t *testing.T) {
+		h, served := servedCh(AcceptOptions{})
+		_, fp := serverSession(t, &Config{Handler: h})
+		fs1 := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		fs2 := fp.open(subscribeMsg(2, trackA, wire.Params{}))
+		a1 := expect[*wire.SubscribeOK](fs1).TrackAlias
+		a2 := expect[*wire.SubscribeOK](fs2).TrackAlias
+		assert.NotEqual(t, a1, a2, "concurrent subscriptions to one track share an alias")
+		ss1, other := recvOrFail(t, served), recvOrFail(t, served)
+		if ss1.requestID() != 0 {
+			ss1 = other
+		}
+		// The first ends; the subscriber has not read its PUBLISH_DONE yet
+		// when the next subscription starts.
+		require.NoError(t, ss1.End(wire.DoneTrackEnded, ""))
+		fs3 := fp.open(subscribeMsg(4, trackA, wire.Params{}))
+		a3 := expect[*wire.SubscribeOK](fs3).TrackAlias
+		assert.NotEqual(t, a1, a3)
+		assert.NotEqual(t, a2, a3)
+	})
 }
 
 // TestFilterRangesRefusedBeforeSending: the library's subscriber does not

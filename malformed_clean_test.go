@@ -266,28 +266,30 @@ func TestC022_SharedAliasCopiesNotFlagged(t *testing.T) {
 // every stream its PUBLISH_DONE counted) goes to the other subscription of
 // the shared alias instead of being dropped.
 func TestSharedAliasCopyReroutedFromEndedSubscription(t *testing.T) {
-	routed := make(chan struct{}, 1)
-	release := make(chan struct{})
-	var once sync.Once
-	cfg := &Config{hooks: &sessionHooks{streamRouted: func() {
-		once.Do(func() {
-			routed <- struct{}{}
-			<-release
-		})
-	}}}
-	s, fp := clientSession(t, cfg)
-	p := &fakePub{t: t, s: s, fp: fp, ctx: fakeCtx(t)}
-	first, firstReq := p.subscribeAgain(testTrack, fakeAlias, wire.Params{})
-	second, _ := p.subscribeAgain(testTrack, fakeAlias, wire.Params{})
+	inBubble(t, func(t *testing.T) {
+		routed := make(chan struct{}, 1)
+		release := make(chan struct{})
+		var once sync.Once
+		cfg := &Config{hooks: &sessionHooks{streamRouted: func() {
+			once.Do(func() {
+				routed <- struct{}{}
+				<-release
+			})
+		}}}
+		s, fp := clientSession(t, cfg)
+		p := &fakePub{t: t, s: s, fp: fp, ctx: fakeCtx(t)}
+		first, firstReq := p.subscribeAgain(testTrack, fakeAlias, wire.Params{})
+		second, _ := p.subscribeAgain(testTrack, fakeAlias, wire.Params{})
 
-	p.subgroup(hdr(0, 0, 1)).objects(0).fin()
-	recvOrFail(t, routed) // routed to first, the first bound
-	firstReq.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
-	require.Eventually(t, first.dataEnded, 5*time.Second, time.Millisecond, "first stops receiving")
-	close(release)
+		p.subgroup(hdr(0, 0, 1)).objects(0).fin()
+		recvOrFail(t, routed) // routed to first, the first bound
+		firstReq.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
+		require.Eventually(t, first.dataEnded, 5*time.Second, time.Millisecond, "first stops receiving")
+		close(release)
 
-	r, err := second.AcceptSubgroup(p.ctx)
-	require.NoError(t, err, "the copy reaches the other subscription")
-	ids, _ := readSubgroup(t, r)
-	assert.Equal(t, []uint64{0}, ids)
+		r, err := second.AcceptSubgroup(p.ctx)
+		require.NoError(t, err, "the copy reaches the other subscription")
+		ids, _ := readSubgroup(t, r)
+		assert.Equal(t, []uint64{0}, ids)
+	})
 }

@@ -64,20 +64,22 @@ func TestServerReceivesRedirectWithConnectURI(t *testing.T) {
 
 // A client may be redirected to another server.
 func TestClientReceivesRedirectWithConnectURI(t *testing.T) {
-	s, fp := clientSession(t, nil)
-	done := goErr(func() error {
-		_, err := s.TrackStatus(context.Background(), trackA, wire.Params{})
-		return err
+	inBubble(t, func(t *testing.T) {
+		s, fp := clientSession(t, nil)
+		done := goErr(func() error {
+			_, err := s.TrackStatus(context.Background(), trackA, wire.Params{})
+			return err
+		})
+		fs := fp.accept()
+		expect[*wire.TrackStatus](fs)
+		fs.send(redirectError("moqt://elsewhere.example/live", trackB))
+		fs.fin()
+		var re *RequestError
+		require.ErrorAs(t, recvOrFail(t, done), &re)
+		require.NotNil(t, re.Redirect)
+		assert.Equal(t, "moqt://elsewhere.example/live", re.Redirect.ConnectURI)
+		assert.NoError(t, s.Context().Err())
 	})
-	fs := fp.accept()
-	expect[*wire.TrackStatus](fs)
-	fs.send(redirectError("moqt://elsewhere.example/live", trackB))
-	fs.fin()
-	var re *RequestError
-	require.ErrorAs(t, recvOrFail(t, done), &re)
-	require.NotNil(t, re.Redirect)
-	assert.Equal(t, "moqt://elsewhere.example/live", re.Redirect.ConnectURI)
-	assert.NoError(t, s.Context().Err())
 }
 
 // The rule for namespace-scoped requests is applied by the same read: the

@@ -277,15 +277,17 @@ func TestSessionLevelNamespaceDoesNotExist(t *testing.T) {
 		}, "SUBSCRIBE_TRACKS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// The Handler refuses what reaches it with a code of its own.
-			h := HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqUninterested, "no") })
-			_, fp := serverSession(t, &Config{Handler: h})
-			fs := fp.open(tc.m(0, session))
-			assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
-			fs.expectFIN()
-			// Any other namespace goes to the Handler.
-			fs = fp.open(tc.m(2, trackA.Namespace))
-			assert.Equal(t, wire.ReqUninterested, expect[*wire.RequestError](fs).ErrorCode)
+			inBubble(t, func(t *testing.T) {
+				// The Handler refuses what reaches it with a code of its own.
+				h := HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqUninterested, "no") })
+				_, fp := serverSession(t, &Config{Handler: h})
+				fs := fp.open(tc.m(0, session))
+				assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
+				fs.expectFIN()
+				// Any other namespace goes to the Handler.
+				fs = fp.open(tc.m(2, trackA.Namespace))
+				assert.Equal(t, wire.ReqUninterested, expect[*wire.RequestError](fs).ErrorCode)
+			})
 		})
 	}
 }
@@ -309,29 +311,33 @@ func TestRejectedPublishUpdatesFollowTheRules(t *testing.T) {
 			[]wire.Message{&wire.RequestUpdate{RequestID: 2}, &wire.RequestUpdate{RequestID: 4}}, wire.TooManyRequestUpdates},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := tc.cfg
-			if cfg == nil {
-				cfg = &Config{}
-			}
-			cfg.Handler = reject
-			_, fp := serverSession(t, cfg)
-			fs := fp.open(publishMsg(0, trackA, 7, wire.Params{}, nil))
-			assert.Equal(t, wire.ReqUninterested, expect[*wire.RequestError](fs).ErrorCode)
-			for _, m := range tc.then {
-				fs.send(m)
-			}
-			fp.expectClose(tc.code)
+			inBubble(t, func(t *testing.T) {
+				cfg := tc.cfg
+				if cfg == nil {
+					cfg = &Config{}
+				}
+				cfg.Handler = reject
+				_, fp := serverSession(t, cfg)
+				fs := fp.open(publishMsg(0, trackA, 7, wire.Params{}, nil))
+				assert.Equal(t, wire.ReqUninterested, expect[*wire.RequestError](fs).ErrorCode)
+				for _, m := range tc.then {
+					fs.send(m)
+				}
+				fp.expectClose(tc.code)
+			})
 		})
 	}
 	t.Run("a valid one is discarded", func(t *testing.T) {
-		s, fp := serverSession(t, &Config{Handler: reject})
-		fs := fp.open(publishMsg(0, trackA, 7, wire.Params{}, nil))
-		expect[*wire.RequestError](fs)
-		fs.send(&wire.RequestUpdate{RequestID: 2})
-		fs.fin()
-		fs.expectFIN()
-		fp.alive(4)
-		assert.NoError(t, s.Context().Err())
+		inBubble(t, func(t *testing.T) {
+			s, fp := serverSession(t, &Config{Handler: reject})
+			fs := fp.open(publishMsg(0, trackA, 7, wire.Params{}, nil))
+			expect[*wire.RequestError](fs)
+			fs.send(&wire.RequestUpdate{RequestID: 2})
+			fs.fin()
+			fs.expectFIN()
+			fp.alive(4)
+			assert.NoError(t, s.Context().Err())
+		})
 	})
 }
 
@@ -346,45 +352,53 @@ func TestTrackStatusAcceptsGoaway(t *testing.T) {
 		})
 	}
 	t.Run("then the answer", func(t *testing.T) {
-		s, fp := clientSession(t, nil)
-		done := ask(s)
-		fs := fp.accept()
-		expect[*wire.TrackStatus](fs)
-		fs.send(&wire.Goaway{NewSessionURI: "moqt://elsewhere.example/live"})
-		fs.send(&wire.RequestOK{Parameters: wire.Params{LargestObject: wire.Some(wire.Location{Group: 3})}})
-		fs.fin()
-		require.NoError(t, recvOrFail(t, done))
-		assert.NoError(t, s.Context().Err())
+		inBubble(t, func(t *testing.T) {
+			s, fp := clientSession(t, nil)
+			done := ask(s)
+			fs := fp.accept()
+			expect[*wire.TrackStatus](fs)
+			fs.send(&wire.Goaway{NewSessionURI: "moqt://elsewhere.example/live"})
+			fs.send(&wire.RequestOK{Parameters: wire.Params{LargestObject: wire.Some(wire.Location{Group: 3})}})
+			fs.fin()
+			require.NoError(t, recvOrFail(t, done))
+			assert.NoError(t, s.Context().Err())
+		})
 	})
 	t.Run("then FIN", func(t *testing.T) {
-		s, fp := clientSession(t, nil)
-		done := ask(s)
-		fs := fp.accept()
-		expect[*wire.TrackStatus](fs)
-		fs.send(&wire.Goaway{})
-		fs.fin()
-		assert.ErrorIs(t, recvOrFail(t, done), ErrGoingAway)
-		assert.NoError(t, s.Context().Err())
+		inBubble(t, func(t *testing.T) {
+			s, fp := clientSession(t, nil)
+			done := ask(s)
+			fs := fp.accept()
+			expect[*wire.TrackStatus](fs)
+			fs.send(&wire.Goaway{})
+			fs.fin()
+			assert.ErrorIs(t, recvOrFail(t, done), ErrGoingAway)
+			assert.NoError(t, s.Context().Err())
+		})
 	})
 	t.Run("a second GOAWAY", func(t *testing.T) {
-		s, fp := clientSession(t, nil)
-		done := ask(s)
-		fs := fp.accept()
-		expect[*wire.TrackStatus](fs)
-		fs.send(&wire.Goaway{})
-		fs.send(&wire.Goaway{})
-		fp.expectClose(wire.ProtocolViolation)
-		assert.Error(t, recvOrFail(t, done))
+		inBubble(t, func(t *testing.T) {
+			s, fp := clientSession(t, nil)
+			done := ask(s)
+			fs := fp.accept()
+			expect[*wire.TrackStatus](fs)
+			fs.send(&wire.Goaway{})
+			fs.send(&wire.Goaway{})
+			fp.expectClose(wire.ProtocolViolation)
+			assert.Error(t, recvOrFail(t, done))
+		})
 	})
 	t.Run("from the requester", func(t *testing.T) {
-		s, fp := serverSession(t, nil)
-		fs := fp.open(&wire.TrackStatus{RequestID: 0, TrackNamespace: trackA.Namespace, TrackName: trackA.Name})
-		fs.send(&wire.Goaway{})
-		fs.fin()
-		expect[*wire.RequestError](fs)
-		fs.expectFIN()
-		fp.alive(2)
-		assert.NoError(t, s.Context().Err())
+		inBubble(t, func(t *testing.T) {
+			s, fp := serverSession(t, nil)
+			fs := fp.open(&wire.TrackStatus{RequestID: 0, TrackNamespace: trackA.Namespace, TrackName: trackA.Name})
+			fs.send(&wire.Goaway{})
+			fs.fin()
+			expect[*wire.RequestError](fs)
+			fs.expectFIN()
+			fp.alive(2)
+			assert.NoError(t, s.Context().Err())
+		})
 	})
 }
 

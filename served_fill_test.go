@@ -250,20 +250,22 @@ func TestFillParams(t *testing.T) {
 // The subscriber of this end's PUBLISH asks for a fill with REQUEST_UPDATE
 // (§9.20.16): the fill is tagged with the update's Request ID.
 func TestFillOnPublish(t *testing.T) {
-	s, fp := serverSession(t, &Config{})
-	pubUseCursor(s, func(filter.Window, bool) fetchCursor {
-		return &pubSliceCursor{entries: []Object{pobj(1, 0, "past")}}
+	inBubble(t, func(t *testing.T) {
+		s, fp := serverSession(t, &Config{})
+		pubUseCursor(s, func(filter.Window, bool) fetchCursor {
+			return &pubSliceCursor{entries: []Object{pobj(1, 0, "past")}}
+		})
+		res := startPublish(fakeCtx(t), s, trackA, wire.Params{LargestObject: wire.Some(pl(1, 0))}, nil)
+		fs := fp.accept()
+		expect[*wire.Publish](fs)
+		fs.send(&wire.RequestOK{})
+		require.NoError(t, recvOrFail(t, res).err)
+		fs.send(&wire.RequestUpdate{RequestID: 0, Parameters: wire.Params{FillParameters: wholeTrack()}})
+		assert.Equal(t, wire.Some(pl(1, 0)), expect[*wire.RequestOK](fs).Parameters.LargestObject)
+		d := fp.acceptPubFetch(false)
+		assert.Equal(t, uint64(0), d.id)
+		assert.Equal(t, []wire.Location{pl(1, 0)}, pubLocs(d.all()))
 	})
-	res := startPublish(fakeCtx(t), s, trackA, wire.Params{LargestObject: wire.Some(pl(1, 0))}, nil)
-	fs := fp.accept()
-	expect[*wire.Publish](fs)
-	fs.send(&wire.RequestOK{})
-	require.NoError(t, recvOrFail(t, res).err)
-	fs.send(&wire.RequestUpdate{RequestID: 0, Parameters: wire.Params{FillParameters: wholeTrack()}})
-	assert.Equal(t, wire.Some(pl(1, 0)), expect[*wire.RequestOK](fs).Parameters.LargestObject)
-	d := fp.acceptPubFetch(false)
-	assert.Equal(t, uint64(0), d.id)
-	assert.Equal(t, []wire.Location{pl(1, 0)}, pubLocs(d.all()))
 }
 
 // The Ranges inside a REQUEST_UPDATE's FILL_PARAMETERS count against

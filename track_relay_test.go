@@ -337,18 +337,20 @@ func TestObjectWriterReadFromBounds(t *testing.T) {
 // TestLocalTrackAcceptOtherTrack: a LocalTrack does not serve a SUBSCRIBE
 // for another track under its objects; the subscriber gets DOES_NOT_EXIST.
 func TestLocalTrackAcceptOtherTrack(t *testing.T) {
-	track, err := NewLocalTrack(trackA, nil)
-	require.NoError(t, err)
-	accepted := make(chan error, 1)
-	h := HandlerFunc(func(r Request) {
-		_, err := track.Accept(r.(*SubscribeRequest), AcceptOptions{})
-		accepted <- err
+	inBubble(t, func(t *testing.T) {
+		track, err := NewLocalTrack(trackA, nil)
+		require.NoError(t, err)
+		accepted := make(chan error, 1)
+		h := HandlerFunc(func(r Request) {
+			_, err := track.Accept(r.(*SubscribeRequest), AcceptOptions{})
+			accepted <- err
+		})
+		_, fp := serverSession(t, &Config{Handler: h})
+		fs := fp.open(subscribeMsg(0, trackB, wire.Params{}))
+		assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
+		assert.Error(t, <-accepted)
+		assert.Empty(t, track.snapshot(), "nothing served")
 	})
-	_, fp := serverSession(t, &Config{Handler: h})
-	fs := fp.open(subscribeMsg(0, trackB, wire.Params{}))
-	assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
-	assert.Error(t, <-accepted)
-	assert.Empty(t, track.snapshot(), "nothing served")
 }
 
 // blockingReader blocks every Read until release is closed, counting the
