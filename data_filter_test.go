@@ -113,29 +113,27 @@ func TestC024_LiveFilterForms(t *testing.T) {
 // PUBLISH_DONE are still delivered until the Stream Count is reached
 // (§9.9), and the count is exact.
 func TestDataPublishDoneCountsLateStreams(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			track, cfg, served := newServedTrack(t, testTrack, nil)
-			p := newPair(t, tr.scheme, cfg, &Config{DoneLinger: 10 * time.Second})
-			ctx := testCtx(t, 10*time.Second)
-			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			ss := <-served
-			for g := uint64(0); g < 3; g++ {
-				w := track.OpenSubgroup(g, 0, SubgroupOptions{})
-				require.NoError(t, writeObject(w, 0, nil, []byte{byte(g)}))
-				require.NoError(t, w.Close())
-			}
-			require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
-			waitDone(t, ctx, sub.Done(), "subscription")
-			var de *DoneError
-			require.ErrorAs(t, sub.Err(), &de)
-			assert.Equal(t, uint64(3), de.StreamCount)
-			got := collect(t, ctx, sub)
-			assert.Len(t, got, 3, "every counted stream is delivered, even after PUBLISH_DONE")
-			assert.NoError(t, ctx.Err(), "the data plane ended when the count was reached, not by timeout")
-		})
-	}
+	forTransports(t, func(t *testing.T, connect connector) {
+		track, cfg, served := newServedTrack(t, testTrack, nil)
+		p := connect(t, cfg, &Config{DoneLinger: 10 * time.Second})
+		ctx := testCtx(t, 10*time.Second)
+		sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+		ss := <-served
+		for g := uint64(0); g < 3; g++ {
+			w := track.OpenSubgroup(g, 0, SubgroupOptions{})
+			require.NoError(t, writeObject(w, 0, nil, []byte{byte(g)}))
+			require.NoError(t, w.Close())
+		}
+		require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
+		waitDone(t, ctx, sub.Done(), "subscription")
+		var de *DoneError
+		require.ErrorAs(t, sub.Err(), &de)
+		assert.Equal(t, uint64(3), de.StreamCount)
+		got := collect(t, ctx, sub)
+		assert.Len(t, got, 3, "every counted stream is delivered, even after PUBLISH_DONE")
+		assert.NoError(t, ctx.Err(), "the data plane ended when the count was reached, not by timeout")
+	})
 }
 
 // TestDataPublishSendsBeforePublishOK: a PUBLISH-initiated subscription

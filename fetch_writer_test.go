@@ -54,33 +54,31 @@ func TestFetchHeldEntriesFlushedBeforeWait(t *testing.T) {
 // deadline. When that Write ends meanwhile, the deadline stays on the
 // stream: the next Write, well within its grace, must not fail for it.
 func TestFetchWriterStaleWatchdogDeadline(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			served := make(chan error, 1)
-			h := HandlerFunc(func(r Request) {
-				fr, ok := r.(*FetchRequest)
-				if !ok {
-					DefaultHandler.ServeMOQT(r)
-					return
-				}
-				served <- serveWithStaleDeadline(fr)
-			})
-			p := newPair(t, tr.scheme, &Config{Handler: h}, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			f, err := p.client.Fetch(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			for i, want := range []string{"a", "b"} {
-				o, err := f.ReadObject(ctx)
-				require.NoError(t, err, "entry %d", i)
-				assert.Equal(t, pl(0, uint64(i)), o.Location)
-				assert.Equal(t, want, string(o.Payload))
+	forTransports(t, func(t *testing.T, connect connector) {
+		served := make(chan error, 1)
+		h := HandlerFunc(func(r Request) {
+			fr, ok := r.(*FetchRequest)
+			if !ok {
+				DefaultHandler.ServeMOQT(r)
+				return
 			}
-			_, err = f.ReadObject(ctx)
-			assert.Equal(t, io.EOF, err)
-			require.NoError(t, recvOrFail(t, served))
+			served <- serveWithStaleDeadline(fr)
 		})
-	}
+		p := connect(t, &Config{Handler: h}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		f, err := p.client.Fetch(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+		for i, want := range []string{"a", "b"} {
+			o, err := f.ReadObject(ctx)
+			require.NoError(t, err, "entry %d", i)
+			assert.Equal(t, pl(0, uint64(i)), o.Location)
+			assert.Equal(t, want, string(o.Payload))
+		}
+		_, err = f.ReadObject(ctx)
+		assert.Equal(t, io.EOF, err)
+		require.NoError(t, recvOrFail(t, served))
+	})
 }
 
 // serveWithStaleDeadline answers r with two objects, the watchdog firing

@@ -110,124 +110,122 @@ func collectLocations(ctx context.Context, wg *sync.WaitGroup, sub *Subscription
 // (§11.3.2).
 func TestJoinWhilePublishing(t *testing.T) {
 	const joins, joiners = 40, 4
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			// The publisher writes as fast as it can: on a busy machine a
-			// reader can trail it by more than the default grace, which
-			// is not what this test is about.
-			p := newPair(t, tr.scheme, &Config{Handler: serveTrack(track, AcceptOptions{}, nil),
-				SubscriberGrace: time.Minute}, nil)
-			ctx := testCtx(t, 30*time.Second)
+	forTransports(t, func(t *testing.T, connect connector) {
+		track, err := NewLocalTrack(testTrack, nil)
+		require.NoError(t, err)
+		// The publisher writes as fast as it can: on a busy machine a
+		// reader can trail it by more than the default grace, which
+		// is not what this test is about.
+		p := connect(t, &Config{Handler: serveTrack(track, AcceptOptions{}, nil),
+			SubscriberGrace: time.Minute}, nil)
+		ctx := testCtx(t, 30*time.Second)
 
-			// The publisher: groups of objectsPerGroup objects, one
-			// subgroup each, until stopped.
-			stop := make(chan struct{})
-			var last atomic.Pointer[wire.Location]
-			pubDone := make(chan error, 1)
-			go func() {
-				for g := uint64(0); ; g++ {
-					w := track.OpenSubgroup(g, 0, SubgroupOptions{})
-					for id := range uint64(objectsPerGroup) {
-						if err := writeObject(w, id, nil, []byte{byte(g), byte(id)}); err != nil {
-							pubDone <- err
-							return
-						}
-						last.Store(&wire.Location{Group: g, Object: id})
-					}
-					if err := w.Close(); err != nil {
+		// The publisher: groups of objectsPerGroup objects, one
+		// subgroup each, until stopped.
+		stop := make(chan struct{})
+		var last atomic.Pointer[wire.Location]
+		pubDone := make(chan error, 1)
+		go func() {
+			for g := uint64(0); ; g++ {
+				w := track.OpenSubgroup(g, 0, SubgroupOptions{})
+				for id := range uint64(objectsPerGroup) {
+					if err := writeObject(w, id, nil, []byte{byte(g), byte(id)}); err != nil {
 						pubDone <- err
 						return
 					}
-					select {
-					case <-stop:
-						pubDone <- nil
+					last.Store(&wire.Location{Group: g, Object: id})
+				}
+				if err := w.Close(); err != nil {
+					pubDone <- err
+					return
+				}
+				select {
+				case <-stop:
+					pubDone <- nil
+					return
+				default:
+				}
+			}
+		}()
+
+		var readers sync.WaitGroup
+		readCtx, stopReading := context.WithCancel(ctx)
+		type joined struct {
+			sub     *Subscription
+			largest wire.Location
+			got     *receivedSet
+		}
+		// Joins run concurrently, from two sessions.
+		clients := []*Session{p.client, p.connect(t, "", nil).client}
+		var (
+			mu     sync.Mutex
+			subs   []joined
+			joiner sync.WaitGroup
+		)
+		for g := range joiners {
+			joiner.Go(func() {
+				for range joins / joiners {
+					sub, err := clients[g%2].Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter())})
+					if !assert.NoError(t, err) {
 						return
-					default:
 					}
+					l, ok := sub.Largest()
+					if !ok {
+						// Nothing published yet: everything is after it.
+						l = wire.Location{Group: 0, Object: ^uint64(0)}
+					}
+					mu.Lock()
+					subs = append(subs, joined{sub: sub, largest: l, got: collectLocations(readCtx, &readers, sub)})
+					mu.Unlock()
 				}
-			}()
+			})
+		}
+		joiner.Wait()
+		require.Len(t, subs, joins)
+		close(stop)
+		require.NoError(t, <-pubDone)
+		end := *last.Load()
 
-			var readers sync.WaitGroup
-			readCtx, stopReading := context.WithCancel(ctx)
-			type joined struct {
-				sub     *Subscription
-				largest wire.Location
-				got     *receivedSet
-			}
-			// Joins run concurrently, from two sessions.
-			clients := []*Session{p.client, p.connect(t, tr.scheme, nil).client}
-			var (
-				mu     sync.Mutex
-				subs   []joined
-				joiner sync.WaitGroup
-			)
-			for g := range joiners {
-				joiner.Go(func() {
-					for range joins / joiners {
-						sub, err := clients[g%2].Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter())})
-						if !assert.NoError(t, err) {
-							return
-						}
-						l, ok := sub.Largest()
-						if !ok {
-							// Nothing published yet: everything is after it.
-							l = wire.Location{Group: 0, Object: ^uint64(0)}
-						}
-						mu.Lock()
-						subs = append(subs, joined{sub: sub, largest: l, got: collectLocations(readCtx, &readers, sub)})
-						mu.Unlock()
-					}
-				})
-			}
-			joiner.Wait()
-			require.Len(t, subs, joins)
-			close(stop)
-			require.NoError(t, <-pubDone)
-			end := *last.Load()
-
-			for i, j := range subs {
-				var want []wire.Location
-				for l := (wire.Location{Group: j.largest.Group, Object: j.largest.Object + 1}); !end.Less(l); {
-					if l.Object == objectsPerGroup {
-						l = wire.Location{Group: l.Group + 1}
-						continue
-					}
-					want = append(want, l)
-					l.Object++
+		for i, j := range subs {
+			var want []wire.Location
+			for l := (wire.Location{Group: j.largest.Group, Object: j.largest.Object + 1}); !end.Less(l); {
+				if l.Object == objectsPerGroup {
+					l = wire.Location{Group: l.Group + 1}
+					continue
 				}
-				ok := assert.Eventually(t, func() bool {
-					j.got.mu.Lock()
-					defer j.got.mu.Unlock()
-					return len(j.got.locs) >= len(want) || j.got.err != nil
-				}, 20*time.Second, 5*time.Millisecond, "subscription %d (Largest %v) stalled", i, j.largest)
+				want = append(want, l)
+				l.Object++
+			}
+			ok := assert.Eventually(t, func() bool {
 				j.got.mu.Lock()
-				require.NoError(t, j.got.err, "subscription %d", i)
-				wanted := map[wire.Location]bool{}
-				var missing, extra []wire.Location
-				for _, l := range want {
-					wanted[l] = true
-					if j.got.locs[l] != 1 {
-						missing = append(missing, l)
-					}
-				}
-				for l := range j.got.locs {
-					if !wanted[l] {
-						extra = append(extra, l)
-					}
-				}
-				j.got.mu.Unlock()
-				assert.Empty(t, missing, "subscription %d (Largest %v) did not get these exactly once", i, j.largest)
-				assert.Empty(t, extra, "subscription %d (Largest %v) got these outside its promise", i, j.largest)
-				if !ok {
-					break
+				defer j.got.mu.Unlock()
+				return len(j.got.locs) >= len(want) || j.got.err != nil
+			}, 20*time.Second, 5*time.Millisecond, "subscription %d (Largest %v) stalled", i, j.largest)
+			j.got.mu.Lock()
+			require.NoError(t, j.got.err, "subscription %d", i)
+			wanted := map[wire.Location]bool{}
+			var missing, extra []wire.Location
+			for _, l := range want {
+				wanted[l] = true
+				if j.got.locs[l] != 1 {
+					missing = append(missing, l)
 				}
 			}
-			stopReading()
-			readers.Wait()
-		})
-	}
+			for l := range j.got.locs {
+				if !wanted[l] {
+					extra = append(extra, l)
+				}
+			}
+			j.got.mu.Unlock()
+			assert.Empty(t, missing, "subscription %d (Largest %v) did not get these exactly once", i, j.largest)
+			assert.Empty(t, extra, "subscription %d (Largest %v) got these outside its promise", i, j.largest)
+			if !ok {
+				break
+			}
+		}
+		stopReading()
+		readers.Wait()
+	})
 }
 
 // TestTrackReleasesEndedSubscriptions: subscriptions leave their
@@ -235,46 +233,48 @@ func TestJoinWhilePublishing(t *testing.T) {
 // ever written to the track again: it keeps neither them nor, through
 // them, their sessions.
 func TestTrackReleasesEndedSubscriptions(t *testing.T) {
-	track, err := NewLocalTrack(testTrack, nil)
-	require.NoError(t, err)
-	served := make(chan *ServedSubscription, 64)
-	p := newPair(t, "moqt", &Config{Handler: serveTrack(track, AcceptOptions{}, served)}, nil)
-	ctx := testCtx(t, 10*time.Second)
-
-	// Nothing but the track could keep them; it must not.
-	var gone []weak.Pointer[ServedSubscription]
-	// Ended by the subscriber, by the publisher, and with their sessions.
-	for i := range 24 {
-		client := p.client
-		var other *pair
-		if i%3 == 2 {
-			other = p.connect(t, "moqt", nil)
-			client = other.client
-		}
-		sub, err := client.Subscribe(ctx, testTrack, wire.Params{})
+	inBubble(t, func(t *testing.T) {
+		track, err := NewLocalTrack(testTrack, nil)
 		require.NoError(t, err)
-		ss := recvOrFail(t, served)
-		gone = append(gone, weak.Make(ss))
-		switch i % 3 {
-		case 0:
-			require.NoError(t, sub.Close())
-		case 1:
-			require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
-		case 2:
-			require.NoError(t, other.client.Close())
-		}
-	}
+		served := make(chan *ServedSubscription, 64)
+		p := newPipePair(t, transport.PipeConfig{}, &Config{Handler: serveTrack(track, AcceptOptions{}, served)}, nil)
+		ctx := testCtx(t, 10*time.Second)
 
-	assert.Eventually(t, func() bool {
-		runtime.GC()
-		for _, w := range gone {
-			if w.Value() != nil {
-				return false
+		// Nothing but the track could keep them; it must not.
+		var gone []weak.Pointer[ServedSubscription]
+		// Ended by the subscriber, by the publisher, and with their sessions.
+		for i := range 24 {
+			client := p.client
+			var other *pair
+			if i%3 == 2 {
+				other = p.connect(t, "moqt", nil)
+				client = other.client
+			}
+			sub, err := client.Subscribe(ctx, testTrack, wire.Params{})
+			require.NoError(t, err)
+			ss := recvOrFail(t, served)
+			gone = append(gone, weak.Make(ss))
+			switch i % 3 {
+			case 0:
+				require.NoError(t, sub.Close())
+			case 1:
+				require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
+			case 2:
+				require.NoError(t, other.client.Close())
 			}
 		}
-		return true
-	}, 5*time.Second, 10*time.Millisecond, "ended subscriptions are still reachable")
-	assert.Empty(t, track.snapshot(), "the track still lists ended subscriptions")
+
+		assert.Eventually(t, func() bool {
+			runtime.GC()
+			for _, w := range gone {
+				if w.Value() != nil {
+					return false
+				}
+			}
+			return true
+		}, 5*time.Second, 10*time.Millisecond, "ended subscriptions are still reachable")
+		assert.Empty(t, track.snapshot(), "the track still lists ended subscriptions")
+	})
 }
 
 // TestServedSubscriptionErrMatchesContext: however a served subscription

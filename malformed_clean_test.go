@@ -132,65 +132,67 @@ func TestC022_FilterCutFinsAreNotFinal(t *testing.T) {
 // END_OF_GROUP and END_OF_TRACK, and neither is flagged, whichever copy of
 // a subgroup, cut short by the filter or not, reaches which.
 func TestC022_SharedAliasNotFlagged(t *testing.T) {
-	track, err := NewLocalTrack(testTrack, nil)
-	require.NoError(t, err)
-	cfg, served := trackServer(t, track)
-	cfg.SharedTrackAliases = true
-	p := newPair(t, "moqt", cfg, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	all, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-	require.NoError(t, err)
-	<-served
-	window := filter.Window{Start: wire.Location{Group: 1}, End: wire.Location{Group: 2, Object: 1}, Bounded: true}
-	part, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(
-		wire.RangeFilterToObject(window.Start, window.End))})
-	require.NoError(t, err)
-	<-served
-	require.Equal(t, all.TrackAlias(), part.TrackAlias(), "the publisher shares the alias")
+	inBubble(t, func(t *testing.T) {
+		track, err := NewLocalTrack(testTrack, nil)
+		require.NoError(t, err)
+		cfg, served := trackServer(t, track)
+		cfg.SharedTrackAliases = true
+		p := newPipePair(t, transport.PipeConfig{}, cfg, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		all, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+		<-served
+		window := filter.Window{Start: wire.Location{Group: 1}, End: wire.Location{Group: 2, Object: 1}, Bounded: true}
+		part, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(
+			wire.RangeFilterToObject(window.Start, window.End))})
+		require.NoError(t, err)
+		<-served
+		require.Equal(t, all.TrackAlias(), part.TrackAlias(), "the publisher shares the alias")
 
-	var want []wire.Location
-	for g := uint64(0); g <= 2; g++ {
-		for sg := uint64(0); sg <= 1; sg++ {
-			w := track.OpenSubgroup(g, sg, SubgroupOptions{EndOfGroup: sg == 1})
-			for id := sg * 3; id < sg*3+3; id++ {
-				switch {
-				case g == 2 && id == 5:
-					require.NoError(t, writeStatus(w, id, wire.ObjectEndOfTrack))
-				case g < 2 && id == 5:
-					require.NoError(t, writeStatus(w, id, wire.ObjectEndOfGroup))
-				default:
-					require.NoError(t, writeObject(w, id, nil, []byte{byte(g), byte(id)}))
+		var want []wire.Location
+		for g := uint64(0); g <= 2; g++ {
+			for sg := uint64(0); sg <= 1; sg++ {
+				w := track.OpenSubgroup(g, sg, SubgroupOptions{EndOfGroup: sg == 1})
+				for id := sg * 3; id < sg*3+3; id++ {
+					switch {
+					case g == 2 && id == 5:
+						require.NoError(t, writeStatus(w, id, wire.ObjectEndOfTrack))
+					case g < 2 && id == 5:
+						require.NoError(t, writeStatus(w, id, wire.ObjectEndOfGroup))
+					default:
+						require.NoError(t, writeObject(w, id, nil, []byte{byte(g), byte(id)}))
+					}
+					loc := wire.Location{Group: g, Object: id}
+					want = append(want, loc)
+					if window.Contains(loc) {
+						want = append(want, loc) // part's copy
+					}
 				}
-				loc := wire.Location{Group: g, Object: id}
-				want = append(want, loc)
-				if window.Contains(loc) {
-					want = append(want, loc) // part's copy
-				}
+				require.NoError(t, w.Close())
 			}
-			require.NoError(t, w.Close())
 		}
-	}
-	track.End(wire.DoneTrackEnded, "")
-	gotPart := collect(t, ctx, part)
-	got := append(collect(t, ctx, all), gotPart...)
-	var de *DoneError
-	assert.ErrorAs(t, all.Err(), &de, "ended by PUBLISH_DONE, not flagged")
-	assert.ErrorAs(t, part.Err(), &de, "ended by PUBLISH_DONE, not flagged")
-	for _, l := range gotPart {
-		assert.True(t, window.Contains(l), "%v is outside part's filter", l)
-	}
-	// The two copies of subgroup {2, 0} look alike; when part takes the
-	// longer one, the object past its filter is skipped and all's copy
-	// lacks it (design-notes, Known gaps). Nothing else may be missing.
-	missing := slices.Clone(want)
-	for _, l := range got {
-		if i := slices.Index(missing, l); i >= 0 {
-			missing = slices.Delete(missing, i, i+1)
+		track.End(wire.DoneTrackEnded, "")
+		gotPart := collect(t, ctx, part)
+		got := append(collect(t, ctx, all), gotPart...)
+		var de *DoneError
+		assert.ErrorAs(t, all.Err(), &de, "ended by PUBLISH_DONE, not flagged")
+		assert.ErrorAs(t, part.Err(), &de, "ended by PUBLISH_DONE, not flagged")
+		for _, l := range gotPart {
+			assert.True(t, window.Contains(l), "%v is outside part's filter", l)
 		}
-	}
-	assert.Subset(t, []wire.Location{{Group: 2, Object: 2}}, missing)
-	assert.Len(t, got, len(want)-len(missing), "nothing extra")
+		// The two copies of subgroup {2, 0} look alike; when part takes the
+		// longer one, the object past its filter is skipped and all's copy
+		// lacks it (design-notes, Known gaps). Nothing else may be missing.
+		missing := slices.Clone(want)
+		for _, l := range got {
+			if i := slices.Index(missing, l); i >= 0 {
+				missing = slices.Delete(missing, i, i+1)
+			}
+		}
+		assert.Subset(t, []wire.Location{{Group: 2, Object: 2}}, missing)
+		assert.Len(t, got, len(want)-len(missing), "nothing extra")
+	})
 }
 
 // subscribeAgain makes another subscription on p's session, answered with

@@ -72,44 +72,41 @@ func TestRequestContextCancelledByPeer(t *testing.T) {
 // (its call's context ends) reaches the handler, blocked on its Context,
 // for SUBSCRIBE, PUBLISH and TRACK_STATUS.
 func TestRequestContextCancelledByRequester(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			h, ctxs := blockingHandler()
-			p := newPair(t, tr.scheme, &Config{Handler: h}, &Config{Handler: h})
-			lt, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			for _, kind := range []struct {
-				name string
-				call func(ctx context.Context) error
-			}{
-				{"SUBSCRIBE", func(ctx context.Context) error {
-					_, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-					return err
-				}},
-				{"PUBLISH", func(ctx context.Context) error {
-					_, err := lt.Publish(ctx, p.server, wire.Params{}, AcceptOptions{})
-					return err
-				}},
-				{"TRACK_STATUS", func(ctx context.Context) error {
-					_, err := p.client.TrackStatus(ctx, testTrack, wire.Params{})
-					return err
-				}},
-			} {
-				t.Run(kind.name, func(t *testing.T) {
-					ctx, cancel := context.WithCancel(t.Context())
-					called := goErr(func() error { return kind.call(ctx) })
-					reqCtx := recvOrFail(t, ctxs)
-					require.NoError(t, reqCtx.Err())
-					cancel()
-					assert.ErrorIs(t, recvOrFail(t, called), context.Canceled)
-					closedOrFail(t, reqCtx.Done(), "the handler's Context is not cancelled")
-					assert.ErrorIs(t, context.Cause(reqCtx), ErrCancelled)
-				})
-			}
-			assert.NoError(t, p.client.Context().Err())
-			assert.NoError(t, p.server.Context().Err())
-		})
-	}
+	forTransports(t, func(t *testing.T, connect connector) {
+		h, ctxs := blockingHandler()
+		p := connect(t, &Config{Handler: h}, &Config{Handler: h})
+		lt, err := NewLocalTrack(testTrack, nil)
+		require.NoError(t, err)
+		for _, kind := range []struct {
+			name string
+			call func(ctx context.Context) error
+		}{
+			{"SUBSCRIBE", func(ctx context.Context) error {
+				_, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+				return err
+			}},
+			{"PUBLISH", func(ctx context.Context) error {
+				_, err := lt.Publish(ctx, p.server, wire.Params{}, AcceptOptions{})
+				return err
+			}},
+			{"TRACK_STATUS", func(ctx context.Context) error {
+				_, err := p.client.TrackStatus(ctx, testTrack, wire.Params{})
+				return err
+			}},
+		} {
+			// No subtests: t.Run is not allowed in a synctest bubble.
+			ctx, cancel := context.WithCancel(t.Context())
+			called := goErr(func() error { return kind.call(ctx) })
+			reqCtx := recvOrFail(t, ctxs)
+			require.NoError(t, reqCtx.Err(), kind.name)
+			cancel()
+			assert.ErrorIs(t, recvOrFail(t, called), context.Canceled, kind.name)
+			closedOrFail(t, reqCtx.Done(), kind.name+": the handler's Context is not cancelled")
+			assert.ErrorIs(t, context.Cause(reqCtx), ErrCancelled, kind.name)
+		}
+		assert.NoError(t, p.client.Context().Err())
+		assert.NoError(t, p.server.Context().Err())
+	})
 }
 
 // The Context also ends when the request does: when it is refused, when

@@ -377,58 +377,56 @@ func (b *syncBuffer) String() string {
 // its request alone ends with INTERNAL_ERROR (REQUEST_ERROR before an
 // answer, a reset after one) and the session stays up.
 func TestHandlerPanicRecovered(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			var logs syncBuffer
-			calls := 0
-			var mu sync.Mutex
-			handler := HandlerFunc(func(r Request) {
-				mu.Lock()
-				calls++
-				n := calls
-				mu.Unlock()
-				switch n {
-				case 1:
-					panic("boom")
-				case 2:
-					_, _ = acceptLocal(r.(*SubscribeRequest), AcceptOptions{})
-					panic("after the answer")
-				}
-				_ = r.Reject(wire.ReqDoesNotExist, "none")
-			})
-			p := newPair(t, tr.scheme, &Config{Handler: handler, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-
-			_, err := p.client.TrackStatus(ctx, testTrack, wire.Params{})
-			var re *RequestError
-			require.ErrorAs(t, err, &re)
-			assert.Equal(t, wire.ReqInternalError, re.Code)
-			assert.Contains(t, logs.String(), "event=handler_panic")
-			assert.Contains(t, logs.String(), "boom")
-
-			// Answered, then reset: the reset may overtake SUBSCRIBE_OK.
-			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-			if err == nil {
-				select {
-				case <-sub.Done():
-				case <-ctx.Done():
-					require.FailNow(t, "the panicking handler's subscription stays up")
-				}
-				err = sub.Err()
+	forTransports(t, func(t *testing.T, connect connector) {
+		var logs syncBuffer
+		calls := 0
+		var mu sync.Mutex
+		handler := HandlerFunc(func(r Request) {
+			mu.Lock()
+			calls++
+			n := calls
+			mu.Unlock()
+			switch n {
+			case 1:
+				panic("boom")
+			case 2:
+				_, _ = acceptLocal(r.(*SubscribeRequest), AcceptOptions{})
+				panic("after the answer")
 			}
-			var se *StreamError
-			require.ErrorAs(t, err, &se)
-			assert.Equal(t, wire.ResetInternalError, se.Code)
-			assert.Contains(t, logs.String(), "after the answer")
-
-			_, err = p.client.TrackStatus(ctx, testTrack, wire.Params{})
-			require.ErrorAs(t, err, &re, "the session still serves requests")
-			assert.Equal(t, wire.ReqDoesNotExist, re.Code)
-			assert.NoError(t, p.server.Context().Err())
-			assert.NoError(t, p.client.Context().Err())
+			_ = r.Reject(wire.ReqDoesNotExist, "none")
 		})
-	}
+		p := connect(t, &Config{Handler: handler, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+
+		_, err := p.client.TrackStatus(ctx, testTrack, wire.Params{})
+		var re *RequestError
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, wire.ReqInternalError, re.Code)
+		assert.Contains(t, logs.String(), "event=handler_panic")
+		assert.Contains(t, logs.String(), "boom")
+
+		// Answered, then reset: the reset may overtake SUBSCRIBE_OK.
+		sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+		if err == nil {
+			select {
+			case <-sub.Done():
+			case <-ctx.Done():
+				require.FailNow(t, "the panicking handler's subscription stays up")
+			}
+			err = sub.Err()
+		}
+		var se *StreamError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, wire.ResetInternalError, se.Code)
+		assert.Contains(t, logs.String(), "after the answer")
+
+		_, err = p.client.TrackStatus(ctx, testTrack, wire.Params{})
+		require.ErrorAs(t, err, &re, "the session still serves requests")
+		assert.Equal(t, wire.ReqDoesNotExist, re.Code)
+		assert.NoError(t, p.server.Context().Err())
+		assert.NoError(t, p.client.Context().Err())
+	})
 }
 
 // TestAcceptQueueBounded: sessions waiting for Accept are bounded; past

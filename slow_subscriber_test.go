@@ -220,37 +220,37 @@ func TestEarlyObjectsWaitForPublishOK(t *testing.T) {
 // End Group below an open subgroup leaves its later objects undelivered,
 // so the stream is reset, not finished (§11.3.2).
 func TestC020_UpdateEndBelowOpenSubgroupResets(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			lt := subscribeTrack(t, tr.scheme, wire.Params{
-				LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, 5))}, nil, nil)
-			ctx := lt.ctx
-			w := lt.track.OpenSubgroup(3, 0, SubgroupOptions{})
-			writeObjects(t, ctx, w, 0, 2, fixedSize(10))
-			got := readSubgroupAsync(ctx, lt.sub)
-			expectObjects(t, ctx, got, 0, 2, fixedSize(10))
-			require.NoError(t, lt.sub.Update(ctx, wire.Params{
-				LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, 2))}))
-			writeObjects(t, ctx, w, 2, 4, fixedSize(10))
-			require.NoError(t, w.Close())
-			requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
-		})
-	}
+	forTransports(t, func(t *testing.T, connect connector) {
+		lt := subscribeTrackOver(t, connect, wire.Params{
+			LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, 5))}, nil, nil)
+		ctx := lt.ctx
+		w := lt.track.OpenSubgroup(3, 0, SubgroupOptions{})
+		writeObjects(t, ctx, w, 0, 2, fixedSize(10))
+		got := readSubgroupAsync(ctx, lt.sub)
+		expectObjects(t, ctx, got, 0, 2, fixedSize(10))
+		require.NoError(t, lt.sub.Update(ctx, wire.Params{
+			LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, 2))}))
+		writeObjects(t, ctx, w, 2, 4, fixedSize(10))
+		require.NoError(t, w.Close())
+		requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
+	})
 }
 
 // TestC019_FilterEndObjectFinishes: a subscription whose filter ends
 // inside a subgroup gets that subgroup's stream finished once past the
 // end: every object it covers was sent (§11.3.2).
 func TestC019_FilterEndObjectFinishes(t *testing.T) {
-	lt := subscribeTrack(t, "moqt", wire.Params{
-		LocationFilter: wire.Some(wire.RangeFilterToObject(wire.Location{}, wire.Location{Group: 0, Object: 2}))}, nil, nil)
-	ctx := lt.ctx
-	w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
-	got := readSubgroupAsync(ctx, lt.sub)
-	writeObjects(t, ctx, w, 0, 5, fixedSize(10))
-	expectObjects(t, ctx, got, 0, 3, fixedSize(10))
-	expectEnd(t, ctx, got)
-	require.NoError(t, w.Close())
+	inBubble(t, func(t *testing.T) {
+		lt := subscribeTrackOver(t, overPipe(false), wire.Params{
+			LocationFilter: wire.Some(wire.RangeFilterToObject(wire.Location{}, wire.Location{Group: 0, Object: 2}))}, nil, nil)
+		ctx := lt.ctx
+		w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
+		got := readSubgroupAsync(ctx, lt.sub)
+		writeObjects(t, ctx, w, 0, 5, fixedSize(10))
+		expectObjects(t, ctx, got, 0, 3, fixedSize(10))
+		expectEnd(t, ctx, got)
+		require.NoError(t, w.Close())
+	})
 }
 
 // TestC020_JoinMidSubgroup: a subscription served after a subgroup began
@@ -305,21 +305,19 @@ func TestC020_JoinMidSubgroup(t *testing.T) {
 // the subscription had a stream for the subgroup leave a hole, so the
 // stream opened once Forward is back to 1 ends with a reset.
 func TestC020_ForwardResumedMidSubgroup(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			lt := subscribeTrack(t, tr.scheme, wire.Params{Forward: wire.Some(false),
-				LocationFilter: wire.Some(wire.StartFilter(wire.Location{}))}, nil, nil)
-			ctx := lt.ctx
-			w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
-			writeObjects(t, ctx, w, 0, 3, fixedSize(10))
-			require.NoError(t, lt.sub.Update(ctx, wire.Params{Forward: wire.Some(true)}))
-			got := readSubgroupAsync(ctx, lt.sub)
-			writeObjects(t, ctx, w, 3, 6, fixedSize(10))
-			expectObjects(t, ctx, got, 3, 6, fixedSize(10))
-			require.NoError(t, w.Close())
-			requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
-		})
-	}
+	forTransports(t, func(t *testing.T, connect connector) {
+		lt := subscribeTrackOver(t, connect, wire.Params{Forward: wire.Some(false),
+			LocationFilter: wire.Some(wire.StartFilter(wire.Location{}))}, nil, nil)
+		ctx := lt.ctx
+		w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
+		writeObjects(t, ctx, w, 0, 3, fixedSize(10))
+		require.NoError(t, lt.sub.Update(ctx, wire.Params{Forward: wire.Some(true)}))
+		got := readSubgroupAsync(ctx, lt.sub)
+		writeObjects(t, ctx, w, 3, 6, fixedSize(10))
+		expectObjects(t, ctx, got, 3, 6, fixedSize(10))
+		require.NoError(t, w.Close())
+		requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
+	})
 }
 
 // TestResetCodeFor: data streams of a subscription that ends are reset
