@@ -339,9 +339,11 @@ func TestLargestObjectFromAcceptOptions(t *testing.T) {
 // C016's converse: a LocalTrack with nothing published reports no Largest
 // Object, rather than some made-up Location.
 func TestC016_NoLargestObjectWhenNothingPublished(t *testing.T) {
-	_, fp, served := servedTrack(t)
-	_, ok, _ := subscribeFake(t, fp, served, wire.Params{})
-	assert.False(t, ok.Parameters.LargestObject.Set)
+	inBubble(t, func(t *testing.T) {
+		_, fp, served := servedTrack(t)
+		_, ok, _ := subscribeFake(t, fp, served, wire.Params{})
+		assert.False(t, ok.Parameters.LargestObject.Set)
+	})
 }
 
 // C083: with no data streams opened, PUBLISH_DONE's Stream Count is 0.

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -100,35 +101,35 @@ func serverSessionSetup(t *testing.T, cfg *Config, check func(*wire.Setup)) (*Se
 // a further Update waits for credit, and one abandoned while waiting never
 // reaches the wire nor consumes a Request ID.
 func TestMaxRequestUpdatesRespected(t *testing.T) {
-	fsrv := startFakeServer(t)
-	fp, dial := fsrv.dialLib("moqt", nil)
-	fp.readPeerSetup()
-	fp.sendSetup(&wire.Setup{MaxRequestUpdates: wire.Some[uint64](1)})
-	s, err := dial.wait()
-	require.NoError(t, err)
-	sub, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
+	inBubble(t, func(t *testing.T) {
+		s, fp, dialed := pipeClientDial(t, transport.PipeConfig{}, nil)
+		fp.readPeerSetup()
+		fp.sendSetup(&wire.Setup{MaxRequestUpdates: wire.Some[uint64](1)})
+		require.NoError(t, recvOrFail(t, dialed))
+		sub, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
 
-	u1 := goErr(func() error { return sub.Update(fakeCtx(t), wire.Params{SubscriberPriority: wire.Some[uint8](1)}) })
-	assert.Equal(t, uint64(2), expect[*wire.RequestUpdate](fs).RequestID)
+		u1 := goErr(func() error { return sub.Update(fakeCtx(t), wire.Params{SubscriberPriority: wire.Some[uint8](1)}) })
+		assert.Equal(t, uint64(2), expect[*wire.RequestUpdate](fs).RequestID)
 
-	ctx, cancel := context.WithCancel(fakeCtx(t))
-	blocked := make(chan struct{})
-	u2 := goErr(func() error {
-		close(blocked)
-		return sub.Update(ctx, wire.Params{SubscriberPriority: wire.Some[uint8](2)})
+		ctx, cancel := context.WithCancel(fakeCtx(t))
+		blocked := make(chan struct{})
+		u2 := goErr(func() error {
+			close(blocked)
+			return sub.Update(ctx, wire.Params{SubscriberPriority: wire.Some[uint8](2)})
+		})
+		<-blocked
+		cancel()
+		assert.ErrorIs(t, recvOrFail(t, u2), context.Canceled)
+
+		fs.send(&wire.RequestOK{})
+		require.NoError(t, recvOrFail(t, u1))
+		u3 := goErr(func() error { return sub.Update(fakeCtx(t), wire.Params{SubscriberPriority: wire.Some[uint8](3)}) })
+		m := expect[*wire.RequestUpdate](fs)
+		assert.Equal(t, uint64(4), m.RequestID, "the abandoned update was sent")
+		assert.Equal(t, wire.Some[uint8](3), m.Parameters.SubscriberPriority)
+		fs.send(&wire.RequestOK{})
+		require.NoError(t, recvOrFail(t, u3))
 	})
-	<-blocked
-	cancel()
-	assert.ErrorIs(t, recvOrFail(t, u2), context.Canceled)
-
-	fs.send(&wire.RequestOK{})
-	require.NoError(t, recvOrFail(t, u1))
-	u3 := goErr(func() error { return sub.Update(fakeCtx(t), wire.Params{SubscriberPriority: wire.Some[uint8](3)}) })
-	m := expect[*wire.RequestUpdate](fs)
-	assert.Equal(t, uint64(4), m.RequestID, "the abandoned update was sent")
-	assert.Equal(t, wire.Some[uint8](3), m.Parameters.SubscriberPriority)
-	fs.send(&wire.RequestOK{})
-	require.NoError(t, recvOrFail(t, u3))
 }
 
 // C080: a refused update is answered with REQUEST_ERROR, and the

@@ -18,17 +18,11 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// clientSessionOver is clientSession over scheme: "moqt" for raw QUIC,
-// "https" for WebTransport.
+// clientSessionOver is clientSession over a Pipe imitating raw QUIC
+// ("moqt") or WebTransport ("https"). Call it inside inBubble.
 func clientSessionOver(t *testing.T, scheme string, cfg *Config) (*Session, *fakePeer) {
 	t.Helper()
-	fs := startFakeServer(t)
-	fp, dial := fs.dialLib(scheme, cfg)
-	fp.readPeerSetup()
-	fp.sendSetup(&wire.Setup{})
-	s, err := dial.wait()
-	require.NoError(t, err)
-	return s, fp
+	return pipeClientSession(t, transport.PipeConfig{WebTransport: scheme == "https"}, cfg)
 }
 
 // subscribeFakeWith subscribes to testTrack with params against the fake
@@ -75,12 +69,14 @@ func expectStopped(t *testing.T, str transport.SendStream) uint64 {
 // a lone subscription on an alias received whatever carried it.
 func TestReceiveFilterAppliesOnReusedAlias(t *testing.T) {
 	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) { testFilterOnReusedAlias(t, tr.scheme) })
+		t.Run("pipe/"+tr.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) { testFilterOnReusedAlias(t, tr.scheme) })
+		})
 	}
 }
 
 func testFilterOnReusedAlias(t *testing.T, scheme string) {
-	s, fp := clientSessionOver(t, scheme, nil)
+	s, fp := pipeClientSession(t, transport.PipeConfig{WebTransport: scheme == "https"}, nil)
 	old, oldReq := subscribeFakeWith(t, s, fp, wire.Params{}, 3)
 	oldReq.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
 	oldReq.fin()

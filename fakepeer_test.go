@@ -155,7 +155,7 @@ func (ls *libServer) clientSetup() *wire.Setup {
 
 // serverSession is the library as the server of a fake client that has
 // completed SETUP, over a Pipe imitating raw QUIC. Call it inside
-// inBubble; serverSessionOver reaches a real Server.
+// inBubble; serverSessionOver can imitate WebTransport.
 func serverSession(t *testing.T, cfg *Config) (*Session, *fakePeer) {
 	t.Helper()
 	return pipeServerSession(t, transport.PipeConfig{}, cfg)
@@ -235,7 +235,7 @@ func (d *pendingDial) wait() (*Session, error) {
 
 // clientSession is the library as the client of a fake server that has
 // completed SETUP, over a Pipe imitating raw QUIC. Call it inside
-// inBubble; clientSessionOver Dials a real one.
+// inBubble; clientSessionOver can imitate WebTransport.
 func clientSession(t *testing.T, cfg *Config) (*Session, *fakePeer) {
 	t.Helper()
 	return pipeClientSession(t, transport.PipeConfig{}, cfg)

@@ -279,41 +279,45 @@ func TestC095_FetchOKCarriesTheKnownEnd(t *testing.T) {
 			{"whole end group past Largest Object", wire.RangeFilterTo(pl(1, 0), 3), pl(3, 2)},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				h, _ := fetchHandler(pubTrack(t, wire.Some(pl(3, 2))))
-				_, fp := serverSession(t, &Config{Handler: h})
-				fs := fp.open(pubFetchMsg(0, trackA, wire.Params{LocationFilter: wire.Some(tc.filter)}))
-				assert.Equal(t, tc.end, expect[*wire.FetchOK](fs).EndLocation)
-				d := fp.acceptPubFetch(false)
-				// The track keeps nothing: one unknown range up to the end.
-				es := d.all()
-				require.Len(t, es, 1)
-				assert.Equal(t, wire.EndOfUnknownRange, es[0].EndOfRange)
-				assert.Equal(t, tc.end, es[0].Location())
+				inBubble(t, func(t *testing.T) {
+					h, _ := fetchHandler(pubTrack(t, wire.Some(pl(3, 2))))
+					_, fp := serverSession(t, &Config{Handler: h})
+					fs := fp.open(pubFetchMsg(0, trackA, wire.Params{LocationFilter: wire.Some(tc.filter)}))
+					assert.Equal(t, tc.end, expect[*wire.FetchOK](fs).EndLocation)
+					d := fp.acceptPubFetch(false)
+					// The track keeps nothing: one unknown range up to the end.
+					es := d.all()
+					require.Len(t, es, 1)
+					assert.Equal(t, wire.EndOfUnknownRange, es[0].EndOfRange)
+					assert.Equal(t, tc.end, es[0].Location())
+				})
 			})
 		}
 	})
 	t.Run("application", func(t *testing.T) {
-		accept := make(chan struct{})
-		h := HandlerFunc(func(r Request) {
-			fr := r.(*FetchRequest)
-			w := fr.Objects()
-			_ = w.WriteObject(pobj(1, 0, "early"))
-			<-accept
-			_ = fr.Accept(true, pl(1, 0), nil)
-			_ = w.Close()
+		inBubble(t, func(t *testing.T) {
+			accept := make(chan struct{})
+			h := HandlerFunc(func(r Request) {
+				fr := r.(*FetchRequest)
+				w := fr.Objects()
+				_ = w.WriteObject(pobj(1, 0, "early"))
+				<-accept
+				_ = fr.Accept(true, pl(1, 0), nil)
+				_ = w.Close()
+			})
+			_, fp := serverSession(t, &Config{Handler: h})
+			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+			d := fp.acceptPubFetch(false)
+			e, err := d.next()
+			require.NoError(t, err)
+			assert.Equal(t, "early", string(e.Payload), "the object comes before FETCH_OK")
+			close(accept)
+			ok := expect[*wire.FetchOK](fs)
+			assert.True(t, ok.EndOfTrack)
+			assert.Equal(t, pl(1, 0), ok.EndLocation)
+			assert.Empty(t, d.all())
+			fs.expectFIN()
 		})
-		_, fp := serverSession(t, &Config{Handler: h})
-		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
-		d := fp.acceptPubFetch(false)
-		e, err := d.next()
-		require.NoError(t, err)
-		assert.Equal(t, "early", string(e.Payload), "the object comes before FETCH_OK")
-		close(accept)
-		ok := expect[*wire.FetchOK](fs)
-		assert.True(t, ok.EndOfTrack)
-		assert.Equal(t, pl(1, 0), ok.EndLocation)
-		assert.Empty(t, d.all())
-		fs.expectFIN()
 	})
 }
 

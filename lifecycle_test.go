@@ -331,40 +331,44 @@ func TestServedSubscriptionErrMatchesContext(t *testing.T) {
 	for _, tr := range transports {
 		for _, e := range endings {
 			t.Run(tr.name+": "+e.name, func(t *testing.T) {
-				track, err := NewLocalTrack(testTrack, nil)
-				require.NoError(t, err)
-				served := make(chan *ServedSubscription, 1)
-				p := newPair(t, tr.scheme, &Config{Handler: serveTrack(track, e.opts, served)}, nil)
-				ctx := testCtx(t, 10*time.Second)
-				sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-				require.NoError(t, err)
-				ss := recvOrFail(t, served)
-				if e.end != nil {
-					e.end(p, sub, ss)
-				}
-				closedOrFail(t, ss.Context().Done(), "the subscription's context did not end")
-				err = ss.Err()
-				require.Error(t, err, "Err is nil once the context is done")
-				assert.Same(t, err, context.Cause(ss.Context()), "the context's cause is not Err")
-				assert.Equal(t, stateTerminated, ss.current())
-				e.check(t, err)
+				inBubble(t, func(t *testing.T) {
+					track, err := NewLocalTrack(testTrack, nil)
+					require.NoError(t, err)
+					served := make(chan *ServedSubscription, 1)
+					p := newPipePair(t, transport.PipeConfig{WebTransport: tr.scheme == "https"}, &Config{Handler: serveTrack(track, e.opts, served)}, nil)
+					ctx := testCtx(t, 10*time.Second)
+					sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+					require.NoError(t, err)
+					ss := recvOrFail(t, served)
+					if e.end != nil {
+						e.end(p, sub, ss)
+					}
+					closedOrFail(t, ss.Context().Done(), "the subscription's context did not end")
+					err = ss.Err()
+					require.Error(t, err, "Err is nil once the context is done")
+					assert.Same(t, err, context.Cause(ss.Context()), "the context's cause is not Err")
+					assert.Equal(t, stateTerminated, ss.current())
+					e.check(t, err)
 
-				closedOrFail(t, sub.Done(), "the subscriber's end did not end")
-				assert.Error(t, sub.Err(), "the subscriber's Err is nil once Done is closed")
+					closedOrFail(t, sub.Done(), "the subscriber's end did not end")
+					assert.Error(t, sub.Err(), "the subscriber's Err is nil once Done is closed")
+				})
 			})
 		}
 	}
 	t.Run("PUBLISH refused", func(t *testing.T) {
-		refuse := HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqUninterested, "no") })
-		p := newPair(t, "moqt", nil, &Config{Handler: refuse})
-		ctx := testCtx(t, 10*time.Second)
-		ss, err := p.server.startPublish(ctx, testTrack, wire.Params{}, nil, nil)
-		require.NoError(t, err)
-		closedOrFail(t, ss.Context().Done(), "the subscription's context did not end")
-		var re *RequestError
-		require.ErrorAs(t, ss.Err(), &re)
-		assert.Equal(t, wire.ReqUninterested, re.Code)
-		assert.Same(t, ss.Err(), context.Cause(ss.Context()))
+		inBubble(t, func(t *testing.T) {
+			refuse := HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqUninterested, "no") })
+			p := newPipePair(t, transport.PipeConfig{}, nil, &Config{Handler: refuse})
+			ctx := testCtx(t, 10*time.Second)
+			ss, err := p.server.startPublish(ctx, testTrack, wire.Params{}, nil, nil)
+			require.NoError(t, err)
+			closedOrFail(t, ss.Context().Done(), "the subscription's context did not end")
+			var re *RequestError
+			require.ErrorAs(t, ss.Err(), &re)
+			assert.Equal(t, wire.ReqUninterested, re.Code)
+			assert.Same(t, ss.Err(), context.Cause(ss.Context()))
+		})
 	})
 }
 
@@ -461,35 +465,37 @@ func TestFreshAliasPerSubscription(t *testing.T) {
 func TestFilterRangesRefusedBeforeSending(t *testing.T) {
 	sub1 := wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamSubgroupFilter, 0, 1)}}
 	t.Run("SUBSCRIBE, peer allows none", func(t *testing.T) {
-		s, fp := clientSession(t, nil)
-		_, err := s.Subscribe(fakeCtx(t), trackA, sub1)
-		require.ErrorIs(t, err, ErrFilterRanges)
-		// Nothing went out: the next request is the first the peer sees.
-		_, _, m := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
-		assert.Equal(t, uint64(0), m.RequestID)
-		assert.Empty(t, m.Parameters.RangeFilters)
+		inBubble(t, func(t *testing.T) {
+			s, fp := clientSession(t, nil)
+			_, err := s.Subscribe(fakeCtx(t), trackA, sub1)
+			require.ErrorIs(t, err, ErrFilterRanges)
+			// Nothing went out: the next request is the first the peer sees.
+			_, _, m := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
+			assert.Equal(t, uint64(0), m.RequestID)
+			assert.Empty(t, m.Parameters.RangeFilters)
+		})
 	})
 	t.Run("REQUEST_UPDATE, counting the filters after it", func(t *testing.T) {
-		fsrv := startFakeServer(t)
-		fp, dial := fsrv.dialLib("moqt", nil)
-		fp.readPeerSetup()
-		fp.sendSetup(&wire.Setup{MaxFilterRanges: wire.Some[uint64](2)})
-		s, err := dial.wait()
-		require.NoError(t, err)
-		_, err = s.Subscribe(fakeCtx(t), trackA, wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamSubgroupFilter, 0, 3)}})
-		require.ErrorIs(t, err, ErrFilterRanges)
-		sub, fs, _ := establish(t, s, fp, trackA, sub1, &wire.SubscribeOK{TrackAlias: 1})
-		// 1 Subgroup Range kept + 2 Object ID Ranges is 3.
-		more := wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamObjectIDFilter, 0, 2)}}
-		require.ErrorIs(t, sub.Update(fakeCtx(t), more), ErrFilterRanges)
-		// Replacing the Subgroup filter with 2 Ranges is 2: sent.
-		fine := wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamSubgroupFilter, 0, 2)}}
-		res := goErr(func() error { return sub.Update(fakeCtx(t), fine) })
-		u := expect[*wire.RequestUpdate](fs)
-		require.Len(t, u.Parameters.RangeFilters, 1)
-		assert.Equal(t, wire.ParamSubgroupFilter, u.Parameters.RangeFilters[0].Type)
-		fs.send(&wire.RequestOK{})
-		require.NoError(t, recvOrFail(t, res))
+		inBubble(t, func(t *testing.T) {
+			s, fp, dialed := pipeClientDial(t, transport.PipeConfig{}, nil)
+			fp.readPeerSetup()
+			fp.sendSetup(&wire.Setup{MaxFilterRanges: wire.Some[uint64](2)})
+			require.NoError(t, recvOrFail(t, dialed))
+			_, err := s.Subscribe(fakeCtx(t), trackA, wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamSubgroupFilter, 0, 3)}})
+			require.ErrorIs(t, err, ErrFilterRanges)
+			sub, fs, _ := establish(t, s, fp, trackA, sub1, &wire.SubscribeOK{TrackAlias: 1})
+			// 1 Subgroup Range kept + 2 Object ID Ranges is 3.
+			more := wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamObjectIDFilter, 0, 2)}}
+			require.ErrorIs(t, sub.Update(fakeCtx(t), more), ErrFilterRanges)
+			// Replacing the Subgroup filter with 2 Ranges is 2: sent.
+			fine := wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamSubgroupFilter, 0, 2)}}
+			res := goErr(func() error { return sub.Update(fakeCtx(t), fine) })
+			u := expect[*wire.RequestUpdate](fs)
+			require.Len(t, u.Parameters.RangeFilters, 1)
+			assert.Equal(t, wire.ParamSubgroupFilter, u.Parameters.RangeFilters[0].Type)
+			fs.send(&wire.RequestOK{})
+			require.NoError(t, recvOrFail(t, res))
+		})
 	})
 }
 

@@ -48,20 +48,22 @@ func TestRequestContextCancelledByPeer(t *testing.T) {
 		for _, kind := range requestKindCases {
 			for _, way := range []string{"reset", "stop_sending"} {
 				t.Run(scheme+"/"+kind.name+"/"+way, func(t *testing.T) {
-					h, ctxs := blockingHandler()
-					s, fp := serverSessionOver(t, scheme, &Config{Handler: h})
-					fs := fp.open(kind.msg)
-					ctx := recvOrFail(t, ctxs)
-					require.NoError(t, ctx.Err(), "cancelled before the peer gave up")
-					if way == "reset" {
-						fs.reset(wire.ResetCancelled)
-					} else {
-						fs.stopSending(wire.ResetCancelled)
-					}
-					closedOrFail(t, ctx.Done(), "the handler's Context is not cancelled")
-					assert.ErrorIs(t, context.Cause(ctx), ErrCancelled)
-					fp.alive(2)
-					assert.NoError(t, s.Context().Err())
+					inBubble(t, func(t *testing.T) {
+						h, ctxs := blockingHandler()
+						s, fp := serverSessionOver(t, scheme, &Config{Handler: h})
+						fs := fp.open(kind.msg)
+						ctx := recvOrFail(t, ctxs)
+						require.NoError(t, ctx.Err(), "cancelled before the peer gave up")
+						if way == "reset" {
+							fs.reset(wire.ResetCancelled)
+						} else {
+							fs.stopSending(wire.ResetCancelled)
+						}
+						closedOrFail(t, ctx.Done(), "the handler's Context is not cancelled")
+						assert.ErrorIs(t, context.Cause(ctx), ErrCancelled)
+						fp.alive(2)
+						assert.NoError(t, s.Context().Err())
+					})
 				})
 			}
 		}

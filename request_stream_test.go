@@ -23,20 +23,11 @@ import (
 // schemes are the transports the fake peer reaches the library over.
 var schemes = []string{"moqt", "https"}
 
-// serverSessionOver is serverSession over raw QUIC ("moqt") or
-// WebTransport ("https").
+// serverSessionOver is serverSession over a Pipe imitating raw QUIC
+// ("moqt") or WebTransport ("https"). Call it inside inBubble.
 func serverSessionOver(t *testing.T, scheme string, cfg *Config) (*Session, *fakePeer) {
 	t.Helper()
-	ls := startLibServer(t, cfg, nil)
-	fp := ls.dial(scheme)
-	st := &wire.Setup{}
-	if scheme == "moqt" {
-		st = ls.clientSetup()
-	}
-	fp.sendSetup(st)
-	s := ls.accept()
-	fp.readPeerSetup()
-	return s, fp
+	return pipeServerSession(t, transport.PipeConfig{WebTransport: scheme == "https"}, cfg)
 }
 
 // A request stream allocates almost nothing before bytes arrive: no 64 KiB
@@ -202,29 +193,33 @@ func TestRefusedRequestStreamFollowsTheRules(t *testing.T) {
 	} {
 		for _, scheme := range schemes {
 			t.Run(scheme+"/"+tc.name, func(t *testing.T) {
-				_, fp := serverSessionOver(t, scheme, tc.cfg)
-				fs := refused(t, fp, tc.request(0))
-				for _, m := range tc.then {
-					fs.send(m)
-				}
-				fp.expectClose(tc.code)
+				inBubble(t, func(t *testing.T) {
+					_, fp := serverSessionOver(t, scheme, tc.cfg)
+					fs := refused(t, fp, tc.request(0))
+					for _, m := range tc.then {
+						fs.send(m)
+					}
+					fp.expectClose(tc.code)
+				})
 			})
 		}
 	}
 	t.Run("what the requester may send is discarded", func(t *testing.T) {
-		s, fp := serverSession(t, &Config{MaxRequestUpdates: 2})
-		fs := refused(t, fp, subscribe(0))
-		fs.send(&wire.RequestUpdate{RequestID: 2})
-		fs.send(&wire.Goaway{})
-		fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{Forward: wire.Some(false)}})
-		fs.fin()
-		// A refused PUBLISH: its publisher may notify and end.
-		fs = refused(t, fp, publish(6))
-		fs.send(&wire.PublishStateNotify{})
-		fs.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
-		fs.fin()
-		fp.alive(8)
-		assert.NoError(t, s.Context().Err())
+		inBubble(t, func(t *testing.T) {
+			s, fp := serverSession(t, &Config{MaxRequestUpdates: 2})
+			fs := refused(t, fp, subscribe(0))
+			fs.send(&wire.RequestUpdate{RequestID: 2})
+			fs.send(&wire.Goaway{})
+			fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{Forward: wire.Some(false)}})
+			fs.fin()
+			// A refused PUBLISH: its publisher may notify and end.
+			fs = refused(t, fp, publish(6))
+			fs.send(&wire.PublishStateNotify{})
+			fs.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
+			fs.fin()
+			fp.alive(8)
+			assert.NoError(t, s.Context().Err())
+		})
 	})
 }
 
@@ -415,27 +410,29 @@ func TestIdleRequestStreamsHoldLittle(t *testing.T) {
 	}
 	for _, scheme := range schemes {
 		t.Run(scheme, func(t *testing.T) {
-			s, fp := serverSessionOver(t, scheme, &Config{ControlMessageTimeout: time.Minute})
-			fp.alive(0) // the session's own allocations are done
-			// Those that served it, and those of sessions of earlier tests
-			// still closing, wind down first.
-			base := settledGoroutines()
-			before := heap()
-			streams := make([]*fakeStream, n)
-			for i := range streams {
-				streams[i] = fp.openStream()
-				// A SUBSCRIBE that declares 65535 bytes and sends 20 of them.
-				streams[i].sendRaw(frame(wire.MsgSubscribe, make([]byte, wire.MaxMessageBody))[:23])
-			}
-			require.Eventually(t, func() bool { return runtime.NumGoroutine() >= base+n },
-				fakeGuard, 10*time.Millisecond, "the library did not take up the streams")
-			time.Sleep(100 * time.Millisecond) // let the last reads block
-			after := heap()
-			grown := after - min(before, after)
-			t.Logf("%d stalled request streams: %d bytes of heap, both ends", n, grown)
-			assert.Less(t, grown/n, uint64(32<<10), "heap per stalled request stream, both ends")
-			runtime.KeepAlive(streams)
-			assert.NoError(t, s.Context().Err())
+			inBubble(t, func(t *testing.T) {
+				s, fp := serverSessionOver(t, scheme, &Config{ControlMessageTimeout: time.Minute})
+				fp.alive(0) // the session's own allocations are done
+				// Those that served it, and those of sessions of earlier tests
+				// still closing, wind down first.
+				base := settledGoroutines()
+				before := heap()
+				streams := make([]*fakeStream, n)
+				for i := range streams {
+					streams[i] = fp.openStream()
+					// A SUBSCRIBE that declares 65535 bytes and sends 20 of them.
+					streams[i].sendRaw(frame(wire.MsgSubscribe, make([]byte, wire.MaxMessageBody))[:23])
+				}
+				require.Eventually(t, func() bool { return runtime.NumGoroutine() >= base+n },
+					fakeGuard, 10*time.Millisecond, "the library did not take up the streams")
+				time.Sleep(100 * time.Millisecond) // let the last reads block
+				after := heap()
+				grown := after - min(before, after)
+				t.Logf("%d stalled request streams: %d bytes of heap, both ends", n, grown)
+				assert.Less(t, grown/n, uint64(32<<10), "heap per stalled request stream, both ends")
+				runtime.KeepAlive(streams)
+				assert.NoError(t, s.Context().Err())
+			})
 		})
 	}
 }

@@ -270,32 +270,34 @@ func TestC020_JoinMidSubgroup(t *testing.T) {
 	for _, tr := range transports {
 		for _, c := range cases {
 			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
-				track, cfg, served := newServedTrack(t, testTrack, nil)
-				p := newPair(t, tr.scheme, cfg, nil)
-				ctx := testCtx(t, 20*time.Second)
-				w := track.OpenSubgroup(0, 0, SubgroupOptions{})
-				writeObjects(t, ctx, w, 0, 5, fixedSize(10))
-				sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(c.filter)})
-				require.NoError(t, err)
-				<-served
-				writeObjects(t, ctx, w, 5, 10, fixedSize(10))
-				r, err := sub.AcceptSubgroup(ctx)
-				require.NoError(t, err)
-				assert.False(t, r.Header().FirstObject, "the stream does not start at the subgroup's first object")
-				for id := uint64(5); id < 10; id++ {
-					h, err := r.Next()
+				inBubble(t, func(t *testing.T) {
+					track, cfg, served := newServedTrack(t, testTrack, nil)
+					p := newPipePair(t, transport.PipeConfig{WebTransport: tr.scheme == "https"}, cfg, nil)
+					ctx := testCtx(t, 20*time.Second)
+					w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+					writeObjects(t, ctx, w, 0, 5, fixedSize(10))
+					sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(c.filter)})
 					require.NoError(t, err)
-					require.Equal(t, id, h.Location.Object)
-					_, err = r.readPayload(100)
+					<-served
+					writeObjects(t, ctx, w, 5, 10, fixedSize(10))
+					r, err := sub.AcceptSubgroup(ctx)
 					require.NoError(t, err)
-				}
-				require.NoError(t, w.Close())
-				_, err = r.Next()
-				if c.reset {
-					requireReset(t, err, wire.ResetCancelled)
-				} else {
-					assert.ErrorIs(t, err, io.EOF)
-				}
+					assert.False(t, r.Header().FirstObject, "the stream does not start at the subgroup's first object")
+					for id := uint64(5); id < 10; id++ {
+						h, err := r.Next()
+						require.NoError(t, err)
+						require.Equal(t, id, h.Location.Object)
+						_, err = r.readPayload(100)
+						require.NoError(t, err)
+					}
+					require.NoError(t, w.Close())
+					_, err = r.Next()
+					if c.reset {
+						requireReset(t, err, wire.ResetCancelled)
+					} else {
+						assert.ErrorIs(t, err, io.EOF)
+					}
+				})
 			})
 		}
 	}
@@ -405,15 +407,17 @@ func TestDoneResetsWithMatchingCode(t *testing.T) {
 	for _, tr := range transports {
 		for _, code := range []wire.PublishDoneCode{wire.DoneTooFarBehind, wire.DoneGoingAway, wire.DoneExpired} {
 			t.Run(tr.name+"/"+code.String(), func(t *testing.T) {
-				lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
-				ctx := lt.ctx
-				w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
-				got := readSubgroupAsync(ctx, lt.sub)
-				writeObjects(t, ctx, w, 0, 1, fixedSize(10))
-				expectObjects(t, ctx, got, 0, 1, fixedSize(10))
-				require.NoError(t, lt.ss.End(code, "test"))
-				requireReset(t, lastErr(t, ctx, got), resetCodeFor(code))
-				waitDone(t, ctx, lt.sub.Done(), "subscription")
+				inBubble(t, func(t *testing.T) {
+					lt := subscribeTrackOver(t, overPipe(tr.scheme == "https"), wire.Params{}, nil, nil)
+					ctx := lt.ctx
+					w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
+					got := readSubgroupAsync(ctx, lt.sub)
+					writeObjects(t, ctx, w, 0, 1, fixedSize(10))
+					expectObjects(t, ctx, got, 0, 1, fixedSize(10))
+					require.NoError(t, lt.ss.End(code, "test"))
+					requireReset(t, lastErr(t, ctx, got), resetCodeFor(code))
+					waitDone(t, ctx, lt.sub.Done(), "subscription")
+				})
 			})
 		}
 	}

@@ -320,18 +320,20 @@ func (a *arrival) reserved() int {
 // ends ReadObject with the *MalformedTrackError; the offending object is
 // not returned and the streams are stopped with MALFORMED_TRACK.
 func TestReadObjectMalformedTrack(t *testing.T) {
-	p := newFakePub(t, wire.Params{}, nil)
-	a := p.subgroup(hdr(1, 0, 10)).objects(0)
-	obj, err := p.sub.ReadObject(p.ctx)
-	require.NoError(t, err)
-	assert.Equal(t, wire.Location{Group: 1, Object: 0}, obj.Location)
-	b := p.subgroup(hdr(1, 0, 20)).objects(1) // another Publisher Priority
-	_, err = p.sub.ReadObject(p.ctx)
-	me := p.expectMalformed(err)
-	assert.Contains(t, me.Reason, "Publisher Priority")
-	a.expectStopSending(wire.ResetMalformedTrack)
-	b.expectStopSending(wire.ResetMalformedTrack)
-	_, err = p.sub.ReadObject(p.ctx)
-	assert.ErrorAs(t, err, &me, "the end is sticky")
-	closedOrFail(t, p.sub.arrival.drained, "the reader's goroutines, with the subscription")
+	inBubble(t, func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		a := p.subgroup(hdr(1, 0, 10)).objects(0)
+		obj, err := p.sub.ReadObject(p.ctx)
+		require.NoError(t, err)
+		assert.Equal(t, wire.Location{Group: 1, Object: 0}, obj.Location)
+		b := p.subgroup(hdr(1, 0, 20)).objects(1) // another Publisher Priority
+		_, err = p.sub.ReadObject(p.ctx)
+		me := p.expectMalformed(err)
+		assert.Contains(t, me.Reason, "Publisher Priority")
+		a.expectStopSending(wire.ResetMalformedTrack)
+		b.expectStopSending(wire.ResetMalformedTrack)
+		_, err = p.sub.ReadObject(p.ctx)
+		assert.ErrorAs(t, err, &me, "the end is sticky")
+		closedOrFail(t, p.sub.arrival.drained, "the reader's goroutines, with the subscription")
+	})
 }
