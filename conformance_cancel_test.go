@@ -65,23 +65,6 @@ func TestC003_PublisherResetsAfterStopSending(t *testing.T) {
 	})
 }
 
-// C003 over WebTransport, whose streams come from another library.
-func TestC003_PublisherResetsAfterStopSendingWebTransport(t *testing.T) {
-	h, served := servedCh(AcceptOptions{})
-	ls := startLibServer(t, &Config{Handler: h}, nil)
-	fp := ls.dial("https")
-	fp.sendSetup(&wire.Setup{})
-	ls.accept()
-	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-	expect[*wire.SubscribeOK](fs)
-	ss := recvOrFail(t, served)
-	fs.stopSending(wire.ResetCancelled)
-	closedOrFail(t, ss.Context().Done(), "publisher did not see STOP_SENDING")
-	assert.ErrorIs(t, ss.Err(), ErrCancelled)
-	assert.True(t, ss.rs.isCancelled())
-	fp.alive(2)
-}
-
 // C003: a subscriber's RESET_STREAM is answered with a reset.
 func TestC003_PublisherResetsAfterSubscriberReset(t *testing.T) {
 	inBubble(t, func(t *testing.T) {

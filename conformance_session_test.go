@@ -254,32 +254,6 @@ func TestGoawayProtocolViolations(t *testing.T) {
 	})
 }
 
-// CloseWithError reaches the peer with its code and reason; the Context's
-// cause is the *SessionError.
-func TestCloseWithError(t *testing.T) {
-	for _, scheme := range []string{"moqt", "https"} {
-		t.Run(scheme, func(t *testing.T) {
-			ls := startLibServer(t, nil, nil)
-			fp := ls.dial(scheme)
-			st := &wire.Setup{}
-			if scheme == "moqt" {
-				st = ls.clientSetup()
-			}
-			fp.sendSetup(st)
-			s := ls.accept()
-			require.NoError(t, s.CloseWithError(wire.Unauthorized, "token expired"))
-			ce := fp.expectClose(wire.Unauthorized)
-			assert.Equal(t, "token expired", ce.Reason)
-			se := expectSessionError(t, s, wire.Unauthorized)
-			assert.Equal(t, "token expired", se.Reason)
-			assert.False(t, se.Remote)
-			// The first close wins.
-			require.NoError(t, s.CloseWithError(wire.InternalError, "later"))
-			assert.Equal(t, wire.Unauthorized, expectSessionError(t, s, wire.Unauthorized).Code)
-		})
-	}
-}
-
 // A close by the peer is the cause too, and pending calls return it.
 func TestPeerCloseEndsSession(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
