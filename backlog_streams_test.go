@@ -55,152 +55,148 @@ func readGroups(ctx context.Context, sub *Subscription, n int, check func(g uint
 // ends with PUBLISH_DONE TOO_FAR_BEHIND, counting only the streams that
 // opened (§9.9).
 func TestBacklogStreamCreditWithheld(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			// quic-go grants 100 incoming streams; the slow subscriber
-			// holds each one (a subgroup is larger than what its session
-			// reads ahead), so past 100+maxPendingOpens subgroups it is
-			// too far behind. Its connection window is ample: this is
-			// about stream credit alone.
-			const (
-				n    = 100 + maxPendingOpens + 50
-				size = 8 << 10
-			)
-			track, cfg, served := newServedTrack(t, testTrack, nil)
-			fastPair := newPair(t, tr.scheme, cfg, nil)
-			slowPair := fastPair.connect(t, tr.scheme, &Config{ConnectionReceiveWindow: 16 << 20})
-			ctx := testCtx(t, 30*time.Second)
-			fast, err := fastPair.client.Subscribe(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			<-served
-			slow, err := slowPair.client.Subscribe(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			ssSlow := <-served
+	forTransports(t, func(t *testing.T, connect connector) {
+		// quic-go grants 100 incoming streams; the slow subscriber
+		// holds each one (a subgroup is larger than what its session
+		// reads ahead), so past 100+maxPendingOpens subgroups it is
+		// too far behind. Its connection window is ample: this is
+		// about stream credit alone.
+		const (
+			n    = 100 + maxPendingOpens + 50
+			size = 8 << 10
+		)
+		track, cfg, served := newServedTrack(t, testTrack, nil)
+		fastPair := connect(t, cfg, nil)
+		slowPair := fastPair.connect(t, "", &Config{ConnectionReceiveWindow: 16 << 20})
+		ctx := testCtx(t, 30*time.Second)
+		fast, err := fastPair.client.Subscribe(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+		<-served
+		slow, err := slowPair.client.Subscribe(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+		ssSlow := <-served
 
-			groups := make(chan uint64, n)
-			readErr := readGroups(ctx, fast, n, func(g uint64, ids []uint64, payloads [][]byte) error {
-				if len(ids) != 1 || !bytes.Equal(payloads[0], payloadOf(g, size)) {
-					return fmt.Errorf("group %d: objects %v", g, ids)
-				}
-				groups <- g
-				return nil
-			})
-			writes := goErr(func() error {
-				for g := range uint64(n) {
-					w := track.OpenSubgroup(g, 0, SubgroupOptions{})
-					if err := writeObject(w, 0, nil, payloadOf(g, size)); err != nil {
-						return err
-					}
-					if err := w.Close(); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-			select {
-			case err := <-writes:
-				require.NoError(t, err)
-			case <-ctx.Done():
-				require.FailNow(t, "the publisher waited for the slow subscriber's stream credit")
+		groups := make(chan uint64, n)
+		readErr := readGroups(ctx, fast, n, func(g uint64, ids []uint64, payloads [][]byte) error {
+			if len(ids) != 1 || !bytes.Equal(payloads[0], payloadOf(g, size)) {
+				return fmt.Errorf("group %d: objects %v", g, ids)
 			}
-			select {
-			case err := <-readErr:
-				require.NoError(t, err)
-			case <-ctx.Done():
-				require.FailNow(t, "the fast subscriber did not get every subgroup")
-			}
-			close(groups)
-			seen := map[uint64]bool{}
-			for g := range groups {
-				seen[g] = true
-			}
-			assert.Len(t, seen, n)
-			assert.NoError(t, fast.Err())
-
-			waitDone(t, ctx, slow.Done(), "slow subscription")
-			var de *DoneError
-			require.ErrorAs(t, slow.Err(), &de)
-			assert.Equal(t, wire.DoneTooFarBehind, de.Code)
-			ssSlow.mu.Lock()
-			opened := ssSlow.streams
-			ssSlow.mu.Unlock()
-			assert.Equal(t, opened, de.StreamCount, "streams abandoned before they opened are not counted")
-			assert.Less(t, de.StreamCount, uint64(n))
-			assert.Zero(t, ssSlow.pendingOpens.Load())
+			groups <- g
+			return nil
 		})
-	}
+		writes := goErr(func() error {
+			for g := range uint64(n) {
+				w := track.OpenSubgroup(g, 0, SubgroupOptions{})
+				if err := writeObject(w, 0, nil, payloadOf(g, size)); err != nil {
+					return err
+				}
+				if err := w.Close(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		select {
+		case err := <-writes:
+			require.NoError(t, err)
+		case <-ctx.Done():
+			require.FailNow(t, "the publisher waited for the slow subscriber's stream credit")
+		}
+		select {
+		case err := <-readErr:
+			require.NoError(t, err)
+		case <-ctx.Done():
+			require.FailNow(t, "the fast subscriber did not get every subgroup")
+		}
+		close(groups)
+		seen := map[uint64]bool{}
+		for g := range groups {
+			seen[g] = true
+		}
+		assert.Len(t, seen, n)
+		assert.NoError(t, fast.Err())
+
+		waitDone(t, ctx, slow.Done(), "slow subscription")
+		var de *DoneError
+		require.ErrorAs(t, slow.Err(), &de)
+		assert.Equal(t, wire.DoneTooFarBehind, de.Code)
+		ssSlow.mu.Lock()
+		opened := ssSlow.streams
+		ssSlow.mu.Unlock()
+		assert.Equal(t, opened, de.StreamCount, "streams abandoned before they opened are not counted")
+		assert.Less(t, de.StreamCount, uint64(n))
+		assert.Zero(t, ssSlow.pendingOpens.Load())
+	})
 }
 
 // TestBacklogNewStreamOfSlowSubscriber: once a subscriber is behind, each
 // new stream for it starts in its backlog instead of costing the
 // publisher a write grace; when it reads, every subgroup arrives whole.
 func TestBacklogNewStreamOfSlowSubscriber(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			const (
-				size      = 1000
-				subgroups = 20
-				perGroup  = 5 // 5 KB: past the slow subscriber's stream window
-			)
-			var slow atomic.Pointer[ServedSubscription]
-			var graces atomic.Int32 // the slow subscriber's
-			cfg := &Config{hooks: &sessionHooks{graceExpired: func(ss *ServedSubscription) {
-				if ss == slow.Load() {
-					graces.Add(1)
+	forTransports(t, func(t *testing.T, connect connector) {
+		const (
+			size      = 1000
+			subgroups = 20
+			perGroup  = 5 // 5 KB: past the slow subscriber's stream window
+		)
+		var slow atomic.Pointer[ServedSubscription]
+		var graces atomic.Int32 // the slow subscriber's
+		cfg := &Config{hooks: &sessionHooks{graceExpired: func(ss *ServedSubscription) {
+			if ss == slow.Load() {
+				graces.Add(1)
+			}
+		}}}
+		f := newFanOutOver(t, connect, cfg, wire.Params{})
+		slow.Store(f.ssSlow)
+		ctx := f.ctx
+		readAllGroups := func(sub *Subscription, n int, objects func(g uint64) uint64) <-chan error {
+			return readGroups(ctx, sub, n, func(g uint64, ids []uint64, payloads [][]byte) error {
+				if uint64(len(ids)) != objects(g) {
+					return fmt.Errorf("group %d: objects %v", g, ids)
 				}
-			}}}
-			f := newFanOut(t, tr.scheme, cfg, wire.Params{})
-			slow.Store(f.ssSlow)
-			ctx := f.ctx
-			readAllGroups := func(sub *Subscription, n int, objects func(g uint64) uint64) <-chan error {
-				return readGroups(ctx, sub, n, func(g uint64, ids []uint64, payloads [][]byte) error {
-					if uint64(len(ids)) != objects(g) {
-						return fmt.Errorf("group %d: objects %v", g, ids)
+				for i, p := range payloads {
+					if !bytes.Equal(p, payloadOf(g*100+uint64(i), size)) {
+						return fmt.Errorf("group %d object %d: wrong payload", g, i)
 					}
-					for i, p := range payloads {
-						if !bytes.Equal(p, payloadOf(g*100+uint64(i), size)) {
-							return fmt.Errorf("group %d object %d: wrong payload", g, i)
-						}
-					}
-					return nil
-				})
-			}
-			objects := func(g uint64) uint64 {
-				if g == 0 {
-					return 10
 				}
-				return perGroup
+				return nil
+			})
+		}
+		objects := func(g uint64) uint64 {
+			if g == 0 {
+				return 10
 			}
-			fastDone := readAllGroups(f.fast, subgroups+1, objects)
-			write := func(g uint64) {
-				w := f.track.OpenSubgroup(g, 0, SubgroupOptions{})
-				for id := range objects(g) {
-					require.NoError(t, writeObject(w, id, nil, payloadOf(g*100+id, size)))
-				}
-				require.NoError(t, w.Close())
+			return perGroup
+		}
+		fastDone := readAllGroups(f.fast, subgroups+1, objects)
+		write := func(g uint64) {
+			w := f.track.OpenSubgroup(g, 0, SubgroupOptions{})
+			for id := range objects(g) {
+				require.NoError(t, writeObject(w, id, nil, payloadOf(g*100+id, size)))
 			}
-			write(0) // 10 KB: the slow subscriber falls behind
-			require.Positive(t, f.ssSlow.wp.group.Queued())
-			before := graces.Load()
-			for g := uint64(1); g <= subgroups; g++ {
-				write(g)
-			}
-			assert.Equal(t, before, graces.Load(), "new streams of a subscriber behind wait no write grace")
-			select {
-			case err := <-fastDone:
-				require.NoError(t, err)
-			case <-ctx.Done():
-				require.FailNow(t, "the fast subscriber did not get every subgroup")
-			}
-			select {
-			case err := <-readAllGroups(f.slow, subgroups+1, objects):
-				require.NoError(t, err)
-			case <-ctx.Done():
-				require.FailNow(t, "the slow subscriber did not catch up")
-			}
-			assert.NoError(t, f.slow.Err())
-		})
-	}
+			require.NoError(t, w.Close())
+		}
+		write(0) // 10 KB: the slow subscriber falls behind
+		require.Positive(t, f.ssSlow.wp.group.Queued())
+		before := graces.Load()
+		for g := uint64(1); g <= subgroups; g++ {
+			write(g)
+		}
+		assert.Equal(t, before, graces.Load(), "new streams of a subscriber behind wait no write grace")
+		select {
+		case err := <-fastDone:
+			require.NoError(t, err)
+		case <-ctx.Done():
+			require.FailNow(t, "the fast subscriber did not get every subgroup")
+		}
+		select {
+		case err := <-readAllGroups(f.slow, subgroups+1, objects):
+			require.NoError(t, err)
+		case <-ctx.Done():
+			require.FailNow(t, "the slow subscriber did not catch up")
+		}
+		assert.NoError(t, f.slow.Err())
+	})
 }
 
 // nopStream takes every write at once.

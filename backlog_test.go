@@ -187,40 +187,38 @@ func fixedSize(n int) func(uint64) int { return func(uint64) int { return n } }
 // Once that backlog would pass Config.MaxSubscriberBacklog, the slow
 // subscription ends with PUBLISH_DONE TOO_FAR_BEHIND; the fast one goes on.
 func TestBacklogSlowSubscriberTooFarBehind(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			const (
-				bound = 128 << 10
-				size  = 1000
-				n1    = 64  // 64 KB: past the slow subscriber's windows, within the bound
-				n     = 256 // 256 KB: past the bound
-			)
-			f := newFanOut(t, tr.scheme, &Config{MaxSubscriberBacklog: bound}, wire.Params{})
-			ctx := f.ctx
-			w := f.track.OpenSubgroup(0, 0, SubgroupOptions{})
-			fast := readSubgroupAsync(ctx, f.fast)
+	forTransports(t, func(t *testing.T, connect connector) {
+		const (
+			bound = 128 << 10
+			size  = 1000
+			n1    = 64  // 64 KB: past the slow subscriber's windows, within the bound
+			n     = 256 // 256 KB: past the bound
+		)
+		f := newFanOutOver(t, connect, &Config{MaxSubscriberBacklog: bound}, wire.Params{})
+		ctx := f.ctx
+		w := f.track.OpenSubgroup(0, 0, SubgroupOptions{})
+		fast := readSubgroupAsync(ctx, f.fast)
 
-			writeObjects(t, ctx, w, 0, n1, fixedSize(size))
-			expectObjects(t, ctx, fast, 0, n1, fixedSize(size))
-			assert.NoError(t, f.slow.Err(), "the slow subscription goes on")
-			assert.Positive(t, f.ssSlow.wp.group.Queued(), "its objects wait in its backlog")
+		writeObjects(t, ctx, w, 0, n1, fixedSize(size))
+		expectObjects(t, ctx, fast, 0, n1, fixedSize(size))
+		assert.NoError(t, f.slow.Err(), "the slow subscription goes on")
+		assert.Positive(t, f.ssSlow.wp.group.Queued(), "its objects wait in its backlog")
 
-			writeObjects(t, ctx, w, n1, n, fixedSize(size))
-			waitDone(t, ctx, f.slow.Done(), "slow subscription")
-			var de *DoneError
-			require.ErrorAs(t, f.slow.Err(), &de)
-			assert.Equal(t, wire.DoneTooFarBehind, de.Code)
-			assert.Equal(t, uint64(1), de.StreamCount)
-			require.ErrorAs(t, f.ssSlow.Err(), &de)
-			assert.Equal(t, wire.DoneTooFarBehind, de.Code)
+		writeObjects(t, ctx, w, n1, n, fixedSize(size))
+		waitDone(t, ctx, f.slow.Done(), "slow subscription")
+		var de *DoneError
+		require.ErrorAs(t, f.slow.Err(), &de)
+		assert.Equal(t, wire.DoneTooFarBehind, de.Code)
+		assert.Equal(t, uint64(1), de.StreamCount)
+		require.ErrorAs(t, f.ssSlow.Err(), &de)
+		assert.Equal(t, wire.DoneTooFarBehind, de.Code)
 
-			require.NoError(t, w.Close())
-			expectObjects(t, ctx, fast, n1, n, fixedSize(size))
-			expectEnd(t, ctx, fast)
-			assert.NoError(t, f.fast.Err())
-			f.waitNoBacklog(t, f.ssSlow)
-		})
-	}
+		require.NoError(t, w.Close())
+		expectObjects(t, ctx, fast, n1, n, fixedSize(size))
+		expectEnd(t, ctx, fast)
+		assert.NoError(t, f.fast.Err())
+		f.waitNoBacklog(t, f.ssSlow)
+	})
 }
 
 // TestBacklogSubscriberCatchesUp: a subscriber that reads nothing for a
@@ -228,42 +226,40 @@ func TestBacklogSlowSubscriberTooFarBehind(t *testing.T) {
 // in order and whole, and the FIN, whatever mix of small, large and
 // streamed objects was written meanwhile.
 func TestBacklogSubscriberCatchesUp(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			const (
-				n        = 40
-				streamed = 21 // written with BeginObject, in chunks
-			)
-			size := func(id uint64) int { return []int{10, 1500, 70 << 10, 300}[id%4] }
-			f := newFanOut(t, tr.scheme, &Config{}, wire.Params{})
-			ctx := f.ctx
-			w := f.track.OpenSubgroup(0, 0, SubgroupOptions{})
-			fast := readSubgroupAsync(ctx, f.fast)
+	forTransports(t, func(t *testing.T, connect connector) {
+		const (
+			n        = 40
+			streamed = 21 // written with BeginObject, in chunks
+		)
+		size := func(id uint64) int { return []int{10, 1500, 70 << 10, 300}[id%4] }
+		f := newFanOutOver(t, connect, &Config{}, wire.Params{})
+		ctx := f.ctx
+		w := f.track.OpenSubgroup(0, 0, SubgroupOptions{})
+		fast := readSubgroupAsync(ctx, f.fast)
 
-			writeObjects(t, ctx, w, 0, streamed, size)
-			p := payloadOf(streamed, size(streamed))
-			ow, err := w.BeginObject(streamed, uint64(len(p)), nil)
+		writeObjects(t, ctx, w, 0, streamed, size)
+		p := payloadOf(streamed, size(streamed))
+		ow, err := w.BeginObject(streamed, uint64(len(p)), nil)
+		require.NoError(t, err)
+		for len(p) > 0 {
+			k := min(len(p), 700)
+			_, err := ow.Write(p[:k])
 			require.NoError(t, err)
-			for len(p) > 0 {
-				k := min(len(p), 700)
-				_, err := ow.Write(p[:k])
-				require.NoError(t, err)
-				p = p[k:]
-			}
-			require.NoError(t, ow.Close())
-			writeObjects(t, ctx, w, streamed+1, n, size)
-			expectObjects(t, ctx, fast, 0, n, size)
-			assert.Positive(t, f.ssSlow.wp.group.Queued(), "the slow subscriber's objects wait in its backlog")
-			require.NoError(t, w.Close())
-			expectEnd(t, ctx, fast)
+			p = p[k:]
+		}
+		require.NoError(t, ow.Close())
+		writeObjects(t, ctx, w, streamed+1, n, size)
+		expectObjects(t, ctx, fast, 0, n, size)
+		assert.Positive(t, f.ssSlow.wp.group.Queued(), "the slow subscriber's objects wait in its backlog")
+		require.NoError(t, w.Close())
+		expectEnd(t, ctx, fast)
 
-			slow := readSubgroupAsync(ctx, f.slow)
-			expectObjects(t, ctx, slow, 0, n, size)
-			expectEnd(t, ctx, slow)
-			assert.NoError(t, f.slow.Err())
-			assert.NoError(t, f.fast.Err())
-		})
-	}
+		slow := readSubgroupAsync(ctx, f.slow)
+		expectObjects(t, ctx, slow, 0, n, size)
+		expectEnd(t, ctx, slow)
+		assert.NoError(t, f.slow.Err())
+		assert.NoError(t, f.fast.Err())
+	})
 }
 
 // TestBacklogDeliveryTimeout: objects waiting in a backlog are under their
@@ -272,142 +268,136 @@ func TestBacklogSubscriberCatchesUp(t *testing.T) {
 // DELIVERY_TIMEOUT and its backlog dropped, though every write had
 // returned at once; the subscription goes on (§5.2).
 func TestBacklogDeliveryTimeout(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			const (
-				size = 1000
-				n    = 64
-			)
-			timedOut := make(chan struct{}, 16)
-			cfg := &Config{hooks: &sessionHooks{deliveryTimedOut: func() { timedOut <- struct{}{} }}}
-			f := newFanOut(t, tr.scheme, cfg, wire.Params{ObjectDeliveryTimeout: wire.Some[uint64](shortTimeout)})
-			ctx := f.ctx
-			w := f.track.OpenSubgroup(0, 0, SubgroupOptions{})
-			fast := readSubgroupAsync(ctx, f.fast)
+	forTransports(t, func(t *testing.T, connect connector) {
+		const (
+			size = 1000
+			n    = 64
+		)
+		timedOut := make(chan struct{}, 16)
+		cfg := &Config{hooks: &sessionHooks{deliveryTimedOut: func() { timedOut <- struct{}{} }}}
+		f := newFanOutOver(t, connect, cfg, wire.Params{ObjectDeliveryTimeout: wire.Some[uint64](shortTimeout)})
+		ctx := f.ctx
+		w := f.track.OpenSubgroup(0, 0, SubgroupOptions{})
+		fast := readSubgroupAsync(ctx, f.fast)
 
-			writeObjects(t, ctx, w, 0, n, fixedSize(size))
-			expectObjects(t, ctx, fast, 0, n, fixedSize(size))
-			select {
-			case <-timedOut:
-			case <-ctx.Done():
-				require.FailNow(t, "no delivery timeout for the queued objects")
-			}
-			f.waitNoBacklog(t, f.ssSlow)
+		writeObjects(t, ctx, w, 0, n, fixedSize(size))
+		expectObjects(t, ctx, fast, 0, n, fixedSize(size))
+		select {
+		case <-timedOut:
+		case <-ctx.Done():
+			require.FailNow(t, "no delivery timeout for the queued objects")
+		}
+		f.waitNoBacklog(t, f.ssSlow)
 
-			// A round trip on the request stream, which the reset
-			// precedes, then the stream ends in DELIVERY_TIMEOUT.
-			require.NoError(t, f.slow.Update(ctx, wire.Params{SubscriberPriority: wire.Some[uint8](1)}))
-			var last received
-			for o := range readSubgroupAsync(ctx, f.slow) {
-				last = o
-			}
-			var se *transport.StreamError
-			require.ErrorAs(t, last.err, &se)
-			assert.Equal(t, uint64(wire.ResetDeliveryTimeout), se.Code)
-			assert.NoError(t, f.slow.Err(), "the subscription goes on")
+		// A round trip on the request stream, which the reset
+		// precedes, then the stream ends in DELIVERY_TIMEOUT.
+		require.NoError(t, f.slow.Update(ctx, wire.Params{SubscriberPriority: wire.Some[uint8](1)}))
+		var last received
+		for o := range readSubgroupAsync(ctx, f.slow) {
+			last = o
+		}
+		var se *transport.StreamError
+		require.ErrorAs(t, last.err, &se)
+		assert.Equal(t, uint64(wire.ResetDeliveryTimeout), se.Code)
+		assert.NoError(t, f.slow.Err(), "the subscription goes on")
 
-			writeObjects(t, ctx, w, n, n+4, fixedSize(size))
-			require.NoError(t, w.Close())
-			expectObjects(t, ctx, fast, n, n+4, fixedSize(size))
-			expectEnd(t, ctx, fast)
-			f.ssSlow.mu.Lock()
-			assert.Equal(t, uint64(1), f.ssSlow.streams, "no new stream for the rest of the subgroup")
-			f.ssSlow.mu.Unlock()
-		})
-	}
+		writeObjects(t, ctx, w, n, n+4, fixedSize(size))
+		require.NoError(t, w.Close())
+		expectObjects(t, ctx, fast, n, n+4, fixedSize(size))
+		expectEnd(t, ctx, fast)
+		f.ssSlow.mu.Lock()
+		assert.Equal(t, uint64(1), f.ssSlow.streams, "no new stream for the rest of the subgroup")
+		f.ssSlow.mu.Unlock()
+	})
 }
 
 // TestBacklogReleasedWithSession: a backlog whose subscriber's session
 // closes is dropped and its goroutine ends (the pair's leak check runs
 // after the test); the publisher goes on with the others.
 func TestBacklogReleasedWithSession(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			const (
-				size = 1000
-				n    = 64
-			)
-			f := newFanOut(t, tr.scheme, &Config{}, wire.Params{})
-			ctx := f.ctx
-			w := f.track.OpenSubgroup(0, 0, SubgroupOptions{})
-			fast := readSubgroupAsync(ctx, f.fast)
-			writeObjects(t, ctx, w, 0, n, fixedSize(size))
-			expectObjects(t, ctx, fast, 0, n, fixedSize(size))
-			require.Positive(t, f.ssSlow.wp.group.Queued())
+	forTransports(t, func(t *testing.T, connect connector) {
+		const (
+			size = 1000
+			n    = 64
+		)
+		f := newFanOutOver(t, connect, &Config{}, wire.Params{})
+		ctx := f.ctx
+		w := f.track.OpenSubgroup(0, 0, SubgroupOptions{})
+		fast := readSubgroupAsync(ctx, f.fast)
+		writeObjects(t, ctx, w, 0, n, fixedSize(size))
+		expectObjects(t, ctx, fast, 0, n, fixedSize(size))
+		require.Positive(t, f.ssSlow.wp.group.Queued())
 
-			require.NoError(t, f.slowPair.client.Close())
-			waitDone(t, ctx, f.ssSlow.Context().Done(), "slow served subscription")
-			f.waitNoBacklog(t, f.ssSlow)
+		require.NoError(t, f.slowPair.client.Close())
+		waitDone(t, ctx, f.ssSlow.Context().Done(), "slow served subscription")
+		f.waitNoBacklog(t, f.ssSlow)
 
-			writeObjects(t, ctx, w, n, 2*n, fixedSize(size))
-			require.NoError(t, w.Close())
-			expectObjects(t, ctx, fast, n, 2*n, fixedSize(size))
-			expectEnd(t, ctx, fast)
-		})
-	}
+		writeObjects(t, ctx, w, n, 2*n, fixedSize(size))
+		require.NoError(t, w.Close())
+		expectObjects(t, ctx, fast, n, 2*n, fixedSize(size))
+		expectEnd(t, ctx, fast)
+	})
 }
 
 // TestBacklogAllSlowHoldsPublisher: when no subscriber keeps up, the
 // publisher waits for the first to catch up instead of queuing past the
 // bound and ending them all with TOO_FAR_BEHIND.
 func TestBacklogAllSlowHoldsPublisher(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			const (
-				size = 1000
-				n    = 256 // 256 KB: four times the bound
-			)
-			waits := make(chan struct{}, 1)
-			track, cfg, served := newServedTrack(t, testTrack, nil)
-			cfg.MaxSubscriberBacklog = 64 << 10
-			cfg.hooks = &sessionHooks{publisherWaits: func() {
-				select {
-				case waits <- struct{}{}:
-				default:
-				}
-			}}
-			a := newPair(t, tr.scheme, cfg, slowClient())
-			b := a.connect(t, tr.scheme, slowClient())
-			ctx := testCtx(t, 30*time.Second)
-			subA, err := a.client.Subscribe(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			ssA := <-served
-			subB, err := b.client.Subscribe(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			<-served
-
-			w := track.OpenSubgroup(0, 0, SubgroupOptions{})
-			writes := goErr(func() error {
-				for id := range uint64(n) {
-					if err := writeObject(w, id, nil, payloadOf(id, size)); err != nil {
-						return err
-					}
-				}
-				return w.Close()
-			})
+	forTransports(t, func(t *testing.T, connect connector) {
+		const (
+			size = 1000
+			n    = 256 // 256 KB: four times the bound
+		)
+		waits := make(chan struct{}, 1)
+		track, cfg, served := newServedTrack(t, testTrack, nil)
+		cfg.MaxSubscriberBacklog = 64 << 10
+		cfg.hooks = &sessionHooks{publisherWaits: func() {
 			select {
-			case <-waits:
-			case err := <-writes:
-				require.FailNow(t, "the writes went through with no subscriber reading", "%v", err)
-			case <-ctx.Done():
-				require.FailNow(t, "the publisher did not wait")
+			case waits <- struct{}{}:
+			default:
 			}
-			assert.NoError(t, subA.Err())
-			assert.NoError(t, subB.Err())
+		}}
+		a := connect(t, cfg, slowClient())
+		b := a.connect(t, "", slowClient())
+		ctx := testCtx(t, 30*time.Second)
+		subA, err := a.client.Subscribe(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+		ssA := <-served
+		subB, err := b.client.Subscribe(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+		<-served
 
-			// One leaves; the publisher follows the other, which reads.
-			require.NoError(t, subB.Close())
-			got := readSubgroupAsync(ctx, subA)
-			expectObjects(t, ctx, got, 0, n, fixedSize(size))
-			expectEnd(t, ctx, got)
-			select {
-			case err := <-writes:
-				require.NoError(t, err)
-			case <-ctx.Done():
-				require.FailNow(t, "the writes did not complete")
+		w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+		writes := goErr(func() error {
+			for id := range uint64(n) {
+				if err := writeObject(w, id, nil, payloadOf(id, size)); err != nil {
+					return err
+				}
 			}
-			assert.NoError(t, subA.Err())
-			assert.Zero(t, ssA.wp.group.Queued())
+			return w.Close()
 		})
-	}
+		select {
+		case <-waits:
+		case err := <-writes:
+			require.FailNow(t, "the writes went through with no subscriber reading", "%v", err)
+		case <-ctx.Done():
+			require.FailNow(t, "the publisher did not wait")
+		}
+		assert.NoError(t, subA.Err())
+		assert.NoError(t, subB.Err())
+
+		// One leaves; the publisher follows the other, which reads.
+		require.NoError(t, subB.Close())
+		got := readSubgroupAsync(ctx, subA)
+		expectObjects(t, ctx, got, 0, n, fixedSize(size))
+		expectEnd(t, ctx, got)
+		select {
+		case err := <-writes:
+			require.NoError(t, err)
+		case <-ctx.Done():
+			require.FailNow(t, "the writes did not complete")
+		}
+		assert.NoError(t, subA.Err())
+		assert.Zero(t, ssA.wp.group.Queued())
+	})
 }

@@ -62,98 +62,6 @@ func (fp *fakePeer) subscribeWith(id uint64, toks ...wire.Token) *fakeStream {
 	return fp.open(subscribeMsg(id, trackA, wire.Params{AuthorizationTokens: toks}))
 }
 
-func TestAuthTokenMaxCacheSizeSent(t *testing.T) {
-	ls := startLibServer(t, nil, nil)
-	fp := ls.dial("moqt")
-	fp.sendSetup(ls.clientSetup())
-	assert.False(t, fp.readPeerSetup().MaxAuthTokenCacheSize.Set, "the default 0 is not sent")
-
-	ls = startLibServer(t, &Config{MaxAuthTokenCacheSize: 4096}, nil)
-	fp = ls.dial("moqt")
-	fp.sendSetup(ls.clientSetup())
-	assert.Equal(t, wire.Some[uint64](4096), fp.readPeerSetup().MaxAuthTokenCacheSize)
-}
-
-// The session errors of §8.9 and §9.1.4, with the library as the server.
-// Every request but the last is answered before the next is sent, so the
-// library processes them in order.
-func TestAuthTokenSessionErrors(t *testing.T) {
-	five := "12345" // 21 bytes in the cache
-	for _, tc := range []struct {
-		name     string
-		limit    uint64
-		setup    []wire.Token
-		requests [][]wire.Token
-		code     wire.SessionErrorCode
-	}{
-		{"REGISTER of a registered alias", 100, nil, [][]wire.Token{{tokReg(1, "a")}, {tokReg(1, "b")}}, wire.DuplicateAuthTokenAlias},
-		{"REGISTER of an alias SETUP registered", 100, toks(tokReg(1, "a")), [][]wire.Token{{tokReg(1, "b")}}, wire.DuplicateAuthTokenAlias},
-		{"REGISTER past MAX_AUTH_TOKEN_CACHE_SIZE", 20, nil, [][]wire.Token{{tokReg(1, five)}}, wire.AuthTokenCacheOverflow},
-		{"REGISTER without MAX_AUTH_TOKEN_CACHE_SIZE", 0, nil, [][]wire.Token{{tokReg(1, "")}}, wire.AuthTokenCacheOverflow},
-		{"second REGISTER past the limit", 40, nil, [][]wire.Token{{tokReg(1, five)}, {tokReg(2, five)}}, wire.AuthTokenCacheOverflow},
-		{"USE_ALIAS of an unknown alias", 100, nil, [][]wire.Token{{tokUse(1)}}, wire.UnknownAuthTokenAlias},
-		{"DELETE of an unknown alias", 100, nil, [][]wire.Token{{tokDel(1)}}, wire.UnknownAuthTokenAlias},
-		{"USE_ALIAS after DELETE", 100, nil, [][]wire.Token{{tokReg(1, "a")}, {tokDel(1)}, {tokUse(1)}}, wire.UnknownAuthTokenAlias},
-		{"USE_ALIAS of a SETUP REGISTER that did not fit", 20, toks(tokReg(1, five)), [][]wire.Token{{tokUse(1)}}, wire.UnknownAuthTokenAlias},
-		{"SETUP registers an alias twice", 100, toks(tokReg(1, "a"), tokReg(1, "b")), nil, wire.DuplicateAuthTokenAlias},
-		{"SETUP from the client with DELETE", 100, toks(tokReg(1, "a"), tokDel(1)), nil, wire.ProtocolViolation},
-		{"SETUP from the client with USE_ALIAS", 100, toks(tokUse(1)), nil, wire.ProtocolViolation},
-		{"SETUP repeats a token", 100, toks(tokVal("a"), tokVal("a")), nil, wire.MalformedAuthToken},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ls := startLibServer(t, &Config{MaxAuthTokenCacheSize: tc.limit}, nil)
-			fp := ls.dial("moqt")
-			st := ls.clientSetup()
-			st.AuthorizationTokens = tc.setup
-			fp.sendSetup(st)
-			for i, req := range tc.requests {
-				fs := fp.subscribeWith(uint64(2*i), req...)
-				if i < len(tc.requests)-1 {
-					assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
-				}
-			}
-			fp.expectClose(tc.code)
-		})
-	}
-}
-
-// The library as the client: the server's SETUP is resolved like any
-// message, its aliases in their own space (§8.9, §9.1.4).
-func TestAuthTokenServerSetup(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		limit uint64
-		setup []wire.Token
-		code  wire.SessionErrorCode
-	}{
-		{"USE_ALIAS of nothing", 100, toks(tokUse(1)), wire.UnknownAuthTokenAlias},
-		{"DELETE of nothing", 100, toks(tokDel(1)), wire.UnknownAuthTokenAlias},
-		{"USE_ALIAS of a REGISTER that did not fit", 20, toks(tokReg(1, "12345"), tokUse(1)), wire.UnknownAuthTokenAlias},
-		{"REGISTER then USE_ALIAS repeats the token", 100, toks(tokReg(1, "a"), tokUse(1)), wire.MalformedAuthToken},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fs := startFakeServer(t)
-			fp, dial := fs.dialLib("moqt", &Config{MaxAuthTokenCacheSize: tc.limit})
-			fp.readPeerSetup()
-			fp.sendSetup(&wire.Setup{AuthorizationTokens: tc.setup})
-			_, err := dial.wait()
-			var se *SessionError
-			require.ErrorAs(t, err, &se)
-			assert.Equal(t, tc.code, se.Code)
-			fp.expectClose(tc.code)
-		})
-	}
-	t.Run("REGISTER and DELETE in one SETUP", func(t *testing.T) {
-		fs := startFakeServer(t)
-		fp, dial := fs.dialLib("moqt", &Config{MaxAuthTokenCacheSize: 100})
-		fp.readPeerSetup()
-		fp.sendSetup(&wire.Setup{AuthorizationTokens: toks(tokReg(1, "a"), tokDel(1), tokVal("b"))})
-		s, err := dial.wait()
-		require.NoError(t, err)
-		assert.Equal(t, []string{"a@1", "b"}, tokStrings(s.PeerAuthorizationTokens()))
-	})
-}
-
 // A SUBSCRIBE written byte by byte: one AUTHORIZATION_TOKEN parameter
 // (0x03), 2 bytes long, USE_ALIAS (02) of alias 5.
 func TestAuthTokenUnknownAliasRawBytes(t *testing.T) {
@@ -316,26 +224,6 @@ func TestAuthTokenRequestUpdate(t *testing.T) {
 }
 
 // ---- the library as the sender ----
-
-// Dial and Listen refuse SETUP tokens the peer could not take (§9.1.4).
-func TestAuthTokenSetupConfigRefused(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		toks []wire.Token
-	}{
-		{"DELETE", toks(tokDel(1))},
-		{"USE_ALIAS", toks(tokReg(1, "a"), tokUse(1))},
-		{"alias registered twice", toks(tokReg(1, "a"), tokReg(1, "b"))},
-		{"repeated token", toks(tokVal("a"), tokVal("a"))},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Dial(fakeCtx(t), "moqt://127.0.0.1:1/live", quietConfig(&Config{AuthorizationTokens: tc.toks}))
-			assert.ErrorIs(t, err, ErrAuthToken)
-			_, err = Listen("127.0.0.1:0", withServerTLS(quietConfig(&Config{AuthorizationTokens: tc.toks})), nil)
-			assert.ErrorIs(t, err, ErrAuthToken)
-		})
-	}
-}
 
 // clientWithPeerCache lets the library Dial a fake server whose SETUP
 // sets MAX_AUTH_TOKEN_CACHE_SIZE to limit (unset when 0).

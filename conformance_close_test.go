@@ -20,19 +20,16 @@ import (
 // the test could supply in its place.
 
 // fakeSubscriberTrack serves a new LocalTrack named trackA on a library
-// server that a fake subscriber has connected to over scheme ("moqt" for
-// raw QUIC, "https" for WebTransport).
+// server that a fake subscriber has connected to over a Pipe imitating
+// scheme ("moqt" for raw QUIC, "https" for WebTransport). Call it inside
+// inBubble.
 func fakeSubscriberTrack(t *testing.T, scheme string) (*LocalTrack, *fakePeer, chan *ServedSubscription) {
 	t.Helper()
 	if scheme == "moqt" {
 		return servedTrack(t)
 	}
 	track, cfg, served := newServedTrack(t, trackA, nil)
-	ls := startLibServer(t, cfg, nil)
-	fp := ls.dial(scheme)
-	fp.sendSetup(&wire.Setup{})
-	ls.accept()
-	fp.readPeerSetup()
+	_, fp := pipeServerSession(t, transport.PipeConfig{WebTransport: true}, cfg)
 	return track, fp, served
 }
 
@@ -79,7 +76,9 @@ func TestC003_CancelResetsDataStreams(t *testing.T) {
 			{"STOP_SENDING and RESET_STREAM", (*fakeStream).cancel},
 		} {
 			t.Run(tr.name+"/"+how.name, func(t *testing.T) {
-				testCancelResetsDataStreams(t, tr.scheme, how.cancel)
+				inBubble(t, func(t *testing.T) {
+					testCancelResetsDataStreams(t, tr.scheme, how.cancel)
+				})
 			})
 		}
 	}
@@ -122,45 +121,53 @@ func TestC016_LocalTrackReportsLargestObject(t *testing.T) {
 		require.NoError(t, w.Close())
 	}
 	t.Run("SUBSCRIBE_OK and REQUEST_OK", func(t *testing.T) {
-		track, fp, served := servedTrack(t)
-		write(t, track, 7, 0, 1, 2, 3)
-		fs, ok, _ := subscribeFake(t, fp, served, wire.Params{})
-		assert.Equal(t, wire.Some(loc(7, 3)), ok.Parameters.LargestObject)
+		inBubble(t, func(t *testing.T) {
+			track, fp, served := servedTrack(t)
+			write(t, track, 7, 0, 1, 2, 3)
+			fs, ok, _ := subscribeFake(t, fp, served, wire.Params{})
+			assert.Equal(t, wire.Some(loc(7, 3)), ok.Parameters.LargestObject)
 
-		write(t, track, 8, 0, 1)
-		fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](3)}})
-		assert.Equal(t, wire.Some(loc(8, 1)), expect[*wire.RequestOK](fs).Parameters.LargestObject)
+			write(t, track, 8, 0, 1)
+			fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](3)}})
+			assert.Equal(t, wire.Some(loc(8, 1)), expect[*wire.RequestOK](fs).Parameters.LargestObject)
+		})
 	})
 	t.Run("datagrams move it too", func(t *testing.T) {
-		track, fp, served := servedTrack(t)
-		require.NoError(t, track.WriteDatagram(Object{Location: wire.Location{Group: 4, Object: 9}, Payload: []byte("d")}))
-		_, ok, _ := subscribeFake(t, fp, served, wire.Params{})
-		assert.Equal(t, wire.Some(loc(4, 9)), ok.Parameters.LargestObject)
+		inBubble(t, func(t *testing.T) {
+			track, fp, served := servedTrack(t)
+			require.NoError(t, track.WriteDatagram(Object{Location: wire.Location{Group: 4, Object: 9}, Payload: []byte("d")}))
+			_, ok, _ := subscribeFake(t, fp, served, wire.Params{})
+			assert.Equal(t, wire.Some(loc(4, 9)), ok.Parameters.LargestObject)
+		})
 	})
 	t.Run("PUBLISH", func(t *testing.T) {
-		s, fp := serverSession(t, nil)
-		track, err := NewLocalTrack(trackA, nil)
-		require.NoError(t, err)
-		write(t, track, 5, 0, 1)
-		pub := make(chan error, 1)
-		go func() {
-			_, err := track.Publish(fakeCtx(t), s, wire.Params{}, AcceptOptions{})
-			pub <- err
-		}()
-		fs := fp.accept()
-		assert.Equal(t, wire.Some(loc(5, 1)), expect[*wire.Publish](fs).Parameters.LargestObject)
-		fs.send(&wire.RequestOK{})
-		require.NoError(t, recvOrFail(t, pub))
+		inBubble(t, func(t *testing.T) {
+			s, fp := serverSession(t, nil)
+			track, err := NewLocalTrack(trackA, nil)
+			require.NoError(t, err)
+			write(t, track, 5, 0, 1)
+			pub := make(chan error, 1)
+			go func() {
+				_, err := track.Publish(fakeCtx(t), s, wire.Params{}, AcceptOptions{})
+				pub <- err
+			}()
+			fs := fp.accept()
+			assert.Equal(t, wire.Some(loc(5, 1)), expect[*wire.Publish](fs).Parameters.LargestObject)
+			fs.send(&wire.RequestOK{})
+			require.NoError(t, recvOrFail(t, pub))
+		})
 	})
 	t.Run("TRACK_STATUS", func(t *testing.T) {
-		track, err := NewLocalTrack(trackA, nil)
-		require.NoError(t, err)
-		write(t, track, 2, 0, 1, 2)
-		_, fp := serverSession(t, &Config{Handler: HandlerFunc(func(r Request) {
-			_ = track.Status(r.(*TrackStatusRequest))
-		})})
-		fs := fp.open(&wire.TrackStatus{RequestID: 0, TrackNamespace: trackA.Namespace, TrackName: trackA.Name})
-		assert.Equal(t, wire.Some(loc(2, 2)), expect[*wire.RequestOK](fs).Parameters.LargestObject)
+		inBubble(t, func(t *testing.T) {
+			track, err := NewLocalTrack(trackA, nil)
+			require.NoError(t, err)
+			write(t, track, 2, 0, 1, 2)
+			_, fp := serverSession(t, &Config{Handler: HandlerFunc(func(r Request) {
+				_ = track.Status(r.(*TrackStatusRequest))
+			})})
+			fs := fp.open(&wire.TrackStatus{RequestID: 0, TrackNamespace: trackA.Namespace, TrackName: trackA.Name})
+			assert.Equal(t, wire.Some(loc(2, 2)), expect[*wire.RequestOK](fs).Parameters.LargestObject)
+		})
 	})
 }
 
@@ -230,17 +237,19 @@ func TestC020_StreamsCutShortAreReset(t *testing.T) {
 	for _, tr := range transports {
 		for _, c := range c020Cases {
 			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
-				track, fp, served := fakeSubscriberTrack(t, tr.scheme)
-				fs, _, ss := subscribeFake(t, fp, served, c.params)
-				w := track.OpenSubgroup(2, 0, SubgroupOptions{})
-				require.NoError(t, writeObject(w, 0, nil, []byte("a")))
-				d := fp.acceptData()
-				d.expectObjects(0)
-				c.change(t, fs, ss)
-				require.NoError(t, writeObject(w, 1, nil, []byte("b")))
-				require.NoError(t, writeObject(w, 2, nil, []byte("c")))
-				require.NoError(t, w.Close())
-				d.expectResetAfterAny()
+				inBubble(t, func(t *testing.T) {
+					track, fp, served := fakeSubscriberTrack(t, tr.scheme)
+					fs, _, ss := subscribeFake(t, fp, served, c.params)
+					w := track.OpenSubgroup(2, 0, SubgroupOptions{})
+					require.NoError(t, writeObject(w, 0, nil, []byte("a")))
+					d := fp.acceptData()
+					d.expectObjects(0)
+					c.change(t, fs, ss)
+					require.NoError(t, writeObject(w, 1, nil, []byte("b")))
+					require.NoError(t, writeObject(w, 2, nil, []byte("c")))
+					require.NoError(t, w.Close())
+					d.expectResetAfterAny()
+				})
 			})
 		}
 	}
@@ -252,21 +261,23 @@ func TestC020_StreamsCutShortAreReset(t *testing.T) {
 // (§11.3.2, "omitting a Subgroup Object due to the subscriber's Forward
 // State").
 func TestC020_ForwardZeroThenCloseResets(t *testing.T) {
-	track, fp, served := servedTrack(t)
-	fs, _, ss := subscribeFake(t, fp, served, wire.Params{})
-	w := track.OpenSubgroup(1, 0, SubgroupOptions{})
-	require.NoError(t, writeObject(w, 0, nil, []byte("a")))
-	d := fp.acceptData()
-	d.expectObjects(0)
-	update(wire.Params{Forward: wire.Some(false)})(t, fs, ss)
-	require.NoError(t, writeObject(w, 1, nil, []byte("omitted")))
-	// Forward back to 1 before the subgroup ends: object 1 stays missing
-	// from this stream, so it cannot end with a FIN.
-	fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{Forward: wire.Some(true)}})
-	expect[*wire.RequestOK](fs)
-	require.NoError(t, writeObject(w, 2, nil, []byte("c")))
-	require.NoError(t, w.Close())
-	d.expectResetAfterAny()
+	inBubble(t, func(t *testing.T) {
+		track, fp, served := servedTrack(t)
+		fs, _, ss := subscribeFake(t, fp, served, wire.Params{})
+		w := track.OpenSubgroup(1, 0, SubgroupOptions{})
+		require.NoError(t, writeObject(w, 0, nil, []byte("a")))
+		d := fp.acceptData()
+		d.expectObjects(0)
+		update(wire.Params{Forward: wire.Some(false)})(t, fs, ss)
+		require.NoError(t, writeObject(w, 1, nil, []byte("omitted")))
+		// Forward back to 1 before the subgroup ends: object 1 stays missing
+		// from this stream, so it cannot end with a FIN.
+		fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{Forward: wire.Some(true)}})
+		expect[*wire.RequestOK](fs)
+		require.NoError(t, writeObject(w, 2, nil, []byte("c")))
+		require.NoError(t, w.Close())
+		d.expectResetAfterAny()
+	})
 }
 
 // TestC020_JoinMidSubgroupDoesNotFIN: a subscription whose Start Location
@@ -278,39 +289,41 @@ func TestC020_ForwardZeroThenCloseResets(t *testing.T) {
 func TestC020_JoinMidSubgroupDoesNotFIN(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			track, fp, served := fakeSubscriberTrack(t, tr.scheme)
-			w := track.OpenSubgroup(5, 0, SubgroupOptions{})
-			require.NoError(t, writeObject(w, 0, nil, []byte("before")))
-			require.NoError(t, writeObject(w, 1, nil, []byte("before")))
-			// The current group: Start Location is {5, 0}.
-			_, ok, _ := subscribeFake(t, fp, served, wire.Params{LocationFilter: wire.Some(wire.RelativeFilter(1))})
-			require.Equal(t, wire.Some(wire.Location{Group: 5, Object: 1}), ok.Parameters.LargestObject)
-			require.NoError(t, writeObject(w, 2, nil, []byte("after")))
-			require.NoError(t, w.Close())
-			next := track.OpenSubgroup(6, 0, SubgroupOptions{})
-			require.NoError(t, writeObject(next, 0, nil, []byte("whole")))
-			require.NoError(t, next.Close())
+			inBubble(t, func(t *testing.T) {
+				track, fp, served := fakeSubscriberTrack(t, tr.scheme)
+				w := track.OpenSubgroup(5, 0, SubgroupOptions{})
+				require.NoError(t, writeObject(w, 0, nil, []byte("before")))
+				require.NoError(t, writeObject(w, 1, nil, []byte("before")))
+				// The current group: Start Location is {5, 0}.
+				_, ok, _ := subscribeFake(t, fp, served, wire.Params{LocationFilter: wire.Some(wire.RelativeFilter(1))})
+				require.Equal(t, wire.Some(wire.Location{Group: 5, Object: 1}), ok.Parameters.LargestObject)
+				require.NoError(t, writeObject(w, 2, nil, []byte("after")))
+				require.NoError(t, w.Close())
+				next := track.OpenSubgroup(6, 0, SubgroupOptions{})
+				require.NoError(t, writeObject(next, 0, nil, []byte("whole")))
+				require.NoError(t, next.Close())
 
-			// Streams may be accepted in either order; once the whole
-			// subgroup's has come, a stream for group 5 still may.
-			whole := false
-			for {
-				d, ok := fp.acceptDataWithin(whole)
-				if !ok {
-					return
+				// Streams may be accepted in either order; once the whole
+				// subgroup's has come, a stream for group 5 still may.
+				whole := false
+				for {
+					d, ok := fp.acceptDataWithin(whole)
+					if !ok {
+						return
+					}
+					if d.dec.Header.GroupID == 6 {
+						d.expectObjects(0)
+						d.expectFIN()
+						whole = true
+						continue
+					}
+					require.Equal(t, uint64(5), d.dec.Header.GroupID)
+					d.expectResetAfterAny()
+					if whole {
+						return
+					}
 				}
-				if d.dec.Header.GroupID == 6 {
-					d.expectObjects(0)
-					d.expectFIN()
-					whole = true
-					continue
-				}
-				require.Equal(t, uint64(5), d.dec.Header.GroupID)
-				d.expectResetAfterAny()
-				if whole {
-					return
-				}
-			}
+			})
 		})
 	}
 }

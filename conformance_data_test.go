@@ -108,42 +108,44 @@ func TestC011_SubscribeOKThenObjects(t *testing.T) {
 		{"current group", wire.RelativeFilter(1), loc(5, 0), loc(5, 2), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			track, fp, served := servedTrack(t)
-			// Objects published before anyone subscribed.
-			w := track.OpenSubgroup(5, 0, SubgroupOptions{})
-			require.NoError(t, writeObject(w, 0, nil, []byte("old")))
-			require.NoError(t, writeObject(w, 1, nil, []byte("old")))
+			inBubble(t, func(t *testing.T) {
+				track, fp, served := servedTrack(t)
+				// Objects published before anyone subscribed.
+				w := track.OpenSubgroup(5, 0, SubgroupOptions{})
+				require.NoError(t, writeObject(w, 0, nil, []byte("old")))
+				require.NoError(t, writeObject(w, 1, nil, []byte("old")))
 
-			fs := fp.open(subscribeMsg(0, trackA, wire.Params{LocationFilter: wire.Some(c.filter)}))
-			ok := expect[*wire.SubscribeOK](fs)
-			require.True(t, ok.Parameters.LargestObject.Set, "SUBSCRIBE_OK tells where the track stands")
-			largest := filter.LargestAt(ok.Parameters.LargestObject.Value)
-			assert.Equal(t, c.start, filter.SubscriptionWindow(c.filter, largest).Start, "start from SUBSCRIBE_OK")
-			recvOrFail(t, served)
+				fs := fp.open(subscribeMsg(0, trackA, wire.Params{LocationFilter: wire.Some(c.filter)}))
+				ok := expect[*wire.SubscribeOK](fs)
+				require.True(t, ok.Parameters.LargestObject.Set, "SUBSCRIBE_OK tells where the track stands")
+				largest := filter.LargestAt(ok.Parameters.LargestObject.Value)
+				assert.Equal(t, c.start, filter.SubscriptionWindow(c.filter, largest).Start, "start from SUBSCRIBE_OK")
+				recvOrFail(t, served)
 
-			require.NoError(t, writeObject(w, 2, nil, []byte("new")))
-			w6 := track.OpenSubgroup(6, 0, SubgroupOptions{})
-			require.NoError(t, writeObject(w6, 0, nil, []byte("new")))
+				require.NoError(t, writeObject(w, 2, nil, []byte("new")))
+				w6 := track.OpenSubgroup(6, 0, SubgroupOptions{})
+				require.NoError(t, writeObject(w6, 0, nil, []byte("new")))
 
-			// Read before the subgroups end: a stream that lacks covered
-			// objects (5/0 and 5/1 for the current group) is reset at its
-			// end (§11.3.2), which may discard what was not read.
-			d := fp.acceptData()
-			assert.Equal(t, ok.TrackAlias, d.dec.Header.TrackAlias)
-			o, err := d.next()
-			var se *transport.StreamError
-			if c.joinsMidSubgroup && errors.As(err, &se) {
-				// The stream lacks the objects before the join and may
-				// be reset before its first object is read; the next
-				// group's then comes first.
-				d = fp.acceptData()
-				o, err = d.next()
-				c.first = loc(6, 0)
-			}
-			require.NoError(t, err)
-			assert.Equal(t, c.first, wire.Location{Group: d.dec.Header.GroupID, Object: o.ObjectID})
-			require.NoError(t, w.Close())
-			require.NoError(t, w6.Close())
+				// Read before the subgroups end: a stream that lacks covered
+				// objects (5/0 and 5/1 for the current group) is reset at its
+				// end (§11.3.2), which may discard what was not read.
+				d := fp.acceptData()
+				assert.Equal(t, ok.TrackAlias, d.dec.Header.TrackAlias)
+				o, err := d.next()
+				var se *transport.StreamError
+				if c.joinsMidSubgroup && errors.As(err, &se) {
+					// The stream lacks the objects before the join and may
+					// be reset before its first object is read; the next
+					// group's then comes first.
+					d = fp.acceptData()
+					o, err = d.next()
+					c.first = loc(6, 0)
+				}
+				require.NoError(t, err)
+				assert.Equal(t, c.first, wire.Location{Group: d.dec.Header.GroupID, Object: o.ObjectID})
+				require.NoError(t, w.Close())
+				require.NoError(t, w6.Close())
+			})
 		})
 	}
 }
@@ -168,21 +170,23 @@ func TestC019_AllObjectsDeliveredThenFIN(t *testing.T) {
 		{"to the end of the filter", wire.Some(wire.RangeFilterToObject(loc(1, 0), loc(1, 1))), []uint64{0, 1}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			track, fp, served := servedTrack(t)
-			fs := fp.open(subscribeMsg(0, trackA, wire.Params{LocationFilter: c.filter}))
-			expect[*wire.SubscribeOK](fs)
-			recvOrFail(t, served)
-			w := track.OpenSubgroup(1, 0, SubgroupOptions{})
-			for id := uint64(0); id <= 3; id++ {
-				require.NoError(t, writeObject(w, id, nil, []byte{byte(id)}))
-			}
-			if c.closeFirst {
+			inBubble(t, func(t *testing.T) {
+				track, fp, served := servedTrack(t)
+				fs := fp.open(subscribeMsg(0, trackA, wire.Params{LocationFilter: c.filter}))
+				expect[*wire.SubscribeOK](fs)
+				recvOrFail(t, served)
+				w := track.OpenSubgroup(1, 0, SubgroupOptions{})
+				for id := uint64(0); id <= 3; id++ {
+					require.NoError(t, writeObject(w, id, nil, []byte{byte(id)}))
+				}
+				if c.closeFirst {
+					require.NoError(t, w.Close())
+				}
+				d := fp.acceptData()
+				d.expectObjects(c.want...)
+				d.expectFIN()
 				require.NoError(t, w.Close())
-			}
-			d := fp.acceptData()
-			d.expectObjects(c.want...)
-			d.expectFIN()
-			require.NoError(t, w.Close())
+			})
 		})
 	}
 }
@@ -192,16 +196,18 @@ func TestC019_AllObjectsDeliveredThenFIN(t *testing.T) {
 // resets its streams with the code it chose (§11.3.2); the objects sent
 // before still arrive, and the subgroup takes no more.
 func TestC021_EarlyTerminationResets(t *testing.T) {
-	track, fp, served := servedTrack(t)
-	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-	expect[*wire.SubscribeOK](fs)
-	recvOrFail(t, served)
-	w := track.OpenSubgroup(1, 0, SubgroupOptions{})
-	require.NoError(t, writeObject(w, 0, nil, []byte("a")))
-	require.NoError(t, writeObject(w, 1, nil, []byte("b")))
-	d := fp.acceptData()
-	d.expectObjects(0, 1)
-	w.Reset(wire.ResetGoingAway)
-	d.expectReset(wire.ResetGoingAway)
-	assert.ErrorIs(t, writeObject(w, 2, nil, []byte("c")), ErrSubgroupClosed)
+	inBubble(t, func(t *testing.T) {
+		track, fp, served := servedTrack(t)
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		expect[*wire.SubscribeOK](fs)
+		recvOrFail(t, served)
+		w := track.OpenSubgroup(1, 0, SubgroupOptions{})
+		require.NoError(t, writeObject(w, 0, nil, []byte("a")))
+		require.NoError(t, writeObject(w, 1, nil, []byte("b")))
+		d := fp.acceptData()
+		d.expectObjects(0, 1)
+		w.Reset(wire.ResetGoingAway)
+		d.expectReset(wire.ResetGoingAway)
+		assert.ErrorIs(t, writeObject(w, 2, nil, []byte("c")), ErrSubgroupClosed)
+	})
 }

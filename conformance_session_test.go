@@ -17,67 +17,71 @@ import (
 // A GOAWAY on the control stream stops new requests to the peer; existing
 // ones go on.
 func TestGoawayReceivedRefusesNewRequests(t *testing.T) {
-	s, fp := clientSession(t, nil)
-	sub, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
-	fp.sendControl(&wire.Goaway{NewSessionURI: "moqt://elsewhere/live", Timeout: 5000})
-	closedOrFail(t, s.GoingAway(), "GOAWAY not seen")
-	assert.Equal(t, "moqt://elsewhere/live", s.GoawayURI())
+	inBubble(t, func(t *testing.T) {
+		s, fp := clientSession(t, nil)
+		sub, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
+		fp.sendControl(&wire.Goaway{NewSessionURI: "moqt://elsewhere/live", Timeout: 5000})
+		closedOrFail(t, s.GoingAway(), "GOAWAY not seen")
+		assert.Equal(t, "moqt://elsewhere/live", s.GoawayURI())
 
-	ctx := fakeCtx(t)
-	_, err := s.Subscribe(ctx, trackB, wire.Params{})
-	assert.ErrorIs(t, err, ErrGoingAway)
-	_, err = s.TrackStatus(ctx, trackB, wire.Params{})
-	assert.ErrorIs(t, err, ErrGoingAway)
-	_, err = publishLocal(ctx, s, trackB, wire.Params{}, nil)
-	assert.ErrorIs(t, err, ErrGoingAway)
+		ctx := fakeCtx(t)
+		_, err := s.Subscribe(ctx, trackB, wire.Params{})
+		assert.ErrorIs(t, err, ErrGoingAway)
+		_, err = s.TrackStatus(ctx, trackB, wire.Params{})
+		assert.ErrorIs(t, err, ErrGoingAway)
+		_, err = publishLocal(ctx, s, trackB, wire.Params{}, nil)
+		assert.ErrorIs(t, err, ErrGoingAway)
 
-	// The existing subscription is unaffected.
-	upd := goErr(func() error { return sub.Update(ctx, wire.Params{Forward: wire.Some(false)}) })
-	expect[*wire.RequestUpdate](fs)
-	fs.send(&wire.RequestOK{})
-	require.NoError(t, recvOrFail(t, upd))
-	assert.NoError(t, s.Context().Err())
+		// The existing subscription is unaffected.
+		upd := goErr(func() error { return sub.Update(ctx, wire.Params{Forward: wire.Some(false)}) })
+		expect[*wire.RequestUpdate](fs)
+		fs.send(&wire.RequestOK{})
+		require.NoError(t, recvOrFail(t, upd))
+		assert.NoError(t, s.Context().Err())
+	})
 }
 
 // Shutdown sends GOAWAY, refuses new requests with GOING_AWAY, and once
 // the open requests are done waits for the peer to close the session.
 func TestShutdownDrains(t *testing.T) {
-	h, served := servedCh(AcceptOptions{})
-	s, fp := serverSession(t, &Config{Handler: h})
-	old := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-	expect[*wire.SubscribeOK](old)
-	ss := recvOrFail(t, served)
+	inBubble(t, func(t *testing.T) {
+		h, served := servedCh(AcceptOptions{})
+		s, fp := serverSession(t, &Config{Handler: h})
+		old := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		expect[*wire.SubscribeOK](old)
+		ss := recvOrFail(t, served)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	done := goErr(func() error { return s.Shutdown(ctx, "moqt://next/live") })
-	g, ok := fp.readControl().(*wire.Goaway)
-	require.True(t, ok)
-	assert.Equal(t, "moqt://next/live", g.NewSessionURI)
-	assert.Greater(t, g.Timeout, uint64(0))
-	assert.LessOrEqual(t, g.Timeout, uint64(5000))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done := goErr(func() error { return s.Shutdown(ctx, "moqt://next/live") })
+		g, ok := fp.readControl().(*wire.Goaway)
+		require.True(t, ok)
+		assert.Equal(t, "moqt://next/live", g.NewSessionURI)
+		assert.Greater(t, g.Timeout, uint64(0))
+		assert.LessOrEqual(t, g.Timeout, uint64(5000))
 
-	fs := fp.open(subscribeMsg(2, trackB, wire.Params{}))
-	assert.Equal(t, wire.ReqGoingAway, expect[*wire.RequestError](fs).ErrorCode)
-	fs.expectFIN()
-	fs.fin()
+		fs := fp.open(subscribeMsg(2, trackB, wire.Params{}))
+		assert.Equal(t, wire.ReqGoingAway, expect[*wire.RequestError](fs).ErrorCode)
+		fs.expectFIN()
+		fs.fin()
 
-	require.NoError(t, ss.End(wire.DoneGoingAway, "bye"))
-	// The last message reaches the subscriber before the close: the
-	// request is open until the subscriber finishes its direction too.
-	assert.Equal(t, wire.DoneGoingAway, expect[*wire.PublishDone](old).StatusCode)
-	old.expectFIN()
-	select {
-	case err := <-done:
-		t.Fatalf("Shutdown returned with a request open: %v", err)
-	default:
-	}
-	old.fin()
-	fp.alive(4) // the session waits for the peer to close it
-	fp.closeSession()
-	assert.NoError(t, recvOrFail(t, done))
-	se := expectSessionError(t, s, wire.NoError)
-	assert.True(t, se.Remote)
+		require.NoError(t, ss.End(wire.DoneGoingAway, "bye"))
+		// The last message reaches the subscriber before the close: the
+		// request is open until the subscriber finishes its direction too.
+		assert.Equal(t, wire.DoneGoingAway, expect[*wire.PublishDone](old).StatusCode)
+		old.expectFIN()
+		select {
+		case err := <-done:
+			t.Fatalf("Shutdown returned with a request open: %v", err)
+		default:
+		}
+		old.fin()
+		fp.alive(4) // the session waits for the peer to close it
+		fp.closeSession()
+		assert.NoError(t, recvOrFail(t, done))
+		se := expectSessionError(t, s, wire.NoError)
+		assert.True(t, se.Remote)
+	})
 }
 
 // With nothing open Shutdown still waits for the peer to close: closing
@@ -86,184 +90,184 @@ func TestShutdownDrains(t *testing.T) {
 // with NO_ERROR, not GOAWAY_TIMEOUT, when the context ends.
 func TestShutdownIdleWaitsForPeerClose(t *testing.T) {
 	t.Run("peer closes", func(t *testing.T) {
-		s, fp := serverSession(t, nil)
-		done := goErr(func() error { return s.Shutdown(fakeCtx(t), "moqt://next/") })
-		g, ok := fp.readControl().(*wire.Goaway)
-		require.True(t, ok)
-		assert.Equal(t, "moqt://next/", g.NewSessionURI)
-		fp.closeSession()
-		assert.NoError(t, recvOrFail(t, done))
-		expectSessionError(t, s, wire.NoError)
+		inBubble(t, func(t *testing.T) {
+			s, fp := serverSession(t, nil)
+			done := goErr(func() error { return s.Shutdown(fakeCtx(t), "moqt://next/") })
+			g, ok := fp.readControl().(*wire.Goaway)
+			require.True(t, ok)
+			assert.Equal(t, "moqt://next/", g.NewSessionURI)
+			fp.closeSession()
+			assert.NoError(t, recvOrFail(t, done))
+			expectSessionError(t, s, wire.NoError)
+		})
 	})
 	t.Run("peer stays", func(t *testing.T) {
-		s, fp := serverSession(t, nil)
-		ctx, cancel := context.WithCancel(fakeCtx(t))
-		done := goErr(func() error { return s.Shutdown(ctx, "") })
-		_, ok := fp.readControl().(*wire.Goaway)
-		require.True(t, ok)
-		cancel()
-		assert.NoError(t, recvOrFail(t, done))
-		fp.expectClose(wire.NoError)
-		se := expectSessionError(t, s, wire.NoError)
-		assert.False(t, se.Remote)
+		inBubble(t, func(t *testing.T) {
+			s, fp := serverSession(t, nil)
+			ctx, cancel := context.WithCancel(fakeCtx(t))
+			done := goErr(func() error { return s.Shutdown(ctx, "") })
+			_, ok := fp.readControl().(*wire.Goaway)
+			require.True(t, ok)
+			cancel()
+			assert.NoError(t, recvOrFail(t, done))
+			fp.expectClose(wire.NoError)
+			se := expectSessionError(t, s, wire.NoError)
+			assert.False(t, se.Remote)
+		})
 	})
 }
 
 // An endpoint that receives GOAWAY closes the session with NO_ERROR once
 // nothing is open (§6.6.1), so the peer's drain ends.
 func TestGoawayReceiverClosesWhenIdle(t *testing.T) {
-	s, fp := clientSession(t, nil)
-	_, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
-	fp.sendControl(&wire.Goaway{NewSessionURI: "moqt://next/"})
-	closedOrFail(t, s.GoingAway(), "GOAWAY not seen")
-	fp.alive(1) // a subscription is open: the session stays
-	assert.NoError(t, s.Context().Err())
-	fs.send(&wire.PublishDone{StatusCode: wire.DoneGoingAway})
-	fs.fin()
-	fp.expectClose(wire.NoError)
-	se := expectSessionError(t, s, wire.NoError)
-	assert.False(t, se.Remote)
-	assert.Equal(t, "moqt://next/", s.GoawayURI())
+	inBubble(t, func(t *testing.T) {
+		s, fp := clientSession(t, nil)
+		_, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
+		fp.sendControl(&wire.Goaway{NewSessionURI: "moqt://next/"})
+		closedOrFail(t, s.GoingAway(), "GOAWAY not seen")
+		fp.alive(1) // a subscription is open: the session stays
+		assert.NoError(t, s.Context().Err())
+		fs.send(&wire.PublishDone{StatusCode: wire.DoneGoingAway})
+		fs.fin()
+		fp.expectClose(wire.NoError)
+		se := expectSessionError(t, s, wire.NoError)
+		assert.False(t, se.Remote)
+		assert.Equal(t, "moqt://next/", s.GoawayURI())
+	})
 }
 
 // A subscriber's cancellation is the end of a request too.
 func TestShutdownDrainsOnCancel(t *testing.T) {
-	h, _ := servedCh(AcceptOptions{})
-	s, fp := serverSession(t, &Config{Handler: h})
-	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-	expect[*wire.SubscribeOK](fs)
-	done := goErr(func() error { return s.Shutdown(fakeCtx(t), "") })
-	_, ok := fp.readControl().(*wire.Goaway)
-	require.True(t, ok)
-	fs.cancel()
-	fp.alive(2)
-	fp.closeSession()
-	assert.NoError(t, recvOrFail(t, done))
+	inBubble(t, func(t *testing.T) {
+		h, _ := servedCh(AcceptOptions{})
+		s, fp := serverSession(t, &Config{Handler: h})
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		expect[*wire.SubscribeOK](fs)
+		done := goErr(func() error { return s.Shutdown(fakeCtx(t), "") })
+		_, ok := fp.readControl().(*wire.Goaway)
+		require.True(t, ok)
+		fs.cancel()
+		fp.alive(2)
+		fp.closeSession()
+		assert.NoError(t, recvOrFail(t, done))
+	})
 }
 
 // When the drain outlasts Shutdown's context the session closes with
 // GOAWAY_TIMEOUT.
 func TestShutdownTimeout(t *testing.T) {
-	h, _ := servedCh(AcceptOptions{})
-	s, fp := serverSession(t, &Config{Handler: h})
-	expect[*wire.SubscribeOK](fp.open(subscribeMsg(0, trackA, wire.Params{})))
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	require.NoError(t, s.Shutdown(ctx, ""))
-	// (TestShutdownDrains reads the GOAWAY; here the close may overtake
-	// it on a slow machine.)
-	fp.expectClose(wire.GoawayTimeout)
-	expectSessionError(t, s, wire.GoawayTimeout)
+	inBubble(t, func(t *testing.T) {
+		h, _ := servedCh(AcceptOptions{})
+		s, fp := serverSession(t, &Config{Handler: h})
+		expect[*wire.SubscribeOK](fp.open(subscribeMsg(0, trackA, wire.Params{})))
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		require.NoError(t, s.Shutdown(ctx, ""))
+		// (TestShutdownDrains reads the GOAWAY; here the close may overtake
+		// it on a slow machine.)
+		fp.expectClose(wire.GoawayTimeout)
+		expectSessionError(t, s, wire.GoawayTimeout)
+	})
 }
 
 // A client always sends an empty New Session URI (§9.2).
 func TestGoawayClientSendsEmptyURI(t *testing.T) {
-	s, fp := clientSession(t, nil)
-	_, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
-	done := goErr(func() error { return s.Shutdown(fakeCtx(t), "moqt://ignored/") })
-	g, ok := fp.readControl().(*wire.Goaway)
-	require.True(t, ok)
-	assert.Empty(t, g.NewSessionURI)
-	fs.send(&wire.PublishDone{StatusCode: wire.DoneGoingAway})
-	fs.fin()
-	fs.expectFIN()
-	fp.closeSession()
-	assert.NoError(t, recvOrFail(t, done))
+	inBubble(t, func(t *testing.T) {
+		s, fp := clientSession(t, nil)
+		_, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
+		done := goErr(func() error { return s.Shutdown(fakeCtx(t), "moqt://ignored/") })
+		g, ok := fp.readControl().(*wire.Goaway)
+		require.True(t, ok)
+		assert.Empty(t, g.NewSessionURI)
+		fs.send(&wire.PublishDone{StatusCode: wire.DoneGoingAway})
+		fs.fin()
+		fs.expectFIN()
+		fp.closeSession()
+		assert.NoError(t, recvOrFail(t, done))
+	})
 }
 
 func TestGoawayProtocolViolations(t *testing.T) {
 	t.Run("second GOAWAY on the control stream", func(t *testing.T) {
-		s, fp := clientSession(t, nil)
-		// An open subscription keeps the session from closing itself
-		// after the first GOAWAY.
-		establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
-		fp.sendControl(&wire.Goaway{})
-		closedOrFail(t, s.GoingAway(), "GOAWAY not seen")
-		fp.sendControl(&wire.Goaway{})
-		fp.expectClose(wire.ProtocolViolation)
+		inBubble(t, func(t *testing.T) {
+			s, fp := clientSession(t, nil)
+			// An open subscription keeps the session from closing itself
+			// after the first GOAWAY.
+			establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
+			fp.sendControl(&wire.Goaway{})
+			closedOrFail(t, s.GoingAway(), "GOAWAY not seen")
+			fp.sendControl(&wire.Goaway{})
+			fp.expectClose(wire.ProtocolViolation)
+		})
 	})
 	t.Run("client GOAWAY with a URI on the control stream", func(t *testing.T) {
-		_, fp := serverSession(t, nil)
-		fp.sendControl(&wire.Goaway{NewSessionURI: "moqt://x/"})
-		fp.expectClose(wire.ProtocolViolation)
+		inBubble(t, func(t *testing.T) {
+			_, fp := serverSession(t, nil)
+			fp.sendControl(&wire.Goaway{NewSessionURI: "moqt://x/"})
+			fp.expectClose(wire.ProtocolViolation)
+		})
 	})
 	t.Run("client GOAWAY with a URI on a request stream", func(t *testing.T) {
-		h, _ := servedCh(AcceptOptions{})
-		_, fp := serverSession(t, &Config{Handler: h})
-		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-		expect[*wire.SubscribeOK](fs)
-		fs.send(&wire.Goaway{NewSessionURI: "moqt://x/"})
-		fp.expectClose(wire.ProtocolViolation)
+		inBubble(t, func(t *testing.T) {
+			h, _ := servedCh(AcceptOptions{})
+			_, fp := serverSession(t, &Config{Handler: h})
+			fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+			expect[*wire.SubscribeOK](fs)
+			fs.send(&wire.Goaway{NewSessionURI: "moqt://x/"})
+			fp.expectClose(wire.ProtocolViolation)
+		})
 	})
 	t.Run("second GOAWAY on one request stream, from the subscriber", func(t *testing.T) {
-		h, _ := servedCh(AcceptOptions{})
-		_, fp := serverSession(t, &Config{Handler: h})
-		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-		expect[*wire.SubscribeOK](fs)
-		fs.send(&wire.Goaway{})
-		fp.alive(2) // one is fine
-		fs.send(&wire.Goaway{})
-		fp.expectClose(wire.ProtocolViolation)
-	})
-	t.Run("second GOAWAY on one request stream, from the publisher", func(t *testing.T) {
-		s, fp := clientSession(t, nil)
-		_, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
-		fs.send(&wire.Goaway{NewSessionURI: "moqt://y/", Timeout: 10})
-		fp.alive(1)
-		fs.send(&wire.Goaway{})
-		fp.expectClose(wire.ProtocolViolation)
-	})
-	t.Run("GOAWAY on different request streams", func(t *testing.T) {
-		h, _ := servedCh(AcceptOptions{})
-		s, fp := serverSession(t, &Config{Handler: h})
-		for _, id := range []uint64{0, 2} {
-			fs := fp.open(subscribeMsg(id, trackA, wire.Params{}))
+		inBubble(t, func(t *testing.T) {
+			h, _ := servedCh(AcceptOptions{})
+			_, fp := serverSession(t, &Config{Handler: h})
+			fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 			expect[*wire.SubscribeOK](fs)
 			fs.send(&wire.Goaway{})
-		}
-		fp.alive(4)
-		assert.NoError(t, s.Context().Err())
-	})
-}
-
-// CloseWithError reaches the peer with its code and reason; the Context's
-// cause is the *SessionError.
-func TestCloseWithError(t *testing.T) {
-	for _, scheme := range []string{"moqt", "https"} {
-		t.Run(scheme, func(t *testing.T) {
-			ls := startLibServer(t, nil, nil)
-			fp := ls.dial(scheme)
-			st := &wire.Setup{}
-			if scheme == "moqt" {
-				st = ls.clientSetup()
-			}
-			fp.sendSetup(st)
-			s := ls.accept()
-			require.NoError(t, s.CloseWithError(wire.Unauthorized, "token expired"))
-			ce := fp.expectClose(wire.Unauthorized)
-			assert.Equal(t, "token expired", ce.Reason)
-			se := expectSessionError(t, s, wire.Unauthorized)
-			assert.Equal(t, "token expired", se.Reason)
-			assert.False(t, se.Remote)
-			// The first close wins.
-			require.NoError(t, s.CloseWithError(wire.InternalError, "later"))
-			assert.Equal(t, wire.Unauthorized, expectSessionError(t, s, wire.Unauthorized).Code)
+			fp.alive(2) // one is fine
+			fs.send(&wire.Goaway{})
+			fp.expectClose(wire.ProtocolViolation)
 		})
-	}
+	})
+	t.Run("second GOAWAY on one request stream, from the publisher", func(t *testing.T) {
+		inBubble(t, func(t *testing.T) {
+			s, fp := clientSession(t, nil)
+			_, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
+			fs.send(&wire.Goaway{NewSessionURI: "moqt://y/", Timeout: 10})
+			fp.alive(1)
+			fs.send(&wire.Goaway{})
+			fp.expectClose(wire.ProtocolViolation)
+		})
+	})
+	t.Run("GOAWAY on different request streams", func(t *testing.T) {
+		inBubble(t, func(t *testing.T) {
+			h, _ := servedCh(AcceptOptions{})
+			s, fp := serverSession(t, &Config{Handler: h})
+			for _, id := range []uint64{0, 2} {
+				fs := fp.open(subscribeMsg(id, trackA, wire.Params{}))
+				expect[*wire.SubscribeOK](fs)
+				fs.send(&wire.Goaway{})
+			}
+			fp.alive(4)
+			assert.NoError(t, s.Context().Err())
+		})
+	})
 }
 
 // A close by the peer is the cause too, and pending calls return it.
 func TestPeerCloseEndsSession(t *testing.T) {
-	s, fp := clientSession(t, nil)
-	res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
-	fp.acceptSubscribe()
-	require.NoError(t, fp.conn.CloseWithError(uint64(wire.ExpiredAuthToken), "bye"))
-	se := expectSessionError(t, s, wire.ExpiredAuthToken)
-	assert.True(t, se.Remote)
-	assert.Equal(t, "bye", se.Reason)
-	var got *SessionError
-	require.ErrorAs(t, recvOrFail(t, res).err, &got)
-	assert.Equal(t, wire.ExpiredAuthToken, got.Code)
+	inBubble(t, func(t *testing.T) {
+		s, fp := clientSession(t, nil)
+		res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
+		fp.acceptSubscribe()
+		require.NoError(t, fp.conn.CloseWithError(uint64(wire.ExpiredAuthToken), "bye"))
+		se := expectSessionError(t, s, wire.ExpiredAuthToken)
+		assert.True(t, se.Remote)
+		assert.Equal(t, "bye", se.Reason)
+		var got *SessionError
+		require.ErrorAs(t, recvOrFail(t, res).err, &got)
+		assert.Equal(t, wire.ExpiredAuthToken, got.Code)
+	})
 }
 
 // Every goroutine a session starts ends once it closes.

@@ -51,103 +51,113 @@ func TestSubscriptionStateDiagram(t *testing.T) {
 // The publisher's end of a SUBSCRIBE: Pending(Subscriber) until the handler
 // answers, then Established, then Terminated by PUBLISH_DONE.
 func TestSubscriptionStatesServedSubscribe(t *testing.T) {
-	pending := make(chan subscriptionState, 1)
-	h := HandlerFunc(func(r Request) {
-		sr := r.(*SubscribeRequest)
-		pending <- sr.served.current()
-		_, _ = acceptLocal(sr, AcceptOptions{})
+	inBubble(t, func(t *testing.T) {
+		pending := make(chan subscriptionState, 1)
+		h := HandlerFunc(func(r Request) {
+			sr := r.(*SubscribeRequest)
+			pending <- sr.served.current()
+			_, _ = acceptLocal(sr, AcceptOptions{})
+		})
+		_, fp := serverSession(t, &Config{Handler: h})
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		assert.Equal(t, statePendingSubscriber, recvOrFail(t, pending))
+		expect[*wire.SubscribeOK](fs)
 	})
-	_, fp := serverSession(t, &Config{Handler: h})
-	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-	assert.Equal(t, statePendingSubscriber, recvOrFail(t, pending))
-	expect[*wire.SubscribeOK](fs)
 }
 
 func TestSubscriptionStatesRejectedSubscribe(t *testing.T) {
-	served := make(chan *ServedSubscription, 1)
-	h := HandlerFunc(func(r Request) {
-		sr := r.(*SubscribeRequest)
-		_ = sr.Reject(wire.ReqUnauthorized, "no")
-		served <- sr.served
+	inBubble(t, func(t *testing.T) {
+		served := make(chan *ServedSubscription, 1)
+		h := HandlerFunc(func(r Request) {
+			sr := r.(*SubscribeRequest)
+			_ = sr.Reject(wire.ReqUnauthorized, "no")
+			served <- sr.served
+		})
+		_, fp := serverSession(t, &Config{Handler: h})
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		assert.Equal(t, wire.ReqUnauthorized, expect[*wire.RequestError](fs).ErrorCode)
+		fs.expectFIN()
+		ss := recvOrFail(t, served)
+		assert.Equal(t, stateTerminated, ss.current())
+		var re *RequestError
+		require.ErrorAs(t, ss.Err(), &re)
+		assert.Equal(t, wire.ReqUnauthorized, re.Code)
 	})
-	_, fp := serverSession(t, &Config{Handler: h})
-	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-	assert.Equal(t, wire.ReqUnauthorized, expect[*wire.RequestError](fs).ErrorCode)
-	fs.expectFIN()
-	ss := recvOrFail(t, served)
-	assert.Equal(t, stateTerminated, ss.current())
-	var re *RequestError
-	require.ErrorAs(t, ss.Err(), &re)
-	assert.Equal(t, wire.ReqUnauthorized, re.Code)
 }
 
 // The subscriber's end of a PUBLISH: Pending(Publisher), Established on
 // PUBLISH_OK, Terminated on PUBLISH_DONE.
 func TestSubscriptionStatesPublishInitiated(t *testing.T) {
-	pending := make(chan subscriptionState, 1)
-	subs := make(chan *Subscription, 1)
-	h := HandlerFunc(func(r Request) {
-		pr := r.(*PublishRequest)
-		pending <- pr.sub.current()
-		sub, err := pr.Accept(wire.Params{})
-		if err == nil {
-			subs <- sub
-		}
+	inBubble(t, func(t *testing.T) {
+		pending := make(chan subscriptionState, 1)
+		subs := make(chan *Subscription, 1)
+		h := HandlerFunc(func(r Request) {
+			pr := r.(*PublishRequest)
+			pending <- pr.sub.current()
+			sub, err := pr.Accept(wire.Params{})
+			if err == nil {
+				subs <- sub
+			}
+		})
+		_, fp := clientSession(t, &Config{Handler: h})
+		fs := fp.open(publishMsg(1, trackA, 7, wire.Params{}, nil))
+		assert.Equal(t, statePendingPublisher, recvOrFail(t, pending))
+		expect[*wire.RequestOK](fs)
+		sub := recvOrFail(t, subs)
+		assert.Equal(t, stateEstablished, sub.current())
+		assert.Equal(t, uint64(7), sub.TrackAlias())
+		fs.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
+		fs.fin()
+		closedOrFail(t, sub.Done(), "not terminated")
+		assert.Equal(t, stateTerminated, sub.current())
+		fs.expectFIN()
 	})
-	_, fp := clientSession(t, &Config{Handler: h})
-	fs := fp.open(publishMsg(1, trackA, 7, wire.Params{}, nil))
-	assert.Equal(t, statePendingPublisher, recvOrFail(t, pending))
-	expect[*wire.RequestOK](fs)
-	sub := recvOrFail(t, subs)
-	assert.Equal(t, stateEstablished, sub.current())
-	assert.Equal(t, uint64(7), sub.TrackAlias())
-	fs.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
-	fs.fin()
-	closedOrFail(t, sub.Done(), "not terminated")
-	assert.Equal(t, stateTerminated, sub.current())
-	fs.expectFIN()
 }
 
 // The publisher may end a PUBLISH while it is Pending(Publisher) (§3.1);
 // the subscriber still answers it exactly once before its FIN (C002, C008).
 func TestSubscriptionPublishDoneWhilePendingPublisher(t *testing.T) {
-	answered := make(chan error, 1)
-	h := HandlerFunc(func(r Request) {
-		pr := r.(*PublishRequest)
-		// Answer only once the library has read the PUBLISH_DONE.
-		select {
-		case <-pr.sub.Done():
-		case <-time.After(fakeGuard):
-		}
-		_, err := pr.Accept(wire.Params{})
-		answered <- err
+	inBubble(t, func(t *testing.T) {
+		answered := make(chan error, 1)
+		h := HandlerFunc(func(r Request) {
+			pr := r.(*PublishRequest)
+			// Answer only once the library has read the PUBLISH_DONE.
+			select {
+			case <-pr.sub.Done():
+			case <-time.After(fakeGuard):
+			}
+			_, err := pr.Accept(wire.Params{})
+			answered <- err
+		})
+		_, fp := clientSession(t, &Config{Handler: h})
+		fs := fp.open(publishMsg(1, trackA, 7, wire.Params{}, nil))
+		fs.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
+		fs.fin()
+		var de *DoneError
+		require.ErrorAs(t, recvOrFail(t, answered), &de)
+		expect[*wire.RequestOK](fs)
+		fs.expectFIN()
 	})
-	_, fp := clientSession(t, &Config{Handler: h})
-	fs := fp.open(publishMsg(1, trackA, 7, wire.Params{}, nil))
-	fs.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
-	fs.fin()
-	var de *DoneError
-	require.ErrorAs(t, recvOrFail(t, answered), &de)
-	expect[*wire.RequestOK](fs)
-	fs.expectFIN()
 }
 
 // The library as subscriber: REQUEST_ERROR terminates a Pending
 // subscription.
 func TestSubscriptionRequestErrorTerminates(t *testing.T) {
-	s, fp := clientSession(t, nil)
-	res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
-	fs, _ := fp.acceptSubscribe()
-	fs.send(&wire.RequestError{ErrorCode: wire.ReqDoesNotExist, RetryInterval: 1001, ErrorReason: "none"})
-	fs.fin()
-	r := recvOrFail(t, res)
-	var re *RequestError
-	require.ErrorAs(t, r.err, &re)
-	assert.Equal(t, wire.ReqDoesNotExist, re.Code)
-	assert.Equal(t, uint64(1001), re.RetryInterval)
-	assert.Equal(t, "none", re.Reason)
-	fs.expectFIN()
-	assert.NoError(t, s.Context().Err())
+	inBubble(t, func(t *testing.T) {
+		s, fp := clientSession(t, nil)
+		res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
+		fs, _ := fp.acceptSubscribe()
+		fs.send(&wire.RequestError{ErrorCode: wire.ReqDoesNotExist, RetryInterval: 1001, ErrorReason: "none"})
+		fs.fin()
+		r := recvOrFail(t, res)
+		var re *RequestError
+		require.ErrorAs(t, r.err, &re)
+		assert.Equal(t, wire.ReqDoesNotExist, re.Code)
+		assert.Equal(t, uint64(1001), re.RetryInterval)
+		assert.Equal(t, "none", re.Reason)
+		fs.expectFIN()
+		assert.NoError(t, s.Context().Err())
+	})
 }
 
 // Illegal transitions from the peer are protocol errors, never silent.
@@ -169,56 +179,66 @@ func TestSubscriptionIllegalTransitionsFromPublisher(t *testing.T) {
 		{"REQUEST_OK with Track Properties", true, []wire.Message{&wire.RequestOK{TrackProperties: wire.KVList{{Type: 2, Value: 1}}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, fp := clientSession(t, nil)
-			res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
-			fs, _ := fp.acceptSubscribe()
-			if tc.established {
-				fs.send(&wire.SubscribeOK{TrackAlias: 1})
-				require.NoError(t, recvOrFail(t, res).err)
-			}
-			for _, m := range tc.send {
-				fs.send(m)
-			}
-			fp.expectClose(wire.ProtocolViolation)
-			expectSessionError(t, s, wire.ProtocolViolation)
+			inBubble(t, func(t *testing.T) {
+				s, fp := clientSession(t, nil)
+				res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
+				fs, _ := fp.acceptSubscribe()
+				if tc.established {
+					fs.send(&wire.SubscribeOK{TrackAlias: 1})
+					require.NoError(t, recvOrFail(t, res).err)
+				}
+				for _, m := range tc.send {
+					fs.send(m)
+				}
+				fp.expectClose(wire.ProtocolViolation)
+				expectSessionError(t, s, wire.ProtocolViolation)
+			})
 		})
 	}
 	t.Run("REQUEST_OK with Track Properties answering an update", func(t *testing.T) {
-		s, fp := clientSession(t, nil)
-		sub, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
-		upd := goErr(func() error { return sub.Update(fakeCtx(t), wire.Params{Forward: wire.Some(false)}) })
-		expect[*wire.RequestUpdate](fs)
-		fs.send(&wire.RequestOK{TrackProperties: wire.KVList{{Type: 2, Value: 1}}}) // §9.3
-		fp.expectClose(wire.ProtocolViolation)
-		assert.Error(t, recvOrFail(t, upd))
+		inBubble(t, func(t *testing.T) {
+			s, fp := clientSession(t, nil)
+			sub, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
+			upd := goErr(func() error { return sub.Update(fakeCtx(t), wire.Params{Forward: wire.Some(false)}) })
+			expect[*wire.RequestUpdate](fs)
+			fs.send(&wire.RequestOK{TrackProperties: wire.KVList{{Type: 2, Value: 1}}}) // §9.3
+			fp.expectClose(wire.ProtocolViolation)
+			assert.Error(t, recvOrFail(t, upd))
+		})
 	})
 }
 
 func TestSubscriptionIllegalTransitionsFromSubscriber(t *testing.T) {
 	t.Run("library publisher of a PUBLISH gets REQUEST_ERROR after PUBLISH_OK", func(t *testing.T) {
-		s, fp := serverSession(t, nil)
-		pub := startPublish(fakeCtx(t), s, trackA, wire.Params{}, nil)
-		fs := fp.accept()
-		expect[*wire.Publish](fs)
-		fs.send(&wire.RequestOK{})
-		require.NoError(t, recvOrFail(t, pub).err)
-		fs.send(&wire.RequestError{ErrorCode: wire.ReqUninterested})
-		fp.expectClose(wire.ProtocolViolation)
+		inBubble(t, func(t *testing.T) {
+			s, fp := serverSession(t, nil)
+			pub := startPublish(fakeCtx(t), s, trackA, wire.Params{}, nil)
+			fs := fp.accept()
+			expect[*wire.Publish](fs)
+			fs.send(&wire.RequestOK{})
+			require.NoError(t, recvOrFail(t, pub).err)
+			fs.send(&wire.RequestError{ErrorCode: wire.ReqUninterested})
+			fp.expectClose(wire.ProtocolViolation)
+		})
 	})
 	t.Run("subscriber sends SUBSCRIBE_OK", func(t *testing.T) {
-		h, _ := servedCh(AcceptOptions{})
-		_, fp := serverSession(t, &Config{Handler: h})
-		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-		expect[*wire.SubscribeOK](fs)
-		fs.send(&wire.SubscribeOK{TrackAlias: 0})
-		fp.expectClose(wire.ProtocolViolation)
+		inBubble(t, func(t *testing.T) {
+			h, _ := servedCh(AcceptOptions{})
+			_, fp := serverSession(t, &Config{Handler: h})
+			fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+			expect[*wire.SubscribeOK](fs)
+			fs.send(&wire.SubscribeOK{TrackAlias: 0})
+			fp.expectClose(wire.ProtocolViolation)
+		})
 	})
 	t.Run("subscriber sends PUBLISH_DONE", func(t *testing.T) {
-		h, _ := servedCh(AcceptOptions{})
-		_, fp := serverSession(t, &Config{Handler: h})
-		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-		expect[*wire.SubscribeOK](fs)
-		fs.send(&wire.PublishDone{})
-		fp.expectClose(wire.ProtocolViolation)
+		inBubble(t, func(t *testing.T) {
+			h, _ := servedCh(AcceptOptions{})
+			_, fp := serverSession(t, &Config{Handler: h})
+			fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+			expect[*wire.SubscribeOK](fs)
+			fs.send(&wire.PublishDone{})
+			fp.expectClose(wire.ProtocolViolation)
+		})
 	})
 }

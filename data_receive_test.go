@@ -18,17 +18,11 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// clientSessionOver is clientSession over scheme: "moqt" for raw QUIC,
-// "https" for WebTransport.
+// clientSessionOver is clientSession over a Pipe imitating raw QUIC
+// ("moqt") or WebTransport ("https"). Call it inside inBubble.
 func clientSessionOver(t *testing.T, scheme string, cfg *Config) (*Session, *fakePeer) {
 	t.Helper()
-	fs := startFakeServer(t)
-	fp, dial := fs.dialLib(scheme, cfg)
-	fp.readPeerSetup()
-	fp.sendSetup(&wire.Setup{})
-	s, err := dial.wait()
-	require.NoError(t, err)
-	return s, fp
+	return pipeClientSession(t, transport.PipeConfig{WebTransport: scheme == "https"}, cfg)
 }
 
 // subscribeFakeWith subscribes to testTrack with params against the fake
@@ -75,12 +69,14 @@ func expectStopped(t *testing.T, str transport.SendStream) uint64 {
 // a lone subscription on an alias received whatever carried it.
 func TestReceiveFilterAppliesOnReusedAlias(t *testing.T) {
 	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) { testFilterOnReusedAlias(t, tr.scheme) })
+		t.Run("pipe/"+tr.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) { testFilterOnReusedAlias(t, tr.scheme) })
+		})
 	}
 }
 
 func testFilterOnReusedAlias(t *testing.T, scheme string) {
-	s, fp := clientSessionOver(t, scheme, nil)
+	s, fp := pipeClientSession(t, transport.PipeConfig{WebTransport: scheme == "https"}, nil)
 	old, oldReq := subscribeFakeWith(t, s, fp, wire.Params{}, 3)
 	oldReq.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
 	oldReq.fin()
@@ -134,24 +130,26 @@ func testFilterOnReusedAlias(t *testing.T, scheme string) {
 // widened filter before its REQUEST_OK arrives belong to the subscription
 // (§9.5.1); checking every object against the filter must not drop them.
 func TestReceiveWideningUpdateInFlight(t *testing.T) {
-	s, fp := clientSession(t, nil)
-	filter := wire.LocationFilter{Fields: 3, StartGroup: 5, StartObject: 0, EndGroup: 5}
-	sub, req := subscribeFakeWith(t, s, fp, wire.Params{LocationFilter: wire.Some(filter)}, 4)
-	wider := wire.LocationFilter{Fields: 3, StartGroup: 5, StartObject: 0, EndGroup: 9}
-	updated := goErr(func() error {
-		return sub.Update(fakeCtx(t), wire.Params{LocationFilter: wire.Some(wider)})
+	inBubble(t, func(t *testing.T) {
+		s, fp := clientSession(t, nil)
+		filter := wire.LocationFilter{Fields: 3, StartGroup: 5, StartObject: 0, EndGroup: 5}
+		sub, req := subscribeFakeWith(t, s, fp, wire.Params{LocationFilter: wire.Some(filter)}, 4)
+		wider := wire.LocationFilter{Fields: 3, StartGroup: 5, StartObject: 0, EndGroup: 9}
+		updated := goErr(func() error {
+			return sub.Update(fakeCtx(t), wire.Params{LocationFilter: wire.Some(wider)})
+		})
+		expect[*wire.RequestUpdate](req)
+		// The publisher applies the update and sends group 7 before answering.
+		str := fp.openSubgroup(4, 7, []byte("x"))
+		require.NoError(t, str.Close())
+		r, err := sub.AcceptSubgroup(fakeCtx(t))
+		require.NoError(t, err)
+		assert.Equal(t, uint64(7), r.Header().GroupID)
+		ids, _ := readSubgroup(t, r)
+		assert.Equal(t, []uint64{0}, ids)
+		req.send(&wire.RequestOK{})
+		require.NoError(t, recvOrFail(t, updated))
 	})
-	expect[*wire.RequestUpdate](req)
-	// The publisher applies the update and sends group 7 before answering.
-	str := fp.openSubgroup(4, 7, []byte("x"))
-	require.NoError(t, str.Close())
-	r, err := sub.AcceptSubgroup(fakeCtx(t))
-	require.NoError(t, err)
-	assert.Equal(t, uint64(7), r.Header().GroupID)
-	ids, _ := readSubgroup(t, r)
-	assert.Equal(t, []uint64{0}, ids)
-	req.send(&wire.RequestOK{})
-	require.NoError(t, recvOrFail(t, updated))
 }
 
 // TestReceiveEarlyStreamsShareOneBudget: streams that arrive before their
@@ -627,15 +625,17 @@ func takenStreamIdle(t *testing.T, stall time.Duration) {
 // §9.10), so it is the subscription's: the receive side checks the
 // Location and Range filters, never Forward.
 func TestReceiveIgnoresForwardState(t *testing.T) {
-	s, fp := clientSession(t, nil)
-	sub, _ := subscribeFakeWith(t, s, fp, wire.Params{Forward: wire.Some(false)}, 4)
-	str := fp.openSubgroup(4, 7, []byte("x"), []byte("y"))
-	require.NoError(t, str.Close())
-	r, err := sub.AcceptSubgroup(fakeCtx(t))
-	require.NoError(t, err)
-	ids, payloads := readSubgroup(t, r)
-	assert.Equal(t, []uint64{0, 1}, ids)
-	assert.Equal(t, [][]byte{[]byte("x"), []byte("y")}, payloads)
+	inBubble(t, func(t *testing.T) {
+		s, fp := clientSession(t, nil)
+		sub, _ := subscribeFakeWith(t, s, fp, wire.Params{Forward: wire.Some(false)}, 4)
+		str := fp.openSubgroup(4, 7, []byte("x"), []byte("y"))
+		require.NoError(t, str.Close())
+		r, err := sub.AcceptSubgroup(fakeCtx(t))
+		require.NoError(t, err)
+		ids, payloads := readSubgroup(t, r)
+		assert.Equal(t, []uint64{0, 1}, ids)
+		assert.Equal(t, [][]byte{[]byte("x"), []byte("y")}, payloads)
+	})
 }
 
 // TestReceiveSerialReaderNotBehind: an application that reads one

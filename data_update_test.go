@@ -16,73 +16,69 @@ import (
 // only objects passing FORWARD, the Location filter and every range filter
 // (§3.3.3), with the publisher allowing them through MAX_FILTER_RANGES.
 func TestC027_RangeFiltersEndToEnd(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			track, cfg, served := newServedTrack(t, testTrack, nil)
-			cfg.MaxFilterRanges = 4
-			p := newPair(t, tr.scheme, cfg, nil)
-			ctx := testCtx(t, 10*time.Second)
-			params := wire.Params{
-				LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{Group: 1, Object: 0}, 2)),
-				RangeFilters: []wire.RangeFilter{
-					// Object IDs 1–2 and 5 onwards; subgroup 0 only.
-					{Type: wire.ParamObjectIDFilter, Ranges: []wire.Range{{Start: 1, End: 2}, {Start: 5, Open: true}}},
-					{Type: wire.ParamSubgroupFilter, Ranges: []wire.Range{{Start: 0, End: 0}}},
-				},
-			}
-			sub, err := p.client.Subscribe(ctx, testTrack, params)
-			require.NoError(t, err)
-			<-served
-			for g := uint64(0); g <= 3; g++ {
-				for sg := uint64(0); sg <= 1; sg++ {
-					w := track.OpenSubgroup(g, sg, SubgroupOptions{})
-					for id := uint64(0); id <= 6; id++ {
-						require.NoError(t, writeObject(w, id, nil, []byte{byte(g), byte(sg), byte(id)}))
-					}
-					require.NoError(t, w.Close())
+	forTransports(t, func(t *testing.T, connect connector) {
+		track, cfg, served := newServedTrack(t, testTrack, nil)
+		cfg.MaxFilterRanges = 4
+		p := connect(t, cfg, nil)
+		ctx := testCtx(t, 10*time.Second)
+		params := wire.Params{
+			LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{Group: 1, Object: 0}, 2)),
+			RangeFilters: []wire.RangeFilter{
+				// Object IDs 1–2 and 5 onwards; subgroup 0 only.
+				{Type: wire.ParamObjectIDFilter, Ranges: []wire.Range{{Start: 1, End: 2}, {Start: 5, Open: true}}},
+				{Type: wire.ParamSubgroupFilter, Ranges: []wire.Range{{Start: 0, End: 0}}},
+			},
+		}
+		sub, err := p.client.Subscribe(ctx, testTrack, params)
+		require.NoError(t, err)
+		<-served
+		for g := uint64(0); g <= 3; g++ {
+			for sg := uint64(0); sg <= 1; sg++ {
+				w := track.OpenSubgroup(g, sg, SubgroupOptions{})
+				for id := uint64(0); id <= 6; id++ {
+					require.NoError(t, writeObject(w, id, nil, []byte{byte(g), byte(sg), byte(id)}))
 				}
+				require.NoError(t, w.Close())
 			}
-			track.End(wire.DoneTrackEnded, "")
-			got := collect(t, ctx, sub)
-			var want []wire.Location
-			for g := uint64(1); g <= 2; g++ {
-				for _, id := range []uint64{1, 2, 5, 6} {
-					want = append(want, wire.Location{Group: g, Object: id})
-				}
+		}
+		track.End(wire.DoneTrackEnded, "")
+		got := collect(t, ctx, sub)
+		var want []wire.Location
+		for g := uint64(1); g <= 2; g++ {
+			for _, id := range []uint64{1, 2, 5, 6} {
+				want = append(want, wire.Location{Group: g, Object: id})
 			}
-			assert.ElementsMatch(t, want, got)
-		})
-	}
+		}
+		assert.ElementsMatch(t, want, got)
+	})
 }
 
 // TestDataUpdateMovesFilter: REQUEST_UPDATE changes a live subscription's
 // Location filter; objects then follow the new window (§9.5.1).
 func TestDataUpdateMovesFilter(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			track, cfg, served := newServedTrack(t, testTrack, nil)
-			p := newPair(t, tr.scheme, cfg, nil)
-			ctx := testCtx(t, 10*time.Second)
-			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{
-				LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{Group: 0, Object: 0}, 0))})
-			require.NoError(t, err)
-			<-served
-			publish := func(g uint64) {
-				w := track.OpenSubgroup(g, 0, SubgroupOptions{})
-				require.NoError(t, writeObject(w, 0, nil, []byte{byte(g)}))
-				require.NoError(t, w.Close())
-			}
-			publish(0)
-			publish(1) // outside [0, 0]
-			require.NoError(t, sub.Update(ctx, wire.Params{
-				LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 3, Object: 0}))}))
-			publish(2) // outside [3, …)
-			publish(3)
-			track.End(wire.DoneTrackEnded, "")
-			got := collect(t, ctx, sub)
-			assert.ElementsMatch(t, []wire.Location{{Group: 0, Object: 0}, {Group: 3, Object: 0}}, got)
-		})
-	}
+	forTransports(t, func(t *testing.T, connect connector) {
+		track, cfg, served := newServedTrack(t, testTrack, nil)
+		p := connect(t, cfg, nil)
+		ctx := testCtx(t, 10*time.Second)
+		sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{
+			LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{Group: 0, Object: 0}, 0))})
+		require.NoError(t, err)
+		<-served
+		publish := func(g uint64) {
+			w := track.OpenSubgroup(g, 0, SubgroupOptions{})
+			require.NoError(t, writeObject(w, 0, nil, []byte{byte(g)}))
+			require.NoError(t, w.Close())
+		}
+		publish(0)
+		publish(1) // outside [0, 0]
+		require.NoError(t, sub.Update(ctx, wire.Params{
+			LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 3, Object: 0}))}))
+		publish(2) // outside [3, …)
+		publish(3)
+		track.End(wire.DoneTrackEnded, "")
+		got := collect(t, ctx, sub)
+		assert.ElementsMatch(t, []wire.Location{{Group: 0, Object: 0}, {Group: 3, Object: 0}}, got)
+	})
 }
 
 // TestC081_PublishDoneAfterStreamsClosed: PUBLISH_DONE goes out only after
@@ -90,36 +86,34 @@ func TestDataUpdateMovesFilter(t *testing.T) {
 // first (C078, C081), and the Stream Count includes it (C083 counts 0 when
 // none: see the conformance tests).
 func TestC081_PublishDoneAfterStreamsClosed(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
-			track, sub, ctx := lt.track, lt.sub, lt.ctx
-			ss := lt.ss
-			w := track.OpenSubgroup(0, 0, SubgroupOptions{})
-			require.NoError(t, writeObject(w, 0, nil, []byte("open")))
-			r, err := sub.AcceptSubgroup(ctx)
-			require.NoError(t, err)
-			_, err = r.Next()
-			require.NoError(t, err)
-			payload, err := io.ReadAll(r)
-			require.NoError(t, err)
-			assert.Equal(t, "open", string(payload))
+	forTransports(t, func(t *testing.T, connect connector) {
+		lt := subscribeTrackOver(t, connect, wire.Params{}, nil, nil)
+		track, sub, ctx := lt.track, lt.sub, lt.ctx
+		ss := lt.ss
+		w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+		require.NoError(t, writeObject(w, 0, nil, []byte("open")))
+		r, err := sub.AcceptSubgroup(ctx)
+		require.NoError(t, err)
+		_, err = r.Next()
+		require.NoError(t, err)
+		payload, err := io.ReadAll(r)
+		require.NoError(t, err)
+		assert.Equal(t, "open", string(payload))
 
-			require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
-			ss.mu.Lock()
-			assert.Empty(t, ss.dataStreams, "no stream is open once PUBLISH_DONE is sent")
-			ss.mu.Unlock()
-			waitDone(t, ctx, sub.Done(), "subscription")
-			var de *DoneError
-			require.ErrorAs(t, sub.Err(), &de)
-			assert.Equal(t, uint64(1), de.StreamCount)
-			_, err = r.Next()
-			var se *transport.StreamError
-			require.ErrorAs(t, err, &se, "the unfinished subgroup was reset, not ended with a FIN")
-			// Later writes go nowhere.
-			require.NoError(t, writeObject(w, 1, nil, []byte("late")))
-		})
-	}
+		require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
+		ss.mu.Lock()
+		assert.Empty(t, ss.dataStreams, "no stream is open once PUBLISH_DONE is sent")
+		ss.mu.Unlock()
+		waitDone(t, ctx, sub.Done(), "subscription")
+		var de *DoneError
+		require.ErrorAs(t, sub.Err(), &de)
+		assert.Equal(t, uint64(1), de.StreamCount)
+		_, err = r.Next()
+		var se *transport.StreamError
+		require.ErrorAs(t, err, &se, "the unfinished subgroup was reset, not ended with a FIN")
+		// Later writes go nowhere.
+		require.NoError(t, writeObject(w, 1, nil, []byte("late")))
+	})
 }
 
 // TestC004_NoObjectsAfterRejectedPublish: objects sent before PUBLISH_OK

@@ -29,21 +29,23 @@ func TestC018_NewGroupRequestNeedsDynamicGroups(t *testing.T) {
 		{"DYNAMIC_GROUPS 1 immutable", wire.KVList{{Type: wire.PropImmutableProperties, Bytes: immutable}}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			// The SUBSCRIBE itself may carry it whatever the track says.
-			p := newFakePub(t, wire.Params{NewGroupRequest: wire.Some[uint64](0)}, c.props)
-			ngr := wire.Params{NewGroupRequest: wire.Some[uint64](4)}
-			if !c.allowed {
-				require.ErrorIs(t, p.sub.Update(p.ctx, ngr), ErrNoDynamicGroups)
-				// Nothing went out: the next REQUEST_UPDATE the publisher
-				// sees is the next one sent, without the parameter.
-				ngr = wire.Params{SubscriberPriority: wire.Some[uint8](3)}
-			}
-			done := goErr(func() error { return p.sub.Update(p.ctx, ngr) })
-			u := expect[*wire.RequestUpdate](p.req)
-			assert.Equal(t, ngr.NewGroupRequest, u.Parameters.NewGroupRequest)
-			assert.Equal(t, ngr.SubscriberPriority, u.Parameters.SubscriberPriority)
-			p.req.send(&wire.RequestOK{})
-			require.NoError(t, recvOrFail(t, done))
+			inBubble(t, func(t *testing.T) {
+				// The SUBSCRIBE itself may carry it whatever the track says.
+				p := newFakePub(t, wire.Params{NewGroupRequest: wire.Some[uint64](0)}, c.props)
+				ngr := wire.Params{NewGroupRequest: wire.Some[uint64](4)}
+				if !c.allowed {
+					require.ErrorIs(t, p.sub.Update(p.ctx, ngr), ErrNoDynamicGroups)
+					// Nothing went out: the next REQUEST_UPDATE the publisher
+					// sees is the next one sent, without the parameter.
+					ngr = wire.Params{SubscriberPriority: wire.Some[uint8](3)}
+				}
+				done := goErr(func() error { return p.sub.Update(p.ctx, ngr) })
+				u := expect[*wire.RequestUpdate](p.req)
+				assert.Equal(t, ngr.NewGroupRequest, u.Parameters.NewGroupRequest)
+				assert.Equal(t, ngr.SubscriberPriority, u.Parameters.SubscriberPriority)
+				p.req.send(&wire.RequestOK{})
+				require.NoError(t, recvOrFail(t, done))
+			})
 		})
 	}
 }
@@ -52,15 +54,17 @@ func TestC018_NewGroupRequestNeedsDynamicGroups(t *testing.T) {
 // subscription a PUBLISH started, whose Track Properties came in the
 // PUBLISH.
 func TestC018_PublishedTrackWithoutDynamicGroups(t *testing.T) {
-	subs := make(chan *Subscription, 1)
-	h := HandlerFunc(func(r Request) {
-		if sub, err := r.(*PublishRequest).Accept(wire.Params{}); err == nil {
-			subs <- sub
-		}
+	inBubble(t, func(t *testing.T) {
+		subs := make(chan *Subscription, 1)
+		h := HandlerFunc(func(r Request) {
+			if sub, err := r.(*PublishRequest).Accept(wire.Params{}); err == nil {
+				subs <- sub
+			}
+		})
+		_, fp := clientSession(t, &Config{Handler: h})
+		fs := fp.open(publishMsg(1, trackA, 7, wire.Params{}, wire.KVList{{Type: wire.PropDynamicGroups, Value: 0}}))
+		expect[*wire.RequestOK](fs)
+		sub := recvOrFail(t, subs)
+		assert.ErrorIs(t, sub.Update(fakeCtx(t), wire.Params{NewGroupRequest: wire.Some[uint64](0)}), ErrNoDynamicGroups)
 	})
-	_, fp := clientSession(t, &Config{Handler: h})
-	fs := fp.open(publishMsg(1, trackA, 7, wire.Params{}, wire.KVList{{Type: wire.PropDynamicGroups, Value: 0}}))
-	expect[*wire.RequestOK](fs)
-	sub := recvOrFail(t, subs)
-	assert.ErrorIs(t, sub.Update(fakeCtx(t), wire.Params{NewGroupRequest: wire.Some[uint64](0)}), ErrNoDynamicGroups)
 }

@@ -61,7 +61,11 @@ func NewServerSession(ctx context.Context, conn *quic.Conn, cfg *Config) (*Sessi
 // sess, a WebTransport session the application established, and returns
 // once the server's SETUP has arrived. The session's Path and Authority
 // are empty: the CONNECT request carried them. ctx bounds the SETUP
-// exchange.
+// exchange. A session from webtransport.Transport.Dial has its QUIC
+// connection closed by webtransport-go as soon as it ends, which can
+// discard the WT_CLOSE_SESSION carrying the session's code (the server
+// then sees the connection lost); one from Transport.NewClientConn on a
+// connection of the application's own leaves the timing to it.
 func NewWebTransportClientSession(ctx context.Context, sess *webtransport.Session, cfg *Config) (*Session, error) {
 	cfg, err := existingConfig(cfg)
 	if err != nil {

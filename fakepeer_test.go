@@ -153,16 +153,12 @@ func (ls *libServer) clientSetup() *wire.Setup {
 	return &wire.Setup{Path: wire.Some("/live"), Authority: wire.Some(ls.srv.Addr().String())}
 }
 
-// serverSession starts a library server and connects a fake client over
-// raw QUIC that completes SETUP: the library is the server.
+// serverSession is the library as the server of a fake client that has
+// completed SETUP, over a Pipe imitating raw QUIC. Call it inside
+// inBubble; serverSessionOver can imitate WebTransport.
 func serverSession(t *testing.T, cfg *Config) (*Session, *fakePeer) {
 	t.Helper()
-	ls := startLibServer(t, cfg, nil)
-	fp := ls.dial("moqt")
-	fp.sendSetup(ls.clientSetup())
-	s := ls.accept()
-	fp.readPeerSetup()
-	return s, fp
+	return pipeServerSession(t, transport.PipeConfig{}, cfg)
 }
 
 // fakeServer is a raw transport listener the library Dials.
@@ -237,17 +233,12 @@ func (d *pendingDial) wait() (*Session, error) {
 	return s, err
 }
 
-// clientSession starts a fake server and lets the library Dial it over raw
-// QUIC, completing SETUP: the library is the client.
+// clientSession is the library as the client of a fake server that has
+// completed SETUP, over a Pipe imitating raw QUIC. Call it inside
+// inBubble; clientSessionOver can imitate WebTransport.
 func clientSession(t *testing.T, cfg *Config) (*Session, *fakePeer) {
 	t.Helper()
-	fs := startFakeServer(t)
-	fp, dial := fs.dialLib("moqt", cfg)
-	fp.readPeerSetup()
-	fp.sendSetup(&wire.Setup{})
-	s, err := dial.wait()
-	require.NoError(t, err)
-	return s, fp
+	return pipeClientSession(t, transport.PipeConfig{}, cfg)
 }
 
 // ---- control streams ----

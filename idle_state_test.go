@@ -13,24 +13,26 @@ import (
 // and no update queue or worker on the serving side: both come with
 // their first use, and then work as before.
 func TestIdleSubscriptionStateIsLazy(t *testing.T) {
-	lt := subscribeTrack(t, "moqt", wire.Params{}, nil, nil)
-	lt.sub.datagrams.mu.Lock()
-	assert.Nil(t, lt.sub.datagrams.buf, "no datagram buffer before the first datagram")
-	lt.sub.datagrams.mu.Unlock()
-	lt.ss.mu.Lock()
-	assert.Nil(t, lt.ss.updates, "no update queue before the first REQUEST_UPDATE")
-	lt.ss.mu.Unlock()
+	inBubble(t, func(t *testing.T) {
+		lt := subscribeTrackOver(t, overPipe(false), wire.Params{}, nil, nil)
+		lt.sub.datagrams.mu.Lock()
+		assert.Nil(t, lt.sub.datagrams.buf, "no datagram buffer before the first datagram")
+		lt.sub.datagrams.mu.Unlock()
+		lt.ss.mu.Lock()
+		assert.Nil(t, lt.ss.updates, "no update queue before the first REQUEST_UPDATE")
+		lt.ss.mu.Unlock()
 
-	require.NoError(t, lt.sub.Update(lt.ctx, wire.Params{SubscriberPriority: wire.Some[uint8](9)}))
-	lt.ss.mu.Lock()
-	assert.NotNil(t, lt.ss.updates)
-	lt.ss.mu.Unlock()
-	require.NoError(t, lt.sub.Update(lt.ctx, wire.Params{SubscriberPriority: wire.Some[uint8](3)}), "the worker goes on")
+		require.NoError(t, lt.sub.Update(lt.ctx, wire.Params{SubscriberPriority: wire.Some[uint8](9)}))
+		lt.ss.mu.Lock()
+		assert.NotNil(t, lt.ss.updates)
+		lt.ss.mu.Unlock()
+		require.NoError(t, lt.sub.Update(lt.ctx, wire.Params{SubscriberPriority: wire.Some[uint8](3)}), "the worker goes on")
 
-	require.NoError(t, lt.track.WriteDatagram(Object{Location: wire.Location{Group: 1}, Payload: []byte("d")}))
-	d, err := lt.sub.ReadDatagram(lt.ctx)
-	require.NoError(t, err)
-	assert.Equal(t, "d", string(d.Payload))
+		require.NoError(t, lt.track.WriteDatagram(Object{Location: wire.Location{Group: 1}, Payload: []byte("d")}))
+		d, err := lt.sub.ReadDatagram(lt.ctx)
+		require.NoError(t, err)
+		assert.Equal(t, "d", string(d.Payload))
+	})
 }
 
 // The datagram ring grows to datagramQueue, keeps order across growth and

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -139,20 +138,6 @@ func TestIntegrationSetup(t *testing.T) {
 	}
 }
 
-func TestIntegrationSubscribeDefaultRejects(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			p := newPair(t, tr.scheme, nil, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-			var re *RequestError
-			require.ErrorAs(t, err, &re)
-			assert.Equal(t, wire.ReqDoesNotExist, re.Code)
-		})
-	}
-}
-
 func TestIntegrationSubscribeUpdateDone(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
@@ -195,34 +180,6 @@ func TestIntegrationSubscribeUpdateDone(t *testing.T) {
 			require.ErrorAs(t, sub.Err(), &de)
 			assert.Equal(t, wire.DoneTrackEnded, de.Code)
 			assert.Equal(t, uint64(0), de.StreamCount)
-		})
-	}
-}
-
-func TestIntegrationSubscriberCancel(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			served := make(chan *ServedSubscription, 1)
-			serverCfg := &Config{Handler: HandlerFunc(func(r Request) {
-				ss, err := acceptLocal(r.(*SubscribeRequest), AcceptOptions{})
-				if err == nil {
-					served <- ss
-				}
-			})}
-			p := newPair(t, tr.scheme, serverCfg, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			ss := <-served
-			require.NoError(t, sub.Close())
-			select {
-			case <-ss.Context().Done():
-			case <-ctx.Done():
-				t.Fatal("publisher did not see the cancellation")
-			}
-			assert.Equal(t, stateTerminated, ss.current())
-			assert.True(t, errors.Is(ss.Err(), ErrCancelled))
 		})
 	}
 }
@@ -300,70 +257,6 @@ func TestIntegrationPublish(t *testing.T) {
 	}
 }
 
-// TestIntegrationPublishRejected: the subscriber answers PUBLISH with
-// REQUEST_ERROR, which Publish returns.
-func TestIntegrationPublishRejected(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			p := newPair(t, tr.scheme, nil, nil) // the client's DefaultHandler refuses PUBLISH
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_, err := publishLocal(ctx, p.server, testTrack, wire.Params{}, nil)
-			var re *RequestError
-			require.ErrorAs(t, err, &re)
-			assert.Equal(t, wire.ReqNotSupported, re.Code)
-		})
-	}
-}
-
-// TestIntegrationPublisherCancel: the publisher resets a PUBLISH-initiated
-// subscription's stream; the subscriber sees the cancellation.
-func TestIntegrationPublisherCancel(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			h := newAcceptAll()
-			p := newPair(t, tr.scheme, nil, &Config{Handler: h})
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			ss, err := publishLocal(ctx, p.server, testTrack, wire.Params{}, nil)
-			require.NoError(t, err)
-			sub := <-h.subs
-			ss.cancel(ErrCancelled, wire.ResetCancelled)
-			waitDone(t, ctx, sub.Done(), "subscription")
-			assert.ErrorIs(t, sub.Err(), ErrCancelled)
-			// The session itself is unharmed.
-			_, err = p.client.TrackStatus(ctx, testTrack, wire.Params{})
-			var re *RequestError
-			require.ErrorAs(t, err, &re)
-			assert.Equal(t, wire.ReqDoesNotExist, re.Code)
-		})
-	}
-}
-
-// TestIntegrationTrackStatus covers TRACK_STATUS_OK with LARGEST_OBJECT and
-// Track Properties.
-func TestIntegrationTrackStatus(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			props := wire.KVList{{Type: wire.PropMaxCacheDuration, Value: 5000}}
-			serverCfg := &Config{Handler: HandlerFunc(func(r Request) {
-				if ts, ok := r.(*TrackStatusRequest); ok {
-					_ = ts.Accept(wire.Some(wire.Location{Group: 2, Object: 3}), props)
-					return
-				}
-				DefaultHandler.ServeMOQT(r)
-			})}
-			p := newPair(t, tr.scheme, serverCfg, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			st, err := p.client.TrackStatus(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			assert.Equal(t, wire.Some(wire.Location{Group: 2, Object: 3}), st.Largest)
-			assert.Equal(t, props, st.Properties)
-		})
-	}
-}
-
 // TestIntegrationGoaway: the server drains with Shutdown; the client sees
 // GOAWAY, cannot start new requests, and closes the session with NO_ERROR
 // once its last subscription ends, which ends the server's Shutdown.
@@ -395,32 +288,6 @@ func TestIntegrationGoaway(t *testing.T) {
 			require.ErrorAs(t, context.Cause(p.server.Context()), &se)
 			assert.Equal(t, wire.NoError, se.Code)
 			assert.True(t, se.Remote)
-		})
-	}
-}
-
-// TestIntegrationGoawayTimeout: requests still open when Shutdown's context
-// ends close the session with GOAWAY_TIMEOUT.
-func TestIntegrationGoawayTimeout(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			h := newAcceptAll()
-			p := newPair(t, tr.scheme, &Config{Handler: h}, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			<-h.served
-			drain, cancelDrain := context.WithCancel(ctx)
-			go func() {
-				<-p.client.GoingAway()
-				cancelDrain() // the client ignores the GOAWAY
-			}()
-			require.NoError(t, p.server.Shutdown(drain, ""))
-			waitDone(t, ctx, p.client.Context().Done(), "client session")
-			var se *SessionError
-			require.ErrorAs(t, context.Cause(p.client.Context()), &se)
-			assert.Equal(t, wire.GoawayTimeout, se.Code)
 		})
 	}
 }

@@ -110,124 +110,122 @@ func collectLocations(ctx context.Context, wg *sync.WaitGroup, sub *Subscription
 // (§11.3.2).
 func TestJoinWhilePublishing(t *testing.T) {
 	const joins, joiners = 40, 4
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			// The publisher writes as fast as it can: on a busy machine a
-			// reader can trail it by more than the default grace, which
-			// is not what this test is about.
-			p := newPair(t, tr.scheme, &Config{Handler: serveTrack(track, AcceptOptions{}, nil),
-				SubscriberGrace: time.Minute}, nil)
-			ctx := testCtx(t, 30*time.Second)
+	forTransports(t, func(t *testing.T, connect connector) {
+		track, err := NewLocalTrack(testTrack, nil)
+		require.NoError(t, err)
+		// The publisher writes as fast as it can: on a busy machine a
+		// reader can trail it by more than the default grace, which
+		// is not what this test is about.
+		p := connect(t, &Config{Handler: serveTrack(track, AcceptOptions{}, nil),
+			SubscriberGrace: time.Minute}, nil)
+		ctx := testCtx(t, 30*time.Second)
 
-			// The publisher: groups of objectsPerGroup objects, one
-			// subgroup each, until stopped.
-			stop := make(chan struct{})
-			var last atomic.Pointer[wire.Location]
-			pubDone := make(chan error, 1)
-			go func() {
-				for g := uint64(0); ; g++ {
-					w := track.OpenSubgroup(g, 0, SubgroupOptions{})
-					for id := range uint64(objectsPerGroup) {
-						if err := writeObject(w, id, nil, []byte{byte(g), byte(id)}); err != nil {
-							pubDone <- err
-							return
-						}
-						last.Store(&wire.Location{Group: g, Object: id})
-					}
-					if err := w.Close(); err != nil {
+		// The publisher: groups of objectsPerGroup objects, one
+		// subgroup each, until stopped.
+		stop := make(chan struct{})
+		var last atomic.Pointer[wire.Location]
+		pubDone := make(chan error, 1)
+		go func() {
+			for g := uint64(0); ; g++ {
+				w := track.OpenSubgroup(g, 0, SubgroupOptions{})
+				for id := range uint64(objectsPerGroup) {
+					if err := writeObject(w, id, nil, []byte{byte(g), byte(id)}); err != nil {
 						pubDone <- err
 						return
 					}
-					select {
-					case <-stop:
-						pubDone <- nil
+					last.Store(&wire.Location{Group: g, Object: id})
+				}
+				if err := w.Close(); err != nil {
+					pubDone <- err
+					return
+				}
+				select {
+				case <-stop:
+					pubDone <- nil
+					return
+				default:
+				}
+			}
+		}()
+
+		var readers sync.WaitGroup
+		readCtx, stopReading := context.WithCancel(ctx)
+		type joined struct {
+			sub     *Subscription
+			largest wire.Location
+			got     *receivedSet
+		}
+		// Joins run concurrently, from two sessions.
+		clients := []*Session{p.client, p.connect(t, "", nil).client}
+		var (
+			mu     sync.Mutex
+			subs   []joined
+			joiner sync.WaitGroup
+		)
+		for g := range joiners {
+			joiner.Go(func() {
+				for range joins / joiners {
+					sub, err := clients[g%2].Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter())})
+					if !assert.NoError(t, err) {
 						return
-					default:
 					}
+					l, ok := sub.Largest()
+					if !ok {
+						// Nothing published yet: everything is after it.
+						l = wire.Location{Group: 0, Object: ^uint64(0)}
+					}
+					mu.Lock()
+					subs = append(subs, joined{sub: sub, largest: l, got: collectLocations(readCtx, &readers, sub)})
+					mu.Unlock()
 				}
-			}()
+			})
+		}
+		joiner.Wait()
+		require.Len(t, subs, joins)
+		close(stop)
+		require.NoError(t, <-pubDone)
+		end := *last.Load()
 
-			var readers sync.WaitGroup
-			readCtx, stopReading := context.WithCancel(ctx)
-			type joined struct {
-				sub     *Subscription
-				largest wire.Location
-				got     *receivedSet
-			}
-			// Joins run concurrently, from two sessions.
-			clients := []*Session{p.client, p.connect(t, tr.scheme, nil).client}
-			var (
-				mu     sync.Mutex
-				subs   []joined
-				joiner sync.WaitGroup
-			)
-			for g := range joiners {
-				joiner.Go(func() {
-					for range joins / joiners {
-						sub, err := clients[g%2].Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter())})
-						if !assert.NoError(t, err) {
-							return
-						}
-						l, ok := sub.Largest()
-						if !ok {
-							// Nothing published yet: everything is after it.
-							l = wire.Location{Group: 0, Object: ^uint64(0)}
-						}
-						mu.Lock()
-						subs = append(subs, joined{sub: sub, largest: l, got: collectLocations(readCtx, &readers, sub)})
-						mu.Unlock()
-					}
-				})
-			}
-			joiner.Wait()
-			require.Len(t, subs, joins)
-			close(stop)
-			require.NoError(t, <-pubDone)
-			end := *last.Load()
-
-			for i, j := range subs {
-				var want []wire.Location
-				for l := (wire.Location{Group: j.largest.Group, Object: j.largest.Object + 1}); !end.Less(l); {
-					if l.Object == objectsPerGroup {
-						l = wire.Location{Group: l.Group + 1}
-						continue
-					}
-					want = append(want, l)
-					l.Object++
+		for i, j := range subs {
+			var want []wire.Location
+			for l := (wire.Location{Group: j.largest.Group, Object: j.largest.Object + 1}); !end.Less(l); {
+				if l.Object == objectsPerGroup {
+					l = wire.Location{Group: l.Group + 1}
+					continue
 				}
-				ok := assert.Eventually(t, func() bool {
-					j.got.mu.Lock()
-					defer j.got.mu.Unlock()
-					return len(j.got.locs) >= len(want) || j.got.err != nil
-				}, 20*time.Second, 5*time.Millisecond, "subscription %d (Largest %v) stalled", i, j.largest)
+				want = append(want, l)
+				l.Object++
+			}
+			ok := assert.Eventually(t, func() bool {
 				j.got.mu.Lock()
-				require.NoError(t, j.got.err, "subscription %d", i)
-				wanted := map[wire.Location]bool{}
-				var missing, extra []wire.Location
-				for _, l := range want {
-					wanted[l] = true
-					if j.got.locs[l] != 1 {
-						missing = append(missing, l)
-					}
-				}
-				for l := range j.got.locs {
-					if !wanted[l] {
-						extra = append(extra, l)
-					}
-				}
-				j.got.mu.Unlock()
-				assert.Empty(t, missing, "subscription %d (Largest %v) did not get these exactly once", i, j.largest)
-				assert.Empty(t, extra, "subscription %d (Largest %v) got these outside its promise", i, j.largest)
-				if !ok {
-					break
+				defer j.got.mu.Unlock()
+				return len(j.got.locs) >= len(want) || j.got.err != nil
+			}, 20*time.Second, 5*time.Millisecond, "subscription %d (Largest %v) stalled", i, j.largest)
+			j.got.mu.Lock()
+			require.NoError(t, j.got.err, "subscription %d", i)
+			wanted := map[wire.Location]bool{}
+			var missing, extra []wire.Location
+			for _, l := range want {
+				wanted[l] = true
+				if j.got.locs[l] != 1 {
+					missing = append(missing, l)
 				}
 			}
-			stopReading()
-			readers.Wait()
-		})
-	}
+			for l := range j.got.locs {
+				if !wanted[l] {
+					extra = append(extra, l)
+				}
+			}
+			j.got.mu.Unlock()
+			assert.Empty(t, missing, "subscription %d (Largest %v) did not get these exactly once", i, j.largest)
+			assert.Empty(t, extra, "subscription %d (Largest %v) got these outside its promise", i, j.largest)
+			if !ok {
+				break
+			}
+		}
+		stopReading()
+		readers.Wait()
+	})
 }
 
 // TestTrackReleasesEndedSubscriptions: subscriptions leave their
@@ -235,46 +233,48 @@ func TestJoinWhilePublishing(t *testing.T) {
 // ever written to the track again: it keeps neither them nor, through
 // them, their sessions.
 func TestTrackReleasesEndedSubscriptions(t *testing.T) {
-	track, err := NewLocalTrack(testTrack, nil)
-	require.NoError(t, err)
-	served := make(chan *ServedSubscription, 64)
-	p := newPair(t, "moqt", &Config{Handler: serveTrack(track, AcceptOptions{}, served)}, nil)
-	ctx := testCtx(t, 10*time.Second)
-
-	// Nothing but the track could keep them; it must not.
-	var gone []weak.Pointer[ServedSubscription]
-	// Ended by the subscriber, by the publisher, and with their sessions.
-	for i := range 24 {
-		client := p.client
-		var other *pair
-		if i%3 == 2 {
-			other = p.connect(t, "moqt", nil)
-			client = other.client
-		}
-		sub, err := client.Subscribe(ctx, testTrack, wire.Params{})
+	inBubble(t, func(t *testing.T) {
+		track, err := NewLocalTrack(testTrack, nil)
 		require.NoError(t, err)
-		ss := recvOrFail(t, served)
-		gone = append(gone, weak.Make(ss))
-		switch i % 3 {
-		case 0:
-			require.NoError(t, sub.Close())
-		case 1:
-			require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
-		case 2:
-			require.NoError(t, other.client.Close())
-		}
-	}
+		served := make(chan *ServedSubscription, 64)
+		p := newPipePair(t, transport.PipeConfig{}, &Config{Handler: serveTrack(track, AcceptOptions{}, served)}, nil)
+		ctx := testCtx(t, 10*time.Second)
 
-	assert.Eventually(t, func() bool {
-		runtime.GC()
-		for _, w := range gone {
-			if w.Value() != nil {
-				return false
+		// Nothing but the track could keep them; it must not.
+		var gone []weak.Pointer[ServedSubscription]
+		// Ended by the subscriber, by the publisher, and with their sessions.
+		for i := range 24 {
+			client := p.client
+			var other *pair
+			if i%3 == 2 {
+				other = p.connect(t, "moqt", nil)
+				client = other.client
+			}
+			sub, err := client.Subscribe(ctx, testTrack, wire.Params{})
+			require.NoError(t, err)
+			ss := recvOrFail(t, served)
+			gone = append(gone, weak.Make(ss))
+			switch i % 3 {
+			case 0:
+				require.NoError(t, sub.Close())
+			case 1:
+				require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
+			case 2:
+				require.NoError(t, other.client.Close())
 			}
 		}
-		return true
-	}, 5*time.Second, 10*time.Millisecond, "ended subscriptions are still reachable")
-	assert.Empty(t, track.snapshot(), "the track still lists ended subscriptions")
+
+		assert.Eventually(t, func() bool {
+			runtime.GC()
+			for _, w := range gone {
+				if w.Value() != nil {
+					return false
+				}
+			}
+			return true
+		}, 5*time.Second, 10*time.Millisecond, "ended subscriptions are still reachable")
+		assert.Empty(t, track.snapshot(), "the track still lists ended subscriptions")
+	})
 }
 
 // TestServedSubscriptionErrMatchesContext: however a served subscription
@@ -331,40 +331,44 @@ func TestServedSubscriptionErrMatchesContext(t *testing.T) {
 	for _, tr := range transports {
 		for _, e := range endings {
 			t.Run(tr.name+": "+e.name, func(t *testing.T) {
-				track, err := NewLocalTrack(testTrack, nil)
-				require.NoError(t, err)
-				served := make(chan *ServedSubscription, 1)
-				p := newPair(t, tr.scheme, &Config{Handler: serveTrack(track, e.opts, served)}, nil)
-				ctx := testCtx(t, 10*time.Second)
-				sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-				require.NoError(t, err)
-				ss := recvOrFail(t, served)
-				if e.end != nil {
-					e.end(p, sub, ss)
-				}
-				closedOrFail(t, ss.Context().Done(), "the subscription's context did not end")
-				err = ss.Err()
-				require.Error(t, err, "Err is nil once the context is done")
-				assert.Same(t, err, context.Cause(ss.Context()), "the context's cause is not Err")
-				assert.Equal(t, stateTerminated, ss.current())
-				e.check(t, err)
+				inBubble(t, func(t *testing.T) {
+					track, err := NewLocalTrack(testTrack, nil)
+					require.NoError(t, err)
+					served := make(chan *ServedSubscription, 1)
+					p := newPipePair(t, transport.PipeConfig{WebTransport: tr.scheme == "https"}, &Config{Handler: serveTrack(track, e.opts, served)}, nil)
+					ctx := testCtx(t, 10*time.Second)
+					sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+					require.NoError(t, err)
+					ss := recvOrFail(t, served)
+					if e.end != nil {
+						e.end(p, sub, ss)
+					}
+					closedOrFail(t, ss.Context().Done(), "the subscription's context did not end")
+					err = ss.Err()
+					require.Error(t, err, "Err is nil once the context is done")
+					assert.Same(t, err, context.Cause(ss.Context()), "the context's cause is not Err")
+					assert.Equal(t, stateTerminated, ss.current())
+					e.check(t, err)
 
-				closedOrFail(t, sub.Done(), "the subscriber's end did not end")
-				assert.Error(t, sub.Err(), "the subscriber's Err is nil once Done is closed")
+					closedOrFail(t, sub.Done(), "the subscriber's end did not end")
+					assert.Error(t, sub.Err(), "the subscriber's Err is nil once Done is closed")
+				})
 			})
 		}
 	}
 	t.Run("PUBLISH refused", func(t *testing.T) {
-		refuse := HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqUninterested, "no") })
-		p := newPair(t, "moqt", nil, &Config{Handler: refuse})
-		ctx := testCtx(t, 10*time.Second)
-		ss, err := p.server.startPublish(ctx, testTrack, wire.Params{}, nil, nil)
-		require.NoError(t, err)
-		closedOrFail(t, ss.Context().Done(), "the subscription's context did not end")
-		var re *RequestError
-		require.ErrorAs(t, ss.Err(), &re)
-		assert.Equal(t, wire.ReqUninterested, re.Code)
-		assert.Same(t, ss.Err(), context.Cause(ss.Context()))
+		inBubble(t, func(t *testing.T) {
+			refuse := HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqUninterested, "no") })
+			p := newPipePair(t, transport.PipeConfig{}, nil, &Config{Handler: refuse})
+			ctx := testCtx(t, 10*time.Second)
+			ss, err := p.server.startPublish(ctx, testTrack, wire.Params{}, nil, nil)
+			require.NoError(t, err)
+			closedOrFail(t, ss.Context().Done(), "the subscription's context did not end")
+			var re *RequestError
+			require.ErrorAs(t, ss.Err(), &re)
+			assert.Equal(t, wire.ReqUninterested, re.Code)
+			assert.Same(t, ss.Err(), context.Cause(ss.Context()))
+		})
 	})
 }
 
@@ -432,24 +436,26 @@ func TestEndNotHeldByStalledSubscriber(t *testing.T) {
 // never pass for another's (§3.1.2, §11.3): concurrent subscriptions to a
 // track, and one started while the previous is still ending.
 func TestFreshAliasPerSubscription(t *testing.T) {
-	h, served := servedCh(AcceptOptions{})
-	_, fp := serverSession(t, &Config{Handler: h})
-	fs1 := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-	fs2 := fp.open(subscribeMsg(2, trackA, wire.Params{}))
-	a1 := expect[*wire.SubscribeOK](fs1).TrackAlias
-	a2 := expect[*wire.SubscribeOK](fs2).TrackAlias
-	assert.NotEqual(t, a1, a2, "concurrent subscriptions to one track share an alias")
-	ss1, other := recvOrFail(t, served), recvOrFail(t, served)
-	if ss1.requestID() != 0 {
-		ss1 = other
-	}
-	// The first ends; the subscriber has not read its PUBLISH_DONE yet
-	// when the next subscription starts.
-	require.NoError(t, ss1.End(wire.DoneTrackEnded, ""))
-	fs3 := fp.open(subscribeMsg(4, trackA, wire.Params{}))
-	a3 := expect[*wire.SubscribeOK](fs3).TrackAlias
-	assert.NotEqual(t, a1, a3)
-	assert.NotEqual(t, a2, a3)
+	inBubble(t, func(t *testing.T) {
+		h, served := servedCh(AcceptOptions{})
+		_, fp := serverSession(t, &Config{Handler: h})
+		fs1 := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		fs2 := fp.open(subscribeMsg(2, trackA, wire.Params{}))
+		a1 := expect[*wire.SubscribeOK](fs1).TrackAlias
+		a2 := expect[*wire.SubscribeOK](fs2).TrackAlias
+		assert.NotEqual(t, a1, a2, "concurrent subscriptions to one track share an alias")
+		ss1, other := recvOrFail(t, served), recvOrFail(t, served)
+		if ss1.requestID() != 0 {
+			ss1 = other
+		}
+		// The first ends; the subscriber has not read its PUBLISH_DONE yet
+		// when the next subscription starts.
+		require.NoError(t, ss1.End(wire.DoneTrackEnded, ""))
+		fs3 := fp.open(subscribeMsg(4, trackA, wire.Params{}))
+		a3 := expect[*wire.SubscribeOK](fs3).TrackAlias
+		assert.NotEqual(t, a1, a3)
+		assert.NotEqual(t, a2, a3)
+	})
 }
 
 // TestFilterRangesRefusedBeforeSending: the library's subscriber does not
@@ -459,35 +465,37 @@ func TestFreshAliasPerSubscription(t *testing.T) {
 func TestFilterRangesRefusedBeforeSending(t *testing.T) {
 	sub1 := wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamSubgroupFilter, 0, 1)}}
 	t.Run("SUBSCRIBE, peer allows none", func(t *testing.T) {
-		s, fp := clientSession(t, nil)
-		_, err := s.Subscribe(fakeCtx(t), trackA, sub1)
-		require.ErrorIs(t, err, ErrFilterRanges)
-		// Nothing went out: the next request is the first the peer sees.
-		_, _, m := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
-		assert.Equal(t, uint64(0), m.RequestID)
-		assert.Empty(t, m.Parameters.RangeFilters)
+		inBubble(t, func(t *testing.T) {
+			s, fp := clientSession(t, nil)
+			_, err := s.Subscribe(fakeCtx(t), trackA, sub1)
+			require.ErrorIs(t, err, ErrFilterRanges)
+			// Nothing went out: the next request is the first the peer sees.
+			_, _, m := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
+			assert.Equal(t, uint64(0), m.RequestID)
+			assert.Empty(t, m.Parameters.RangeFilters)
+		})
 	})
 	t.Run("REQUEST_UPDATE, counting the filters after it", func(t *testing.T) {
-		fsrv := startFakeServer(t)
-		fp, dial := fsrv.dialLib("moqt", nil)
-		fp.readPeerSetup()
-		fp.sendSetup(&wire.Setup{MaxFilterRanges: wire.Some[uint64](2)})
-		s, err := dial.wait()
-		require.NoError(t, err)
-		_, err = s.Subscribe(fakeCtx(t), trackA, wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamSubgroupFilter, 0, 3)}})
-		require.ErrorIs(t, err, ErrFilterRanges)
-		sub, fs, _ := establish(t, s, fp, trackA, sub1, &wire.SubscribeOK{TrackAlias: 1})
-		// 1 Subgroup Range kept + 2 Object ID Ranges is 3.
-		more := wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamObjectIDFilter, 0, 2)}}
-		require.ErrorIs(t, sub.Update(fakeCtx(t), more), ErrFilterRanges)
-		// Replacing the Subgroup filter with 2 Ranges is 2: sent.
-		fine := wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamSubgroupFilter, 0, 2)}}
-		res := goErr(func() error { return sub.Update(fakeCtx(t), fine) })
-		u := expect[*wire.RequestUpdate](fs)
-		require.Len(t, u.Parameters.RangeFilters, 1)
-		assert.Equal(t, wire.ParamSubgroupFilter, u.Parameters.RangeFilters[0].Type)
-		fs.send(&wire.RequestOK{})
-		require.NoError(t, recvOrFail(t, res))
+		inBubble(t, func(t *testing.T) {
+			s, fp, dialed := pipeClientDial(t, transport.PipeConfig{}, nil)
+			fp.readPeerSetup()
+			fp.sendSetup(&wire.Setup{MaxFilterRanges: wire.Some[uint64](2)})
+			require.NoError(t, recvOrFail(t, dialed))
+			_, err := s.Subscribe(fakeCtx(t), trackA, wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamSubgroupFilter, 0, 3)}})
+			require.ErrorIs(t, err, ErrFilterRanges)
+			sub, fs, _ := establish(t, s, fp, trackA, sub1, &wire.SubscribeOK{TrackAlias: 1})
+			// 1 Subgroup Range kept + 2 Object ID Ranges is 3.
+			more := wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamObjectIDFilter, 0, 2)}}
+			require.ErrorIs(t, sub.Update(fakeCtx(t), more), ErrFilterRanges)
+			// Replacing the Subgroup filter with 2 Ranges is 2: sent.
+			fine := wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamSubgroupFilter, 0, 2)}}
+			res := goErr(func() error { return sub.Update(fakeCtx(t), fine) })
+			u := expect[*wire.RequestUpdate](fs)
+			require.Len(t, u.Parameters.RangeFilters, 1)
+			assert.Equal(t, wire.ParamSubgroupFilter, u.Parameters.RangeFilters[0].Type)
+			fs.send(&wire.RequestOK{})
+			require.NoError(t, recvOrFail(t, res))
+		})
 	})
 }
 

@@ -206,68 +206,76 @@ func (p *fakePub) expectMalformedDatagram() *MalformedTrackError {
 // whose second stream carries another Publisher Priority. The open streams
 // are stopped with MALFORMED_TRACK.
 func TestC022_C023_PriorityDiffersWithinSubgroup(t *testing.T) {
-	p := newFakePub(t, wire.Params{}, nil)
-	a := p.subgroup(hdr(1, 0, 10)).objects(0)
-	ra := p.stream()
-	readIDs(t, ra, 0)
-	b := p.subgroup(hdr(1, 0, 20)).objects(1)
-	_, err := p.stream().Next()
-	me := p.expectMalformed(err)
-	assert.Contains(t, me.Reason, "Publisher Priority")
-	a.expectStopSending(wire.ResetMalformedTrack)
-	b.expectStopSending(wire.ResetMalformedTrack)
-	_, err = ra.Next()
-	assert.ErrorAs(t, err, &me, "the other stream reports why it was stopped")
+	inBubble(t, func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		a := p.subgroup(hdr(1, 0, 10)).objects(0)
+		ra := p.stream()
+		readIDs(t, ra, 0)
+		b := p.subgroup(hdr(1, 0, 20)).objects(1)
+		_, err := p.stream().Next()
+		me := p.expectMalformed(err)
+		assert.Contains(t, me.Reason, "Publisher Priority")
+		a.expectStopSending(wire.ResetMalformedTrack)
+		b.expectStopSending(wire.ResetMalformedTrack)
+		_, err = ra.Next()
+		assert.ErrorAs(t, err, &me, "the other stream reports why it was stopped")
+	})
 }
 
 // TestC022_EverySubscriptionToTheTrackCancelled: a Malformed Track seen
 // on one subscription cancels every subscription to that track from that
 // publisher (§12.1), whatever its alias; one to another track goes on.
 func TestC022_EverySubscriptionToTheTrackCancelled(t *testing.T) {
-	p := newFakePub(t, wire.Params{}, nil)
-	same, sameReq := p.subscribeAgain(testTrack, fakeAlias+1, wire.Params{})
-	other, _ := p.subscribeAgain(trackB, fakeAlias+2, wire.Params{})
-	p.subgroup(hdr(1, 0, 1)).objects(0).status(1, wire.ObjectEndOfTrack)
-	readIDs(t, p.stream(), 0, 1)
-	p.subgroup(hdr(2, 0, 1)).objects(0)
-	_, err := p.stream().Next()
-	me := p.expectMalformed(err)
+	inBubble(t, func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		same, sameReq := p.subscribeAgain(testTrack, fakeAlias+1, wire.Params{})
+		other, _ := p.subscribeAgain(trackB, fakeAlias+2, wire.Params{})
+		p.subgroup(hdr(1, 0, 1)).objects(0).status(1, wire.ObjectEndOfTrack)
+		readIDs(t, p.stream(), 0, 1)
+		p.subgroup(hdr(2, 0, 1)).objects(0)
+		_, err := p.stream().Next()
+		me := p.expectMalformed(err)
 
-	closedOrFail(t, same.Done(), "the other subscription to the track was not cancelled")
-	var sameErr *MalformedTrackError
-	require.ErrorAs(t, same.Err(), &sameErr)
-	assert.Equal(t, me.Reason, sameErr.Reason)
-	sameReq.expectReset(wire.ResetMalformedTrack)
-	sameReq.expectStopSending(wire.ResetMalformedTrack)
-	assert.Equal(t, stateEstablished, other.current(), "another track is not affected")
+		closedOrFail(t, same.Done(), "the other subscription to the track was not cancelled")
+		var sameErr *MalformedTrackError
+		require.ErrorAs(t, same.Err(), &sameErr)
+		assert.Equal(t, me.Reason, sameErr.Reason)
+		sameReq.expectReset(wire.ResetMalformedTrack)
+		sameReq.expectStopSending(wire.ResetMalformedTrack)
+		assert.Equal(t, stateEstablished, other.current(), "another track is not affected")
+	})
 }
 
 // TestC022_ObjectAfterSubgroupFinal: condition 2, an object past the last
 // object before a FIN of its subgroup, in either order.
 func TestC022_ObjectAfterSubgroupFinal(t *testing.T) {
 	t.Run("object after the FIN", func(t *testing.T) {
-		p := newFakePub(t, wire.Params{}, nil)
-		p.subgroup(hdr(1, 0, 1)).objects(0, 1, 2).fin()
-		r := p.stream()
-		readIDs(t, r, 0, 1, 2)
-		readEOF(t, r)
-		b := p.subgroup(hdr(1, 0, 1)).objects(3)
-		_, err := p.stream().Next()
-		me := p.expectMalformed(err)
-		assert.Contains(t, me.Reason, "final object 2 of subgroup 0")
-		b.expectStopSending(wire.ResetMalformedTrack)
+		inBubble(t, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			p.subgroup(hdr(1, 0, 1)).objects(0, 1, 2).fin()
+			r := p.stream()
+			readIDs(t, r, 0, 1, 2)
+			readEOF(t, r)
+			b := p.subgroup(hdr(1, 0, 1)).objects(3)
+			_, err := p.stream().Next()
+			me := p.expectMalformed(err)
+			assert.Contains(t, me.Reason, "final object 2 of subgroup 0")
+			b.expectStopSending(wire.ResetMalformedTrack)
+		})
 	})
 	t.Run("FIN after a larger object", func(t *testing.T) {
-		p := newFakePub(t, wire.Params{}, nil)
-		a := p.subgroup(hdr(1, 0, 1)).objects(4, 5)
-		readIDs(t, p.stream(), 4, 5)
-		p.subgroup(hdr(1, 0, 1)).objects(0, 1, 2).fin()
-		r := p.stream()
-		readIDs(t, r, 0, 1, 2)
-		_, err := r.Next()
-		me := p.expectMalformed(err)
-		assert.Contains(t, me.Reason, "object {1, 5} after the final object 2 of subgroup 0")
-		a.expectStopSending(wire.ResetMalformedTrack)
+		inBubble(t, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			a := p.subgroup(hdr(1, 0, 1)).objects(4, 5)
+			readIDs(t, p.stream(), 4, 5)
+			p.subgroup(hdr(1, 0, 1)).objects(0, 1, 2).fin()
+			r := p.stream()
+			readIDs(t, r, 0, 1, 2)
+			_, err := r.Next()
+			me := p.expectMalformed(err)
+			assert.Contains(t, me.Reason, "object {1, 5} after the final object 2 of subgroup 0")
+			a.expectStopSending(wire.ResetMalformedTrack)
+		})
 	})
 }
 
@@ -275,17 +283,19 @@ func TestC022_ObjectAfterSubgroupFinal(t *testing.T) {
 // streams that end with a FIN after different objects. The FIN that
 // reveals it is reported instead of io.EOF.
 func TestC022_SubgroupFinalsDiffer(t *testing.T) {
-	p := newFakePub(t, wire.Params{}, nil)
-	p.subgroup(hdr(1, 0, 1)).objects(0, 1, 2).fin()
-	r := p.stream()
-	readIDs(t, r, 0, 1, 2)
-	readEOF(t, r)
-	p.subgroup(hdr(1, 0, 1)).objects(0, 1).fin()
-	r = p.stream()
-	readIDs(t, r, 0, 1)
-	_, err := r.Next()
-	me := p.expectMalformed(err)
-	assert.Contains(t, me.Reason, "ends at object 2 on one stream and 1 on another")
+	inBubble(t, func(t *testing.T) {
+		p := newFakePub(t, wire.Params{}, nil)
+		p.subgroup(hdr(1, 0, 1)).objects(0, 1, 2).fin()
+		r := p.stream()
+		readIDs(t, r, 0, 1, 2)
+		readEOF(t, r)
+		p.subgroup(hdr(1, 0, 1)).objects(0, 1).fin()
+		r = p.stream()
+		readIDs(t, r, 0, 1)
+		_, err := r.Next()
+		me := p.expectMalformed(err)
+		assert.Contains(t, me.Reason, "ends at object 2 on one stream and 1 on another")
+	})
 }
 
 // TestC022_ObjectAfterGroupFinal: condition 4, an object past the final
@@ -293,53 +303,63 @@ func TestC022_SubgroupFinalsDiffer(t *testing.T) {
 // streams and in datagrams, in either order.
 func TestC022_ObjectAfterGroupFinal(t *testing.T) {
 	t.Run("END_OF_GROUP status then stream", func(t *testing.T) {
-		p := newFakePub(t, wire.Params{}, nil)
-		p.subgroup(hdr(1, 0, 1)).objects(0, 1).status(2, wire.ObjectEndOfGroup)
-		readIDs(t, p.stream(), 0, 1, 2)
-		b := p.subgroup(hdr(1, 1, 1)).objects(3)
-		_, err := p.stream().Next()
-		p.expectMalformed(err)
-		b.expectStopSending(wire.ResetMalformedTrack)
+		inBubble(t, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			p.subgroup(hdr(1, 0, 1)).objects(0, 1).status(2, wire.ObjectEndOfGroup)
+			readIDs(t, p.stream(), 0, 1, 2)
+			b := p.subgroup(hdr(1, 1, 1)).objects(3)
+			_, err := p.stream().Next()
+			p.expectMalformed(err)
+			b.expectStopSending(wire.ResetMalformedTrack)
+		})
 	})
 	t.Run("END_OF_GROUP header and FIN then stream", func(t *testing.T) {
-		p := newFakePub(t, wire.Params{}, nil)
-		h := hdr(1, 0, 1)
-		h.EndOfGroup = true
-		p.subgroup(h).objects(0, 1).fin()
-		r := p.stream()
-		readIDs(t, r, 0, 1)
-		readEOF(t, r)
-		p.subgroup(hdr(1, 1, 1)).objects(2)
-		_, err := p.stream().Next()
-		me := p.expectMalformed(err)
-		assert.Contains(t, me.Reason, "final object 1 of group 1")
+		inBubble(t, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			h := hdr(1, 0, 1)
+			h.EndOfGroup = true
+			p.subgroup(h).objects(0, 1).fin()
+			r := p.stream()
+			readIDs(t, r, 0, 1)
+			readEOF(t, r)
+			p.subgroup(hdr(1, 1, 1)).objects(2)
+			_, err := p.stream().Next()
+			me := p.expectMalformed(err)
+			assert.Contains(t, me.Reason, "final object 1 of group 1")
+		})
 	})
 	t.Run("END_OF_GROUP status then datagram", func(t *testing.T) {
-		p := newFakePub(t, wire.Params{}, nil)
-		p.subgroup(hdr(1, 0, 1)).objects(0).status(1, wire.ObjectEndOfGroup)
-		readIDs(t, p.stream(), 0, 1)
-		p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 2, Payload: []byte("late")})
-		p.expectMalformedDatagram()
+		inBubble(t, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			p.subgroup(hdr(1, 0, 1)).objects(0).status(1, wire.ObjectEndOfGroup)
+			readIDs(t, p.stream(), 0, 1)
+			p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 2, Payload: []byte("late")})
+			p.expectMalformedDatagram()
+		})
 	})
 	t.Run("datagram END_OF_GROUP flag then stream", func(t *testing.T) {
-		p := newFakePub(t, wire.Params{}, nil)
-		p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 1, EndOfGroup: true, Payload: []byte("last")})
-		p.readDatagram(wire.Location{Group: 1, Object: 1})
-		p.subgroup(hdr(1, 0, 1)).objects(2)
-		_, err := p.stream().Next()
-		p.expectMalformed(err)
+		inBubble(t, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 1, EndOfGroup: true, Payload: []byte("last")})
+			p.readDatagram(wire.Location{Group: 1, Object: 1})
+			p.subgroup(hdr(1, 0, 1)).objects(2)
+			_, err := p.stream().Next()
+			p.expectMalformed(err)
+		})
 	})
 	t.Run("END_OF_GROUP status after a larger object", func(t *testing.T) {
-		p := newFakePub(t, wire.Params{}, nil)
-		a := p.subgroup(hdr(1, 1, 1)).objects(5)
-		readIDs(t, p.stream(), 5)
-		p.subgroup(hdr(1, 0, 1)).objects(0).status(3, wire.ObjectEndOfGroup)
-		r := p.stream()
-		readIDs(t, r, 0)
-		_, err := r.Next()
-		me := p.expectMalformed(err)
-		assert.Contains(t, me.Reason, "object {1, 5} after the final object 3 of group 1")
-		a.expectStopSending(wire.ResetMalformedTrack)
+		inBubble(t, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			a := p.subgroup(hdr(1, 1, 1)).objects(5)
+			readIDs(t, p.stream(), 5)
+			p.subgroup(hdr(1, 0, 1)).objects(0).status(3, wire.ObjectEndOfGroup)
+			r := p.stream()
+			readIDs(t, r, 0)
+			_, err := r.Next()
+			me := p.expectMalformed(err)
+			assert.Contains(t, me.Reason, "object {1, 5} after the final object 3 of group 1")
+			a.expectStopSending(wire.ResetMalformedTrack)
+		})
 	})
 }
 
@@ -347,44 +367,52 @@ func TestC022_ObjectAfterGroupFinal(t *testing.T) {
 // END_OF_TRACK, in either order.
 func TestC022_ObjectAfterTrackFinal(t *testing.T) {
 	t.Run("stream in a later group", func(t *testing.T) {
-		p := newFakePub(t, wire.Params{}, nil)
-		p.subgroup(hdr(2, 0, 1)).objects(0).status(1, wire.ObjectEndOfTrack).fin()
-		r := p.stream()
-		readIDs(t, r, 0, 1)
-		readEOF(t, r)
-		p.subgroup(hdr(3, 0, 1)).objects(0)
-		_, err := p.stream().Next()
-		me := p.expectMalformed(err)
-		assert.Contains(t, me.Reason, "final object {2, 1} of the track")
+		inBubble(t, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			p.subgroup(hdr(2, 0, 1)).objects(0).status(1, wire.ObjectEndOfTrack).fin()
+			r := p.stream()
+			readIDs(t, r, 0, 1)
+			readEOF(t, r)
+			p.subgroup(hdr(3, 0, 1)).objects(0)
+			_, err := p.stream().Next()
+			me := p.expectMalformed(err)
+			assert.Contains(t, me.Reason, "final object {2, 1} of the track")
+		})
 	})
 	t.Run("datagram in the last group", func(t *testing.T) {
-		p := newFakePub(t, wire.Params{}, nil)
-		p.subgroup(hdr(2, 0, 1)).status(1, wire.ObjectEndOfTrack)
-		readIDs(t, p.stream(), 1)
-		p.datagram(wire.ObjectDatagram{GroupID: 2, ObjectID: 4, Payload: []byte("late")})
-		p.expectMalformedDatagram()
+		inBubble(t, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			p.subgroup(hdr(2, 0, 1)).status(1, wire.ObjectEndOfTrack)
+			readIDs(t, p.stream(), 1)
+			p.datagram(wire.ObjectDatagram{GroupID: 2, ObjectID: 4, Payload: []byte("late")})
+			p.expectMalformedDatagram()
+		})
 	})
 	t.Run("END_OF_TRACK after a larger object of its group", func(t *testing.T) {
-		p := newFakePub(t, wire.Params{}, nil)
-		p.subgroup(hdr(2, 1, 1)).objects(3)
-		readIDs(t, p.stream(), 3)
-		p.subgroup(hdr(2, 0, 1)).objects(0).status(1, wire.ObjectEndOfTrack)
-		r := p.stream()
-		readIDs(t, r, 0)
-		_, err := r.Next()
-		me := p.expectMalformed(err)
-		assert.Contains(t, me.Reason, "object {2, 3} after the final object {2, 1} of the track")
+		inBubble(t, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			p.subgroup(hdr(2, 1, 1)).objects(3)
+			readIDs(t, p.stream(), 3)
+			p.subgroup(hdr(2, 0, 1)).objects(0).status(1, wire.ObjectEndOfTrack)
+			r := p.stream()
+			readIDs(t, r, 0)
+			_, err := r.Next()
+			me := p.expectMalformed(err)
+			assert.Contains(t, me.Reason, "object {2, 3} after the final object {2, 1} of the track")
+		})
 	})
 	t.Run("END_OF_TRACK after a later group", func(t *testing.T) {
-		p := newFakePub(t, wire.Params{}, nil)
-		p.datagram(wire.ObjectDatagram{GroupID: 5, Payload: []byte("ahead")})
-		p.readDatagram(wire.Location{Group: 5})
-		p.subgroup(hdr(2, 0, 1)).objects(0).status(1, wire.ObjectEndOfTrack)
-		r := p.stream()
-		readIDs(t, r, 0)
-		_, err := r.Next()
-		me := p.expectMalformed(err)
-		assert.Contains(t, me.Reason, "group 5 received after the final object {2, 1}")
+		inBubble(t, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			p.datagram(wire.ObjectDatagram{GroupID: 5, Payload: []byte("ahead")})
+			p.readDatagram(wire.Location{Group: 5})
+			p.subgroup(hdr(2, 0, 1)).objects(0).status(1, wire.ObjectEndOfTrack)
+			r := p.stream()
+			readIDs(t, r, 0)
+			_, err := r.Next()
+			me := p.expectMalformed(err)
+			assert.Contains(t, me.Reason, "group 5 received after the final object {2, 1}")
+		})
 	})
 }
 
@@ -392,33 +420,39 @@ func TestC022_ObjectAfterTrackFinal(t *testing.T) {
 // Location received both as a datagram and on a subgroup stream.
 func TestC022_ForwardingPreferenceChanged(t *testing.T) {
 	t.Run("datagram then stream", func(t *testing.T) {
-		p := newFakePub(t, wire.Params{}, nil)
-		p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 0, Payload: []byte("d")})
-		p.readDatagram(wire.Location{Group: 1})
-		b := p.subgroup(hdr(1, 0, 1)).objects(0)
-		_, err := p.stream().Next()
-		p.expectMalformed(err)
-		b.expectStopSending(wire.ResetMalformedTrack)
+		inBubble(t, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 0, Payload: []byte("d")})
+			p.readDatagram(wire.Location{Group: 1})
+			b := p.subgroup(hdr(1, 0, 1)).objects(0)
+			_, err := p.stream().Next()
+			p.expectMalformed(err)
+			b.expectStopSending(wire.ResetMalformedTrack)
+		})
 	})
 	t.Run("stream then datagram", func(t *testing.T) {
-		p := newFakePub(t, wire.Params{}, nil)
-		a := p.subgroup(hdr(1, 0, 1)).objects(0, 1, 2)
-		r := p.stream()
-		readIDs(t, r, 0, 1, 2)
-		p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 1, Payload: []byte("d")})
-		me := p.expectMalformedDatagram()
-		assert.Contains(t, me.Reason, "{1, 1} received as a datagram and on a subgroup stream")
-		a.expectStopSending(wire.ResetMalformedTrack)
+		inBubble(t, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			a := p.subgroup(hdr(1, 0, 1)).objects(0, 1, 2)
+			r := p.stream()
+			readIDs(t, r, 0, 1, 2)
+			p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 1, Payload: []byte("d")})
+			me := p.expectMalformedDatagram()
+			assert.Contains(t, me.Reason, "{1, 1} received as a datagram and on a subgroup stream")
+			a.expectStopSending(wire.ResetMalformedTrack)
+		})
 	})
 	t.Run("other objects of a group may differ", func(t *testing.T) {
-		p := newFakePub(t, wire.Params{}, nil)
-		p.subgroup(hdr(1, 0, 1)).objects(0, 2)
-		readIDs(t, p.stream(), 0, 2)
-		// Object 1 fell in the gap between 0 and 2: it is another Object,
-		// free to be a datagram (§11.1.1).
-		p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 1, Payload: []byte("d")})
-		p.readDatagram(wire.Location{Group: 1, Object: 1})
-		assert.NoError(t, p.sub.Err())
+		inBubble(t, func(t *testing.T) {
+			p := newFakePub(t, wire.Params{}, nil)
+			p.subgroup(hdr(1, 0, 1)).objects(0, 2)
+			readIDs(t, p.stream(), 0, 2)
+			// Object 1 fell in the gap between 0 and 2: it is another Object,
+			// free to be a datagram (§11.1.1).
+			p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 1, Payload: []byte("d")})
+			p.readDatagram(wire.Location{Group: 1, Object: 1})
+			assert.NoError(t, p.sub.Err())
+		})
 	})
 }
 
@@ -443,23 +477,27 @@ func TestC005_MandatoryPropertyOnObject(t *testing.T) {
 		props []byte
 	}{{"direct", mandatory}, {"inside IMMUTABLE_PROPERTIES", nested}} {
 		t.Run("stream/"+c.name, func(t *testing.T) {
-			p := newFakePub(t, wire.Params{}, nil)
-			h := hdr(1, 0, 1)
-			h.HasProperties = true
-			s := p.subgroup(h).write(wire.SubgroupObject{ObjectID: 0}, "ok")
-			s.write(wire.SubgroupObject{ObjectID: 1, Properties: c.props}, "bad")
-			r := p.stream()
-			readIDs(t, r, 0)
-			_, err := r.Next()
-			me := p.expectMalformed(err)
-			assert.Contains(t, me.Reason, "Mandatory Track Property")
-			s.expectStopSending(wire.ResetMalformedTrack)
+			inBubble(t, func(t *testing.T) {
+				p := newFakePub(t, wire.Params{}, nil)
+				h := hdr(1, 0, 1)
+				h.HasProperties = true
+				s := p.subgroup(h).write(wire.SubgroupObject{ObjectID: 0}, "ok")
+				s.write(wire.SubgroupObject{ObjectID: 1, Properties: c.props}, "bad")
+				r := p.stream()
+				readIDs(t, r, 0)
+				_, err := r.Next()
+				me := p.expectMalformed(err)
+				assert.Contains(t, me.Reason, "Mandatory Track Property")
+				s.expectStopSending(wire.ResetMalformedTrack)
+			})
 		})
 		t.Run("datagram/"+c.name, func(t *testing.T) {
-			p := newFakePub(t, wire.Params{}, nil)
-			p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 0, Properties: c.props, Payload: []byte("bad")})
-			me := p.expectMalformedDatagram()
-			assert.Contains(t, me.Reason, "Mandatory Track Property")
+			inBubble(t, func(t *testing.T) {
+				p := newFakePub(t, wire.Params{}, nil)
+				p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 0, Properties: c.props, Payload: []byte("bad")})
+				me := p.expectMalformedDatagram()
+				assert.Contains(t, me.Reason, "Mandatory Track Property")
+			})
 		})
 	}
 }
@@ -549,11 +587,13 @@ func TestMalformedImmutableProperties(t *testing.T) {
 		{"unparseable", "cannot be parsed", []byte{0x02}}, // a type with no value
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := newFakePub(t, wire.Params{}, nil)
-			props := propsBlock(t, wire.KVList{{Type: wire.PropImmutableProperties, Bytes: c.inner}})
-			p.datagram(wire.ObjectDatagram{GroupID: 1, Properties: props, Payload: []byte("x")})
-			me := p.expectMalformedDatagram()
-			assert.Contains(t, me.Reason, c.want)
+			inBubble(t, func(t *testing.T) {
+				p := newFakePub(t, wire.Params{}, nil)
+				props := propsBlock(t, wire.KVList{{Type: wire.PropImmutableProperties, Bytes: c.inner}})
+				p.datagram(wire.ObjectDatagram{GroupID: 1, Properties: props, Payload: []byte("x")})
+				me := p.expectMalformedDatagram()
+				assert.Contains(t, me.Reason, c.want)
+			})
 		})
 	}
 }

@@ -155,53 +155,51 @@ func TestServeMuxOverSession(t *testing.T) {
 	live := wire.FullTrackName{Namespace: wire.NewNamespace("live"), Name: []byte("v")}
 	cam := wire.FullTrackName{Namespace: wire.NewNamespace("live", "cam", "1"), Name: []byte("v")}
 	other := wire.FullTrackName{Namespace: wire.NewNamespace("livestream"), Name: []byte("v")}
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			camTrack, err := NewLocalTrack(cam, nil)
-			require.NoError(t, err)
-			mux := NewServeMux()
-			mux.HandleFunc(wire.NewNamespace("live"), func(r Request) {
-				_ = r.Reject(wire.ReqUnauthorized, "live")
-			})
-			mux.HandleFunc(wire.NewNamespace("live", "cam"), func(r Request) {
-				switch r := r.(type) {
-				case *SubscribeRequest:
-					_, _ = camTrack.Accept(r, AcceptOptions{})
-				case *TrackStatusRequest:
-					_ = camTrack.Status(r)
-				case *PublishRequest:
-					_, _ = r.Accept(wire.Params{})
-				}
-			})
-			p := newPair(t, tr.scheme, &Config{Handler: mux}, &Config{Handler: mux})
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-
-			sub, err := p.client.Subscribe(ctx, cam, wire.Params{})
-			require.NoError(t, err, "(live, cam) serves (live, cam, 1)")
-			assert.Equal(t, stateEstablished, sub.current())
-			_, err = p.client.TrackStatus(ctx, cam, wire.Params{})
-			assert.NoError(t, err)
-
-			var re *RequestError
-			_, err = p.client.Subscribe(ctx, live, wire.Params{})
-			require.ErrorAs(t, err, &re)
-			assert.Equal(t, wire.ReqUnauthorized, re.Code, "(live) serves (live)")
-			_, err = p.client.TrackStatus(ctx, other, wire.Params{})
-			require.ErrorAs(t, err, &re)
-			assert.Equal(t, wire.ReqDoesNotExist, re.Code, "(livestream) matches nothing")
-
-			// The client's mux routes the server's PUBLISH the same way.
-			camPub, err := NewLocalTrack(wire.FullTrackName{Namespace: cam.Namespace, Name: []byte("audio")}, nil)
-			require.NoError(t, err)
-			ss, err := camPub.Publish(ctx, p.server, wire.Params{}, AcceptOptions{})
-			require.NoError(t, err)
-			assert.Equal(t, stateEstablished, ss.current())
-			otherPub, err := NewLocalTrack(other, nil)
-			require.NoError(t, err)
-			_, err = otherPub.Publish(ctx, p.server, wire.Params{}, AcceptOptions{})
-			require.ErrorAs(t, err, &re)
-			assert.Equal(t, wire.ReqNotSupported, re.Code, "DefaultHandler's answer to PUBLISH")
+	forTransports(t, func(t *testing.T, connect connector) {
+		camTrack, err := NewLocalTrack(cam, nil)
+		require.NoError(t, err)
+		mux := NewServeMux()
+		mux.HandleFunc(wire.NewNamespace("live"), func(r Request) {
+			_ = r.Reject(wire.ReqUnauthorized, "live")
 		})
-	}
+		mux.HandleFunc(wire.NewNamespace("live", "cam"), func(r Request) {
+			switch r := r.(type) {
+			case *SubscribeRequest:
+				_, _ = camTrack.Accept(r, AcceptOptions{})
+			case *TrackStatusRequest:
+				_ = camTrack.Status(r)
+			case *PublishRequest:
+				_, _ = r.Accept(wire.Params{})
+			}
+		})
+		p := connect(t, &Config{Handler: mux}, &Config{Handler: mux})
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+
+		sub, err := p.client.Subscribe(ctx, cam, wire.Params{})
+		require.NoError(t, err, "(live, cam) serves (live, cam, 1)")
+		assert.Equal(t, stateEstablished, sub.current())
+		_, err = p.client.TrackStatus(ctx, cam, wire.Params{})
+		assert.NoError(t, err)
+
+		var re *RequestError
+		_, err = p.client.Subscribe(ctx, live, wire.Params{})
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, wire.ReqUnauthorized, re.Code, "(live) serves (live)")
+		_, err = p.client.TrackStatus(ctx, other, wire.Params{})
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, wire.ReqDoesNotExist, re.Code, "(livestream) matches nothing")
+
+		// The client's mux routes the server's PUBLISH the same way.
+		camPub, err := NewLocalTrack(wire.FullTrackName{Namespace: cam.Namespace, Name: []byte("audio")}, nil)
+		require.NoError(t, err)
+		ss, err := camPub.Publish(ctx, p.server, wire.Params{}, AcceptOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, stateEstablished, ss.current())
+		otherPub, err := NewLocalTrack(other, nil)
+		require.NoError(t, err)
+		_, err = otherPub.Publish(ctx, p.server, wire.Params{}, AcceptOptions{})
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, wire.ReqNotSupported, re.Code, "DefaultHandler's answer to PUBLISH")
+	})
 }

@@ -284,8 +284,10 @@ func TestPriorityControlBeforeData(t *testing.T) {
 func TestPriorityWebTransportHasNoTable(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			p := newPair(t, tr.scheme, nil, nil)
-			assert.Equal(t, tr.scheme == "https", p.server.priorities() == nil)
+			inBubble(t, func(t *testing.T) {
+				p := newPipePair(t, transport.PipeConfig{WebTransport: tr.scheme == "https"}, nil, nil)
+				assert.Equal(t, tr.scheme == "https", p.server.priorities() == nil)
+			})
 		})
 	}
 }

@@ -48,20 +48,22 @@ func TestRequestContextCancelledByPeer(t *testing.T) {
 		for _, kind := range requestKindCases {
 			for _, way := range []string{"reset", "stop_sending"} {
 				t.Run(scheme+"/"+kind.name+"/"+way, func(t *testing.T) {
-					h, ctxs := blockingHandler()
-					s, fp := serverSessionOver(t, scheme, &Config{Handler: h})
-					fs := fp.open(kind.msg)
-					ctx := recvOrFail(t, ctxs)
-					require.NoError(t, ctx.Err(), "cancelled before the peer gave up")
-					if way == "reset" {
-						fs.reset(wire.ResetCancelled)
-					} else {
-						fs.stopSending(wire.ResetCancelled)
-					}
-					closedOrFail(t, ctx.Done(), "the handler's Context is not cancelled")
-					assert.ErrorIs(t, context.Cause(ctx), ErrCancelled)
-					fp.alive(2)
-					assert.NoError(t, s.Context().Err())
+					inBubble(t, func(t *testing.T) {
+						h, ctxs := blockingHandler()
+						s, fp := serverSessionOver(t, scheme, &Config{Handler: h})
+						fs := fp.open(kind.msg)
+						ctx := recvOrFail(t, ctxs)
+						require.NoError(t, ctx.Err(), "cancelled before the peer gave up")
+						if way == "reset" {
+							fs.reset(wire.ResetCancelled)
+						} else {
+							fs.stopSending(wire.ResetCancelled)
+						}
+						closedOrFail(t, ctx.Done(), "the handler's Context is not cancelled")
+						assert.ErrorIs(t, context.Cause(ctx), ErrCancelled)
+						fp.alive(2)
+						assert.NoError(t, s.Context().Err())
+					})
 				})
 			}
 		}
@@ -72,44 +74,41 @@ func TestRequestContextCancelledByPeer(t *testing.T) {
 // (its call's context ends) reaches the handler, blocked on its Context,
 // for SUBSCRIBE, PUBLISH and TRACK_STATUS.
 func TestRequestContextCancelledByRequester(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			h, ctxs := blockingHandler()
-			p := newPair(t, tr.scheme, &Config{Handler: h}, &Config{Handler: h})
-			lt, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			for _, kind := range []struct {
-				name string
-				call func(ctx context.Context) error
-			}{
-				{"SUBSCRIBE", func(ctx context.Context) error {
-					_, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-					return err
-				}},
-				{"PUBLISH", func(ctx context.Context) error {
-					_, err := lt.Publish(ctx, p.server, wire.Params{}, AcceptOptions{})
-					return err
-				}},
-				{"TRACK_STATUS", func(ctx context.Context) error {
-					_, err := p.client.TrackStatus(ctx, testTrack, wire.Params{})
-					return err
-				}},
-			} {
-				t.Run(kind.name, func(t *testing.T) {
-					ctx, cancel := context.WithCancel(t.Context())
-					called := goErr(func() error { return kind.call(ctx) })
-					reqCtx := recvOrFail(t, ctxs)
-					require.NoError(t, reqCtx.Err())
-					cancel()
-					assert.ErrorIs(t, recvOrFail(t, called), context.Canceled)
-					closedOrFail(t, reqCtx.Done(), "the handler's Context is not cancelled")
-					assert.ErrorIs(t, context.Cause(reqCtx), ErrCancelled)
-				})
-			}
-			assert.NoError(t, p.client.Context().Err())
-			assert.NoError(t, p.server.Context().Err())
-		})
-	}
+	forTransports(t, func(t *testing.T, connect connector) {
+		h, ctxs := blockingHandler()
+		p := connect(t, &Config{Handler: h}, &Config{Handler: h})
+		lt, err := NewLocalTrack(testTrack, nil)
+		require.NoError(t, err)
+		for _, kind := range []struct {
+			name string
+			call func(ctx context.Context) error
+		}{
+			{"SUBSCRIBE", func(ctx context.Context) error {
+				_, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+				return err
+			}},
+			{"PUBLISH", func(ctx context.Context) error {
+				_, err := lt.Publish(ctx, p.server, wire.Params{}, AcceptOptions{})
+				return err
+			}},
+			{"TRACK_STATUS", func(ctx context.Context) error {
+				_, err := p.client.TrackStatus(ctx, testTrack, wire.Params{})
+				return err
+			}},
+		} {
+			// No subtests: t.Run is not allowed in a synctest bubble.
+			ctx, cancel := context.WithCancel(t.Context())
+			called := goErr(func() error { return kind.call(ctx) })
+			reqCtx := recvOrFail(t, ctxs)
+			require.NoError(t, reqCtx.Err(), kind.name)
+			cancel()
+			assert.ErrorIs(t, recvOrFail(t, called), context.Canceled, kind.name)
+			closedOrFail(t, reqCtx.Done(), kind.name+": the handler's Context is not cancelled")
+			assert.ErrorIs(t, context.Cause(reqCtx), ErrCancelled, kind.name)
+		}
+		assert.NoError(t, p.client.Context().Err())
+		assert.NoError(t, p.server.Context().Err())
+	})
 }
 
 // The Context also ends when the request does: when it is refused, when
@@ -128,68 +127,78 @@ func TestRequestContextEndsWithRequest(t *testing.T) {
 	})
 
 	t.Run("rejected", func(t *testing.T) {
-		_, fp := serverSession(t, &Config{Handler: h})
-		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-		fs.fin()
-		r := recvOrFail(t, got)
-		assert.NoError(t, r.ctx.Err(), "a FIN is no cancellation")
-		require.NoError(t, r.r.Reject(wire.ReqUnauthorized, "no"))
-		closedOrFail(t, r.ctx.Done(), "not cancelled by the refusal")
-		var re *RequestError
-		require.ErrorAs(t, context.Cause(r.ctx), &re)
-		assert.Equal(t, wire.ReqUnauthorized, re.Code)
+		inBubble(t, func(t *testing.T) {
+			_, fp := serverSession(t, &Config{Handler: h})
+			fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+			fs.fin()
+			r := recvOrFail(t, got)
+			assert.NoError(t, r.ctx.Err(), "a FIN is no cancellation")
+			require.NoError(t, r.r.Reject(wire.ReqUnauthorized, "no"))
+			closedOrFail(t, r.ctx.Done(), "not cancelled by the refusal")
+			var re *RequestError
+			require.ErrorAs(t, context.Cause(r.ctx), &re)
+			assert.Equal(t, wire.ReqUnauthorized, re.Code)
+		})
 	})
 
 	t.Run("subscription ended", func(t *testing.T) {
-		_, fp := serverSession(t, &Config{Handler: h})
-		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-		r := recvOrFail(t, got)
-		ss, err := acceptLocal(r.r.(*SubscribeRequest), AcceptOptions{})
-		require.NoError(t, err)
-		expect[*wire.SubscribeOK](fs)
-		assert.NoError(t, r.ctx.Err(), "the subscription is live")
-		require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
-		closedOrFail(t, r.ctx.Done(), "not cancelled by PUBLISH_DONE")
-		var de *DoneError
-		assert.ErrorAs(t, context.Cause(r.ctx), &de)
+		inBubble(t, func(t *testing.T) {
+			_, fp := serverSession(t, &Config{Handler: h})
+			fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+			r := recvOrFail(t, got)
+			ss, err := acceptLocal(r.r.(*SubscribeRequest), AcceptOptions{})
+			require.NoError(t, err)
+			expect[*wire.SubscribeOK](fs)
+			assert.NoError(t, r.ctx.Err(), "the subscription is live")
+			require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
+			closedOrFail(t, r.ctx.Done(), "not cancelled by PUBLISH_DONE")
+			var de *DoneError
+			assert.ErrorAs(t, context.Cause(r.ctx), &de)
+		})
 	})
 
 	t.Run("publish done", func(t *testing.T) {
-		_, fp := serverSession(t, &Config{Handler: h})
-		fs := fp.open(publishMsg(0, trackA, 1, wire.Params{}, nil))
-		r := recvOrFail(t, got)
-		sub, err := r.r.(*PublishRequest).Accept(wire.Params{})
-		require.NoError(t, err)
-		expect[*wire.RequestOK](fs)
-		assert.NoError(t, r.ctx.Err(), "the subscription is live")
-		fs.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
-		fs.fin()
-		closedOrFail(t, sub.Done(), "subscription not ended")
-		closedOrFail(t, r.ctx.Done(), "not cancelled once the publisher ended the request")
-		assert.ErrorIs(t, context.Cause(r.ctx), errRequestEnded)
+		inBubble(t, func(t *testing.T) {
+			_, fp := serverSession(t, &Config{Handler: h})
+			fs := fp.open(publishMsg(0, trackA, 1, wire.Params{}, nil))
+			r := recvOrFail(t, got)
+			sub, err := r.r.(*PublishRequest).Accept(wire.Params{})
+			require.NoError(t, err)
+			expect[*wire.RequestOK](fs)
+			assert.NoError(t, r.ctx.Err(), "the subscription is live")
+			fs.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
+			fs.fin()
+			closedOrFail(t, sub.Done(), "subscription not ended")
+			closedOrFail(t, r.ctx.Done(), "not cancelled once the publisher ended the request")
+			assert.ErrorIs(t, context.Cause(r.ctx), errRequestEnded)
+		})
 	})
 
 	t.Run("track status answered", func(t *testing.T) {
-		_, fp := serverSession(t, &Config{Handler: h})
-		fs := fp.open(&wire.TrackStatus{RequestID: 0, TrackNamespace: trackA.Namespace, TrackName: trackA.Name})
-		fs.fin()
-		r := recvOrFail(t, got)
-		time.Sleep(50 * time.Millisecond) // let the FIN arrive: it must not cancel
-		assert.NoError(t, r.ctx.Err(), "a FIN is no cancellation")
-		require.NoError(t, r.r.(*TrackStatusRequest).Accept(wire.Opt[wire.Location]{}, nil))
-		expect[*wire.RequestOK](fs)
-		fs.expectFIN()
-		closedOrFail(t, r.ctx.Done(), "not cancelled once the request is over")
-		assert.ErrorIs(t, context.Cause(r.ctx), errRequestEnded, "nobody cancelled")
+		inBubble(t, func(t *testing.T) {
+			_, fp := serverSession(t, &Config{Handler: h})
+			fs := fp.open(&wire.TrackStatus{RequestID: 0, TrackNamespace: trackA.Namespace, TrackName: trackA.Name})
+			fs.fin()
+			r := recvOrFail(t, got)
+			time.Sleep(50 * time.Millisecond) // let the FIN arrive: it must not cancel
+			assert.NoError(t, r.ctx.Err(), "a FIN is no cancellation")
+			require.NoError(t, r.r.(*TrackStatusRequest).Accept(wire.Opt[wire.Location]{}, nil))
+			expect[*wire.RequestOK](fs)
+			fs.expectFIN()
+			closedOrFail(t, r.ctx.Done(), "not cancelled once the request is over")
+			assert.ErrorIs(t, context.Cause(r.ctx), errRequestEnded, "nobody cancelled")
+		})
 	})
 
 	t.Run("session closed", func(t *testing.T) {
-		s, fp := serverSession(t, &Config{Handler: h})
-		fp.open(subscribeMsg(0, trackA, wire.Params{}))
-		r := recvOrFail(t, got)
-		require.NoError(t, s.CloseWithError(wire.NoError, "bye"))
-		closedOrFail(t, r.ctx.Done(), "not cancelled by the session's end")
-		var se *SessionError
-		assert.ErrorAs(t, context.Cause(r.ctx), &se)
+		inBubble(t, func(t *testing.T) {
+			s, fp := serverSession(t, &Config{Handler: h})
+			fp.open(subscribeMsg(0, trackA, wire.Params{}))
+			r := recvOrFail(t, got)
+			require.NoError(t, s.CloseWithError(wire.NoError, "bye"))
+			closedOrFail(t, r.ctx.Done(), "not cancelled by the session's end")
+			var se *SessionError
+			assert.ErrorAs(t, context.Cause(r.ctx), &se)
+		})
 	})
 }

@@ -36,48 +36,54 @@ func TestServerReceivesRedirectWithConnectURI(t *testing.T) {
 	for name, request := range requests {
 		for _, scheme := range schemes {
 			t.Run(scheme+"/"+name, func(t *testing.T) {
-				s, fp := serverSessionOver(t, scheme, nil)
-				done := goErr(func() error { return request(s) })
-				fs := fp.accept()
-				fs.read()
-				fs.send(redirectError("moqt://elsewhere.example/live", trackB))
-				fp.expectClose(wire.ProtocolViolation)
-				assert.Error(t, recvOrFail(t, done))
+				inBubble(t, func(t *testing.T) {
+					s, fp := serverSessionOver(t, scheme, nil)
+					done := goErr(func() error { return request(s) })
+					fs := fp.accept()
+					fs.read()
+					fs.send(redirectError("moqt://elsewhere.example/live", trackB))
+					fp.expectClose(wire.ProtocolViolation)
+					assert.Error(t, recvOrFail(t, done))
+				})
 			})
 		}
 		t.Run("empty Connect URI/"+name, func(t *testing.T) {
-			s, fp := serverSession(t, nil)
-			done := goErr(func() error { return request(s) })
-			fs := fp.accept()
-			fs.read()
-			fs.send(redirectError("", trackB))
-			fs.fin()
-			var re *RequestError
-			require.ErrorAs(t, recvOrFail(t, done), &re)
-			require.NotNil(t, re.Redirect)
-			assert.Equal(t, trackB.Name, re.Redirect.TrackName)
-			fp.alive(0)
-			assert.NoError(t, s.Context().Err())
+			inBubble(t, func(t *testing.T) {
+				s, fp := serverSession(t, nil)
+				done := goErr(func() error { return request(s) })
+				fs := fp.accept()
+				fs.read()
+				fs.send(redirectError("", trackB))
+				fs.fin()
+				var re *RequestError
+				require.ErrorAs(t, recvOrFail(t, done), &re)
+				require.NotNil(t, re.Redirect)
+				assert.Equal(t, trackB.Name, re.Redirect.TrackName)
+				fp.alive(0)
+				assert.NoError(t, s.Context().Err())
+			})
 		})
 	}
 }
 
 // A client may be redirected to another server.
 func TestClientReceivesRedirectWithConnectURI(t *testing.T) {
-	s, fp := clientSession(t, nil)
-	done := goErr(func() error {
-		_, err := s.TrackStatus(context.Background(), trackA, wire.Params{})
-		return err
+	inBubble(t, func(t *testing.T) {
+		s, fp := clientSession(t, nil)
+		done := goErr(func() error {
+			_, err := s.TrackStatus(context.Background(), trackA, wire.Params{})
+			return err
+		})
+		fs := fp.accept()
+		expect[*wire.TrackStatus](fs)
+		fs.send(redirectError("moqt://elsewhere.example/live", trackB))
+		fs.fin()
+		var re *RequestError
+		require.ErrorAs(t, recvOrFail(t, done), &re)
+		require.NotNil(t, re.Redirect)
+		assert.Equal(t, "moqt://elsewhere.example/live", re.Redirect.ConnectURI)
+		assert.NoError(t, s.Context().Err())
 	})
-	fs := fp.accept()
-	expect[*wire.TrackStatus](fs)
-	fs.send(redirectError("moqt://elsewhere.example/live", trackB))
-	fs.fin()
-	var re *RequestError
-	require.ErrorAs(t, recvOrFail(t, done), &re)
-	require.NotNil(t, re.Redirect)
-	assert.Equal(t, "moqt://elsewhere.example/live", re.Redirect.ConnectURI)
-	assert.NoError(t, s.Context().Err())
 }
 
 // The rule for namespace-scoped requests is applied by the same read: the

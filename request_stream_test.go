@@ -23,20 +23,11 @@ import (
 // schemes are the transports the fake peer reaches the library over.
 var schemes = []string{"moqt", "https"}
 
-// serverSessionOver is serverSession over raw QUIC ("moqt") or
-// WebTransport ("https").
+// serverSessionOver is serverSession over a Pipe imitating raw QUIC
+// ("moqt") or WebTransport ("https"). Call it inside inBubble.
 func serverSessionOver(t *testing.T, scheme string, cfg *Config) (*Session, *fakePeer) {
 	t.Helper()
-	ls := startLibServer(t, cfg, nil)
-	fp := ls.dial(scheme)
-	st := &wire.Setup{}
-	if scheme == "moqt" {
-		st = ls.clientSetup()
-	}
-	fp.sendSetup(st)
-	s := ls.accept()
-	fp.readPeerSetup()
-	return s, fp
+	return pipeServerSession(t, transport.PipeConfig{WebTransport: scheme == "https"}, cfg)
 }
 
 // A request stream allocates almost nothing before bytes arrive: no 64 KiB
@@ -202,29 +193,33 @@ func TestRefusedRequestStreamFollowsTheRules(t *testing.T) {
 	} {
 		for _, scheme := range schemes {
 			t.Run(scheme+"/"+tc.name, func(t *testing.T) {
-				_, fp := serverSessionOver(t, scheme, tc.cfg)
-				fs := refused(t, fp, tc.request(0))
-				for _, m := range tc.then {
-					fs.send(m)
-				}
-				fp.expectClose(tc.code)
+				inBubble(t, func(t *testing.T) {
+					_, fp := serverSessionOver(t, scheme, tc.cfg)
+					fs := refused(t, fp, tc.request(0))
+					for _, m := range tc.then {
+						fs.send(m)
+					}
+					fp.expectClose(tc.code)
+				})
 			})
 		}
 	}
 	t.Run("what the requester may send is discarded", func(t *testing.T) {
-		s, fp := serverSession(t, &Config{MaxRequestUpdates: 2})
-		fs := refused(t, fp, subscribe(0))
-		fs.send(&wire.RequestUpdate{RequestID: 2})
-		fs.send(&wire.Goaway{})
-		fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{Forward: wire.Some(false)}})
-		fs.fin()
-		// A refused PUBLISH: its publisher may notify and end.
-		fs = refused(t, fp, publish(6))
-		fs.send(&wire.PublishStateNotify{})
-		fs.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
-		fs.fin()
-		fp.alive(8)
-		assert.NoError(t, s.Context().Err())
+		inBubble(t, func(t *testing.T) {
+			s, fp := serverSession(t, &Config{MaxRequestUpdates: 2})
+			fs := refused(t, fp, subscribe(0))
+			fs.send(&wire.RequestUpdate{RequestID: 2})
+			fs.send(&wire.Goaway{})
+			fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{Forward: wire.Some(false)}})
+			fs.fin()
+			// A refused PUBLISH: its publisher may notify and end.
+			fs = refused(t, fp, publish(6))
+			fs.send(&wire.PublishStateNotify{})
+			fs.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
+			fs.fin()
+			fp.alive(8)
+			assert.NoError(t, s.Context().Err())
+		})
 	})
 }
 
@@ -277,15 +272,17 @@ func TestSessionLevelNamespaceDoesNotExist(t *testing.T) {
 		}, "SUBSCRIBE_TRACKS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// The Handler refuses what reaches it with a code of its own.
-			h := HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqUninterested, "no") })
-			_, fp := serverSession(t, &Config{Handler: h})
-			fs := fp.open(tc.m(0, session))
-			assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
-			fs.expectFIN()
-			// Any other namespace goes to the Handler.
-			fs = fp.open(tc.m(2, trackA.Namespace))
-			assert.Equal(t, wire.ReqUninterested, expect[*wire.RequestError](fs).ErrorCode)
+			inBubble(t, func(t *testing.T) {
+				// The Handler refuses what reaches it with a code of its own.
+				h := HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqUninterested, "no") })
+				_, fp := serverSession(t, &Config{Handler: h})
+				fs := fp.open(tc.m(0, session))
+				assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
+				fs.expectFIN()
+				// Any other namespace goes to the Handler.
+				fs = fp.open(tc.m(2, trackA.Namespace))
+				assert.Equal(t, wire.ReqUninterested, expect[*wire.RequestError](fs).ErrorCode)
+			})
 		})
 	}
 }
@@ -309,29 +306,33 @@ func TestRejectedPublishUpdatesFollowTheRules(t *testing.T) {
 			[]wire.Message{&wire.RequestUpdate{RequestID: 2}, &wire.RequestUpdate{RequestID: 4}}, wire.TooManyRequestUpdates},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := tc.cfg
-			if cfg == nil {
-				cfg = &Config{}
-			}
-			cfg.Handler = reject
-			_, fp := serverSession(t, cfg)
-			fs := fp.open(publishMsg(0, trackA, 7, wire.Params{}, nil))
-			assert.Equal(t, wire.ReqUninterested, expect[*wire.RequestError](fs).ErrorCode)
-			for _, m := range tc.then {
-				fs.send(m)
-			}
-			fp.expectClose(tc.code)
+			inBubble(t, func(t *testing.T) {
+				cfg := tc.cfg
+				if cfg == nil {
+					cfg = &Config{}
+				}
+				cfg.Handler = reject
+				_, fp := serverSession(t, cfg)
+				fs := fp.open(publishMsg(0, trackA, 7, wire.Params{}, nil))
+				assert.Equal(t, wire.ReqUninterested, expect[*wire.RequestError](fs).ErrorCode)
+				for _, m := range tc.then {
+					fs.send(m)
+				}
+				fp.expectClose(tc.code)
+			})
 		})
 	}
 	t.Run("a valid one is discarded", func(t *testing.T) {
-		s, fp := serverSession(t, &Config{Handler: reject})
-		fs := fp.open(publishMsg(0, trackA, 7, wire.Params{}, nil))
-		expect[*wire.RequestError](fs)
-		fs.send(&wire.RequestUpdate{RequestID: 2})
-		fs.fin()
-		fs.expectFIN()
-		fp.alive(4)
-		assert.NoError(t, s.Context().Err())
+		inBubble(t, func(t *testing.T) {
+			s, fp := serverSession(t, &Config{Handler: reject})
+			fs := fp.open(publishMsg(0, trackA, 7, wire.Params{}, nil))
+			expect[*wire.RequestError](fs)
+			fs.send(&wire.RequestUpdate{RequestID: 2})
+			fs.fin()
+			fs.expectFIN()
+			fp.alive(4)
+			assert.NoError(t, s.Context().Err())
+		})
 	})
 }
 
@@ -346,45 +347,53 @@ func TestTrackStatusAcceptsGoaway(t *testing.T) {
 		})
 	}
 	t.Run("then the answer", func(t *testing.T) {
-		s, fp := clientSession(t, nil)
-		done := ask(s)
-		fs := fp.accept()
-		expect[*wire.TrackStatus](fs)
-		fs.send(&wire.Goaway{NewSessionURI: "moqt://elsewhere.example/live"})
-		fs.send(&wire.RequestOK{Parameters: wire.Params{LargestObject: wire.Some(wire.Location{Group: 3})}})
-		fs.fin()
-		require.NoError(t, recvOrFail(t, done))
-		assert.NoError(t, s.Context().Err())
+		inBubble(t, func(t *testing.T) {
+			s, fp := clientSession(t, nil)
+			done := ask(s)
+			fs := fp.accept()
+			expect[*wire.TrackStatus](fs)
+			fs.send(&wire.Goaway{NewSessionURI: "moqt://elsewhere.example/live"})
+			fs.send(&wire.RequestOK{Parameters: wire.Params{LargestObject: wire.Some(wire.Location{Group: 3})}})
+			fs.fin()
+			require.NoError(t, recvOrFail(t, done))
+			assert.NoError(t, s.Context().Err())
+		})
 	})
 	t.Run("then FIN", func(t *testing.T) {
-		s, fp := clientSession(t, nil)
-		done := ask(s)
-		fs := fp.accept()
-		expect[*wire.TrackStatus](fs)
-		fs.send(&wire.Goaway{})
-		fs.fin()
-		assert.ErrorIs(t, recvOrFail(t, done), ErrGoingAway)
-		assert.NoError(t, s.Context().Err())
+		inBubble(t, func(t *testing.T) {
+			s, fp := clientSession(t, nil)
+			done := ask(s)
+			fs := fp.accept()
+			expect[*wire.TrackStatus](fs)
+			fs.send(&wire.Goaway{})
+			fs.fin()
+			assert.ErrorIs(t, recvOrFail(t, done), ErrGoingAway)
+			assert.NoError(t, s.Context().Err())
+		})
 	})
 	t.Run("a second GOAWAY", func(t *testing.T) {
-		s, fp := clientSession(t, nil)
-		done := ask(s)
-		fs := fp.accept()
-		expect[*wire.TrackStatus](fs)
-		fs.send(&wire.Goaway{})
-		fs.send(&wire.Goaway{})
-		fp.expectClose(wire.ProtocolViolation)
-		assert.Error(t, recvOrFail(t, done))
+		inBubble(t, func(t *testing.T) {
+			s, fp := clientSession(t, nil)
+			done := ask(s)
+			fs := fp.accept()
+			expect[*wire.TrackStatus](fs)
+			fs.send(&wire.Goaway{})
+			fs.send(&wire.Goaway{})
+			fp.expectClose(wire.ProtocolViolation)
+			assert.Error(t, recvOrFail(t, done))
+		})
 	})
 	t.Run("from the requester", func(t *testing.T) {
-		s, fp := serverSession(t, nil)
-		fs := fp.open(&wire.TrackStatus{RequestID: 0, TrackNamespace: trackA.Namespace, TrackName: trackA.Name})
-		fs.send(&wire.Goaway{})
-		fs.fin()
-		expect[*wire.RequestError](fs)
-		fs.expectFIN()
-		fp.alive(2)
-		assert.NoError(t, s.Context().Err())
+		inBubble(t, func(t *testing.T) {
+			s, fp := serverSession(t, nil)
+			fs := fp.open(&wire.TrackStatus{RequestID: 0, TrackNamespace: trackA.Namespace, TrackName: trackA.Name})
+			fs.send(&wire.Goaway{})
+			fs.fin()
+			expect[*wire.RequestError](fs)
+			fs.expectFIN()
+			fp.alive(2)
+			assert.NoError(t, s.Context().Err())
+		})
 	})
 }
 
@@ -401,27 +410,29 @@ func TestIdleRequestStreamsHoldLittle(t *testing.T) {
 	}
 	for _, scheme := range schemes {
 		t.Run(scheme, func(t *testing.T) {
-			s, fp := serverSessionOver(t, scheme, &Config{ControlMessageTimeout: time.Minute})
-			fp.alive(0) // the session's own allocations are done
-			// Those that served it, and those of sessions of earlier tests
-			// still closing, wind down first.
-			base := settledGoroutines()
-			before := heap()
-			streams := make([]*fakeStream, n)
-			for i := range streams {
-				streams[i] = fp.openStream()
-				// A SUBSCRIBE that declares 65535 bytes and sends 20 of them.
-				streams[i].sendRaw(frame(wire.MsgSubscribe, make([]byte, wire.MaxMessageBody))[:23])
-			}
-			require.Eventually(t, func() bool { return runtime.NumGoroutine() >= base+n },
-				fakeGuard, 10*time.Millisecond, "the library did not take up the streams")
-			time.Sleep(100 * time.Millisecond) // let the last reads block
-			after := heap()
-			grown := after - min(before, after)
-			t.Logf("%d stalled request streams: %d bytes of heap, both ends", n, grown)
-			assert.Less(t, grown/n, uint64(32<<10), "heap per stalled request stream, both ends")
-			runtime.KeepAlive(streams)
-			assert.NoError(t, s.Context().Err())
+			inBubble(t, func(t *testing.T) {
+				s, fp := serverSessionOver(t, scheme, &Config{ControlMessageTimeout: time.Minute})
+				fp.alive(0) // the session's own allocations are done
+				// Those that served it, and those of sessions of earlier tests
+				// still closing, wind down first.
+				base := settledGoroutines()
+				before := heap()
+				streams := make([]*fakeStream, n)
+				for i := range streams {
+					streams[i] = fp.openStream()
+					// A SUBSCRIBE that declares 65535 bytes and sends 20 of them.
+					streams[i].sendRaw(frame(wire.MsgSubscribe, make([]byte, wire.MaxMessageBody))[:23])
+				}
+				require.Eventually(t, func() bool { return runtime.NumGoroutine() >= base+n },
+					fakeGuard, 10*time.Millisecond, "the library did not take up the streams")
+				time.Sleep(100 * time.Millisecond) // let the last reads block
+				after := heap()
+				grown := after - min(before, after)
+				t.Logf("%d stalled request streams: %d bytes of heap, both ends", n, grown)
+				assert.Less(t, grown/n, uint64(32<<10), "heap per stalled request stream, both ends")
+				runtime.KeepAlive(streams)
+				assert.NoError(t, s.Context().Err())
+			})
 		})
 	}
 }

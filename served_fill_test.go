@@ -62,19 +62,21 @@ func fillServerWith(t *testing.T, connect fakeConnector, cfg *Config, mk func() 
 // its Request ID, from the start of the track up to the Largest Object
 // its SUBSCRIBE_OK reports, then FIN (§3.4, §3.5).
 func TestFillWithSubscribe(t *testing.T) {
-	_, fp, windows, _ := fillServer(t, &Config{}, func() fetchCursor {
-		return &pubSliceCursor{entries: []Object{pobj(1, 0, "a"), pobj(2, 3, "b")}}
+	inBubble(t, func(t *testing.T) {
+		_, fp, windows, _ := fillServer(t, &Config{}, func() fetchCursor {
+			return &pubSliceCursor{entries: []Object{pobj(1, 0, "a"), pobj(2, 3, "b")}}
+		})
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter()),
+			FillParameters: wholeTrack()}))
+		ok := expect[*wire.SubscribeOK](fs)
+		assert.Equal(t, wire.Some(pl(2, 3)), ok.Parameters.LargestObject)
+		d := fp.acceptPubFetch(false)
+		assert.Equal(t, uint64(0), d.id)
+		assert.Equal(t, []wire.Location{pl(1, 0), pl(2, 3)}, pubLocs(d.all()))
+		w := recvOrFail(t, windows)
+		assert.Equal(t, pl(0, 0), w.Start)
+		assert.Equal(t, pl(2, 3), w.End)
 	})
-	fs := fp.open(subscribeMsg(0, trackA, wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter()),
-		FillParameters: wholeTrack()}))
-	ok := expect[*wire.SubscribeOK](fs)
-	assert.Equal(t, wire.Some(pl(2, 3)), ok.Parameters.LargestObject)
-	d := fp.acceptPubFetch(false)
-	assert.Equal(t, uint64(0), d.id)
-	assert.Equal(t, []wire.Location{pl(1, 0), pl(2, 3)}, pubLocs(d.all()))
-	w := recvOrFail(t, windows)
-	assert.Equal(t, pl(0, 0), w.Start)
-	assert.Equal(t, pl(2, 3), w.End)
 }
 
 // Fill only while Forward is 1 (§3.4.1): FILL_PARAMETERS under Forward 0
@@ -82,52 +84,56 @@ func TestFillWithSubscribe(t *testing.T) {
 // REQUEST_UPDATE with them under Forward 1 opens one tagged with its
 // Request ID. A fill range starting past the Largest Object opens none.
 func TestFillOnlyWhileForward(t *testing.T) {
-	_, fp, _, _ := fillServer(t, &Config{}, func() fetchCursor { return &pubSliceCursor{} })
-	fs := fp.open(subscribeMsg(0, trackA, wire.Params{Forward: wire.Some(false), FillParameters: wholeTrack()}))
-	expect[*wire.SubscribeOK](fs)
-	fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{Forward: wire.Some(true)}})
-	expect[*wire.RequestOK](fs)
-	fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{
-		FillParameters: &wire.Params{LocationFilter: wire.Some(wire.StartFilter(pl(2, 4)))}}})
-	expect[*wire.RequestOK](fs)
-	fs.send(&wire.RequestUpdate{RequestID: 6, Parameters: wire.Params{Forward: wire.Some(false), FillParameters: wholeTrack()}})
-	expect[*wire.RequestOK](fs)
-	fs.send(&wire.RequestUpdate{RequestID: 8, Parameters: wire.Params{Forward: wire.Some(true), FillParameters: wholeTrack()}})
-	expect[*wire.RequestOK](fs)
-	// Streams are accepted in the order they opened: the first is the
-	// only one that should exist.
-	d := fp.acceptPubFetch(false)
-	assert.Equal(t, uint64(8), d.id)
-	assert.Empty(t, d.all())
+	inBubble(t, func(t *testing.T) {
+		_, fp, _, _ := fillServer(t, &Config{}, func() fetchCursor { return &pubSliceCursor{} })
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{Forward: wire.Some(false), FillParameters: wholeTrack()}))
+		expect[*wire.SubscribeOK](fs)
+		fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{Forward: wire.Some(true)}})
+		expect[*wire.RequestOK](fs)
+		fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{
+			FillParameters: &wire.Params{LocationFilter: wire.Some(wire.StartFilter(pl(2, 4)))}}})
+		expect[*wire.RequestOK](fs)
+		fs.send(&wire.RequestUpdate{RequestID: 6, Parameters: wire.Params{Forward: wire.Some(false), FillParameters: wholeTrack()}})
+		expect[*wire.RequestOK](fs)
+		fs.send(&wire.RequestUpdate{RequestID: 8, Parameters: wire.Params{Forward: wire.Some(true), FillParameters: wholeTrack()}})
+		expect[*wire.RequestOK](fs)
+		// Streams are accepted in the order they opened: the first is the
+		// only one that should exist.
+		d := fp.acceptPubFetch(false)
+		assert.Equal(t, uint64(8), d.id)
+		assert.Empty(t, d.all())
+	})
 }
 
 // Several fills may be open at once, each tagged with the Request ID that
 // asked for it; a new one does not cancel the others (§3.4).
 func TestSeveralFills(t *testing.T) {
-	release := make(chan struct{})
-	_, fp, _, _ := fillServer(t, &Config{}, func() fetchCursor {
-		return &pubBlockedCursor{first: []Object{pobj(2, 0, "x")}, release: release}
+	inBubble(t, func(t *testing.T) {
+		release := make(chan struct{})
+		_, fp, _, _ := fillServer(t, &Config{}, func() fetchCursor {
+			return &pubBlockedCursor{first: []Object{pobj(2, 0, "x")}, release: release}
+		})
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{FillParameters: wholeTrack()}))
+		expect[*wire.SubscribeOK](fs)
+		fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{FillParameters: wholeTrack()}})
+		expect[*wire.RequestOK](fs)
+		fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{FillParameters: wholeTrack()}})
+		expect[*wire.RequestOK](fs)
+		var fills []*pubFetchStream
+		for range 3 {
+			d := fp.acceptPubFetch(false)
+			e, err := d.next()
+			require.NoError(t, err)
+			assert.Equal(t, pl(2, 0), e.Location())
+			fills = append(fills, d)
+		}
+		// Each fill's stream opens on a goroutine of its own: any order.
+		assert.ElementsMatch(t, []uint64{0, 2, 4}, []uint64{fills[0].id, fills[1].id, fills[2].id})
+		close(release)
+		for _, d := range fills {
+			assert.Empty(t, d.all())
+		}
 	})
-	fs := fp.open(subscribeMsg(0, trackA, wire.Params{FillParameters: wholeTrack()}))
-	expect[*wire.SubscribeOK](fs)
-	fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{FillParameters: wholeTrack()}})
-	expect[*wire.RequestOK](fs)
-	fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{FillParameters: wholeTrack()}})
-	expect[*wire.RequestOK](fs)
-	var fills []*pubFetchStream
-	for range 3 {
-		d := fp.acceptPubFetch(false)
-		e, err := d.next()
-		require.NoError(t, err)
-		assert.Equal(t, pl(2, 0), e.Location())
-		fills = append(fills, d)
-	}
-	// Each fill's stream opens on a goroutine of its own: any order.
-	assert.ElementsMatch(t, []uint64{0, 2, 4}, []uint64{fills[0].id, fills[1].id, fills[2].id})
-	close(release)
-	for _, d := range fills {
-		assert.Empty(t, d.all())
-	}
 }
 
 // C088: when the subscription ends, its open fill fetch streams are reset,
@@ -136,27 +142,31 @@ func TestSeveralFills(t *testing.T) {
 func TestC088_SubscriptionEndResetsFills(t *testing.T) {
 	blocked := func() fetchCursor { return &pubBlockedCursor{first: []Object{pobj(2, 0, "x")}} }
 	t.Run("PUBLISH_DONE", func(t *testing.T) {
-		_, fp, _, served := fillServer(t, &Config{}, blocked)
-		fs := fp.open(subscribeMsg(0, trackA, wire.Params{FillParameters: wholeTrack()}))
-		expect[*wire.SubscribeOK](fs)
-		d := fp.acceptPubFetch(false)
-		_, err := d.next()
-		require.NoError(t, err)
-		ss := recvOrFail(t, served)
-		require.NoError(t, ss.End(wire.DoneGoingAway, "bye"))
-		d.expectReset(wire.ResetGoingAway)
-		done := expect[*wire.PublishDone](fs)
-		assert.Equal(t, uint64(1), done.StreamCount, "the fill stream counts")
+		inBubble(t, func(t *testing.T) {
+			_, fp, _, served := fillServer(t, &Config{}, blocked)
+			fs := fp.open(subscribeMsg(0, trackA, wire.Params{FillParameters: wholeTrack()}))
+			expect[*wire.SubscribeOK](fs)
+			d := fp.acceptPubFetch(false)
+			_, err := d.next()
+			require.NoError(t, err)
+			ss := recvOrFail(t, served)
+			require.NoError(t, ss.End(wire.DoneGoingAway, "bye"))
+			d.expectReset(wire.ResetGoingAway)
+			done := expect[*wire.PublishDone](fs)
+			assert.Equal(t, uint64(1), done.StreamCount, "the fill stream counts")
+		})
 	})
 	t.Run("cancelled", func(t *testing.T) {
-		_, fp, _, _ := fillServer(t, &Config{}, blocked)
-		fs := fp.open(subscribeMsg(0, trackA, wire.Params{FillParameters: wholeTrack()}))
-		expect[*wire.SubscribeOK](fs)
-		d := fp.acceptPubFetch(false)
-		_, err := d.next()
-		require.NoError(t, err)
-		fs.cancel()
-		d.expectReset(wire.ResetCancelled)
+		inBubble(t, func(t *testing.T) {
+			_, fp, _, _ := fillServer(t, &Config{}, blocked)
+			fs := fp.open(subscribeMsg(0, trackA, wire.Params{FillParameters: wholeTrack()}))
+			expect[*wire.SubscribeOK](fs)
+			d := fp.acceptPubFetch(false)
+			_, err := d.next()
+			require.NoError(t, err)
+			fs.cancel()
+			d.expectReset(wire.ResetCancelled)
+		})
 	})
 }
 
@@ -172,49 +182,55 @@ func (failingCursor) next(ctx context.Context) (Object, error) {
 // what the track keeps fails.
 func TestC089_FillFailureResetsAfterHeader(t *testing.T) {
 	t.Run("cap", func(t *testing.T) {
-		release := make(chan struct{})
-		defer close(release)
-		s, fp, _, _ := fillServer(t, &Config{MaxServedFetches: 1}, func() fetchCursor {
-			return &pubBlockedCursor{first: []Object{pobj(2, 0, "x")}, release: release}
+		inBubble(t, func(t *testing.T) {
+			release := make(chan struct{})
+			defer close(release)
+			s, fp, _, _ := fillServer(t, &Config{MaxServedFetches: 1}, func() fetchCursor {
+				return &pubBlockedCursor{first: []Object{pobj(2, 0, "x")}, release: release}
+			})
+			fetch := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+			expect[*wire.FetchOK](fetch)
+			fetchData := fp.acceptPubFetch(false)
+			assert.Equal(t, uint64(0), fetchData.id)
+			require.Equal(t, int64(1), s.serving.n.Load())
+			fs := fp.open(subscribeMsg(2, trackA, wire.Params{FillParameters: wholeTrack()}))
+			expect[*wire.SubscribeOK](fs)
+			d := fp.acceptPubFetch(false)
+			assert.Equal(t, uint64(2), d.id)
+			d.expectReset(wire.ResetExcessiveLoad)
 		})
-		fetch := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
-		expect[*wire.FetchOK](fetch)
-		fetchData := fp.acceptPubFetch(false)
-		assert.Equal(t, uint64(0), fetchData.id)
-		require.Equal(t, int64(1), s.serving.n.Load())
-		fs := fp.open(subscribeMsg(2, trackA, wire.Params{FillParameters: wholeTrack()}))
-		expect[*wire.SubscribeOK](fs)
-		d := fp.acceptPubFetch(false)
-		assert.Equal(t, uint64(2), d.id)
-		d.expectReset(wire.ResetExcessiveLoad)
 	})
 	t.Run("cursor error", func(t *testing.T) {
-		_, fp, _, _ := fillServer(t, &Config{}, func() fetchCursor { return failingCursor{} })
-		fs := fp.open(subscribeMsg(0, trackA, wire.Params{FillParameters: wholeTrack()}))
-		expect[*wire.SubscribeOK](fs)
-		d := fp.acceptPubFetch(false)
-		assert.Equal(t, uint64(0), d.id)
-		d.expectReset(wire.ResetInternalError)
-		fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{}})
-		expect[*wire.RequestOK](fs) // the subscription goes on
+		inBubble(t, func(t *testing.T) {
+			_, fp, _, _ := fillServer(t, &Config{}, func() fetchCursor { return failingCursor{} })
+			fs := fp.open(subscribeMsg(0, trackA, wire.Params{FillParameters: wholeTrack()}))
+			expect[*wire.SubscribeOK](fs)
+			d := fp.acceptPubFetch(false)
+			assert.Equal(t, uint64(0), d.id)
+			d.expectReset(wire.ResetInternalError)
+			fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{}})
+			expect[*wire.RequestOK](fs) // the subscription goes on
+		})
 	})
 }
 
 // The subscriber's STOP_SENDING on a fill fetch stream ends that fill
 // only: the subscription goes on, and the fill's place is free.
 func TestFillStopSending(t *testing.T) {
-	s, fp, _, _ := fillServer(t, &Config{}, func() fetchCursor {
-		return &pubBlockedCursor{first: []Object{pobj(2, 0, "x")}}
+	inBubble(t, func(t *testing.T) {
+		s, fp, _, _ := fillServer(t, &Config{}, func() fetchCursor {
+			return &pubBlockedCursor{first: []Object{pobj(2, 0, "x")}}
+		})
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{FillParameters: wholeTrack()}))
+		expect[*wire.SubscribeOK](fs)
+		d := fp.acceptPubFetch(false)
+		_, err := d.next()
+		require.NoError(t, err)
+		d.str.CancelRead(uint64(wire.ResetCancelled))
+		require.Eventually(t, func() bool { return s.serving.n.Load() == 0 }, fakeGuard, time.Millisecond)
+		fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{}})
+		expect[*wire.RequestOK](fs)
 	})
-	fs := fp.open(subscribeMsg(0, trackA, wire.Params{FillParameters: wholeTrack()}))
-	expect[*wire.SubscribeOK](fs)
-	d := fp.acceptPubFetch(false)
-	_, err := d.next()
-	require.NoError(t, err)
-	d.str.CancelRead(uint64(wire.ResetCancelled))
-	require.Eventually(t, func() bool { return s.serving.n.Load() == 0 }, fakeGuard, time.Millisecond)
-	fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{}})
-	expect[*wire.RequestOK](fs)
 }
 
 // A fill inherits the subscription's parameters; those inside
@@ -250,34 +266,38 @@ func TestFillParams(t *testing.T) {
 // The subscriber of this end's PUBLISH asks for a fill with REQUEST_UPDATE
 // (§9.20.16): the fill is tagged with the update's Request ID.
 func TestFillOnPublish(t *testing.T) {
-	s, fp := serverSession(t, &Config{})
-	pubUseCursor(s, func(filter.Window, bool) fetchCursor {
-		return &pubSliceCursor{entries: []Object{pobj(1, 0, "past")}}
+	inBubble(t, func(t *testing.T) {
+		s, fp := serverSession(t, &Config{})
+		pubUseCursor(s, func(filter.Window, bool) fetchCursor {
+			return &pubSliceCursor{entries: []Object{pobj(1, 0, "past")}}
+		})
+		res := startPublish(fakeCtx(t), s, trackA, wire.Params{LargestObject: wire.Some(pl(1, 0))}, nil)
+		fs := fp.accept()
+		expect[*wire.Publish](fs)
+		fs.send(&wire.RequestOK{})
+		require.NoError(t, recvOrFail(t, res).err)
+		fs.send(&wire.RequestUpdate{RequestID: 0, Parameters: wire.Params{FillParameters: wholeTrack()}})
+		assert.Equal(t, wire.Some(pl(1, 0)), expect[*wire.RequestOK](fs).Parameters.LargestObject)
+		d := fp.acceptPubFetch(false)
+		assert.Equal(t, uint64(0), d.id)
+		assert.Equal(t, []wire.Location{pl(1, 0)}, pubLocs(d.all()))
 	})
-	res := startPublish(fakeCtx(t), s, trackA, wire.Params{LargestObject: wire.Some(pl(1, 0))}, nil)
-	fs := fp.accept()
-	expect[*wire.Publish](fs)
-	fs.send(&wire.RequestOK{})
-	require.NoError(t, recvOrFail(t, res).err)
-	fs.send(&wire.RequestUpdate{RequestID: 0, Parameters: wire.Params{FillParameters: wholeTrack()}})
-	assert.Equal(t, wire.Some(pl(1, 0)), expect[*wire.RequestOK](fs).Parameters.LargestObject)
-	d := fp.acceptPubFetch(false)
-	assert.Equal(t, uint64(0), d.id)
-	assert.Equal(t, []wire.Location{pl(1, 0)}, pubLocs(d.all()))
 }
 
 // The Ranges inside a REQUEST_UPDATE's FILL_PARAMETERS count against
 // MAX_FILTER_RANGES as a SUBSCRIBE's do (§3.3.2): past it the update is
 // refused with INVALID_FILTER, and no fill opens.
 func TestFillUpdateRangesLimited(t *testing.T) {
-	_, fp, windows, _ := fillServer(t, &Config{MaxFilterRanges: 1}, func() fetchCursor { return &pubSliceCursor{} })
-	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-	expect[*wire.SubscribeOK](fs)
-	two := wire.RangeFilter{Type: wire.ParamSubgroupFilter, Ranges: []wire.Range{{Start: 0, End: 0}, {Start: 2, End: 2}}}
-	fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{
-		FillParameters: &wire.Params{RangeFilters: []wire.RangeFilter{two}}}})
-	assert.Equal(t, wire.ReqInvalidFilter, expect[*wire.RequestError](fs).ErrorCode)
-	assert.Empty(t, windows, "no fill opened")
+	inBubble(t, func(t *testing.T) {
+		_, fp, windows, _ := fillServer(t, &Config{MaxFilterRanges: 1}, func() fetchCursor { return &pubSliceCursor{} })
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		expect[*wire.SubscribeOK](fs)
+		two := wire.RangeFilter{Type: wire.ParamSubgroupFilter, Ranges: []wire.Range{{Start: 0, End: 0}, {Start: 2, End: 2}}}
+		fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{
+			FillParameters: &wire.Params{RangeFilters: []wire.RangeFilter{two}}}})
+		assert.Equal(t, wire.ReqInvalidFilter, expect[*wire.RequestError](fs).ErrorCode)
+		assert.Empty(t, windows, "no fill opened")
+	})
 }
 
 // TestFillOwnSubscriberPriority: a fill whose FILL_PARAMETERS set
@@ -285,55 +305,57 @@ func TestFillUpdateRangesLimited(t *testing.T) {
 // the subscription's; a fill without one is ranked by the subscription's
 // and moves with it (§3.4, §5.1.2). Raw QUIC, where streams are ranked.
 func TestFillOwnSubscriberPriority(t *testing.T) {
-	release := make(chan struct{})
-	defer close(release)
-	var calls atomic.Int32
-	s, fp, _, _ := fillServer(t, &Config{}, func() fetchCursor {
-		// The first fill starts at a later group than the second: ranked
-		// as one subscription's streams, the first would go behind.
-		first := pobj(1, 0, "a")
-		if calls.Add(1) > 1 {
-			first = pobj(0, 0, "b")
-		}
-		return &pubBlockedCursor{first: []Object{first}, release: release}
-	})
-	fs := fp.open(subscribeMsg(0, trackA, wire.Params{SubscriberPriority: wire.Some[uint8](100),
-		FillParameters: &wire.Params{LocationFilter: wire.Some(wire.NoLocationFilter()), SubscriberPriority: wire.Some[uint8](200)}}))
-	expect[*wire.SubscribeOK](fs)
-	own := fp.acceptPubFetch(false)
-	_, err := own.next()
-	require.NoError(t, err)
-	levels := s.priorities().Levels()
-	require.Len(t, levels, 1)
-	var ownStr priority.Stream
-	for str := range levels {
-		ownStr = str
-	}
-
-	fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](250),
-		FillParameters: &wire.Params{LocationFilter: wire.Some(wire.NoLocationFilter())}}})
-	expect[*wire.RequestOK](fs)
-	inherits := fp.acceptPubFetch(false)
-	_, err = inherits.next()
-	require.NoError(t, err)
-	rank := func() (own, inherits int8) {
-		levels := s.priorities().Levels()
-		require.Len(t, levels, 2)
-		for str, l := range levels {
-			if str == ownStr {
-				own = l[0]
-			} else {
-				inherits = l[0]
+	inBubble(t, func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		var calls atomic.Int32
+		s, fp, _, _ := fillServer(t, &Config{}, func() fetchCursor {
+			// The first fill starts at a later group than the second: ranked
+			// as one subscription's streams, the first would go behind.
+			first := pobj(1, 0, "a")
+			if calls.Add(1) > 1 {
+				first = pobj(0, 0, "b")
 			}
+			return &pubBlockedCursor{first: []Object{first}, release: release}
+		})
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{SubscriberPriority: wire.Some[uint8](100),
+			FillParameters: &wire.Params{LocationFilter: wire.Some(wire.NoLocationFilter()), SubscriberPriority: wire.Some[uint8](200)}}))
+		expect[*wire.SubscribeOK](fs)
+		own := fp.acceptPubFetch(false)
+		_, err := own.next()
+		require.NoError(t, err)
+		levels := s.priorities().Levels()
+		require.Len(t, levels, 1)
+		var ownStr priority.Stream
+		for str := range levels {
+			ownStr = str
 		}
-		return own, inherits
-	}
-	o, i := rank()
-	assert.Less(t, o, i, "the fill's own priority 200 before the subscription's 250")
 
-	fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](10)}})
-	expect[*wire.RequestOK](fs)
-	settle(t, func() bool { o, i := rank(); return i < o }, "the inheriting fill moves with the subscription's priority 10")
+		fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](250),
+			FillParameters: &wire.Params{LocationFilter: wire.Some(wire.NoLocationFilter())}}})
+		expect[*wire.RequestOK](fs)
+		inherits := fp.acceptPubFetch(false)
+		_, err = inherits.next()
+		require.NoError(t, err)
+		rank := func() (own, inherits int8) {
+			levels := s.priorities().Levels()
+			require.Len(t, levels, 2)
+			for str, l := range levels {
+				if str == ownStr {
+					own = l[0]
+				} else {
+					inherits = l[0]
+				}
+			}
+			return own, inherits
+		}
+		o, i := rank()
+		assert.Less(t, o, i, "the fill's own priority 200 before the subscription's 250")
+
+		fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](10)}})
+		expect[*wire.RequestOK](fs)
+		settle(t, func() bool { o, i := rank(); return i < o }, "the inheriting fill moves with the subscription's priority 10")
+	})
 }
 
 // TestRefusedFillsDoNotPileUp: fills refused over Config.MaxServedFetches

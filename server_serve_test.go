@@ -2,10 +2,7 @@ package moqt
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"net"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -123,63 +120,4 @@ func TestServeDrains(t *testing.T) {
 			})
 		})
 	}
-}
-
-// TestServe: Listen and Serve, and no Accept loop of the test's own, take
-// more sessions over both transports than MaxPendingSessions holds, whose
-// Handler answers their requests; ending Serve's context drains every one
-// with GOAWAY and NO_ERROR, and Serve returns nil. Serving a closed
-// Server returns net.ErrClosed.
-func TestServe(t *testing.T) {
-	cert, hash, err := GenerateCertificate("127.0.0.1")
-	require.NoError(t, err)
-	h := newAcceptAll()
-	srv, err := Listen("127.0.0.1:0", quietConfig(&Config{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}, Handler: h}),
-		&ServerOptions{MaxPendingSessions: 2, DrainTimeout: 10 * time.Second})
-	require.NoError(t, err)
-	defer srv.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	serveCtx, stop := context.WithCancel(ctx)
-	served := goErr(func() error { return srv.Serve(serveCtx) })
-
-	var clients []*Session
-	for range 3 { // more than MaxPendingSessions of each: without Serve the third is refused
-		for _, tr := range transports {
-			c, err := Dial(ctx, tr.scheme+"://"+srv.Addr().String()+"/live", quietConfig(&Config{
-				TLSConfig: &tls.Config{RootCAs: x509.NewCertPool()}, ServerCertificateHashes: [][32]byte{hash}}))
-			require.NoError(t, err, tr.name)
-			defer c.Close()
-			_, err = c.Subscribe(ctx, testTrack, wire.Params{})
-			require.NoError(t, err, "the Handler serves the accepted session")
-			clients = append(clients, c)
-		}
-	}
-	for range clients {
-		ss := <-h.served
-		require.NoError(t, ss.End(wire.DoneTrackEnded, ""))
-	}
-	// The subscriptions end as the publisher ended them, so the drain
-	// needs no timeout.
-
-	stop()
-	select {
-	case err := <-served:
-		require.NoError(t, err)
-	case <-ctx.Done():
-		require.FailNow(t, "Serve did not return")
-	}
-	for _, c := range clients {
-		require.Error(t, c.Context().Err(), "Serve returns once every session has ended")
-		select {
-		case <-c.GoingAway():
-		default:
-			assert.Fail(t, "no GOAWAY before the close")
-		}
-		code, _ := closeOf(t, c)
-		assert.Equal(t, wire.NoError, code)
-	}
-
-	require.NoError(t, srv.Close())
-	assert.ErrorIs(t, srv.Serve(ctx), net.ErrClosed)
 }

@@ -3,9 +3,7 @@ package moqt
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"runtime"
@@ -15,7 +13,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -71,92 +68,6 @@ func endedWith(t *testing.T, s *Session, errc <-chan error, within time.Duration
 	return se
 }
 
-// TestIdleSessionStaysUp: with keep-alive on by default, a session idle for
-// longer than its idle timeout stays up.
-func TestIdleSessionStaysUp(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			p := newPair(t, tr.scheme, &Config{MaxIdleTimeout: time.Second}, &Config{MaxIdleTimeout: time.Second})
-			time.Sleep(3 * time.Second)
-			assert.NoError(t, p.client.Context().Err(), "client session")
-			assert.NoError(t, p.server.Context().Err(), "server session")
-			_, err := p.client.TrackStatus(context.Background(), testTrack, wire.Params{})
-			var re *RequestError
-			assert.ErrorAs(t, err, &re, "the session still serves requests")
-		})
-	}
-}
-
-// TestIdleTimeoutIsTransportError: without keep-alive an idle session
-// dies, and says it was an idle timeout, not a protocol violation; the
-// blocked call and the session's cause agree.
-func TestIdleTimeoutIsTransportError(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			started := make(chan struct{}, 1)
-			cfg := func(h Handler) *Config {
-				return &Config{MaxIdleTimeout: time.Second, KeepAlivePeriod: -1, Handler: h}
-			}
-			p := newPair(t, tr.scheme, cfg(blockingTrackStatus(started)), cfg(nil))
-			errc := startBlockedCall(t, p, started)
-			for _, s := range []*Session{p.client, p.server} {
-				errs := errc
-				if s == p.server {
-					errs = nil
-				}
-				var se *SessionError
-				if errs != nil {
-					se = endedWith(t, s, errs, 10*time.Second)
-				} else {
-					select {
-					case <-s.Context().Done():
-					case <-time.After(10 * time.Second):
-						require.FailNow(t, "server session still up")
-					}
-					require.ErrorAs(t, context.Cause(s.Context()), &se)
-				}
-				assert.Equal(t, wire.InternalError, se.Code, "no MoQT code: %v", se)
-				require.NotNil(t, se.Transport, "a transport death: %v", se)
-				assert.Equal(t, transport.ConnIdleTimeout, se.Transport.kind)
-				var ne net.Error // what the QUIC library reports, unwrapped
-				require.ErrorAs(t, se.Transport, &ne)
-				assert.True(t, ne.Timeout())
-				assert.Contains(t, se.Error(), "idle timeout")
-				var te *TransportError
-				assert.ErrorAs(t, se, &te)
-				var qe *quic.IdleTimeoutError
-				assert.ErrorAs(t, se, &qe, "quic-go's error is in the chain")
-				assert.ErrorIs(t, se, net.ErrClosed)
-			}
-		})
-	}
-}
-
-// TestSessionEndsAgreeWithBlockedCalls: a call blocked when the session
-// ends, by a local or a peer close, returns the session's cause.
-func TestSessionEndsAgreeWithBlockedCalls(t *testing.T) {
-	for _, tr := range transports {
-		for _, local := range []bool{true, false} {
-			name := tr.name + "/peer"
-			if local {
-				name = tr.name + "/local"
-			}
-			t.Run(name, func(t *testing.T) {
-				started := make(chan struct{}, 1)
-				p := newPair(t, tr.scheme, &Config{Handler: blockingTrackStatus(started)}, nil)
-				errc := startBlockedCall(t, p, started)
-				if local {
-					require.NoError(t, p.client.CloseWithError(wire.GoawayTimeout, "bye"))
-				} else {
-					require.NoError(t, p.server.CloseWithError(wire.GoawayTimeout, "bye"))
-				}
-				se := endedWith(t, p.client, errc, 5*time.Second)
-				assert.Equal(t, SessionError{Code: wire.GoawayTimeout, Reason: "bye", Remote: !local}, *se)
-			})
-		}
-	}
-}
-
 // TestTrackStatusFinAfterStopSending: a peer that stops a TRACK_STATUS's
 // stream before its FIN, as a WebTransport peer closing its session stops
 // every stream before its close arrives, does not end the request by that:
@@ -190,42 +101,6 @@ func TestTrackStatusFinAfterStopSending(t *testing.T) {
 				assert.Same(t, context.Cause(s.Context()), err)
 			})
 		})
-	}
-}
-
-// TestFinAfterSessionEndReportsCause: a request's FIN that comes after the
-// session ended fails, on WebTransport, where the close reset the stream,
-// with the session's cause and not the transport's close error. A
-// TrackStatus whose TRACK_STATUS the handler had already received, but
-// which was still finishing its stream when the session ended, returned
-// that error (TestSessionEndsAgreeWithBlockedCalls, on a busy machine).
-// Here the FIN comes after the end every time.
-func TestFinAfterSessionEndReportsCause(t *testing.T) {
-	for _, tr := range transports {
-		for _, local := range []bool{true, false} {
-			name := tr.name + "/peer"
-			if local {
-				name = tr.name + "/local"
-			}
-			t.Run(name, func(t *testing.T) {
-				started := make(chan struct{}, 1)
-				p := newPair(t, tr.scheme, &Config{Handler: blockingTrackStatus(started)}, nil)
-				str, err := p.client.conn.OpenStreamSync(testCtx(t, fakeGuard))
-				require.NoError(t, err)
-				rs := newRequestStream(p.client, str, p.client.ids.allocate(), true)
-				require.NoError(t, rs.write(&wire.TrackStatus{RequestID: rs.id, TrackNamespace: testTrack.Namespace, TrackName: testTrack.Name}))
-				recvOrFail(t, started)
-				if local {
-					require.NoError(t, p.client.CloseWithError(wire.GoawayTimeout, "bye"))
-				} else {
-					require.NoError(t, p.server.CloseWithError(wire.GoawayTimeout, "bye"))
-					<-p.client.Context().Done()
-				}
-				if err := rs.fin(); err != nil {
-					assert.Same(t, context.Cause(p.client.Context()), err)
-				}
-			})
-		}
 	}
 }
 
@@ -264,20 +139,6 @@ func TestCloseAfterConnectionEndedReportsIt(t *testing.T) {
 				}
 				assert.Equal(t, SessionError{Code: wire.ProtocolViolation, Reason: "peer", Remote: true}, *se)
 			})
-		})
-	}
-}
-
-// TestCloseReachesPeerBeforeExit: a client that closes and then loses its
-// socket at once, as a process that exits, still tells the server: the
-// server's session ends promptly with the client's code, not after an
-// idle timeout.
-func TestCloseReachesPeerBeforeExit(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			for i := range 5 {
-				t.Run(fmt.Sprint(i), func(t *testing.T) { closeBeforeExit(t, tr.scheme) })
-			}
 		})
 	}
 }
@@ -377,186 +238,54 @@ func (b *syncBuffer) String() string {
 // its request alone ends with INTERNAL_ERROR (REQUEST_ERROR before an
 // answer, a reset after one) and the session stays up.
 func TestHandlerPanicRecovered(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			var logs syncBuffer
-			calls := 0
-			var mu sync.Mutex
-			handler := HandlerFunc(func(r Request) {
-				mu.Lock()
-				calls++
-				n := calls
-				mu.Unlock()
-				switch n {
-				case 1:
-					panic("boom")
-				case 2:
-					_, _ = acceptLocal(r.(*SubscribeRequest), AcceptOptions{})
-					panic("after the answer")
-				}
-				_ = r.Reject(wire.ReqDoesNotExist, "none")
-			})
-			p := newPair(t, tr.scheme, &Config{Handler: handler, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-
-			_, err := p.client.TrackStatus(ctx, testTrack, wire.Params{})
-			var re *RequestError
-			require.ErrorAs(t, err, &re)
-			assert.Equal(t, wire.ReqInternalError, re.Code)
-			assert.Contains(t, logs.String(), "event=handler_panic")
-			assert.Contains(t, logs.String(), "boom")
-
-			// Answered, then reset: the reset may overtake SUBSCRIBE_OK.
-			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-			if err == nil {
-				select {
-				case <-sub.Done():
-				case <-ctx.Done():
-					require.FailNow(t, "the panicking handler's subscription stays up")
-				}
-				err = sub.Err()
+	forTransports(t, func(t *testing.T, connect connector) {
+		var logs syncBuffer
+		calls := 0
+		var mu sync.Mutex
+		handler := HandlerFunc(func(r Request) {
+			mu.Lock()
+			calls++
+			n := calls
+			mu.Unlock()
+			switch n {
+			case 1:
+				panic("boom")
+			case 2:
+				_, _ = acceptLocal(r.(*SubscribeRequest), AcceptOptions{})
+				panic("after the answer")
 			}
-			var se *StreamError
-			require.ErrorAs(t, err, &se)
-			assert.Equal(t, wire.ResetInternalError, se.Code)
-			assert.Contains(t, logs.String(), "after the answer")
-
-			_, err = p.client.TrackStatus(ctx, testTrack, wire.Params{})
-			require.ErrorAs(t, err, &re, "the session still serves requests")
-			assert.Equal(t, wire.ReqDoesNotExist, re.Code)
-			assert.NoError(t, p.server.Context().Err())
-			assert.NoError(t, p.client.Context().Err())
+			_ = r.Reject(wire.ReqDoesNotExist, "none")
 		})
-	}
-}
+		p := connect(t, &Config{Handler: handler, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 
-// TestAcceptQueueBounded: sessions waiting for Accept are bounded; past
-// the bound the server refuses connections with CONNECTION_REFUSED, which
-// Dial reports as a typed error, and takes them again once Accept made room.
-func TestAcceptQueueBounded(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			ls := startLibServer(t, quietConfig(nil), &ServerOptions{MaxPendingSessions: 1})
-			cfg := func() *Config {
-				_, clientTLS := fakeTLS()
-				return quietConfig(&Config{TLSConfig: clientTLS})
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			url := tr.scheme + "://" + ls.srv.Addr().String() + "/"
-			first, err := Dial(ctx, url, cfg())
-			require.NoError(t, err)
-			defer func() { first.Close() }()
+		_, err := p.client.TrackStatus(ctx, testTrack, wire.Params{})
+		var re *RequestError
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, wire.ReqInternalError, re.Code)
+		assert.Contains(t, logs.String(), "event=handler_panic")
+		assert.Contains(t, logs.String(), "boom")
 
-			var refused error
-			for range 50 {
-				s, err := Dial(ctx, url, cfg())
-				if err == nil {
-					// It got in while the first was still in its
-					// SETUP exchange on the server, and took its
-					// place: the first is closed as busy.
-					select {
-					case <-first.Context().Done():
-					case <-ctx.Done():
-						require.FailNow(t, "two sessions in a pool of one")
-					}
-					var se *SessionError
-					require.ErrorAs(t, context.Cause(first.Context()), &se)
-					assert.Equal(t, wire.InternalError, se.Code)
-					assert.Equal(t, "server busy", se.Reason)
-					first.Close()
-					first = s
-					continue
-				}
-				if errors.Is(err, ErrConnectionRefused) {
-					refused = err
-					break
-				}
-				// It passed the handshake while the first was
-				// still setting up, and found no place once the
-				// first had set up: closed as busy, raw QUIC with
-				// INTERNAL_ERROR, HTTP/3 before its CONNECT with
-				// H3_EXCESSIVE_LOAD.
-				if tr.scheme == "https" {
-					var te *TransportError
-					require.ErrorAs(t, err, &te, "a busy server closes a connection that got in: %v", err)
-					assert.Equal(t, transport.ConnApplicationClose, te.kind)
-					assert.Equal(t, uint64(0x107), te.Code)
-					assert.True(t, te.Remote)
-				} else {
-					var se *SessionError
-					require.ErrorAs(t, err, &se, "a busy server closes a session that got in: %v", err)
-					assert.Equal(t, wire.InternalError, se.Code)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			require.Error(t, refused, "the server never refused a connection")
-			var te *TransportError
-			require.ErrorAs(t, refused, &te)
-			assert.Equal(t, transport.ConnTransportClose, te.kind)
-			assert.Equal(t, uint64(0x2), te.Code)
-			assert.True(t, te.Remote)
-			var qe *quic.TransportError
-			assert.ErrorAs(t, refused, &qe)
-
-			s, err := ls.srv.Accept(ctx)
-			require.NoError(t, err)
-			defer s.Close()
-			second, err := Dial(ctx, url, cfg())
-			require.NoError(t, err, "room again after Accept")
-			second.Close()
-		})
-	}
-}
-
-// TestStreamErrorTyped: a reset data stream reaches the subscriber's reads
-// as a *StreamError with the publisher's code.
-func TestStreamErrorTyped(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
-			w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
-			require.NoError(t, writeObject(w, 0, nil, []byte("abc")))
-			r, err := lt.sub.AcceptSubgroup(lt.ctx)
-			require.NoError(t, err)
-			_, err = r.Next()
-			require.NoError(t, err)
-			w.Reset(wire.ResetExcessiveLoad)
-			_, err = io.ReadAll(r)
-			if err == nil {
-				_, err = r.Next()
-			}
-			var se *StreamError
-			require.ErrorAs(t, err, &se)
-			assert.Equal(t, wire.ResetExcessiveLoad, se.Code)
-			assert.True(t, se.Remote)
-			assert.Contains(t, se.Error(), "EXCESSIVE_LOAD")
-		})
-	}
-}
-
-// TestMaxIncomingStreams: the peer may have no more request streams open
-// than Config.MaxIncomingStreams allows; the next waits for credit.
-func TestMaxIncomingStreams(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			limit := int64(1)
-			if tr.scheme == "https" {
-				limit = 2 // the CONNECT stream is one of them
-			}
-			started := make(chan struct{}, 1)
-			p := newPair(t, tr.scheme, &Config{Handler: blockingTrackStatus(started), MaxIncomingStreams: limit}, nil)
-			_ = startBlockedCall(t, p, started)
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-			defer cancel()
-			_, err := p.client.TrackStatus(ctx, testTrack, wire.Params{})
-			assert.ErrorIs(t, err, context.DeadlineExceeded, "no stream credit for a second request")
+		// Answered, then reset: the reset may overtake SUBSCRIBE_OK.
+		sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+		if err == nil {
 			select {
-			case <-started:
-				assert.Fail(t, "a second request reached the handler")
-			default:
+			case <-sub.Done():
+			case <-ctx.Done():
+				require.FailNow(t, "the panicking handler's subscription stays up")
 			}
-		})
-	}
+			err = sub.Err()
+		}
+		var se *StreamError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, wire.ResetInternalError, se.Code)
+		assert.Contains(t, logs.String(), "after the answer")
+
+		_, err = p.client.TrackStatus(ctx, testTrack, wire.Params{})
+		require.ErrorAs(t, err, &re, "the session still serves requests")
+		assert.Equal(t, wire.ReqDoesNotExist, re.Code)
+		assert.NoError(t, p.server.Context().Err())
+		assert.NoError(t, p.client.Context().Err())
+	})
 }

@@ -3,7 +3,6 @@ package moqt
 import (
 	"context"
 	"io"
-	"sync"
 	"testing"
 	"time"
 
@@ -220,37 +219,37 @@ func TestEarlyObjectsWaitForPublishOK(t *testing.T) {
 // End Group below an open subgroup leaves its later objects undelivered,
 // so the stream is reset, not finished (§11.3.2).
 func TestC020_UpdateEndBelowOpenSubgroupResets(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			lt := subscribeTrack(t, tr.scheme, wire.Params{
-				LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, 5))}, nil, nil)
-			ctx := lt.ctx
-			w := lt.track.OpenSubgroup(3, 0, SubgroupOptions{})
-			writeObjects(t, ctx, w, 0, 2, fixedSize(10))
-			got := readSubgroupAsync(ctx, lt.sub)
-			expectObjects(t, ctx, got, 0, 2, fixedSize(10))
-			require.NoError(t, lt.sub.Update(ctx, wire.Params{
-				LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, 2))}))
-			writeObjects(t, ctx, w, 2, 4, fixedSize(10))
-			require.NoError(t, w.Close())
-			requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
-		})
-	}
+	forTransports(t, func(t *testing.T, connect connector) {
+		lt := subscribeTrackOver(t, connect, wire.Params{
+			LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, 5))}, nil, nil)
+		ctx := lt.ctx
+		w := lt.track.OpenSubgroup(3, 0, SubgroupOptions{})
+		writeObjects(t, ctx, w, 0, 2, fixedSize(10))
+		got := readSubgroupAsync(ctx, lt.sub)
+		expectObjects(t, ctx, got, 0, 2, fixedSize(10))
+		require.NoError(t, lt.sub.Update(ctx, wire.Params{
+			LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, 2))}))
+		writeObjects(t, ctx, w, 2, 4, fixedSize(10))
+		require.NoError(t, w.Close())
+		requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
+	})
 }
 
 // TestC019_FilterEndObjectFinishes: a subscription whose filter ends
 // inside a subgroup gets that subgroup's stream finished once past the
 // end: every object it covers was sent (§11.3.2).
 func TestC019_FilterEndObjectFinishes(t *testing.T) {
-	lt := subscribeTrack(t, "moqt", wire.Params{
-		LocationFilter: wire.Some(wire.RangeFilterToObject(wire.Location{}, wire.Location{Group: 0, Object: 2}))}, nil, nil)
-	ctx := lt.ctx
-	w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
-	got := readSubgroupAsync(ctx, lt.sub)
-	writeObjects(t, ctx, w, 0, 5, fixedSize(10))
-	expectObjects(t, ctx, got, 0, 3, fixedSize(10))
-	expectEnd(t, ctx, got)
-	require.NoError(t, w.Close())
+	inBubble(t, func(t *testing.T) {
+		lt := subscribeTrackOver(t, overPipe(false), wire.Params{
+			LocationFilter: wire.Some(wire.RangeFilterToObject(wire.Location{}, wire.Location{Group: 0, Object: 2}))}, nil, nil)
+		ctx := lt.ctx
+		w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
+		got := readSubgroupAsync(ctx, lt.sub)
+		writeObjects(t, ctx, w, 0, 5, fixedSize(10))
+		expectObjects(t, ctx, got, 0, 3, fixedSize(10))
+		expectEnd(t, ctx, got)
+		require.NoError(t, w.Close())
+	})
 }
 
 // TestC020_JoinMidSubgroup: a subscription served after a subgroup began
@@ -270,32 +269,34 @@ func TestC020_JoinMidSubgroup(t *testing.T) {
 	for _, tr := range transports {
 		for _, c := range cases {
 			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
-				track, cfg, served := newServedTrack(t, testTrack, nil)
-				p := newPair(t, tr.scheme, cfg, nil)
-				ctx := testCtx(t, 20*time.Second)
-				w := track.OpenSubgroup(0, 0, SubgroupOptions{})
-				writeObjects(t, ctx, w, 0, 5, fixedSize(10))
-				sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(c.filter)})
-				require.NoError(t, err)
-				<-served
-				writeObjects(t, ctx, w, 5, 10, fixedSize(10))
-				r, err := sub.AcceptSubgroup(ctx)
-				require.NoError(t, err)
-				assert.False(t, r.Header().FirstObject, "the stream does not start at the subgroup's first object")
-				for id := uint64(5); id < 10; id++ {
-					h, err := r.Next()
+				inBubble(t, func(t *testing.T) {
+					track, cfg, served := newServedTrack(t, testTrack, nil)
+					p := newPipePair(t, transport.PipeConfig{WebTransport: tr.scheme == "https"}, cfg, nil)
+					ctx := testCtx(t, 20*time.Second)
+					w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+					writeObjects(t, ctx, w, 0, 5, fixedSize(10))
+					sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(c.filter)})
 					require.NoError(t, err)
-					require.Equal(t, id, h.Location.Object)
-					_, err = r.readPayload(100)
+					<-served
+					writeObjects(t, ctx, w, 5, 10, fixedSize(10))
+					r, err := sub.AcceptSubgroup(ctx)
 					require.NoError(t, err)
-				}
-				require.NoError(t, w.Close())
-				_, err = r.Next()
-				if c.reset {
-					requireReset(t, err, wire.ResetCancelled)
-				} else {
-					assert.ErrorIs(t, err, io.EOF)
-				}
+					assert.False(t, r.Header().FirstObject, "the stream does not start at the subgroup's first object")
+					for id := uint64(5); id < 10; id++ {
+						h, err := r.Next()
+						require.NoError(t, err)
+						require.Equal(t, id, h.Location.Object)
+						_, err = r.readPayload(100)
+						require.NoError(t, err)
+					}
+					require.NoError(t, w.Close())
+					_, err = r.Next()
+					if c.reset {
+						requireReset(t, err, wire.ResetCancelled)
+					} else {
+						assert.ErrorIs(t, err, io.EOF)
+					}
+				})
 			})
 		}
 	}
@@ -305,21 +306,19 @@ func TestC020_JoinMidSubgroup(t *testing.T) {
 // the subscription had a stream for the subgroup leave a hole, so the
 // stream opened once Forward is back to 1 ends with a reset.
 func TestC020_ForwardResumedMidSubgroup(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			lt := subscribeTrack(t, tr.scheme, wire.Params{Forward: wire.Some(false),
-				LocationFilter: wire.Some(wire.StartFilter(wire.Location{}))}, nil, nil)
-			ctx := lt.ctx
-			w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
-			writeObjects(t, ctx, w, 0, 3, fixedSize(10))
-			require.NoError(t, lt.sub.Update(ctx, wire.Params{Forward: wire.Some(true)}))
-			got := readSubgroupAsync(ctx, lt.sub)
-			writeObjects(t, ctx, w, 3, 6, fixedSize(10))
-			expectObjects(t, ctx, got, 3, 6, fixedSize(10))
-			require.NoError(t, w.Close())
-			requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
-		})
-	}
+	forTransports(t, func(t *testing.T, connect connector) {
+		lt := subscribeTrackOver(t, connect, wire.Params{Forward: wire.Some(false),
+			LocationFilter: wire.Some(wire.StartFilter(wire.Location{}))}, nil, nil)
+		ctx := lt.ctx
+		w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
+		writeObjects(t, ctx, w, 0, 3, fixedSize(10))
+		require.NoError(t, lt.sub.Update(ctx, wire.Params{Forward: wire.Some(true)}))
+		got := readSubgroupAsync(ctx, lt.sub)
+		writeObjects(t, ctx, w, 3, 6, fixedSize(10))
+		expectObjects(t, ctx, got, 3, 6, fixedSize(10))
+		require.NoError(t, w.Close())
+		requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
+	})
 }
 
 // TestResetCodeFor: data streams of a subscription that ends are reset
@@ -407,60 +406,19 @@ func TestDoneResetsWithMatchingCode(t *testing.T) {
 	for _, tr := range transports {
 		for _, code := range []wire.PublishDoneCode{wire.DoneTooFarBehind, wire.DoneGoingAway, wire.DoneExpired} {
 			t.Run(tr.name+"/"+code.String(), func(t *testing.T) {
-				lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
-				ctx := lt.ctx
-				w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
-				got := readSubgroupAsync(ctx, lt.sub)
-				writeObjects(t, ctx, w, 0, 1, fixedSize(10))
-				expectObjects(t, ctx, got, 0, 1, fixedSize(10))
-				require.NoError(t, lt.ss.End(code, "test"))
-				requireReset(t, lastErr(t, ctx, got), resetCodeFor(code))
-				waitDone(t, ctx, lt.sub.Done(), "subscription")
+				inBubble(t, func(t *testing.T) {
+					lt := subscribeTrackOver(t, overPipe(tr.scheme == "https"), wire.Params{}, nil, nil)
+					ctx := lt.ctx
+					w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
+					got := readSubgroupAsync(ctx, lt.sub)
+					writeObjects(t, ctx, w, 0, 1, fixedSize(10))
+					expectObjects(t, ctx, got, 0, 1, fixedSize(10))
+					require.NoError(t, lt.ss.End(code, "test"))
+					requireReset(t, lastErr(t, ctx, got), resetCodeFor(code))
+					waitDone(t, ctx, lt.sub.Done(), "subscription")
+				})
 			})
 		}
-	}
-}
-
-// TestSubgroupCloseBetweenFanOutHeaders: Close that stops an object's
-// start after one stream got the header, its payload still to come, must
-// reset that stream too. Finishing it would put a FIN inside an object,
-// which the subscriber reads as a protocol violation (§11.3.2: a stream
-// that lacks an object it carries is reset).
-func TestSubgroupCloseBetweenFanOutHeaders(t *testing.T) {
-	for _, scheme := range []string{"moqt", "https"} {
-		t.Run(scheme, func(t *testing.T) {
-			var w *SubgroupWriter
-			closed := make(chan error, 1)
-			var once sync.Once
-			cfg := &Config{hooks: &sessionHooks{}}
-			f := newFanOut(t, scheme, cfg, wire.Params{})
-			fast := readSubgroupAsync(f.ctx, f.fast)
-			slow := readSubgroupAsync(f.ctx, f.slow)
-			w = f.track.OpenSubgroup(0, 0, SubgroupOptions{})
-			require.NoError(t, writeObject(w, 0, nil, []byte("x")))
-			cfg.hooks.headerSent = func() {
-				once.Do(func() {
-					go func() { closed <- w.Close() }()
-					require.Eventually(t, w.sq.Stopped, 5*time.Second, time.Millisecond, "Close stops the write")
-				})
-			}
-			err := writeObject(w, 1, nil, make([]byte, 5000)) // payload after the header
-			assert.ErrorIs(t, err, ErrSubgroupClosed)
-			assert.NoError(t, <-closed)
-			for name, ch := range map[string]<-chan received{"fast": fast, "slow": slow} {
-				// A stream whose bytes were all still queued at the reset
-				// may never reach its subscriber: it need not end, but
-				// it must not end with a FIN.
-				finished, err := streamEnd(f.ctx, ch, 3*time.Second)
-				assert.False(t, finished, "%s: a stream without object 1 whole is not finished", name)
-				if err != nil {
-					var se *StreamError
-					assert.ErrorAs(t, err, &se, "%s: the stream is reset", name)
-				}
-			}
-			assert.NoError(t, f.fast.Err(), "no protocol violation at the subscriber")
-			assert.NoError(t, f.slow.Err())
-		})
 	}
 }
 

@@ -57,31 +57,37 @@ func TestTrackPropertyValues(t *testing.T) {
 func TestTrackPropertyValuesOnTheWire(t *testing.T) {
 	bad := wire.KVList{{Type: wire.PropDynamicGroups, Value: 2}}
 	t.Run("PUBLISH", func(t *testing.T) {
-		_, fp := clientSession(t, &Config{Handler: HandlerFunc(func(r Request) {
-			_, _ = r.(*PublishRequest).Accept(wire.Params{})
-		})})
-		fp.open(publishMsg(1, trackA, 7, wire.Params{}, bad))
-		fp.expectClose(wire.ProtocolViolation)
+		inBubble(t, func(t *testing.T) {
+			_, fp := clientSession(t, &Config{Handler: HandlerFunc(func(r Request) {
+				_, _ = r.(*PublishRequest).Accept(wire.Params{})
+			})})
+			fp.open(publishMsg(1, trackA, 7, wire.Params{}, bad))
+			fp.expectClose(wire.ProtocolViolation)
+		})
 	})
 	t.Run("SUBSCRIBE_OK", func(t *testing.T) {
-		s, fp := clientSession(t, nil)
-		res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
-		fs, _ := fp.acceptSubscribe()
-		fs.send(&wire.SubscribeOK{TrackAlias: 1, TrackProperties: wire.KVList{{Type: wire.PropDefaultPublisherGroupOrder, Value: 3}}})
-		require.Error(t, recvOrFail(t, res).err)
-		fp.expectClose(wire.ProtocolViolation)
+		inBubble(t, func(t *testing.T) {
+			s, fp := clientSession(t, nil)
+			res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
+			fs, _ := fp.acceptSubscribe()
+			fs.send(&wire.SubscribeOK{TrackAlias: 1, TrackProperties: wire.KVList{{Type: wire.PropDefaultPublisherGroupOrder, Value: 3}}})
+			require.Error(t, recvOrFail(t, res).err)
+			fp.expectClose(wire.ProtocolViolation)
+		})
 	})
 	t.Run("TRACK_STATUS", func(t *testing.T) {
-		s, fp := clientSession(t, nil)
-		res := goErr(func() error {
-			_, err := s.TrackStatus(fakeCtx(t), trackA, wire.Params{})
-			return err
+		inBubble(t, func(t *testing.T) {
+			s, fp := clientSession(t, nil)
+			res := goErr(func() error {
+				_, err := s.TrackStatus(fakeCtx(t), trackA, wire.Params{})
+				return err
+			})
+			fs := fp.accept()
+			_ = fs.read()
+			fs.send(&wire.RequestOK{TrackProperties: bad})
+			fs.fin()
+			require.Error(t, recvOrFail(t, res))
+			fp.expectClose(wire.ProtocolViolation)
 		})
-		fs := fp.accept()
-		_ = fs.read()
-		fs.send(&wire.RequestOK{TrackProperties: bad})
-		fs.fin()
-		require.Error(t, recvOrFail(t, res))
-		fp.expectClose(wire.ProtocolViolation)
 	})
 }

@@ -43,55 +43,53 @@ func relayTrackServer(track *LocalTrack) *Config {
 // after it, so objects the relay forwards late from before it are not
 // delivered.
 func TestLocalTrackSetLargest(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			upstream := wire.Location{Group: 5, Object: 3}
-			track.SetLargest(upstream)
-			p := newPair(t, tr.scheme, relayTrackServer(track), nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+	forTransports(t, func(t *testing.T, connect connector) {
+		track, err := NewLocalTrack(testTrack, nil)
+		require.NoError(t, err)
+		upstream := wire.Location{Group: 5, Object: 3}
+		track.SetLargest(upstream)
+		p := connect(t, relayTrackServer(track), nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 
-			st, err := p.client.TrackStatus(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			assert.Equal(t, wire.Some(upstream), st.Largest, "TRACK_STATUS")
+		st, err := p.client.TrackStatus(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+		assert.Equal(t, wire.Some(upstream), st.Largest, "TRACK_STATUS")
 
-			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter())})
-			require.NoError(t, err)
-			largest, ok := sub.Largest()
-			require.True(t, ok, "SUBSCRIBE_OK carries LARGEST_OBJECT")
-			assert.Equal(t, upstream, largest, "SUBSCRIBE_OK's LARGEST_OBJECT")
+		sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter())})
+		require.NoError(t, err)
+		largest, ok := sub.Largest()
+		require.True(t, ok, "SUBSCRIBE_OK carries LARGEST_OBJECT")
+		assert.Equal(t, upstream, largest, "SUBSCRIBE_OK's LARGEST_OBJECT")
 
-			// Objects up to the upstream's Largest are before the filter's
-			// start; the next group is after it.
-			w := track.OpenSubgroup(5, 0, SubgroupOptions{})
-			require.NoError(t, writeObject(w, 2, nil, []byte("old")))
-			require.NoError(t, writeObject(w, 3, nil, []byte("old")))
-			require.NoError(t, w.Close())
-			w = track.OpenSubgroup(6, 0, SubgroupOptions{})
-			require.NoError(t, writeObject(w, 0, nil, []byte("new")))
-			require.NoError(t, w.Close())
-			r, err := sub.AcceptSubgroup(ctx)
-			require.NoError(t, err)
-			assert.Equal(t, uint64(6), r.Header().GroupID, "the first subgroup delivered is after the upstream's Largest")
-			_, payloads := readSubgroup(t, r)
-			assert.Equal(t, [][]byte{[]byte("new")}, payloads)
+		// Objects up to the upstream's Largest are before the filter's
+		// start; the next group is after it.
+		w := track.OpenSubgroup(5, 0, SubgroupOptions{})
+		require.NoError(t, writeObject(w, 2, nil, []byte("old")))
+		require.NoError(t, writeObject(w, 3, nil, []byte("old")))
+		require.NoError(t, w.Close())
+		w = track.OpenSubgroup(6, 0, SubgroupOptions{})
+		require.NoError(t, writeObject(w, 0, nil, []byte("new")))
+		require.NoError(t, w.Close())
+		r, err := sub.AcceptSubgroup(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(6), r.Header().GroupID, "the first subgroup delivered is after the upstream's Largest")
+		_, payloads := readSubgroup(t, r)
+		assert.Equal(t, [][]byte{[]byte("new")}, payloads)
 
-			// The maximum rule: what the track published is larger now.
-			track.SetLargest(wire.Location{Group: 5, Object: 9})
-			l, ok := track.Largest()
-			require.True(t, ok)
-			assert.Equal(t, wire.Location{Group: 6, Object: 0}, l, "a smaller upstream Largest does not lower the track's")
-			track.SetLargest(wire.Location{Group: 8, Object: 1})
-			l, _ = track.Largest()
-			assert.Equal(t, wire.Location{Group: 8, Object: 1}, l, "a larger one raises it")
-			sub2, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			l, _ = sub2.Largest()
-			assert.Equal(t, wire.Location{Group: 8, Object: 1}, l)
-		})
-	}
+		// The maximum rule: what the track published is larger now.
+		track.SetLargest(wire.Location{Group: 5, Object: 9})
+		l, ok := track.Largest()
+		require.True(t, ok)
+		assert.Equal(t, wire.Location{Group: 6, Object: 0}, l, "a smaller upstream Largest does not lower the track's")
+		track.SetLargest(wire.Location{Group: 8, Object: 1})
+		l, _ = track.Largest()
+		assert.Equal(t, wire.Location{Group: 8, Object: 1}, l, "a larger one raises it")
+		sub2, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+		l, _ = sub2.Largest()
+		assert.Equal(t, wire.Location{Group: 8, Object: 1}, l)
+	})
 }
 
 // objectLog collects what a LocalTrack's OnObject function sees, copying
@@ -122,86 +120,84 @@ func (l *objectLog) all() []Object {
 // subscriber meanwhile gets the same objects, a payload forwarded with
 // ReadFrom included.
 func TestLocalTrackOnObject(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 7}})
-			require.NoError(t, err)
-			var log objectLog
-			track.OnObject(log.store)
-			props, err := wire.KVList{{Type: 0x3E, Value: 1}}.Append(nil)
-			require.NoError(t, err)
+	forTransports(t, func(t *testing.T, connect connector) {
+		track, err := NewLocalTrack(testTrack, wire.KVList{{Type: wire.PropDefaultPublisherPriority, Value: 7}})
+		require.NoError(t, err)
+		var log objectLog
+		track.OnObject(log.store)
+		props, err := wire.KVList{{Type: 0x3E, Value: 1}}.Append(nil)
+		require.NoError(t, err)
 
-			// Before anyone subscribes: stored all the same.
-			w := track.OpenSubgroup(0, 0, SubgroupOptions{})
-			require.NoError(t, writeObject(w, 0, nil, []byte("unseen")))
-			require.NoError(t, w.Close())
+		// Before anyone subscribes: stored all the same.
+		w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+		require.NoError(t, writeObject(w, 0, nil, []byte("unseen")))
+		require.NoError(t, w.Close())
 
-			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
-			lt.track.OnObject(log.store)
-			w = lt.track.OpenSubgroup(1, 2, SubgroupOptions{Properties: true, Priority: wire.Some[uint8](3)})
-			payload := []byte("whole")
-			require.NoError(t, writeObject(w, 0, props, payload))
-			copy(payload, "XXXXX") // the writer kept nothing of it
-			ow, err := w.BeginObject(1, 6, props)
-			require.NoError(t, err)
-			_, err = ow.Write([]byte("str"))
-			require.NoError(t, err)
-			_, err = ow.Write([]byte("eam"))
-			require.NoError(t, err)
-			big := bytes.Repeat([]byte("relay"), 20000) // 100 KB: several ReadFrom chunks
-			ow, err = w.BeginObject(2, uint64(len(big)), nil)
-			require.NoError(t, err)
-			// One byte at a time for the first, then the rest: ReadFrom
-			// writes what each Read returns.
-			n, err := ow.ReadFrom(io.MultiReader(iotest.OneByteReader(bytes.NewReader(big[:3])), bytes.NewReader(big[3:])))
-			require.NoError(t, err)
-			assert.Equal(t, int64(len(big)), n)
-			require.NoError(t, writeStatus(w, 3, wire.ObjectEndOfGroup))
-			require.NoError(t, w.Close())
+		lt := subscribeTrackOver(t, connect, wire.Params{}, nil, nil)
+		lt.track.OnObject(log.store)
+		w = lt.track.OpenSubgroup(1, 2, SubgroupOptions{Properties: true, Priority: wire.Some[uint8](3)})
+		payload := []byte("whole")
+		require.NoError(t, writeObject(w, 0, props, payload))
+		copy(payload, "XXXXX") // the writer kept nothing of it
+		ow, err := w.BeginObject(1, 6, props)
+		require.NoError(t, err)
+		_, err = ow.Write([]byte("str"))
+		require.NoError(t, err)
+		_, err = ow.Write([]byte("eam"))
+		require.NoError(t, err)
+		big := bytes.Repeat([]byte("relay"), 20000) // 100 KB: several ReadFrom chunks
+		ow, err = w.BeginObject(2, uint64(len(big)), nil)
+		require.NoError(t, err)
+		// One byte at a time for the first, then the rest: ReadFrom
+		// writes what each Read returns.
+		n, err := ow.ReadFrom(io.MultiReader(iotest.OneByteReader(bytes.NewReader(big[:3])), bytes.NewReader(big[3:])))
+		require.NoError(t, err)
+		assert.Equal(t, int64(len(big)), n)
+		require.NoError(t, writeStatus(w, 3, wire.ObjectEndOfGroup))
+		require.NoError(t, w.Close())
 
-			r, err := lt.sub.AcceptSubgroup(lt.ctx)
-			require.NoError(t, err)
-			ids, got := readSubgroup(t, r)
-			require.Equal(t, []uint64{0, 1, 2, 3}, ids, "three objects and the End of Group")
-			require.Len(t, got, 4)
-			assert.Equal(t, "whole", string(got[0]))
-			assert.Equal(t, "stream", string(got[1]))
-			assert.True(t, bytes.Equal(big, got[2]), "the ReadFrom payload arrives intact")
+		r, err := lt.sub.AcceptSubgroup(lt.ctx)
+		require.NoError(t, err)
+		ids, got := readSubgroup(t, r)
+		require.Equal(t, []uint64{0, 1, 2, 3}, ids, "three objects and the End of Group")
+		require.Len(t, got, 4)
+		assert.Equal(t, "whole", string(got[0]))
+		assert.Equal(t, "stream", string(got[1]))
+		assert.True(t, bytes.Equal(big, got[2]), "the ReadFrom payload arrives intact")
 
-			// Closed short: never complete, never stored.
-			w = lt.track.OpenSubgroup(2, 0, SubgroupOptions{})
-			ow, err = w.BeginObject(0, 10, nil)
-			require.NoError(t, err)
-			_, err = ow.Write([]byte("short"))
-			require.NoError(t, err)
-			assert.Error(t, ow.Close())
-			w.Reset(wire.ResetCancelled)
+		// Closed short: never complete, never stored.
+		w = lt.track.OpenSubgroup(2, 0, SubgroupOptions{})
+		ow, err = w.BeginObject(0, 10, nil)
+		require.NoError(t, err)
+		_, err = ow.Write([]byte("short"))
+		require.NoError(t, err)
+		assert.Error(t, ow.Close())
+		w.Reset(wire.ResetCancelled)
 
-			require.NoError(t, lt.track.WriteDatagram(Object{Location: wire.Location{Group: 3, Object: 0}, Payload: []byte("dgram"), EndOfGroup: true}))
+		require.NoError(t, lt.track.WriteDatagram(Object{Location: wire.Location{Group: 3, Object: 0}, Payload: []byte("dgram"), EndOfGroup: true}))
 
-			at := func(g, o uint64) wire.Location { return wire.Location{Group: g, Object: o} }
-			stored := normalize(log.all())
-			require.Len(t, stored, 6)
-			assert.True(t, bytes.Equal(big, stored[3].Payload), "the ReadFrom payload is stored whole")
-			stored[3].Payload = nil // compared above, not printed
-			assert.Equal(t, []Object{
-				{Location: at(0, 0), Priority: wire.Some[uint8](7), Payload: []byte("unseen")},
-			}, stored[:1], "the first track's store")
-			assert.Equal(t, []Object{
-				{Location: at(1, 0), SubgroupID: 2, Priority: wire.Some[uint8](3), Properties: props, Payload: []byte("whole")},
-				{Location: at(1, 1), SubgroupID: 2, Priority: wire.Some[uint8](3), Properties: props, Payload: []byte("stream")},
-				{Location: at(1, 2), SubgroupID: 2, Priority: wire.Some[uint8](3)},
-				{Location: at(1, 3), SubgroupID: 2, Priority: wire.Some[uint8](3), Status: wire.ObjectEndOfGroup},
-				{Location: at(3, 0), Priority: wire.Some[uint8](defaultPublisherPriority), Payload: []byte("dgram"), Datagram: true, EndOfGroup: true},
-			}, stored[1:])
+		at := func(g, o uint64) wire.Location { return wire.Location{Group: g, Object: o} }
+		stored := normalize(log.all())
+		require.Len(t, stored, 6)
+		assert.True(t, bytes.Equal(big, stored[3].Payload), "the ReadFrom payload is stored whole")
+		stored[3].Payload = nil // compared above, not printed
+		assert.Equal(t, []Object{
+			{Location: at(0, 0), Priority: wire.Some[uint8](7), Payload: []byte("unseen")},
+		}, stored[:1], "the first track's store")
+		assert.Equal(t, []Object{
+			{Location: at(1, 0), SubgroupID: 2, Priority: wire.Some[uint8](3), Properties: props, Payload: []byte("whole")},
+			{Location: at(1, 1), SubgroupID: 2, Priority: wire.Some[uint8](3), Properties: props, Payload: []byte("stream")},
+			{Location: at(1, 2), SubgroupID: 2, Priority: wire.Some[uint8](3)},
+			{Location: at(1, 3), SubgroupID: 2, Priority: wire.Some[uint8](3), Status: wire.ObjectEndOfGroup},
+			{Location: at(3, 0), Priority: wire.Some[uint8](defaultPublisherPriority), Payload: []byte("dgram"), Datagram: true, EndOfGroup: true},
+		}, stored[1:])
 
-			lt.track.OnObject(nil)
-			w = lt.track.OpenSubgroup(4, 0, SubgroupOptions{})
-			require.NoError(t, writeObject(w, 0, nil, []byte("off")))
-			require.NoError(t, w.Close())
-			assert.Len(t, log.all(), 6, "no store once removed")
-		})
-	}
+		lt.track.OnObject(nil)
+		w = lt.track.OpenSubgroup(4, 0, SubgroupOptions{})
+		require.NoError(t, writeObject(w, 0, nil, []byte("off")))
+		require.NoError(t, w.Close())
+		assert.Len(t, log.all(), 6, "no store once removed")
+	})
 }
 
 // normalize makes empty slices nil, as the expected values write them.
@@ -244,37 +240,35 @@ func TestSubgroupWriterObjectChecks(t *testing.T) {
 // TestLocalTrackIdle: Idle signals each time the track's last subscription
 // ends, and not while one is served.
 func TestLocalTrackIdle(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			track, err := NewLocalTrack(testTrack, nil)
-			require.NoError(t, err)
-			assertClosed(t, track.Idle(), "no subscription yet")
-			p := newPair(t, tr.scheme, relayTrackServer(track), nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+	forTransports(t, func(t *testing.T, connect connector) {
+		track, err := NewLocalTrack(testTrack, nil)
+		require.NoError(t, err)
+		assertClosed(t, track.Idle(), "no subscription yet")
+		p := connect(t, relayTrackServer(track), nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 
-			for round := range 2 {
-				a, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-				require.NoError(t, err)
-				b, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
-				require.NoError(t, err)
-				idle := track.Idle()
-				assertOpen(t, idle, "round %d: two subscriptions", round)
-				require.NoError(t, a.Close())
-				// The track learns of the first cancellation before the
-				// second's: the channel must still be open after it.
-				require.Eventually(t, func() bool { return len(track.snapshot()) == 1 }, 5*time.Second, time.Millisecond)
-				assertOpen(t, idle, "round %d: one subscription left", round)
-				require.NoError(t, b.Close())
-				select {
-				case <-idle:
-				case <-ctx.Done():
-					t.Fatalf("round %d: Idle not signalled when the last subscription ended", round)
-				}
-				assertClosed(t, track.Idle(), "round %d: idle now", round)
+		for round := range 2 {
+			a, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+			require.NoError(t, err)
+			b, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+			require.NoError(t, err)
+			idle := track.Idle()
+			assertOpen(t, idle, "round %d: two subscriptions", round)
+			require.NoError(t, a.Close())
+			// The track learns of the first cancellation before the
+			// second's: the channel must still be open after it.
+			require.Eventually(t, func() bool { return len(track.snapshot()) == 1 }, 5*time.Second, time.Millisecond)
+			assertOpen(t, idle, "round %d: one subscription left", round)
+			require.NoError(t, b.Close())
+			select {
+			case <-idle:
+			case <-ctx.Done():
+				t.Fatalf("round %d: Idle not signalled when the last subscription ended", round)
 			}
-		})
-	}
+			assertClosed(t, track.Idle(), "round %d: idle now", round)
+		}
+	})
 }
 
 func assertClosed(t *testing.T, ch <-chan struct{}, msg string, args ...any) {
@@ -300,55 +294,55 @@ func assertOpen(t *testing.T, ch <-chan struct{}, msg string, args ...any) {
 // leaves the object incomplete: io.ErrUnexpectedEOF, then Close resets the
 // subscriber's stream rather than finishing it.
 func TestObjectWriterReadFromBounds(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
-			w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
-			ow, err := w.BeginObject(0, 4, nil)
-			require.NoError(t, err)
-			src := bytes.NewReader([]byte("fourmore"))
-			n, err := ow.ReadFrom(src)
-			require.NoError(t, err)
-			assert.Equal(t, int64(4), n)
-			assert.Equal(t, 4, src.Len(), "the bytes past the object stay in the reader")
-			_, err = ow.ReadFrom(src)
-			assert.Error(t, err, "the object is complete")
-			// Read before the reset below, which may discard what is unread.
-			r, err := lt.sub.AcceptSubgroup(lt.ctx)
-			require.NoError(t, err)
-			ids, payloads, err := readAllN(r, 1)
-			require.NoError(t, err)
-			assert.Equal(t, []uint64{0}, ids)
-			assert.Equal(t, [][]byte{[]byte("four")}, payloads)
+	forTransports(t, func(t *testing.T, connect connector) {
+		lt := subscribeTrackOver(t, connect, wire.Params{}, nil, nil)
+		w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
+		ow, err := w.BeginObject(0, 4, nil)
+		require.NoError(t, err)
+		src := bytes.NewReader([]byte("fourmore"))
+		n, err := ow.ReadFrom(src)
+		require.NoError(t, err)
+		assert.Equal(t, int64(4), n)
+		assert.Equal(t, 4, src.Len(), "the bytes past the object stay in the reader")
+		_, err = ow.ReadFrom(src)
+		assert.Error(t, err, "the object is complete")
+		// Read before the reset below, which may discard what is unread.
+		r, err := lt.sub.AcceptSubgroup(lt.ctx)
+		require.NoError(t, err)
+		ids, payloads, err := readAllN(r, 1)
+		require.NoError(t, err)
+		assert.Equal(t, []uint64{0}, ids)
+		assert.Equal(t, [][]byte{[]byte("four")}, payloads)
 
-			ow, err = w.BeginObject(1, 10, nil)
-			require.NoError(t, err)
-			n, err = ow.ReadFrom(bytes.NewReader([]byte("short")))
-			assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
-			assert.Equal(t, int64(5), n)
-			assert.Error(t, ow.Close(), "closed short")
-			_, _, err = readAll(r)
-			assert.Error(t, err, "the stream is reset, not finished")
-			assert.NotErrorIs(t, err, io.EOF)
-		})
-	}
+		ow, err = w.BeginObject(1, 10, nil)
+		require.NoError(t, err)
+		n, err = ow.ReadFrom(bytes.NewReader([]byte("short")))
+		assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+		assert.Equal(t, int64(5), n)
+		assert.Error(t, ow.Close(), "closed short")
+		_, _, err = readAll(r)
+		assert.Error(t, err, "the stream is reset, not finished")
+		assert.NotErrorIs(t, err, io.EOF)
+	})
 }
 
 // TestLocalTrackAcceptOtherTrack: a LocalTrack does not serve a SUBSCRIBE
 // for another track under its objects; the subscriber gets DOES_NOT_EXIST.
 func TestLocalTrackAcceptOtherTrack(t *testing.T) {
-	track, err := NewLocalTrack(trackA, nil)
-	require.NoError(t, err)
-	accepted := make(chan error, 1)
-	h := HandlerFunc(func(r Request) {
-		_, err := track.Accept(r.(*SubscribeRequest), AcceptOptions{})
-		accepted <- err
+	inBubble(t, func(t *testing.T) {
+		track, err := NewLocalTrack(trackA, nil)
+		require.NoError(t, err)
+		accepted := make(chan error, 1)
+		h := HandlerFunc(func(r Request) {
+			_, err := track.Accept(r.(*SubscribeRequest), AcceptOptions{})
+			accepted <- err
+		})
+		_, fp := serverSession(t, &Config{Handler: h})
+		fs := fp.open(subscribeMsg(0, trackB, wire.Params{}))
+		assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
+		assert.Error(t, <-accepted)
+		assert.Empty(t, track.snapshot(), "nothing served")
 	})
-	_, fp := serverSession(t, &Config{Handler: h})
-	fs := fp.open(subscribeMsg(0, trackB, wire.Params{}))
-	assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
-	assert.Error(t, <-accepted)
-	assert.Empty(t, track.snapshot(), "nothing served")
 }
 
 // blockingReader blocks every Read until release is closed, counting the
