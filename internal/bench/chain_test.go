@@ -96,3 +96,23 @@ func TestParseInts(t *testing.T) {
 	assert.Error(t, err)
 }
 
+// TestHoldMeasures runs the paced hold measurement on a few subscriptions
+// of every kind: at this size nothing falls behind, so every object
+// reaches every subscriber and none is cut.
+func TestHoldMeasures(t *testing.T) {
+	needsSockets(t)
+	pace := HoldPace{Rate: 50, Size: 1200, GroupObjects: 5, Duration: 400 * time.Millisecond}
+	for _, k := range HoldKinds {
+		t.Run(k.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			row, err := MeasureHold(ctx, k, 4, pace)
+			require.NoError(t, err)
+			assert.Equal(t, 20, row.Published)
+			assert.Zero(t, row.Cut, "%v", row.Why)
+			assert.Zero(t, row.Short)
+			assert.Positive(t, row.HeapPeak)
+			assert.GreaterOrEqual(t, row.Delivered, row.Elapsed)
+		})
+	}
+}
