@@ -44,6 +44,9 @@ export MOQT_INTEROP=1
 echo "== go test -race"
 go test -race -count=1 ./...
 
+echo "== the benchmark harness's own tests (internal/bench, without -race)"
+MOQT_BENCH=1 go test -count=1 ./internal/bench/
+
 echo "== fuzz targets (${FUZZTIME:-20000x} each)"
 fuzzlog=$(mktemp)
 trap 'rm -f "$fuzzlog"' EXIT

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -13,10 +14,22 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// needsSockets skips a test of the harness itself, which sets up real
+// sessions over loopback, unless MOQT_BENCH is set: the package measures,
+// and the default test run (go test -race ./...) has no time to spend
+// here. scripts/test.sh runs them once, without -race.
+func needsSockets(t *testing.T) {
+	t.Helper()
+	if os.Getenv("MOQT_BENCH") == "" {
+		t.Skip("a harness test over loopback sockets: set MOQT_BENCH=1 to run it")
+	}
+}
+
 // TestSmoke moves a few objects of every size through both paths, twice
 // over one connection, and checks that every byte arrives intact. It makes
 // no claim about speed.
 func TestSmoke(t *testing.T) {
+	needsSockets(t)
 	for _, k := range Kinds {
 		t.Run(k.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -85,6 +98,7 @@ func BenchmarkPubSub(b *testing.B) {
 // subscribers through both fan-outs, twice over the same connections. It
 // makes no claim about cost.
 func TestFanoutSmoke(t *testing.T) {
+	needsSockets(t)
 	for _, k := range FanoutKinds {
 		t.Run(k.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

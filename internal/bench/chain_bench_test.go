@@ -118,3 +118,29 @@ func BenchmarkRelayIdleSubscription(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRelayHold publishes a paced track (30 objects a second of
+// 1200 B, 30 to a group, for 20 s) to 1000 subscribers with the default
+// configuration, served directly and through the relay, and reports the
+// subscriptions cut (cut), those that missed objects (short) and the peak
+// live heap (peak-live-MiB). One op is one whole measurement of about a
+// minute: run it with -benchtime=1x.
+func BenchmarkRelayHold(b *testing.B) {
+	pace := HoldPace{Rate: 30, Size: 1200, GroupObjects: 30, Duration: 20 * time.Second}
+	for _, k := range HoldKinds {
+		b.Run(k.Name, func(b *testing.B) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			var row HoldRow
+			for b.Loop() {
+				var err error
+				if row, err = MeasureHold(ctx, k, 1000, pace); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(row.Cut), "cut")
+			b.ReportMetric(float64(row.Short), "short")
+			b.ReportMetric(float64(row.HeapPeak)/(1<<20), "peak-live-MiB")
+		})
+	}
+}

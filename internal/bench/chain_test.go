@@ -15,6 +15,7 @@ import (
 // a short paced run, whose latencies must be one per object and
 // subscriber. It makes no claim about speed.
 func TestChainDelivers(t *testing.T) {
+	needsSockets(t)
 	const subscribers = 3
 	for _, k := range ChainKinds {
 		t.Run(k.Name, func(t *testing.T) {
@@ -40,6 +41,7 @@ func TestChainDelivers(t *testing.T) {
 // told to expect an object more than the publisher writes reports it
 // rather than waiting.
 func TestChainCatchesLoss(t *testing.T) {
+	needsSockets(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := NewBareForwarder(ctx, 2)
@@ -66,6 +68,7 @@ func TestPercentile(t *testing.T) {
 // TestIdleMeasures runs the idle-subscription measurement on a few
 // subscriptions of every kind.
 func TestIdleMeasures(t *testing.T) {
+	needsSockets(t)
 	for _, k := range IdleKinds {
 		t.Run(k.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -91,4 +94,25 @@ func TestParseInts(t *testing.T) {
 	assert.Error(t, err)
 	_, err = ParseInts("0")
 	assert.Error(t, err)
+}
+
+// TestHoldMeasures runs the paced hold measurement on a few subscriptions
+// of every kind: at this size nothing falls behind, so every object
+// reaches every subscriber and none is cut.
+func TestHoldMeasures(t *testing.T) {
+	needsSockets(t)
+	pace := HoldPace{Rate: 50, Size: 1200, GroupObjects: 5, Duration: 400 * time.Millisecond}
+	for _, k := range HoldKinds {
+		t.Run(k.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			row, err := MeasureHold(ctx, k, 4, pace)
+			require.NoError(t, err)
+			assert.Equal(t, 20, row.Published)
+			assert.Zero(t, row.Cut, "%v", row.Why)
+			assert.Zero(t, row.Short)
+			assert.Positive(t, row.HeapPeak)
+			assert.GreaterOrEqual(t, row.Delivered, row.Elapsed)
+		})
+	}
 }

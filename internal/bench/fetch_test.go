@@ -26,6 +26,7 @@ var fetchKinds = []Kind{
 // TestFetchSmoke fetches the cached objects twice and checks every byte.
 // It makes no claim about speed.
 func TestFetchSmoke(t *testing.T) {
+	needsSockets(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	p, err := NewMoQTFetch(ctx)

@@ -27,9 +27,10 @@ type relayNode struct {
 }
 
 // newRelayNode starts the publisher and the relay, which is to serve up
-// to sessions sessions. Both serve their subscribers as the fan-out
-// publisher does: slow ones may queue a whole batch (fanoutConfig).
-func newRelayNode(sessions int) (_ *relayNode, err error) {
+// to sessions sessions. Both serve their subscribers with the
+// configuration cfg returns: the fan-out publisher's (fanoutConfig), where
+// slow ones may queue a whole batch, or the defaults.
+func newRelayNode(sessions int, cfg func() *moqt.Config) (_ *relayNode, err error) {
 	n := &relayNode{cancel: func() {}}
 	defer func() {
 		if err != nil {
@@ -37,7 +38,7 @@ func newRelayNode(sessions int) (_ *relayNode, err error) {
 		}
 	}()
 	var pubTLS *tls.Config
-	if n.pub, n.track, pubTLS, err = trackServer(fanoutConfig(), nil); err != nil {
+	if n.pub, n.track, pubTLS, err = trackServer(cfg(), nil); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -54,9 +55,9 @@ func newRelayNode(sessions int) (_ *relayNode, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := fanoutConfig()
-	cfg.TLSConfig, cfg.Logger, cfg.Handler = stls, quiet, n.relay
-	if n.srv, err = moqt.Listen("127.0.0.1:0", cfg, &moqt.ServerOptions{MaxPendingSessions: sessions + 1}); err != nil {
+	rcfg := cfg()
+	rcfg.TLSConfig, rcfg.Logger, rcfg.Handler = stls, quiet, n.relay
+	if n.srv, err = moqt.Listen("127.0.0.1:0", rcfg, &moqt.ServerOptions{MaxPendingSessions: sessions + 1}); err != nil {
 		return nil, err
 	}
 	n.ctls = ctls
@@ -117,7 +118,7 @@ type relayChain struct {
 // subscribers subscriber sessions, each subscribed to the track through
 // the relay and each on its own loopback connection.
 func NewRelayChain(ctx context.Context, subscribers int) (_ *Chain, err error) {
-	node, err := newRelayNode(subscribers)
+	node, err := newRelayNode(subscribers, fanoutConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +154,7 @@ func (p *relayChain) close() error {
 
 // relayTarget is a relay in front of a publisher, for idle subscriptions.
 func relayTarget(context.Context) (*idleTarget, error) {
-	n, err := newRelayNode(64)
+	n, err := newRelayNode(64, fanoutConfig)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,10 @@
 // target). Latency from publish to subscriber read at a media-like pace (30
 // groups a second of 10 objects of 1200 B), p50 and p99. Memory and
 // goroutines per idle subscription, on the relay and on a LocalTrack
-// serving directly.
+// serving directly. Holding a paced track (30 objects a second of 1200 B)
+// at 1000 subscribers with the default configuration, directly and
+// through the relay: subscriptions cut, peak live heap and its ratio to
+// direct's, how long publishing and delivering everything took.
 //
 //	go run ./internal/bench/cmd/relay -d 1s -rounds 3
 //
@@ -22,6 +25,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"text/tabwriter"
 	"time"
 
@@ -36,6 +41,13 @@ func main() {
 	latSubs := flag.String("latency-subscribers", "1,10,100", "subscriber counts of the latency table; empty for none")
 	latFor := flag.Duration("latency-d", 3*time.Second, "how long each latency run publishes")
 	idle := flag.Int("idle", 1000, "idle subscriptions of the memory table; 0 for none")
+	hold := flag.Int("hold", 1000, "subscribers of the paced hold table; 0 for none")
+	holdRate := flag.Int("hold-rate", 30, "objects a second the hold table publishes")
+	holdSize := flag.Int("hold-size", 1200, "object size in bytes of the hold table")
+	holdGroup := flag.Int("hold-group", 30, "objects to a group in the hold table")
+	holdFor := flag.Duration("hold-d", 20*time.Second, "how long each hold run publishes")
+	holdProfile := flag.String("hold-profile", "", "directory for a CPU profile of the hold table and a heap profile at the end of each run's publishing")
+	holdRounds := flag.Int("hold-rounds", 2, "hold runs of each kind, alternating their order")
 	flag.Parse()
 	bench.QuietQUIC()
 	if *rounds < 1 {
@@ -103,6 +115,35 @@ func main() {
 		fmt.Println()
 	}
 
+	if *hold > 0 {
+		fmt.Fprintf(os.Stderr, "relay: hold, %d subscribers\n", *hold)
+		if *holdProfile != "" {
+			stop := profileHold(*holdProfile)
+			defer stop()
+		}
+		pace := bench.HoldPace{Rate: *holdRate, Size: *holdSize, GroupObjects: *holdGroup, Duration: *holdFor}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(2**holdRounds)*(*holdFor+2*time.Minute))
+		rows, err := bench.CompareHold(ctx, *hold, pace, *holdRounds)
+		cancel()
+		if err != nil {
+			fail("hold: %v", err)
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "hold %d obj/s of %d B\tround\tsubs\tpublished\tcut\tshort\tpeak live heap MiB\theap/direct\tCPU s\tpublish s\tdelivered s\twhy\t\n", *holdRate, *holdSize)
+		for _, kind := range rows {
+			for r, row := range kind {
+				ratio := 0.0
+				if r < len(rows[0]) && rows[0][r].HeapPeak > 0 {
+					ratio = float64(row.HeapPeak) / float64(rows[0][r].HeapPeak)
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.2f\t%.1f\t%.1f\t%.1f\t%v\t\n", row.Kind, r, row.Subscribers, row.Published,
+					row.Cut, row.Short, float64(row.HeapPeak)/(1<<20), ratio, row.CPU.Seconds(), row.Elapsed.Seconds(), row.Delivered.Seconds(), row.Why)
+			}
+		}
+		tw.Flush()
+		fmt.Println()
+	}
+
 	if *idle > 0 {
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "idle subscriptions\tcount\theap B/sub\tlive B/sub\tstack B/sub\tgoroutines/sub\t\n")
@@ -131,4 +172,30 @@ func parseList(list string) []int {
 		os.Exit(2)
 	}
 	return out
+}
+
+// profileHold starts a CPU profile in dir, writes a heap profile there at
+// the end of each hold run's publishing, and returns what stops the CPU
+// profile.
+func profileHold(dir string) func() {
+	runs := 0
+	bench.HoldProfile = func(kind string) {
+		runs++
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("heap-%s-%d.pprof", kind, runs)))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "relay: %v\n", err)
+			return
+		}
+		defer f.Close()
+		_ = pprof.Lookup("heap").WriteTo(f, 0)
+	}
+	f, err := os.Create(filepath.Join(dir, "cpu-hold.pprof"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "relay: %v\n", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintf(os.Stderr, "relay: %v\n", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
