@@ -25,6 +25,9 @@ type registry struct {
 	offer trackOfferer
 	// trackPublishedHook, set by tests, sees offer's calls.
 	trackPublishedHook func(wire.FullTrackName, func(*moqt.Session) bool)
+	// publishAcceptedHook, set by tests, runs between a PUBLISH_OK and
+	// the track's registration.
+	publishAcceptedHook func()
 
 	mu       sync.Mutex
 	closed   bool

@@ -252,6 +252,7 @@ func (reg *registry) acceptDown(e *trackEntry, r *moqt.SubscribeRequest, fwd, wa
 // available, or gains a publisher, and its downstream subscribers' Forward
 // state goes upstream with REQUEST_UPDATE.
 func (reg *registry) servePublish(r *moqt.PublishRequest) {
+	defer reg.holdResolving(r.Track)()
 	sub, err := r.Accept(wire.Params{})
 	if err != nil {
 		reg.reqDone(KindPublish, OutcomeRefused)
@@ -259,6 +260,9 @@ func (reg *registry) servePublish(r *moqt.PublishRequest) {
 	}
 	reg.reqDone(KindPublish, OutcomeOK)
 	reg.log.Debug("relay: publish", "event", "ok", "track", r.Track.String())
+	if reg.publishAcceptedHook != nil {
+		reg.publishAcceptedHook()
+	}
 	for {
 		e := reg.entry(r.Track)
 		if e == nil {
@@ -303,6 +307,35 @@ func (reg *registry) servePublish(r *moqt.PublishRequest) {
 			})
 		}
 		return
+	}
+}
+
+// holdResolving marks name's track as being resolved, as a SUBSCRIBE
+// looking for its publishers does, until the returned func is called: a
+// PUBLISH holds it from before its PUBLISH_OK until the track is in the
+// registry, so that a SUBSCRIBE sent as soon as the publisher has its
+// answer waits for the track rather than finding none. A track being
+// resolved already, or gone, is not marked.
+func (reg *registry) holdResolving(name wire.FullTrackName) (release func()) {
+	e := reg.entry(name)
+	if e == nil {
+		return func() {}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.dead || e.resolving != nil {
+		return func() {}
+	}
+	ch := make(chan struct{})
+	e.resolving = ch
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.resolving == ch {
+			e.resolving = nil
+			close(ch)
+			e.checkIdleLocked() // a track whose PUBLISH failed leaves
+		}
 	}
 }
 

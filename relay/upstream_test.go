@@ -109,17 +109,36 @@ func TestAllPublishersRefuseSubscribe(t *testing.T) {
 	})
 }
 
-// publishTo publishes tr to the relay over c with PUBLISH. Call it inside
-// a synctest bubble: once PUBLISH_OK is in, it waits for the relay to be
-// done, since the relay answers PUBLISH_OK before it adds the track to its
-// registry (servePublish), so a SUBSCRIBE sent at once could miss it.
+// A SUBSCRIBE sent as soon as the publisher has its PUBLISH_OK finds the
+// track, although the relay sends PUBLISH_OK before the track is in its
+// registry: the SUBSCRIBE waits for the registration.
+func TestSubscribeRightAfterPublishOK(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		proceed := make(chan struct{})
+		n.relay.reg.publishAcceptedHook = func() { <-proceed }
+		pc, _ := n.dial("/pub", nil)
+		tr := newTrack(t, testTrack)
+		_, err := publishTo(t, pc, tr, wire.Params{})
+		require.NoError(t, err)
+		c, _ := n.dial("/sub", nil)
+		subscribed := make(chan error, 1)
+		go func() {
+			_, err := subscribe(t, c, testTrack, wire.Params{})
+			subscribed <- err
+		}()
+		synctest.Wait() // the SUBSCRIBE is at the relay, the track not registered
+		close(proceed)
+		require.NoError(t, <-subscribed)
+	})
+}
+
+// publishTo publishes tr to the relay over c with PUBLISH.
 func publishTo(t *testing.T, c *moqt.Session, tr *moqt.LocalTrack, p wire.Params) (*moqt.ServedSubscription, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ss, err := tr.Publish(ctx, c, p, moqt.AcceptOptions{})
-	synctest.Wait()
-	return ss, err
+	return tr.Publish(ctx, c, p, moqt.AcceptOptions{})
 }
 
 func TestC063_C064_PublishAcceptedAndForwardSetByUpdate(t *testing.T) {
