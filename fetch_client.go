@@ -230,7 +230,7 @@ func (d *fetchData) take(s *Session, r *fetchStream) bool {
 		return false
 	}
 	if !d.answered {
-		if r.hold = s.reserveHold(); r.hold == nil {
+		if r.hold = reserveHold(s); r.hold == nil {
 			d.err = errHeldStreams
 			close(d.ready)
 			d.mu.Unlock()

@@ -180,7 +180,7 @@ func serveFetch(s *Session, rs *requestStream, m *wire.Fetch, toks []AuthToken) 
 		rs.reject(asRequestError(err)) // C026
 		return rs.drain()
 	}
-	release, ok := s.takeFetchSlot()
+	release, ok := takeFetchSlot(s)
 	if !ok {
 		rs.reject(&RequestError{Code: wire.ReqExcessiveLoad,
 			Reason: fmt.Sprintf("more than %d fetches served at once", s.cfg.MaxServedFetches)})

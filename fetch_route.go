@@ -72,7 +72,7 @@ func (r *requestIDSpace) ownID(id uint64) bool {
 }
 
 // receiveFetch routes a fetch data stream whose FETCH_HEADER has been read.
-func (s *Session) receiveFetch(str transport.ReceiveStream, br *bufio.Reader, h wire.FetchHeader) error {
+func receiveFetch(s *Session, str transport.ReceiveStream, br *bufio.Reader, h wire.FetchHeader) error {
 	r := &fetchStream{sess: s, str: str, br: br, id: h.RequestID}
 	if sink := s.fetches.lookup(h.RequestID); sink != nil {
 		if !sink.takeFetchStream(r) {
@@ -96,8 +96,8 @@ type holdSlot struct {
 	once sync.Once
 }
 
-// reserveHold claims a held-stream slot; nil when none is free.
-func (s *Session) reserveHold() *holdSlot {
+// reserveHold claims one of s's held-stream slots; nil when none is free.
+func reserveHold(s *Session) *holdSlot {
 	if !s.routes.reservePendingStream() {
 		return nil
 	}

@@ -34,7 +34,7 @@ func (f *fetchServing) cursor(t *LocalTrack, w filter.Window, desc bool) fetchCu
 
 // takeFetchSlot counts one more FETCH or fill served in the session, if
 // Config.MaxServedFetches allows it; release gives the place back.
-func (s *Session) takeFetchSlot() (release func(), ok bool) {
+func takeFetchSlot(s *Session) (release func(), ok bool) {
 	if s.serving.n.Add(1) > int64(s.cfg.MaxServedFetches) {
 		s.serving.n.Add(-1)
 		return nil, false
@@ -47,7 +47,7 @@ func (s *Session) takeFetchSlot() (release func(), ok bool) {
 // and being reset, if there are not that many already; release gives the
 // place back. Without one the fill is reset at once, without the linger
 // that keeps its FETCH_HEADER for the subscriber.
-func (s *Session) refuseFill() (release func(), ok bool) {
+func refuseFill(s *Session) (release func(), ok bool) {
 	if s.serving.refused.Add(1) > int64(s.cfg.MaxServedFetches) {
 		s.serving.refused.Add(-1)
 		return nil, false

@@ -72,7 +72,7 @@ var errNamespaceSubClosed = fmt.Errorf("%w: namespace subscription closed", ErrC
 // that keeps more than Config.MaxActiveNamespaces active gets the request
 // cancelled with EXCESSIVE_LOAD, which Next reports.
 func (s *Session) SubscribeNamespace(ctx context.Context, prefix wire.Namespace, params wire.Params) (*NamespaceSubscription, error) {
-	return s.subscribeNamespaces(ctx, prefix, params, false)
+	return subscribeNamespaces(ctx, s, prefix, params, false)
 }
 
 // SubscribeTracks sends SUBSCRIBE_TRACKS for prefix (§9.18) and returns
@@ -87,10 +87,10 @@ func (s *Session) SubscribeNamespace(ctx context.Context, prefix wire.Namespace,
 // at the publisher. FILL_PARAMETERS are refused with ErrFillOnTracks:
 // the draft defines no fill for such subscriptions (§3.4).
 func (s *Session) SubscribeTracks(ctx context.Context, prefix wire.Namespace, params wire.Params) (*NamespaceSubscription, error) {
-	return s.subscribeNamespaces(ctx, prefix, params, true)
+	return subscribeNamespaces(ctx, s, prefix, params, true)
 }
 
-func (s *Session) subscribeNamespaces(ctx context.Context, prefix wire.Namespace, params wire.Params, tracks bool) (*NamespaceSubscription, error) {
+func subscribeNamespaces(ctx context.Context, s *Session, prefix wire.Namespace, params wire.Params, tracks bool) (*NamespaceSubscription, error) {
 	if err := prefix.Validate(0); err != nil {
 		return nil, err
 	}

@@ -230,7 +230,7 @@ func (ss *ServedSubscription) startFill(id uint64, fill *wire.Params, largest wi
 	w.open = func(context.Context) (transport.SendStream, error) { return ss.openDataStream() }
 	w.forget = ss.forgetDataStream
 	w.cut = ss.cutDataStream
-	release, ok := ss.sess.takeFetchSlot()
+	release, ok := takeFetchSlot(ss.sess)
 	if !ok {
 		why := fmt.Errorf("moqt: more than %d fetches served at once", ss.sess.cfg.MaxServedFetches)
 		w.over = func(error) {}
@@ -238,7 +238,7 @@ func (ss *ServedSubscription) startFill(id uint64, fill *wire.Params, largest wi
 		// like any cut stream, unless as many refused fills are being
 		// reset already: then at once, so that a peer's REQUEST_UPDATEs
 		// cannot make lingering streams pile up.
-		done, keep := ss.sess.refuseFill()
+		done, keep := refuseFill(ss.sess)
 		lingers := false
 		cut := func(str transport.SendStream, code wire.ResetCode) {
 			if !keep {

@@ -352,7 +352,7 @@ func (s *Session) serveUniStream(raw transport.ReceiveStream) error {
 		return s.receiveSubgroup(str, br, h.Subgroup)
 	case wire.StreamFetch:
 		str.startData()
-		return s.receiveFetch(str, br, h.Fetch)
+		return receiveFetch(s, str, br, h.Fetch)
 	default:
 		// Padding is discarded (§11.5.1).
 		str.CancelRead(uint64(wire.ResetCancelled))

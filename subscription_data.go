@@ -201,7 +201,7 @@ func (sub *Subscription) takeFetchStream(r *fetchStream) bool {
 		// Beyond it the stream is stopped, and still queued, ended, so
 		// that the fill's reader learns of its end at once rather than
 		// waiting for it.
-		if r.hold = sub.sess.reserveHold(); r.hold == nil {
+		if r.hold = reserveHold(sub.sess); r.hold == nil {
 			r.err = errHeldStreams
 			defer r.stop(wire.ResetExcessiveLoad) // after sub.mu is released
 		}
