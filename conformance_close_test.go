@@ -21,11 +21,11 @@ import (
 
 // fakeSubscriberTrack serves a new LocalTrack named trackA on a library
 // server that a fake subscriber has connected to over a Pipe imitating
-// scheme ("moqt" for raw QUIC, "https" for WebTransport). Call it inside
+// raw QUIC, or WebTransport if wt. Call it inside
 // inBubble.
-func fakeSubscriberTrack(t *testing.T, scheme string) (*LocalTrack, *fakePeer, chan *ServedSubscription) {
+func fakeSubscriberTrack(t *testing.T, wt bool) (*LocalTrack, *fakePeer, chan *ServedSubscription) {
 	t.Helper()
-	if scheme == "moqt" {
+	if !wt {
 		return servedTrack(t)
 	}
 	track, cfg, served := newServedTrack(t, trackA, nil)
@@ -67,7 +67,7 @@ func (d *fakeData) expectResetAfterAny() {
 // subscriber sees the reset on the data stream itself, even after the
 // application closes the subgroup, which would otherwise end it with a FIN.
 func TestC003_CancelResetsDataStreams(t *testing.T) {
-	for _, tr := range transports {
+	for _, tr := range pipeTransports {
 		for _, how := range []struct {
 			name   string
 			cancel func(fs *fakeStream)
@@ -77,7 +77,7 @@ func TestC003_CancelResetsDataStreams(t *testing.T) {
 		} {
 			t.Run(tr.name+"/"+how.name, func(t *testing.T) {
 				inBubble(t, func(t *testing.T) {
-					testCancelResetsDataStreams(t, tr.scheme, how.cancel)
+					testCancelResetsDataStreams(t, tr.wt, how.cancel)
 				})
 			})
 		}
@@ -86,8 +86,8 @@ func TestC003_CancelResetsDataStreams(t *testing.T) {
 
 // testCancelResetsDataStreams runs TestC003_CancelResetsDataStreams with
 // one way of cancelling.
-func testCancelResetsDataStreams(t *testing.T, scheme string, cancel func(*fakeStream)) {
-	track, fp, served := fakeSubscriberTrack(t, scheme)
+func testCancelResetsDataStreams(t *testing.T, wt bool, cancel func(*fakeStream)) {
+	track, fp, served := fakeSubscriberTrack(t, wt)
 	fs, _, ss := subscribeFake(t, fp, served, wire.Params{})
 	w := track.OpenSubgroup(1, 0, SubgroupOptions{})
 	require.NoError(t, writeObject(w, 0, nil, []byte("a")))
@@ -234,11 +234,11 @@ var c020Cases = []c020Case{
 // subgroup. The cases are those §11.3.2 lists that a REQUEST_UPDATE
 // causes.
 func TestC020_StreamsCutShortAreReset(t *testing.T) {
-	for _, tr := range transports {
+	for _, tr := range pipeTransports {
 		for _, c := range c020Cases {
 			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
 				inBubble(t, func(t *testing.T) {
-					track, fp, served := fakeSubscriberTrack(t, tr.scheme)
+					track, fp, served := fakeSubscriberTrack(t, tr.wt)
 					fs, _, ss := subscribeFake(t, fp, served, c.params)
 					w := track.OpenSubgroup(2, 0, SubgroupOptions{})
 					require.NoError(t, writeObject(w, 0, nil, []byte("a")))
@@ -287,10 +287,10 @@ func TestC020_ForwardZeroThenCloseResets(t *testing.T) {
 // complete from the Start Location (§11.3.2). A later subgroup is whole
 // and ends with a FIN.
 func TestC020_JoinMidSubgroupDoesNotFIN(t *testing.T) {
-	for _, tr := range transports {
+	for _, tr := range pipeTransports {
 		t.Run(tr.name, func(t *testing.T) {
 			inBubble(t, func(t *testing.T) {
-				track, fp, served := fakeSubscriberTrack(t, tr.scheme)
+				track, fp, served := fakeSubscriberTrack(t, tr.wt)
 				w := track.OpenSubgroup(5, 0, SubgroupOptions{})
 				require.NoError(t, writeObject(w, 0, nil, []byte("before")))
 				require.NoError(t, writeObject(w, 1, nil, []byte("before")))

@@ -273,48 +273,47 @@ func TestPeerCloseEndsSession(t *testing.T) {
 // Every goroutine a session starts ends once it closes.
 func TestSessionGoroutinesEnd(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
-	func() {
-		h, served := servedCh(AcceptOptions{Expires: time.Hour})
-		ls, s, fp := serverSessionNoCleanup(t, &Config{Handler: h})
-		defer ls.srv.Close()
-		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-		expect[*wire.SubscribeOK](fs)
-		recvOrFail(t, served)
-		fs.send(&wire.RequestUpdate{RequestID: 2})
-		expect[*wire.RequestOK](fs)
-		ts := fp.open(&wire.TrackStatus{RequestID: 4, TrackNamespace: trackB.Namespace, TrackName: trackB.Name})
-		expect[*wire.RequestError](ts)
-		pub := startPublish(fakeCtx(t), s, trackB, wire.Params{}, nil)
-		pfs := fp.accept()
-		expect[*wire.Publish](pfs)
-		pfs.send(&wire.RequestOK{})
-		require.NoError(t, recvOrFail(t, pub).err)
+	// Over a Pipe in a bubble: nothing waits on the network to end.
+	inBubble(t, func(t *testing.T) {
+		func() {
+			h, served := servedCh(AcceptOptions{Expires: time.Hour})
+			ls, s, fp := serverSessionNoCleanup(t, &Config{Handler: h})
+			defer ls.srv.Close()
+			fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+			expect[*wire.SubscribeOK](fs)
+			recvOrFail(t, served)
+			fs.send(&wire.RequestUpdate{RequestID: 2})
+			expect[*wire.RequestOK](fs)
+			ts := fp.open(&wire.TrackStatus{RequestID: 4, TrackNamespace: trackB.Namespace, TrackName: trackB.Name})
+			expect[*wire.RequestError](ts)
+			pub := startPublish(fakeCtx(t), s, trackB, wire.Params{}, nil)
+			pfs := fp.accept()
+			expect[*wire.Publish](pfs)
+			pfs.send(&wire.RequestOK{})
+			require.NoError(t, recvOrFail(t, pub).err)
 
-		require.NoError(t, s.Close())
-		fp.expectClose(wire.NoError)
-		_ = fp.conn.CloseWithError(0, "")
-	}()
-	goleak.VerifyNone(t, ignore)
+			require.NoError(t, s.Close())
+			fp.expectClose(wire.NoError)
+			_ = fp.conn.CloseWithError(0, "")
+		}()
+		// The goroutine synctest.Test runs the bubble from waits for this one.
+		goleak.VerifyNone(t, ignore, goleak.IgnoreAnyFunction("testing/synctest.testingSynctestTest"))
+	})
 }
 
 // serverSessionNoCleanup is serverSession for a test that closes the
-// server (ls.srv) itself before checking goroutines.
+// server (ls.srv) itself before checking goroutines: a Server over Pipes
+// (startPipeServer) without the cleanup that would close it. Call it
+// inside inBubble.
 func serverSessionNoCleanup(t *testing.T, cfg *Config) (*libServer, *Session, *fakePeer) {
 	t.Helper()
-	ls := startLibServerNoCleanup(t, cfg)
+	cfg = quietConfig(cfg).withDefaults()
+	ln := newPipeListener(cfg)
+	ls := &libServer{t: t, srv: newServer(ln, cfg, &ServerOptions{}), pipes: ln}
 	fp := ls.dial("moqt")
 	fp.sendSetup(ls.clientSetup())
 	s, err := ls.srv.Accept(fakeCtx(t))
 	require.NoError(t, err)
 	fp.readPeerSetup()
 	return ls, s, fp
-}
-
-// startLibServerNoCleanup is startLibServer for a test that closes the
-// server itself before checking goroutines.
-func startLibServerNoCleanup(t *testing.T, cfg *Config) *libServer {
-	t.Helper()
-	srv, err := Listen("127.0.0.1:0", withServerTLS(quietConfig(cfg)), nil)
-	require.NoError(t, err)
-	return &libServer{t: t, srv: srv}
 }

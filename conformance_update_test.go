@@ -50,24 +50,26 @@ func TestMaxRequestUpdatesEnforced(t *testing.T) {
 		return &Config{Handler: h, MaxRequestUpdates: limit}
 	}
 	t.Run("within the limit", func(t *testing.T) {
-		entered := make(chan struct{}, 8)
-		release := make(chan struct{})
-		_, fp := serverSessionSetup(t, newCfg(entered, release), func(st *wire.Setup) {
-			assert.Equal(t, wire.Some[uint64](limit), st.MaxRequestUpdates)
+		inBubble(t, func(t *testing.T) {
+			entered := make(chan struct{}, 8)
+			release := make(chan struct{})
+			_, fp := serverSessionSetup(t, newCfg(entered, release), func(st *wire.Setup) {
+				assert.Equal(t, wire.Some[uint64](limit), st.MaxRequestUpdates)
+			})
+			fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+			expect[*wire.SubscribeOK](fs)
+			fs.send(&wire.RequestUpdate{RequestID: 2})
+			recvOrFail(t, entered)
+			fs.send(&wire.RequestUpdate{RequestID: 4})
+			close(release)
+			expect[*wire.RequestOK](fs)
+			expect[*wire.RequestOK](fs)
+			// Credit is back: two more are fine.
+			fs.send(&wire.RequestUpdate{RequestID: 6})
+			fs.send(&wire.RequestUpdate{RequestID: 8})
+			expect[*wire.RequestOK](fs)
+			expect[*wire.RequestOK](fs)
 		})
-		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-		expect[*wire.SubscribeOK](fs)
-		fs.send(&wire.RequestUpdate{RequestID: 2})
-		recvOrFail(t, entered)
-		fs.send(&wire.RequestUpdate{RequestID: 4})
-		close(release)
-		expect[*wire.RequestOK](fs)
-		expect[*wire.RequestOK](fs)
-		// Credit is back: two more are fine.
-		fs.send(&wire.RequestUpdate{RequestID: 6})
-		fs.send(&wire.RequestUpdate{RequestID: 8})
-		expect[*wire.RequestOK](fs)
-		expect[*wire.RequestOK](fs)
 	})
 	t.Run("one over", func(t *testing.T) {
 		inBubble(t, func(t *testing.T) {
@@ -87,13 +89,13 @@ func TestMaxRequestUpdatesEnforced(t *testing.T) {
 }
 
 // serverSessionSetup is serverSession that also checks the library's SETUP.
+// Call it inside inBubble.
 func serverSessionSetup(t *testing.T, cfg *Config, check func(*wire.Setup)) (*Session, *fakePeer) {
 	t.Helper()
-	ls := startLibServer(t, cfg, nil)
-	fp := ls.dial("moqt")
-	fp.sendSetup(ls.clientSetup())
-	s := ls.accept()
+	s, fp, served := pipeServerAccept(t, transport.PipeConfig{}, cfg)
+	fp.sendSetup(&wire.Setup{Path: wire.Some("/live"), Authority: wire.Some(pipeAuthority)})
 	check(fp.readPeerSetup())
+	require.NoError(t, <-served)
 	return s, fp
 }
 

@@ -68,15 +68,15 @@ func expectStopped(t *testing.T, str transport.SendStream) uint64 {
 // end inside one of its streams are skipped too (§3.3.1, §3.1.2). Before,
 // a lone subscription on an alias received whatever carried it.
 func TestReceiveFilterAppliesOnReusedAlias(t *testing.T) {
-	for _, tr := range transports {
-		t.Run("pipe/"+tr.name, func(t *testing.T) {
-			inBubble(t, func(t *testing.T) { testFilterOnReusedAlias(t, tr.scheme) })
+	for _, tr := range pipeTransports {
+		t.Run(tr.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) { testFilterOnReusedAlias(t, tr.wt) })
 		})
 	}
 }
 
-func testFilterOnReusedAlias(t *testing.T, scheme string) {
-	s, fp := pipeClientSession(t, transport.PipeConfig{WebTransport: scheme == "https"}, nil)
+func testFilterOnReusedAlias(t *testing.T, wt bool) {
+	s, fp := pipeClientSession(t, transport.PipeConfig{WebTransport: wt}, nil)
 	old, oldReq := subscribeFakeWith(t, s, fp, wire.Params{}, 3)
 	oldReq.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
 	oldReq.fin()

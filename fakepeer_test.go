@@ -18,9 +18,9 @@ import (
 )
 
 // This file is a fake MoQT peer for conformance tests: it speaks raw wire
-// bytes over a real QUIC connection or WebTransport session (on 127.0.0.1)
-// opened with internal/transport, while the library's Session runs on the
-// other end. It writes SETUP and requests itself, reads what the library
+// bytes over a Pipe imitating a QUIC connection or WebTransport session,
+// or for tests of the real transports over one on 127.0.0.1 opened with
+// internal/transport, while the library's Session runs on the other end. It writes SETUP and requests itself, reads what the library
 // sends with wire.MessageReader, and resets, stops or finishes streams at
 // will. Nothing here is shared between tests.
 
@@ -114,13 +114,24 @@ func (fp *fakePeer) closeSession() {
 
 // ---- connecting ----
 
-// libServer is a library Server on 127.0.0.1 that fake clients dial.
+// libServer is a library Server that fake clients dial: over Pipes
+// (startLibServer) or on 127.0.0.1 (startNetServer).
 type libServer struct {
-	t   *testing.T
-	srv *Server
+	t     *testing.T
+	srv   *Server
+	pipes *pipeListener // nil on 127.0.0.1
 }
 
+// startLibServer starts a Server over Pipes (startPipeServer). Call it
+// inside inBubble.
 func startLibServer(t *testing.T, cfg *Config, opts *ServerOptions) *libServer {
+	t.Helper()
+	return startPipeServer(t, cfg, opts)
+}
+
+// startNetServer starts a Server on 127.0.0.1, for tests of what the real
+// transports do.
+func startNetServer(t *testing.T, cfg *Config, opts *ServerOptions) *libServer {
 	t.Helper()
 	srv, err := Listen("127.0.0.1:0", withServerTLS(quietConfig(cfg)), opts)
 	require.NoError(t, err)
@@ -129,9 +140,12 @@ func startLibServer(t *testing.T, cfg *Config, opts *ServerOptions) *libServer {
 }
 
 // dial connects a fake client: scheme "moqt" for raw QUIC, "https" for
-// WebTransport. It sends nothing yet.
+// WebTransport (over a Pipe, one imitating it). It sends nothing yet.
 func (ls *libServer) dial(scheme string) *fakePeer {
 	ls.t.Helper()
+	if ls.pipes != nil {
+		return newFakePeer(ls.t, ls.pipes.dial(transport.PipeConfig{WebTransport: scheme == "https"}))
+	}
 	_, clientTLS := fakeTLS()
 	conn, err := transport.Dial(fakeCtx(ls.t), scheme+"://"+ls.srv.Addr().String()+"/live", clientTLS, nil)
 	require.NoError(ls.t, err)
@@ -161,19 +175,15 @@ func serverSession(t *testing.T, cfg *Config) (*Session, *fakePeer) {
 	return pipeServerSession(t, transport.PipeConfig{}, cfg)
 }
 
-// fakeServer is a raw transport listener the library Dials.
+// fakeServer is a fake server the library Dials, over Pipes: each dialLib
+// is one connection.
 type fakeServer struct {
-	t  *testing.T
-	ln *transport.Listener
+	t *testing.T
 }
 
+// startFakeServer starts a fake server. Call it inside inBubble.
 func startFakeServer(t *testing.T) *fakeServer {
-	t.Helper()
-	serverTLS, _ := fakeTLS()
-	ln, err := transport.Listen("127.0.0.1:0", serverTLS, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	return &fakeServer{t: t, ln: ln}
+	return &fakeServer{t: t}
 }
 
 // pendingDial is a library Dial in progress.
@@ -188,29 +198,6 @@ type pendingDial struct {
 type dialResult struct {
 	s   *Session
 	err error
-}
-
-// dialLib starts the library's Dial towards the fake server and returns the
-// fake's end of the connection with the Dial still waiting for SETUP.
-func (fs *fakeServer) dialLib(scheme string, cfg *Config) (*fakePeer, *pendingDial) {
-	fs.t.Helper()
-	_, clientTLS := fakeTLS()
-	cfg = quietConfig(cfg)
-	cfg.TLSConfig = clientTLS
-	d := &pendingDial{t: fs.t, ch: make(chan dialResult, 1)}
-	go func() {
-		s, err := Dial(context.Background(), scheme+"://"+fs.ln.Addr().String()+"/live?x=1", cfg)
-		d.ch <- dialResult{s, err}
-	}()
-	conn, _, err := fs.ln.Accept(fakeCtx(fs.t))
-	require.NoError(fs.t, err)
-	fp := newFakePeer(fs.t, conn)
-	fs.t.Cleanup(func() {
-		if s, _ := d.result(); s != nil {
-			_ = s.CloseWithError(wire.NoError, "") // see libServer.accept
-		}
-	})
-	return fp, d
 }
 
 // result waits for the Dial to return; it reports false on timeout.

@@ -13,10 +13,10 @@ import (
 )
 
 // Fixtures shared by the package's tests: the setup most of them repeat,
-// and the runners that take one test body over every transport, in memory
-// in a synctest bubble and over loopback QUIC and WebTransport. Connecting
-// sessions is in integration_test.go (real transports),
-// session_pipe_test.go (in memory) and fakepeer_test.go (a fake peer).
+// and the runners that take one test body over both transports, in memory
+// in a synctest bubble. Connecting sessions is in integration_test.go
+// (real transports), session_pipe_test.go (in memory), server_pipe_test.go
+// (a Server and Dial in memory) and fakepeer_test.go (a fake peer).
 
 // newServedTrack makes a LocalTrack named name with props and a server
 // Config whose Handler accepts every SUBSCRIBE to it, handing each
@@ -64,7 +64,7 @@ func overWire(scheme string) connector {
 // their wall-clock timers were the tests that failed.
 func forTransports(t *testing.T, f func(t *testing.T, connect connector)) {
 	for _, tr := range pipeTransports {
-		t.Run("pipe/"+tr.name, func(t *testing.T) {
+		t.Run(tr.name, func(t *testing.T) {
 			inBubble(t, func(t *testing.T) { f(t, overPipe(tr.wt)) })
 		})
 	}
@@ -95,7 +95,7 @@ func forClientSessions(t *testing.T, name string, f func(t *testing.T, connect f
 func forFakeSessions(t *testing.T, name string, f func(t *testing.T, connect fakeConnector),
 	overPipe func(*testing.T, transport.PipeConfig, *Config) (*Session, *fakePeer)) {
 	for _, tr := range pipeTransports {
-		t.Run("pipe/"+tr.name+"/"+name, func(t *testing.T) {
+		t.Run(tr.name+"/"+name, func(t *testing.T) {
 			inBubble(t, func(t *testing.T) {
 				f(t, func(t *testing.T, cfg *Config) (*Session, *fakePeer) {
 					t.Helper()
@@ -132,4 +132,41 @@ func settleWithin(t *testing.T, within time.Duration, cond func() bool, msg stri
 func bubbled() bool {
 	now := time.Now()
 	return now == now.Round(0)
+}
+
+var testTrack = wire.FullTrackName{Namespace: wire.NewNamespace("live", "cam1"), Name: []byte("video")}
+
+// acceptAll is a Handler that accepts every SUBSCRIBE and PUBLISH and hands
+// the resulting ends to the test.
+type acceptAll struct {
+	served chan *ServedSubscription
+	subs   chan *Subscription
+}
+
+func newAcceptAll() *acceptAll {
+	return &acceptAll{served: make(chan *ServedSubscription, 4), subs: make(chan *Subscription, 4)}
+}
+
+func (a *acceptAll) ServeMOQT(r Request) {
+	switch r := r.(type) {
+	case *SubscribeRequest:
+		if ss, err := acceptLocal(r, AcceptOptions{}); err == nil {
+			a.served <- ss
+		}
+	case *PublishRequest:
+		if sub, err := r.Accept(wire.Params{}); err == nil {
+			a.subs <- sub
+		}
+	default:
+		DefaultHandler.ServeMOQT(r)
+	}
+}
+
+func waitDone(t *testing.T, ctx context.Context, done <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("%s did not end", what)
+	}
 }

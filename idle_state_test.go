@@ -11,7 +11,8 @@ import (
 
 // An idle subscription holds no datagram buffer on the subscriber's side
 // and no update queue or worker on the serving side: both come with
-// their first use, and then work as before.
+// their first use, and then work as before. It looks at the state itself,
+// not at allocations, over a Pipe imitating raw QUIC.
 func TestIdleSubscriptionStateIsLazy(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		lt := subscribeTrackOver(t, overPipe(false), wire.Params{}, nil, nil)

@@ -328,14 +328,14 @@ func TestServedSubscriptionErrMatchesContext(t *testing.T) {
 		{name: "expired", opts: AcceptOptions{Expires: 50 * time.Millisecond},
 			check: doneWith(wire.DoneExpired)},
 	}
-	for _, tr := range transports {
+	for _, tr := range pipeTransports {
 		for _, e := range endings {
 			t.Run(tr.name+": "+e.name, func(t *testing.T) {
 				inBubble(t, func(t *testing.T) {
 					track, err := NewLocalTrack(testTrack, nil)
 					require.NoError(t, err)
 					served := make(chan *ServedSubscription, 1)
-					p := newPipePair(t, transport.PipeConfig{WebTransport: tr.scheme == "https"}, &Config{Handler: serveTrack(track, e.opts, served)}, nil)
+					p := newPipePair(t, transport.PipeConfig{WebTransport: tr.wt}, &Config{Handler: serveTrack(track, e.opts, served)}, nil)
 					ctx := testCtx(t, 10*time.Second)
 					sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
 					require.NoError(t, err)
@@ -370,25 +370,6 @@ func TestServedSubscriptionErrMatchesContext(t *testing.T) {
 			assert.Same(t, ss.Err(), context.Cause(ss.Context()))
 		})
 	})
-}
-
-// windowedClient is a fake client, over scheme's transport, whose streams
-// take at most window bytes until it reads them (0 keeps the default): a
-// stalled subscriber, if it never reads.
-func windowedClient(t *testing.T, ls *libServer, scheme string, window uint64) *fakePeer {
-	t.Helper()
-	_, clientTLS := fakeTLS()
-	conn, err := transport.Dial(fakeCtx(t), scheme+"://"+ls.srv.Addr().String()+"/live", clientTLS,
-		&transport.DialConfig{Windows: transport.Windows{Stream: window}})
-	require.NoError(t, err)
-	fp := newFakePeer(t, conn)
-	if scheme == "moqt" {
-		fp.sendSetup(ls.clientSetup())
-	} else {
-		fp.sendSetup(&wire.Setup{}) // PATH and AUTHORITY are raw QUIC's
-	}
-	fp.readPeerSetup()
-	return fp
 }
 
 // TestEndNotHeldByStalledSubscriber: LocalTrack.End reaches every
@@ -560,10 +541,10 @@ func endDuringAccept(t *testing.T, client windowedClientFunc, reads bool) {
 type windowedClientFunc func(cfg *Config, window int) *fakePeer
 
 // forWindowedServers runs f over both transports in memory, in a synctest
-// bubble, and over the real ones.
+// bubble.
 func forWindowedServers(t *testing.T, f func(t *testing.T, client windowedClientFunc)) {
 	for _, tr := range pipeTransports {
-		t.Run("pipe/"+tr.name, func(t *testing.T) {
+		t.Run(tr.name, func(t *testing.T) {
 			inBubble(t, func(t *testing.T) {
 				var first *Config
 				f(t, func(cfg *Config, window int) *fakePeer {
@@ -573,19 +554,6 @@ func forWindowedServers(t *testing.T, f func(t *testing.T, client windowedClient
 					_, fp := pipeServerSession(t, transport.PipeConfig{StreamWindow: window, WebTransport: tr.wt}, first)
 					return fp
 				})
-			})
-		})
-	}
-	for _, scheme := range schemes {
-		t.Run(scheme, func(t *testing.T) {
-			var ls *libServer
-			f(t, func(cfg *Config, window int) *fakePeer {
-				if ls == nil {
-					ls = startLibServer(t, cfg, nil)
-				}
-				fp := windowedClient(t, ls, scheme, uint64(window))
-				ls.accept()
-				return fp
 			})
 		})
 	}

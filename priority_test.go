@@ -282,11 +282,11 @@ func TestPriorityControlBeforeData(t *testing.T) {
 // TestPriorityWebTransportHasNoTable: webtransport-go has no stream
 // priorities, so data streams are not ranked there.
 func TestPriorityWebTransportHasNoTable(t *testing.T) {
-	for _, tr := range transports {
+	for _, tr := range pipeTransports {
 		t.Run(tr.name, func(t *testing.T) {
 			inBubble(t, func(t *testing.T) {
-				p := newPipePair(t, transport.PipeConfig{WebTransport: tr.scheme == "https"}, nil, nil)
-				assert.Equal(t, tr.scheme == "https", p.server.priorities() == nil)
+				p := newPipePair(t, transport.PipeConfig{WebTransport: tr.wt}, nil, nil)
+				assert.Equal(t, tr.wt, p.server.priorities() == nil)
 			})
 		})
 	}

@@ -47,7 +47,7 @@ func TestRequestContextCancelledByPeer(t *testing.T) {
 	for _, scheme := range schemes {
 		for _, kind := range requestKindCases {
 			for _, way := range []string{"reset", "stop_sending"} {
-				t.Run(scheme+"/"+kind.name+"/"+way, func(t *testing.T) {
+				t.Run(pipeName(scheme)+"/"+kind.name+"/"+way, func(t *testing.T) {
 					inBubble(t, func(t *testing.T) {
 						h, ctxs := blockingHandler()
 						s, fp := serverSessionOver(t, scheme, &Config{Handler: h})

@@ -35,7 +35,7 @@ func TestServerReceivesRedirectWithConnectURI(t *testing.T) {
 	}
 	for name, request := range requests {
 		for _, scheme := range schemes {
-			t.Run(scheme+"/"+name, func(t *testing.T) {
+			t.Run(pipeName(scheme)+"/"+name, func(t *testing.T) {
 				inBubble(t, func(t *testing.T) {
 					s, fp := serverSessionOver(t, scheme, nil)
 					done := goErr(func() error { return request(s) })

@@ -29,7 +29,7 @@ import (
 // refuses new connections once the pool is full of them. A server whose
 // Config.Handler does all the work calls Serve, which accepts for it.
 type Server struct {
-	ln     *transport.Listener
+	ln     listener
 	cfg    *Config
 	queue  acceptQueue
 	drain  time.Duration // ServerOptions.DrainTimeout, defaulted
@@ -87,27 +87,40 @@ func Listen(addr string, cfg *Config, opts *ServerOptions) (*Server, error) {
 		opts = &ServerOptions{}
 	}
 	cfg = cfg.withDefaults()
-	if cfg.SharedBacklog == nil {
-		cfg.SharedBacklog = NewBacklogBudget(0)
-	}
 	if err := checkServerTLS(cfg.TLSConfig); err != nil {
 		return nil, err
 	}
 	if err := checkSetupTokens(cfg.AuthorizationTokens); err != nil {
 		return nil, err
 	}
-	srv := &Server{cfg: cfg, queue: newAcceptQueue(), drain: cmp.Or(opts.DrainTimeout, defaultDrainTimeout)}
 	pool := pending.NewPool(cmp.Or(max(opts.MaxPendingSessions, 0), defaultMaxPendingSessions))
 	ln, err := transport.Listen(addr, cfg.TLSConfig, &transport.ListenConfig{Protocols: cfg.alpns(), CheckOrigin: opts.CheckOrigin,
 		Windows: cfg.windows(), Options: cfg.transportOptions(), Pool: pool, ConnectTimeout: cfg.SetupTimeout})
 	if err != nil {
 		return nil, err
 	}
-	srv.ln = ln
+	return newServer(ln, cfg, opts), nil
+}
+
+// listener is where a Server takes its connections from: a
+// transport.Listener, or in tests one handing over Pipes.
+type listener interface {
+	Accept(ctx context.Context) (transport.Conn, transport.Info, error)
+	Addr() net.Addr
+	Close() error
+}
+
+// newServer serves the connections ln accepts. cfg has its defaults;
+// opts is not nil.
+func newServer(ln listener, cfg *Config, opts *ServerOptions) *Server {
+	if cfg.SharedBacklog == nil {
+		cfg.SharedBacklog = NewBacklogBudget(0)
+	}
+	srv := &Server{ln: ln, cfg: cfg, queue: newAcceptQueue(), drain: cmp.Or(opts.DrainTimeout, defaultDrainTimeout)}
 	srv.ctx, srv.cancel = context.WithCancel(context.Background())
 	srv.wg.Add(1)
 	go srv.acceptLoop(opts.CheckSetup)
-	return srv, nil
+	return srv
 }
 
 // checkServerTLS refuses a TLS configuration that cannot serve a

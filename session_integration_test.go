@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -22,8 +21,9 @@ import (
 
 // Sessions over loopback QUIC and WebTransport where the transports
 // themselves are the subject: idle timeouts and keep-alives, stream limits,
-// how closes, resets and transport errors reach the session, a process
-// that exits right after Close, the Server's accept queue. The rest of the
+// how closes and transport errors reach the session, a process that exits
+// right after Close, the Server's pool and Serve on a real port, a hook
+// that blocks on a lock (which a bubble cannot wait out). The rest of the
 // session's behaviour is tested over Pipes in synctest bubbles.
 
 // TestAcceptQueueBounded: sessions waiting for Accept are bounded; past
@@ -32,7 +32,7 @@ import (
 func TestAcceptQueueBounded(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			ls := startLibServer(t, quietConfig(nil), &ServerOptions{MaxPendingSessions: 1})
+			ls := startNetServer(t, quietConfig(nil), &ServerOptions{MaxPendingSessions: 1})
 			cfg := func() *Config {
 				_, clientTLS := fakeTLS()
 				return quietConfig(&Config{TLSConfig: clientTLS})
@@ -266,38 +266,12 @@ func TestSessionEndsAgreeWithBlockedCalls(t *testing.T) {
 	}
 }
 
-// TestStreamErrorTyped: a reset data stream reaches the subscriber's reads
-// as a *StreamError with the publisher's code.
-func TestStreamErrorTyped(t *testing.T) {
-	for _, tr := range transports {
-		t.Run(tr.name, func(t *testing.T) {
-			lt := subscribeTrack(t, tr.scheme, wire.Params{}, nil, nil)
-			w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
-			require.NoError(t, writeObject(w, 0, nil, []byte("abc")))
-			r, err := lt.sub.AcceptSubgroup(lt.ctx)
-			require.NoError(t, err)
-			_, err = r.Next()
-			require.NoError(t, err)
-			w.Reset(wire.ResetExcessiveLoad)
-			_, err = io.ReadAll(r)
-			if err == nil {
-				_, err = r.Next()
-			}
-			var se *StreamError
-			require.ErrorAs(t, err, &se)
-			assert.Equal(t, wire.ResetExcessiveLoad, se.Code)
-			assert.True(t, se.Remote)
-			assert.Contains(t, se.Error(), "EXCESSIVE_LOAD")
-		})
-	}
-}
-
 // CloseWithError reaches the peer with its code and reason; the Context's
 // cause is the *SessionError.
 func TestCloseWithError(t *testing.T) {
 	for _, scheme := range []string{"moqt", "https"} {
 		t.Run(scheme, func(t *testing.T) {
-			ls := startLibServer(t, nil, nil)
+			ls := startNetServer(t, nil, nil)
 			fp := ls.dial(scheme)
 			st := &wire.Setup{}
 			if scheme == "moqt" {
@@ -321,7 +295,7 @@ func TestCloseWithError(t *testing.T) {
 // C003 over WebTransport, whose streams come from another library.
 func TestC003_PublisherResetsAfterStopSendingWebTransport(t *testing.T) {
 	h, served := servedCh(AcceptOptions{})
-	ls := startLibServer(t, &Config{Handler: h}, nil)
+	ls := startNetServer(t, &Config{Handler: h}, nil)
 	fp := ls.dial("https")
 	fp.sendSetup(&wire.Setup{})
 	ls.accept()

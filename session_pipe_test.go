@@ -16,16 +16,16 @@ import (
 // jumps to the next timer once every goroutine waits, and a test of a
 // ten-second timeout takes no time and has no race with the scheduler.
 // Tests of what the transports themselves do stay on the real ones
-// (newPair, startLibServer).
+// (newPair, startNetServer).
 
-// pipeTransports are the two transports a Pipe imitates, named as
-// transports names the real ones.
+// pipeTransports are the two transports a Pipe imitates, named for
+// subtests: "pipe/" and the name transports gives the real one.
 var pipeTransports = []struct {
 	name string
 	wt   bool
 }{
-	{"quic", false},
-	{"webtransport", true},
+	{"pipe/quic", false},
+	{"pipe/webtransport", true},
 }
 
 // inBubble runs f in a synctest bubble: every Pipe, session and timer

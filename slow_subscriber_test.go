@@ -266,12 +266,12 @@ func TestC020_JoinMidSubgroup(t *testing.T) {
 		{"start inside the subgroup", wire.StartFilter(wire.Location{Group: 0, Object: 1}), true},
 		{"start after the objects sent", wire.NextObjectFilter(), false},
 	}
-	for _, tr := range transports {
+	for _, tr := range pipeTransports {
 		for _, c := range cases {
 			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
 				inBubble(t, func(t *testing.T) {
 					track, cfg, served := newServedTrack(t, testTrack, nil)
-					p := newPipePair(t, transport.PipeConfig{WebTransport: tr.scheme == "https"}, cfg, nil)
+					p := newPipePair(t, transport.PipeConfig{WebTransport: tr.wt}, cfg, nil)
 					ctx := testCtx(t, 20*time.Second)
 					w := track.OpenSubgroup(0, 0, SubgroupOptions{})
 					writeObjects(t, ctx, w, 0, 5, fixedSize(10))
@@ -403,11 +403,11 @@ func TestSlowSubscriberPauseWithinGrace(t *testing.T) {
 // TestDoneResetsWithMatchingCode: PUBLISH_DONE resets the subscription's
 // open data streams first, with the §12.5 code matching its status.
 func TestDoneResetsWithMatchingCode(t *testing.T) {
-	for _, tr := range transports {
+	for _, tr := range pipeTransports {
 		for _, code := range []wire.PublishDoneCode{wire.DoneTooFarBehind, wire.DoneGoingAway, wire.DoneExpired} {
 			t.Run(tr.name+"/"+code.String(), func(t *testing.T) {
 				inBubble(t, func(t *testing.T) {
-					lt := subscribeTrackOver(t, overPipe(tr.scheme == "https"), wire.Params{}, nil, nil)
+					lt := subscribeTrackOver(t, overPipe(tr.wt), wire.Params{}, nil, nil)
 					ctx := lt.ctx
 					w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
 					got := readSubgroupAsync(ctx, lt.sub)

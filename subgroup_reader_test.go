@@ -113,9 +113,11 @@ func TestSubgroupReaderWriteToPartial(t *testing.T) {
 	})
 }
 
-// TestDatagramReceiveAllocs: a received datagram reaches ReadDatagram
-// without an allocation of this library; its payload is the buffer the
-// transport made for it, handed over as is.
+// TestDatagramReceiveAllocs: a parsed datagram, routed to its
+// subscription as the session's datagram loop does, reaches ReadDatagram
+// without an allocation of this library; its payload is the buffer it was
+// parsed from (the transport's, here the test's), handed over as is. The
+// datagrams do not pass through the Pipe, which only carries the session.
 func TestDatagramReceiveAllocs(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		s, fp := pipeClientSession(t, transport.PipeConfig{}, nil)
@@ -139,7 +141,9 @@ func TestDatagramReceiveAllocs(t *testing.T) {
 }
 
 // TestSubgroupReaderAllocs: reading whole objects into a reused buffer,
-// or forwarding payloads with WriteTo, allocates nothing per object.
+// or forwarding payloads with WriteTo, allocates nothing per object. The
+// stream is a Pipe's, whose reads allocate nothing either: every
+// allocation counted would be the reader's.
 func TestSubgroupReaderAllocs(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		s, fp := pipeClientSession(t, transport.PipeConfig{}, nil)

@@ -241,18 +241,14 @@ func TestC020_SubgroupDeliveryTimeoutResetsAfterFin(t *testing.T) {
 }
 
 // forTimeoutCases runs f for every timeout case over both transports in
-// memory, in a synctest bubble, and for the first case over both real
-// transports.
+// memory, in a synctest bubble.
 func forTimeoutCases(t *testing.T, f func(t *testing.T, connect connector, c timeoutCase)) {
 	for _, tr := range pipeTransports {
 		for _, c := range timeoutCases {
-			t.Run("pipe/"+tr.name+"/"+c.name, func(t *testing.T) {
+			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
 				inBubble(t, func(t *testing.T) { f(t, overPipe(tr.wt), c) })
 			})
 		}
-	}
-	for _, tr := range transports {
-		t.Run(tr.name+"/"+timeoutCases[0].name, func(t *testing.T) { f(t, overWire(tr.scheme), timeoutCases[0]) })
 	}
 }
 

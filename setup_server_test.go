@@ -9,93 +9,103 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// SETUP against the library's Dial and Server over loopback QUIC and
-// WebTransport: the URL's path and authority in SETUP or in the CONNECT
-// request, the Server's checks of a client's SETUP (ServerOptions.CheckSetup,
-// tokens), control streams on a real connection. The session's own SETUP
-// rules are tested over Pipes too (conformance_setup_test.go).
+// SETUP against the library's Dial and Server, over Pipes in synctest
+// bubbles (server_pipe_test.go): the URL's path and authority in SETUP or
+// in the CONNECT request, the Server's checks of a client's SETUP
+// (ServerOptions.CheckSetup, tokens), control streams. The session's own
+// SETUP rules are in conformance_setup_test.go.
 
 func TestSetupLibraryServerSendsNoPathOrAuthority(t *testing.T) {
-	ls := startLibServer(t, nil, nil)
-	fp := ls.dial("moqt")
-	fp.sendSetup(ls.clientSetup())
-	s := ls.accept()
-	st := fp.readPeerSetup()
-	// A server must not send PATH or AUTHORITY (§9.1.1, §9.1.2).
-	assert.False(t, st.Path.Set)
-	assert.False(t, st.Authority.Set)
-	assert.Equal(t, "moqt-go", st.MoqtImplementation.Value)
-	assert.Equal(t, "/live", s.Path())
-	assert.Equal(t, ls.srv.Addr().String(), s.Authority())
-	assert.False(t, s.isClient)
+	inBubble(t, func(t *testing.T) {
+		ls := startLibServer(t, nil, nil)
+		fp := ls.dial("moqt")
+		fp.sendSetup(ls.clientSetup())
+		s := ls.accept()
+		st := fp.readPeerSetup()
+		// A server must not send PATH or AUTHORITY (§9.1.1, §9.1.2).
+		assert.False(t, st.Path.Set)
+		assert.False(t, st.Authority.Set)
+		assert.Equal(t, "moqt-go", st.MoqtImplementation.Value)
+		assert.Equal(t, "/live", s.Path())
+		assert.Equal(t, ls.srv.Addr().String(), s.Authority())
+		assert.False(t, s.isClient)
+	})
 }
 
 func TestSetupLibraryClientSendsPathAndAuthority(t *testing.T) {
 	for _, tc := range []struct {
-		scheme string
-		wt     bool
-	}{{"moqt", false}, {"https", true}} {
-		t.Run(tc.scheme, func(t *testing.T) {
-			fs := startFakeServer(t)
-			fp, dial := fs.dialLib(tc.scheme, nil)
-			st := fp.readPeerSetup()
-			if tc.wt {
-				// Over WebTransport the URI travels in the CONNECT request.
-				assert.False(t, st.Path.Set)
-				assert.False(t, st.Authority.Set)
-			} else {
-				assert.Equal(t, "/live?x=1", st.Path.Value)
-				assert.Equal(t, fs.ln.Addr().String(), st.Authority.Value)
-			}
-			fp.sendSetup(&wire.Setup{})
-			s, err := dial.wait()
-			require.NoError(t, err)
-			assert.True(t, s.isClient)
+		name, scheme string
+		wt           bool
+	}{{"pipe/quic", "moqt", false}, {"pipe/webtransport", "https", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				fs := startFakeServer(t)
+				fp, dial := fs.dialLib(tc.scheme, nil)
+				st := fp.readPeerSetup()
+				if tc.wt {
+					// Over WebTransport the URI travels in the CONNECT request.
+					assert.False(t, st.Path.Set)
+					assert.False(t, st.Authority.Set)
+				} else {
+					assert.Equal(t, "/live?x=1", st.Path.Value)
+					assert.Equal(t, pipeAuthority, st.Authority.Value)
+				}
+				fp.sendSetup(&wire.Setup{})
+				s, err := dial.wait()
+				require.NoError(t, err)
+				assert.True(t, s.isClient)
+			})
 		})
 	}
 }
 
 // Unknown Setup Options are ignored and may repeat (§9.1).
 func TestSetupUnknownOptionsIgnored(t *testing.T) {
-	ls := startLibServer(t, nil, nil)
-	fp := ls.dial("moqt")
-	st := ls.clientSetup()
-	st.Unknown = wire.KVList{
-		{Type: 0x0A, Value: 1},
-		{Type: 0x0A, Value: 2}, // a duplicate of an unknown option
-		{Type: 0x0B, Bytes: []byte("opaque")},
-		{Type: 0x9D, Value: 7}, // grease
-		{Type: 0x9D, Value: 8},
-	}
-	fp.sendSetup(st)
-	s := ls.accept()
-	fp.readPeerSetup()
-	assert.Len(t, s.PeerSetup().Unknown, 5)
-	fp.alive(0)
-	assert.NoError(t, s.Context().Err())
+	inBubble(t, func(t *testing.T) {
+		ls := startLibServer(t, nil, nil)
+		fp := ls.dial("moqt")
+		st := ls.clientSetup()
+		st.Unknown = wire.KVList{
+			{Type: 0x0A, Value: 1},
+			{Type: 0x0A, Value: 2}, // a duplicate of an unknown option
+			{Type: 0x0B, Bytes: []byte("opaque")},
+			{Type: 0x9D, Value: 7}, // grease
+			{Type: 0x9D, Value: 8},
+		}
+		fp.sendSetup(st)
+		s := ls.accept()
+		fp.readPeerSetup()
+		assert.Len(t, s.PeerSetup().Unknown, 5)
+		fp.alive(0)
+		assert.NoError(t, s.Context().Err())
+	})
 }
 
 // PATH and AUTHORITY (§9.1.1, §9.1.2).
 func TestSetupPathAndAuthorityRules(t *testing.T) {
 	t.Run("server sends PATH", func(t *testing.T) {
-		fs := startFakeServer(t)
-		fp, dial := fs.dialLib("moqt", nil)
-		fp.readPeerSetup()
-		fp.sendSetup(&wire.Setup{Path: wire.Some("/x")})
-		_, err := dial.wait()
-		var se *SessionError
-		require.ErrorAs(t, err, &se)
-		assert.Equal(t, wire.InvalidPath, se.Code)
-		fp.expectClose(wire.InvalidPath)
+		inBubble(t, func(t *testing.T) {
+			fs := startFakeServer(t)
+			fp, dial := fs.dialLib("moqt", nil)
+			fp.readPeerSetup()
+			fp.sendSetup(&wire.Setup{Path: wire.Some("/x")})
+			_, err := dial.wait()
+			var se *SessionError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, wire.InvalidPath, se.Code)
+			fp.expectClose(wire.InvalidPath)
+		})
 	})
 	t.Run("server sends AUTHORITY", func(t *testing.T) {
-		fs := startFakeServer(t)
-		fp, dial := fs.dialLib("moqt", nil)
-		fp.readPeerSetup()
-		fp.sendSetup(&wire.Setup{Authority: wire.Some("example.com")})
-		_, err := dial.wait()
-		require.Error(t, err)
-		fp.expectClose(wire.InvalidAuthority)
+		inBubble(t, func(t *testing.T) {
+			fs := startFakeServer(t)
+			fp, dial := fs.dialLib("moqt", nil)
+			fp.readPeerSetup()
+			fp.sendSetup(&wire.Setup{Authority: wire.Some("example.com")})
+			_, err := dial.wait()
+			require.Error(t, err)
+			fp.expectClose(wire.InvalidAuthority)
+		})
 	})
 	for _, tc := range []struct {
 		name   string
@@ -111,23 +121,27 @@ func TestSetupPathAndAuthorityRules(t *testing.T) {
 		{"AUTHORITY with open IPv6 literal", "moqt", wire.Setup{Authority: wire.Some("[::1")}, wire.MalformedAuthority},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ls := startLibServer(t, nil, nil)
-			fp := ls.dial(tc.scheme)
-			fp.sendSetup(&tc.setup)
-			fp.expectClose(tc.code)
+			inBubble(t, func(t *testing.T) {
+				ls := startLibServer(t, nil, nil)
+				fp := ls.dial(tc.scheme)
+				fp.sendSetup(&tc.setup)
+				fp.expectClose(tc.code)
+			})
 		})
 	}
 	t.Run("server does not serve the PATH", func(t *testing.T) {
-		ls := startLibServer(t, nil, &ServerOptions{CheckSetup: func(s *Session, st *wire.Setup) error {
-			if s.Path() != "/live" {
-				return &SessionError{Code: wire.InvalidPath, Reason: "no such path"}
-			}
-			return nil
-		}})
-		fp := ls.dial("moqt")
-		fp.sendSetup(&wire.Setup{Path: wire.Some("/other")})
-		ce := fp.expectClose(wire.InvalidPath)
-		assert.Equal(t, "no such path", ce.Reason)
+		inBubble(t, func(t *testing.T) {
+			ls := startLibServer(t, nil, &ServerOptions{CheckSetup: func(s *Session, st *wire.Setup) error {
+				if s.Path() != "/live" {
+					return &SessionError{Code: wire.InvalidPath, Reason: "no such path"}
+				}
+				return nil
+			}})
+			fp := ls.dial("moqt")
+			fp.sendSetup(&wire.Setup{Path: wire.Some("/other")})
+			ce := fp.expectClose(wire.InvalidPath)
+			assert.Equal(t, "no such path", ce.Reason)
+		})
 	})
 }
 
@@ -146,12 +160,14 @@ func TestSetupControlStreamStartsWithOtherMessage(t *testing.T) {
 		{"CLIENT_SETUP of draft 10", 0x40},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ls := startLibServer(t, nil, nil)
-			fp := ls.dial("moqt")
-			str := fp.openControl()
-			_, err := str.Write(frame(tc.typ, []byte{0}))
-			require.NoError(t, err)
-			fp.expectClose(wire.ProtocolViolation)
+			inBubble(t, func(t *testing.T) {
+				ls := startLibServer(t, nil, nil)
+				fp := ls.dial("moqt")
+				str := fp.openControl()
+				_, err := str.Write(frame(tc.typ, []byte{0}))
+				require.NoError(t, err)
+				fp.expectClose(wire.ProtocolViolation)
+			})
 		})
 	}
 }
@@ -159,11 +175,13 @@ func TestSetupControlStreamStartsWithOtherMessage(t *testing.T) {
 // Each endpoint opens exactly one control stream (§6.3).
 func TestSetupSecondControlStream(t *testing.T) {
 	t.Run("both before the session is up", func(t *testing.T) {
-		ls := startLibServer(t, nil, nil)
-		fp := ls.dial("moqt")
-		fp.sendSetup(ls.clientSetup())
-		fp.writeTo(fp.openControl(), ls.clientSetup())
-		fp.expectClose(wire.ProtocolViolation)
+		inBubble(t, func(t *testing.T) {
+			ls := startLibServer(t, nil, nil)
+			fp := ls.dial("moqt")
+			fp.sendSetup(ls.clientSetup())
+			fp.writeTo(fp.openControl(), ls.clientSetup())
+			fp.expectClose(wire.ProtocolViolation)
+		})
 	})
 	t.Run("after the session is up", func(t *testing.T) {
 		inBubble(t, func(t *testing.T) {
@@ -193,11 +211,13 @@ func TestSetupControlStreamClosed(t *testing.T) {
 		})
 	})
 	t.Run("FIN right after SETUP", func(t *testing.T) {
-		ls := startLibServer(t, nil, nil)
-		fp := ls.dial("moqt")
-		fp.sendSetup(ls.clientSetup())
-		require.NoError(t, fp.ctrl.Close())
-		fp.expectClose(wire.ProtocolViolation)
+		inBubble(t, func(t *testing.T) {
+			ls := startLibServer(t, nil, nil)
+			fp := ls.dial("moqt")
+			fp.sendSetup(ls.clientSetup())
+			require.NoError(t, fp.ctrl.Close())
+			fp.expectClose(wire.ProtocolViolation)
+		})
 	})
 	t.Run("STOP_SENDING on the library's control stream", func(t *testing.T) {
 		inBubble(t, func(t *testing.T) {
@@ -219,57 +239,63 @@ func TestSetupControlStreamClosed(t *testing.T) {
 
 // An endpoint may pipeline requests right after its SETUP (§9.1).
 func TestSetupPipelinedRequest(t *testing.T) {
-	h, served := servedCh(AcceptOptions{})
-	ls := startLibServer(t, &Config{Handler: h}, nil)
-	fp := ls.dial("moqt")
-	fp.sendSetup(ls.clientSetup())
-	// Before reading anything from the library.
-	fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
-	ls.accept()
-	expect[*wire.SubscribeOK](fs)
-	ss := recvOrFail(t, served)
-	assert.Equal(t, uint64(0), ss.requestID())
+	inBubble(t, func(t *testing.T) {
+		h, served := servedCh(AcceptOptions{})
+		ls := startLibServer(t, &Config{Handler: h}, nil)
+		fp := ls.dial("moqt")
+		fp.sendSetup(ls.clientSetup())
+		// Before reading anything from the library.
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		ls.accept()
+		expect[*wire.SubscribeOK](fs)
+		ss := recvOrFail(t, served)
+		assert.Equal(t, uint64(0), ss.requestID())
+	})
 }
 
 // Request streams that arrive before the peer's control stream wait in
 // their stream's flow-control window, bounded by the QUIC stream limit, and
 // are served once SETUP arrives (§6.3).
 func TestSetupRequestBeforeControlStream(t *testing.T) {
-	const n = 3
-	waiting := make(chan struct{}, n)
-	h, served := servedCh(AcceptOptions{})
-	cfg := &Config{Handler: h, hooks: &sessionHooks{requestWaitsForSetup: func() { waiting <- struct{}{} }}}
-	ls := startLibServer(t, cfg, nil)
-	fp := ls.dial("moqt")
-	var streams []*fakeStream
-	for i := range n {
-		streams = append(streams, fp.open(subscribeMsg(uint64(2*i), trackA, wire.Params{})))
-	}
-	for range n {
-		recvOrFail(t, waiting)
-	}
-	fp.sendSetup(ls.clientSetup())
-	ls.accept()
-	for _, fs := range streams {
-		expect[*wire.SubscribeOK](fs)
-	}
-	ids := map[uint64]bool{}
-	for range n {
-		ids[recvOrFail(t, served).requestID()] = true
-	}
-	assert.Equal(t, map[uint64]bool{0: true, 2: true, 4: true}, ids)
+	inBubble(t, func(t *testing.T) {
+		const n = 3
+		waiting := make(chan struct{}, n)
+		h, served := servedCh(AcceptOptions{})
+		cfg := &Config{Handler: h, hooks: &sessionHooks{requestWaitsForSetup: func() { waiting <- struct{}{} }}}
+		ls := startLibServer(t, cfg, nil)
+		fp := ls.dial("moqt")
+		var streams []*fakeStream
+		for i := range n {
+			streams = append(streams, fp.open(subscribeMsg(uint64(2*i), trackA, wire.Params{})))
+		}
+		for range n {
+			recvOrFail(t, waiting)
+		}
+		fp.sendSetup(ls.clientSetup())
+		ls.accept()
+		for _, fs := range streams {
+			expect[*wire.SubscribeOK](fs)
+		}
+		ids := map[uint64]bool{}
+		for range n {
+			ids[recvOrFail(t, served).requestID()] = true
+		}
+		assert.Equal(t, map[uint64]bool{0: true, 2: true, 4: true}, ids)
+	})
 }
 
 func TestAuthTokenMaxCacheSizeSent(t *testing.T) {
-	ls := startLibServer(t, nil, nil)
-	fp := ls.dial("moqt")
-	fp.sendSetup(ls.clientSetup())
-	assert.False(t, fp.readPeerSetup().MaxAuthTokenCacheSize.Set, "the default 0 is not sent")
+	inBubble(t, func(t *testing.T) {
+		ls := startLibServer(t, nil, nil)
+		fp := ls.dial("moqt")
+		fp.sendSetup(ls.clientSetup())
+		assert.False(t, fp.readPeerSetup().MaxAuthTokenCacheSize.Set, "the default 0 is not sent")
 
-	ls = startLibServer(t, &Config{MaxAuthTokenCacheSize: 4096}, nil)
-	fp = ls.dial("moqt")
-	fp.sendSetup(ls.clientSetup())
-	assert.Equal(t, wire.Some[uint64](4096), fp.readPeerSetup().MaxAuthTokenCacheSize)
+		ls = startLibServer(t, &Config{MaxAuthTokenCacheSize: 4096}, nil)
+		fp = ls.dial("moqt")
+		fp.sendSetup(ls.clientSetup())
+		assert.Equal(t, wire.Some[uint64](4096), fp.readPeerSetup().MaxAuthTokenCacheSize)
+	})
 }
 
 // The session errors of §8.9 and §9.1.4, with the library as the server.
@@ -299,18 +325,20 @@ func TestAuthTokenSessionErrors(t *testing.T) {
 		{"SETUP repeats a token", 100, toks(tokVal("a"), tokVal("a")), nil, wire.MalformedAuthToken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ls := startLibServer(t, &Config{MaxAuthTokenCacheSize: tc.limit}, nil)
-			fp := ls.dial("moqt")
-			st := ls.clientSetup()
-			st.AuthorizationTokens = tc.setup
-			fp.sendSetup(st)
-			for i, req := range tc.requests {
-				fs := fp.subscribeWith(uint64(2*i), req...)
-				if i < len(tc.requests)-1 {
-					assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
+			inBubble(t, func(t *testing.T) {
+				ls := startLibServer(t, &Config{MaxAuthTokenCacheSize: tc.limit}, nil)
+				fp := ls.dial("moqt")
+				st := ls.clientSetup()
+				st.AuthorizationTokens = tc.setup
+				fp.sendSetup(st)
+				for i, req := range tc.requests {
+					fs := fp.subscribeWith(uint64(2*i), req...)
+					if i < len(tc.requests)-1 {
+						assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
+					}
 				}
-			}
-			fp.expectClose(tc.code)
+				fp.expectClose(tc.code)
+			})
 		})
 	}
 }
@@ -330,25 +358,29 @@ func TestAuthTokenServerSetup(t *testing.T) {
 		{"REGISTER then USE_ALIAS repeats the token", 100, toks(tokReg(1, "a"), tokUse(1)), wire.MalformedAuthToken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fs := startFakeServer(t)
-			fp, dial := fs.dialLib("moqt", &Config{MaxAuthTokenCacheSize: tc.limit})
-			fp.readPeerSetup()
-			fp.sendSetup(&wire.Setup{AuthorizationTokens: tc.setup})
-			_, err := dial.wait()
-			var se *SessionError
-			require.ErrorAs(t, err, &se)
-			assert.Equal(t, tc.code, se.Code)
-			fp.expectClose(tc.code)
+			inBubble(t, func(t *testing.T) {
+				fs := startFakeServer(t)
+				fp, dial := fs.dialLib("moqt", &Config{MaxAuthTokenCacheSize: tc.limit})
+				fp.readPeerSetup()
+				fp.sendSetup(&wire.Setup{AuthorizationTokens: tc.setup})
+				_, err := dial.wait()
+				var se *SessionError
+				require.ErrorAs(t, err, &se)
+				assert.Equal(t, tc.code, se.Code)
+				fp.expectClose(tc.code)
+			})
 		})
 	}
 	t.Run("REGISTER and DELETE in one SETUP", func(t *testing.T) {
-		fs := startFakeServer(t)
-		fp, dial := fs.dialLib("moqt", &Config{MaxAuthTokenCacheSize: 100})
-		fp.readPeerSetup()
-		fp.sendSetup(&wire.Setup{AuthorizationTokens: toks(tokReg(1, "a"), tokDel(1), tokVal("b"))})
-		s, err := dial.wait()
-		require.NoError(t, err)
-		assert.Equal(t, []string{"a@1", "b"}, tokStrings(s.PeerAuthorizationTokens()))
+		inBubble(t, func(t *testing.T) {
+			fs := startFakeServer(t)
+			fp, dial := fs.dialLib("moqt", &Config{MaxAuthTokenCacheSize: 100})
+			fp.readPeerSetup()
+			fp.sendSetup(&wire.Setup{AuthorizationTokens: toks(tokReg(1, "a"), tokDel(1), tokVal("b"))})
+			s, err := dial.wait()
+			require.NoError(t, err)
+			assert.Equal(t, []string{"a@1", "b"}, tokStrings(s.PeerAuthorizationTokens()))
+		})
 	})
 }
 

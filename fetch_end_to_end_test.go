@@ -15,9 +15,9 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// End-to-end FETCH and fill between two library sessions, over every
-// transport: the publisher's LocalTrack answers from its cache, the
-// subscriber reads with Session.Fetch and Subscription.ReadObject.
+// End-to-end FETCH and fill between two library sessions, over both Pipes
+// in synctest bubbles: the publisher's LocalTrack answers from its cache,
+// the subscriber reads with Session.Fetch and Subscription.ReadObject.
 
 // fetchTrack serves testTrack, with a cache of limits, to SUBSCRIBE and
 // FETCH alike, over connect.
