@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -21,16 +20,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/browsertools"
+
 	"github.com/moqt-go/moqt"
 	"github.com/moqt-go/moqt/wire"
 )
-
-// envInterop, set to 1 (as ./scripts/test.sh does), makes a missing tool a
-// test failure instead of a skip.
-const envInterop = "MOQT_INTEROP"
-
-// envChromium overrides where Chromium is looked for.
-const envChromium = "MOQT_CHROMIUM"
 
 const (
 	// driverTimeout bounds one run of the Node driver, browser start included.
@@ -50,76 +44,11 @@ const (
 )
 
 // tools are the external programs and files the harness runs.
-type tools struct {
-	dir      string // the interop directory
-	node     string
-	chromium string
-	esbuild  string
-	moqNet   string // the installed @moq/net version
-}
+type tools = browsertools.Tools
 
 // findTools locates node, Chromium and interop/node_modules. Missing ones
 // skip the test, or fail it under MOQT_INTEROP=1.
-func findTools(t *testing.T) tools {
-	t.Helper()
-	required := os.Getenv(envInterop) == "1"
-	missing := func(format string, args ...any) {
-		t.Helper()
-		if required {
-			t.Fatalf("interop: "+format+" (%s=1 makes this a failure; ./scripts/test.sh installs everything)", append(args, envInterop)...)
-		}
-		t.Skipf("interop: "+format+"; skipping. Run ./scripts/test.sh, which installs Chromium and the npm packages and runs this test.", args...)
-	}
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	tl := tools{dir: dir}
-
-	if tl.node, err = exec.LookPath("node"); err != nil {
-		missing("node not found")
-	}
-	tl.chromium = os.Getenv(envChromium)
-	if tl.chromium == "" {
-		if tl.chromium, err = exec.LookPath("chromium"); err != nil {
-			tl.chromium = "/usr/bin/chromium"
-		}
-	}
-	if _, err := os.Stat(tl.chromium); err != nil {
-		missing("Chromium not found at %s (apt-get install chromium)", tl.chromium)
-	}
-	tl.esbuild = filepath.Join(dir, "node_modules", "esbuild", "bin", "esbuild")
-	for _, f := range []string{"node_modules/esbuild/bin/esbuild", "node_modules/playwright-core/package.json", "node_modules/@moq/net/package.json"} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			missing("%s missing (npm ci in interop/)", f)
-		}
-	}
-	// node_modules must hold what package-lock.json pins.
-	installed := packageVersion(t, "node_modules/@moq/net/package.json", "")
-	locked := packageVersion(t, "package-lock.json", "node_modules/@moq/net")
-	if installed != locked {
-		missing("node_modules is stale: @moq/net %s installed, %s locked (npm ci in interop/)", installed, locked)
-	}
-	tl.moqNet = installed
-	return tl
-}
-
-// packageVersion reads a version from a package.json, or from the entry key
-// of a package-lock.json's "packages".
-func packageVersion(t *testing.T, file, key string) string {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	require.NoError(t, err)
-	var v struct {
-		Version  string `json:"version"`
-		Packages map[string]struct {
-			Version string `json:"version"`
-		} `json:"packages"`
-	}
-	require.NoError(t, json.Unmarshal(b, &v), file)
-	if key == "" {
-		return v.Version
-	}
-	return v.Packages[key].Version
-}
+func findTools(t *testing.T) tools { return browsertools.Find(t, "interop", ".") }
 
 // buildBundle bundles js/client.js and @moq/net into one ES module.
 func buildBundle(t *testing.T, tl tools) string {
@@ -127,9 +56,9 @@ func buildBundle(t *testing.T, tl tools) string {
 	out := filepath.Join(t.TempDir(), "client.js")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, tl.esbuild, "js/client.js",
+	cmd := exec.CommandContext(ctx, tl.Esbuild, "js/client.js",
 		"--bundle", "--format=esm", "--target=es2022", "--log-level=warning", "--outfile="+out)
-	cmd.Dir = tl.dir
+	cmd.Dir = tl.Interop
 	cmd.WaitDelay = 5 * time.Second
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "esbuild: %s", b)
@@ -217,7 +146,7 @@ func servePage(t *testing.T, tl tools, bundle string, sig *signals) string {
 		}
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.ServeFile(w, r, filepath.Join(tl.dir, "js", "index.html"))
+		http.ServeFile(w, r, filepath.Join(tl.Interop, "js", "index.html"))
 	})
 	mux.HandleFunc("GET /client.js", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
@@ -473,8 +402,8 @@ func (h *harness) runDriver(t *testing.T, ctx context.Context, sc scenario, serv
 	}
 	params, err := json.Marshal(sc.params)
 	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, h.node, "js/driver.js",
-		"--chromium", h.chromium,
+	cmd := exec.CommandContext(ctx, h.Node, "js/driver.js",
+		"--chromium", h.Chromium,
 		"--page", h.pageURL+"/",
 		"--scenario", sc.name,
 		"--server", serverURL,
@@ -484,7 +413,7 @@ func (h *harness) runDriver(t *testing.T, ctx context.Context, sc scenario, serv
 		"--params", string(params),
 		"--timeout-ms", "45000",
 	)
-	cmd.Dir = h.dir
+	cmd.Dir = h.Interop
 	cmd.WaitDelay = 5 * time.Second
 	ownProcessGroup(cmd)
 	var stdout, stderr bytes.Buffer
@@ -542,7 +471,7 @@ func (h *harness) runDriver(t *testing.T, ctx context.Context, sc scenario, serv
 
 func TestBrowserMoqNet(t *testing.T) {
 	tl := findTools(t)
-	t.Logf("@moq/net %s, Chromium %s, node %s", tl.moqNet, tl.chromium, tl.node)
+	t.Logf("@moq/net %s, Chromium %s, node %s", tl.MoqNet, tl.Chromium, tl.Node)
 	bundle := buildBundle(t, tl)
 	sig := &signals{ch: map[string]chan struct{}{}}
 	h := &harness{tools: tl, pageURL: servePage(t, tl, bundle, sig), signals: sig}

@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -15,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/internal/browsertools"
 )
 
 // The browser tests run the web page in headless Chromium with the tools
@@ -22,83 +22,10 @@ import (
 // Chromium and interop/node_modules (npm ci in interop/), found the same
 // way and under the same rule.
 
-// envInterop, set to 1 (as ./scripts/test.sh does), makes a missing tool a
-// test failure instead of a skip.
-const envInterop = "MOQT_INTEROP"
-
-// envChromium overrides where Chromium is looked for.
-const envChromium = "MOQT_CHROMIUM"
-
-// webTools are the external programs and files the browser tests run.
-type webTools struct {
-	interop  string // the interop directory, which holds node_modules
-	node     string
-	chromium string
-}
-
 // findWebTools locates node, Chromium and interop/node_modules. Missing
 // ones skip the test, or fail it under MOQT_INTEROP=1.
-func findWebTools(t *testing.T) webTools {
-	t.Helper()
-	required := os.Getenv(envInterop) == "1"
-	missing := func(format string, args ...any) {
-		t.Helper()
-		if required {
-			t.Fatalf("web: "+format+" (%s=1 makes this a failure; ./scripts/test.sh installs everything)", append(args, envInterop)...)
-		}
-		t.Skipf("web: "+format+"; skipping. Run ./scripts/test.sh, which installs Chromium and the npm packages and runs this test.", args...)
-	}
-	dir, err := filepath.Abs(filepath.Join("..", "..", "interop"))
-	require.NoError(t, err)
-	tl := webTools{interop: dir}
-	if tl.node, err = exec.LookPath("node"); err != nil {
-		missing("node not found")
-	}
-	tl.chromium = os.Getenv(envChromium)
-	if tl.chromium == "" {
-		if tl.chromium, err = exec.LookPath("chromium"); err != nil {
-			tl.chromium = "/usr/bin/chromium"
-		}
-	}
-	if _, err := os.Stat(tl.chromium); err != nil {
-		missing("Chromium not found at %s (apt-get install chromium)", tl.chromium)
-	}
-	// node_modules must hold what package-lock.json pins: the bundle is
-	// built from it, byte for byte.
-	for _, pkg := range []string{"@moq/net", "esbuild", "playwright-core"} {
-		installed, err := packageVersion(filepath.Join(dir, "node_modules", pkg, "package.json"), "")
-		if err != nil {
-			missing("%s missing (npm ci in interop/): %v", pkg, err)
-		}
-		locked, err := packageVersion(filepath.Join(dir, "package-lock.json"), "node_modules/"+pkg)
-		require.NoError(t, err)
-		if installed != locked {
-			missing("interop/node_modules is stale: %s %s installed, %s locked (npm ci in interop/)", pkg, installed, locked)
-		}
-	}
-	return tl
-}
-
-// packageVersion reads a version from a package.json, or from the entry
-// key of a package-lock.json's "packages".
-func packageVersion(file, key string) (string, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", err
-	}
-	var v struct {
-		Version  string `json:"version"`
-		Packages map[string]struct {
-			Version string `json:"version"`
-		} `json:"packages"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return "", fmt.Errorf("%s: %w", file, err)
-	}
-	if key == "" {
-		return v.Version, nil
-	}
-	return v.Packages[key].Version, nil
+func findWebTools(t *testing.T) browsertools.Tools {
+	return browsertools.Find(t, "web", filepath.Join("..", "..", "interop"))
 }
 
 // browser is a page in headless Chromium, steered through
@@ -132,10 +59,10 @@ type browserAnswer struct {
 
 // startBrowser starts the driver; the browser itself starts with open.
 // Both end with the test.
-func startBrowser(t *testing.T, tl webTools) *browser {
+func startBrowser(t *testing.T, tl browsertools.Tools) *browser {
 	t.Helper()
-	cmd := exec.Command(tl.node, filepath.Join(tl.interop, "js", "page-driver.js"), "--chromium", tl.chromium)
-	cmd.Dir = tl.interop
+	cmd := exec.Command(tl.Node, filepath.Join(tl.Interop, "js", "page-driver.js"), "--chromium", tl.Chromium)
+	cmd.Dir = tl.Interop
 	cmd.Stderr = testLog{t: t, prefix: "page-driver: "}
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -59,16 +58,11 @@ func scrape(t *testing.T, ctx context.Context, url string) (samples map[string]f
 	return samples, families
 }
 
+// getStatus fetches url and returns the response's status and body.
 func getStatus(t *testing.T, ctx context.Context, url string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, string(b)
+	code, _, body := get(t, ctx, url)
+	return code, string(body)
 }
 
 // TestRelayMetrics: the relay's metrics endpoint counts what flowed

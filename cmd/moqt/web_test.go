@@ -137,15 +137,15 @@ func TestWebBundle(t *testing.T) {
 	var script struct {
 		Scripts map[string]string `json:"scripts"`
 	}
-	b, err := os.ReadFile(filepath.Join(tl.interop, "package.json"))
+	b, err := os.ReadFile(filepath.Join(tl.Interop, "package.json"))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &script))
 	// The test runs what the npm script runs, with node, into a directory
 	// of its own.
 	require.Equal(t, "node js/build-web.js", script.Scripts["build:web"], "interop/package.json's build:web")
 	out := t.TempDir()
-	cmd := exec.CommandContext(ctx, tl.node, "js/build-web.js", "--outdir", out)
-	cmd.Dir = tl.interop
+	cmd := exec.CommandContext(ctx, tl.Node, "js/build-web.js", "--outdir", out)
+	cmd.Dir = tl.Interop
 	msg, err := cmd.CombinedOutput()
 	require.NoError(t, err, "build-web: %s", msg)
 	for _, f := range []string{"moqt-web.js", "moqt-web.js.LICENSE.txt"} {
