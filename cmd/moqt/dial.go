@@ -16,15 +16,17 @@ import (
 
 // clientFlags are the flags of every command that dials.
 type clientFlags struct {
-	pin   string
-	quiet bool
-	debug bool
+	pin    string
+	quiet  bool
+	debug  bool
+	drafts draftFlag
 }
 
 func (f *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.pin, "sha256", "", "trust the server by its certificate's SHA-256, `HASH`, as moqt relay prints it (hex or base64);\nneeded for a self-signed certificate, such as the one moqt relay makes")
 	fs.BoolVar(&f.quiet, "q", false, "say nothing on stderr but errors")
 	fs.BoolVar(&f.debug, "debug", false, "log the library's debug messages on stderr")
+	f.drafts.register(fs)
 }
 
 // narrator writes a command's running commentary on stderr, one line each.
@@ -57,7 +59,8 @@ func (f *clientFlags) dial(ctx context.Context, e *env, rawURL string, h moqt.Ha
 		// for each: room for many, so that a burst does not leave it more
 		// streams waiting for credit than it may (and end the subscription
 		// as too far behind).
-		MaxIncomingUniStreams: 1000}
+		MaxIncomingUniStreams: 1000,
+		Versions:              f.drafts.versions}
 	if f.pin != "" {
 		sum, err := parseCertificateHash(f.pin)
 		if err != nil {

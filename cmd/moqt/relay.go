@@ -64,9 +64,12 @@ func relaySetup(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 	metricsAddr := fs.String("metrics", "", "TCP `address` to serve /metrics (Prometheus) and /healthz on over HTTP, such as 127.0.0.1:9090")
 	webAddr := fs.String("web", "", "TCP `address` to serve the web page on over HTTP, such as 127.0.0.1:8080")
 	fs.DurationVar(&o.DrainTimeout, "drain", relayserve.DefaultDrainTimeout, "how long sessions get to leave after GOAWAY when stopping")
+	var drafts draftFlag
+	drafts.register(fs)
 	verbose := fs.Bool("v", false, "log every request (debug level)")
 	quiet := fs.Bool("q", false, "log warnings and errors only")
 	return func(ctx context.Context, e *env, _ []string) error {
+		o.Versions = drafts.versions
 		if *upstreamPin != "" {
 			sum, err := parseCertificateHash(*upstreamPin)
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/moqt-go/moqt"
 	"github.com/moqt-go/moqt/relay"
+	"github.com/moqt-go/moqt/wire"
 )
 
 // DefaultDrainTimeout bounds how long sessions may take to leave after
@@ -46,6 +48,9 @@ type Options struct {
 	// Logger receives the relay's and its sessions' logs. Default:
 	// slog.Default().
 	Logger *slog.Logger
+	// Versions are the MoQT drafts served, and offered upstream, preferred
+	// first. Default: every draft the library speaks.
+	Versions []wire.Version
 	// Draining, if set, is called once ctx has ended, before the sessions
 	// are sent GOAWAY: a health check turns unhealthy then.
 	Draining func()
@@ -93,7 +98,7 @@ func Run(ctx context.Context, o Options, ready func(Info)) error {
 	}
 	var upCfg *moqt.Config
 	if o.Upstream != "" {
-		upCfg = &moqt.Config{ServerCertificateHashes: o.UpstreamCertHashes, Logger: log.With("upstream", o.Upstream)}
+		upCfg = &moqt.Config{ServerCertificateHashes: o.UpstreamCertHashes, Logger: log.With("upstream", o.Upstream), Versions: o.Versions}
 		up := relay.DialUpstream(o.Upstream, upCfg)
 		defer up.Close()
 		cfg.Upstream = up
@@ -109,12 +114,17 @@ func Run(ctx context.Context, o Options, ready func(Info)) error {
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
 		Logger:    log,
 		Handler:   r,
+		Versions:  o.Versions,
 	}, &moqt.ServerOptions{CheckOrigin: func(*http.Request) bool { return true }, DrainTimeout: o.DrainTimeout})
 	if err != nil {
 		_ = r.Close()
 		return err
 	}
-	log.Info("serving", "addr", srv.Addr().String(),
+	drafts := o.Versions
+	if len(drafts) == 0 {
+		drafts = wire.Versions
+	}
+	log.Info("serving", "addr", srv.Addr().String(), "drafts", fmt.Sprint(drafts),
 		"raw_quic", "moqt://"+srv.Addr().String()+"/", "webtransport", "https://"+srv.Addr().String()+"/")
 	if ready != nil {
 		ready(Info{Addr: srv.Addr(), CertHash: sum, SelfSigned: selfSigned})
