@@ -83,11 +83,15 @@ func (j *joinPoint) appliedThrough(n uint64) (bool, <-chan struct{}) {
 
 // joinTable is a session's subscriptions as publisher, by Request ID, that
 // a Joining FETCH may name: registered when the SUBSCRIBE arrives or this
-// end's PUBLISH goes, removed when they are released. Its lock is a leaf.
+// end's PUBLISH goes, removed when they are released. A peer's SUBSCRIBE
+// is expected from the moment its Request ID is taken until it is
+// registered or refused, so that a Joining FETCH read meanwhile waits for
+// it rather than finding its ID used and nothing there. Its lock is a leaf.
 type joinTable struct {
-	mu      sync.Mutex
-	byID    map[uint64]*ServedSubscription
-	changed chan struct{} // closed and replaced at each add
+	mu       sync.Mutex
+	byID     map[uint64]*ServedSubscription
+	expected map[uint64]struct{}
+	changed  chan struct{} // closed and replaced at each add or forget
 }
 
 func (t *joinTable) add(ss *ServedSubscription) {
@@ -97,6 +101,32 @@ func (t *joinTable) add(ss *ServedSubscription) {
 		t.byID = map[uint64]*ServedSubscription{}
 	}
 	t.byID[ss.rs.id] = ss
+	delete(t.expected, ss.rs.id)
+	t.notifyLocked()
+}
+
+// expect records a peer's SUBSCRIBE whose Request ID is taken, not yet
+// registered.
+func (t *joinTable) expect(id uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.expected == nil {
+		t.expected = map[uint64]struct{}{}
+	}
+	t.expected[id] = struct{}{}
+}
+
+// forget ends expect for a SUBSCRIBE refused before it was registered.
+func (t *joinTable) forget(id uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.expected[id]; ok {
+		delete(t.expected, id)
+		t.notifyLocked()
+	}
+}
+
+func (t *joinTable) notifyLocked() {
 	if t.changed != nil {
 		close(t.changed)
 		t.changed = nil
@@ -112,17 +142,18 @@ func (t *joinTable) remove(ss *ServedSubscription) {
 }
 
 // lookup returns the subscription id names, or a channel closed at the
-// next registration.
-func (t *joinTable) lookup(id uint64) (*ServedSubscription, <-chan struct{}) {
+// next registration or forget, and whether id is a SUBSCRIBE expected.
+func (t *joinTable) lookup(id uint64) (*ServedSubscription, <-chan struct{}, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if ss := t.byID[id]; ss != nil {
-		return ss, nil
+		return ss, nil, false
 	}
 	if t.changed == nil {
 		t.changed = make(chan struct{})
 	}
-	return nil, t.changed
+	_, expected := t.expected[id]
+	return nil, t.changed, expected
 }
 
 // joinable registers ss for Joining FETCHes, on a draft that has them.
@@ -237,10 +268,11 @@ func awaitJoined(s *Session, id uint64) (*ServedSubscription, *RequestError) {
 	var ss *ServedSubscription
 	for {
 		var changed <-chan struct{}
-		if ss, changed = s.joins.lookup(id); ss != nil {
+		var expected bool
+		if ss, changed, expected = s.joins.lookup(id); ss != nil {
 			break
 		}
-		if s.ids.peerUsed(id) {
+		if !expected && s.ids.peerUsed(id) {
 			return nil, invalid
 		}
 		if e := wait(changed, nil); e != nil {

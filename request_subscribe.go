@@ -79,6 +79,7 @@ func (r *SubscribeRequest) accept(opts AcceptOptions, props wire.KVList, join fu
 // subscriber's side of the stream until the subscription ends.
 func serveSubscribe(s *Session, rs *requestStream, m *wire.Subscribe, toks []AuthToken) error {
 	if err := checkRanges(&m.Parameters, s.cfg.MaxFilterRanges); err != nil {
+		s.joins.forget(rs.id)
 		rs.reject(asRequestError(err)) // C026
 		return rs.drain()
 	}

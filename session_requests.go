@@ -69,6 +69,12 @@ func (s *Session) serveRequestStream(str transport.Stream) error {
 	if err := s.ids.checkPeer(rs.id); err != nil {
 		return err
 	}
+	if t == wire.MsgSubscribe && s.profile().JoiningFetch {
+		// A Joining FETCH may name it before it is registered
+		// (serveSubscribe); a refused one never is.
+		s.joins.expect(rs.id)
+		defer s.joins.forget(rs.id)
+	}
 	// Tokens are resolved whatever becomes of the request: a REGISTER
 	// stands even if the request fails (§8.9).
 	toks, tokRej, err := s.peerTokens.take(m.Params())
@@ -80,6 +86,7 @@ func (s *Session) serveRequestStream(str transport.Stream) error {
 	}
 	defer s.requests.remove(rs)
 	if e := s.refusal(m, rej, tokRej); e != nil {
+		s.joins.forget(rs.id)
 		rs.reject(e)
 		return rs.drain()
 	}
