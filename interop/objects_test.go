@@ -167,15 +167,20 @@ func testSubscribeObjects(t *testing.T, h *harness) {
 		onAccept:  onAccept,
 	})
 
-	// The SUBSCRIBE @moq/net sent (ietf/subscribe.js joinFilter on
-	// draft-20): LOCATION_FILTER with StartGroup 1 alone, the current
-	// group; FORWARD 1; no FILL_PARAMETERS and no INCLUDE_PROPERTIES (it
-	// only sends the opt-out).
+	// The SUBSCRIBE @moq/net sent (ietf/subscribe.js joinFilter):
+	// LOCATION_FILTER with StartGroup 1 alone, the current group, on
+	// draft-20; on 18 the Largest Object filter type (0x2), which the codec
+	// reads as draft-21's Next Object; FORWARD 1; no FILL_PARAMETERS and no
+	// INCLUDE_PROPERTIES (it only sends the opt-out, and neither on 18).
 	require.NotNil(t, r.session, "the server accepted no session")
 	require.NotNil(t, sub.ss, "the server accepted no SUBSCRIBE: %v", sub.err)
 	require.NoError(t, sub.err, "accepting the SUBSCRIBE")
 	t.Logf("go: SUBSCRIBE parameters %+v", sub.params)
-	assert.Equal(t, wire.Some(wire.RelativeFilter(1)), sub.params.LocationFilter, "LOCATION_FILTER")
+	wantFilter := wire.RelativeFilter(1)
+	if h.draft.is18() {
+		wantFilter = wire.NextObjectFilter()
+	}
+	assert.Equal(t, wire.Some(wantFilter), sub.params.LocationFilter, "LOCATION_FILTER")
 	assert.Equal(t, wire.Some(true), sub.params.Forward, "FORWARD")
 	assert.Nil(t, sub.params.FillParameters, "FILL_PARAMETERS")
 	assert.False(t, sub.params.IncludeProperties.Set, "INCLUDE_PROPERTIES")
@@ -472,8 +477,7 @@ func testBrowserKilled(t *testing.T, h *harness) {
 			dialCtx, cancel := context.WithTimeout(ctx, closeTimeout)
 			defer cancel()
 			var err error
-			client, err = moqt.Dial(dialCtx, url, &moqt.Config{
-				ServerCertificateHashes: [][32]byte{certHash}, Logger: logger})
+			client, err = moqt.Dial(dialCtx, url, h.goConfig(certHash, logger, nil))
 			require.NoError(t, err, "the Go subscriber's Dial")
 			t.Cleanup(func() { _ = client.Close() })
 			sub, err := client.Subscribe(dialCtx, name, wire.Params{})

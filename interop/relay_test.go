@@ -59,14 +59,16 @@ func (a *answered) Request(kind, outcome string) {
 	}
 }
 
-// dialRelay opens a Go session (raw QUIC) to the relay at url.
-func dialRelay(t *testing.T, ctx context.Context, url string, certHash [32]byte, role string, h moqt.Handler) *moqt.Session {
+// dialRelay opens a Go session (raw QUIC) to the relay at url, on d.
+func dialRelay(t *testing.T, ctx context.Context, d draft, url string, certHash [32]byte, role string, handler moqt.Handler) *moqt.Session {
 	logger := slog.New(slog.NewTextHandler(newLogWriter(t), &slog.HandlerOptions{Level: slog.LevelInfo})).
 		With("peer", role)
 	dialCtx, cancel := context.WithTimeout(ctx, closeTimeout)
 	defer cancel()
-	s, err := moqt.Dial(dialCtx, url, &moqt.Config{ServerCertificateHashes: [][32]byte{certHash}, Logger: logger, Handler: h})
+	s, err := moqt.Dial(dialCtx, url, &moqt.Config{ServerCertificateHashes: [][32]byte{certHash}, Logger: logger,
+		Handler: handler, Versions: d.versions()})
 	require.NoError(t, err, "the %s's Dial", role)
+	require.Equal(t, d.version, s.Version(), "the %s's version", role)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -256,7 +258,7 @@ func testBrowserPublishes(t *testing.T, h *harness) {
 		params:    map[string]any{"groups": objectGroups},
 		cfg:       moqt.Config{Handler: newRelay(t, nil)},
 		onListen: func(url string, certHash [32]byte) {
-			s := dialRelay(t, ctx, url, certHash, "go-subscriber", nil)
+			s := dialRelay(t, ctx, h.draft, url, certHash, "go-subscriber", nil)
 			go goSubscriber(s)
 		},
 		beforeClose: func(r *run) {
@@ -380,7 +382,7 @@ func testBrowserPublishesEarly(t *testing.T, h *harness) {
 		track:     "video",
 		cfg:       moqt.Config{Handler: newRelay(t, nil)},
 		onListen: func(url string, certHash [32]byte) {
-			client = dialRelay(t, ctx, url, certHash, "go-subscriber", nil)
+			client = dialRelay(t, ctx, h.draft, url, certHash, "go-subscriber", nil)
 			go goSubscriber(client)
 		},
 		beforeClose: func(*run) {
@@ -481,7 +483,7 @@ func testBrowserSubscribes(t *testing.T, h *harness, byPublish bool) {
 		params:    map[string]any{"groups": objectGroups, "doneWaitMs": 0},
 		cfg:       moqt.Config{Handler: newRelay(t, metrics)},
 		onListen: func(url string, certHash [32]byte) {
-			s := dialRelay(t, ctx, url, certHash, "go-publisher", handler)
+			s := dialRelay(t, ctx, h.draft, url, certHash, "go-publisher", handler)
 			offerCtx, cancel := context.WithTimeout(ctx, closeTimeout)
 			defer cancel()
 			if byPublish {

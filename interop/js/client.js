@@ -26,11 +26,16 @@ function withTimeout(promise, ms, what) {
 }
 
 async function connect(params) {
+	const webtransport = {
+		// Pin the server's self-signed certificate by its SHA-256 (hex).
+		serverCertificateHashes: [{ algorithm: "sha-256", value: params.certHash }],
+	};
+	// params.protocols, if set, replaces @moq/net's offer (moqt-15..20 and
+	// its moq-lite ones): connectWebTransport spreads these options after
+	// its own protocols list, so the browser offers only the given drafts.
+	if (params.protocols) webtransport.protocols = params.protocols;
 	return await Moq.Connection.connect(new URL(params.url), {
-		webtransport: {
-			// Pin the server's self-signed certificate by its SHA-256 (hex).
-			serverCertificateHashes: [{ algorithm: "sha-256", value: params.certHash }],
-		},
+		webtransport,
 		// Only WebTransport is under test: no WebSocket fallback race.
 		websocket: { enabled: false },
 		// Don't expect SUBSCRIBE_NAMESPACE support from the server.
