@@ -193,8 +193,17 @@ func TestBrowserMoqNet(t *testing.T) {
 			t.Run("browser-killed", func(t *testing.T) { testBrowserKilled(t, &h) })
 			t.Run("relay-browser-publishes", func(t *testing.T) { testBrowserPublishes(t, &h) })
 			t.Run("relay-browser-publishes-early", func(t *testing.T) { testBrowserPublishesEarly(t, &h) })
-			t.Run("relay-browser-subscribes", func(t *testing.T) { testBrowserSubscribes(t, &h, false) })
-			t.Run("relay-browser-subscribes-published", func(t *testing.T) { testBrowserSubscribes(t, &h, true) })
+			t.Run("relay-browser-subscribes", func(t *testing.T) { testBrowserSubscribes(t, &h, false, d) })
+			t.Run("relay-browser-subscribes-published", func(t *testing.T) { testBrowserSubscribes(t, &h, true, d) })
 		})
 	}
+
+	// One relay carries a track between peers on different drafts.
+	t.Run("cross-draft", func(t *testing.T) {
+		h := base
+		h.draft = draft20
+		t.Run("relay-browser18-to-browser20", func(t *testing.T) { testBrowserToBrowser(t, &h, draft18, draft20) })
+		t.Run("relay-browser20-to-browser18", func(t *testing.T) { testBrowserToBrowser(t, &h, draft20, draft18) })
+		t.Run("relay-go18-to-browser20", func(t *testing.T) { testBrowserSubscribes(t, &h, false, draft18) })
+	})
 }

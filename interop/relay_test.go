@@ -421,7 +421,9 @@ func testBrowserPublishesEarly(t *testing.T, h *harness) {
 // announced namespace it first discovers it through the relay
 // (SUBSCRIBE_NAMESPACE, NAMESPACE), and the relay subscribes upstream to
 // the Go publisher; a PUBLISHed track the relay serves as it is published.
-func testBrowserSubscribes(t *testing.T, h *harness, byPublish bool) {
+// The Go publisher speaks goDraft: when it is not the harness's, the relay
+// accepts both and the browser is held to the harness's by its offer.
+func testBrowserSubscribes(t *testing.T, h *harness, byPublish bool, goDraft draft) {
 	path := "moqt-interop/go"
 	if byPublish {
 		path = "moqt-interop/published"
@@ -483,7 +485,7 @@ func testBrowserSubscribes(t *testing.T, h *harness, byPublish bool) {
 		params:    map[string]any{"groups": objectGroups, "doneWaitMs": 0},
 		cfg:       moqt.Config{Handler: newRelay(t, metrics)},
 		onListen: func(url string, certHash [32]byte) {
-			s := dialRelay(t, ctx, h.draft, url, certHash, "go-publisher", handler)
+			s := dialRelay(t, ctx, goDraft, url, certHash, "go-publisher", handler)
 			offerCtx, cancel := context.WithTimeout(ctx, closeTimeout)
 			defer cancel()
 			if byPublish {
@@ -506,6 +508,10 @@ func testBrowserSubscribes(t *testing.T, h *harness, byPublish bool) {
 	}
 	if !byPublish {
 		sc.params["prefix"] = []string{"moqt-interop"}
+	}
+	if goDraft != h.draft {
+		sc.cfg.Versions = []wire.Version{h.draft.version, goDraft.version}
+		sc.browser = &h.draft
 	}
 	r := h.runScenario(t, sc)
 	cancel()
