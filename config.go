@@ -22,7 +22,9 @@ type Config struct {
 	TLSConfig *tls.Config
 
 	// Versions lists the drafts to offer or accept, preferred first.
-	// Default: wire.Versions (moqt-21, moqt-20).
+	// Default: moqt-21, moqt-20 (defaultVersions). The codec also speaks
+	// moqt-19 and moqt-18 (wire.Versions), which a session offers only
+	// when listed here.
 	Versions []wire.Version
 
 	// Implementation is sent as the MOQT_IMPLEMENTATION Setup Option (§9.1.5).
@@ -370,7 +372,7 @@ func (c *Config) withDefaults() *Config {
 		out = *c
 	}
 	if len(out.Versions) == 0 {
-		out.Versions = wire.Versions
+		out.Versions = defaultVersions
 	}
 	if out.Implementation == "" {
 		out.Implementation = "moqt-go"
@@ -464,6 +466,12 @@ func (c *Config) withDefaults() *Config {
 	}
 	return &out
 }
+
+// defaultVersions are the drafts a session offers unless configured: those
+// whose session behaviour is implemented. The wire codec speaks 18 and 19
+// too (wire.Versions), but joining FETCH, GOAWAY's Request ID and the
+// draft-18/19 parameter placement are not yet handled by the session.
+var defaultVersions = []wire.Version{wire.Draft21, wire.Draft20}
 
 // alpns returns the protocol identifiers of c.Versions, preferred first.
 func (c *Config) alpns() []string {

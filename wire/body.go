@@ -6,8 +6,8 @@ package wire
 // *p. A session-level error is returned as err and ends the parse. A
 // request-level *RejectError is returned as rej with *p filled in, so the
 // caller can finish the body and hand back the message with the rejection.
-func (c *cursor) messageParams(p *Params, ctx ParamContext) (rej *RejectError, err error) {
-	params, err := c.params(ctx)
+func (c *cursor) messageParams(prof *Profile, p *Params, ctx ParamContext) (rej *RejectError, err error) {
+	params, err := c.params(prof, ctx)
 	if err != nil && !asReject(err, &rej) {
 		return nil, err
 	}
@@ -50,19 +50,25 @@ type trackRequest struct {
 	Parameters     Params
 }
 
-func (r *trackRequest) append(b []byte) ([]byte, error) {
+func (r *trackRequest) append(v Version, ctx ParamContext, b []byte) ([]byte, error) {
+	if err := r.Parameters.permitFor(v, ctx); err != nil {
+		return b, err
+	}
 	b = AppendVarint(b, r.RequestID)
 	b, err := FullTrackName{Namespace: r.TrackNamespace, Name: r.TrackName}.Append(b)
 	if err != nil {
 		return b, err
 	}
-	return r.Parameters.Append(b)
+	return r.Parameters.AppendFor(v, ctx, b)
 }
 
-func (r *trackRequest) parse(body []byte, ctx ParamContext, what string) error {
+func (r *trackRequest) parse(v Version, body []byte, ctx ParamContext, what string) error {
 	*r = trackRequest{}
+	prof, err := profileFor(v)
+	if err != nil {
+		return err
+	}
 	c := cursor{body}
-	var err error
 	if r.RequestID, err = c.varint("request ID"); err != nil {
 		return err
 	}
@@ -71,7 +77,7 @@ func (r *trackRequest) parse(body []byte, ctx ParamContext, what string) error {
 		return err
 	}
 	r.TrackNamespace, r.TrackName = name.Namespace, name.Name
-	rej, err := c.messageParams(&r.Parameters, ctx)
+	rej, err := c.messageParams(prof, &r.Parameters, ctx)
 	if err != nil {
 		return err
 	}
@@ -81,18 +87,25 @@ func (r *trackRequest) parse(body []byte, ctx ParamContext, what string) error {
 // appendNamespaceRequest appends Request ID, a Track Namespace (or prefix)
 // and Parameters, the body of PUBLISH_NAMESPACE, SUBSCRIBE_NAMESPACE and
 // SUBSCRIBE_TRACKS (§9.14, §9.15, §9.18).
-func appendNamespaceRequest(b []byte, id uint64, ns Namespace, p *Params) ([]byte, error) {
+func appendNamespaceRequest(v Version, ctx ParamContext, b []byte, id uint64, ns Namespace, p *Params) ([]byte, error) {
+	if err := p.permitFor(v, ctx); err != nil {
+		return b, err
+	}
 	b = AppendVarint(b, id)
 	b, err := ns.Append(b)
 	if err != nil {
 		return b, err
 	}
-	return p.Append(b)
+	return p.AppendFor(v, ctx, b)
 }
 
 // parseNamespaceRequest decodes the body appendNamespaceRequest writes. On a
 // *RejectError every field is filled in.
-func parseNamespaceRequest(body []byte, ctx ParamContext, what string) (id uint64, ns Namespace, p Params, err error) {
+func parseNamespaceRequest(v Version, body []byte, ctx ParamContext, what string) (id uint64, ns Namespace, p Params, err error) {
+	prof, err := profileFor(v)
+	if err != nil {
+		return 0, nil, Params{}, err
+	}
 	c := cursor{body}
 	if id, err = c.varint("request ID"); err != nil {
 		return 0, nil, Params{}, err
@@ -100,9 +113,19 @@ func parseNamespaceRequest(body []byte, ctx ParamContext, what string) (id uint6
 	if ns, err = c.namespace(); err != nil {
 		return 0, nil, Params{}, err
 	}
-	rej, err := c.messageParams(&p, ctx)
+	rej, err := c.messageParams(prof, &p, ctx)
 	if err != nil {
 		return 0, nil, Params{}, err
 	}
 	return id, ns, p, c.finish(what, rej)
+}
+
+// permitFor checks, before anything is appended, that draft v can carry
+// every parameter of p in a message of context ctx.
+func (p *Params) permitFor(v Version, ctx ParamContext) error {
+	prof, err := profileFor(v)
+	if err != nil {
+		return err
+	}
+	return p.permit(prof, ctx)
 }

@@ -34,35 +34,41 @@ const (
 	InvalidAuthority        SessionErrorCode = 0x19
 	MalformedAuthority      SessionErrorCode = 0x1A
 	TooManyRequestUpdates   SessionErrorCode = 0x1B
+
+	// VersionNegotiationFailed exists in drafts 18 and 19 only (removed in
+	// 20); see Profile.HasSessionError.
+	VersionNegotiationFailed SessionErrorCode = 0x15
 )
 
 var sessionErrorNames = map[SessionErrorCode]string{
-	NoError:                 "NO_ERROR",
-	InternalError:           "INTERNAL_ERROR",
-	Unauthorized:            "UNAUTHORIZED",
-	ProtocolViolation:       "PROTOCOL_VIOLATION",
-	InvalidRequestID:        "INVALID_REQUEST_ID",
-	DuplicateTrackAlias:     "DUPLICATE_TRACK_ALIAS",
-	KeyValueFormattingError: "KEY_VALUE_FORMATTING_ERROR",
-	InvalidPath:             "INVALID_PATH",
-	MalformedPath:           "MALFORMED_PATH",
-	GoawayTimeout:           "GOAWAY_TIMEOUT",
-	ControlMessageTimeout:   "CONTROL_MESSAGE_TIMEOUT",
-	DataStreamTimeout:       "DATA_STREAM_TIMEOUT",
-	AuthTokenCacheOverflow:  "AUTH_TOKEN_CACHE_OVERFLOW",
-	DuplicateAuthTokenAlias: "DUPLICATE_AUTH_TOKEN_ALIAS",
-	MalformedAuthToken:      "MALFORMED_AUTH_TOKEN",
-	UnknownAuthTokenAlias:   "UNKNOWN_AUTH_TOKEN_ALIAS",
-	ExpiredAuthToken:        "EXPIRED_AUTH_TOKEN",
-	InvalidAuthority:        "INVALID_AUTHORITY",
-	MalformedAuthority:      "MALFORMED_AUTHORITY",
-	TooManyRequestUpdates:   "TOO_MANY_REQUEST_UPDATES",
+	NoError:                  "NO_ERROR",
+	InternalError:            "INTERNAL_ERROR",
+	Unauthorized:             "UNAUTHORIZED",
+	ProtocolViolation:        "PROTOCOL_VIOLATION",
+	InvalidRequestID:         "INVALID_REQUEST_ID",
+	DuplicateTrackAlias:      "DUPLICATE_TRACK_ALIAS",
+	KeyValueFormattingError:  "KEY_VALUE_FORMATTING_ERROR",
+	InvalidPath:              "INVALID_PATH",
+	MalformedPath:            "MALFORMED_PATH",
+	GoawayTimeout:            "GOAWAY_TIMEOUT",
+	ControlMessageTimeout:    "CONTROL_MESSAGE_TIMEOUT",
+	DataStreamTimeout:        "DATA_STREAM_TIMEOUT",
+	AuthTokenCacheOverflow:   "AUTH_TOKEN_CACHE_OVERFLOW",
+	DuplicateAuthTokenAlias:  "DUPLICATE_AUTH_TOKEN_ALIAS",
+	MalformedAuthToken:       "MALFORMED_AUTH_TOKEN",
+	UnknownAuthTokenAlias:    "UNKNOWN_AUTH_TOKEN_ALIAS",
+	ExpiredAuthToken:         "EXPIRED_AUTH_TOKEN",
+	InvalidAuthority:         "INVALID_AUTHORITY",
+	MalformedAuthority:       "MALFORMED_AUTHORITY",
+	TooManyRequestUpdates:    "TOO_MANY_REQUEST_UPDATES",
+	VersionNegotiationFailed: "VERSION_NEGOTIATION_FAILED",
 }
 
 func (c SessionErrorCode) String() string { return codeName(sessionErrorNames, c) }
 
-// Known reports whether c is defined by §12.2.
-func (c SessionErrorCode) Known() bool { _, ok := sessionErrorNames[c]; return ok }
+// Known reports whether c is defined by draft 21 (§12.2). A session of
+// another draft asks its Profile.
+func (c SessionErrorCode) Known() bool { return profile21.HasSessionError(c) }
 
 // RequestErrorCode is the Error Code of REQUEST_ERROR (§9.4, §12.3).
 type RequestErrorCode uint64
@@ -87,40 +93,48 @@ const (
 	ReqRedirect             RequestErrorCode = 0x34
 	ReqConflictingFilters   RequestErrorCode = 0x35
 	ReqInvalidFilter        RequestErrorCode = 0x36
+
+	// Codes of the older drafts only (Profile.HasRequestError):
+	// DUPLICATE_SUBSCRIPTION in 18, INVALID_JOINING_REQUEST_ID in 18 and 19.
+	ReqDuplicateSubscription   RequestErrorCode = 0x19
+	ReqInvalidJoiningRequestID RequestErrorCode = 0x32
 )
 
 var requestErrorNames = map[RequestErrorCode]string{
-	ReqInternalError:        "INTERNAL_ERROR",
-	ReqUnauthorized:         "UNAUTHORIZED",
-	ReqTimeout:              "TIMEOUT",
-	ReqNotSupported:         "NOT_SUPPORTED",
-	ReqMalformedAuthToken:   "MALFORMED_AUTH_TOKEN",
-	ReqExpiredAuthToken:     "EXPIRED_AUTH_TOKEN",
-	ReqGoingAway:            "GOING_AWAY",
-	ReqExcessiveLoad:        "EXCESSIVE_LOAD",
-	ReqDoesNotExist:         "DOES_NOT_EXIST",
-	ReqInvalidRange:         "INVALID_RANGE",
-	ReqMalformedTrack:       "MALFORMED_TRACK",
-	ReqUninterested:         "UNINTERESTED",
-	ReqPrefixOverlap:        "PREFIX_OVERLAP",
-	ReqNamespaceTooLarge:    "NAMESPACE_TOO_LARGE",
-	ReqUnsupportedExtension: "UNSUPPORTED_EXTENSION",
-	ReqRedirect:             "REDIRECT",
-	ReqConflictingFilters:   "CONFLICTING_FILTERS",
-	ReqInvalidFilter:        "INVALID_FILTER",
+	ReqInternalError:           "INTERNAL_ERROR",
+	ReqUnauthorized:            "UNAUTHORIZED",
+	ReqTimeout:                 "TIMEOUT",
+	ReqNotSupported:            "NOT_SUPPORTED",
+	ReqMalformedAuthToken:      "MALFORMED_AUTH_TOKEN",
+	ReqExpiredAuthToken:        "EXPIRED_AUTH_TOKEN",
+	ReqGoingAway:               "GOING_AWAY",
+	ReqExcessiveLoad:           "EXCESSIVE_LOAD",
+	ReqDoesNotExist:            "DOES_NOT_EXIST",
+	ReqInvalidRange:            "INVALID_RANGE",
+	ReqMalformedTrack:          "MALFORMED_TRACK",
+	ReqUninterested:            "UNINTERESTED",
+	ReqPrefixOverlap:           "PREFIX_OVERLAP",
+	ReqNamespaceTooLarge:       "NAMESPACE_TOO_LARGE",
+	ReqUnsupportedExtension:    "UNSUPPORTED_EXTENSION",
+	ReqRedirect:                "REDIRECT",
+	ReqConflictingFilters:      "CONFLICTING_FILTERS",
+	ReqInvalidFilter:           "INVALID_FILTER",
+	ReqDuplicateSubscription:   "DUPLICATE_SUBSCRIPTION",
+	ReqInvalidJoiningRequestID: "INVALID_JOINING_REQUEST_ID",
 }
 
 func (c RequestErrorCode) String() string { return codeName(requestErrorNames, c) }
 
-// Known reports whether c is defined by §12.3. An unknown code MUST be
-// treated as INTERNAL_ERROR and never closes the session (§12).
-func (c RequestErrorCode) Known() bool { _, ok := requestErrorNames[c]; return ok }
+// Known reports whether c is defined by draft 21 (§12.3). An unknown code
+// MUST be treated as INTERNAL_ERROR and never closes the session (§12). A
+// session of another draft asks its Profile.
+func (c RequestErrorCode) Known() bool { return profile21.HasRequestError(c) }
 
 // PublishDoneCode is the Status Code of PUBLISH_DONE (§9.9, §12.4).
 type PublishDoneCode uint64
 
-// PUBLISH_DONE status codes (§12.4). 0x3 (SUBSCRIPTION_ENDED) was removed in
-// draft 20.
+// PUBLISH_DONE status codes (§12.4). 0x3 (SUBSCRIPTION_ENDED) exists in
+// drafts 18 and 19 only.
 const (
 	DoneInternalError  PublishDoneCode = 0x0
 	DoneUnauthorized   PublishDoneCode = 0x1
@@ -131,24 +145,28 @@ const (
 	DoneUpdateFailed   PublishDoneCode = 0x8
 	DoneExcessiveLoad  PublishDoneCode = 0x9
 	DoneMalformedTrack PublishDoneCode = 0x12
+
+	DoneSubscriptionEnded PublishDoneCode = 0x3
 )
 
 var publishDoneNames = map[PublishDoneCode]string{
-	DoneInternalError:  "INTERNAL_ERROR",
-	DoneUnauthorized:   "UNAUTHORIZED",
-	DoneTrackEnded:     "TRACK_ENDED",
-	DoneGoingAway:      "GOING_AWAY",
-	DoneTooFarBehind:   "TOO_FAR_BEHIND",
-	DoneExpired:        "EXPIRED",
-	DoneUpdateFailed:   "UPDATE_FAILED",
-	DoneExcessiveLoad:  "EXCESSIVE_LOAD",
-	DoneMalformedTrack: "MALFORMED_TRACK",
+	DoneInternalError:     "INTERNAL_ERROR",
+	DoneUnauthorized:      "UNAUTHORIZED",
+	DoneTrackEnded:        "TRACK_ENDED",
+	DoneGoingAway:         "GOING_AWAY",
+	DoneTooFarBehind:      "TOO_FAR_BEHIND",
+	DoneExpired:           "EXPIRED",
+	DoneUpdateFailed:      "UPDATE_FAILED",
+	DoneExcessiveLoad:     "EXCESSIVE_LOAD",
+	DoneMalformedTrack:    "MALFORMED_TRACK",
+	DoneSubscriptionEnded: "SUBSCRIPTION_ENDED",
 }
 
 func (c PublishDoneCode) String() string { return codeName(publishDoneNames, c) }
 
-// Known reports whether c is defined by §12.4.
-func (c PublishDoneCode) Known() bool { _, ok := publishDoneNames[c]; return ok }
+// Known reports whether c is defined by draft 21 (§12.4). A session of
+// another draft asks its Profile.
+func (c PublishDoneCode) Known() bool { return profile21.HasPublishDoneCode(c) }
 
 // ResetCode is an error code for RESET_STREAM and STOP_SENDING on any MoQT
 // stream (§12.5).

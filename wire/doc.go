@@ -1,5 +1,8 @@
 // Package wire encodes and decodes every MoQT draft-21 control message and
-// data-plane format (draft-ietf-moq-transport-21, §8, §9, §11).
+// data-plane format (draft-ietf-moq-transport-21, §8, §9, §11), and those of
+// drafts 18, 19 and 20: each call takes the negotiated Version, whose
+// Profile says what that draft has (docs/drafts.md lists the differences).
+// Section numbers in doc comments are draft 21's unless they say otherwise.
 //
 // The package is pure: it imports only the standard library and knows nothing
 // about streams, goroutines or sessions.
@@ -18,4 +21,7 @@
 //   - *RejectError: the message was well formed but the request it carries
 //     must be rejected with REQUEST_ERROR and Code (for example
 //     INVALID_FILTER).
+//
+// Encoding something the negotiated draft cannot express fails with a
+// *NotInDraftError, which wraps ErrNotInDraft.
 package wire

@@ -52,3 +52,21 @@ func (e *truncatedError) Unwrap() []error { return []error{&e.ProtocolError, Err
 func reject(code RequestErrorCode, format string, args ...any) error {
 	return &RejectError{Code: code, Reason: fmt.Sprintf(format, args...)}
 }
+
+// ErrNotInDraft is wrapped by the error an encoder returns for something the
+// negotiated draft cannot express, such as a parameter, message or code
+// that only another draft defines, so a session can refuse before sending.
+var ErrNotInDraft = errors.New("not in the negotiated draft")
+
+// NotInDraftError names what the draft Version cannot express. It wraps
+// ErrNotInDraft.
+type NotInDraftError struct {
+	What    string
+	Version Version
+}
+
+func (e *NotInDraftError) Error() string {
+	return fmt.Sprintf("moqt: %s is not in %s", e.What, e.Version)
+}
+
+func (e *NotInDraftError) Unwrap() error { return ErrNotInDraft }

@@ -58,7 +58,7 @@ type EndOfRange uint64
 const (
 	EndOfNonExistentRange EndOfRange = 0x8C  // the Objects do not exist
 	EndOfUnknownRange     EndOfRange = 0x10C // their status is unknown
-	EndOfTimedOutRange    EndOfRange = 0x20C // a fill timed out (§9.20.6)
+	EndOfTimedOutRange    EndOfRange = 0x20C // a fill timed out (§9.20.6); draft 20 on (Profile.TimedOutRange)
 )
 
 func (e EndOfRange) String() string {
@@ -75,8 +75,9 @@ func (e EndOfRange) String() string {
 	return fmt.Sprintf("EndOfRange(0x%x)", uint64(e))
 }
 
-func (e EndOfRange) valid() bool {
-	return e == EndOfNonExistentRange || e == EndOfUnknownRange || e == EndOfTimedOutRange
+// validIn reports whether e is an End of Range marker of the draft of prof.
+func (e EndOfRange) validIn(prof *Profile) bool {
+	return e == EndOfNonExistentRange || e == EndOfUnknownRange || e == EndOfTimedOutRange && prof.TimedOutRange
 }
 
 // Serialization Flags (§11.4.1.1).
@@ -135,9 +136,11 @@ type fetchPrior struct {
 // FETCH_HEADER, choosing for each Object the most compact Serialization
 // Flags given the prior one. The first entry always carries absolute Group
 // and Object IDs (§11.4.1.1). Set Descending to the FETCH's Group Order
-// before the first entry. It is not safe for concurrent use.
+// before the first entry, and Version to the session's draft (zero means
+// the newest). It is not safe for concurrent use.
 type FetchEncoder struct {
 	Descending bool
+	Version    Version
 
 	prior fetchPrior
 }
@@ -149,7 +152,10 @@ type FetchEncoder struct {
 func (e *FetchEncoder) AppendObject(b []byte, o FetchObject) ([]byte, error) {
 	p := e.prior
 	if o.EndOfRange != 0 {
-		if !o.EndOfRange.valid() {
+		if prof := latest(e.Version); !o.EndOfRange.validIn(prof) {
+			if o.EndOfRange == EndOfTimedOutRange {
+				return b, prof.notIn("End of Timed-Out Range")
+			}
 			return b, violation("invalid End of Range value 0x%x", uint64(o.EndOfRange))
 		}
 		p.hasLocation, p.group, p.object = true, o.GroupID, o.ObjectID
@@ -235,10 +241,12 @@ func (e *FetchEncoder) AppendObject(b []byte, o FetchObject) ([]byte, error) {
 
 // FetchDecoder reads the entries of one FETCH stream after its FETCH_HEADER
 // and resolves their delta-encoded fields (§11.4.1.1, §11.4.1.2). Set
-// Descending to the FETCH's Group Order before the first entry. It is not
-// safe for concurrent use.
+// Descending to the FETCH's Group Order before the first entry, and Version
+// to the session's draft (zero means the newest; 0x20C is an End of Range
+// only from draft 20). It is not safe for concurrent use.
 type FetchDecoder struct {
 	Descending bool
+	Version    Version
 	// MaxPropertiesLen bounds an Object Properties block read by Read;
 	// 0 means DefaultMaxPropertiesLen. A larger block is a local limit, not
 	// a peer error: Read reports it as INTERNAL_ERROR.
@@ -394,7 +402,7 @@ func (d *FetchDecoder) group(p fetchPrior, delta uint64) (uint64, error) {
 // the prior Group and Object ID; the prior Subgroup ID and Priority stay
 // those of the last Object.
 func (d *FetchDecoder) endOfRange(s *source, e EndOfRange) (FetchObject, error) {
-	if !e.valid() {
+	if !e.validIn(latest(d.Version)) {
 		return FetchObject{}, violation("invalid fetch serialization flags 0x%x", uint64(e))
 	}
 	g, err := s.varint("end of range group ID")

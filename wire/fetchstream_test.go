@@ -20,12 +20,17 @@ type fetchEntry struct {
 // parseFetchStream decodes a whole FETCH stream held in b, as if a FIN
 // followed it.
 func parseFetchStream(b []byte, descending bool) (FetchHeader, []fetchEntry, error) {
+	return parseFetchStreamIn(b, descending, 0)
+}
+
+// parseFetchStreamIn is parseFetchStream for draft v.
+func parseFetchStreamIn(b []byte, descending bool, v Version) (FetchHeader, []fetchEntry, error) {
 	h, n, err := ParseFetchHeader(b)
 	if err != nil {
 		return FetchHeader{}, nil, err
 	}
 	b = b[n:]
-	d := FetchDecoder{Descending: descending}
+	d := FetchDecoder{Descending: descending, Version: v}
 	var out []fetchEntry
 	for len(b) > 0 {
 		o, n, err := d.Parse(b)
@@ -45,11 +50,16 @@ func parseFetchStream(b []byte, descending bool) (FetchHeader, []fetchEntry, err
 // readFetchStream is parseFetchStream through the io.ByteReader path,
 // reusing one properties buffer.
 func readFetchStream(r io.ByteReader, descending bool) (FetchHeader, []fetchEntry, error) {
+	return readFetchStreamIn(r, descending, 0)
+}
+
+// readFetchStreamIn is readFetchStream for draft v.
+func readFetchStreamIn(r io.ByteReader, descending bool, v Version) (FetchHeader, []fetchEntry, error) {
 	h, err := ReadFetchHeader(r)
 	if err != nil {
 		return FetchHeader{}, nil, err
 	}
-	d := FetchDecoder{Descending: descending}
+	d := FetchDecoder{Descending: descending, Version: v}
 	var out []fetchEntry
 	props := make([]byte, 0, 4)
 	for {
@@ -74,8 +84,13 @@ func readFetchStream(r io.ByteReader, descending bool) (FetchHeader, []fetchEntr
 
 // appendFetchStream encodes a whole FETCH stream.
 func appendFetchStream(b []byte, h FetchHeader, descending bool, entries []fetchEntry) ([]byte, error) {
+	return appendFetchStreamIn(b, h, descending, 0, entries)
+}
+
+// appendFetchStreamIn is appendFetchStream for draft v.
+func appendFetchStreamIn(b []byte, h FetchHeader, descending bool, v Version, entries []fetchEntry) ([]byte, error) {
 	b = h.Append(b)
-	e := FetchEncoder{Descending: descending}
+	e := FetchEncoder{Descending: descending, Version: v}
 	for _, en := range entries {
 		var err error
 		if b, err = e.AppendObject(b, en.Object); err != nil {

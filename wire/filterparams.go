@@ -57,6 +57,14 @@ func (f LocationFilter) IsRelative() bool {
 	return f.Fields == 1 || f.Fields == 2 && f.StartGroup == 0 && f.StartObject == 0
 }
 
+// appendIn appends the length-prefixed value in the format of prof.
+func (f LocationFilter) appendIn(prof *Profile, b []byte) ([]byte, error) {
+	if prof.LocationFilter == FilterTyped {
+		return f.appendTyped(prof, b)
+	}
+	return f.append(b)
+}
+
 func (f LocationFilter) append(b []byte) ([]byte, error) {
 	if f.Fields < 0 || f.Fields > 4 {
 		return b, violation("location filter with %d fields", f.Fields)
@@ -74,6 +82,14 @@ func (f LocationFilter) append(b []byte) ([]byte, error) {
 		b = AppendVarint(b, v)
 	}
 	return b, nil
+}
+
+// locationFilterIn parses the length-prefixed value in the format of prof.
+func (c *cursor) locationFilterIn(prof *Profile) (LocationFilter, error) {
+	if prof.LocationFilter == FilterTyped {
+		return c.typedLocationFilter()
+	}
+	return c.locationFilter()
 }
 
 func (c *cursor) locationFilter() (LocationFilter, error) {

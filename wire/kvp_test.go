@@ -183,14 +183,19 @@ func TestCodesString(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	assert.Equal(t, []string{"moqt-21", "moqt-20"}, ALPNs())
+	assert.Equal(t, []string{"moqt-21", "moqt-20", "moqt-19", "moqt-18"}, ALPNs())
 	v, ok := ParseALPN("moqt-20")
 	require.True(t, ok)
 	assert.Equal(t, Draft20, v)
-	_, ok = ParseALPN("moqt-19")
+	v, ok = ParseALPN("moqt-18")
+	require.True(t, ok)
+	assert.Equal(t, Draft18, v)
+	_, ok = ParseALPN("moqt-17")
 	assert.False(t, ok)
 	_, ok = ParseALPN("h3")
 	assert.False(t, ok)
 	assert.True(t, Draft21.Supported())
-	assert.False(t, Version(19).Supported())
+	assert.True(t, Version(19).Supported())
+	assert.False(t, Version(17).Supported())
+	assert.Nil(t, Version(17).Profile())
 }

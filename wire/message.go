@@ -56,8 +56,9 @@ var messageNames = map[MessageType]string{
 
 func (t MessageType) String() string { return codeName(messageNames, t) }
 
-// Known reports whether t is a control message type of this draft.
-func (t MessageType) Known() bool { _, ok := messageNames[t]; return ok }
+// Known reports whether t is a control message type of draft 21. A session
+// of another draft asks its Profile (HasMessage).
+func (t MessageType) Known() bool { return profile21.HasMessage(t) }
 
 // IsRequest reports whether t is one of the seven messages that may open a
 // request stream (§6.4.2, "Request, First" in Table 5).
@@ -87,12 +88,22 @@ type Message interface {
 // AppendMessage appends m framed as Type (vi64), Length (16), Body (§9). The
 // length is reserved, the body appended in place, then the length filled in,
 // so a reused buffer needs no copy and no allocation.
+//
+// A message type that draft v does not define fails with a
+// *NotInDraftError.
 func AppendMessage(v Version, b []byte, m Message) ([]byte, error) {
+	prof, err := profileFor(v)
+	if err != nil {
+		return b, err
+	}
+	if !prof.HasMessage(m.Type()) {
+		return b, prof.notIn(m.Type().String())
+	}
 	start := len(b)
 	b = AppendVarint(b, uint64(m.Type()))
 	lenAt := len(b)
 	b = append(b, 0, 0)
-	b, err := m.AppendBody(v, b)
+	b, err = m.AppendBody(v, b)
 	if err != nil {
 		return b[:start], err
 	}
@@ -105,8 +116,8 @@ func AppendMessage(v Version, b []byte, m Message) ([]byte, error) {
 }
 
 // NewMessage returns an empty message of type t, or a PROTOCOL_VIOLATION for
-// a type this draft does not define: an unknown message type closes the
-// session (§9).
+// a type no draft defines: an unknown message type closes the session (§9).
+// ParseMessage also refuses the types the negotiated draft lacks.
 func NewMessage(t MessageType) (Message, error) {
 	switch t {
 	case MsgSetup:
@@ -151,8 +162,17 @@ func NewMessage(t MessageType) (Message, error) {
 	return nil, violation("unknown control message type 0x%x", uint64(t))
 }
 
-// ParseMessage decodes a body of type t.
+// ParseMessage decodes a body of type t in draft v. A type v does not
+// define is an unknown message type there: PROTOCOL_VIOLATION (18/19 §10,
+// 21 §9).
 func ParseMessage(v Version, t MessageType, body []byte) (Message, error) {
+	prof, err := profileFor(v)
+	if err != nil {
+		return nil, err
+	}
+	if !prof.HasMessage(t) {
+		return nil, violation("unknown control message type 0x%x in %s", uint64(t), v)
+	}
 	m, err := NewMessage(t)
 	if err != nil {
 		return nil, err

@@ -13,15 +13,15 @@ type PublishNamespace struct {
 func (*PublishNamespace) Type() MessageType { return MsgPublishNamespace }
 
 // AppendBody appends the PUBLISH_NAMESPACE body (§9.14, Figure 17).
-func (m *PublishNamespace) AppendBody(_ Version, b []byte) ([]byte, error) {
-	return appendNamespaceRequest(b, m.RequestID, m.TrackNamespace, &m.Parameters)
+func (m *PublishNamespace) AppendBody(v Version, b []byte) ([]byte, error) {
+	return appendNamespaceRequest(v, InPublishNamespace, b, m.RequestID, m.TrackNamespace, &m.Parameters)
 }
 
 // ParseBody decodes a PUBLISH_NAMESPACE body (§9.14), allowing the parameters
 // of InPublishNamespace.
-func (m *PublishNamespace) ParseBody(_ Version, body []byte) error {
+func (m *PublishNamespace) ParseBody(v Version, body []byte) error {
 	var err error
-	m.RequestID, m.TrackNamespace, m.Parameters, err = parseNamespaceRequest(body, InPublishNamespace, "PUBLISH_NAMESPACE")
+	m.RequestID, m.TrackNamespace, m.Parameters, err = parseNamespaceRequest(v, body, InPublishNamespace, "PUBLISH_NAMESPACE")
 	return err
 }
 
@@ -38,15 +38,15 @@ type SubscribeNamespace struct {
 func (*SubscribeNamespace) Type() MessageType { return MsgSubscribeNamespace }
 
 // AppendBody appends the SUBSCRIBE_NAMESPACE body (§9.15, Figure 18).
-func (m *SubscribeNamespace) AppendBody(_ Version, b []byte) ([]byte, error) {
-	return appendNamespaceRequest(b, m.RequestID, m.TrackNamespacePrefix, &m.Parameters)
+func (m *SubscribeNamespace) AppendBody(v Version, b []byte) ([]byte, error) {
+	return appendNamespaceRequest(v, InSubscribeNamespace, b, m.RequestID, m.TrackNamespacePrefix, &m.Parameters)
 }
 
 // ParseBody decodes a SUBSCRIBE_NAMESPACE body (§9.15), allowing the
 // parameters of InSubscribeNamespace.
-func (m *SubscribeNamespace) ParseBody(_ Version, body []byte) error {
+func (m *SubscribeNamespace) ParseBody(v Version, body []byte) error {
 	var err error
-	m.RequestID, m.TrackNamespacePrefix, m.Parameters, err = parseNamespaceRequest(body, InSubscribeNamespace, "SUBSCRIBE_NAMESPACE")
+	m.RequestID, m.TrackNamespacePrefix, m.Parameters, err = parseNamespaceRequest(v, body, InSubscribeNamespace, "SUBSCRIBE_NAMESPACE")
 	return err
 }
 
@@ -63,16 +63,16 @@ type SubscribeTracks struct {
 func (*SubscribeTracks) Type() MessageType { return MsgSubscribeTracks }
 
 // AppendBody appends the SUBSCRIBE_TRACKS body (§9.18, Figure 21).
-func (m *SubscribeTracks) AppendBody(_ Version, b []byte) ([]byte, error) {
-	return appendNamespaceRequest(b, m.RequestID, m.TrackNamespacePrefix, &m.Parameters)
+func (m *SubscribeTracks) AppendBody(v Version, b []byte) ([]byte, error) {
+	return appendNamespaceRequest(v, InSubscribeTracks, b, m.RequestID, m.TrackNamespacePrefix, &m.Parameters)
 }
 
 // ParseBody decodes a SUBSCRIBE_TRACKS body (§9.18), allowing the parameters
 // of InSubscribeTracks. A bad range filter yields the whole message and a
 // *RejectError.
-func (m *SubscribeTracks) ParseBody(_ Version, body []byte) error {
+func (m *SubscribeTracks) ParseBody(v Version, body []byte) error {
 	var err error
-	m.RequestID, m.TrackNamespacePrefix, m.Parameters, err = parseNamespaceRequest(body, InSubscribeTracks, "SUBSCRIBE_TRACKS")
+	m.RequestID, m.TrackNamespacePrefix, m.Parameters, err = parseNamespaceRequest(v, body, InSubscribeTracks, "SUBSCRIBE_TRACKS")
 	return err
 }
 

@@ -108,37 +108,6 @@ const (
 		InSubscribeNamespaceOK | InSubscribeTracksOK | InUpdateOK
 )
 
-// paramAllowed lists, per parameter, the contexts whose "MAY appear in"
-// sentence in §9.20.3–§9.20.22 and §3.3.2 names it, plus SUBSCRIBE_TRACKS
-// wherever SUBSCRIBE is named: "Any Parameter that can be specified on a
-// Subscription (ie: in SUBSCRIBE) is valid in SUBSCRIBE_TRACKS" (§9.18.1).
-var paramAllowed = map[ParamType]ParamContext{
-	ParamObjectDeliveryTimeout:   InSubscribe | InSubscribeTracks | InPublish | InAnyUpdate,
-	ParamAuthorizationToken:      InPublish | InSubscribe | InAnyUpdate | InSubscribeNamespace | InSubscribeTracks | InPublishNamespace | InTrackStatus | InFetch,
-	ParamRendezvousTimeout:       InSubscribe | InSubscribeTracks,
-	ParamSubgroupDeliveryTimeout: InSubscribe | InSubscribeTracks | InPublish | InAnyUpdate,
-	ParamExpires:                 InSubscribeOK | InPublish | InPublishOK | InSubscribeNamespaceOK | InSubscribeTracksOK | InPublishNamespaceOK | InUpdateOK,
-	ParamLargestObject:           InSubscribeOK | InPublish | InUpdateOK | InTrackStatusOK | InPublishStateNotify,
-	ParamFillTimeout:             InFetch | InFillParameters,
-	ParamForward:                 InSubscribe | InUpdateSubscription | InUpdateSubscribeTracks | InPublish | InSubscribeTracks | InPublishStateNotify,
-	ParamSubscriberPriority:      InSubscribe | InSubscribeTracks | InPublish | InFetch | InUpdateSubscription | InUpdateFetch | InFillParameters,
-	ParamLocationFilter:          InFetch | InSubscribe | InSubscribeTracks | InPublish | InUpdateSubscription | InPublishStateNotify | InFillParameters,
-	ParamGroupOrder:              InSubscribe | InPublish | InSubscribeTracks | InFetch | InFillParameters,
-	ParamFillParameters:          InSubscribe | InSubscribeTracks | InUpdateSubscription,
-	ParamSubgroupFilter:          rangeFilterContexts,
-	ParamObjectIDFilter:          rangeFilterContexts,
-	ParamPriorityFilter:          rangeFilterContexts,
-	ParamObjectPropertyFilter:    rangeFilterContexts,
-	ParamTrackPropertyFilter:     InSubscribeTracks | InUpdateSubscribeTracks,
-	ParamNewGroupRequest:         InSubscribe | InSubscribeTracks | InUpdateSubscription,
-	ParamTrackNamespacePrefix:    InUpdateSubscribeNamespace | InUpdateSubscribeTracks,
-	ParamIncludeProperties:       InSubscribe | InTrackStatus | InFetch | InSubscribeTracks,
-}
-
-// rangeFilterContexts are the places the object range filters may appear
-// (§3.3.2, §9.20.16).
-const rangeFilterContexts = InFetch | InSubscribe | InSubscribeTracks | InUpdateSubscription | InFillParameters
-
 // GroupOrder is the GROUP_ORDER parameter and the
 // DEFAULT_PUBLISHER_GROUP_ORDER property (§9.20.9, §10.5).
 type GroupOrder uint8
@@ -215,17 +184,40 @@ func (p *Params) RangeCount() int {
 }
 
 // Check reports a PROTOCOL_VIOLATION if p holds a parameter that ctx does
-// not allow (§9.20.1). Parsing already checks against the message's
-// possible contexts; a session calls Check on REQUEST_OK and REQUEST_UPDATE
-// parameters once it knows which request they belong to.
-func (p *Params) Check(ctx ParamContext) error {
-	var err error
+// not allow in draft 21 (§9.20.1). Parsing already checks against the
+// message's possible contexts; a session calls Check on REQUEST_OK and
+// REQUEST_UPDATE parameters once it knows which request they belong to.
+func (p *Params) Check(ctx ParamContext) error { return p.CheckFor(Draft21, ctx) }
+
+// CheckFor is Check under the parameter table of draft v.
+func (p *Params) CheckFor(v Version, ctx ParamContext) error {
+	prof, err := profileFor(v)
+	if err != nil {
+		return err
+	}
 	p.each(func(t ParamType) bool {
-		if paramAllowed[t]&ctx == 0 {
-			err = violation("parameter %s not allowed here", t)
+		if allowed, ok := prof.params[t]; !ok || allowed&ctx == 0 {
+			err = violation("parameter %s not allowed here in %s", t, v)
 			return false
 		}
 		return true
+	})
+	return err
+}
+
+// permit reports, for encoding, whether every parameter present in p is
+// defined by the draft and allowed in one of ctx.
+func (p *Params) permit(prof *Profile, ctx ParamContext) error {
+	var err error
+	p.each(func(t ParamType) bool {
+		allowed, ok := prof.params[t]
+		switch {
+		case !ok:
+			err = prof.notIn("parameter " + t.String())
+		case allowed&ctx == 0:
+			err = prof.notIn("parameter " + t.String() + " in this message")
+		}
+		return err == nil
 	})
 	return err
 }
@@ -295,8 +287,26 @@ func appendLenPrefixed(b []byte, fn func([]byte) ([]byte, error)) ([]byte, error
 }
 
 // Append appends Number of Parameters followed by the parameters in
-// ascending type order (§9.20).
-func (p *Params) Append(b []byte) ([]byte, error) {
+// ascending type order (§9.20), in draft 21's encoding and without checking
+// where they may appear.
+func (p *Params) Append(b []byte) ([]byte, error) { return p.appendIn(&profile21, b) }
+
+// AppendFor appends p as draft v encodes it for a message of context ctx.
+// A parameter the draft lacks, or does not allow in ctx, or a value it
+// cannot express, fails with a *NotInDraftError.
+func (p *Params) AppendFor(v Version, ctx ParamContext, b []byte) ([]byte, error) {
+	prof, err := profileFor(v)
+	if err != nil {
+		return b, err
+	}
+	if err := p.permit(prof, ctx); err != nil {
+		return b, err
+	}
+	return p.appendIn(prof, b)
+}
+
+// appendIn appends p in the encoding of prof.
+func (p *Params) appendIn(prof *Profile, b []byte) ([]byte, error) {
 	n := 0
 	p.each(func(t ParamType) bool {
 		switch {
@@ -344,7 +354,7 @@ func (p *Params) Append(b []byte) ([]byte, error) {
 			b = append(b, p.SubscriberPriority.Value)
 		case ParamLocationFilter:
 			param(t)
-			b, err = p.LocationFilter.Value.append(b)
+			b, err = p.LocationFilter.Value.appendIn(prof, b)
 		case ParamGroupOrder:
 			if o := p.GroupOrder.Value; o != GroupOrderAscending && o != GroupOrderDescending {
 				err = violation("invalid group order %d", o)
@@ -353,8 +363,11 @@ func (p *Params) Append(b []byte) ([]byte, error) {
 			param(t)
 			b = append(b, byte(p.GroupOrder.Value))
 		case ParamFillParameters:
+			if err = p.FillParameters.permit(prof, InFillParameters); err != nil {
+				return false
+			}
 			param(t)
-			b, err = appendLenPrefixed(b, p.FillParameters.Append)
+			b, err = appendLenPrefixed(b, func(b []byte) ([]byte, error) { return p.FillParameters.appendIn(prof, b) })
 		case ParamTrackNamespacePrefix:
 			param(t)
 			b, err = p.TrackNamespacePrefix.Value.Append(b)
@@ -403,10 +416,11 @@ func (p *Params) varintParam(t ParamType) *Opt[uint64] {
 }
 
 // params parses Number of Parameters and the parameters (§9.20), allowing
-// only those that some context in ctx permits. Session-level violations are
+// only those that the draft of prof defines and some context in ctx
+// permits. Session-level violations are
 // returned at once; a request-level *RejectError (a bad range filter) is
 // returned only once the whole list has parsed cleanly, with p filled in.
-func (c *cursor) params(ctx ParamContext) (p Params, err error) {
+func (c *cursor) params(prof *Profile, ctx ParamContext) (p Params, err error) {
 	count, err := c.varint("number of parameters")
 	if err != nil {
 		return p, err
@@ -431,9 +445,9 @@ func (c *cursor) params(ctx ParamContext) (p Params, err error) {
 			return p, violation("parameter type delta overflows")
 		}
 		t := prev + ParamType(d)
-		allowed, known := paramAllowed[t]
+		allowed, known := prof.params[t]
 		if !known {
-			return p, violation("unknown parameter type 0x%x", uint64(t))
+			return p, violation("unknown parameter type 0x%x in %s", uint64(t), prof.Version)
 		}
 		if allowed&ctx == 0 {
 			return p, violation("parameter %s not allowed here", t)
@@ -487,7 +501,7 @@ func (c *cursor) params(ctx ParamContext) (p Params, err error) {
 			}
 			p.SubscriberPriority = Some(v)
 		case ParamLocationFilter:
-			f, err := c.locationFilter()
+			f, err := c.locationFilterIn(prof)
 			if err != nil {
 				return p, err
 			}
@@ -507,7 +521,7 @@ func (c *cursor) params(ctx ParamContext) (p Params, err error) {
 				return p, err
 			}
 			in := cursor{raw}
-			fill, err := in.params(InFillParameters) // C097
+			fill, err := in.params(prof, InFillParameters) // C097
 			var re *RejectError
 			if err != nil && !asReject(err, &re) {
 				return p, err
@@ -558,11 +572,18 @@ func asReject(err error, re **RejectError) bool {
 	return ok
 }
 
-// ParseParams decodes a parameter list that fills all of b, allowing the
-// parameters of ctx. See Params for the two error kinds.
-func ParseParams(b []byte, ctx ParamContext) (Params, error) {
+// ParseParams decodes a draft-21 parameter list that fills all of b,
+// allowing the parameters of ctx. See Params for the two error kinds.
+func ParseParams(b []byte, ctx ParamContext) (Params, error) { return ParseParamsFor(Draft21, b, ctx) }
+
+// ParseParamsFor is ParseParams under the tables and encodings of draft v.
+func ParseParamsFor(v Version, b []byte, ctx ParamContext) (Params, error) {
+	prof, err := profileFor(v)
+	if err != nil {
+		return Params{}, err
+	}
 	c := cursor{b}
-	p, err := c.params(ctx)
+	p, err := c.params(prof, ctx)
 	if _, ok := err.(*RejectError); err != nil && !ok {
 		return p, err
 	}

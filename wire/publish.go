@@ -17,14 +17,17 @@ type Publish struct {
 func (*Publish) Type() MessageType { return MsgPublish }
 
 // AppendBody appends the PUBLISH body (§9.8, Figure 12).
-func (m *Publish) AppendBody(_ Version, b []byte) ([]byte, error) {
+func (m *Publish) AppendBody(v Version, b []byte) ([]byte, error) {
+	if err := m.Parameters.permitFor(v, InPublish); err != nil {
+		return b, err
+	}
 	b = AppendVarint(b, m.RequestID)
 	b, err := FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}.Append(b)
 	if err != nil {
 		return b, err
 	}
 	b = AppendVarint(b, m.TrackAlias)
-	if b, err = m.Parameters.Append(b); err != nil {
+	if b, err = m.Parameters.AppendFor(v, InPublish, b); err != nil {
 		return b, err
 	}
 	return m.TrackProperties.Append(b)
@@ -32,10 +35,13 @@ func (m *Publish) AppendBody(_ Version, b []byte) ([]byte, error) {
 
 // ParseBody decodes a PUBLISH body (§9.8), allowing the parameters of
 // InPublish.
-func (m *Publish) ParseBody(_ Version, body []byte) error {
+func (m *Publish) ParseBody(v Version, body []byte) error {
 	*m = Publish{}
+	prof, err := profileFor(v)
+	if err != nil {
+		return err
+	}
 	c := cursor{body}
-	var err error
 	if m.RequestID, err = c.varint("request ID"); err != nil {
 		return err
 	}
@@ -47,7 +53,7 @@ func (m *Publish) ParseBody(_ Version, body []byte) error {
 	if m.TrackAlias, err = c.varint("track alias"); err != nil {
 		return err
 	}
-	rej, err := c.messageParams(&m.Parameters, InPublish)
+	rej, err := c.messageParams(prof, &m.Parameters, InPublish)
 	if err != nil {
 		return err
 	}
@@ -58,8 +64,11 @@ func (m *Publish) ParseBody(_ Version, body []byte) error {
 }
 
 // PublishDone is PUBLISH_DONE (§9.9), the publisher's last message on a
-// subscription's request stream. StreamCount uses the full 64-bit range:
-// 2^64-1 means the publisher does not know the exact count. An
+// subscription's request stream. StreamCount uses the full 64-bit range;
+// Profile.UnknownStreamCount (2^64-1 in 21, 2^62-1 in 18/19) means the
+// publisher does not know the exact count. A StatusCode that only another
+// draft defines (SUBSCRIPTION_ENDED outside 18/19) fails to encode with a
+// *NotInDraftError. An
 // unknown StatusCode decodes fine and is read as INTERNAL_ERROR (§13).
 type PublishDone struct {
 	StatusCode  PublishDoneCode
@@ -71,7 +80,14 @@ type PublishDone struct {
 func (*PublishDone) Type() MessageType { return MsgPublishDone }
 
 // AppendBody appends the PUBLISH_DONE body (§9.9, Figure 13).
-func (m *PublishDone) AppendBody(_ Version, b []byte) ([]byte, error) {
+func (m *PublishDone) AppendBody(v Version, b []byte) ([]byte, error) {
+	prof, err := profileFor(v)
+	if err != nil {
+		return b, err
+	}
+	if _, named := publishDoneNames[m.StatusCode]; named && !prof.HasPublishDoneCode(m.StatusCode) {
+		return b, prof.notIn("PUBLISH_DONE code " + m.StatusCode.String())
+	}
 	b = AppendVarint(b, uint64(m.StatusCode))
 	b = AppendVarint(b, m.StreamCount)
 	return appendReason(b, m.ErrorReason)

@@ -16,14 +16,14 @@ type TrackStatus struct {
 func (*TrackStatus) Type() MessageType { return MsgTrackStatus }
 
 // AppendBody appends the TRACK_STATUS body (§9.13, §9.6 Figure 10).
-func (m *TrackStatus) AppendBody(_ Version, b []byte) ([]byte, error) {
-	return (*trackRequest)(m).append(b)
+func (m *TrackStatus) AppendBody(v Version, b []byte) ([]byte, error) {
+	return (*trackRequest)(m).append(v, InTrackStatus, b)
 }
 
 // ParseBody decodes a TRACK_STATUS body (§9.13), allowing the parameters of
 // InTrackStatus.
-func (m *TrackStatus) ParseBody(_ Version, body []byte) error {
-	return (*trackRequest)(m).parse(body, InTrackStatus, "TRACK_STATUS")
+func (m *TrackStatus) ParseBody(v Version, body []byte) error {
+	return (*trackRequest)(m).parse(v, body, InTrackStatus, "TRACK_STATUS")
 }
 
 // RequestUpdate is REQUEST_UPDATE (§9.5), sent on an existing request stream
@@ -40,22 +40,28 @@ type RequestUpdate struct {
 func (*RequestUpdate) Type() MessageType { return MsgRequestUpdate }
 
 // AppendBody appends the REQUEST_UPDATE body (§9.5, Figure 9).
-func (m *RequestUpdate) AppendBody(_ Version, b []byte) ([]byte, error) {
+func (m *RequestUpdate) AppendBody(v Version, b []byte) ([]byte, error) {
+	if err := m.Parameters.permitFor(v, InAnyUpdate); err != nil {
+		return b, err
+	}
 	b = AppendVarint(b, m.RequestID)
-	return m.Parameters.Append(b)
+	return m.Parameters.AppendFor(v, InAnyUpdate, b)
 }
 
 // ParseBody decodes a REQUEST_UPDATE body (§9.5), allowing the parameters of
 // InAnyUpdate. A bad range filter yields the whole message and a
 // *RejectError.
-func (m *RequestUpdate) ParseBody(_ Version, body []byte) error {
+func (m *RequestUpdate) ParseBody(v Version, body []byte) error {
 	*m = RequestUpdate{}
+	prof, err := profileFor(v)
+	if err != nil {
+		return err
+	}
 	c := cursor{body}
-	var err error
 	if m.RequestID, err = c.varint("request ID"); err != nil {
 		return err
 	}
-	rej, err := c.messageParams(&m.Parameters, InAnyUpdate)
+	rej, err := c.messageParams(prof, &m.Parameters, InAnyUpdate)
 	if err != nil {
 		return err
 	}
@@ -84,8 +90,8 @@ type RequestOK struct {
 func (*RequestOK) Type() MessageType { return MsgRequestOK }
 
 // AppendBody appends the REQUEST_OK body (§9.3, Figure 7).
-func (m *RequestOK) AppendBody(_ Version, b []byte) ([]byte, error) {
-	b, err := m.Parameters.Append(b)
+func (m *RequestOK) AppendBody(v Version, b []byte) ([]byte, error) {
+	b, err := m.Parameters.AppendFor(v, InAnyRequestOK, b)
 	if err != nil {
 		return b, err
 	}
@@ -94,10 +100,14 @@ func (m *RequestOK) AppendBody(_ Version, b []byte) ([]byte, error) {
 
 // ParseBody decodes a REQUEST_OK body (§9.3), allowing the parameters of
 // InAnyRequestOK.
-func (m *RequestOK) ParseBody(_ Version, body []byte) error {
+func (m *RequestOK) ParseBody(v Version, body []byte) error {
 	*m = RequestOK{}
+	prof, err := profileFor(v)
+	if err != nil {
+		return err
+	}
 	c := cursor{body}
-	rej, err := c.messageParams(&m.Parameters, InAnyRequestOK)
+	rej, err := c.messageParams(prof, &m.Parameters, InAnyRequestOK)
 	if err != nil {
 		return err
 	}
@@ -158,7 +168,8 @@ func (c *cursor) redirect() (Redirect, error) {
 // RequestError is REQUEST_ERROR (§9.4), the failure response to any request.
 // RetryInterval is the minimum retry delay in milliseconds plus one; 0 means
 // do not retry. Redirect is present exactly when ErrorCode is REDIRECT. An
-// unknown ErrorCode decodes fine and is read as INTERNAL_ERROR (§13).
+// unknown ErrorCode decodes fine and is read as INTERNAL_ERROR (§13); a code
+// that only another draft defines fails to encode with a *NotInDraftError.
 type RequestError struct {
 	ErrorCode     RequestErrorCode
 	RetryInterval uint64
@@ -171,13 +182,20 @@ func (*RequestError) Type() MessageType { return MsgRequestError }
 
 // AppendBody appends the REQUEST_ERROR body (§9.4.2, Figure 8). It fails if
 // Redirect is set without the REDIRECT code or missing with it.
-func (m *RequestError) AppendBody(_ Version, b []byte) ([]byte, error) {
+func (m *RequestError) AppendBody(v Version, b []byte) ([]byte, error) {
+	prof, err := profileFor(v)
+	if err != nil {
+		return b, err
+	}
+	if _, named := requestErrorNames[m.ErrorCode]; named && !prof.HasRequestError(m.ErrorCode) {
+		return b, prof.notIn("REQUEST_ERROR code " + m.ErrorCode.String())
+	}
 	if redirect := m.ErrorCode == ReqRedirect; redirect != m.Redirect.Set {
 		return b, violation("REQUEST_ERROR %s: Redirect present is %t", m.ErrorCode, m.Redirect.Set)
 	}
 	b = AppendVarint(b, uint64(m.ErrorCode))
 	b = AppendVarint(b, m.RetryInterval)
-	b, err := appendReason(b, m.ErrorReason)
+	b, err = appendReason(b, m.ErrorReason)
 	if err != nil || !m.Redirect.Set {
 		return b, err
 	}

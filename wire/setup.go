@@ -58,6 +58,11 @@ var setupOrder = [...]SetupOptionType{
 //     parity fixes its shape, so among the known options only an
 //     undecodable AUTHORIZATION_TOKEN can be misformatted (§8.9).
 //
+// Which options are known is per draft (Profile.HasSetupOption): in draft
+// 18, MAX_FILTER_RANGES and MAX_REQUEST_UPDATES are unknown options, so
+// they decode into Unknown there, and setting their fields fails to encode
+// with a *NotInDraftError.
+//
 // Rules that depend on the sender and the transport, and the URI syntax of
 // PATH and AUTHORITY, are left to Check.
 type Setup struct {
@@ -78,14 +83,18 @@ func (*Setup) Type() MessageType { return MsgSetup }
 
 // AppendBody appends the Setup Options in ascending type order, merging the
 // known options with Unknown (§9.1, Figure 5).
-func (s *Setup) AppendBody(_ Version, b []byte) ([]byte, error) {
+func (s *Setup) AppendBody(v Version, b []byte) ([]byte, error) {
+	prof, err := profileFor(v)
+	if err != nil {
+		return b, err
+	}
 	w := kvWriter{b: b}
 	u := 0
 	// unknownBelow appends the Unknown options whose type is below t.
 	unknownBelow := func(t uint64, all bool) error {
 		for ; u < len(s.Unknown) && (all || s.Unknown[u].Type < t); u++ {
 			kv := s.Unknown[u]
-			if SetupOptionType(kv.Type).Known() {
+			if prof.HasSetupOption(SetupOptionType(kv.Type)) {
 				return violation("setup option %s in Unknown", SetupOptionType(kv.Type))
 			}
 			if err := w.kv(kv); err != nil {
@@ -98,11 +107,38 @@ func (s *Setup) AppendBody(_ Version, b []byte) ([]byte, error) {
 		if err := unknownBelow(uint64(t), false); err != nil {
 			return w.b, err
 		}
+		if !prof.HasSetupOption(t) {
+			if s.has(t) {
+				return b, prof.notIn("setup option " + t.String())
+			}
+			continue
+		}
 		if err := s.appendOption(&w, t); err != nil {
 			return w.b, err
 		}
 	}
 	return w.b, unknownBelow(0, true)
+}
+
+// has reports whether the known option t is set.
+func (s *Setup) has(t SetupOptionType) bool {
+	switch t {
+	case SetupPath:
+		return s.Path.Set
+	case SetupAuthorizationToken:
+		return len(s.AuthorizationTokens) > 0
+	case SetupMaxAuthTokenCacheSize:
+		return s.MaxAuthTokenCacheSize.Set
+	case SetupAuthority:
+		return s.Authority.Set
+	case SetupMaxFilterRanges:
+		return s.MaxFilterRanges.Set
+	case SetupMoqtImplementation:
+		return s.MoqtImplementation.Set
+	case SetupMaxRequestUpdates:
+		return s.MaxRequestUpdates.Set
+	}
+	return false
 }
 
 // appendOption appends the known option t, if set.
@@ -132,12 +168,16 @@ func (s *Setup) appendOption(w *kvWriter, t SetupOptionType) error {
 
 // ParseBody decodes the Setup Options that fill body (§9.1). See Setup for
 // the error rules.
-func (s *Setup) ParseBody(_ Version, body []byte) error {
+func (s *Setup) ParseBody(v Version, body []byte) error {
 	*s = Setup{}
+	prof, err := profileFor(v)
+	if err != nil {
+		return err
+	}
 	var seen [SetupMaxRequestUpdates + 1]bool
 	return WalkKV(body, func(kv KeyValue) error {
 		t := SetupOptionType(kv.Type)
-		if !t.Known() {
+		if !prof.HasSetupOption(t) {
 			s.Unknown = append(s.Unknown, kv)
 			return nil
 		}

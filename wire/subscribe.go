@@ -14,15 +14,15 @@ type Subscribe struct {
 func (*Subscribe) Type() MessageType { return MsgSubscribe }
 
 // AppendBody appends the SUBSCRIBE body (§9.6, Figure 10).
-func (m *Subscribe) AppendBody(_ Version, b []byte) ([]byte, error) {
-	return (*trackRequest)(m).append(b)
+func (m *Subscribe) AppendBody(v Version, b []byte) ([]byte, error) {
+	return (*trackRequest)(m).append(v, InSubscribe, b)
 }
 
 // ParseBody decodes a SUBSCRIBE body (§9.6), allowing the parameters of
 // InSubscribe. A bad range filter yields the whole message and a
 // *RejectError (INVALID_FILTER, §3.3.2).
-func (m *Subscribe) ParseBody(_ Version, body []byte) error {
-	return (*trackRequest)(m).parse(body, InSubscribe, "SUBSCRIBE")
+func (m *Subscribe) ParseBody(v Version, body []byte) error {
+	return (*trackRequest)(m).parse(v, body, InSubscribe, "SUBSCRIBE")
 }
 
 // SubscribeOK is SUBSCRIBE_OK (§9.7), the publisher's acceptance of a
@@ -38,9 +38,12 @@ type SubscribeOK struct {
 func (*SubscribeOK) Type() MessageType { return MsgSubscribeOK }
 
 // AppendBody appends the SUBSCRIBE_OK body (§9.7, Figure 11).
-func (m *SubscribeOK) AppendBody(_ Version, b []byte) ([]byte, error) {
+func (m *SubscribeOK) AppendBody(v Version, b []byte) ([]byte, error) {
+	if err := m.Parameters.permitFor(v, InSubscribeOK); err != nil {
+		return b, err
+	}
 	b = AppendVarint(b, m.TrackAlias)
-	b, err := m.Parameters.Append(b)
+	b, err := m.Parameters.AppendFor(v, InSubscribeOK, b)
 	if err != nil {
 		return b, err
 	}
@@ -49,14 +52,17 @@ func (m *SubscribeOK) AppendBody(_ Version, b []byte) ([]byte, error) {
 
 // ParseBody decodes a SUBSCRIBE_OK body (§9.7), allowing the parameters of
 // InSubscribeOK.
-func (m *SubscribeOK) ParseBody(_ Version, body []byte) error {
+func (m *SubscribeOK) ParseBody(v Version, body []byte) error {
 	*m = SubscribeOK{}
+	prof, err := profileFor(v)
+	if err != nil {
+		return err
+	}
 	c := cursor{body}
-	var err error
 	if m.TrackAlias, err = c.varint("track alias"); err != nil {
 		return err
 	}
-	rej, err := c.messageParams(&m.Parameters, InSubscribeOK)
+	rej, err := c.messageParams(prof, &m.Parameters, InSubscribeOK)
 	if err != nil {
 		return err
 	}
@@ -78,16 +84,20 @@ type PublishStateNotify struct {
 func (*PublishStateNotify) Type() MessageType { return MsgPublishStateNotify }
 
 // AppendBody appends the PUBLISH_STATE_NOTIFY body (§9.10, Figure 14).
-func (m *PublishStateNotify) AppendBody(_ Version, b []byte) ([]byte, error) {
-	return m.Parameters.Append(b)
+func (m *PublishStateNotify) AppendBody(v Version, b []byte) ([]byte, error) {
+	return m.Parameters.AppendFor(v, InPublishStateNotify, b)
 }
 
 // ParseBody decodes a PUBLISH_STATE_NOTIFY body (§9.10), allowing the
 // parameters of InPublishStateNotify.
-func (m *PublishStateNotify) ParseBody(_ Version, body []byte) error {
+func (m *PublishStateNotify) ParseBody(v Version, body []byte) error {
 	*m = PublishStateNotify{}
+	prof, err := profileFor(v)
+	if err != nil {
+		return err
+	}
 	c := cursor{body}
-	rej, err := c.messageParams(&m.Parameters, InPublishStateNotify)
+	rej, err := c.messageParams(prof, &m.Parameters, InPublishStateNotify)
 	if err != nil {
 		return err
 	}

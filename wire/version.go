@@ -9,18 +9,25 @@ import "strings"
 type Version uint8
 
 // The drafts this package speaks. Draft 20 and draft 21 share one wire format
-// (draft 21 only restructured the text).
+// (draft 21 only restructured the text); 18 and 19 differ as
+// docs/drafts.md lists, and Profile describes.
 const (
+	Draft18 Version = 18
+	Draft19 Version = 19
 	Draft20 Version = 20
 	Draft21 Version = 21
 )
 
 // Versions lists the supported drafts in preference order, newest first.
-var Versions = []Version{Draft21, Draft20}
+var Versions = []Version{Draft21, Draft20, Draft19, Draft18}
 
 // ALPN returns the protocol identifier of v: "moqt-" and the draft number.
 func (v Version) ALPN() string {
 	switch v {
+	case Draft18:
+		return "moqt-18"
+	case Draft19:
+		return "moqt-19"
 	case Draft20:
 		return "moqt-20"
 	case Draft21:
