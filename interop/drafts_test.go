@@ -15,12 +15,12 @@ type draft struct {
 }
 
 var (
-	draft18 = draft{version: wire.Version(18), moqNet: "moq-transport-18"}
+	draft18 = draft{version: wire.Draft18, moqNet: "moq-transport-18"}
 	draft20 = draft{version: wire.Draft20, moqNet: "moq-transport-20"}
 )
 
 // drafts are the drafts every case runs on, as subtests draft18, draft20.
-var drafts = []draft{draft20}
+var drafts = []draft{draft18, draft20}
 
 // name is the subtest's name.
 func (d draft) name() string { return "draft" + d.version.String()[len("moqt-"):] }
