@@ -22,7 +22,8 @@ type Fetch struct {
 	// EndOfTrack reports that the End Location is the track's last object.
 	EndOfTrack bool
 	// End is the FETCH_OK End Location: the end of the range the response
-	// covers (§9.12).
+	// covers (§9.12), inclusive whatever the draft (18 and 19 send the
+	// last Object plus one, 18 §10.13; End.Object 2^64−1 is a whole group).
 	End wire.Location
 	// Properties are the Track Properties of FETCH_OK.
 	Properties wire.KVList
@@ -49,11 +50,30 @@ type Fetch struct {
 // {0, 0} is checked. A FETCH_OK with a Mandatory Track Property this end
 // does not understand cancels the fetch (§3.6), which fails with a
 // *RequestError of UNSUPPORTED_EXTENSION.
+//
+// On a draft 18 or 19 session (Session.Version) the range goes as a
+// Standalone FETCH's Start and End Location (18 §10.12.1), and FETCH_OK's
+// End Location comes back as the last object plus one, which End reports
+// inclusive; a relative LOCATION_FILTER has no Standalone form and fails,
+// wrapping wire.ErrNotInDraft, before anything is sent.
 func (s *Session) Fetch(ctx context.Context, track wire.FullTrackName, params wire.Params) (*Fetch, error) {
-	rs, err := s.openChecked(ctx, &params, wire.InFetch)
+	msg := &wire.Fetch{TrackNamespace: track.Namespace, TrackName: track.Name}
+	sent := params
+	if s.profile().JoiningFetch {
+		// 18/19: the range travels as a Standalone FETCH's Start and End
+		// Location, not as LOCATION_FILTER (18 §10.12.1).
+		start, end, err := standaloneRange(s.version, params.LocationFilter)
+		if err != nil {
+			return nil, fmt.Errorf("moqt: FETCH: %w", err)
+		}
+		msg.FetchType, msg.StartLocation, msg.EndLocation = wire.FetchStandalone, start, end
+		sent.LocationFilter = wire.Opt[wire.LocationFilter]{}
+	}
+	rs, err := s.openChecked(ctx, &sent, wire.InFetch)
 	if err != nil {
 		return nil, err
 	}
+	params.AuthorizationTokens = sent.AuthorizationTokens
 	f := &Fetch{sess: s, Params: params}
 	f.data.init()
 	q := &fetchReq{f: f, rs: rs, track: track, answer: make(chan struct{}), done: make(chan struct{})}
@@ -66,7 +86,8 @@ func (s *Session) Fetch(ctx context.Context, track wire.FullTrackName, params wi
 	// Registered before the FETCH leaves, so the data stream, which may
 	// precede FETCH_OK, always finds it (§9.12).
 	s.fetches.add(rs.id, f)
-	if err := rs.write(&wire.Fetch{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name, Parameters: params}); err != nil {
+	msg.RequestID, msg.Parameters = rs.id, sent
+	if err := rs.write(msg); err != nil {
 		s.fetches.remove(rs.id)
 		rs.cancel(wire.ResetInternalError)
 		s.requests.remove(rs)
@@ -474,7 +495,10 @@ func (q *fetchReq) accept(m *wire.FetchOK) error {
 	if err := checkTrackProperties(own.TrackProperties); err != nil {
 		return err
 	}
-	if q.startKnown && own.EndLocation.Less(q.start) {
+	// 18/19 send the end plus one (18 §10.13); the Fetch reports it
+	// inclusive, as 21 does.
+	end := q.rs.sess.fetchEndOf(own.EndLocation)
+	if q.startKnown && end.Less(q.start) {
 		return protocolViolation("FETCH_OK End Location %v is before the Start Location %v", own.EndLocation, q.start) // C096
 	}
 	if t, ok := unknownMandatory(own.TrackProperties); ok {
@@ -484,8 +508,8 @@ func (q *fetchReq) accept(m *wire.FetchOK) error {
 		return io.EOF
 	}
 	f := q.f
-	f.EndOfTrack, f.End, f.Properties = own.EndOfTrack, own.EndLocation, own.TrackProperties
-	f.data.markAnswered(filter.Window{Start: q.start, End: own.EndLocation, Bounded: true})
+	f.EndOfTrack, f.End, f.Properties = own.EndOfTrack, end, own.TrackProperties
+	f.data.markAnswered(filter.Window{Start: q.start, End: end, Bounded: true})
 	q.settle(nil)
 	return nil
 }

@@ -76,7 +76,7 @@ func (r *FetchRequest) Accept(endOfTrack bool, end wire.Location, props wire.KVL
 			return fmt.Errorf("moqt: FETCH already ended: %w", context.Cause(r.ctx))
 		default:
 		}
-		return r.rs.write(&wire.FetchOK{EndOfTrack: endOfTrack, EndLocation: end, TrackProperties: props})
+		return r.rs.write(&wire.FetchOK{EndOfTrack: endOfTrack, EndLocation: r.sess.wireFetchEnd(end), TrackProperties: props})
 	})
 	if err != nil {
 		return err
@@ -174,28 +174,49 @@ func (e *fetchStreamError) Error() string { return e.err.Error() }
 func (e *fetchStreamError) Unwrap() error { return e.err }
 
 // serveFetch hands a FETCH to the Handler and reads the subscriber's side
-// of its stream until the fetch is over.
+// of its stream until the fetch is over. On 18/19 a Standalone FETCH's
+// Start and End Location become the LOCATION_FILTER the Handler sees
+// (fetch_draft.go); a Joining FETCH is the session's (fetch_join.go).
 func serveFetch(s *Session, rs *requestStream, m *wire.Fetch, toks []AuthToken) error {
+	if m.FetchType.Joining() {
+		return serveJoiningFetch(s, rs, m, toks)
+	}
+	if s.profile().JoiningFetch {
+		m.Parameters.LocationFilter = wire.Some(standaloneFilter(m.StartLocation, m.EndLocation))
+	}
 	if err := checkRanges(&m.Parameters, s.cfg.MaxFilterRanges); err != nil {
 		rs.reject(asRequestError(err)) // C026
 		return rs.drain()
 	}
 	release, ok := takeFetchSlot(s)
 	if !ok {
-		rs.reject(&RequestError{Code: wire.ReqExcessiveLoad,
-			Reason: fmt.Sprintf("more than %d fetches served at once", s.cfg.MaxServedFetches)})
+		rs.reject(errFetchSlots(s))
 		return rs.drain()
 	}
 	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
+	r := newFetchRequest(s, rs, track, m.Parameters, toks, release)
+	s.handOff(r)
+	return rs.serve((*fetchServed)(r))
+}
+
+// errFetchSlots refuses a FETCH past Config.MaxServedFetches.
+func errFetchSlots(s *Session) *RequestError {
+	return &RequestError{Code: wire.ReqExcessiveLoad,
+		Reason: fmt.Sprintf("more than %d fetches served at once", s.cfg.MaxServedFetches)}
+}
+
+// newFetchRequest is the FetchRequest of a FETCH for track with params,
+// holding one of the session's served-fetch places (release).
+func newFetchRequest(s *Session, rs *requestStream, track wire.FullTrackName, params wire.Params, toks []AuthToken, release func()) *FetchRequest {
 	r := &FetchRequest{
 		RequestCommon: newIncoming(rs, toks, track.Namespace),
 		Track:         track,
-		Params:        m.Parameters,
+		Params:        params,
 		done:          make(chan struct{}),
 		release:       release,
 	}
-	desc := m.Parameters.GroupOrder.Set && m.Parameters.GroupOrder.Value == wire.GroupOrderDescending
-	r.w = newFetchWriter(s, rs.id, desc, subscriberPriority(&m.Parameters), defaultPublisherPriority)
+	desc := params.GroupOrder.Set && params.GroupOrder.Value == wire.GroupOrderDescending
+	r.w = newFetchWriter(s, rs.id, desc, subscriberPriority(&params), defaultPublisherPriority)
 	r.w.open = func(ctx context.Context) (transport.SendStream, error) { return openFetchStream(ctx, s) }
 	r.w.forget = func(str transport.SendStream) { s.priorities().Remove(str) }
 	r.w.over = r.streamEnded
@@ -204,8 +225,7 @@ func serveFetch(s *Session, rs *requestStream, m *wire.Fetch, toks []AuthToken) 
 		// will not be completed.
 		r.endQuietly(wire.ResetCancelled, e)
 	}
-	s.handOff(r)
-	return rs.serve((*fetchServed)(r))
+	return r
 }
 
 // openFetchStream opens a unidirectional stream for a fetch, waiting for

@@ -74,6 +74,7 @@ func (r *requestIDSpace) ownID(id uint64) bool {
 // receiveFetch routes a fetch data stream whose FETCH_HEADER has been read.
 func receiveFetch(s *Session, str transport.ReceiveStream, br *bufio.Reader, h wire.FetchHeader) error {
 	r := &fetchStream{sess: s, str: str, br: br, id: h.RequestID}
+	r.dec.Version = s.version // 0x20C is an End of Range from draft 20 on
 	if sink := s.fetches.lookup(h.RequestID); sink != nil {
 		if !sink.takeFetchStream(r) {
 			str.CancelRead(uint64(wire.ResetCancelled))

@@ -80,7 +80,7 @@ type FetchWriter struct {
 // newFetchWriter returns the writer of a fetch stream tagged id.
 func newFetchWriter(s *Session, id uint64, desc bool, subscriber, defaultPriority uint8) *FetchWriter {
 	w := &FetchWriter{sess: s, id: id, owner: id, desc: desc, defaultPriority: defaultPriority, ranked: -1}
-	w.enc.Descending = desc
+	w.enc.Descending, w.enc.Version = desc, s.version
 	w.subscriber.Store(uint32(subscriber))
 	w.dog.Init(monoNow, w.expireWrite)
 	return w
@@ -97,8 +97,10 @@ var errFetchEnded = errors.New("moqt: fetch stream ended")
 // object whose Datagram is set goes with the Datagram flag (§11.4.1.1); an
 // unset Priority stands for the track's default publisher priority, or
 // 128 on a FETCH the application serves. Fetch streams carry no Object
-// Status (§11.4.1), so only Normal objects are written. WriteObject does
-// not keep o's slices once it returns.
+// Status (§11.4.1), so only Normal objects are written. On a draft 18 or
+// 19 session an End of Timed-Out Range, which those drafts lack, goes as
+// an End of Unknown Range. WriteObject does not keep o's slices once it
+// returns.
 func (w *FetchWriter) WriteObject(o Object) error {
 	fo, err := w.entry(o)
 	if err != nil {
@@ -188,7 +190,8 @@ func (w *FetchWriter) flushHeld() {
 // entry converts o to the fields of a fetch stream entry.
 func (w *FetchWriter) entry(o Object) (wire.FetchObject, error) {
 	if o.EndOfRange != 0 {
-		return wire.FetchObject{EndOfRange: o.EndOfRange, GroupID: o.Location.Group, ObjectID: o.Location.Object}, nil
+		e := wireEndOfRange(w.sess.profile(), o.EndOfRange) // 18/19 have no 0x20C
+		return wire.FetchObject{EndOfRange: e, GroupID: o.Location.Group, ObjectID: o.Location.Object}, nil
 	}
 	switch {
 	case o.Status != wire.ObjectNormal:

@@ -56,6 +56,7 @@ func (r *SubscribeRequest) accept(opts AcceptOptions, props wire.KVList, join fu
 		}
 		params := ss.grantParams()
 		params.LargestObject = largest
+		ss.join.set(largest) // the Joining Location (18 §5.1)
 		ok := &wire.SubscribeOK{TrackAlias: ss.alias, Parameters: params, TrackProperties: props}
 		if err := ss.rs.write(ok); err != nil {
 			ss.abort(err) // it is served already
@@ -83,6 +84,7 @@ func serveSubscribe(s *Session, rs *requestStream, m *wire.Subscribe, toks []Aut
 	}
 	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
 	ss := newServedSubscription(rs, track, m.Parameters, statePendingSubscriber)
+	ss.joinable()
 	req := &SubscribeRequest{
 		RequestCommon: newIncoming(rs, toks, track.Namespace),
 		Track:         track,

@@ -93,6 +93,9 @@ type ServedSubscription struct {
 	// subscriberSet lists the parameters the subscriber controls, which
 	// PUBLISH_STATE_NOTIFY must not change (C013).
 	subscriberSet controlled
+
+	// join is the Joining Location of drafts 18 and 19 (fetch_join.go).
+	join joinPoint
 }
 
 // controlled marks the subscription parameters under the subscriber's
@@ -389,6 +392,7 @@ func (ss *ServedSubscription) release() {
 		}
 		ss.cancelCtx(ss.Err())
 		ss.sess.routes.releaseAlias(ss.track, ss.alias)
+		ss.sess.joins.remove(ss)
 	})
 }
 

@@ -82,6 +82,7 @@ func (ss *ServedSubscription) receiveUpdate(m *wire.RequestUpdate, rej *wire.Rej
 		ss.sess.goroutines.Go(func() { ss.updateWorker(updates) })
 	}
 	ss.mu.Unlock()
+	ss.join.updateReceived()
 	select {
 	case updates <- u:
 		return nil
@@ -113,6 +114,7 @@ func (ss *ServedSubscription) updateWorker(updates <-chan pendingUpdate) {
 			return
 		}
 		ss.applyUpdate(u)
+		ss.join.updateApplied()
 		ss.mu.Lock()
 		ss.outstanding--
 		ss.held.give(&ss.sess.backlog, u.cost)
@@ -153,7 +155,9 @@ func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 		return
 	}
 	ss.mu.Lock()
+	wasForward := forwardOf(&ss.params)
 	mergeParams(&ss.params, p)
+	joins := !wasForward && forwardOf(&ss.params)
 	if ss.filter != nil {
 		// The range limit was checked above; relative forms resolve
 		// against the Largest Object now (§9.5.1).
@@ -168,6 +172,11 @@ func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 	}
 	ss.restartExpiry()
 	granted := ss.grantParams()
+	if joins {
+		// Forward 0 to 1: this REQUEST_OK's Largest is the new Joining
+		// Location (18 §5.1).
+		ss.join.set(granted.LargestObject)
+	}
 	if err := ss.rs.write(&wire.RequestOK{Parameters: granted}); err == nil {
 		// A fill asked for here ends at the Largest Object the
 		// REQUEST_OK reports (§3.4).

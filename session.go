@@ -168,6 +168,9 @@ type Session struct {
 	routes aliasRoutes // Track Aliases and what waits for one (data plane)
 	// fetches routes FETCH_HEADER streams by Request ID (fetch_route.go).
 	fetches fetchRoutes
+	// joins are the subscriptions a peer's Joining FETCH may name, on 18
+	// and 19 (fetch_join.go).
+	joins joinTable
 
 	prio priority.Table // urgency of this session's data streams (raw QUIC)
 	// hold tells whether this end holds the peer's data streams back, for

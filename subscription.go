@@ -48,6 +48,7 @@ type Subscription struct {
 	finAfterRead bool
 	finTimer     *time.Timer // bounds that wait
 	fill         subFill     // fill fetch streams (subscription_fill.go)
+	join         *joinReq    // the Joining FETCH of the fill, on 18/19 (subscription_join.go)
 	subData
 }
 
@@ -61,10 +62,24 @@ type Subscription struct {
 // Update. Range filters with more Ranges than the peer's MAX_FILTER_RANGES
 // allows fail with ErrFilterRanges, before anything is sent (§9.1.6).
 func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, params wire.Params) (*Subscription, error) {
-	rs, err := s.openChecked(ctx, &params, wire.InSubscribe)
+	sent := params
+	var plan *joinPlan
+	if params.FillParameters != nil && s.profile().JoiningFetch {
+		// 18/19: the fill is a Joining FETCH (subscription_join.go).
+		if err := params.Check(wire.InSubscribe); err != nil {
+			return nil, err
+		}
+		p, err := planJoin(s.version, &params)
+		if err != nil {
+			return nil, err
+		}
+		plan, sent.FillParameters = p, nil
+	}
+	rs, err := s.openChecked(ctx, &sent, wire.InSubscribe)
 	if err != nil {
 		return nil, err
 	}
+	params.AuthorizationTokens = sent.AuthorizationTokens
 	sub := &Subscription{
 		subState: newSubState(statePendingSubscriber),
 		sess:     s,
@@ -73,18 +88,35 @@ func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, param
 		params:   params,
 	}
 	sub.initData()
-	if params.FillParameters != nil {
+	var joinRS *requestStream
+	switch {
+	case plan != nil:
+		if joinRS, err = sub.openJoin(ctx, plan); err != nil {
+			rs.cancel(wire.ResetCancelled)
+			s.requests.remove(rs)
+			return nil, err
+		}
+	case sent.FillParameters != nil:
 		// Registered before the SUBSCRIBE leaves, so the fill stream,
 		// which may precede SUBSCRIBE_OK, finds its subscription (§3.4).
 		sub.mu.Lock()
 		sub.askFillLocked(rs.id, params.FillParameters)
 		sub.mu.Unlock()
 	}
-	if err := rs.write(&wire.Subscribe{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name, Parameters: params}); err != nil {
+	if err := rs.write(&wire.Subscribe{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name, Parameters: sent}); err != nil {
 		rs.cancel(wire.ResetInternalError)
 		s.requests.remove(rs)
-		s.fetches.remove(rs.id)
+		sub.forgetFills()
+		if joinRS != nil {
+			joinRS.cancel(wire.ResetCancelled)
+			s.requests.remove(joinRS)
+		}
 		return nil, err
+	}
+	if joinRS != nil {
+		// At once, before SUBSCRIBE_OK: the publisher buffers it until
+		// the subscription is Established (18 §10.12.2).
+		sub.sendJoin(joinRS, plan)
 	}
 	rs.goServe(sub)
 	select {
@@ -166,6 +198,12 @@ func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
 	if params.NewGroupRequest.Set && !sub.dynamicGroups() {
 		return ErrNoDynamicGroups // C018
 	}
+	if params.FillParameters != nil && sub.sess.profile().JoiningFetch {
+		// A Joining FETCH ends at the Joining Location of SUBSCRIBE_OK
+		// or of a Forward 0-to-1 update, not at the Largest Object when
+		// this update is processed (18 §5.1, subscription_join.go).
+		return fmt.Errorf("moqt: update: %w", &wire.NotInDraftError{What: "a fill in REQUEST_UPDATE", Version: sub.sess.version})
+	}
 	// The limit is on the Ranges the subscription has once the update
 	// applies (§9.1.6), as the publisher counts them.
 	merged := sub.Params()
@@ -221,6 +259,12 @@ func (sub *Subscription) cancelWith(err error, code wire.ResetCode) {
 	sub.arrival.abort()
 	sub.terminate(err)
 	sub.rs.cancel(code)
+	sub.mu.Lock()
+	j := sub.join
+	sub.mu.Unlock()
+	if j != nil {
+		j.cancel() // the fill goes with the subscription
+	}
 	sub.release()
 }
 

@@ -192,10 +192,13 @@ func (sub *Subscription) takeFetchStream(r *fetchStream) bool {
 		return false
 	}
 	slot.arrived = true
-	// A fill stream is one of the subscription's data streams, which
-	// PUBLISH_DONE's Stream Count includes (§9.9).
-	sub.streamsSeen++
-	defer sub.noteStream()
+	if !sub.fill.joinID.Set || sub.fill.joinID.Value != r.id {
+		// A fill stream is one of the subscription's data streams, which
+		// PUBLISH_DONE's Stream Count includes (§9.9); a Joining FETCH's
+		// answers a request of its own (18 §10.12).
+		sub.streamsSeen++
+		defer sub.noteStream()
+	}
 	if !sub.fill.started && !sub.byPublish {
 		// Before SUBSCRIBE_OK: held, within Config.MaxPendingStreams.
 		// Beyond it the stream is stopped, and still queued, ended, so
@@ -207,12 +210,19 @@ func (sub *Subscription) takeFetchStream(r *fetchStream) bool {
 		}
 	}
 	defer sub.mu.Unlock()
+	sub.queueFillLocked(slot, r)
+	return true
+}
+
+// queueFillLocked queues the fill stream r of slot for AcceptFill or
+// ReadObject. sub.mu is held.
+func (sub *Subscription) queueFillLocked(slot *fillSlot, r *fetchStream) {
 	f := &Fetch{sess: sub.sess}
 	f.data.init()
 	f.data.r, f.data.answered = r, true
 	close(f.data.ready)
 	f.data.window, f.data.desc = slot.window, slot.desc
-	if slot.id != sub.rs.id {
+	if slot.id != sub.initialIDLocked() {
 		f.data.window, f.data.desc = fillWindowLocked(sub, slot, false)
 	}
 	f.data.malformed = sub.malformedTrack
@@ -229,7 +239,6 @@ func (sub *Subscription) takeFetchStream(r *fetchStream) bool {
 		close(sub.fill.signal)
 		sub.fill.signal = nil
 	}
-	return true
 }
 
 // startFill applies SUBSCRIBE_OK to the initial fill: whether one comes
@@ -239,7 +248,7 @@ func (sub *Subscription) startFill() {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	sub.fill.started = true
-	slot := sub.fill.slots[sub.rs.id]
+	slot := sub.fill.slots[sub.initialIDLocked()]
 	if slot == nil || sub.byPublish {
 		return
 	}
@@ -249,6 +258,9 @@ func (sub *Subscription) startFill() {
 		slot.window = w
 		slot.deadline = time.Now().Add(sub.sess.cfg.FillWait)
 		sub.fill.initial = slot
+		if slot.joinErr != nil && !slot.arrived {
+			sub.failFillLocked(slot, slot.joinErr) // its Joining FETCH failed
+		}
 	}
 	for _, f := range sub.fill.queue {
 		f.data.mu.Lock()

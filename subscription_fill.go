@@ -28,6 +28,19 @@ type subFill struct {
 	// started is set once SUBSCRIBE_OK has been applied to the fills: a
 	// fill stream arriving later is no longer held.
 	started bool
+	// joinID, on 18/19, is the Request ID of the Joining FETCH that
+	// serves the SUBSCRIBE's fill (subscription_join.go): its slot's key
+	// and its data stream's FETCH_HEADER Request ID.
+	joinID wire.Opt[uint64]
+}
+
+// initialIDLocked is the Request ID the SUBSCRIBE's fill stream carries:
+// the SUBSCRIBE's (21 §3.4), or its Joining FETCH's. sub.mu is held.
+func (sub *Subscription) initialIDLocked() uint64 {
+	if sub.fill.joinID.Set {
+		return sub.fill.joinID.Value
+	}
+	return sub.rs.id
 }
 
 type fillMode uint8
@@ -61,6 +74,9 @@ type fillSlot struct {
 	hasLast  bool
 	last     wire.Location
 	fin      bool
+	// joinErr is why its Joining FETCH failed before SUBSCRIBE_OK was
+	// applied (subscription_join.go).
+	joinErr error
 	// gaps are the ranges it reported as unknown or timed out
 	// (§11.4.1.2), the first maxFillGaps of them: it delivered nothing
 	// there, so the subscription's objects there are not dropped.
