@@ -25,9 +25,12 @@
 // relay-browser-publishes (the browser announces and publishes a broadcast
 // that a Go subscriber discovers and reads through the relay),
 // relay-browser-publishes-early (what the relay does with @moq/net's
-// LARGEST_OBJECT) and relay-browser-subscribes (the browser discovers a Go
-// publisher's namespace through the relay and reads its track). README.md's
-// Interop section sums up what they found.
+// LARGEST_OBJECT, or, on 18, its lack) and relay-browser-subscribes (the
+// browser discovers a Go publisher's namespace through the relay and reads
+// its track). Across drafts (cross-draft/…): a browser on 18 publishes
+// through the relay to a browser on 20, the reverse, and a Go publisher on
+// 18 to a browser on 20. README.md's Interop section sums up what they
+// found.
 //
 // js/ also holds the moqt command's web page script, which is no test of
 // this package: js/web.js, bundled with the same @moq/net by js/build-web.js

@@ -135,7 +135,7 @@ func testSubscribeObjects(t *testing.T, h *harness) {
 		}
 		// The subscription is Established: everything from here on passes
 		// its filter (§9.20.10: StartGroup 1 with no Largest Object yet
-		// starts at {0, 0}).
+		// starts at {0, 0}; so does 18's Largest Object filter, 18 §5.1.2).
 		publishErrs = publishObjects(track)
 		// Only once the page has every object does the track end: a
 		// PUBLISH_DONE must not race the objects it follows.
