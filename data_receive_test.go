@@ -422,12 +422,12 @@ func TestReceiveHeaderTimeoutWhileNothingHeld(t *testing.T) {
 					}
 					fp.expectClose(wire.DataStreamTimeout)
 					expectSessionError(t, s, wire.DataStreamTimeout)
-					if mode == "data flowing" {
-						assert.GreaterOrEqual(t, time.Since(last), timeout)
-						assert.LessOrEqual(t, time.Since(last), timeout+timeout/4)
-					} else {
-						assert.Equal(t, timeout, time.Since(last), "closed when DataStreamTimeout passed")
-					}
+					// The timer looks every quarter of the timeout and needs
+					// four looks in a row that find nothing changed: a change
+					// at the instant the header's timer starts (the reader
+					// taking the other stream's object) costs one more look.
+					assert.GreaterOrEqual(t, time.Since(last), timeout, "closed when DataStreamTimeout passed")
+					assert.LessOrEqual(t, time.Since(last), timeout+timeout/headerLooks, "closed when DataStreamTimeout passed")
 					if mode == "reading" || mode == "data flowing" {
 						assert.Error(t, recvOrFail(t, reading))
 					}

@@ -119,7 +119,13 @@ func (n *node) dialConfig(path string, cfg *moqt.Config) (client, server *moqt.S
 	if n.srv != nil {
 		return n.netDial(path, cfg)
 	}
-	client, server = moqttest.PairAt(n.t, n.pipeConfig(), path, n.cfg, cfg)
+	pc := n.pipeConfig()
+	if len(cfg.Versions) > 0 {
+		// The draft the client prefers, as ALPN would choose it from the
+		// relay's (every one).
+		pc.Protocol = cfg.Versions[0].ALPN()
+	}
+	client, server = moqttest.PairAt(n.t, pc, path, n.cfg, cfg)
 	n.arrive(path, server)
 	return client, server
 }

@@ -68,7 +68,7 @@ func TestEndToEnd(t *testing.T) {
 		for _, scheme := range []string{"moqt", "https"} {
 			t.Run(mode+"/"+scheme, func(t *testing.T) {
 				t.Parallel()
-				runScenario(t, scheme, mode == "publish")
+				runScenario(t, scheme, mode == "publish", drafts{})
 			})
 		}
 	}
@@ -83,7 +83,43 @@ func at(minGroup, o uint64) func(string) bool {
 	}
 }
 
-func runScenario(t *testing.T, scheme string, publish bool) {
+// TestEndToEndAcrossDrafts is TestEndToEnd with the publisher and its
+// readers each held to one MoQT draft, different ones meeting in the relay:
+// every reader gets what it was promised whatever draft the publisher
+// speaks (a fill is a joining FETCH on 18 and 19, a fill stream on 20 and
+// 21).
+func TestEndToEndAcrossDrafts(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		scheme  string
+		publish bool
+		d       drafts
+	}{
+		{"pub18/moqt", "moqt", false, drafts{pub: 18, readers: []uint{21, 20, 19, 21, 18, 20}}},
+		{"pub21-publish/https", "https", true, drafts{pub: 21, readers: []uint{18, 19, 18, 19, 18}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			runScenario(t, c.scheme, c.publish, c.d)
+		})
+	}
+}
+
+// drafts holds the publisher and the readers (in the order they join, the
+// last repeated) to one draft each; zero offers every draft.
+type drafts struct {
+	pub     uint
+	readers []uint
+}
+
+func (d drafts) reader(i int) uint {
+	if len(d.readers) == 0 {
+		return 0
+	}
+	return d.readers[min(i, len(d.readers)-1)]
+}
+
+func runScenario(t *testing.T, scheme string, publish bool, d drafts) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	r := startRelay(t, ctx)
@@ -92,7 +128,8 @@ func runScenario(t *testing.T, scheme string, publish bool) {
 		return start(t, name, programs.sub, append([]string{"-url", url, "-sha256", r.sha256, "-timeout", "4m"}, args...)...)
 	}
 	pubArgs := []string{"-url", url, "-sha256", r.sha256, "-groups", "0",
-		"-objects", strconv.Itoa(objectsPerGroup), "-interval", interval}
+		"-objects", strconv.Itoa(objectsPerGroup), "-interval", interval,
+		"-draft", strconv.Itoa(int(d.pub))}
 	if publish {
 		pubArgs = append(pubArgs, "-publish")
 	}
@@ -100,14 +137,16 @@ func runScenario(t *testing.T, scheme string, publish bool) {
 	pub.waitLine(t, ctx, "ready")
 
 	type reader struct {
-		p    *proc
-		kind string
+		p     *proc
+		kind  string
+		draft uint
 	}
 	var readers []reader
 	join := func(match func(string) bool, kind, name string, args ...string) {
 		pub.nextLine(t, ctx, "a mid-group point", match)
-		p := sub(name, args...)
-		readers = append(readers, reader{p, kind})
+		draft := d.reader(len(readers))
+		p := sub(name, append([]string{"-draft", strconv.Itoa(int(draft))}, args...)...)
+		readers = append(readers, reader{p, kind, draft})
 		p.waitLine(t, ctx, "ok ") // subscribed: the next joins after it
 	}
 	join(at(1, 4), "next", "cold")
@@ -125,6 +164,9 @@ func runScenario(t *testing.T, scheme string, publish bool) {
 	published := parsePublished(t, pub.wait(t, ctx))
 	for _, rd := range readers {
 		got := parseRead(t, rd.p.wait(t, ctx))
+		if rd.draft != 0 {
+			assert.Equal(t, fmt.Sprintf("moqt-%d", rd.draft), got.version, "%s: the draft it spoke", rd.p.name)
+		}
 		checkRead(t, rd.p.name, rd.kind, published, got)
 	}
 }
@@ -158,6 +200,7 @@ type readResult struct {
 	incomplete []string
 	end        string
 	lines      []string
+	version    string // the negotiated draft, "moqt-21"
 }
 
 func parseRead(t *testing.T, lines []string) readResult {
@@ -177,6 +220,8 @@ func parseRead(t *testing.T, lines []string) readResult {
 			require.NoError(t, err, "object line %q", l)
 			require.Equal(t, [2]uint64{g, o}, [2]uint64{a, b}, "payload of %q", l)
 			r.objects = append(r.objects, loc{g, o})
+		case f[0] == "session" && len(f) == 2:
+			r.version = f[1]
 		case f[0] == "incomplete":
 			r.incomplete = append(r.incomplete, l)
 		case f[0] == "end" || f[0] == "error":

@@ -37,6 +37,7 @@ func main() {
 	objects := flag.Int("objects", 10, "objects per group")
 	interval := flag.Duration("interval", 100*time.Millisecond, "time between objects")
 	publish := flag.Bool("publish", false, "offer the track with PUBLISH instead of announcing its namespace")
+	draft := flag.Uint("draft", 0, "speak only this MoQT draft (18 to 21); 0 offers every one")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -47,13 +48,13 @@ func main() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		close(eof)
 	}()
-	if err := run(ctx, eof, *url, *pin, *ns, *name, *first, *groups, *objects, *interval, *publish); err != nil {
+	if err := run(ctx, eof, *url, *pin, *ns, *name, *first, *groups, *objects, *interval, *publish, versionsOf(*draft)); err != nil {
 		fmt.Fprintln(os.Stderr, "pub:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, eof <-chan struct{}, url, pin, ns, name string, first uint64, groups, objects int, interval time.Duration, publish bool) error {
+func run(ctx context.Context, eof <-chan struct{}, url, pin, ns, name string, first uint64, groups, objects int, interval time.Duration, publish bool, versions []wire.Version) error {
 	sum, err := moqt.ParseCertificateHash(pin)
 	if err != nil {
 		return fmt.Errorf("-sha256: %w", err)
@@ -68,6 +69,7 @@ func run(ctx context.Context, eof <-chan struct{}, url, pin, ns, name string, fi
 		ServerCertificateHashes: [][32]byte{sum},
 		Logger:                  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Handler:                 serve(track),
+		Versions:                versions,
 	}
 	sess, err := moqt.Dial(ctx, url, cfg)
 	if err != nil {
@@ -143,4 +145,12 @@ func serve(track *moqt.LocalTrack) moqt.Handler {
 			moqt.DefaultHandler.ServeMOQT(r)
 		}
 	})
+}
+
+// versionsOf is Config.Versions for -draft: that draft alone, or every one.
+func versionsOf(draft uint) []wire.Version {
+	if draft == 0 {
+		return nil
+	}
+	return []wire.Version{wire.Version(draft)}
 }

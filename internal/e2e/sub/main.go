@@ -38,6 +38,7 @@ type options struct {
 	fetch              string // "G1:O1-G2:O2": FETCH that range instead of subscribing
 	discover           bool   // find the namespace with SUBSCRIBE_NAMESPACE first
 	timeout            time.Duration
+	draft              uint // the only MoQT draft to speak; 0 offers every one
 }
 
 func main() {
@@ -51,6 +52,7 @@ func main() {
 	flag.StringVar(&o.fetch, "fetch", "", "FETCH the range G1:O1-G2:O2 instead of subscribing")
 	flag.BoolVar(&o.discover, "discover", false, "wait for the namespace with SUBSCRIBE_NAMESPACE before subscribing")
 	flag.DurationVar(&o.timeout, "timeout", time.Minute, "give up after this long")
+	flag.UintVar(&o.draft, "draft", 0, "speak only this MoQT draft (18 to 21); 0 offers every one")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
@@ -68,11 +70,13 @@ func run(ctx context.Context, o options) error {
 	sess, err := moqt.Dial(ctx, o.url, &moqt.Config{
 		ServerCertificateHashes: [][32]byte{sum},
 		Logger:                  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Versions:                versionsOf(o.draft),
 	})
 	if err != nil {
 		return err
 	}
 	defer sess.Close()
+	fmt.Printf("session %s\n", sess.Version())
 	track := wire.FullTrackName{Namespace: wire.NewNamespace(o.ns), Name: []byte(o.name)}
 	if o.discover {
 		if err := discover(ctx, sess, track.Namespace); err != nil {
@@ -205,3 +209,11 @@ func parseLocation(s string) (wire.Location, error) {
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
+
+// versionsOf is Config.Versions for -draft: that draft alone, or every one.
+func versionsOf(draft uint) []wire.Version {
+	if draft == 0 {
+		return nil
+	}
+	return []wire.Version{wire.Version(draft)}
+}
