@@ -48,15 +48,20 @@ import (
 
 // Protocol identifiers offered and accepted by default, newest first: the
 // ALPN on raw QUIC and the WT-Available-Protocols entries on WebTransport
-// (§6.2). Draft 20 shares draft 21's wire format.
+// (§6.2). Draft 20 shares draft 21's wire format; 19 and 18 differ (see
+// docs/drafts.md).
 const (
 	ProtocolDraft21 = "moqt-21"
 	ProtocolDraft20 = "moqt-20"
+	ProtocolDraft19 = "moqt-19"
+	ProtocolDraft18 = "moqt-18"
 )
 
 // DefaultProtocols returns the identifiers used when a configuration gives
 // none, in preference order.
-func DefaultProtocols() []string { return []string{ProtocolDraft21, ProtocolDraft20} }
+func DefaultProtocols() []string {
+	return []string{ProtocolDraft21, ProtocolDraft20, ProtocolDraft19, ProtocolDraft18}
+}
 
 // Conn is a raw QUIC connection or a WebTransport session carrying one MoQT
 // session. All methods are safe for concurrent use.

@@ -112,15 +112,20 @@ func connectTLS(t *testing.T, l *transport.Listener, k kind, path string, tlsCon
 }
 
 func TestDialAccept(t *testing.T) {
+	// ALPN follows the server's preference (want), WT-Available-Protocols
+	// the client's (wantWT, when it differs).
 	tests := []struct {
-		name    string
-		offered []string
-		want    string
+		name         string
+		offered      []string
+		want, wantWT string
 	}{
-		{"default", nil, transport.ProtocolDraft21},
-		{"draft 20 only", []string{transport.ProtocolDraft20}, transport.ProtocolDraft20},
-		{"unknown first", []string{"moqt-99", transport.ProtocolDraft20}, transport.ProtocolDraft20},
-		{"older preferred", []string{transport.ProtocolDraft20, transport.ProtocolDraft21}, ""},
+		{"default", nil, transport.ProtocolDraft21, ""},
+		{"draft 20 only", []string{transport.ProtocolDraft20}, transport.ProtocolDraft20, ""},
+		{"draft 19 only", []string{transport.ProtocolDraft19}, transport.ProtocolDraft19, ""},
+		{"draft 18 only", []string{transport.ProtocolDraft18}, transport.ProtocolDraft18, ""},
+		{"unknown first", []string{"moqt-99", transport.ProtocolDraft20}, transport.ProtocolDraft20, ""},
+		{"older preferred", []string{transport.ProtocolDraft20, transport.ProtocolDraft21}, transport.ProtocolDraft21, transport.ProtocolDraft20},
+		{"18 before 19", []string{transport.ProtocolDraft18, transport.ProtocolDraft19}, transport.ProtocolDraft19, transport.ProtocolDraft18},
 	}
 	forEachKind(t, func(t *testing.T, k kind) {
 		for _, tc := range tests {
@@ -129,13 +134,8 @@ func TestDialAccept(t *testing.T) {
 				client, server, info := connectTLS(t, l, k, "/live/room?token=abc", sniTLS, &transport.DialConfig{Protocols: tc.offered})
 
 				want := tc.want
-				if want == "" {
-					// Both are offered: ALPN follows the server's
-					// preference, WT-Available-Protocols the client's.
-					want = transport.ProtocolDraft21
-					if k.wt {
-						want = transport.ProtocolDraft20
-					}
+				if k.wt && tc.wantWT != "" {
+					want = tc.wantWT
 				}
 				assert.Equal(t, want, client.Protocol())
 				assert.Equal(t, want, server.Protocol())

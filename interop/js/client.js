@@ -26,11 +26,16 @@ function withTimeout(promise, ms, what) {
 }
 
 async function connect(params) {
+	const webtransport = {
+		// Pin the server's self-signed certificate by its SHA-256 (hex).
+		serverCertificateHashes: [{ algorithm: "sha-256", value: params.certHash }],
+	};
+	// params.protocols, if set, replaces @moq/net's offer (moqt-15..20 and
+	// its moq-lite ones): connectWebTransport spreads these options after
+	// its own protocols list, so the browser offers only the given drafts.
+	if (params.protocols) webtransport.protocols = params.protocols;
 	return await Moq.Connection.connect(new URL(params.url), {
-		webtransport: {
-			// Pin the server's self-signed certificate by its SHA-256 (hex).
-			serverCertificateHashes: [{ algorithm: "sha-256", value: params.certHash }],
-		},
+		webtransport,
 		// Only WebTransport is under test: no WebSocket fallback race.
 		websocket: { enabled: false },
 		// Don't expect SUBSCRIBE_NAMESPACE support from the server.
@@ -246,8 +251,10 @@ async function publishBroadcast(params, result) {
 
 // publish-early: publish a broadcast whose track already holds a group
 // (created up front, written before anyone asks), so that @moq/net's
-// SUBSCRIBE_OK carries LARGEST_OBJECT. The page then waits for the
-// session to end, which the test expects the server to do.
+// SUBSCRIBE_OK carries LARGEST_OBJECT (on draft 20; on 18 it leaves it
+// out). The page then waits for the session to end, which the test expects
+// the server to do on draft 20, or, with params.closeGate, for the test to
+// open the gate "close", and then closes it itself.
 async function publishEarly(params, result) {
 	const conn = await connected(params, result);
 	try {
@@ -260,9 +267,10 @@ async function publishEarly(params, result) {
 		group.close();
 		result.published = 1;
 		conn.publish(Moq.Path.from(...params.namespace), broadcast);
+		const told = params.closeGate ? gate("close").then(() => "told") : new Promise(() => {});
 		try {
-			await withTimeout(conn.closed, SCENARIO_TIMEOUT_MS - 2000, "the server to close the session");
-			result.closedCleanly = true;
+			const how = await withTimeout(Promise.race([conn.closed, told]), SCENARIO_TIMEOUT_MS - 2000, "the server to close the session");
+			if (how !== "told") result.closedCleanly = true;
 		} catch (err) {
 			result.closeError = describe(err);
 		}

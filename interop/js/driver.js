@@ -1,45 +1,41 @@
-// Node driver of the interop harness: opens the page in headless Chromium
-// (playwright-core, driving the system's Chromium; no browser is downloaded),
-// runs one scenario and prints one JSON object on stdout:
+// Node driver of the interop harness: starts headless Chromium
+// (playwright-core, driving the system's Chromium; no browser is downloaded)
+// and runs scenarios, each in a fresh browser context (profile) of its own:
+// it opens the page, calls window.moqtInterop(params) and prints one JSON
+// object per scenario on stdout:
 //
-//	{"chromium": "...", "userAgent": "...", "result": {...}, "console": [...], "pageErrors": [...]}
+//	{"id": N, "chromium": "...", "userAgent": "...", "result": {...}, "console": [...], "pageErrors": [...]}
 //
-// Anything else (diagnostics) goes to stderr. The exit code is 0 whenever a
-// result was produced, even if the scenario failed: the Go test judges it.
+// Anything else (diagnostics) goes to stderr. A scenario that failed still
+// yields its object, with driverError set: the Go test judges it.
 //
 // Usage:
 //
-//	node driver.js --chromium /usr/bin/chromium --page http://127.0.0.1:P/ \
-//	    --scenario setup-only --server https://127.0.0.1:Q/interop --cert-hash HEX \
-//	    [--namespace a/b] [--track t] [--params JSON] [--timeout-ms 60000]
+//	node driver.js --chromium /usr/bin/chromium --request JSON [--timeout-ms 60000]
+//	node driver.js --chromium /usr/bin/chromium --serve [--timeout-ms 60000]
 //
-// --params is a JSON object whose fields are added to the scenario's
-// parameters (window.moqtInterop's argument).
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+// A request is {"id": N, "page": "http://127.0.0.1:P/", "params": {...}}; its
+// params are window.moqtInterop's argument. --request runs one and exits
+// (the test kills this process and its browser mid-scenario). --serve reads
+// requests from stdin, one per line, and runs them as they come, several at
+// once in the same browser, until stdin ends: one browser start serves a
+// whole test run.
+import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { chromium } from "playwright-core";
 
 const { values: opts } = parseArgs({
 	options: {
 		chromium: { type: "string", default: "/usr/bin/chromium" },
-		page: { type: "string" },
-		scenario: { type: "string" },
-		server: { type: "string" },
-		"cert-hash": { type: "string" },
-		namespace: { type: "string", default: "moqt-interop/missing" },
-		track: { type: "string", default: "video" },
-		params: { type: "string", default: "{}" },
+		request: { type: "string" },
+		serve: { type: "boolean", default: false },
 		"timeout-ms": { type: "string", default: "60000" },
 	},
 	strict: true,
 });
-for (const name of ["page", "scenario", "server", "cert-hash"]) {
-	if (!opts[name]) {
-		console.error(`driver: --${name} is required`);
-		process.exit(2);
-	}
+if (!opts.request === !opts.serve) {
+	console.error("driver: exactly one of --request and --serve is required");
+	process.exit(2);
 }
 const timeoutMs = Number(opts["timeout-ms"]);
 
@@ -58,38 +54,59 @@ const args = [
 	"--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
 ];
 
-const out = { chromium: null, userAgent: null, result: null, console: [], pageErrors: [] };
-const userDataDir = await mkdtemp(join(tmpdir(), "moqt-interop-chromium-"));
-let context;
-try {
-	// A persistent context is how a fresh --user-data-dir of our own is
-	// given to Playwright; headless: true adds --headless.
-	context = await chromium.launchPersistentContext(userDataDir, {
-		executablePath: opts.chromium,
-		headless: true,
-		args,
-		timeout: timeoutMs,
-	});
-	out.chromium = context.browser()?.version() ?? null;
-	const page = context.pages()[0] ?? (await context.newPage());
-	page.setDefaultTimeout(timeoutMs);
-	page.on("console", (msg) => out.console.push(`${msg.type()}: ${msg.text()}`));
-	page.on("pageerror", (err) => out.pageErrors.push(String(err)));
-	await page.goto(opts.page);
-	await page.waitForFunction(() => window.moqtInteropReady === true);
-	out.userAgent = await page.evaluate(() => navigator.userAgent);
-	out.result = await page.evaluate((params) => window.moqtInterop(params), {
-		...JSON.parse(opts.params),
-		scenario: opts.scenario,
-		url: opts.server,
-		certHash: opts["cert-hash"],
-		namespace: opts.namespace.split("/"),
-		track: opts.track,
-	});
-} catch (err) {
-	out.driverError = String(err?.stack ?? err);
-} finally {
-	if (context) await context.close().catch((err) => console.error("driver: closing the browser:", err));
-	await rm(userDataDir, { recursive: true, force: true });
+// runOne runs one request in a browser context of its own, so that nothing
+// (connections, storage) carries over from another scenario.
+async function runOne(browser, req) {
+	const out = { id: req.id, chromium: browser.version(), userAgent: null, result: null, console: [], pageErrors: [] };
+	let context;
+	try {
+		context = await browser.newContext();
+		const page = await context.newPage();
+		page.setDefaultTimeout(timeoutMs);
+		page.on("console", (msg) => out.console.push(`${msg.type()}: ${msg.text()}`));
+		page.on("pageerror", (err) => out.pageErrors.push(String(err)));
+		await page.goto(req.page);
+		await page.waitForFunction(() => window.moqtInteropReady === true);
+		out.userAgent = await page.evaluate(() => navigator.userAgent);
+		out.result = await page.evaluate((params) => window.moqtInterop(params), req.params);
+	} catch (err) {
+		out.driverError = String(err?.stack ?? err);
+	} finally {
+		if (context) await context.close().catch((err) => console.error("driver: closing the context:", err));
+	}
+	return out;
 }
-process.stdout.write(`${JSON.stringify(out)}\n`);
+
+function print(out) {
+	process.stdout.write(`${JSON.stringify(out)}\n`);
+}
+
+let browser;
+try {
+	browser = await chromium.launch({ executablePath: opts.chromium, headless: true, args, timeout: timeoutMs });
+	if (opts.request) {
+		print(await runOne(browser, JSON.parse(opts.request)));
+	} else {
+		const running = new Set();
+		for await (const line of createInterface({ input: process.stdin, crlfDelay: Number.POSITIVE_INFINITY })) {
+			if (!line.trim()) continue;
+			let req;
+			try {
+				req = JSON.parse(line);
+			} catch (err) {
+				console.error("driver: a request that is not JSON:", err);
+				continue;
+			}
+			const p = runOne(browser, req).then(print);
+			running.add(p);
+			p.finally(() => running.delete(p));
+		}
+		await Promise.allSettled([...running]);
+	}
+} catch (err) {
+	// The browser did not start: every request fails with this.
+	print({ id: opts.request ? JSON.parse(opts.request).id : -1, driverError: String(err?.stack ?? err) });
+	process.exitCode = 1;
+} finally {
+	if (browser) await browser.close().catch((err) => console.error("driver: closing the browser:", err));
+}
