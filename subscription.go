@@ -61,6 +61,9 @@ type Subscription struct {
 // Update. Range filters with more Ranges than the peer's MAX_FILTER_RANGES
 // allows fail with ErrFilterRanges, before anything is sent (§9.1.6).
 func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, params wire.Params) (*Subscription, error) {
+	if s.rules.onePerTrack && s.tracks.subscribed(track) {
+		return nil, duplicateErr(track, "subscribes to")
+	}
 	rs, err := s.openChecked(ctx, &params, wire.InSubscribe)
 	if err != nil {
 		return nil, err
@@ -71,6 +74,15 @@ func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, param
 		rs:       rs,
 		track:    track,
 		params:   params,
+	}
+	if s.rules.onePerTrack {
+		if _, ok := s.tracks.claimSub(track, sub, false); !ok {
+			// Another Subscribe to the track claimed it meanwhile;
+			// nothing was written on the stream.
+			rs.cancel(wire.ResetCancelled)
+			s.requests.remove(rs)
+			return nil, duplicateErr(track, "subscribes to")
+		}
 	}
 	sub.initData()
 	if params.FillParameters != nil {
@@ -160,7 +172,7 @@ func (sub *Subscription) Properties() wire.KVList {
 // Update returns its error, and the update, once sent, still applies to
 // Params when the publisher accepts it.
 func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
-	if err := params.Check(wire.InUpdateSubscription); err != nil {
+	if err := sub.sess.rules.checkOwnParams(&params, wire.InUpdateSubscription); err != nil {
 		return err
 	}
 	if params.NewGroupRequest.Set && !sub.dynamicGroups() {
@@ -295,7 +307,7 @@ func (sub *Subscription) handle(m wire.Message, rej *wire.RejectError) error {
 		}
 		return sub.answerUpdate(requestErrorFrom(m))
 	case *wire.RequestOK:
-		if err := m.Check(wire.InUpdateOK); err != nil {
+		if err := sub.sess.rules.checkRequestOK(m, wire.InUpdateOK); err != nil {
 			return err
 		}
 		sub.mu.Lock()
@@ -330,6 +342,9 @@ func (sub *Subscription) handle(m wire.Message, rej *wire.RejectError) error {
 			return protocolViolation("PUBLISH_DONE in state %s", state)
 		}
 		d := &DoneError{Code: m.StatusCode, StreamCount: m.StreamCount, Reason: m.ErrorReason}
+		if m.StreamCount == sub.sess.rules.prof.UnknownStreamCount {
+			d.StreamCount = unknownStreamCount // 2^62−1 on 18/19
+		}
 		sub.mu.Lock()
 		sub.finished = d
 		sub.mu.Unlock()
@@ -353,7 +368,7 @@ func (sub *Subscription) handle(m wire.Message, rej *wire.RejectError) error {
 
 // accept applies SUBSCRIBE_OK.
 func (sub *Subscription) accept(m *wire.SubscribeOK) error {
-	if err := m.Parameters.Check(wire.InSubscribeOK); err != nil {
+	if err := sub.sess.rules.checkPeerParams(&m.Parameters, wire.InSubscribeOK); err != nil {
 		return err
 	}
 	props, err := ownKVList(m.TrackProperties)
@@ -416,7 +431,7 @@ func (sub *Subscription) publisherUpdate(m *wire.RequestUpdate, rej *wire.Reject
 	if err := sub.sess.ids.checkPeer(m.RequestID); err != nil {
 		return err
 	}
-	if err := m.Parameters.Check(wire.InUpdateSubscription); err != nil {
+	if err := sub.sess.rules.checkPeerParams(&m.Parameters, wire.InUpdateSubscription); err != nil {
 		return err
 	}
 	own, err := detach(sub.sess.version, m)
