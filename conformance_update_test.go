@@ -103,7 +103,8 @@ func serverSessionSetup(t *testing.T, cfg *Config, check func(*wire.Setup)) (*Se
 // a further Update waits for credit, and one abandoned while waiting never
 // reaches the wire nor consumes a Request ID.
 func TestMaxRequestUpdatesRespected(t *testing.T) {
-	forDrafts(t, sharedDrafts, func(t *testing.T) {
+	// MAX_REQUEST_UPDATES is 19's (18: TestNoUpdateLimitOn18).
+	forDrafts(t, newerDrafts, func(t *testing.T) {
 		s, fp, dialed := pipeClientDial(t, transport.PipeConfig{}, nil)
 		fp.readPeerSetup()
 		fp.sendSetup(&wire.Setup{MaxRequestUpdates: wire.Some[uint64](1)})
