@@ -208,7 +208,7 @@ func (nopStream) SetWriteDeadline(time.Time) error { return nil }
 // TestBacklogFastPathAllocs: writing to a stream that keeps up, with the
 // write deadline every write now has, allocates nothing, shared or not.
 func TestBacklogFastPathAllocs(t *testing.T) {
-	ss := &ServedSubscription{sess: &Session{cfg: (*Config)(nil).withDefaults()}}
+	ss := &ServedSubscription{sess: &Session{cfg: (*Config)(nil).withDefaults(), rules: rulesOf(wire.Draft21)}}
 	w := &SubgroupWriter{}
 	w.sq.Init(monoNow)
 	out := &subgroupOut{str: nopStream{}, ss: ss}

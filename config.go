@@ -21,10 +21,12 @@ type Config struct {
 	// Both work on a clone and set its NextProtos to the ALPNs they offer.
 	TLSConfig *tls.Config
 
-	// Versions lists the drafts to offer or accept, preferred first.
-	// Default: moqt-21, moqt-20 (defaultVersions). The codec also speaks
-	// moqt-19 and moqt-18 (wire.Versions), which a session offers only
-	// when listed here.
+	// Versions lists the drafts to offer or accept, preferred first: as
+	// ALPN on raw QUIC, in WT-Available-Protocols on WebTransport (the
+	// server picks by its own order on raw QUIC, by the client's on
+	// WebTransport). Default: wire.Versions, moqt-21, moqt-20, moqt-19,
+	// moqt-18. Session.Version says which was negotiated; what differs
+	// between them is in docs/drafts.md.
 	Versions []wire.Version
 
 	// Implementation is sent as the MOQT_IMPLEMENTATION Setup Option (§9.1.5).
@@ -372,7 +374,7 @@ func (c *Config) withDefaults() *Config {
 		out = *c
 	}
 	if len(out.Versions) == 0 {
-		out.Versions = defaultVersions
+		out.Versions = wire.Versions
 	}
 	if out.Implementation == "" {
 		out.Implementation = "moqt-go"
@@ -466,12 +468,6 @@ func (c *Config) withDefaults() *Config {
 	}
 	return &out
 }
-
-// defaultVersions are the drafts a session offers unless configured: those
-// whose session behaviour is implemented. The wire codec speaks 18 and 19
-// too (wire.Versions), but joining FETCH, GOAWAY's Request ID and the
-// draft-18/19 parameter placement are not yet handled by the session.
-var defaultVersions = []wire.Version{wire.Draft21, wire.Draft20}
 
 // alpns returns the protocol identifiers of c.Versions, preferred first.
 func (c *Config) alpns() []string {

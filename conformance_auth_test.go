@@ -65,7 +65,7 @@ func (fp *fakePeer) subscribeWith(id uint64, toks ...wire.Token) *fakeStream {
 // A SUBSCRIBE written byte by byte: one AUTHORIZATION_TOKEN parameter
 // (0x03), 2 bytes long, USE_ALIAS (02) of alias 5.
 func TestAuthTokenUnknownAliasRawBytes(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		_, fp := authServer(t, &Config{MaxAuthTokenCacheSize: 100}, nil)
 		fs := fp.openStream()
 		fs.sendRaw(frame(wire.MsgSubscribe, rawTrackRequest(t, 0, trackA, 0x01, 0x03, 0x02, 0x02, 0x05)))
@@ -78,7 +78,8 @@ func TestAuthTokenUnknownAliasRawBytes(t *testing.T) {
 // came through; Params carry them as USE_VALUE, meaningful beyond this
 // session.
 func TestAuthTokenHandlerSeesResolvedTokens(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	// Two subscriptions to one track: not on 18 (18 §5.1).
+	forDrafts(t, newerDrafts, func(t *testing.T) {
 		// The SUBSCRIBE_OK the fake reads is the proof of acceptance; an
 		// Accept still finishing as the test ends would see the session close.
 		h, calls := tokenHandler(func(r Request) {
@@ -179,7 +180,7 @@ func TestAuthTokenRepeatedIsMalformed(t *testing.T) {
 // An error stored in place of a token (§8.9) answers later uses of its
 // alias without the handler, until the alias is deleted.
 func TestAuthTokenStoredError(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		var answered atomic.Bool
 		h, calls := tokenHandler(func(r Request) {
 			if !answered.Swap(true) {
@@ -205,7 +206,7 @@ func TestAuthTokenStoredError(t *testing.T) {
 // REQUEST_UPDATE's tokens are resolved too (§9.20.3): OnUpdate sees them as
 // USE_VALUE, and a refused update still registers.
 func TestAuthTokenRequestUpdate(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		updates := make(chan []wire.Token, 4)
 		h, served := servedCh(AcceptOptions{OnUpdate: func(_ *ServedSubscription, p *wire.Params) error {
 			updates <- p.AuthorizationTokens
@@ -257,7 +258,7 @@ func clientWithPeerCache(t *testing.T, cfg *Config, limit uint64) (*Session, *fa
 // SETUP registrations that did not fit in the peer's cache are purged
 // (§9.1.4), and a refused request uses no Request ID and sends nothing.
 func TestAuthTokenSenderSetupPurge(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		ten := "0123456789" // 26 bytes in the cache
 		cfg := &Config{AuthorizationTokens: toks(tokReg(1, ten), tokReg(2, ten+"x"), tokVal("v"))}
 		s, fp, own := clientWithPeerCache(t, cfg, 30)
@@ -300,7 +301,7 @@ func startTrackStatus(ctx context.Context, s *Session, tok wire.Token) <-chan er
 // (nor DELETE) of an alias until its REGISTER is answered, no DELETE while
 // a USE_ALIAS of it awaits its answer.
 func TestAuthTokenSenderOrdering(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		s, fp, _ := clientWithPeerCache(t, nil, 100)
 		ctx := fakeCtx(t)
 		trackStatus := func(tok wire.Token) error {

@@ -16,7 +16,7 @@ import (
 
 // A subscriber cancels with STOP_SENDING and RESET_STREAM, code CANCELLED.
 func TestSubscriberCancelResetsAndStops(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		s, fp := clientSession(t, nil)
 		sub, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
 		require.NoError(t, sub.Close())
@@ -30,7 +30,7 @@ func TestSubscriberCancelResetsAndStops(t *testing.T) {
 
 // A Subscribe whose context ends while Pending cancels the request.
 func TestSubscribeContextCancelsPendingRequest(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		s, fp := clientSession(t, nil)
 		ctx, cancel := context.WithCancel(fakeCtx(t))
 		res := startSubscribe(ctx, s, trackA, wire.Params{})
@@ -45,7 +45,7 @@ func TestSubscribeContextCancelsPendingRequest(t *testing.T) {
 
 // C003: after STOP_SENDING the publisher resets the request stream.
 func TestC003_PublisherResetsAfterStopSending(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		h, served := servedCh(AcceptOptions{})
 		s, fp := serverSession(t, &Config{Handler: h})
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
@@ -67,7 +67,7 @@ func TestC003_PublisherResetsAfterStopSending(t *testing.T) {
 
 // C003: a subscriber's RESET_STREAM is answered with a reset.
 func TestC003_PublisherResetsAfterSubscriberReset(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		h, served := servedCh(AcceptOptions{})
 		_, fp := serverSession(t, &Config{Handler: h})
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
@@ -81,7 +81,7 @@ func TestC003_PublisherResetsAfterSubscriberReset(t *testing.T) {
 
 // The full cancellation: both directions at once.
 func TestSubscriberCancelEndsServedSubscription(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		h, served := servedCh(AcceptOptions{})
 		s, fp := serverSession(t, &Config{Handler: h})
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
@@ -98,7 +98,7 @@ func TestSubscriberCancelEndsServedSubscription(t *testing.T) {
 
 // Cancelling a SUBSCRIBE while it is Pending(Subscriber) (§3.1).
 func TestSubscriberCancelWhilePending(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		release := make(chan struct{})
 		t.Cleanup(func() { close(release) })
 		ctxCh := make(chan context.Context, 1)
@@ -124,7 +124,7 @@ func TestSubscriberCancelWhilePending(t *testing.T) {
 // C008: FIN is not a cancellation: a subscriber may FIN right after
 // SUBSCRIBE and the subscription goes on.
 func TestC008_FINIsNotCancellation(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		h, served := servedCh(AcceptOptions{})
 		_, fp := serverSession(t, &Config{Handler: h})
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
@@ -143,7 +143,7 @@ func TestC008_FINIsNotCancellation(t *testing.T) {
 // C008: nothing, in particular no FIN, precedes the response, however long
 // the handler takes and whatever the requester does meanwhile.
 func TestC008_NoFINBeforeResponse(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		release := make(chan struct{})
 		h := HandlerFunc(func(r Request) {
 			<-release
@@ -192,7 +192,7 @@ func TestC079_PublishDoneBeforeFIN(t *testing.T) {
 
 // Rejection without processing: REQUEST_ERROR, then FIN (§6.4.2.3).
 func TestRejectionIsRequestErrorThenFIN(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		_, fp := serverSession(t, nil) // DefaultHandler rejects
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 		re := expect[*wire.RequestError](fs)

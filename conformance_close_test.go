@@ -261,7 +261,7 @@ func TestC020_StreamsCutShortAreReset(t *testing.T) {
 // (§11.3.2, "omitting a Subgroup Object due to the subscriber's Forward
 // State").
 func TestC020_ForwardZeroThenCloseResets(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		track, fp, served := servedTrack(t)
 		fs, _, ss := subscribeFake(t, fp, served, wire.Params{})
 		w := track.OpenSubgroup(1, 0, SubgroupOptions{})
@@ -336,7 +336,7 @@ func TestC020_JoinMidSubgroupDoesNotFIN(t *testing.T) {
 // PUBLISH_DONE is still delivered, and the data plane ends once
 // Config.DoneLinger has passed.
 func TestC084_UnknownStreamCountWaitsForLateStreams(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		const linger = 3 * time.Second
 		s, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{DoneLinger: linger})
 		got, req := subscribeAgainstFake(t, s, fp)

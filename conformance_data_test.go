@@ -196,7 +196,7 @@ func TestC019_AllObjectsDeliveredThenFIN(t *testing.T) {
 // resets its streams with the code it chose (§11.3.2); the objects sent
 // before still arrive, and the subgroup takes no more.
 func TestC021_EarlyTerminationResets(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		track, fp, served := servedTrack(t)
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 		expect[*wire.SubscribeOK](fs)

@@ -69,7 +69,7 @@ func startPublish(ctx context.Context, s *Session, track wire.FullTrackName, par
 // ---- Request IDs (§6.4.2.1) ----
 
 func TestRequestIDsClientEvenFromZero(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		s, fp := clientSession(t, nil)
 		ctx := fakeCtx(t)
 
@@ -103,7 +103,7 @@ func TestRequestIDsClientEvenFromZero(t *testing.T) {
 }
 
 func TestRequestIDsServerOddFromOne(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		s, fp := serverSession(t, nil)
 		ctx := fakeCtx(t)
 
@@ -249,7 +249,7 @@ func TestRequestStreamMustStartWithRequest(t *testing.T) {
 // ---- exactly one response (C001, C002) ----
 
 func TestC001_PublisherSendsExactlyOneResponse(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		second := make(chan [2]error, 1)
 		h := HandlerFunc(func(r Request) {
 			sr := r.(*SubscribeRequest)
@@ -275,7 +275,7 @@ func TestC001_PublisherSendsExactlyOneResponse(t *testing.T) {
 }
 
 func TestC001_UnansweredSubscribeIsRejected(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		_, fp := serverSession(t, &Config{Handler: HandlerFunc(func(Request) {})})
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 		re := expect[*wire.RequestError](fs)
@@ -311,7 +311,7 @@ func TestC001_SecondResponseIsProtocolViolation(t *testing.T) {
 }
 
 func TestC002_SubscriberSendsExactlyOnePublishOK(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		second := make(chan [2]error, 1)
 		h := HandlerFunc(func(r Request) {
 			pr := r.(*PublishRequest)

@@ -17,7 +17,9 @@ import (
 // A GOAWAY on the control stream stops new requests to the peer; existing
 // ones go on.
 func TestGoawayReceivedRefusesNewRequests(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	// The fake's GOAWAY has no Request ID, which 18 requires
+	// (TestGoawayRequestIDReceived).
+	forDrafts(t, newerDrafts, func(t *testing.T) {
 		s, fp := clientSession(t, nil)
 		sub, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
 		fp.sendControl(&wire.Goaway{NewSessionURI: "moqt://elsewhere/live", Timeout: 5000})
@@ -44,7 +46,7 @@ func TestGoawayReceivedRefusesNewRequests(t *testing.T) {
 // Shutdown sends GOAWAY, refuses new requests with GOING_AWAY, and once
 // the open requests are done waits for the peer to close the session.
 func TestShutdownDrains(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		h, served := servedCh(AcceptOptions{})
 		s, fp := serverSession(t, &Config{Handler: h})
 		old := fp.open(subscribeMsg(0, trackA, wire.Params{}))
@@ -120,7 +122,7 @@ func TestShutdownIdleWaitsForPeerClose(t *testing.T) {
 // An endpoint that receives GOAWAY closes the session with NO_ERROR once
 // nothing is open (§6.6.1), so the peer's drain ends.
 func TestGoawayReceiverClosesWhenIdle(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, newerDrafts, func(t *testing.T) {
 		s, fp := clientSession(t, nil)
 		_, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
 		fp.sendControl(&wire.Goaway{NewSessionURI: "moqt://next/"})
@@ -138,7 +140,7 @@ func TestGoawayReceiverClosesWhenIdle(t *testing.T) {
 
 // A subscriber's cancellation is the end of a request too.
 func TestShutdownDrainsOnCancel(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		h, _ := servedCh(AcceptOptions{})
 		s, fp := serverSession(t, &Config{Handler: h})
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
@@ -156,7 +158,7 @@ func TestShutdownDrainsOnCancel(t *testing.T) {
 // When the drain outlasts Shutdown's context the session closes with
 // GOAWAY_TIMEOUT.
 func TestShutdownTimeout(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		h, _ := servedCh(AcceptOptions{})
 		s, fp := serverSession(t, &Config{Handler: h})
 		expect[*wire.SubscribeOK](fp.open(subscribeMsg(0, trackA, wire.Params{})))
@@ -172,7 +174,7 @@ func TestShutdownTimeout(t *testing.T) {
 
 // A client always sends an empty New Session URI (§9.2).
 func TestGoawayClientSendsEmptyURI(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		s, fp := clientSession(t, nil)
 		_, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
 		done := goErr(func() error { return s.Shutdown(fakeCtx(t), "moqt://ignored/") })
@@ -256,7 +258,7 @@ func TestGoawayProtocolViolations(t *testing.T) {
 
 // A close by the peer is the cause too, and pending calls return it.
 func TestPeerCloseEndsSession(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		s, fp := clientSession(t, nil)
 		res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
 		fp.acceptSubscribe()

@@ -51,7 +51,7 @@ func TestSubscriptionStateDiagram(t *testing.T) {
 // The publisher's end of a SUBSCRIBE: Pending(Subscriber) until the handler
 // answers, then Established, then Terminated by PUBLISH_DONE.
 func TestSubscriptionStatesServedSubscribe(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		pending := make(chan subscriptionState, 1)
 		h := HandlerFunc(func(r Request) {
 			sr := r.(*SubscribeRequest)
@@ -66,7 +66,7 @@ func TestSubscriptionStatesServedSubscribe(t *testing.T) {
 }
 
 func TestSubscriptionStatesRejectedSubscribe(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		served := make(chan *ServedSubscription, 1)
 		h := HandlerFunc(func(r Request) {
 			sr := r.(*SubscribeRequest)
@@ -88,7 +88,7 @@ func TestSubscriptionStatesRejectedSubscribe(t *testing.T) {
 // The subscriber's end of a PUBLISH: Pending(Publisher), Established on
 // PUBLISH_OK, Terminated on PUBLISH_DONE.
 func TestSubscriptionStatesPublishInitiated(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		pending := make(chan subscriptionState, 1)
 		subs := make(chan *Subscription, 1)
 		h := HandlerFunc(func(r Request) {
@@ -117,7 +117,7 @@ func TestSubscriptionStatesPublishInitiated(t *testing.T) {
 // The publisher may end a PUBLISH while it is Pending(Publisher) (§3.1);
 // the subscriber still answers it exactly once before its FIN (C002, C008).
 func TestSubscriptionPublishDoneWhilePendingPublisher(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		answered := make(chan error, 1)
 		h := HandlerFunc(func(r Request) {
 			pr := r.(*PublishRequest)
@@ -143,7 +143,7 @@ func TestSubscriptionPublishDoneWhilePendingPublisher(t *testing.T) {
 // The library as subscriber: REQUEST_ERROR terminates a Pending
 // subscription.
 func TestSubscriptionRequestErrorTerminates(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		s, fp := clientSession(t, nil)
 		res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
 		fs, _ := fp.acceptSubscribe()

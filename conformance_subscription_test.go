@@ -322,7 +322,7 @@ func TestC017_ForwardOutOfRange(t *testing.T) {
 // TestC016_LocalTrackReportsLargestObject checks that the library fills it
 // in itself.
 func TestLargestObjectFromAcceptOptions(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		h, served := servedChAt(wire.Some(wire.Location{Group: 7, Object: 3}), AcceptOptions{})
 		_, fp := serverSession(t, &Config{Handler: h})
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
@@ -339,7 +339,7 @@ func TestLargestObjectFromAcceptOptions(t *testing.T) {
 // C016's converse: a LocalTrack with nothing published reports no Largest
 // Object, rather than some made-up Location.
 func TestC016_NoLargestObjectWhenNothingPublished(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		_, fp, served := servedTrack(t)
 		_, ok, _ := subscribeFake(t, fp, served, wire.Params{})
 		assert.False(t, ok.Parameters.LargestObject.Set)
@@ -348,7 +348,7 @@ func TestC016_NoLargestObjectWhenNothingPublished(t *testing.T) {
 
 // C083: with no data streams opened, PUBLISH_DONE's Stream Count is 0.
 func TestC083_StreamCountZero(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		h, served := servedCh(AcceptOptions{})
 		_, fp := serverSession(t, &Config{Handler: h})
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
@@ -364,7 +364,7 @@ func TestC083_StreamCountZero(t *testing.T) {
 // The publisher ends the subscription with PUBLISH_DONE EXPIRED once the
 // granted time has passed.
 func TestExpiresEndsSubscription(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		const grant = 5 * time.Second
 		h, served := servedCh(AcceptOptions{Expires: grant})
 		_, fp := pipeServerSession(t, transport.PipeConfig{}, &Config{Handler: h})
@@ -384,7 +384,7 @@ func TestExpiresEndsSubscription(t *testing.T) {
 // updating keeps its subscription, and it expires a grant after the last
 // update.
 func TestExpiresExtendedByUpdate(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		const grant = 2 * time.Second // three grants and one fit in fakeGuard
 		h, _ := servedCh(AcceptOptions{Expires: grant})
 		_, fp := pipeServerSession(t, transport.PipeConfig{}, &Config{Handler: h})
@@ -413,7 +413,7 @@ func TestExpiresExtendedByUpdate(t *testing.T) {
 
 // The subscriber records EXPIRES from SUBSCRIBE_OK and REQUEST_OK.
 func TestExpiresSeenBySubscriber(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		s, fp := clientSession(t, nil)
 		before := time.Now()
 		sub, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1, Parameters: wire.Params{Expires: wire.Some[uint64](60_000)}})

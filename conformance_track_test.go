@@ -54,7 +54,7 @@ func TestConcurrentSubscriptionsShareAlias(t *testing.T) {
 // subscribes to the same track through it. The two directions' aliases are
 // separate tables, so sharing a number is no conflict.
 func TestSelfSubscription(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		s, fp := clientSession(t, nil)
 		pub := startPublish(fakeCtx(t), s, trackA, wire.Params{}, nil)
 		pfs := fp.accept()
@@ -75,7 +75,7 @@ func TestSelfSubscription(t *testing.T) {
 // C034: the library, as publisher, never uses one alias for two tracks,
 // not even after the first track's subscriptions have ended.
 func TestC034_AliasNamesOneTrack(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		h, served := servedCh(AcceptOptions{})
 		_, fp := serverSession(t, &Config{Handler: h})
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
@@ -155,7 +155,7 @@ var mandatoryProp = wire.KVList{{Type: 0x4000, Value: 1}}
 // C006: an unknown Mandatory Track Property in PUBLISH is refused with
 // UNSUPPORTED_EXTENSION, without bothering the application.
 func TestC006_MandatoryPropertyInPublish(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		called := make(chan struct{}, 1)
 		h := HandlerFunc(func(r Request) {
 			called <- struct{}{}
@@ -177,7 +177,7 @@ func TestC006_MandatoryPropertyInPublish(t *testing.T) {
 // C007: an unknown Mandatory Track Property in SUBSCRIBE_OK makes the
 // subscriber cancel the subscription.
 func TestC007_MandatoryPropertyInSubscribeOK(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		s, fp := clientSession(t, nil)
 		res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
 		fs, _ := fp.acceptSubscribe()
@@ -416,7 +416,7 @@ func TestTrackStatusAnswered(t *testing.T) {
 }
 
 func TestSessionNamespaceDoesNotExist(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		called := make(chan struct{}, 4)
 		h := HandlerFunc(func(r Request) {
 			called <- struct{}{}
@@ -443,7 +443,7 @@ func TestSessionNamespaceDoesNotExist(t *testing.T) {
 // Unknown codes in REQUEST_ERROR and PUBLISH_DONE read as INTERNAL_ERROR
 // and never close the session.
 func TestUnknownCodesDoNotCloseSession(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		s, fp := clientSession(t, nil)
 		res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
 		fs, _ := fp.acceptSubscribe()

@@ -17,7 +17,7 @@ import (
 
 // C010: every successful REQUEST_UPDATE gets its own REQUEST_OK (§9.5.1).
 func TestC010_EachUpdateAnswered(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		h, served := servedChAt(wire.Some(wire.Location{Group: 3, Object: 1}), AcceptOptions{})
 		_, fp := serverSession(t, &Config{Handler: h})
 		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
@@ -103,7 +103,8 @@ func serverSessionSetup(t *testing.T, cfg *Config, check func(*wire.Setup)) (*Se
 // a further Update waits for credit, and one abandoned while waiting never
 // reaches the wire nor consumes a Request ID.
 func TestMaxRequestUpdatesRespected(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	// MAX_REQUEST_UPDATES is 19's (18: TestNoUpdateLimitOn18).
+	forDrafts(t, newerDrafts, func(t *testing.T) {
 		s, fp, dialed := pipeClientDial(t, transport.PipeConfig{}, nil)
 		fp.readPeerSetup()
 		fp.sendSetup(&wire.Setup{MaxRequestUpdates: wire.Some[uint64](1)})
@@ -320,7 +321,7 @@ func TestRequestUpdateFromWrongSide(t *testing.T) {
 // The publisher of a PUBLISH may update it; the subscriber answers after
 // its PUBLISH_OK, never before (the response comes first).
 func TestRequestUpdateFromPublishSender(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		release := make(chan struct{})
 		subs := make(chan *Subscription, 1)
 		h := HandlerFunc(func(r Request) {

@@ -13,7 +13,7 @@ import (
 // Dial connects to a MoQT server and completes the SETUP exchange (§6).
 //
 //   - "moqt://host:port/path?query": raw QUIC, offering the ALPNs of
-//     cfg.Versions (moqt-21, moqt-20), with QUIC DATAGRAM; the authority and
+//     cfg.Versions (moqt-21, moqt-20, moqt-19, moqt-18), with QUIC DATAGRAM; the authority and
 //     the path and query travel in the AUTHORITY and PATH Setup Options
 //     (§6.2.2, §9.1.1, §9.1.2).
 //   - "https://host:port/path": WebTransport, offering the same identifiers

@@ -1,6 +1,8 @@
 // Package moqt implements Media over QUIC Transport (MoQT),
 // draft-ietf-moq-transport-21 (ALPN "moqt-21"; "moqt-20" shares its wire
-// format and is negotiated too), over raw QUIC and WebTransport.
+// format and is negotiated too), and drafts 18 and 19 ("moqt-18",
+// "moqt-19"), chosen per session (Config.Versions, Session.Version), over
+// raw QUIC and WebTransport.
 //
 // # Sessions
 //

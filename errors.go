@@ -101,7 +101,10 @@ func (e *RequestError) Error() string {
 type DoneError struct {
 	// Code is as received. One this draft does not define
 	// (Code.Known() is false) must be treated as INTERNAL_ERROR (§13).
-	Code        wire.PublishDoneCode
+	Code wire.PublishDoneCode
+	// StreamCount is the number of data streams the publisher opened for
+	// the subscription, or 2^64−1 when it said it does not know exactly
+	// (whatever the draft's value for that: 2^62−1 on 18 and 19).
 	StreamCount uint64
 	Reason      string
 }

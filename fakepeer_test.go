@@ -144,7 +144,7 @@ func startNetServer(t *testing.T, cfg *Config, opts *ServerOptions) *libServer {
 func (ls *libServer) dial(scheme string) *fakePeer {
 	ls.t.Helper()
 	if ls.pipes != nil {
-		return newFakePeer(ls.t, ls.pipes.dial(transport.PipeConfig{WebTransport: scheme == "https"}))
+		return newFakePeer(ls.t, ls.pipes.dial(draftPipe(ls.t, transport.PipeConfig{WebTransport: scheme == "https"})))
 	}
 	_, clientTLS := fakeTLS()
 	conn, err := transport.Dial(fakeCtx(ls.t), scheme+"://"+ls.srv.Addr().String()+"/live", clientTLS, nil)

@@ -16,8 +16,8 @@ import (
 // oldDrafts are the drafts whose FETCH has Fetch Types (18/19 §10.12).
 var oldDrafts = []wire.Version{wire.Draft18, wire.Draft19}
 
-// draftPipe is a raw-QUIC Pipe negotiating v.
-func draftPipe(v wire.Version) transport.PipeConfig { return transport.PipeConfig{Protocol: v.ALPN()} }
+// pipeOn is a raw-QUIC Pipe negotiating v.
+func pipeOn(v wire.Version) transport.PipeConfig { return transport.PipeConfig{Protocol: v.ALPN()} }
 
 // draftCfg is cfg speaking v.
 func draftCfg(v wire.Version, cfg *Config) *Config {
@@ -25,8 +25,8 @@ func draftCfg(v wire.Version, cfg *Config) *Config {
 	return cfg
 }
 
-// forDrafts runs f in a bubble for each of 18 and 19.
-func forDrafts(t *testing.T, f func(t *testing.T, v wire.Version)) {
+// forOldDrafts runs f in a bubble for each of 18 and 19.
+func forOldDrafts(t *testing.T, f func(t *testing.T, v wire.Version)) {
 	for _, v := range oldDrafts {
 		t.Run(v.String(), func(t *testing.T) { inBubble(t, func(t *testing.T) { f(t, v) }) })
 	}
@@ -39,7 +39,7 @@ func draftFetchServer(t *testing.T, v wire.Version, largest wire.Opt[wire.Locati
 	t.Helper()
 	lt := pubTrack(t, largest)
 	h, _ := fetchHandler(lt)
-	s, fp := pipeServerSession(t, draftPipe(v), draftCfg(v, &Config{Handler: h}))
+	s, fp := pipeServerSession(t, pipeOn(v), draftCfg(v, &Config{Handler: h}))
 	windows := make(chan filter.Window, 16)
 	pubUseCursor(s, func(w filter.Window, _ bool) fetchCursor {
 		windows <- w
@@ -65,7 +65,7 @@ var draftEntries = []Object{pobj(1, 0, "a"), pobj(1, 1, "b"), pobj(2, 0, "c"), p
 // the whole End Group, and FETCH_OK answers in the same encoding, {Largest.
 // Group, Largest.Object + 1} past the Largest Object (18 §10.12.1, §10.13).
 func TestDraft18StandaloneFetchServedEndPlusOne(t *testing.T) {
-	forDrafts(t, func(t *testing.T, v wire.Version) {
+	forOldDrafts(t, func(t *testing.T, v wire.Version) {
 		fp, windows := draftFetchServer(t, v, wire.Some(pl(2, 3)), draftEntries)
 		cases := []struct {
 			start, end, ok wire.Location
@@ -93,7 +93,7 @@ func TestDraft18StandaloneFetchServedEndPlusOne(t *testing.T) {
 // 18 §10.12.3: nothing published, or a Start past the Largest Object, is
 // INVALID_RANGE; so is an End before the Start, a range that selects nothing.
 func TestDraft18StandaloneFetchInvalidRange(t *testing.T) {
-	forDrafts(t, func(t *testing.T, v wire.Version) {
+	forOldDrafts(t, func(t *testing.T, v wire.Version) {
 		fp, _ := draftFetchServer(t, v, wire.Some(pl(2, 3)), draftEntries)
 		for i, c := range [][2]wire.Location{
 			{pl(3, 0), pl(4, 0)}, // start after Largest
@@ -113,8 +113,8 @@ func TestDraft18StandaloneFetchInvalidRange(t *testing.T) {
 // The client sends a Standalone FETCH with the range in 18's encoding and
 // no LOCATION_FILTER, and reports FETCH_OK's End inclusive.
 func TestDraft18FetchSentStandalone(t *testing.T) {
-	forDrafts(t, func(t *testing.T, v wire.Version) {
-		s, fp := pipeClientSession(t, draftPipe(v), draftCfg(v, &Config{}))
+	forOldDrafts(t, func(t *testing.T, v wire.Version) {
+		s, fp := pipeClientSession(t, pipeOn(v), draftCfg(v, &Config{}))
 		type res struct {
 			f   *Fetch
 			err error
@@ -158,8 +158,8 @@ func TestDraft18FetchSentStandalone(t *testing.T) {
 // 18 §10.13: a FETCH_OK End Location smaller than the FETCH's Start closes
 // the session with PROTOCOL_VIOLATION, compared in 18's encoding.
 func TestDraft18FetchOKEndBeforeStartMustClose(t *testing.T) {
-	forDrafts(t, func(t *testing.T, v wire.Version) {
-		s, fp := pipeClientSession(t, draftPipe(v), draftCfg(v, &Config{}))
+	forOldDrafts(t, func(t *testing.T, v wire.Version) {
+		s, fp := pipeClientSession(t, pipeOn(v), draftCfg(v, &Config{}))
 		go func() {
 			_, _ = s.Fetch(context.Background(), trackA, wire.Params{LocationFilter: wire.Some(wire.RangeFilterTo(pl(2, 1), 3))})
 		}()
@@ -173,7 +173,7 @@ func TestDraft18FetchOKEndBeforeStartMustClose(t *testing.T) {
 // 18 and 19 have no End of Timed-Out Range: a timed-out gap goes as an
 // End of Unknown Range (docs/drafts.md §5).
 func TestDraft18TimedOutRangeSentAsUnknown(t *testing.T) {
-	forDrafts(t, func(t *testing.T, v wire.Version) {
+	forOldDrafts(t, func(t *testing.T, v wire.Version) {
 		fp, _ := draftFetchServer(t, v, wire.Some(pl(2, 3)), []Object{pobj(1, 0, "a"),
 			{Location: pl(1, 5), EndOfRange: wire.EndOfTimedOutRange}, pobj(2, 0, "c")})
 		fs := fp.open(standalone(0, pl(1, 0), pl(3, 0)))

@@ -20,7 +20,7 @@ func joining(id uint64, typ wire.FetchType, joined, start uint64) *wire.Fetch {
 // carries {JL.Group, JL.Object + 1} and the data stream the FETCH's
 // Request ID.
 func TestDraft18JoiningFetchRangeFromJoiningLocation(t *testing.T) {
-	forDrafts(t, func(t *testing.T, v wire.Version) {
+	forOldDrafts(t, func(t *testing.T, v wire.Version) {
 		fp, windows := draftFetchServer(t, v, wire.Some(pl(2, 3)), draftEntries)
 		sub := fp.open(subscribeMsg(0, trackA, wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter())}))
 		assert.Equal(t, wire.Some(pl(2, 3)), expect[*wire.SubscribeOK](sub).Parameters.LargestObject)
@@ -53,7 +53,7 @@ func TestDraft18JoiningFetchRangeFromJoiningLocation(t *testing.T) {
 // nothing published, or an Absolute start past the Joining Location are
 // INVALID_RANGE.
 func TestDraft18JoiningFetchErrors(t *testing.T) {
-	forDrafts(t, func(t *testing.T, v wire.Version) {
+	forOldDrafts(t, func(t *testing.T, v wire.Version) {
 		fp, _ := draftFetchServer(t, v, wire.Some(pl(2, 3)), draftEntries)
 		sub := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 		expect[*wire.SubscribeOK](sub)
@@ -84,7 +84,7 @@ func TestDraft18JoiningFetchErrors(t *testing.T) {
 // (subscriber) is buffered until it is established, and so is one that
 // arrives before its SUBSCRIBE; past Config.FillWait it times out.
 func TestDraft18JoiningFetchBufferedWhilePending(t *testing.T) {
-	forDrafts(t, func(t *testing.T, v wire.Version) {
+	forOldDrafts(t, func(t *testing.T, v wire.Version) {
 		lt := pubTrack(t, wire.Some(pl(2, 3)))
 		gate := make(chan struct{})
 		h := HandlerFunc(func(r Request) {
@@ -96,7 +96,7 @@ func TestDraft18JoiningFetchBufferedWhilePending(t *testing.T) {
 				_ = lt.Fetch(r)
 			}
 		})
-		s, fp := pipeServerSession(t, draftPipe(v), draftCfg(v, &Config{Handler: h}))
+		s, fp := pipeServerSession(t, pipeOn(v), draftCfg(v, &Config{Handler: h}))
 		pubUseCursor(s, func(filter.Window, bool) fetchCursor {
 			return &pubSliceCursor{entries: []Object{pobj(2, 0, "c")}}
 		})

@@ -96,7 +96,7 @@ func (a *Announcement) Update(ctx context.Context, params wire.Params) error {
 	if a.req == nil {
 		return errNotPublisher
 	}
-	if err := params.Check(wire.InUpdatePublishNamespace); err != nil {
+	if err := a.req.sess.rules.checkOwnParams(&params, wire.InUpdatePublishNamespace); err != nil {
 		return err
 	}
 	granted, err := a.req.update(ctx, params)
@@ -152,7 +152,7 @@ type PublishNamespaceRequest struct {
 // fails if the request has ended already: the publisher withdrew it, or
 // the session ended.
 func (r *PublishNamespaceRequest) Accept(params wire.Params) (*Announcement, error) {
-	if err := params.Check(wire.InPublishNamespaceOK); err != nil {
+	if err := r.sess.rules.checkOwnParams(&params, wire.InPublishNamespaceOK); err != nil {
 		return nil, err
 	}
 	err := r.answer(func() error { return r.srv.accept(params, r.OnUpdate) })

@@ -205,7 +205,7 @@ func (r *nsRequester) handle(m wire.Message, _ *wire.RejectError) error {
 	}
 	switch m := m.(type) {
 	case *wire.RequestOK:
-		if err := m.Check(wire.InUpdateOK); err != nil {
+		if err := r.rs.sess.rules.checkRequestOK(m, wire.InUpdateOK); err != nil {
 			return err
 		}
 		u, err := r.nextUpdate(m.Type())

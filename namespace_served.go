@@ -359,7 +359,7 @@ func (srv *nsServed) handle(m wire.Message, rej *wire.RejectError) error {
 	if err := srv.sess.ids.checkPeer(u.RequestID); err != nil {
 		return err
 	}
-	if err := u.Parameters.Check(updateContext(srv.kind)); err != nil {
+	if err := srv.sess.rules.checkPeerParams(&u.Parameters, updateContext(srv.kind)); err != nil {
 		return sessionErrorFrom(err)
 	}
 	var pu pendingUpdate
@@ -387,7 +387,7 @@ func (srv *nsServed) handle(m wire.Message, rej *wire.RejectError) error {
 			srv.mu.Unlock()
 			break
 		}
-		if limit := srv.sess.cfg.MaxRequestUpdates; limit > 0 && uint64(len(srv.pending)) >= limit {
+		if limit := srv.sess.maxRequestUpdates(); limit > 0 && uint64(len(srv.pending)) >= limit {
 			srv.mu.Unlock()
 			return &SessionError{Code: wire.TooManyRequestUpdates,
 				Reason: fmt.Sprintf("more than %d outstanding REQUEST_UPDATEs on request stream %d", limit, srv.rs.id)}

@@ -328,7 +328,7 @@ func (ns *NamespaceSubscription) Update(ctx context.Context, params wire.Params)
 	if ns.tracks {
 		where = wire.InUpdateSubscribeTracks
 	}
-	if err := params.Check(where); err != nil {
+	if err := ns.r.sess.rules.checkOwnParams(&params, where); err != nil {
 		return err
 	}
 	if p := params.TrackNamespacePrefix; p.Set {

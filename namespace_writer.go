@@ -50,7 +50,7 @@ func (r *SubscribeNamespaceRequest) Accept(params wire.Params) (*NamespaceWriter
 	if r.Tracks {
 		where = wire.InSubscribeTracksOK
 	}
-	if err := params.Check(where); err != nil {
+	if err := r.sess.rules.checkOwnParams(&params, where); err != nil {
 		return nil, err
 	}
 	err := r.answer(func() error { return r.w.srv.accept(params, r.OnUpdate) })

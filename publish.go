@@ -13,7 +13,7 @@ import (
 // returns the LARGEST_OBJECT it reports (LocalTrack.join).
 func openPublish(ctx context.Context, s *Session, track wire.FullTrackName, params wire.Params, props wire.KVList,
 	join func(*ServedSubscription) (wire.Opt[wire.Location], error)) (*ServedSubscription, error) {
-	if err := params.Check(wire.InPublish); err != nil {
+	if err := s.rules.checkOwnParams(&params, wire.InPublish); err != nil {
 		return nil, err
 	}
 	if err := track.Namespace.Validate(len(track.Name)); err != nil {
@@ -22,11 +22,20 @@ func openPublish(ctx context.Context, s *Session, track wire.FullTrackName, para
 	if isSessionNamespace(track.Namespace) {
 		return nil, fmt.Errorf("moqt: applications must not publish in the .session namespace") // §6.5
 	}
+	if s.rules.onePerTrack && s.tracks.serving(track) {
+		return nil, duplicateErr(track, "publishes")
+	}
 	rs, err := s.openRequest(ctx, params.AuthorizationTokens)
 	if err != nil {
 		return nil, err
 	}
 	ss := newServedSubscription(rs, track, params, statePendingPublisher)
+	if s.rules.onePerTrack && !s.tracks.claimServed(track, &ss.subState) {
+		// Claimed meanwhile; nothing was written on the stream.
+		ss.abort(duplicateErr(track, "publishes"))
+		s.requests.remove(rs)
+		return nil, duplicateErr(track, "publishes")
+	}
 	if params.Expires.Set {
 		ss.grant = msDuration(params.Expires.Value)
 	}

@@ -93,7 +93,7 @@ func newEndingSubscription(t *testing.T) *endingSubscription {
 	t.Helper()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t.Cleanup(func() { cancel(nil) })
-	s := &Session{conn: webTransportConn{}, version: wire.Draft21, cfg: (&Config{}).withDefaults(), ctx: ctx, cancel: cancel}
+	s := &Session{conn: webTransportConn{}, version: wire.Draft21, rules: rulesOf(wire.Draft21), cfg: (&Config{}).withDefaults(), ctx: ctx, cancel: cancel}
 	s.routes = newAliasRoutes(s.cfg)
 	log := &doneLog{}
 	req := &recordedRequest{log: log, v: s.version}

@@ -162,8 +162,14 @@ func (in *RequestCommon) waitAnswered() {
 	}
 }
 
-// Reject answers with REQUEST_ERROR and FIN (§6.4.2.3).
+// Reject answers with REQUEST_ERROR and FIN (§6.4.2.3). A code the
+// session's draft lacks (DUPLICATE_SUBSCRIPTION outside 18, INVALID_FILTER
+// on 18, …) fails with an error wrapping wire.ErrNotInDraft and leaves the
+// request unanswered.
 func (in *RequestCommon) Reject(code wire.RequestErrorCode, reason string) error {
+	if err := in.sess.rules.checkRequestCode(code); err != nil {
+		return err
+	}
 	return in.rejectWith(&RequestError{Code: code, Reason: reason})
 }
 

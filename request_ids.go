@@ -25,6 +25,10 @@ func newRequestIDSpace(own, peer uint64) *requestIDSpace {
 	return r
 }
 
+// ownParity is the parity of this endpoint's Request IDs: 0 at a client,
+// 1 at a server.
+func (r *requestIDSpace) ownParity() uint64 { return r.next.Load() % 2 }
+
 // allocate returns this endpoint's next Request ID.
 func (r *requestIDSpace) allocate() uint64 { return r.next.Add(2) - 2 }
 
@@ -38,19 +42,29 @@ func (r *requestIDSpace) checkPeer(id uint64) error {
 	return nil
 }
 
+// nextPeer returns the peer's Request ID above every one it has used so
+// far: draft 18's GOAWAY carries it (18 §10.4).
+func (r *requestIDSpace) nextPeer() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.peer.next
+}
+
 // requestIDs records the Request IDs a peer has used. IDs below floor are
 // all used; used IDs above it wait in above until the gap closes. A peer
 // that leaves a gap open cannot grow above past maxRequestIDGap: the floor
-// then moves up, treating the skipped IDs as used.
+// then moves up, treating the skipped IDs as used. next is above every ID
+// used.
 type requestIDs struct {
 	floor uint64
+	next  uint64
 	above map[uint64]struct{}
 }
 
 const maxRequestIDGap = 1 << 12
 
 func newRequestIDs(first uint64) requestIDs {
-	return requestIDs{floor: first, above: map[uint64]struct{}{}}
+	return requestIDs{floor: first, next: first, above: map[uint64]struct{}{}}
 }
 
 func (r *requestIDs) add(id uint64) error {
@@ -61,6 +75,7 @@ func (r *requestIDs) add(id uint64) error {
 		return fmt.Errorf("request ID %d reused", id)
 	}
 	r.above[id] = struct{}{}
+	r.next = max(r.next, id+2)
 	if len(r.above) > maxRequestIDGap {
 		lowest := id
 		for k := range r.above {

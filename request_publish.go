@@ -24,16 +24,34 @@ type PublishRequest struct {
 	// Properties are the Track Properties.
 	Properties wire.KVList
 	sub        *Subscription
+	// displaced is this end's own subscription to the track, still
+	// Pending(Subscriber), that the PUBLISH replaces on a draft allowing
+	// one per track: it ends before the PUBLISH_OK (18 §5.1).
+	displaced *Subscription
 }
 
 // Accept answers with PUBLISH_OK (REQUEST_OK, §9.3) and returns the
-// subscriber's end of the Established subscription. Only EXPIRES may be
-// set in params (§9.20.17).
+// subscriber's end of the Established subscription. On drafts 20 and 21
+// only EXPIRES may be set in params (§9.20.17); the subscriber changes the
+// rest with Subscription.Update. On 18 and 19 PUBLISH_OK carries the
+// subscriber's parameters, as SUBSCRIBE does: FORWARD, SUBSCRIBER_PRIORITY,
+// LOCATION_FILTER, GROUP_ORDER (18), the delivery timeouts,
+// NEW_GROUP_REQUEST and range filters (19); what params omits takes its
+// default (FORWARD 1, no filter), not the PUBLISH's value. A parameter the
+// session's draft lacks there fails with an error wrapping
+// wire.ErrNotInDraft, before anything is sent.
 func (r *PublishRequest) Accept(params wire.Params) (*Subscription, error) {
-	if err := params.Check(wire.InPublishOK); err != nil {
+	sub := r.sub
+	s := sub.sess
+	if err := s.rules.checkOwnParams(&params, wire.InPublishOK); err != nil {
 		return nil, err
 	}
-	sub := r.sub
+	if params.NewGroupRequest.Set && !sub.dynamicGroups() {
+		return nil, ErrNoDynamicGroups // 18/19 §10.2.14
+	}
+	if err := s.checkFilterRanges(&params); err != nil {
+		return nil, err
+	}
 	err := r.answer(func() error {
 		switch sub.current() {
 		case statePendingPublisher:
@@ -47,9 +65,22 @@ func (r *PublishRequest) Accept(params wire.Params) (*Subscription, error) {
 		default:
 			return fmt.Errorf("moqt: PUBLISH in state %s", sub.current())
 		}
+		if r.displaced != nil {
+			r.displaced.cancel(fmt.Errorf("%w: the peer's PUBLISH of the track replaces it", ErrCancelled))
+		}
 		if err := sub.sess.routes.bindAlias(sub); err != nil {
 			sub.sess.fail(err)
 			return err
+		}
+		if s.rules.publishOKParams {
+			// The subscriber's parameters apply from the PUBLISH_OK on;
+			// objects the publisher sent under its own still pass for a
+			// while (updateFilterLocked).
+			sub.mu.Lock()
+			sub.params = publishOKParams(&sub.params, &params)
+			sub.ownLocation = true
+			sub.updateFilterLocked(publishOKChange(&params))
+			sub.mu.Unlock()
 		}
 		if err := sub.rs.write(&wire.RequestOK{Parameters: params}); err != nil {
 			return err
@@ -120,6 +151,16 @@ func servePublish(s *Session, rs *requestStream, m *wire.Publish, toks []AuthTok
 		Params:        m.Parameters,
 		Properties:    m.TrackProperties,
 		sub:           sub,
+	}
+	if s.rules.onePerTrack {
+		displaced, ok := s.tracks.claimSub(track, sub, true)
+		if !ok {
+			rs.reject(&RequestError{Code: wire.ReqDuplicateSubscription, Reason: "track already subscribed"}) // 18 §5.1
+			sub.terminate(ErrDuplicateSubscription)
+			s.routes.refuseAlias(m.TrackAlias)
+			return rs.drain()
+		}
+		req.displaced = displaced
 	}
 	sub.answered = req.answeredCh
 	req.rejected = func(e *RequestError) {

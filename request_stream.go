@@ -121,7 +121,7 @@ func (rs *requestStream) write(m wire.Message) error {
 	if rs.typ == 0 && m.Type().IsRequest() {
 		rs.typ = m.Type()
 	}
-	b, err := wire.AppendMessage(rs.sess.version, rs.wbuf[:0], m)
+	b, err := wire.AppendMessage(rs.sess.version, rs.wbuf[:0], rs.sess.rules.fitMessage(m))
 	if err != nil {
 		return err
 	}
@@ -216,10 +216,10 @@ func (rs *requestStream) crossed(m wire.Message) error {
 	if err := rs.sess.ids.checkPeer(u.RequestID); err != nil {
 		return err
 	}
-	if err := u.Parameters.Check(updateContext(rs.requestType())); err != nil {
+	if err := rs.sess.rules.checkPeerParams(&u.Parameters, updateContext(rs.requestType())); err != nil {
 		return sessionErrorFrom(err)
 	}
-	if limit := rs.sess.cfg.MaxRequestUpdates; limit > 0 && rs.unanswered >= limit {
+	if limit := rs.sess.maxRequestUpdates(); limit > 0 && rs.unanswered >= limit {
 		return &SessionError{Code: wire.TooManyRequestUpdates,
 			Reason: fmt.Sprintf("more than %d outstanding REQUEST_UPDATEs on request stream %d", limit, rs.id)}
 	}
@@ -351,7 +351,7 @@ func (rs *requestStream) readMessage() (wire.Message, error) {
 			return nil, protocolViolation("second GOAWAY on request stream %d", rs.id)
 		}
 		rs.goawayIn = true
-		if err := rs.sess.checkGoaway(m); err != nil {
+		if err := rs.sess.checkGoaway(m, false); err != nil {
 			return nil, err
 		}
 	case *wire.RequestError:

@@ -43,7 +43,7 @@ func serverSessionOver(t *testing.T, scheme string, cfg *Config) (*Session, *fak
 // A request stream allocates almost nothing before bytes arrive: no 64 KiB
 // message buffer, no 4 KiB read-ahead buffer.
 func TestRequestStreamCostsLittleWhenIdle(t *testing.T) {
-	s := &Session{cfg: (&Config{}).withDefaults()}
+	s := &Session{cfg: (&Config{}).withDefaults(), rules: rulesOf(wire.Draft21)}
 	s.routes = newAliasRoutes(s.cfg)
 	const n = 100
 	streams := make([]*requestStream, n) // kept, so that nothing is optimized away
@@ -255,7 +255,7 @@ func pipedRequestStream(t *testing.T, request wire.MessageType, m wire.Message) 
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancelCause(t.Context())
 	t.Cleanup(func() { cancel(nil) })
-	s := &Session{cfg: quietConfig(nil).withDefaults(), version: wire.Draft21, ctx: ctx, cancel: cancel}
+	s := &Session{cfg: quietConfig(nil).withDefaults(), version: wire.Draft21, rules: rulesOf(wire.Draft21), ctx: ctx, cancel: cancel}
 	s.routes = newAliasRoutes(s.cfg)
 	rs := newRequestStream(s, bytesStream{bytes.NewReader(b), t.Context()}, 1, true)
 	rs.typ = request
@@ -489,7 +489,7 @@ func (s stuckStream) SetWriteDeadline(time.Time) error {
 func TestCancelWakesBlockedWrite(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(t.Context())
 	t.Cleanup(func() { cancel(nil) })
-	s := &Session{cfg: quietConfig(nil).withDefaults(), version: wire.Draft21, ctx: ctx, cancel: cancel}
+	s := &Session{cfg: quietConfig(nil).withDefaults(), version: wire.Draft21, rules: rulesOf(wire.Draft21), ctx: ctx, cancel: cancel}
 	s.routes = newAliasRoutes(s.cfg)
 	str := stuckStream{bytesStream{bytes.NewReader(nil), t.Context()}, make(chan struct{}), make(chan struct{}), &sync.Once{}}
 	rs := newRequestStream(s, str, 1, true)

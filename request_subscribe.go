@@ -85,6 +85,15 @@ func serveSubscribe(s *Session, rs *requestStream, m *wire.Subscribe, toks []Aut
 	}
 	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
 	ss := newServedSubscription(rs, track, m.Parameters, statePendingSubscriber)
+	if s.rules.onePerTrack && !s.tracks.claimServed(track, &ss.subState) {
+		// A second subscription to the track with this end publishing,
+		// or one while this end's PUBLISH of it is pending (18 §5.1).
+		s.joins.forget(rs.id)
+		rs.reject(&RequestError{Code: wire.ReqDuplicateSubscription, Reason: "track already subscribed"})
+		ss.terminate(ErrDuplicateSubscription)
+		ss.finish()
+		return rs.drain()
+	}
 	ss.joinable()
 	req := &SubscribeRequest{
 		RequestCommon: newIncoming(rs, toks, track.Namespace),

@@ -63,6 +63,26 @@ func (ss *ServedSubscription) attachTrack(t *LocalTrack, largest filter.LargestO
 	ss.refreshView()
 }
 
+// endIfPast ends the subscription with PUBLISH_DONE SUBSCRIPTION_ENDED
+// once the track publishes in a group past its filter's End Group, on a
+// draft that has the code (18/19 §10.11: "The publisher reached the end of
+// an associated subscription filter"); from 20 a subscription outlives its
+// filter (#1833). The PUBLISH_DONE goes out from a goroutine of its own:
+// the caller is publishing. Subgroups of the End Group still open then are
+// reset, those finished delivered first (End).
+func (ss *ServedSubscription) endIfPast(group uint64) {
+	if !ss.sess.rules.endAtFilterEnd || ss.current() != stateEstablished {
+		return
+	}
+	w := ss.dataView().window()
+	if !w.Bounded || w.End.Group >= group || !ss.filterEnded.CompareAndSwap(false, true) {
+		return
+	}
+	ss.sess.goroutines.Go(func() {
+		_ = ss.End(wire.DoneSubscriptionEnded, "the subscription's filter has ended")
+	})
+}
+
 // admission is what becomes of an object for one subscription.
 type admission int
 

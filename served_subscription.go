@@ -60,6 +60,9 @@ type ServedSubscription struct {
 	// mu whenever the filter or the parameters change (servedView).
 	view  atomic.Pointer[servedView]
 	early atomic.Int64 // objects sent before PUBLISH_OK
+	// filterEnded is set once the track passed the end of the filter on a
+	// draft that ends the subscription then (endIfPast).
+	filterEnded atomic.Bool
 
 	// openMu orders opening data streams (read-locked) against their
 	// final reset (locked), after which closing refuses new ones.
@@ -217,7 +220,10 @@ func (ss *ServedSubscription) largestNow() wire.Opt[wire.Location] {
 // that parameter with REQUEST_UPDATE. Restating the current value is no
 // change and is allowed.
 func (ss *ServedSubscription) Notify(params wire.Params) error {
-	if err := params.Check(wire.InPublishStateNotify); err != nil {
+	if !ss.sess.rules.notify {
+		return ss.sess.rules.notIn("PUBLISH_STATE_NOTIFY")
+	}
+	if err := ss.sess.rules.checkOwnParams(&params, wire.InPublishStateNotify); err != nil {
 		return err
 	}
 	if st := ss.current(); st != stateEstablished {
@@ -259,8 +265,13 @@ func (ss *ServedSubscription) Notify(params wire.Params) error {
 // its request stream reset with TOO_FAR_BEHIND instead, so End never waits
 // longer on a stalled peer. On a subscription whose SUBSCRIBE_OK or
 // PUBLISH is still being written, the PUBLISH_DONE follows it, and End
-// does not wait for either. Done, unlike End, only reports the end.
+// does not wait for either. Done, unlike End, only reports the end. A
+// code the session's draft lacks (SUBSCRIPTION_ENDED outside 18 and 19)
+// fails with an error wrapping wire.ErrNotInDraft, before anything is sent.
 func (ss *ServedSubscription) End(code wire.PublishDoneCode, reason string) error {
+	if err := ss.sess.rules.checkDoneCode(code); err != nil {
+		return err
+	}
 	if st := ss.current(); st != stateEstablished && st != statePendingPublisher {
 		if err := ss.Err(); err != nil {
 			return fmt.Errorf("moqt: PUBLISH_DONE on a %s subscription: %w", st, err)
@@ -483,10 +494,13 @@ func (ss *ServedSubscription) handle(m wire.Message, rej *wire.RejectError) erro
 		if !ss.byPublish || state != statePendingPublisher {
 			return protocolViolation("unexpected REQUEST_OK in state %s", state) // C002
 		}
-		if err := m.Check(wire.InPublishOK); err != nil {
+		if err := ss.sess.rules.checkRequestOK(m, wire.InPublishOK); err != nil {
 			return err
 		}
 		ss.rs.answered()
+		if ss.sess.rules.publishOKParams {
+			ss.applyPublishOK(&m.Parameters)
+		}
 		if err := ss.establish(); err != nil {
 			return err
 		}

@@ -37,7 +37,7 @@ func (ss *ServedSubscription) receiveUpdate(m *wire.RequestUpdate, rej *wire.Rej
 	if err := ss.sess.ids.checkPeer(m.RequestID); err != nil {
 		return err
 	}
-	if err := m.Parameters.Check(wire.InUpdateSubscription); err != nil {
+	if err := ss.sess.rules.checkPeerParams(&m.Parameters, wire.InUpdateSubscription); err != nil {
 		return err
 	}
 	var u pendingUpdate
@@ -53,7 +53,7 @@ func (ss *ServedSubscription) receiveUpdate(m *wire.RequestUpdate, rej *wire.Rej
 	}
 	ss.sess.hook(func(h *sessionHooks) func() { return h.updateReceived })
 	ss.mu.Lock()
-	limit := ss.sess.cfg.MaxRequestUpdates
+	limit := ss.sess.maxRequestUpdates()
 	if limit > 0 && ss.outstanding >= limit {
 		ss.mu.Unlock()
 		return &SessionError{Code: wire.TooManyRequestUpdates,
@@ -292,4 +292,21 @@ func fillParams(p, fill *wire.Params, trackOrder wire.GroupOrder) wire.Params {
 		fp.GroupOrder = wire.Some(trackOrder)
 	}
 	return fp
+}
+
+// applyPublishOK applies the subscriber's parameters a PUBLISH_OK carries
+// on a draft where it does (draftRules.publishOKParams): they replace the
+// PUBLISH's, those omitted taking their defaults (publishOKParams), and
+// FORWARD and the filters are the subscriber's from now on (C013).
+func (ss *ServedSubscription) applyPublishOK(ok *wire.Params) {
+	largest := ss.largestNow()
+	ss.mu.Lock()
+	ss.params = publishOKParams(&ss.params, ok)
+	if ss.filter != nil {
+		_ = ss.filter.Update(publishOKChange(ok), largestOf(largest), ^uint64(0))
+	}
+	ss.subscriberSet = controlled{forward: true, locationFilter: true}
+	ss.refreshView()
+	ss.mu.Unlock()
+	ss.refreshPriority()
 }

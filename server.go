@@ -19,7 +19,7 @@ import (
 )
 
 // Server accepts MoQT sessions over raw QUIC and WebTransport on one UDP
-// port: ALPN moqt-21 or moqt-20 selects raw QUIC, ALPN h3 WebTransport,
+// port: an ALPN moqt-NN of Config.Versions selects raw QUIC, ALPN h3 WebTransport,
 // whose WT-Available-Protocols header then selects the version (§6.2).
 // Each session is handed to the application by Accept once SETUP has been
 // exchanged.

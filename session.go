@@ -130,6 +130,7 @@ import (
 type Session struct {
 	conn     transport.Conn
 	version  wire.Version
+	rules    draftRules // what differs in the negotiated draft
 	isClient bool
 	cfg      *Config
 	log      *slog.Logger
@@ -182,6 +183,9 @@ type Session struct {
 	// nsPrefixes are the prefixes of the peer's open SUBSCRIBE_NAMESPACE
 	// and SUBSCRIBE_TRACKS requests (namespace_overlap.go).
 	nsPrefixes prefixClaims
+	// tracks holds the one subscription per track and role of a draft
+	// that allows no more (draftRules.onePerTrack, draft_tracks.go).
+	tracks trackClaims
 	// ownTracks are this end's open SUBSCRIBE_TRACKS, whose Range filters
 	// the subscriptions of their PUBLISHes take (namespace_tracks.go).
 	ownTracks ownTracksRequests
@@ -196,6 +200,7 @@ func newSession(conn transport.Conn, version wire.Version, isClient bool, cfg *C
 	s := &Session{
 		conn:       conn,
 		version:    version,
+		rules:      rulesOf(version),
 		isClient:   isClient,
 		cfg:        cfg,
 		handler:    cfg.Handler,
@@ -246,7 +251,9 @@ func (s *Session) closeErr(err error) error {
 // *SessionError that ended it.
 func (s *Session) Context() context.Context { return s.ctx }
 
-// Version is the negotiated draft.
+// Version is the negotiated draft, one of Config.Versions: the session
+// speaks its wire format and follows its rules (docs/design-notes.md,
+// "Drafts 18 to 21").
 func (s *Session) Version() wire.Version { return s.version }
 
 // WebTransport reports whether the session runs over WebTransport.

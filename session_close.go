@@ -95,6 +95,9 @@ func (s *Session) waitGoroutines() {
 // one place where a session ends locally.
 func (s *Session) fail(err error) {
 	se := sessionErrorFrom(err)
+	if c := s.rules.sessionCode(se.Code); c != se.Code {
+		se = &SessionError{Code: c, Reason: se.Reason} // a code only another draft has
+	}
 	if context.Cause(s.ctx) != nil {
 		return
 	}

@@ -69,10 +69,11 @@ func (s *Session) ownSetup() *wire.Setup {
 	if !s.cfg.DisableImplementation {
 		st.MoqtImplementation = wire.Some(s.cfg.Implementation)
 	}
-	if s.cfg.MaxRequestUpdates != 0 {
-		st.MaxRequestUpdates = wire.Some(s.cfg.MaxRequestUpdates)
+	// Options the draft lacks are not sent (draftRules).
+	if l := s.maxRequestUpdates(); l != 0 {
+		st.MaxRequestUpdates = wire.Some(l)
 	}
-	if s.cfg.MaxFilterRanges != 0 {
+	if s.cfg.MaxFilterRanges != 0 && s.rules.filterRanges {
 		st.MaxFilterRanges = wire.Some(s.cfg.MaxFilterRanges)
 	}
 	if s.cfg.MaxAuthTokenCacheSize != 0 {

@@ -3,6 +3,7 @@ package moqt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,21 +44,39 @@ func (a *goawayState) received() bool {
 
 // receiveGoaway handles GOAWAY on the control stream (§9.2).
 func (s *Session) receiveGoaway(g *wire.Goaway) error {
-	if err := s.checkGoaway(g); err != nil {
+	if err := s.checkGoaway(g, true); err != nil {
 		return err
 	}
 	if !s.away.receive(g.NewSessionURI) {
 		return protocolViolation("second GOAWAY on the control stream")
 	}
-	s.log.Info("moqt: session", "event", "goaway_received", "uri", s.away.uri, "timeout_ms", g.Timeout)
+	// On 18 the peer rejects this end's requests from g.RequestID on with
+	// GOING_AWAY, on their own streams (18 §10.4); none is opened now.
+	s.log.Info("moqt: session", "event", "goaway_received", "uri", s.away.uri, "timeout_ms", g.Timeout,
+		"request_id", g.RequestID.Value)
 	s.goroutines.Go(s.closeWhenIdle)
 	return nil
 }
 
-// checkGoaway applies the rule that a client always sends an empty URI.
-func (s *Session) checkGoaway(g *wire.Goaway) error {
+// checkGoaway applies the rule that a client always sends an empty URI,
+// and on 18 those of the Request ID (18 §10.4): present only on the
+// control stream, and there of this end's parity (INVALID_REQUEST_ID),
+// this end's Request IDs being the ones the peer reports on.
+func (s *Session) checkGoaway(g *wire.Goaway, onControl bool) error {
 	if !s.isClient && len(g.NewSessionURI) != 0 {
 		return protocolViolation("client sent GOAWAY with a New Session URI")
+	}
+	if !s.rules.goawayRequestID {
+		return nil // the codec reads none
+	}
+	switch {
+	case onControl && !g.RequestID.Set:
+		return protocolViolation("GOAWAY on the control stream without a Request ID")
+	case !onControl && g.RequestID.Set:
+		return protocolViolation("GOAWAY on a request stream with a Request ID")
+	case onControl && g.RequestID.Value%2 != s.ids.ownParity():
+		return &SessionError{Code: wire.InvalidRequestID,
+			Reason: fmt.Sprintf("GOAWAY Request ID %d has the wrong parity", g.RequestID.Value)}
 	}
 	return nil
 }
@@ -97,10 +116,18 @@ func (s *Session) Shutdown(ctx context.Context, uri string) error {
 		uri = ""
 	}
 	if !s.away.sent.Swap(true) {
-		if err := s.writeControl(&wire.Goaway{NewSessionURI: uri, Timeout: timeout}); err != nil {
+		g := &wire.Goaway{NewSessionURI: uri, Timeout: timeout}
+		if s.rules.goawayRequestID {
+			// Read after sent is set: a request whose refusal check came
+			// before has had its ID recorded and is below this one;
+			// every request refusal finds later, whatever its ID, is
+			// refused with GOING_AWAY, as 18 §10.4 requires of both.
+			g.RequestID = wire.Some(s.ids.nextPeer())
+		}
+		if err := s.writeControl(g); err != nil {
 			return err
 		}
-		s.log.Info("moqt: session", "event", "goaway_sent", "uri", uri, "timeout_ms", timeout)
+		s.log.Info("moqt: session", "event", "goaway_sent", "uri", uri, "timeout_ms", timeout, "request_id", g.RequestID.Value)
 	}
 	if err := s.requests.waitIdle(ctx); err != nil {
 		if s.ctx.Err() != nil {

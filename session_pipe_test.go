@@ -90,7 +90,7 @@ func newPipePair(t *testing.T, pc transport.PipeConfig, serverCfg, clientCfg *Co
 	serverCfg, clientCfg = quietConfig(serverCfg).withDefaults(), quietConfig(clientCfg).withDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), fakeGuard)
 	defer cancel()
-	client, server, err := connectPipe(ctx, pc, serverCfg, clientCfg)
+	client, server, err := connectPipe(ctx, draftPipe(t, pc), serverCfg, clientCfg)
 	require.NoError(t, err)
 	closeOnCleanup(t, client, server)
 	return &pair{client: client, server: server, pipe: func(t *testing.T, clientCfg *Config) *pair {
@@ -121,7 +121,7 @@ func pipeServerSession(t *testing.T, pc transport.PipeConfig, cfg *Config) (*Ses
 func pipeServerAccept(t *testing.T, pc transport.PipeConfig, cfg *Config) (*Session, *fakePeer, <-chan error) {
 	t.Helper()
 	cfg = quietConfig(cfg).withDefaults()
-	cc, sc := transport.Pipe(pipeConfig(pc, cfg))
+	cc, sc := transport.Pipe(pipeConfig(draftPipe(t, pc), cfg))
 	s := pipeSession(t, sc, false, cfg)
 	closeOnCleanup(t, s)
 	fp := newFakePeer(t, cc)
@@ -146,7 +146,7 @@ func pipeClientSession(t *testing.T, pc transport.PipeConfig, cfg *Config) (*Ses
 func pipeClientDial(t *testing.T, pc transport.PipeConfig, cfg *Config) (*Session, *fakePeer, <-chan error) {
 	t.Helper()
 	cfg = quietConfig(cfg).withDefaults()
-	cc, sc := transport.Pipe(pipeConfig(pc, cfg))
+	cc, sc := transport.Pipe(pipeConfig(draftPipe(t, pc), cfg))
 	s := pipeSession(t, cc, true, cfg)
 	closeOnCleanup(t, s)
 	fp := newFakePeer(t, sc)

@@ -315,7 +315,7 @@ func detachSized[M wire.Message](v wire.Version, m M) (M, int, error) {
 // allows and to the peer's MAX_FILTER_RANGES, then opens its request
 // stream.
 func (s *Session) openChecked(ctx context.Context, params *wire.Params, where wire.ParamContext) (*requestStream, error) {
-	if err := params.Check(where); err != nil {
+	if err := s.rules.checkOwnParams(params, where); err != nil {
 		return nil, err
 	}
 	if err := s.checkFilterRanges(params); err != nil {

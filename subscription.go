@@ -62,6 +62,9 @@ type Subscription struct {
 // Update. Range filters with more Ranges than the peer's MAX_FILTER_RANGES
 // allows fail with ErrFilterRanges, before anything is sent (§9.1.6).
 func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, params wire.Params) (*Subscription, error) {
+	if s.rules.onePerTrack && s.tracks.subscribed(track) {
+		return nil, duplicateErr(track, "subscribes to")
+	}
 	sent := params
 	var plan *joinPlan
 	if params.FillParameters != nil && s.profile().JoiningFetch {
@@ -87,6 +90,15 @@ func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, param
 		track:    track,
 		params:   params,
 	}
+	if s.rules.onePerTrack {
+		if _, ok := s.tracks.claimSub(track, sub, false); !ok {
+			// Another Subscribe to the track claimed it meanwhile;
+			// nothing was written on the stream.
+			rs.cancel(wire.ResetCancelled)
+			s.requests.remove(rs)
+			return nil, duplicateErr(track, "subscribes to")
+		}
+	}
 	sub.initData()
 	var joinRS *requestStream
 	switch {
@@ -94,6 +106,7 @@ func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, param
 		if joinRS, err = sub.openJoin(ctx, plan); err != nil {
 			rs.cancel(wire.ResetCancelled)
 			s.requests.remove(rs)
+			sub.terminate(err) // gives the track's claim back (draft_tracks.go)
 			return nil, err
 		}
 	case sent.FillParameters != nil:
@@ -111,6 +124,7 @@ func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, param
 			joinRS.cancel(wire.ResetCancelled)
 			s.requests.remove(joinRS)
 		}
+		sub.terminate(err) // gives the track's claim back (draft_tracks.go)
 		return nil, err
 	}
 	if joinRS != nil {
@@ -192,7 +206,7 @@ func (sub *Subscription) Properties() wire.KVList {
 // Update returns its error, and the update, once sent, still applies to
 // Params when the publisher accepts it.
 func (sub *Subscription) Update(ctx context.Context, params wire.Params) error {
-	if err := params.Check(wire.InUpdateSubscription); err != nil {
+	if err := sub.sess.rules.checkOwnParams(&params, wire.InUpdateSubscription); err != nil {
 		return err
 	}
 	if params.NewGroupRequest.Set && !sub.dynamicGroups() {
@@ -339,7 +353,7 @@ func (sub *Subscription) handle(m wire.Message, rej *wire.RejectError) error {
 		}
 		return sub.answerUpdate(requestErrorFrom(m))
 	case *wire.RequestOK:
-		if err := m.Check(wire.InUpdateOK); err != nil {
+		if err := sub.sess.rules.checkRequestOK(m, wire.InUpdateOK); err != nil {
 			return err
 		}
 		sub.mu.Lock()
@@ -374,6 +388,9 @@ func (sub *Subscription) handle(m wire.Message, rej *wire.RejectError) error {
 			return protocolViolation("PUBLISH_DONE in state %s", state)
 		}
 		d := &DoneError{Code: m.StatusCode, StreamCount: m.StreamCount, Reason: m.ErrorReason}
+		if m.StreamCount == sub.sess.rules.prof.UnknownStreamCount {
+			d.StreamCount = unknownStreamCount // 2^62−1 on 18/19
+		}
 		sub.mu.Lock()
 		sub.finished = d
 		sub.mu.Unlock()
@@ -397,7 +414,7 @@ func (sub *Subscription) handle(m wire.Message, rej *wire.RejectError) error {
 
 // accept applies SUBSCRIBE_OK.
 func (sub *Subscription) accept(m *wire.SubscribeOK) error {
-	if err := m.Parameters.Check(wire.InSubscribeOK); err != nil {
+	if err := sub.sess.rules.checkPeerParams(&m.Parameters, wire.InSubscribeOK); err != nil {
 		return err
 	}
 	props, err := ownKVList(m.TrackProperties)
@@ -460,7 +477,7 @@ func (sub *Subscription) publisherUpdate(m *wire.RequestUpdate, rej *wire.Reject
 	if err := sub.sess.ids.checkPeer(m.RequestID); err != nil {
 		return err
 	}
-	if err := m.Parameters.Check(wire.InUpdateSubscription); err != nil {
+	if err := sub.sess.rules.checkPeerParams(&m.Parameters, wire.InUpdateSubscription); err != nil {
 		return err
 	}
 	own, err := detach(sub.sess.version, m)

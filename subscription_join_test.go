@@ -19,7 +19,7 @@ import (
 // stream feeds the fill: ReadObject yields the fill, then the
 // subscription's objects, each once.
 func TestDraft18FillSentAsJoiningFetch(t *testing.T) {
-	forDrafts(t, func(t *testing.T, v wire.Version) {
+	forOldDrafts(t, func(t *testing.T, v wire.Version) {
 		for _, c := range []struct {
 			fill  wire.LocationFilter
 			typ   wire.FetchType
@@ -30,7 +30,7 @@ func TestDraft18FillSentAsJoiningFetch(t *testing.T) {
 			{wire.StartFilter(pl(7, 0)), wire.FetchAbsoluteJoining, 7},
 			{wire.NoLocationFilter(), wire.FetchAbsoluteJoining, 0},
 		} {
-			s, fp := pipeClientSession(t, draftPipe(v), draftCfg(v, &Config{}))
+			s, fp := pipeClientSession(t, pipeOn(v), draftCfg(v, &Config{}))
 			params := wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter()),
 				FillParameters: &wire.Params{LocationFilter: wire.Some(c.fill)}}
 			got, req, m := subscribeInBackground(t, s, fp, params)
@@ -58,8 +58,8 @@ func TestDraft18FillSentAsJoiningFetch(t *testing.T) {
 // A REQUEST_ERROR answering the Joining FETCH fails the fill as a reset
 // fill fails on 21; the subscription goes on.
 func TestDraft18JoiningFetchErrorFailsFill(t *testing.T) {
-	forDrafts(t, func(t *testing.T, v wire.Version) {
-		s, fp := pipeClientSession(t, draftPipe(v), draftCfg(v, &Config{}))
+	forOldDrafts(t, func(t *testing.T, v wire.Version) {
+		s, fp := pipeClientSession(t, pipeOn(v), draftCfg(v, &Config{}))
 		params := wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter()),
 			FillParameters: &wire.Params{LocationFilter: wire.Some(wire.RelativeFilter(1))}}
 		got, req, _ := subscribeInBackground(t, s, fp, params)
@@ -80,8 +80,8 @@ func TestDraft18JoiningFetchErrorFailsFill(t *testing.T) {
 // with an error wrapping wire.ErrNotInDraft; so is a fill in
 // REQUEST_UPDATE. An empty fill (Next Group) sends no FETCH at all.
 func TestDraft18InexpressibleFillRefusedBeforeSending(t *testing.T) {
-	forDrafts(t, func(t *testing.T, v wire.Version) {
-		s, fp := pipeClientSession(t, draftPipe(v), draftCfg(v, &Config{}))
+	forOldDrafts(t, func(t *testing.T, v wire.Version) {
+		s, fp := pipeClientSession(t, pipeOn(v), draftCfg(v, &Config{}))
 		for i, fill := range []wire.LocationFilter{
 			wire.StartFilter(pl(3, 1)),
 			wire.RangeFilterTo(pl(3, 0), 5),
@@ -112,12 +112,12 @@ func TestDraft18InexpressibleFillRefusedBeforeSending(t *testing.T) {
 // Next Object subscription and a whole-track fill (an Absolute Joining
 // FETCH from group 0), gets every object exactly once, the fill's first.
 func TestDraft18FillLateJoinerExactlyOnce(t *testing.T) {
-	forDrafts(t, func(t *testing.T, v wire.Version) {
+	forOldDrafts(t, func(t *testing.T, v wire.Version) {
 		connect := func(t *testing.T, sc, cc *Config) *pair {
 			if cc == nil {
 				cc = &Config{}
 			}
-			return newPipePair(t, draftPipe(v), draftCfg(v, sc), draftCfg(v, cc))
+			return newPipePair(t, pipeOn(v), draftCfg(v, sc), draftCfg(v, cc))
 		}
 		track, p := fetchTrack(t, connect, CacheLimits{Objects: 100_000})
 		const perGroup, groups = 5, 20

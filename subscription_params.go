@@ -58,3 +58,35 @@ func ownKVList(l wire.KVList) (wire.KVList, error) {
 	}
 	return wire.ParseKVList(b)
 }
+
+// publishOKParams returns the parameters of a PUBLISH-initiated
+// subscription once a PUBLISH_OK carrying ok is sent or received, on a
+// draft where it carries the subscriber's choice (draftRules.
+// publishOKParams). What ok omits takes the default a SUBSCRIBE would
+// give, not the PUBLISH's value: FORWARD 1, no filter, SUBSCRIBER_PRIORITY
+// 128, the track's GROUP_ORDER (18 §10.2.5–§10.2.12, 19 the same). The
+// publisher's own EXPIRES, LARGEST_OBJECT and tokens stay; range filters
+// of ok replace those of their type, as in REQUEST_UPDATE.
+func publishOKParams(pub, ok *wire.Params) wire.Params {
+	p := *pub
+	p.Forward, p.SubscriberPriority, p.GroupOrder = ok.Forward, ok.SubscriberPriority, ok.GroupOrder
+	p.ObjectDeliveryTimeout, p.SubgroupDeliveryTimeout = ok.ObjectDeliveryTimeout, ok.SubgroupDeliveryTimeout
+	p.NewGroupRequest = ok.NewGroupRequest
+	p.LocationFilter = ok.LocationFilter
+	if ok.LocationFilter.Set && ok.LocationFilter.Value.Fields == 0 {
+		p.LocationFilter = wire.Opt[wire.LocationFilter]{} // AbsoluteStart {0,0}: unfiltered
+	}
+	mergeParams(&p, &wire.Params{RangeFilters: ok.RangeFilters})
+	return p
+}
+
+// publishOKChange is what a PUBLISH_OK carrying ok changes in a routing
+// filter (filter.Filter.Update): the Forward State and the Location filter
+// always, absent ones taking their defaults; range filters as given.
+func publishOKChange(ok *wire.Params) *wire.Params {
+	loc := ok.LocationFilter
+	if !loc.Set {
+		loc = wire.Some(wire.LocationFilter{}) // no fields: no filter
+	}
+	return &wire.Params{Forward: wire.Some(forwardOf(ok)), LocationFilter: loc, RangeFilters: ok.RangeFilters}
+}

@@ -63,6 +63,9 @@ type subState struct {
 	err         error // why it terminated
 	established chan struct{}
 	done        chan struct{}
+	// onEnd runs once, outside mu, when the state moves to Terminated
+	// (whenTerminated).
+	onEnd func()
 }
 
 func newSubState(initial subscriptionState) subState {
@@ -72,23 +75,43 @@ func newSubState(initial subscriptionState) subState {
 // move performs a transition, reporting an error for an illegal one.
 func (s *subState) move(next subscriptionState, err error) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.state.canMove(next) {
+		defer s.mu.Unlock()
 		return fmt.Errorf("subscription cannot move from %s to %s", s.state, next)
 	}
 	if s.state == next {
+		s.mu.Unlock()
 		return nil
 	}
 	s.state = next
 	s.moved.Store(int32(next) + 1)
+	var onEnd func()
 	switch next {
 	case stateEstablished:
 		close(s.established)
 	case stateTerminated:
 		s.err = err
 		close(s.done)
+		onEnd, s.onEnd = s.onEnd, nil
+	}
+	s.mu.Unlock()
+	if onEnd != nil {
+		onEnd()
 	}
 	return nil
+}
+
+// whenTerminated makes f run once the state is Terminated: at once, here,
+// if it is already.
+func (s *subState) whenTerminated(f func()) {
+	s.mu.Lock()
+	if s.state != stateTerminated {
+		s.onEnd = f
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	f()
 }
 
 // terminate moves to Terminated if not there yet; it reports whether it

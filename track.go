@@ -331,9 +331,23 @@ func (t *LocalTrack) snapshot() []*ServedSubscription {
 // (§3.1.3). The subscriptions read it from the track when they report it.
 func (t *LocalTrack) noteObject(l wire.Location) {
 	t.mu.Lock()
+	prev, known := t.largest.Get()
 	t.largest.Update(l)
 	t.begun(l)
 	t.mu.Unlock()
+	t.groupBegun(prev, known, l)
+}
+
+// groupBegun tells the subscriptions when an object at l starts a group
+// past the Largest Object prev (known) that was: those whose filter ends
+// before it may end (endIfPast). t.mu is not held.
+func (t *LocalTrack) groupBegun(prev wire.Location, known bool, l wire.Location) {
+	if known && prev.Group >= l.Group {
+		return
+	}
+	for _, ss := range t.snapshot() {
+		ss.endIfPast(l.Group)
+	}
 }
 
 // End ends every subscription to the track with PUBLISH_DONE code (§9.9),
@@ -341,11 +355,12 @@ func (t *LocalTrack) noteObject(l wire.Location) {
 // first, as their streams would otherwise read as complete (§9.9). The subscriptions end in parallel, so a subscriber that
 // does not read its request stream delays no other; End returns once
 // each PUBLISH_DONE is written or, past Config.PublishDoneTimeout, its
-// request stream reset.
+// request stream reset. A session whose draft lacks code gets the nearest
+// code it has (SUBSCRIPTION_ENDED is INTERNAL_ERROR from draft 20 on).
 func (t *LocalTrack) End(code wire.PublishDoneCode, reason string) {
 	var wg sync.WaitGroup
 	for _, ss := range t.snapshot() {
-		wg.Go(func() { _ = ss.End(code, reason) })
+		wg.Go(func() { _ = ss.End(ss.sess.rules.doneCode(code), reason) })
 	}
 	wg.Wait()
 }

@@ -190,6 +190,7 @@ func (t *LocalTrack) openCached(w *SubgroupWriter, first uint64) {
 // from this object on. The caller holds w's turn.
 func (t *LocalTrack) noteSubgroupObject(w *SubgroupWriter, l wire.Location) {
 	t.mu.Lock()
+	prev, known := t.largest.Get()
 	t.largest.Update(l)
 	if c := t.cache.c.Load(); c != nil {
 		if w.cached == nil || !w.cached.Of(c) {
@@ -198,6 +199,7 @@ func (t *LocalTrack) noteSubgroupObject(w *SubgroupWriter, l wire.Location) {
 		w.cached.Begin(l.Object)
 	}
 	t.mu.Unlock()
+	t.groupBegun(prev, known, l)
 }
 
 // published hands a complete object to OnObject's function and the cache,

@@ -20,7 +20,7 @@ type TrackStatus struct {
 
 // askTrackStatus sends TRACK_STATUS on s and waits for the answer.
 func askTrackStatus(ctx context.Context, s *Session, track wire.FullTrackName, params wire.Params) (*TrackStatus, error) {
-	if err := params.Check(wire.InTrackStatus); err != nil {
+	if err := s.rules.checkOwnParams(&params, wire.InTrackStatus); err != nil {
 		return nil, err
 	}
 	rs, err := s.openRequest(ctx, params.AuthorizationTokens)
@@ -75,7 +75,7 @@ func (a *trackStatusAnswer) handle(m wire.Message, _ *wire.RejectError) error {
 	case *wire.RequestOK:
 		a.answered = true
 		a.rs.answered()
-		if err := m.Check(wire.InTrackStatusOK); err != nil {
+		if err := a.rs.sess.rules.checkRequestOK(m, wire.InTrackStatusOK); err != nil {
 			return err
 		}
 		props, err := ownKVList(m.TrackProperties)

@@ -1,4 +1,4 @@
-// Command relay is a MoQT relay: it serves raw QUIC (moqt-21, moqt-20) and
+// Command relay is a MoQT relay: it serves raw QUIC (moqt-21 to moqt-18) and
 // WebTransport on one UDP port and routes between the publishers and
 // subscribers that connect to it, with the relay package. It is `moqt relay`
 // (cmd/moqt) without metrics: both run internal/relayserve, whose Run shows

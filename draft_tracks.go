@@ -1,0 +1,107 @@
+package moqt
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// ErrDuplicateSubscription refuses, before anything is sent, a second
+// subscription to a track in the same role on a session whose draft
+// allows one per track and role (draft 18, §5.1): Session.Subscribe while
+// this end subscribes to the track already, LocalTrack.Publish while it
+// serves the track to the peer.
+var ErrDuplicateSubscription = errors.New("moqt: one subscription per track and role in this draft")
+
+// trackClaims holds, on a session whose draft has the rule (draftRules.
+// onePerTrack), the one subscription each track may have per role (18
+// §5.1): the one this end serves, and the one through which it receives.
+// An entry lives as long as its subscription: it leaves when the
+// subscription is Terminated.
+type trackClaims struct {
+	mu     sync.Mutex // a leaf, never held while calling out
+	served map[wire.TrackKey]*subState
+	subs   map[wire.TrackKey]*Subscription
+}
+
+// duplicateErr is the refusal of a second subscription, sent or returned.
+func duplicateErr(track wire.FullTrackName, role string) error {
+	return fmt.Errorf("%w: this end %s %s already", ErrDuplicateSubscription, role, track)
+}
+
+// subscribed reports whether this end receives track through a
+// subscription already.
+func (c *trackClaims) subscribed(track wire.FullTrackName) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.subs[track.Key()]
+	return ok
+}
+
+// serving reports whether this end serves track to the peer already.
+func (c *trackClaims) serving(track wire.FullTrackName) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.served[track.Key()]
+	return ok
+}
+
+// claimServed records st as the subscription this end serves track
+// through, or reports false if it serves one already.
+func (c *trackClaims) claimServed(track wire.FullTrackName, st *subState) bool {
+	key := track.Key()
+	c.mu.Lock()
+	if _, ok := c.served[key]; ok {
+		c.mu.Unlock()
+		return false
+	}
+	if c.served == nil {
+		c.served = map[wire.TrackKey]*subState{}
+	}
+	c.served[key] = st
+	c.mu.Unlock()
+	st.whenTerminated(func() {
+		c.mu.Lock()
+		if c.served[key] == st {
+			delete(c.served, key)
+		}
+		c.mu.Unlock()
+	})
+	return true
+}
+
+// claimSub records sub as the subscription this end receives track
+// through. A PUBLISH (takeOver) may replace a subscription of this end's
+// that is still Pending(Subscriber), which it returns for the caller to
+// end before its PUBLISH_OK (18 §5.1); any other holder refuses the claim.
+func (c *trackClaims) claimSub(track wire.FullTrackName, sub *Subscription, takeOver bool) (displaced *Subscription, ok bool) {
+	key := track.Key()
+	c.mu.Lock()
+	if old := c.subs[key]; old != nil {
+		if !takeOver || old.current() != statePendingSubscriber {
+			c.mu.Unlock()
+			return nil, false
+		}
+		displaced = old
+	}
+	if c.subs == nil {
+		c.subs = map[wire.TrackKey]*Subscription{}
+	}
+	c.subs[key] = sub
+	c.mu.Unlock()
+	sub.whenTerminated(func() {
+		c.mu.Lock()
+		if c.subs[key] == sub {
+			delete(c.subs, key)
+			// A refused PUBLISH gives the track back to the subscription
+			// it would have replaced.
+			if displaced != nil && displaced.current() != stateTerminated {
+				c.subs[key] = displaced
+			}
+		}
+		c.mu.Unlock()
+	})
+	return displaced, true
+}
