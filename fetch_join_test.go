@@ -57,20 +57,24 @@ func TestDraft18JoiningFetchErrors(t *testing.T) {
 		fp, _ := draftFetchServer(t, v, wire.Some(pl(2, 3)), draftEntries)
 		sub := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 		expect[*wire.SubscribeOK](sub)
-		paused := fp.open(subscribeMsg(2, trackA, wire.Params{Forward: wire.Some(false)}))
-		expect[*wire.SubscribeOK](paused)
 		for i, c := range []struct {
 			m    *wire.Fetch
 			code wire.RequestErrorCode
 		}{
-			{joining(4, wire.FetchRelativeJoining, 1, 0), wire.ReqInvalidJoiningRequestID}, // this end's parity: none
-			{joining(6, wire.FetchRelativeJoining, 4, 0), wire.ReqInvalidJoiningRequestID}, // a FETCH, not a subscription
-			{joining(8, wire.FetchRelativeJoining, 2, 0), wire.ReqInvalidRange},            // Forward 0
-			{joining(10, wire.FetchAbsoluteJoining, 0, 3), wire.ReqInvalidRange},           // start after JL
+			{joining(2, wire.FetchRelativeJoining, 1, 0), wire.ReqInvalidJoiningRequestID}, // this end's parity: none
+			{joining(4, wire.FetchRelativeJoining, 2, 0), wire.ReqInvalidJoiningRequestID}, // a FETCH, not a subscription
+			{joining(6, wire.FetchAbsoluteJoining, 0, 3), wire.ReqInvalidRange},            // start after JL
 		} {
 			fs := fp.open(c.m)
 			assert.Equal(t, c.code, expect[*wire.RequestError](fs).ErrorCode, "case %d", i)
 		}
+		// Forward 0 (a session of its own: 18 allows one subscription per
+		// track and role).
+		fp3, _ := draftFetchServer(t, v, wire.Some(pl(2, 3)), draftEntries)
+		paused := fp3.open(subscribeMsg(0, trackA, wire.Params{Forward: wire.Some(false)}))
+		expect[*wire.SubscribeOK](paused)
+		fs3 := fp3.open(joining(2, wire.FetchRelativeJoining, 0, 0))
+		assert.Equal(t, wire.ReqInvalidRange, expect[*wire.RequestError](fs3).ErrorCode, "Forward 0")
 		// Nothing published: no Joining Location.
 		fp2, _ := draftFetchServer(t, v, wire.Opt[wire.Location]{}, nil)
 		sub2 := fp2.open(subscribeMsg(0, trackA, wire.Params{}))
