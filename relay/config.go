@@ -54,8 +54,21 @@ type Config struct {
 	Authorize func(req moqt.Request, update *wire.Params) error
 
 	// Upstream is asked for tracks no connected session publishes. Nil:
-	// none.
+	// none. The ctx of its Session call tells which request asks
+	// (RequestSession, RequestTrack).
 	Upstream Upstream
+	// UpstreamTracksOnly keeps namespaces from travelling to and from
+	// Upstream: nothing announced here is announced there, and no
+	// SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS is asked there; SUBSCRIBE,
+	// FETCH and TRACK_STATUS still are. For an Upstream that is not one
+	// relay but many, such as a cluster, whose namespaces the relay learns
+	// from elsewhere (Relay.OfferNamespace) and whose registry hears of
+	// this relay's through Observer.
+	UpstreamTracksOnly bool
+
+	// Observer, if set, is told of the namespaces and tracks published
+	// at the relay as they come and go.
+	Observer Observer
 
 	// Metrics receives the relay's counters. Default: none kept.
 	Metrics Metrics

@@ -53,7 +53,7 @@ var errNoPublisher = &moqt.RequestError{Code: wire.ReqDoesNotExist, Reason: "no 
 
 // serve answers a FETCH, authorized already, before it returns.
 func (f *fetcher) serve(r *moqt.FetchRequest) {
-	track, pubs, err := f.src.fetchSources(r.Context(), r.Track)
+	track, pubs, err := f.src.fetchSources(withRequest(r.Context(), r.Session(), r.Track), r.Track)
 	if track != nil && !f.cfg.NoCache {
 		if _, known := track.Largest(); known {
 			f.reqDone(KindFetch, fetchOutcome(track.Fetch(r)))
@@ -123,7 +123,7 @@ func upstreamFetch(ctx context.Context, pubs []*moqt.Session, name wire.FullTrac
 // the range to the track's publishers (§9.11, C055 of §7.5).
 func (f *fetcher) fetchMiss(name wire.FullTrackName) func(ctx context.Context, start, end wire.Location) (*moqt.Fetch, error) {
 	return func(ctx context.Context, start, end wire.Location) (*moqt.Fetch, error) {
-		_, pubs, err := f.src.fetchSources(ctx, name)
+		_, pubs, err := f.src.fetchSources(withRequest(ctx, nil, name), name)
 		if err != nil {
 			return nil, err
 		}

@@ -23,6 +23,8 @@ type nsEntry struct {
 	local  map[*localAnn]struct{}
 	remote map[*upDisc]*moqt.Session // the upstream session that reported it
 	subs   map[*nsSub]struct{}       // the subscribers it is offered to
+	// outside counts the offers of Relay.OfferNamespace.
+	outside int
 	// fwd forwards the announcement upstream while a local announcer
 	// exists (Config.Upstream only).
 	fwd *upForward
@@ -84,6 +86,9 @@ func sessionLevel(ns wire.Namespace) bool {
 // visibleTo reports whether e is offered to a subscriber on s: by a source
 // other than s itself, so that no session is told of its own namespaces.
 func (e *nsEntry) visibleTo(s *moqt.Session) bool {
+	if e.outside > 0 {
+		return true
+	}
 	for a := range e.local {
 		if a.s != s {
 			return true

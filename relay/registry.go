@@ -23,6 +23,7 @@ type registry struct {
 	env
 	miss  missFetcher
 	offer trackOfferer
+	note  *notifier // nil without Config.Observer
 	// trackPublishedHook, set by tests, sees offer's calls.
 	trackPublishedHook func(wire.FullTrackName, func(*moqt.Session) bool)
 	// publishAcceptedHook, set by tests, runs between a PUBLISH_OK and
@@ -342,6 +343,7 @@ func (reg *registry) isUpstream(s *moqt.Session) bool {
 // cache from the relay's cache budget; e.mu is held.
 func (reg *registry) dropLocked(e *trackEntry) {
 	e.dead = true
+	reg.note.markTrack(e.name)
 	if e.track != nil && !reg.cfg.NoCache {
 		// The track serves no new FETCH from here on; a fetch already
 		// reading the cache goes on over what it holds.

@@ -64,7 +64,7 @@ func (reg *registry) serveSubscribe(r *moqt.SubscribeRequest) {
 		e.resolving = ch
 		e.addWaiterLocked(r, fwd)
 		e.mu.Unlock()
-		pubs, err := reg.publishersFor(ctx, r.Track)
+		pubs, err := reg.publishersFor(withRequest(ctx, r.Session(), r.Track), r.Track)
 		e.mu.Lock()
 		e.resolving = nil
 		close(ch)
@@ -296,6 +296,7 @@ func (reg *registry) servePublish(r *moqt.PublishRequest) {
 		e.updateForwardLocked()
 		e.mu.Unlock()
 		reg.goRun(u.run)
+		reg.note.markTrack(e.name)
 		if newly {
 			name := e.name
 			reg.goRun(func() {
@@ -404,7 +405,7 @@ func (reg *registry) serveTrackStatus(r *moqt.TrackStatusRequest) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), reg.cfg.UpstreamTimeout)
 	defer cancel()
-	pubs, err := reg.publishersFor(ctx, r.Track)
+	pubs, err := reg.publishersFor(withRequest(ctx, r.Session(), r.Track), r.Track)
 	if err != nil || len(pubs) == 0 {
 		reg.refuse(r, wire.ReqDoesNotExist, "no publisher", OutcomeNotFound)
 		return

@@ -61,7 +61,9 @@ import (
 //     never block), so that each subscriber sees the namespaces come and
 //     go in the table's order; no other lock of the relay is held when it
 //     is taken.
-//   - fetcher.mu (the forwarded FETCHes) and Dialer.mu: leaves.
+//   - fetcher.mu (the forwarded FETCHes), Dialer.mu and notifier.mu (the
+//     names to tell Config.Observer of): leaves. The Observer is called
+//     with no lock held.
 //   - the goroutines.Group's lock (goRun): a leaf, taken under any of
 //     the above.
 
@@ -95,6 +97,10 @@ func New(cfg Config) *Relay {
 	reg := newRegistry(v)
 	rl := &Relay{env: v, cancel: cancel, reg: reg, ns: newRouter(v, reg), fetch: newFetcher(v, reg)}
 	reg.miss, reg.offer = rl.fetch, rl.ns
+	if cfg.Observer != nil {
+		n := &notifier{env: v, nsState: rl.ns.observedAnnouncers, trackState: reg.trackPublishers}
+		reg.note, rl.ns.note = n, n
+	}
 	return rl
 }
 

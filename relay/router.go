@@ -26,7 +26,8 @@ import (
 // with it held (lock order: relay.go).
 type router struct {
 	env
-	reg trackRegistry
+	reg  trackRegistry
+	note *notifier // nil without Config.Observer
 
 	mu      sync.Mutex
 	closed  bool
@@ -158,6 +159,7 @@ func (rt *router) servePublishNamespace(r *moqt.PublishNamespaceRequest) {
 	la.ann = ann
 	closed := rt.closed // Close found no Announcement to end
 	rt.mu.Unlock()
+	rt.note.markNamespace(ns)
 	if closed {
 		_ = ann.Close()
 	}
@@ -179,6 +181,7 @@ func (rt *router) withdraw(la *localAnn) {
 	delete(rt.anns, la)
 	delete(la.e.local, la)
 	rt.changedLocked(la.e)
+	rt.note.markNamespace(la.e.ns)
 	rt.log.Debug("relay: publish_namespace", "event", "end", "namespace", la.e.ns.String())
 }
 

@@ -99,7 +99,7 @@ func (rt *router) changedLocked(e *nsEntry) {
 		offer(rt.subIdx[subKey(e.ns)])
 	}
 	rt.syncForwardLocked(e)
-	if len(e.local) == 0 && len(e.remote) == 0 && e.fwd == nil {
+	if len(e.local) == 0 && len(e.remote) == 0 && e.outside == 0 && e.fwd == nil {
 		if k := e.ns.Key(); rt.entries[k] == e {
 			delete(rt.entries, k)
 		}
@@ -165,7 +165,7 @@ func (rt *router) movePrefixLocked(sub *nsSub, p wire.Namespace) {
 // syncForwardLocked starts or stops e's forwarding upstream: on while e
 // has a local announcer.
 func (rt *router) syncForwardLocked(e *nsEntry) {
-	if rt.cfg.Upstream == nil || rt.closed {
+	if rt.cfg.Upstream == nil || rt.cfg.UpstreamTracksOnly || rt.closed {
 		return
 	}
 	switch want := len(e.local) > 0; {
@@ -378,7 +378,7 @@ func (rt *router) followPrefix(ctx context.Context, w *moqt.NamespaceWriter, ref
 // upstream: with Config.Upstream, unless s is an upstream session or the
 // prefix is session-level (§6.5).
 func (rt *router) discovers(s *moqt.Session, prefix wire.Namespace) bool {
-	return rt.cfg.Upstream != nil && !sessionLevel(prefix) && !rt.reg.isUpstream(s)
+	return rt.cfg.Upstream != nil && !rt.cfg.UpstreamTracksOnly && !sessionLevel(prefix) && !rt.reg.isUpstream(s)
 }
 
 // coveredLocked reports whether an upstream request of the type covers

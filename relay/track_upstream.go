@@ -190,6 +190,9 @@ func (e *trackEntry) upstreamEnded(u *upstream, err error) {
 	}
 	e.mu.Lock()
 	delete(e.ups, u)
+	if u.byPublish {
+		reg.note.markTrack(e.name)
+	}
 	e.forwardChangedLocked()
 	if e.dead || u.closing {
 		e.mu.Unlock()

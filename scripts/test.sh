@@ -14,8 +14,13 @@ if [ -n "$unformatted" ]; then
 	echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 
+# The repository's Go modules (go.work ties them): the library, the
+# cluster module (NATS) and the command. `./...` at the root covers the
+# library's only, so each is run in its own directory.
+modules=(. cluster cmd/moqt)
+
 echo "== go vet"
-go vet ./...
+for m in "${modules[@]}"; do (cd "$m" && go vet ./...); done
 
 echo "== interop tools: Chromium, node, interop/node_modules"
 # The browser interop test (interop/) runs @moq/net in headless Chromium. It
@@ -42,7 +47,10 @@ fi
 export MOQT_INTEROP=1
 
 echo "== go test -race"
-go test -race -count=1 ./...
+for m in "${modules[@]}"; do
+	echo "-- $m"
+	(cd "$m" && go test -race -count=1 ./...)
+done
 
 echo "== the benchmark harness's own tests (internal/bench, without -race)"
 MOQT_BENCH=1 go test -count=1 ./internal/bench/
@@ -50,7 +58,7 @@ MOQT_BENCH=1 go test -count=1 ./internal/bench/
 echo "== fuzz targets (${FUZZTIME:-20000x} each)"
 fuzzlog=$(mktemp)
 trap 'rm -f "$fuzzlog"' EXIT
-for pkg in $(go list ./...); do
+for pkg in $(for m in "${modules[@]}"; do (cd "$m" && go list ./...); done); do
 	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
 		echo "-- $pkg $target"
 		go test -run='^$' -fuzz="^${target}\$" -fuzztime="${FUZZTIME:-20000x}" "$pkg" >"$fuzzlog" 2>&1 || {

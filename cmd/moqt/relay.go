@@ -35,6 +35,13 @@ It authorizes every request: it is for development and demos, not for an
 open network. -upstream chains it to another relay: what no session here
 publishes is asked for there.
 
+-cluster nats://HOST:PORT joins a cluster of relays coordinated through NATS
+(JetStream): a subscriber at any relay of it gets what is published at any
+other, and SUBSCRIBE_NAMESPACE sees every relay's namespaces. -nats-embedded
+runs the NATS server inside this relay, at that address, for a trial on one
+host: start one relay with it, the others with the same -cluster. The relays
+present -cluster-token to one another; give it on a real network.
+
 -web ADDR serves a web page over HTTP, such as -web 127.0.0.1:8080, and the
 banner prints its URL: open it in a browser. The page connects to the relay
 over WebTransport (pinning the self-signed certificate for you), watches a
@@ -66,6 +73,8 @@ func relaySetup(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 	fs.DurationVar(&o.DrainTimeout, "drain", relayserve.DefaultDrainTimeout, "how long sessions get to leave after GOAWAY when stopping")
 	var drafts draftFlag
 	drafts.register(fs)
+	var cl clusterFlags
+	cl.register(fs)
 	verbose := fs.Bool("v", false, "log every request (debug level)")
 	quiet := fs.Bool("q", false, "log warnings and errors only")
 	return func(ctx context.Context, e *env, _ []string) error {
@@ -93,6 +102,11 @@ func relaySetup(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 			level = slog.LevelWarn
 		}
 		o.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+		stop, err := cl.join(&o, o.Logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
 		return runRelay(ctx, e, o, *metricsAddr, *webAddr)
 	}
 }

@@ -54,6 +54,12 @@ type Options struct {
 	// Draining, if set, is called once ctx has ended, before the sessions
 	// are sent GOAWAY: a health check turns unhealthy then.
 	Draining func()
+	// Join, if set, joins the relay to something larger, such as a
+	// cluster: it gets the relay's configuration and certificate hash
+	// before the relay is made, and returns the configuration to make it
+	// with and start, called with the relay once it serves. An error stops
+	// Run.
+	Join func(cfg relay.Config, certHash [32]byte) (relay.Config, func(*relay.Relay), error)
 }
 
 // Info is what Run reports once it serves.
@@ -104,6 +110,12 @@ func Run(ctx context.Context, o Options, ready func(Info)) error {
 		cfg.Upstream = up
 		log.Info("chaining", "upstream", o.Upstream)
 	}
+	var start func(*relay.Relay)
+	if o.Join != nil {
+		if cfg, start, err = o.Join(cfg, sum); err != nil {
+			return err
+		}
+	}
 	r := relay.New(cfg)
 	if upCfg != nil {
 		// The upstream's requests this way (the PUBLISHes of a
@@ -126,6 +138,9 @@ func Run(ctx context.Context, o Options, ready func(Info)) error {
 	}
 	log.Info("serving", "addr", srv.Addr().String(), "drafts", fmt.Sprint(drafts),
 		"raw_quic", "moqt://"+srv.Addr().String()+"/", "webtransport", "https://"+srv.Addr().String()+"/")
+	if start != nil {
+		start(r)
+	}
 	if ready != nil {
 		ready(Info{Addr: srv.Addr(), CertHash: sum, SelfSigned: selfSigned})
 	}

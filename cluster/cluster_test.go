@@ -1,0 +1,161 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/wire"
+)
+
+var video = wire.FullTrackName{Namespace: wire.NewNamespace("live", "cam"), Name: []byte("video")}
+
+// threeNodes starts NATS and nodes A, B and C.
+func threeNodes(t *testing.T) (*natsServer, *testNode, *testNode, *testNode) {
+	ns := startNATS(t)
+	return ns, startTestNode(t, "A", ns.url()), startTestNode(t, "B", ns.url()), startTestNode(t, "C", ns.url())
+}
+
+// payloads lists "g/i" for groups from..to-1 of n objects.
+func payloads(from, to uint64, n int) []string {
+	var out []string
+	for g := from; g < to; g++ {
+		for i := 0; i < n; i++ {
+			out = append(out, fmt.Sprintf("%d/%d", g, i))
+		}
+	}
+	return out
+}
+
+func TestPublisherAtOneNodeSubscribersAtOthersGetEveryObjectOnce(t *testing.T) {
+	_, a, b, c := threeNodes(t)
+	pub := newPublisher(t, video)
+	pub.announce(t, a)
+	b.waitRoute(video, a, 10*time.Second)
+	c.waitRoute(video, a, 10*time.Second)
+
+	var subs []*moqt.Subscription
+	for _, tn := range []*testNode{b, b, c, c} {
+		sub, err := subscribe(t, tn.client(nil), video)
+		require.NoError(t, err, "at %s", tn.name)
+		subs = append(subs, sub)
+	}
+	assert.Equal(t, 1, pub.subscribes(), "the publisher is asked once, by its node")
+	assert.Equal(t, 2, a.peerSubscribes(), "one inter-node subscription per node, shared by its subscribers")
+
+	for g := uint64(0); g < 5; g++ {
+		writeGroup(t, pub.track, g, 10)
+	}
+	for i, sub := range subs {
+		assert.ElementsMatch(t, payloads(0, 5, 10), readObjects(t, sub, 50), "subscriber %d: every object, once (groups travel on streams of their own)", i)
+	}
+	// Nothing more than what was published: the next object read is the
+	// next one written.
+	writeGroup(t, pub.track, 5, 1)
+	for _, sub := range subs {
+		assert.Equal(t, []string{"5/0"}, readObjects(t, sub, 1))
+	}
+}
+
+func TestDiscoveryAcrossNodes(t *testing.T) {
+	_, a, b, c := threeNodes(t)
+	watcher := c.client(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	nsSub, err := watcher.SubscribeNamespace(ctx, wire.NewNamespace("live"), wire.Params{})
+	require.NoError(t, err)
+
+	pub := newPublisher(t, video)
+	_, ann := pub.announce(t, a)
+	ev, err := nsSub.Next(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, moqt.NamespaceEvent{Namespace: video.Namespace}, ev, "announced at A, seen at C")
+
+	// A late SUBSCRIBE_NAMESPACE at B sees it at once.
+	late, err := b.client(nil).SubscribeNamespace(ctx, wire.NewNamespace(), wire.Params{})
+	require.NoError(t, err)
+	ev, err = late.Next(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, moqt.NamespaceEvent{Namespace: video.Namespace}, ev)
+
+	require.NoError(t, ann.Close())
+	ev, err = nsSub.Next(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, moqt.NamespaceEvent{Namespace: video.Namespace, Done: true}, ev, "withdrawn at A: NAMESPACE_DONE at C")
+	ev, err = late.Next(ctx)
+	require.NoError(t, err)
+	assert.True(t, ev.Done)
+
+	// A subscriber at A, where it was announced, is not told twice.
+	_ = a
+}
+
+func TestNodeKilledSubscribersToldAndPublisherFoundAtAnother(t *testing.T) {
+	_, a, b, c := threeNodes(t)
+	pub := newPublisher(t, video)
+	pub.announce(t, a)
+	b.waitRoute(video, a, 10*time.Second)
+	c.waitRoute(video, a, 10*time.Second)
+	sb, err := subscribe(t, b.client(nil), video)
+	require.NoError(t, err)
+	sc, err := subscribe(t, c.client(nil), video)
+	require.NoError(t, err)
+	writeGroup(t, pub.track, 0, 3)
+	readObjects(t, sb, 3)
+	readObjects(t, sc, 3)
+
+	a.kill()
+	// Told within the TTL of A's last refresh, which came at most TTL/3
+	// before; a second TTL covers the registry's own expiry rounds.
+	for _, sub := range []*moqt.Subscription{sb, sc} {
+		err := ended(t, sub, 2*testTTL+time.Second)
+		var done *moqt.DoneError
+		require.True(t, errors.As(err, &done), "PUBLISH_DONE, not %v", err)
+	}
+
+	// The publisher comes back at C; new subscribers at B find it there.
+	pub2 := newPublisher(t, video)
+	pub2.announce(t, c)
+	b.waitRoute(video, c, 10*time.Second)
+	sub, err := subscribe(t, b.client(nil), video)
+	require.NoError(t, err)
+	writeGroup(t, pub2.track, 0, 4)
+	assert.ElementsMatch(t, payloads(0, 1, 4), readObjects(t, sub, 4))
+}
+
+func TestNoLoopARequestFromANodeIsNotRoutedOn(t *testing.T) {
+	_, a, _, c := threeNodes(t)
+	pub := newPublisher(t, video)
+	pub.announce(t, c)
+	a.waitRoute(video, c, 10*time.Second)
+
+	// A session presenting the cluster token is a node's: A does not send
+	// its request on to C, where the track is.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	peer, err := moqt.Dial(ctx, "moqt://"+a.srv.Addr().String()+"/", &moqt.Config{Logger: quiet,
+		ServerCertificateHashes: [][32]byte{a.hash},
+		AuthorizationTokens:     []wire.Token{wire.UseToken(wire.TokenTypeOutOfBand, token)}})
+	require.NoError(t, err)
+	defer peer.Close()
+	_, err = subscribe(t, peer, video)
+	var re *moqt.RequestError
+	require.True(t, errors.As(err, &re), "refused, not %v", err)
+	assert.Equal(t, wire.ReqDoesNotExist, re.Code)
+	_, err = peer.PublishNamespace(ctx, wire.NewNamespace("x"), wire.Params{})
+	require.True(t, errors.As(err, &re), "a node asks only for tracks: %v", err)
+	assert.Equal(t, wire.ReqUnauthorized, re.Code)
+
+	// A client's request is routed to C.
+	sub, err := subscribe(t, a.client(nil), video)
+	require.NoError(t, err)
+	writeGroup(t, pub.track, 0, 2)
+	assert.ElementsMatch(t, payloads(0, 1, 2), readObjects(t, sub, 2))
+	assert.Equal(t, 1, c.peerSubscribes())
+}

@@ -1,0 +1,134 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/relay"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// peers are this node's sessions to the other nodes: one per node, dialed
+// when first needed and shared by every track asked of it.
+type peers struct {
+	n *Node
+
+	mu     sync.Mutex
+	closed bool
+	byNode map[string]*relay.Dialer
+}
+
+func newPeers(n *Node) *peers { return &peers{n: n, byNode: map[string]*relay.Dialer{}} }
+
+// session returns the session to t's node, dialing it if needed.
+func (p *peers) session(ctx context.Context, t target) (*moqt.Session, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, relay.ErrDialerClosed
+	}
+	d := p.byNode[t.node]
+	if d == nil {
+		e := entry{Pin: t.pin}
+		pins, err := e.pin()
+		if err != nil {
+			p.mu.Unlock()
+			return nil, err
+		}
+		cfg := *p.n.cfg.MoQT
+		cfg.Handler = p.n.relay()
+		cfg.AuthorizationTokens = []wire.Token{wire.UseToken(wire.TokenTypeOutOfBand, p.n.cfg.Token)}
+		cfg.ServerCertificateHashes = pins
+		// A node that dies is noticed by its session too, within the
+		// registry's TTL, should its entries outlive it.
+		if ttl := p.n.bucketTTL(); cfg.MaxIdleTimeout == 0 || cfg.MaxIdleTimeout > ttl {
+			cfg.MaxIdleTimeout = ttl
+		}
+		d = relay.DialUpstream(t.url, &cfg)
+		p.byNode[t.node] = d
+	}
+	p.mu.Unlock()
+	return d.Session(ctx, nil)
+}
+
+// drop closes the session to a node that left the registry: its tracks
+// end at this node, with PUBLISH_DONE to their subscribers.
+func (p *peers) drop(node string) {
+	p.mu.Lock()
+	d := p.byNode[node]
+	delete(p.byNode, node)
+	p.mu.Unlock()
+	if d != nil {
+		_ = d.Close()
+		p.n.log.Info("cluster: peer", "event", "gone", "peer", node)
+	}
+}
+
+func (p *peers) close() {
+	p.mu.Lock()
+	p.closed = true
+	list := p.byNode
+	p.byNode = map[string]*relay.Dialer{}
+	p.mu.Unlock()
+	for _, d := range list {
+		_ = d.Close()
+	}
+}
+
+// Session is the relay's Upstream: the session to a node that has the
+// track asked for, the oldest registered first. A request from another
+// node gets none (nil, nil: DOES_NOT_EXIST), so that nothing loops
+// through the cluster; nor does the relay's own namespace business, which
+// UpstreamTracksOnly keeps from asking. While NATS is out of reach and the
+// view knows no node for the track, it waits, within ctx, for the view to
+// be current again: new routes wait for the registry.
+func (n *Node) Session(ctx context.Context, _ wire.Namespace) (*moqt.Session, error) {
+	if n.IsPeer(relay.RequestSession(ctx)) {
+		return nil, nil
+	}
+	name, ok := relay.RequestTrack(ctx)
+	if !ok {
+		return nil, nil
+	}
+	for {
+		targets, wait, changed := n.view.route(name)
+		var last error
+		for _, t := range targets {
+			s, err := n.peers.session(ctx, t)
+			if err == nil {
+				return s, nil
+			}
+			last = err
+			n.log.Warn("cluster: peer", "event", "dial_failed", "peer", t.node, "url", t.url, "err", err)
+		}
+		if last != nil {
+			return nil, last
+		}
+		if wait == 0 {
+			return nil, nil
+		}
+		if !waitFor(ctx, changed, wait) {
+			return nil, errors.Join(errors.New("cluster: registry out of reach"), ctx.Err())
+		}
+	}
+}
+
+// waitFor waits for changed, or d when d > 0; false if ctx ended first.
+func waitFor(ctx context.Context, changed <-chan struct{}, d time.Duration) bool {
+	var settled <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		settled = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-changed:
+	case <-settled:
+	}
+	return true
+}

@@ -1,0 +1,45 @@
+package relay
+
+import (
+	"sync"
+
+	"github.com/moqt-go/moqt/wire"
+)
+
+// OfferNamespace adds ns to the namespaces the relay offers its
+// SUBSCRIBE_NAMESPACE subscribers, as if a session had announced it, until
+// withdraw (idempotent) is called: for a source outside the relay, such
+// as a cluster's registry of the namespaces published at its other
+// relays. No session publishes it here, so SUBSCRIBE, FETCH and
+// TRACK_STATUS for its tracks go to Config.Upstream. Offers of one
+// namespace add up: it is withdrawn with the last. After Close it offers
+// nothing.
+func (rl *Relay) OfferNamespace(ns wire.Namespace) (withdraw func()) {
+	return rl.ns.offerOutside(cloneName(wire.FullTrackName{Namespace: ns}).Namespace)
+}
+
+// offerOutside counts an outside offer of ns in the table.
+func (rt *router) offerOutside(ns wire.Namespace) func() {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed || sessionLevel(ns) {
+		return func() {}
+	}
+	e := rt.entryLocked(ns)
+	e.outside++
+	rt.changedLocked(e)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			rt.mu.Lock()
+			defer rt.mu.Unlock()
+			if rt.closed {
+				return
+			}
+			// The entry may have been dropped and made anew meanwhile
+			// only if its count reached zero, which this offer prevents.
+			e.outside--
+			rt.changedLocked(e)
+		})
+	}
+}
