@@ -337,5 +337,16 @@ func fuzzSessionSeeds() [][]byte {
 	add(client, fop("request", 0, seedSubscribe, 0, 0, 0), fop("close", 0, 1))
 	add(server, fop("local-request", seedLibSubscribe, 0, 0, 0), fop("close", 2))
 
+	// The same programs on drafts 19 and 18 (the second flags byte's
+	// draft bits): where a draft lacks a message or parameter a program
+	// sends, the session must refuse it as that draft says.
+	n := len(seeds)
+	for _, d := range []byte{2, 3} {
+		for _, sd := range seeds[:n] {
+			c := slices.Clone(sd)
+			c[1] |= d << fuzzDraftShift
+			seeds = append(seeds, c)
+		}
+	}
 	return seeds
 }

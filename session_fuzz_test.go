@@ -129,7 +129,13 @@ const (
 	fuzzTrackProps                // the local track has Track Properties (§10)
 	fuzzPaused                    // the peer starts with its reading paused
 	fuzzWithBystander             // a second session subscribes to the local track (startBystander)
+	// fuzzDraftShift picks the session's draft from two bits: 21 (0, the
+	// seeds' draft), 20, 19 or 18.
+	fuzzDraftShift = 4
 )
+
+// fuzzDrafts are the drafts fuzzDraftShift picks from.
+var fuzzDrafts = [4]wire.Version{wire.Draft21, wire.Draft20, wire.Draft19, wire.Draft18}
 
 // fuzzRun is one input's run: the local session, the fake peer's state,
 // and what the checks need to know.
@@ -267,7 +273,10 @@ func runSessionProgram(t *testing.T, prog []byte) {
 	r.publish(0, 0, SubgroupOptions{EndOfGroup: true}, 3, 100, true)
 
 	r.cfg = fuzzConfig(flags, r.handler())
+	draft := fuzzDrafts[flags2>>fuzzDraftShift&3]
+	r.cfg.Versions = []wire.Version{draft}
 	pc := transport.PipeConfig{
+		Protocol:         draft.ALPN(),
 		StreamWindow:     16 << 10,
 		ConnectionWindow: 64 << 10,
 		WebTransport:     flags&fuzzWebTransport != 0,
