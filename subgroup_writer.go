@@ -86,7 +86,10 @@ type SubgroupWriter struct {
 	closed  bool
 	buf     []byte
 	shared  sharedHeader // the current object's header, encoded once
-	rbuf    []byte       // ObjectWriter.ReadFrom's
+	// pl is the payload bytes being sent, which backlogs share one copy
+	// of (sendq.Payload).
+	pl   sendq.Payload
+	rbuf []byte // ObjectWriter.ReadFrom's
 	// keep is the streamed object being written, for the track's store
 	// once complete; nil when none is kept. It points to kept, whose
 	// buffers are reused from one object to the next.
@@ -299,6 +302,8 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun int64
 	fanout := len(w.targets) > 1
 	sent := w.targets[:0]
 	w.shared.ok = false
+	w.pl.Reset(inline)
+	defer w.pl.Reset(nil)
 	for i, out := range w.targets {
 		if w.sq.Stopped() {
 			w.interruptedAt(i, sent)
@@ -415,6 +420,8 @@ func (w *SubgroupWriter) payload(p []byte, begun int64) error {
 		return nil
 	}
 	fanout := len(w.targets) > 1
+	w.pl.Reset(p)
+	defer w.pl.Reset(nil)
 	for i, out := range w.targets {
 		if out.closed() || out.late() {
 			continue
@@ -515,13 +522,13 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, v *servedView)
 	return out, nil
 }
 
-// send passes b, the next bytes of out's stream, to the transport, or
-// queues them behind its backlog (sendq.Writer.Send), within the call's
-// wait (waitUntil). It returns ErrSubgroupClosed when Close or Reset
-// interrupted it; a subscription refused more backlog is cut off. The
-// caller holds the turn.
+// send passes b, the next bytes of out's stream, ending with w.pl's
+// payload, to the transport, or queues them behind its backlog
+// (sendq.Writer.Send), within the call's wait (waitUntil). It returns
+// ErrSubgroupClosed when Close or Reset interrupted it; a subscription
+// refused more backlog is cut off. The caller holds the turn.
 func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun int64) error {
-	err := w.sq.Send(&out.q, b, out.hold, fanout, w.waitUntil(out.ss, begun))
+	err := w.sq.Send(&out.q, b, &w.pl, out.hold, fanout, w.waitUntil(out.ss, begun))
 	if err == nil {
 		return nil
 	}

@@ -117,17 +117,27 @@ func (sb *Session) Used() int64 { return sb.used.Load() }
 // Charge counts n more bytes queued for the peer, or refuses them with a
 // *CutError wrapping ErrExcessiveLoad when they would pass the session's
 // limit or the shared budget refuses them.
-func (sb *Session) Charge(n int) error {
+func (sb *Session) Charge(n int) error { return sb.charge(n, n) }
+
+// charge counts n more bytes queued for the peer, of which own are its
+// own: the others are a shared payload's, which the shared budget counts
+// once (payload.go).
+func (sb *Session) charge(n, own int) error {
 	held := sb.used.Add(int64(n))
 	if held > sb.limit {
 		sb.used.Add(-int64(n))
 		return &CutError{Err: ErrExcessiveLoad, Reason: fmt.Sprintf("more than %d bytes queued for the peer's session", sb.limit)}
 	}
-	if b := sb.shared; b != nil && !b.admit(int64(n), held) {
+	if b := sb.shared; b != nil && own > 0 && !b.admit(int64(own), held) {
 		sb.used.Add(-int64(n))
-		return &CutError{Err: ErrExcessiveLoad, Reason: fmt.Sprintf("the shared budget of %d bytes is half spent and the session holds more than its share", b.Bytes())}
+		return excessiveShared(b)
 	}
 	return nil
+}
+
+// excessiveShared is the refusal of the shared budget b.
+func excessiveShared(b *Shared) error {
+	return &CutError{Err: ErrExcessiveLoad, Reason: fmt.Sprintf("the shared budget of %d bytes is half spent and the session holds more than its share", b.Bytes())}
 }
 
 // Force counts n bytes that are queued whatever the budgets say (one
@@ -141,13 +151,16 @@ func (sb *Session) Force(n int) {
 
 // Release uncounts n bytes charged (or forced) before: written, or
 // dropped.
-func (sb *Session) Release(n int) {
+func (sb *Session) Release(n int) { sb.release(n, n) }
+
+// release uncounts n bytes charged before, of which own were its own.
+func (sb *Session) release(n, own int) {
 	if n == 0 {
 		return
 	}
 	sb.used.Add(-int64(n))
-	if b := sb.shared; b != nil {
-		b.used.Add(-int64(n))
+	if b := sb.shared; b != nil && own > 0 {
+		b.used.Add(-int64(own))
 	}
 }
 
@@ -173,16 +186,16 @@ func (g *Group) Init(limit int, grace time.Duration, sess *Session) {
 // Queued returns the bytes its queues hold now.
 func (g *Group) Queued() int64 { return g.queued.Load() }
 
-// charge counts n more bytes queued, against the group's limit and then
-// its session's budgets; bytes that would pass one are refused with a
-// *CutError.
-func (g *Group) charge(n int) error {
+// charge counts n more bytes queued, of which own are the queue's own
+// (payload.go), against the group's limit and then its session's budgets;
+// bytes that would pass one are refused with a *CutError.
+func (g *Group) charge(n, own int) error {
 	if g.queued.Add(int64(n)) > g.limit {
 		g.queued.Add(-int64(n))
 		return &CutError{Err: ErrTooFarBehind, Reason: fmt.Sprintf("more than %d bytes waiting for the subscriber", g.limit)}
 	}
 	if g.sess != nil {
-		if err := g.sess.Charge(n); err != nil {
+		if err := g.sess.charge(n, own); err != nil {
 			g.queued.Add(-int64(n))
 			return err
 		}
@@ -190,11 +203,11 @@ func (g *Group) charge(n int) error {
 	return nil
 }
 
-// release uncounts n bytes: written to the transport, or dropped with
-// their stream.
-func (g *Group) release(n int) {
+// release uncounts n bytes, of which own were the queue's own: written to
+// the transport, or dropped with their stream.
+func (g *Group) release(n, own int) {
 	g.queued.Add(-int64(n))
 	if g.sess != nil {
-		g.sess.Release(n)
+		g.sess.release(n, own)
 	}
 }

@@ -103,17 +103,17 @@ func TestGroupLimit(t *testing.T) {
 	var g, other Group
 	g.Init(100, 0, &s)
 	other.Init(100, 0, &s)
-	require.NoError(t, g.charge(100))
-	err := g.charge(1)
+	require.NoError(t, g.charge(100, 100))
+	err := g.charge(1, 1)
 	assert.ErrorIs(t, err, ErrTooFarBehind)
 	var ce *CutError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "more than 100 bytes waiting for the subscriber", ce.Reason)
 	assert.Equal(t, int64(100), g.Queued())
-	require.NoError(t, other.charge(50))
-	assert.ErrorIs(t, other.charge(1), ErrExcessiveLoad, "the session's limit")
+	require.NoError(t, other.charge(50, 50))
+	assert.ErrorIs(t, other.charge(1, 1), ErrExcessiveLoad, "the session's limit")
 	assert.Equal(t, int64(50), other.Queued())
-	g.release(100)
-	other.release(50)
+	g.release(100, 100)
+	other.release(50, 50)
 	assert.Zero(t, s.Used())
 }

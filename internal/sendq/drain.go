@@ -22,8 +22,8 @@ func (q *Queue) drain() {
 	q.mu.Lock()
 	for {
 		if err != nil || q.dropped {
-			g.release(len(q.buf))
-			q.release()
+			q.dropAll()
+			q.resetStorage()
 			q.marks = nil
 			q.owner.DisarmObject()
 			q.broken.Store(true)
@@ -44,11 +44,11 @@ func (q *Queue) drain() {
 				q.owner.DisarmObject()
 			}
 		}
-		if len(q.buf) == 0 {
+		if q.queued == 0 {
 			// Caught up. A mark left is the current object's, not all
 			// written yet: its timer goes on, now the publisher's.
 			fin, reset, code := q.fin, q.reset, q.code
-			q.release()
+			q.resetStorage()
 			q.marks = q.marks[:0]
 			q.active.Store(false)
 			q.mu.Unlock()
@@ -57,10 +57,11 @@ func (q *Queue) drain() {
 			}
 			return
 		}
-		chunk := q.buf
+		limit := q.queued
 		if len(q.marks) > 0 {
-			chunk = chunk[:min(uint64(len(chunk)), q.marks[0].end-q.sent)]
+			limit = int(min(uint64(limit), q.marks[0].end-q.sent))
 		}
+		chunk, gathered := q.next(limit)
 		q.mu.Unlock()
 
 		// Not on a stream already reset: setting the deadline may undo
@@ -87,10 +88,12 @@ func (q *Queue) drain() {
 			}
 		}
 
+		if gathered != nil {
+			gatherPool.Put(gathered)
+		}
 		q.mu.Lock()
-		q.buf = q.buf[n:]
+		q.advance(n)
 		q.sent += uint64(n)
-		g.release(n)
 	}
 }
 

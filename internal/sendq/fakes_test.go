@@ -200,7 +200,7 @@ func (r *rig) send(b string, grace time.Duration) []error {
 	until := now() + int64(grace)
 	errs := make([]error, len(r.qs))
 	for i, q := range r.qs {
-		errs[i] = r.w.Send(q, []byte(b), false, len(r.qs) > 1, until)
+		errs[i] = r.w.Send(q, []byte(b), nil, false, len(r.qs) > 1, until)
 	}
 	return errs
 }

@@ -27,7 +27,8 @@
 // publisher does not spend a WriteGrace per stream to find that out again.
 // Only one of them writes to a stream at a time, so its bytes keep their
 // order. The fast path costs a read of the clock per shared stream write
-// and a few atomics.
+// and a few atomics. Queues hold an object's payload once, however many
+// of them hold the object (payload.go).
 //
 // A Write that passes its deadline returns how many bytes it took, and the
 // stream stays usable: quic-go drops its reference to the rest of the
@@ -118,12 +119,16 @@ type Queue struct {
 	active atomic.Bool
 	broken atomic.Bool // a write failed: the stream is reset or gone
 
-	mu      sync.Mutex // guards the fields below
-	buf     []byte     // bytes not yet passed to the transport, oldest first
-	base    []byte     // buf's whole storage, for pool once drained
-	sent    uint64     // the stream offset of buf[0]
+	mu sync.Mutex // guards the fields below
+	// segs are the bytes not yet passed to the transport, oldest first
+	// (payload.go): the queue's own, in arena, or a shared payload's.
+	segs    []seg
+	queued  int // bytes in segs
+	arena   []byte
+	ownLast bool   // the last segment ends at the end of arena
+	sent    uint64 // the stream offset of the first byte of segs
 	marks   []mark
-	fin     bool // the stream is over: FIN (or a reset) once buf is written
+	fin     bool // the stream is over: FIN (or a reset) once segs are written
 	reset   bool // end with a reset with code rather than a FIN
 	code    wire.ResetCode
 	dropped bool // the stream was reset: write nothing more
@@ -152,66 +157,31 @@ func (q *Queue) Active() bool { return q.active.Load() }
 // Broken reports whether the drain failed: the stream is reset or gone.
 func (q *Queue) Broken() bool { return q.broken.Load() }
 
-// enqueue appends b to the queue. It reports false if the queue has just
-// been written and its drain is gone.
-func (q *Queue) enqueue(b []byte) (bool, error) {
+// enqueue appends b, ending with pl's payload (nil for none), to the
+// queue. It reports false if the queue has just been written and its
+// drain is gone.
+func (q *Queue) enqueue(b []byte, pl *Payload) (bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.active.Load() {
 		return false, nil
 	}
-	if err := q.group.charge(len(b)); err != nil {
+	if err := q.put(b, pl); err != nil {
 		return true, err
 	}
-	q.append(b)
 	q.off += uint64(len(b))
 	return true, nil
 }
 
-// pool holds the storage of drained queues, up to maxPooled bytes each: a
-// subscriber that falls behind now and then would otherwise cost a new
-// buffer, grown by appends, each time.
-var pool sync.Pool
-
-const maxPooled = 64 << 10
-
-// append adds b to the queue. q.mu is held.
-func (q *Queue) append(b []byte) {
-	if q.buf == nil {
-		if p, ok := pool.Get().(*[]byte); ok {
-			q.buf, q.base = (*p)[:0], (*p)[:0]
-		}
-	}
-	before := cap(q.buf)
-	q.buf = append(q.buf, b...)
-	if cap(q.buf) != before {
-		// New storage (the drain takes buf from the front, so an append
-		// within it keeps cap).
-		q.base = q.buf[:0]
-	}
-}
-
-// release gives the queue's storage back to pool once nothing is left to
-// write: the drain, the only writer of buf's bytes to the transport, is
-// between writes, and the publisher appends only while the queue is
-// active. q.mu is held.
-func (q *Queue) release() {
-	if b := q.base; cap(b) > 0 && cap(b) <= maxPooled {
-		pool.Put(&b)
-	}
-	q.buf, q.base = nil, nil
-}
-
-// spill starts the queue with rest, what a Write did not take in time,
-// and the drain that writes it. The current object's timeout, if armed,
-// now covers it there.
-func (q *Queue) spill(rest []byte) error {
-	if err := q.group.charge(len(rest)); err != nil {
+// spill starts the queue with rest, what a Write did not take in time
+// (ending with pl's payload, nil for none), and the drain that writes it.
+// The current object's timeout, if armed, now covers it there.
+func (q *Queue) spill(rest []byte, pl *Payload) error {
+	q.mu.Lock()
+	if err := q.put(rest, pl); err != nil {
+		q.mu.Unlock()
 		return err
 	}
-	q.mu.Lock()
-	q.buf = q.buf[:0]
-	q.append(rest)
 	q.sent = q.off
 	q.off += uint64(len(rest))
 	q.marks = q.marks[:0]

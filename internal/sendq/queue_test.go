@@ -13,29 +13,6 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// A queue keeps track of its storage as the drain takes bytes from the
-// front and appends grow it, and a drained one keeps nothing.
-func TestQueueStorage(t *testing.T) {
-	var q Queue
-	q.append([]byte("abc"))
-	require.NotNil(t, q.base)
-	assert.Equal(t, "abc", string(q.buf))
-	q.buf = q.buf[2:] // the drain wrote "ab"
-	q.append([]byte("de"))
-	assert.Equal(t, "cde", string(q.buf))
-	big := make([]byte, 4096)
-	q.append(big) // past the storage: new storage, with what was left
-	assert.Equal(t, "cde", string(q.buf[:3]))
-	assert.Equal(t, cap(q.base), cap(q.buf), "base follows the new storage")
-	q.buf = q.buf[len(q.buf):]
-	q.release()
-	assert.Nil(t, q.buf)
-	assert.Nil(t, q.base)
-	q.append([]byte("f"))
-	assert.Equal(t, "f", string(q.buf), "pooled storage starts empty")
-	assert.Equal(t, q.buf[:0:cap(q.buf)], q.base[:0:cap(q.base)])
-}
-
 // nopStream takes every write at once.
 type nopStream struct{ Stream }
 
@@ -54,7 +31,7 @@ func TestSendFastPathAllocs(t *testing.T) {
 	b := make([]byte, 100)
 	for _, fanout := range []bool{true, false} {
 		allocs := testing.AllocsPerRun(1000, func() {
-			if err := w.Send(&q, b, false, fanout, now()+int64(time.Second)); err != nil {
+			if err := w.Send(&q, b, nil, false, fanout, now()+int64(time.Second)); err != nil {
 				panic(err)
 			}
 		})
@@ -187,7 +164,7 @@ func TestHoldWaitsForReady(t *testing.T) {
 		r := newRig(1<<20, time.Minute, 100)
 		defer r.w.Interrupt()
 		r.owners[0].ready = make(chan struct{})
-		require.NoError(t, r.w.Send(r.qs[0], []byte("early"), true, false, now()))
+		require.NoError(t, r.w.Send(r.qs[0], []byte("early"), nil, true, false, now()))
 		synctest.Wait()
 		assert.Empty(t, r.strs[0].taken())
 		assert.True(t, r.qs[0].FinishAfter(true, wire.ResetCancelled))
@@ -232,5 +209,80 @@ func TestAwaitCaughtUp(t *testing.T) {
 		}()
 		assert.True(t, r.w.Await(time.Hour))
 		assert.Equal(t, 2*time.Second, time.Since(start))
+	})
+}
+
+// TestSharedPayload: the queues of two slow streams hold one copy of an
+// object's payload, after headers of their own; each group and the
+// session count every byte it is behind, the shared budget the payload
+// once, until the last queue holding it has written it.
+func TestSharedPayload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		budget := &Shared{Limit: 1 << 20}
+		r := newRig(1<<20, time.Minute, 0, 0)
+		defer r.w.Interrupt()
+		done := r.sess.Init(1<<20, budget)
+		defer done()
+		payload := []byte(strings.Repeat("p", minShared))
+		var pl Payload
+		pl.Reset(payload)
+		until := now() + int64(time.Minute)
+		for i, hdr := range []string{"h1", "hdr2"} {
+			require.NoError(t, r.w.Send(r.qs[i], append([]byte(hdr), payload...), &pl, false, true, until))
+		}
+		want := string(payload)
+		copy(payload, "reused") // the caller's bytes are its own again
+		pl.Reset(nil)
+		require.Len(t, r.qs[1].segs, 2)
+		assert.Same(t, r.qs[0].segs[1].p, r.qs[1].segs[1].p, "one copy")
+		assert.Equal(t, int64(2+minShared), r.gs[0].Queued())
+		assert.Equal(t, int64(4+minShared), r.gs[1].Queued())
+		assert.Equal(t, int64(6+2*minShared), r.sess.Used())
+		assert.Equal(t, int64(2+4+minShared), budget.Queued(), "headers, and the payload once")
+
+		r.strs[0].grant(1000)
+		synctest.Wait()
+		assert.Equal(t, "h1"+want, r.strs[0].taken())
+		assert.Equal(t, int64(4+minShared), budget.Queued(), "the other queue still holds the payload")
+		r.strs[1].grant(1000)
+		synctest.Wait()
+		assert.Equal(t, "hdr2"+want, r.strs[1].taken())
+		assert.Zero(t, budget.Queued())
+		assert.Zero(t, r.sess.Used())
+	})
+}
+
+// TestSharedPayloadDropped: a queue dropped with its stream releases its
+// reference to a shared payload, and what it counted. A payload too small
+// to share is the queue's own.
+func TestSharedPayloadDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		budget := &Shared{Limit: 1 << 20}
+		r := newRig(1<<20, time.Minute, 0)
+		done := r.sess.Init(1<<20, budget)
+		defer done()
+		payload := []byte(strings.Repeat("p", minShared))
+		var pl Payload
+		pl.Reset(payload)
+		require.NoError(t, r.w.Send(r.qs[0], append([]byte("h"), payload...), &pl, false, true, now()))
+		assert.Equal(t, int64(1+minShared), budget.Queued())
+		assert.NotNil(t, r.qs[0].segs[1].p, "shared")
+		r.strs[0].cancel(errors.New("reset"))
+		r.qs[0].Discard()
+		synctest.Wait()
+		assert.Zero(t, budget.Queued())
+		assert.Zero(t, r.sess.Used())
+		r.w.Interrupt()
+
+		var q Queue
+		q.Init(nil, nil, r.gs[0], &r.w)
+		pl.Reset([]byte("small"))
+		require.NoError(t, q.put([]byte("hsmall"), &pl))
+		require.Len(t, q.segs, 1)
+		assert.Nil(t, q.segs[0].p)
+		assert.Equal(t, "hsmall", string(q.segs[0].b))
+		assert.Equal(t, int64(6), budget.Queued())
+		q.dropAll()
+		assert.Zero(t, budget.Queued())
 	})
 }

@@ -46,16 +46,17 @@ func (w *Writer) Init(now func() int64) {
 }
 
 // Send passes b, the next bytes of q's stream, to the transport, or
-// queues them behind what q holds. With hold they go to the queue at
-// once (to wait for Owner.Ready). With fanout (the bytes go to other
+// queues them behind what q holds. b ends with pl's payload, which the
+// queues share (nil for none: b is only the stream's). With hold they go
+// to the queue at once (to wait for Owner.Ready). With fanout (the bytes go to other
 // streams too) a Write that blocks longer than WriteGrace queues the rest;
 // otherwise one that blocks past until (the Writer's clock) does. It
 // returns ErrStopped when Interrupt stopped it, a *CutError when the
 // bytes could not be queued (the subscriber is to be cut off), or the
 // stream's error; the stream then gets no more.
-func (w *Writer) Send(q *Queue, b []byte, hold, fanout bool, until int64) error {
+func (w *Writer) Send(q *Queue, b []byte, pl *Payload, hold, fanout bool, until int64) error {
 	if q.active.Load() {
-		if queued, err := q.enqueue(b); queued || err != nil {
+		if queued, err := q.enqueue(b, pl); queued || err != nil {
 			return err
 		}
 	}
@@ -63,7 +64,7 @@ func (w *Writer) Send(q *Queue, b []byte, hold, fanout bool, until int64) error 
 		// Held; or the group already has bytes waiting: it is behind,
 		// and its other streams queue too rather than cost the publisher
 		// a WriteGrace each to find that out.
-		return q.spill(b)
+		return q.spill(b, pl)
 	}
 	if fanout {
 		until = min(until, w.now()+int64(WriteGrace))
@@ -90,7 +91,7 @@ func (w *Writer) Send(q *Queue, b []byte, hold, fanout bool, until int64) error 
 		if w.stop.Load() {
 			return ErrStopped
 		}
-		return q.spill(b) // the wait is over already
+		return q.spill(b, pl) // the wait is over already
 	}
 	n, err := q.str.Write(b)
 	if !w.cur.CompareAndSwap(q, nil) {
@@ -118,7 +119,7 @@ func (w *Writer) Send(q *Queue, b []byte, hold, fanout bool, until int64) error 
 		return err
 	}
 	q.owner.GraceExpired()
-	return q.spill(b[n:])
+	return q.spill(b[n:], pl)
 }
 
 // expire is the watchdog's: the Write to cur, blocked past its bound, gets

@@ -1,0 +1,235 @@
+package sendq
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Shared payloads. An object fanned out to many subscribers is the same
+// payload bytes on every stream, after a header of each stream's own; a
+// Queue holds the header bytes it was not able to write as its own, and
+// the payload bytes as a reference to one copy shared by every queue that
+// needs them, made when the first one does. A publisher ahead of many
+// slow subscribers (a relay whose upstream is not held back by its
+// downstream) would otherwise hold a copy of each object per subscriber.
+//
+// What a queue holds counts in full against its Group and its Session,
+// which bound how far behind one subscriber, and one peer, may be. The
+// Shared budget, which bounds the memory of every session on it, counts a
+// queue's own bytes, and a shared copy once: charged to the Shared budget
+// of the first session whose queue takes it, while any queue holds it.
+
+// Payload is the payload bytes at the end of what a Writer sends to
+// several streams, as one object (or one piece of a streamed object). The
+// zero value, or one Reset to no bytes, is no payload: every byte is the
+// queue's own.
+type Payload struct {
+	src []byte       // the caller's, valid until the next Reset
+	c   *payloadCopy // the copy queues share, once one needed it
+}
+
+// Reset makes src the payload of the Sends that follow, up to the next
+// Reset: each sends bytes that end with src. The copy made for the
+// previous payload, if any, stays with the queues holding it.
+func (p *Payload) Reset(src []byte) { p.src, p.c = src, nil }
+
+// payloadCopy is one payload's bytes, shared by the queues that hold
+// them. refs counts the segments referring to it, which the publisher
+// adds and drains drop: while there are any, len(b) is charged to budget.
+type payloadCopy struct {
+	b      []byte
+	refs   atomic.Int64
+	budget *Shared // charged to; nil for none
+}
+
+// shared returns the copy of p's payload for a queue of sess, making it at
+// the first call.
+func (p *Payload) shared(sess *Session) *payloadCopy {
+	if p.c == nil {
+		p.c = &payloadCopy{b: append([]byte(nil), p.src...)}
+		if sess != nil {
+			p.c.budget = sess.shared
+		}
+	}
+	return p.c
+}
+
+// ref counts one more segment referring to c, charging c's bytes to its
+// budget if none did, for a session holding held bytes. It fails with a
+// *CutError if the budget refuses them.
+func (c *payloadCopy) ref(held int64) error {
+	if c.refs.Add(1) > 1 || c.budget == nil {
+		return nil
+	}
+	if !c.budget.admit(int64(len(c.b)), held) {
+		c.refs.Add(-1)
+		return excessiveShared(c.budget)
+	}
+	return nil
+}
+
+// unref drops a segment's reference to c; the last one uncharges it.
+func (c *payloadCopy) unref() {
+	if c.refs.Add(-1) == 0 && c.budget != nil {
+		c.budget.used.Add(-int64(len(c.b)))
+	}
+}
+
+// seg is a piece of a queue: its own bytes, or (p not nil) bytes of a
+// shared payload copy.
+type seg struct {
+	b []byte
+	p *payloadCopy
+}
+
+// gatherPool holds the buffers a drain gathers a queue's pieces into, so
+// that one Write takes several objects, as from one buffer.
+var gatherPool = sync.Pool{New: func() any { b := make([]byte, gatherSize); return &b }}
+
+// gatherSize bounds the bytes a drain passes in one Write: a few QUIC
+// packets, so that a drain blocked in a Write holds little.
+const gatherSize = 16 << 10
+
+// minShared is the smallest payload queues share: a reference costs a
+// segment (32 bytes) and the copy its bookkeeping (48), which would cost
+// a small payload more than its bytes; those are copied as the queue's
+// own, so that what a queue holds stays within about twice what it counts.
+const minShared = 256
+
+// arenaSize is the storage a queue's own bytes (headers, mostly) are
+// appended to, at least.
+const arenaSize = 512
+
+// put appends b to the queue, the last payload bytes of it (if pl has any)
+// as a reference to pl's shared copy, and charges them. b ends with the
+// last len(b) bytes of pl's payload, or with all of it. q.mu is held.
+func (q *Queue) put(b []byte, pl *Payload) error {
+	shared := 0
+	if pl != nil && len(pl.src) >= minShared {
+		shared = min(len(b), len(pl.src))
+	}
+	own := b[:len(b)-shared]
+	if err := q.group.charge(len(b), len(own)); err != nil {
+		return err
+	}
+	if shared > 0 {
+		sess := q.group.sess
+		c := pl.shared(sess)
+		var held int64
+		if sess != nil {
+			held = sess.used.Load()
+		}
+		if err := c.ref(held); err != nil {
+			q.group.release(len(b), len(own))
+			return err
+		}
+		q.appendOwn(own)
+		q.segs = append(q.segs, seg{b: c.b[len(c.b)-shared:], p: c})
+		q.ownLast = false
+	} else {
+		q.appendOwn(own)
+	}
+	q.queued += len(b)
+	return nil
+}
+
+// appendOwn appends b, the queue's own bytes, to its arena, extending the
+// last segment when it is the arena's last bytes. q.mu is held.
+func (q *Queue) appendOwn(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	if cap(q.arena)-len(q.arena) < len(b) {
+		q.arena = make([]byte, 0, max(arenaSize, len(b)))
+		q.ownLast = false
+	}
+	start := len(q.arena)
+	q.arena = append(q.arena, b...)
+	if last := len(q.segs) - 1; q.ownLast && last >= 0 {
+		// The last segment ends where b begins, in the same storage.
+		q.segs[last].b = q.segs[last].b[:len(q.segs[last].b)+len(b)]
+		return
+	}
+	q.segs = append(q.segs, seg{b: q.arena[start:]})
+	q.ownLast = true
+}
+
+// next returns the bytes the drain writes next, at most limit: the first
+// segment's, or several gathered into a pooled buffer (gathered then
+// true, the buffer to give back). q.mu is held.
+func (q *Queue) next(limit int) (chunk []byte, gathered *[]byte) {
+	first := q.segs[0].b
+	if len(first) >= limit || len(q.segs) == 1 {
+		return first[:min(len(first), limit)], nil
+	}
+	gathered = gatherPool.Get().(*[]byte)
+	chunk = (*gathered)[:0]
+	limit = min(limit, gatherSize)
+	for _, s := range q.segs {
+		if len(chunk) == limit {
+			break
+		}
+		chunk = append(chunk, s.b[:min(len(s.b), limit-len(chunk))]...)
+	}
+	return chunk, gathered
+}
+
+// advance drops the first n bytes of the queue, written, and uncounts
+// them. q.mu is held.
+func (q *Queue) advance(n int) {
+	total, own := n, 0
+	for n > 0 {
+		s := &q.segs[0]
+		k := min(n, len(s.b))
+		if s.p == nil {
+			own += k
+		}
+		s.b = s.b[k:]
+		n -= k
+		q.queued -= k
+		if len(s.b) == 0 {
+			q.popSeg()
+		}
+	}
+	q.group.release(total, own)
+}
+
+// dropAll drops everything queued, unwritten, and uncounts it. q.mu is
+// held.
+func (q *Queue) dropAll() {
+	total, own := q.queued, 0
+	for _, s := range q.segs {
+		if s.p == nil {
+			own += len(s.b)
+		}
+	}
+	for len(q.segs) > 0 {
+		q.popSeg()
+	}
+	q.queued = 0
+	q.group.release(total, own)
+}
+
+// resetStorage forgets the queue's storage once nothing is left in it,
+// but for a small arena, kept for the next backlog. q.mu is held.
+func (q *Queue) resetStorage() {
+	q.segs = nil
+	if cap(q.arena) > arenaSize {
+		q.arena = nil
+	}
+	q.arena = q.arena[:0]
+	q.ownLast = false
+}
+
+// popSeg drops the first segment, and its reference to a shared copy.
+// q.mu is held.
+func (q *Queue) popSeg() {
+	if c := q.segs[0].p; c != nil {
+		c.unref()
+	}
+	q.segs[0] = seg{} // for the collector: the storage is reused
+	q.segs = q.segs[1:]
+	if len(q.segs) == 0 {
+		q.ownLast = false
+	}
+}
