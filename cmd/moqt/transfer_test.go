@@ -150,6 +150,43 @@ func TestLateJoinerFill(t *testing.T) {
 	assert.Contains(t, late.stderr(), "the last 1 group(s) first")
 }
 
+// TestLateJoinerFillAcrossDrafts is TestLateJoinerFill with each process
+// held to a draft (-draft), all meeting in one relay: the publisher speaks
+// 18; the first subscriber 21; the late joiners 18 (its fill a Joining
+// FETCH) and 20 (a fill stream). Each gets what it was promised, once.
+func TestLateJoinerFillAcrossDrafts(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	r := startRelay(t, ctx)
+	pub := r.client(t, "pub18", feedStdin, "pub", "-draft", "18", "-lines", "-group-objects", "5", r.url("moqt"), "demo", "lines")
+	in := &linesFeeder{w: pub.stdin}
+	pub.waitErr(t, ctx, "moqt-18")
+	pub.waitErr(t, ctx, "waiting for a subscriber")
+	first := r.client(t, "first21", nil, "sub", "-draft", "21", "-lines", r.url("https"), "demo", "lines")
+	pub.waitErr(t, ctx, "reading stdin")
+	first.waitErr(t, ctx, "moqt-21")
+
+	in.write(t, 8) // group 0: lines 0-4; group 1: lines 5-7 so far
+	first.waitOut(t, ctx, "line 7")
+	late18 := r.client(t, "late18", nil, "sub", "-draft", "18", "-lines", "-fill", "1", r.url("https"), "demo", "lines")
+	late18.waitOut(t, ctx, "line 7")
+	late18.waitErr(t, ctx, "moqt-18")
+	late20 := r.client(t, "late20", nil, "sub", "-draft", "20", "-lines", "-fill", "1", r.url("moqt"), "demo", "lines")
+	late20.waitOut(t, ctx, "line 7")
+	late20.waitErr(t, ctx, "moqt-20")
+	in.write(t, 5) // lines 8-12
+	require.NoError(t, in.w.Close())
+
+	require.NoError(t, pub.wait(t, ctx))
+	for _, p := range []*proc{first, late18, late20} {
+		require.NoError(t, p.wait(t, ctx), p.stderr())
+	}
+	assert.Equal(t, wantLines(0, 12), string(first.output()))
+	assert.Equal(t, wantLines(5, 12), string(late18.output()), "the draft-18 late joiner: group 1 from its start (a Joining FETCH), then live")
+	assert.Equal(t, wantLines(5, 12), string(late20.output()), "the draft-20 late joiner: group 1 from its start (a fill stream), then live")
+}
+
 // TestFetchAndStatus: moqt status reports the Largest Object; moqt fetch
 // returns a past range, with -to and up to the Largest without it.
 func TestFetchAndStatus(t *testing.T) {
