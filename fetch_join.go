@@ -169,13 +169,9 @@ func (ss *ServedSubscription) joinable() {
 // Until then it is buffered, holding one of the session's served-fetch
 // places (Config.MaxServedFetches), for at most Config.FillWait.
 func serveJoiningFetch(s *Session, rs *requestStream, m *wire.Fetch, toks []AuthToken) error {
-	if err := checkRanges(&m.Parameters, s.cfg.MaxFilterRanges); err != nil {
-		rs.reject(asRequestError(err)) // C026
-		return rs.drain()
-	}
-	release, ok := takeFetchSlot(s)
-	if !ok {
-		rs.reject(errFetchSlots(s))
+	release, rej := admitFetch(s, m)
+	if rej != nil {
+		rs.reject(rej)
 		return rs.drain()
 	}
 	ss, lf, rej := joiningRange(s, m)

@@ -184,19 +184,29 @@ func serveFetch(s *Session, rs *requestStream, m *wire.Fetch, toks []AuthToken) 
 	if s.profile().JoiningFetch {
 		m.Parameters.LocationFilter = wire.Some(standaloneFilter(m.StartLocation, m.EndLocation))
 	}
-	if err := checkRanges(&m.Parameters, s.cfg.MaxFilterRanges); err != nil {
-		rs.reject(asRequestError(err)) // C026
-		return rs.drain()
-	}
-	release, ok := takeFetchSlot(s)
-	if !ok {
-		rs.reject(errFetchSlots(s))
+	release, rej := admitFetch(s, m)
+	if rej != nil {
+		rs.reject(rej)
 		return rs.drain()
 	}
 	track := wire.FullTrackName{Namespace: m.TrackNamespace, Name: m.TrackName}
 	r := newFetchRequest(s, rs, track, m.Parameters, toks, release)
 	s.handOff(r)
 	return rs.serve((*fetchServed)(r))
+}
+
+// admitFetch applies the checks every FETCH passes before it is served:
+// its range filters (C026), and a served-fetch place, whose release it
+// returns.
+func admitFetch(s *Session, m *wire.Fetch) (release func(), rej *RequestError) {
+	if err := checkRanges(&m.Parameters, s.cfg.MaxFilterRanges); err != nil {
+		return nil, asRequestError(err)
+	}
+	release, ok := takeFetchSlot(s)
+	if !ok {
+		return nil, errFetchSlots(s)
+	}
+	return release, nil
 }
 
 // errFetchSlots refuses a FETCH past Config.MaxServedFetches.
