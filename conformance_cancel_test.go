@@ -161,7 +161,7 @@ func TestC008_NoFINBeforeResponse(t *testing.T) {
 // before FIN, and the subscriber FINs its own direction in turn.
 func TestC079_PublishDoneBeforeFIN(t *testing.T) {
 	t.Run("library publisher", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			h, served := servedCh(AcceptOptions{})
 			_, fp := serverSession(t, &Config{Handler: h})
 			fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
@@ -176,7 +176,7 @@ func TestC079_PublishDoneBeforeFIN(t *testing.T) {
 		})
 	})
 	t.Run("library subscriber", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			s, fp := clientSession(t, nil)
 			sub, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
 			fs.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded, StreamCount: 3})

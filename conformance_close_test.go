@@ -76,7 +76,7 @@ func TestC003_CancelResetsDataStreams(t *testing.T) {
 			{"STOP_SENDING and RESET_STREAM", (*fakeStream).cancel},
 		} {
 			t.Run(tr.name+"/"+how.name, func(t *testing.T) {
-				inBubble(t, func(t *testing.T) {
+				forDrafts(t, sharedDrafts, func(t *testing.T) {
 					testCancelResetsDataStreams(t, tr.wt, how.cancel)
 				})
 			})
@@ -121,7 +121,7 @@ func TestC016_LocalTrackReportsLargestObject(t *testing.T) {
 		require.NoError(t, w.Close())
 	}
 	t.Run("SUBSCRIBE_OK and REQUEST_OK", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			track, fp, served := servedTrack(t)
 			write(t, track, 7, 0, 1, 2, 3)
 			fs, ok, _ := subscribeFake(t, fp, served, wire.Params{})
@@ -133,7 +133,7 @@ func TestC016_LocalTrackReportsLargestObject(t *testing.T) {
 		})
 	})
 	t.Run("datagrams move it too", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			track, fp, served := servedTrack(t)
 			require.NoError(t, track.WriteDatagram(Object{Location: wire.Location{Group: 4, Object: 9}, Payload: []byte("d")}))
 			_, ok, _ := subscribeFake(t, fp, served, wire.Params{})
@@ -141,7 +141,7 @@ func TestC016_LocalTrackReportsLargestObject(t *testing.T) {
 		})
 	})
 	t.Run("PUBLISH", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			s, fp := serverSession(t, nil)
 			track, err := NewLocalTrack(trackA, nil)
 			require.NoError(t, err)
@@ -158,7 +158,7 @@ func TestC016_LocalTrackReportsLargestObject(t *testing.T) {
 		})
 	})
 	t.Run("TRACK_STATUS", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			track, err := NewLocalTrack(trackA, nil)
 			require.NoError(t, err)
 			write(t, track, 2, 0, 1, 2)
@@ -237,7 +237,7 @@ func TestC020_StreamsCutShortAreReset(t *testing.T) {
 	for _, tr := range pipeTransports {
 		for _, c := range c020Cases {
 			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
-				inBubble(t, func(t *testing.T) {
+				forDrafts(t, sharedDrafts, func(t *testing.T) {
 					track, fp, served := fakeSubscriberTrack(t, tr.wt)
 					fs, _, ss := subscribeFake(t, fp, served, c.params)
 					w := track.OpenSubgroup(2, 0, SubgroupOptions{})
@@ -289,13 +289,13 @@ func TestC020_ForwardZeroThenCloseResets(t *testing.T) {
 func TestC020_JoinMidSubgroupDoesNotFIN(t *testing.T) {
 	for _, tr := range pipeTransports {
 		t.Run(tr.name, func(t *testing.T) {
-			inBubble(t, func(t *testing.T) {
+			forDrafts(t, sharedDrafts, func(t *testing.T) {
 				track, fp, served := fakeSubscriberTrack(t, tr.wt)
 				w := track.OpenSubgroup(5, 0, SubgroupOptions{})
 				require.NoError(t, writeObject(w, 0, nil, []byte("before")))
 				require.NoError(t, writeObject(w, 1, nil, []byte("before")))
 				// The current group: Start Location is {5, 0}.
-				_, ok, _ := subscribeFake(t, fp, served, wire.Params{LocationFilter: wire.Some(wire.RelativeFilter(1))})
+				_, ok, _ := subscribeFake(t, fp, served, wire.Params{LocationFilter: wire.Some(currentGroupFilter(t, 5))})
 				require.Equal(t, wire.Some(wire.Location{Group: 5, Object: 1}), ok.Parameters.LargestObject)
 				require.NoError(t, writeObject(w, 2, nil, []byte("after")))
 				require.NoError(t, w.Close())

@@ -96,30 +96,31 @@ func TestC011_SubscribeOKThenObjects(t *testing.T) {
 	loc := func(g, o uint64) wire.Location { return wire.Location{Group: g, Object: o} }
 	for _, c := range []struct {
 		name         string
-		filter       wire.LocationFilter
+		filter       func(t testing.TB) wire.LocationFilter
 		start, first wire.Location
 		// joinsMidSubgroup: objects from the Start Location were
 		// published before the SUBSCRIBE, so group 5's stream may be
 		// reset (§11.3.2).
 		joinsMidSubgroup bool
 	}{
-		{"next object", wire.NextObjectFilter(), loc(5, 2), loc(5, 2), false},
-		{"next group", wire.RelativeFilter(0), loc(6, 0), loc(6, 0), false},
-		{"current group", wire.RelativeFilter(1), loc(5, 0), loc(5, 2), true},
+		{"next object", func(testing.TB) wire.LocationFilter { return wire.NextObjectFilter() }, loc(5, 2), loc(5, 2), false},
+		{"next group", func(testing.TB) wire.LocationFilter { return wire.RelativeFilter(0) }, loc(6, 0), loc(6, 0), false},
+		{"current group", func(t testing.TB) wire.LocationFilter { return currentGroupFilter(t, 5) }, loc(5, 0), loc(5, 2), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			inBubble(t, func(t *testing.T) {
+			forDrafts(t, sharedDrafts, func(t *testing.T) {
 				track, fp, served := servedTrack(t)
 				// Objects published before anyone subscribed.
 				w := track.OpenSubgroup(5, 0, SubgroupOptions{})
 				require.NoError(t, writeObject(w, 0, nil, []byte("old")))
 				require.NoError(t, writeObject(w, 1, nil, []byte("old")))
 
-				fs := fp.open(subscribeMsg(0, trackA, wire.Params{LocationFilter: wire.Some(c.filter)}))
+				f := c.filter(t)
+				fs := fp.open(subscribeMsg(0, trackA, wire.Params{LocationFilter: wire.Some(f)}))
 				ok := expect[*wire.SubscribeOK](fs)
 				require.True(t, ok.Parameters.LargestObject.Set, "SUBSCRIBE_OK tells where the track stands")
 				largest := filter.LargestAt(ok.Parameters.LargestObject.Value)
-				assert.Equal(t, c.start, filter.SubscriptionWindow(c.filter, largest).Start, "start from SUBSCRIBE_OK")
+				assert.Equal(t, c.start, filter.SubscriptionWindow(f, largest).Start, "start from SUBSCRIBE_OK")
 				recvOrFail(t, served)
 
 				require.NoError(t, writeObject(w, 2, nil, []byte("new")))
@@ -164,13 +165,16 @@ func TestC019_AllObjectsDeliveredThenFIN(t *testing.T) {
 		want   []uint64
 		// closeFirst says the stream ends only when the subgroup does.
 		closeFirst bool
+		// drafts: a filter ending at an Object is 21's alone (18/19
+		// §5.1.2 end at a whole group).
+		drafts []wire.Version
 	}{
-		{"whole subgroup", wire.Opt[wire.LocationFilter]{}, []uint64{0, 1, 2, 3}, true},
-		{"from the start location", wire.Some(wire.StartFilter(loc(1, 2))), []uint64{2, 3}, true},
-		{"to the end of the filter", wire.Some(wire.RangeFilterToObject(loc(1, 0), loc(1, 1))), []uint64{0, 1}, false},
+		{"whole subgroup", wire.Opt[wire.LocationFilter]{}, []uint64{0, 1, 2, 3}, true, sharedDrafts},
+		{"from the start location", wire.Some(wire.StartFilter(loc(1, 2))), []uint64{2, 3}, true, sharedDrafts},
+		{"to the end of the filter", wire.Some(wire.RangeFilterToObject(loc(1, 0), loc(1, 1))), []uint64{0, 1}, false, only21},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			inBubble(t, func(t *testing.T) {
+			forDrafts(t, c.drafts, func(t *testing.T) {
 				track, fp, served := servedTrack(t)
 				fs := fp.open(subscribeMsg(0, trackA, wire.Params{LocationFilter: c.filter}))
 				expect[*wire.SubscribeOK](fs)

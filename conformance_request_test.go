@@ -295,7 +295,7 @@ func TestC001_SecondResponseIsProtocolViolation(t *testing.T) {
 		{"SUBSCRIBE_OK then REQUEST_ERROR", []wire.Message{&wire.SubscribeOK{TrackAlias: 1}, &wire.RequestError{ErrorCode: wire.ReqDoesNotExist}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			inBubble(t, func(t *testing.T) {
+			forDrafts(t, sharedDrafts, func(t *testing.T) {
 				s, fp := clientSession(t, nil)
 				res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
 				fs, _ := fp.acceptSubscribe()
@@ -346,7 +346,7 @@ func TestC002_SecondPublishOKIsProtocolViolation(t *testing.T) {
 		{"REQUEST_UPDATE before PUBLISH_OK", []wire.Message{&wire.RequestUpdate{RequestID: 0}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			inBubble(t, func(t *testing.T) {
+			forDrafts(t, sharedDrafts, func(t *testing.T) {
 				s, fp := serverSession(t, nil)
 				pub := startPublish(fakeCtx(t), s, trackA, wire.Params{}, nil)
 				fs := fp.accept()

@@ -239,15 +239,17 @@ func TestC014_NotifyCarriesLargestObject(t *testing.T) {
 func TestC015_GroupOrderOutOfRange(t *testing.T) {
 	for _, v := range []byte{0, 3, 255} {
 		t.Run(fmt.Sprintf("GROUP_ORDER %d in SUBSCRIBE", v), func(t *testing.T) {
-			inBubble(t, func(t *testing.T) {
+			forDrafts(t, sharedDrafts, func(t *testing.T) {
 				_, fp := serverSession(t, nil)
 				fp.openStream().sendRaw(frame(wire.MsgSubscribe, rawTrackRequest(t, 0, trackA, 1, byte(wire.ParamGroupOrder), v)))
 				fp.expectClose(wire.ProtocolViolation)
 			})
 		})
 	}
+	// GROUP_ORDER in PUBLISH is 21's (18 has it in PUBLISH_OK, 19 in
+	// neither: docs/drafts.md §2).
 	t.Run("GROUP_ORDER 3 in PUBLISH", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, only21, func(t *testing.T) {
 			_, fp := clientSession(t, nil)
 			fp.openStream().sendRaw(frame(wire.MsgPublish, rawPublish(t, 1, 3)))
 			fp.expectClose(wire.ProtocolViolation)
@@ -256,7 +258,7 @@ func TestC015_GroupOrderOutOfRange(t *testing.T) {
 	// The same bytes with valid values are served, so the violations
 	// above are the values' doing.
 	t.Run("controls", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			s, fp := serverSession(t, nil)
 			for i, v := range []byte{1, 2} {
 				fs := fp.openStream()
@@ -267,6 +269,9 @@ func TestC015_GroupOrderOutOfRange(t *testing.T) {
 			fs.sendRaw(frame(wire.MsgSubscribe, rawTrackRequest(t, 4, trackA, 1, byte(wire.ParamForward), 0)))
 			assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
 			assert.NoError(t, s.Context().Err())
+			if draftOf(t) != wire.Draft21 {
+				return
+			}
 
 			c, cfp := clientSession(t, nil)
 			pfs := cfp.openStream()
@@ -287,14 +292,15 @@ func rawPublish(t *testing.T, id uint64, order byte) []byte {
 // C017: FORWARD outside 0–1 closes the session with PROTOCOL_VIOLATION.
 func TestC017_ForwardOutOfRange(t *testing.T) {
 	t.Run("in SUBSCRIBE", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			_, fp := serverSession(t, nil)
 			fp.openStream().sendRaw(frame(wire.MsgSubscribe, rawTrackRequest(t, 0, trackA, 1, byte(wire.ParamForward), 2)))
 			fp.expectClose(wire.ProtocolViolation)
 		})
 	})
+	// PUBLISH_STATE_NOTIFY is 21's: on 18 and 19 its type is unknown.
 	t.Run("in PUBLISH_STATE_NOTIFY", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, only21, func(t *testing.T) {
 			s, fp := clientSession(t, nil)
 			_, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
 			fs.sendRaw(frame(wire.MsgPublishStateNotify, []byte{1, byte(wire.ParamForward), 2}))
@@ -302,7 +308,7 @@ func TestC017_ForwardOutOfRange(t *testing.T) {
 		})
 	})
 	t.Run("in REQUEST_UPDATE", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			h, _ := servedCh(AcceptOptions{})
 			_, fp := serverSession(t, &Config{Handler: h})
 			fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))

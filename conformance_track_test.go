@@ -94,7 +94,7 @@ func TestC034_AliasNamesOneTrack(t *testing.T) {
 // subscription closes the session with DUPLICATE_TRACK_ALIAS.
 func TestC035_DuplicateTrackAlias(t *testing.T) {
 	t.Run("SUBSCRIBE_OK", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			s, fp := clientSession(t, nil)
 			establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 5})
 			res := startSubscribe(fakeCtx(t), s, trackB, wire.Params{})
@@ -105,7 +105,7 @@ func TestC035_DuplicateTrackAlias(t *testing.T) {
 		})
 	})
 	t.Run("PUBLISH, even if the handler would refuse it", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			called := make(chan struct{}, 1)
 			h := HandlerFunc(func(r Request) {
 				called <- struct{}{}
@@ -119,7 +119,7 @@ func TestC035_DuplicateTrackAlias(t *testing.T) {
 		})
 	})
 	t.Run("the old subscription has ended", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			s, fp := clientSession(t, nil)
 			sub, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 5})
 			fs.send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded})
@@ -132,7 +132,7 @@ func TestC035_DuplicateTrackAlias(t *testing.T) {
 		})
 	})
 	t.Run("same track is no conflict", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			subs := make(chan *Subscription, 1)
 			h := HandlerFunc(func(r Request) {
 				sub, err := r.(*PublishRequest).Accept(wire.Params{})
@@ -143,8 +143,15 @@ func TestC035_DuplicateTrackAlias(t *testing.T) {
 			s, fp := clientSession(t, &Config{Handler: h})
 			establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 5})
 			fs := fp.open(publishMsg(1, trackA, 5, wire.Params{}, nil))
-			expect[*wire.RequestOK](fs)
-			recvOrFail(t, subs)
+			if draftOf(t) == wire.Draft18 {
+				// One subscription per track (18 §5.1): the PUBLISH is
+				// refused, the session goes on.
+				assert.Equal(t, wire.ReqDuplicateSubscription, expect[*wire.RequestError](fs).ErrorCode)
+			} else {
+				expect[*wire.RequestOK](fs)
+				recvOrFail(t, subs)
+			}
+			fp.alive(3)
 			assert.NoError(t, s.Context().Err())
 		})
 	})
@@ -246,92 +253,94 @@ func expectDiscarded(t *testing.T, str transport.SendStream, what string) {
 // cancelled subscription are discarded quickly) and nothing stays held.
 // Properties outside 0x4000–0x7FFF leave the track alone.
 func TestC090_MandatoryPropertyTrackNotProcessed(t *testing.T) {
-	cfg := func(h Handler) *Config { return &Config{Handler: h, AliasWait: time.Minute} }
-	for _, c := range mandatoryCases(t) {
-		forClientSessions(t, "PUBLISH/"+c.name, func(t *testing.T, connect fakeConnector) {
-			offered := make(chan *Subscription, 1)
-			s, fp := connect(t, cfg(HandlerFunc(func(r Request) {
-				if sub, err := r.(*PublishRequest).Accept(wire.Params{}); err == nil {
-					offered <- sub
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		cfg := func(h Handler) *Config { return &Config{Handler: h, AliasWait: time.Minute} }
+		for _, c := range mandatoryCases(t) {
+			forClientSessions(t, "PUBLISH/"+c.name, func(t *testing.T, connect fakeConnector) {
+				offered := make(chan *Subscription, 1)
+				s, fp := connect(t, cfg(HandlerFunc(func(r Request) {
+					if sub, err := r.(*PublishRequest).Accept(wire.Params{}); err == nil {
+						offered <- sub
+					}
+				})))
+				early := fp.openSubgroup(7, 0, []byte("early"))
+				settle(t, func() bool { n, _ := pendingStreams(s); return n == 1 }, "the early stream waits for its alias")
+				fs := fp.open(publishMsg(1, trackA, 7, wire.Params{}, c.props))
+				if !c.mandatory {
+					expect[*wire.RequestOK](fs)
+					sub := recvOrFail(t, offered)
+					r, err := sub.AcceptSubgroup(fakeCtx(t))
+					require.NoError(t, err)
+					o, err := r.Next()
+					require.NoError(t, err)
+					assert.Equal(t, uint64(0), o.Location.Object)
+					return
 				}
-			})))
-			early := fp.openSubgroup(7, 0, []byte("early"))
-			settle(t, func() bool { n, _ := pendingStreams(s); return n == 1 }, "the early stream waits for its alias")
-			fs := fp.open(publishMsg(1, trackA, 7, wire.Params{}, c.props))
-			if !c.mandatory {
-				expect[*wire.RequestOK](fs)
-				sub := recvOrFail(t, offered)
-				r, err := sub.AcceptSubgroup(fakeCtx(t))
-				require.NoError(t, err)
-				o, err := r.Next()
-				require.NoError(t, err)
-				assert.Equal(t, uint64(0), o.Location.Object)
-				return
-			}
-			re := expect[*wire.RequestError](fs)
-			assert.Equal(t, wire.ReqUnsupportedExtension, re.ErrorCode)
-			fs.expectFIN()
-			expectDiscarded(t, early, "the early stream")
-			late := fp.openSubgroup(7, 1, []byte("late"))
-			expectDiscarded(t, late, "a later stream")
-			settle(t, func() bool { n, b := pendingStreams(s); return n == 0 && b == 0 }, "streams or bytes held")
-			fp.alive(3)
-			assert.Empty(t, offered, "the Handler was offered the track")
-		})
-		forClientSessions(t, "SUBSCRIBE_OK/"+c.name, func(t *testing.T, connect fakeConnector) {
-			s, fp := connect(t, cfg(nil))
-			res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
-			fs, _ := fp.acceptSubscribe()
-			early := fp.openSubgroup(7, 0, []byte("early"))
-			settle(t, func() bool { n, _ := pendingStreams(s); return n == 1 }, "the early stream waits for its alias")
-			fs.send(&wire.SubscribeOK{TrackAlias: 7, TrackProperties: c.props})
-			r := recvOrFail(t, res)
-			if !c.mandatory {
-				require.NoError(t, r.err)
-				sr, err := r.sub.AcceptSubgroup(fakeCtx(t))
-				require.NoError(t, err)
-				_, err = sr.Next()
-				require.NoError(t, err)
-				return
-			}
-			var re *RequestError
-			require.ErrorAs(t, r.err, &re)
-			assert.Equal(t, wire.ReqUnsupportedExtension, re.Code)
-			assert.Nil(t, r.sub, "a subscription to read from")
-			fs.expectReset(wire.ResetCancelled)
-			fs.expectStopSending(wire.ResetCancelled)
-			expectDiscarded(t, early, "the early stream")
-			late := fp.openSubgroup(7, 1, []byte("late"))
-			expectDiscarded(t, late, "a later stream")
-			settle(t, func() bool { n, b := pendingStreams(s); return n == 0 && b == 0 }, "streams or bytes held")
-			fp.alive(1)
-		})
-		forClientSessions(t, "FETCH_OK/"+c.name, func(t *testing.T, connect fakeConnector) {
-			s, fp := connect(t, cfg(nil))
-			got, req, m := startFetch(t, s, fp, wire.Params{})
-			early := fp.openFetch(m.RequestID, fobj(0, 0, "early"))
-			settle(t, func() bool { n, _ := pendingStreams(s); return n == 1 }, "the early stream waits for FETCH_OK")
-			req.send(&wire.FetchOK{EndLocation: wire.Location{Group: 1}, TrackProperties: c.props})
-			res := recvOrFail(t, got)
-			if !c.mandatory {
-				require.NoError(t, res.err)
-				o, err := res.f.ReadObject(fakeCtx(t))
-				require.NoError(t, err)
-				assert.Equal(t, []byte("early"), o.Payload)
-				return
-			}
-			var re *RequestError
-			require.ErrorAs(t, res.err, &re)
-			assert.Equal(t, wire.ReqUnsupportedExtension, re.Code)
-			assert.Nil(t, res.f, "a fetch to read from")
-			req.expectStopSending(wire.ResetCancelled)
-			expectDiscarded(t, early, "the early stream")
-			late := fp.openFetch(m.RequestID, fobj(0, 1, "late"))
-			expectDiscarded(t, late, "a later stream")
-			settle(t, func() bool { n, _ := pendingStreams(s); return n == 0 }, "streams held")
-			fp.alive(1)
-		})
-	}
+				re := expect[*wire.RequestError](fs)
+				assert.Equal(t, wire.ReqUnsupportedExtension, re.ErrorCode)
+				fs.expectFIN()
+				expectDiscarded(t, early, "the early stream")
+				late := fp.openSubgroup(7, 1, []byte("late"))
+				expectDiscarded(t, late, "a later stream")
+				settle(t, func() bool { n, b := pendingStreams(s); return n == 0 && b == 0 }, "streams or bytes held")
+				fp.alive(3)
+				assert.Empty(t, offered, "the Handler was offered the track")
+			})
+			forClientSessions(t, "SUBSCRIBE_OK/"+c.name, func(t *testing.T, connect fakeConnector) {
+				s, fp := connect(t, cfg(nil))
+				res := startSubscribe(fakeCtx(t), s, trackA, wire.Params{})
+				fs, _ := fp.acceptSubscribe()
+				early := fp.openSubgroup(7, 0, []byte("early"))
+				settle(t, func() bool { n, _ := pendingStreams(s); return n == 1 }, "the early stream waits for its alias")
+				fs.send(&wire.SubscribeOK{TrackAlias: 7, TrackProperties: c.props})
+				r := recvOrFail(t, res)
+				if !c.mandatory {
+					require.NoError(t, r.err)
+					sr, err := r.sub.AcceptSubgroup(fakeCtx(t))
+					require.NoError(t, err)
+					_, err = sr.Next()
+					require.NoError(t, err)
+					return
+				}
+				var re *RequestError
+				require.ErrorAs(t, r.err, &re)
+				assert.Equal(t, wire.ReqUnsupportedExtension, re.Code)
+				assert.Nil(t, r.sub, "a subscription to read from")
+				fs.expectReset(wire.ResetCancelled)
+				fs.expectStopSending(wire.ResetCancelled)
+				expectDiscarded(t, early, "the early stream")
+				late := fp.openSubgroup(7, 1, []byte("late"))
+				expectDiscarded(t, late, "a later stream")
+				settle(t, func() bool { n, b := pendingStreams(s); return n == 0 && b == 0 }, "streams or bytes held")
+				fp.alive(1)
+			})
+			forClientSessions(t, "FETCH_OK/"+c.name, func(t *testing.T, connect fakeConnector) {
+				s, fp := connect(t, cfg(nil))
+				got, req, m := startFetch(t, s, fp, wire.Params{})
+				early := fp.openFetch(m.RequestID, fobj(0, 0, "early"))
+				settle(t, func() bool { n, _ := pendingStreams(s); return n == 1 }, "the early stream waits for FETCH_OK")
+				req.send(&wire.FetchOK{EndLocation: wire.Location{Group: 1}, TrackProperties: c.props})
+				res := recvOrFail(t, got)
+				if !c.mandatory {
+					require.NoError(t, res.err)
+					o, err := res.f.ReadObject(fakeCtx(t))
+					require.NoError(t, err)
+					assert.Equal(t, []byte("early"), o.Payload)
+					return
+				}
+				var re *RequestError
+				require.ErrorAs(t, res.err, &re)
+				assert.Equal(t, wire.ReqUnsupportedExtension, re.Code)
+				assert.Nil(t, res.f, "a fetch to read from")
+				req.expectStopSending(wire.ResetCancelled)
+				expectDiscarded(t, early, "the early stream")
+				late := fp.openFetch(m.RequestID, fobj(0, 1, "late"))
+				expectDiscarded(t, late, "a later stream")
+				settle(t, func() bool { n, _ := pendingStreams(s); return n == 0 }, "streams held")
+				fp.alive(1)
+			})
+		}
+	})
 }
 
 func TestTrackStatusAnswered(t *testing.T) {

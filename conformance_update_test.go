@@ -139,7 +139,7 @@ func TestMaxRequestUpdatesRespected(t *testing.T) {
 // subscription then ends with PUBLISH_DONE UPDATE_FAILED and FIN.
 func TestC080_FailedUpdateEndsSubscription(t *testing.T) {
 	t.Run("library publisher", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			h, served := servedCh(AcceptOptions{OnUpdate: func(_ *ServedSubscription, p *wire.Params) error {
 				if p.SubscriberPriority.Value == 0 {
 					return &RequestError{Code: wire.ReqNotSupported, Reason: "priority 0 is reserved here"}
@@ -164,7 +164,7 @@ func TestC080_FailedUpdateEndsSubscription(t *testing.T) {
 		})
 	})
 	t.Run("library subscriber", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			s, fp := clientSession(t, nil)
 			sub, fs, _ := establish(t, s, fp, trackA, wire.Params{}, &wire.SubscribeOK{TrackAlias: 1})
 			upd := goErr(func() error { return sub.Update(fakeCtx(t), wire.Params{Forward: wire.Some(false)}) })
@@ -199,7 +199,7 @@ func rangeFilter(t wire.ParamType, set uint8, n int) wire.RangeFilter {
 func TestC026_MaxFilterRanges(t *testing.T) {
 	h, _ := servedCh(AcceptOptions{})
 	t.Run("default 0: SUBSCRIBE with a range filter", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, newerDrafts, func(t *testing.T) {
 			_, fp := serverSession(t, &Config{Handler: h})
 			fs := fp.open(subscribeMsg(0, trackA, wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamSubgroupFilter, 0, 1)}}))
 			re := expect[*wire.RequestError](fs)
@@ -208,7 +208,7 @@ func TestC026_MaxFilterRanges(t *testing.T) {
 		})
 	})
 	t.Run("SUBSCRIBE over the limit", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, newerDrafts, func(t *testing.T) {
 			_, fp := serverSession(t, &Config{Handler: h, MaxFilterRanges: 2})
 			fs := fp.open(subscribeMsg(0, trackA, wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamSubgroupFilter, 0, 3)}}))
 			assert.Equal(t, wire.ReqInvalidFilter, expect[*wire.RequestError](fs).ErrorCode)
@@ -216,7 +216,7 @@ func TestC026_MaxFilterRanges(t *testing.T) {
 		})
 	})
 	t.Run("default 0: SUBSCRIBE with a range filter of no Ranges", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, newerDrafts, func(t *testing.T) {
 			// "Range Filters are only allowed if the setup option
 			// MAX_FILTER_RANGES is non-zero" (§3.3.2): with 0, any filter
 			// parameter is refused, even one without Ranges.
@@ -226,8 +226,9 @@ func TestC026_MaxFilterRanges(t *testing.T) {
 			fs.expectFIN()
 		})
 	})
+	// FILL_PARAMETERS is 21's (20+).
 	t.Run("FILL_PARAMETERS over the limit", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, only21, func(t *testing.T) {
 			// The fill fetch stream's filters are those of the subscription
 			// with FILL_PARAMETERS' filters of the same type replacing them
 			// (§3.4): 2 subscription Ranges of one type and 2 fill Ranges of
@@ -242,7 +243,7 @@ func TestC026_MaxFilterRanges(t *testing.T) {
 		})
 	})
 	t.Run("REQUEST_UPDATE at default 0", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, newerDrafts, func(t *testing.T) {
 			_, fp := serverSession(t, &Config{Handler: h})
 			fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 			expect[*wire.SubscribeOK](fs)
@@ -253,7 +254,7 @@ func TestC026_MaxFilterRanges(t *testing.T) {
 		})
 	})
 	t.Run("REQUEST_UPDATE over the limit", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, newerDrafts, func(t *testing.T) {
 			_, fp := serverSession(t, &Config{Handler: h, MaxFilterRanges: 2})
 			fs := fp.open(subscribeMsg(0, trackA, wire.Params{RangeFilters: []wire.RangeFilter{rangeFilter(wire.ParamSubgroupFilter, 0, 2)}}))
 			expect[*wire.SubscribeOK](fs)
@@ -274,7 +275,7 @@ func TestC025_RepeatedRangeFilter(t *testing.T) {
 	h, _ := servedCh(AcceptOptions{})
 	twice := []wire.RangeFilter{rangeFilter(wire.ParamSubgroupFilter, 1, 1), rangeFilter(wire.ParamSubgroupFilter, 1, 1)}
 	t.Run("SUBSCRIBE", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, newerDrafts, func(t *testing.T) {
 			_, fp := serverSession(t, &Config{Handler: h, MaxFilterRanges: 8})
 			fs := fp.open(subscribeMsg(0, trackA, wire.Params{RangeFilters: twice}))
 			assert.Equal(t, wire.ReqInvalidFilter, expect[*wire.RequestError](fs).ErrorCode)
@@ -282,7 +283,7 @@ func TestC025_RepeatedRangeFilter(t *testing.T) {
 		})
 	})
 	t.Run("REQUEST_UPDATE", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, newerDrafts, func(t *testing.T) {
 			s, fp := serverSession(t, &Config{Handler: h, MaxFilterRanges: 8})
 			fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
 			expect[*wire.SubscribeOK](fs)

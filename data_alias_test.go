@@ -118,7 +118,7 @@ func TestAliasDatagramBeforeSubscribeOK(t *testing.T) {
 func TestC090_RefusedTrackDatagramsDropped(t *testing.T) {
 	for _, by := range []string{"PUBLISH", "SUBSCRIBE_OK"} {
 		t.Run(by, func(t *testing.T) {
-			inBubble(t, func(t *testing.T) {
+			forDrafts(t, sharedDrafts, func(t *testing.T) {
 				s, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{AliasWait: time.Minute})
 				fp.sendDatagram(7, 0, 0, "before the refusal")
 				synctest.Wait()
@@ -241,7 +241,7 @@ func TestAliasRejectedPublishDiscardsAtOnce(t *testing.T) {
 // they would hold the connection window until AliasWait passed.)
 func TestC036_DataFloodCannotStarveControl(t *testing.T) {
 	cfg := func() *Config { return &Config{AliasWait: time.Minute, MaxPendingBytes: 256 << 10} }
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		s, fp := pipeClientSession(t, transport.PipeConfig{}, cfg())
 		dataFlood(t, s, fp, func(*atomic.Int64) { synctest.Wait() })
 	})

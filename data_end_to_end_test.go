@@ -156,43 +156,45 @@ func TestDataSubgroupEndToEnd(t *testing.T) {
 // filters is sent once per subscription, and each copy reaches the
 // subscription whose filter it passes.
 func TestC033_SharedAliasEachSubscriptionGetsItsCopy(t *testing.T) {
-	forTransports(t, func(t *testing.T, connect connector) {
-		track, cfg, served := newServedTrack(t, testTrack, nil)
-		cfg.SharedTrackAliases = true
-		p := connect(t, cfg, nil)
-		ctx := testCtx(t, 10*time.Second)
-		early, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(
-			wire.RangeFilterTo(wire.Location{Group: 1, Object: 0}, 2))})
-		require.NoError(t, err)
-		<-served
-		late, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(
-			wire.StartFilter(wire.Location{Group: 2, Object: 0}))})
-		require.NoError(t, err)
-		<-served
-		assert.Equal(t, early.TrackAlias(), late.TrackAlias())
+	eachDraft(t, newerDrafts, func(t *testing.T) {
+		forTransports(t, func(t *testing.T, connect connector) {
+			track, cfg, served := newServedTrack(t, testTrack, nil)
+			cfg.SharedTrackAliases = true
+			p := connect(t, cfg, nil)
+			ctx := testCtx(t, 10*time.Second)
+			early, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(
+				wire.RangeFilterTo(wire.Location{Group: 1, Object: 0}, 2))})
+			require.NoError(t, err)
+			<-served
+			late, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: wire.Some(
+				wire.StartFilter(wire.Location{Group: 2, Object: 0}))})
+			require.NoError(t, err)
+			<-served
+			assert.Equal(t, early.TrackAlias(), late.TrackAlias())
 
-		for g := uint64(1); g <= 2; g++ {
-			w := track.OpenSubgroup(g, 0, SubgroupOptions{})
-			require.NoError(t, writeObject(w, 0, nil, []byte{byte(g)}))
-			require.NoError(t, w.Close())
-		}
-		// Group 2 passes both filters: each subscription gets its
-		// own copy of it; group 1 only early's.
-		for _, c := range []struct {
-			sub    *Subscription
-			groups []uint64
-		}{{early, []uint64{1, 2}}, {late, []uint64{2}}} {
-			var got []uint64
-			for range c.groups {
-				r, err := c.sub.AcceptSubgroup(ctx)
-				require.NoError(t, err)
-				g := r.Header().GroupID
-				got = append(got, g)
-				_, payloads := readSubgroup(t, r)
-				assert.Equal(t, [][]byte{{byte(g)}}, payloads)
+			for g := uint64(1); g <= 2; g++ {
+				w := track.OpenSubgroup(g, 0, SubgroupOptions{})
+				require.NoError(t, writeObject(w, 0, nil, []byte{byte(g)}))
+				require.NoError(t, w.Close())
 			}
-			assert.ElementsMatch(t, c.groups, got)
-		}
+			// Group 2 passes both filters: each subscription gets its
+			// own copy of it; group 1 only early's.
+			for _, c := range []struct {
+				sub    *Subscription
+				groups []uint64
+			}{{early, []uint64{1, 2}}, {late, []uint64{2}}} {
+				var got []uint64
+				for range c.groups {
+					r, err := c.sub.AcceptSubgroup(ctx)
+					require.NoError(t, err)
+					g := r.Header().GroupID
+					got = append(got, g)
+					_, payloads := readSubgroup(t, r)
+					assert.Equal(t, [][]byte{{byte(g)}}, payloads)
+				}
+				assert.ElementsMatch(t, c.groups, got)
+			}
+		})
 	})
 }
 
@@ -201,46 +203,48 @@ func TestC033_SharedAliasEachSubscriptionGetsItsCopy(t *testing.T) {
 // to each, and the look-alike streams and datagrams are routed one to each
 // subscription, never both to one.
 func TestC033_OverlappingFiltersEachGetACopy(t *testing.T) {
-	forTransports(t, func(t *testing.T, connect connector) {
-		track, cfg, served := newServedTrack(t, testTrack, nil)
-		cfg.SharedTrackAliases = true
-		p := connect(t, cfg, nil)
-		ctx := testCtx(t, 10*time.Second)
-		from := wire.Some(wire.StartFilter(wire.Location{Group: 1, Object: 0}))
-		var subs []*Subscription
-		for range 2 {
-			sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: from})
-			require.NoError(t, err)
-			<-served
-			subs = append(subs, sub)
-		}
-		require.Equal(t, subs[0].TrackAlias(), subs[1].TrackAlias())
-
-		for g := uint64(1); g <= 2; g++ {
-			w := track.OpenSubgroup(g, 0, SubgroupOptions{})
-			require.NoError(t, writeObject(w, 0, nil, []byte{byte(g)}))
-			require.NoError(t, w.Close())
-		}
-		require.NoError(t, track.WriteDatagram(Object{Location: wire.Location{Group: 3, Object: 0}, Payload: []byte("d")}))
-		for i, sub := range subs {
-			// Streams may arrive in any order; had both group-1 copies
-			// gone to one subscription, it would see group 1 twice and
-			// the other would wait in vain.
-			var groups []uint64
+	eachDraft(t, newerDrafts, func(t *testing.T) {
+		forTransports(t, func(t *testing.T, connect connector) {
+			track, cfg, served := newServedTrack(t, testTrack, nil)
+			cfg.SharedTrackAliases = true
+			p := connect(t, cfg, nil)
+			ctx := testCtx(t, 10*time.Second)
+			from := wire.Some(wire.StartFilter(wire.Location{Group: 1, Object: 0}))
+			var subs []*Subscription
 			for range 2 {
-				r, err := sub.AcceptSubgroup(ctx)
-				require.NoError(t, err, "subscription %d", i)
-				g := r.Header().GroupID
-				groups = append(groups, g)
-				_, payloads := readSubgroup(t, r)
-				assert.Equal(t, [][]byte{{byte(g)}}, payloads)
+				sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{LocationFilter: from})
+				require.NoError(t, err)
+				<-served
+				subs = append(subs, sub)
 			}
-			assert.ElementsMatch(t, []uint64{1, 2}, groups, "subscription %d", i)
-			d, err := sub.ReadDatagram(ctx)
-			require.NoError(t, err, "subscription %d", i)
-			assert.Equal(t, wire.Location{Group: 3, Object: 0}, d.Location)
-			assert.Equal(t, []byte("d"), d.Payload)
-		}
+			require.Equal(t, subs[0].TrackAlias(), subs[1].TrackAlias())
+
+			for g := uint64(1); g <= 2; g++ {
+				w := track.OpenSubgroup(g, 0, SubgroupOptions{})
+				require.NoError(t, writeObject(w, 0, nil, []byte{byte(g)}))
+				require.NoError(t, w.Close())
+			}
+			require.NoError(t, track.WriteDatagram(Object{Location: wire.Location{Group: 3, Object: 0}, Payload: []byte("d")}))
+			for i, sub := range subs {
+				// Streams may arrive in any order; had both group-1 copies
+				// gone to one subscription, it would see group 1 twice and
+				// the other would wait in vain.
+				var groups []uint64
+				for range 2 {
+					r, err := sub.AcceptSubgroup(ctx)
+					require.NoError(t, err, "subscription %d", i)
+					g := r.Header().GroupID
+					groups = append(groups, g)
+					_, payloads := readSubgroup(t, r)
+					assert.Equal(t, [][]byte{{byte(g)}}, payloads)
+				}
+				assert.ElementsMatch(t, []uint64{1, 2}, groups, "subscription %d", i)
+				d, err := sub.ReadDatagram(ctx)
+				require.NoError(t, err, "subscription %d", i)
+				assert.Equal(t, wire.Location{Group: 3, Object: 0}, d.Location)
+				assert.Equal(t, []byte("d"), d.Payload)
+			}
+		})
 	})
 }
 

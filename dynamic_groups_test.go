@@ -29,7 +29,7 @@ func TestC018_NewGroupRequestNeedsDynamicGroups(t *testing.T) {
 		{"DYNAMIC_GROUPS 1 immutable", wire.KVList{{Type: wire.PropImmutableProperties, Bytes: immutable}}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			inBubble(t, func(t *testing.T) {
+			forDrafts(t, sharedDrafts, func(t *testing.T) {
 				// The SUBSCRIBE itself may carry it whatever the track says.
 				p := newFakePub(t, wire.Params{NewGroupRequest: wire.Some[uint64](0)}, c.props)
 				ngr := wire.Params{NewGroupRequest: wire.Some[uint64](4)}
@@ -54,10 +54,17 @@ func TestC018_NewGroupRequestNeedsDynamicGroups(t *testing.T) {
 // subscription a PUBLISH started, whose Track Properties came in the
 // PUBLISH.
 func TestC018_PublishedTrackWithoutDynamicGroups(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		subs := make(chan *Subscription, 1)
+		okErr := make(chan error, 1)
 		h := HandlerFunc(func(r Request) {
-			if sub, err := r.(*PublishRequest).Accept(wire.Params{}); err == nil {
+			pr := r.(*PublishRequest)
+			if rulesOf(draftOf(t)).publishOKParams {
+				// 18 and 19 name PUBLISH_OK too ({#new-group-request}).
+				_, err := pr.Accept(wire.Params{NewGroupRequest: wire.Some[uint64](0)})
+				okErr <- err
+			}
+			if sub, err := pr.Accept(wire.Params{}); err == nil {
 				subs <- sub
 			}
 		})
@@ -65,6 +72,9 @@ func TestC018_PublishedTrackWithoutDynamicGroups(t *testing.T) {
 		fs := fp.open(publishMsg(1, trackA, 7, wire.Params{}, wire.KVList{{Type: wire.PropDynamicGroups, Value: 0}}))
 		expect[*wire.RequestOK](fs)
 		sub := recvOrFail(t, subs)
+		if rulesOf(draftOf(t)).publishOKParams {
+			assert.ErrorIs(t, recvOrFail(t, okErr), ErrNoDynamicGroups, "NEW_GROUP_REQUEST in PUBLISH_OK")
+		}
 		assert.ErrorIs(t, sub.Update(fakeCtx(t), wire.Params{NewGroupRequest: wire.Some[uint64](0)}), ErrNoDynamicGroups)
 	})
 }

@@ -41,7 +41,7 @@ func openFetch(t *testing.T, cfg *Config, params wire.Params) *openedFetch {
 	pubUseCursor(s, func(filter.Window, bool) fetchCursor {
 		return &pubBlockedCursor{first: []Object{pobj(0, 0, "a")}}
 	})
-	fs := fp.open(pubFetchMsg(0, trackA, params))
+	fs := fp.open(pubFetchMsg(t, 0, trackA, params))
 	expect[*wire.FetchOK](fs)
 	d := fp.acceptPubFetch(false)
 	_, err := d.next()
@@ -54,7 +54,7 @@ func openFetch(t *testing.T, cfg *Config, params wire.Params) *openedFetch {
 // the data stream alone ends the fetch as well.
 func TestC087_StopSendingResetsFetchStreams(t *testing.T) {
 	t.Run("request stream", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			f := openFetch(t, &Config{}, wire.Params{})
 			s, fs, d, errs := f.s, f.fs, f.d, f.errs
 			fs.stopSending(wire.ResetCancelled)
@@ -67,7 +67,7 @@ func TestC087_StopSendingResetsFetchStreams(t *testing.T) {
 		})
 	})
 	t.Run("data stream", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			f := openFetch(t, &Config{}, wire.Params{})
 			s, fs, d, errs := f.s, f.fs, f.d, f.errs
 			d.str.CancelRead(uint64(wire.ResetCancelled))
@@ -77,7 +77,7 @@ func TestC087_StopSendingResetsFetchStreams(t *testing.T) {
 		})
 	})
 	t.Run("request stream reset", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			f := openFetch(t, &Config{}, wire.Params{})
 			fs, d, errs := f.fs, f.d, f.errs
 			fs.cancel()
@@ -91,7 +91,7 @@ func TestC087_StopSendingResetsFetchStreams(t *testing.T) {
 // with REQUEST_OK; a failed one is answered with REQUEST_ERROR and resets
 // the data stream.
 func TestC092_FailedFetchUpdateResetsDataStream(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		f := openFetch(t, &Config{MaxAuthTokenCacheSize: 100}, wire.Params{})
 		s, fs, d := f.s, f.fs, f.d
 		fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](7)}})
@@ -125,14 +125,14 @@ func TestFetchCap(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		f := openFetch(t, &Config{MaxServedFetches: 1}, wire.Params{})
 		s, fp, fs, d := f.s, f.fp, f.fs, f.d
-		fs2 := fp.open(pubFetchMsg(2, trackA, wire.Params{}))
+		fs2 := fp.open(pubFetchMsg(t, 2, trackA, wire.Params{}))
 		assert.Equal(t, wire.ReqExcessiveLoad, expect[*wire.RequestError](fs2).ErrorCode)
 		fs2.expectFIN()
 		fs.cancel()
 		d.expectReset(wire.ResetCancelled)
 		require.Eventually(t, func() bool { return s.serving.n.Load() == 0 }, fakeGuard, time.Millisecond)
 		pubUseCursor(s, func(filter.Window, bool) fetchCursor { return &pubSliceCursor{} })
-		fs3 := fp.open(pubFetchMsg(4, trackA, wire.Params{}))
+		fs3 := fp.open(pubFetchMsg(t, 4, trackA, wire.Params{}))
 		expect[*wire.FetchOK](fs3)
 		assert.Empty(t, fp.acceptPubFetch(false).all(), "an empty fetch is FETCH_HEADER and FIN")
 	})
@@ -160,7 +160,7 @@ func TestFetchFillTimeoutBudget(t *testing.T) {
 					return &pubPendingCursor{before: []Object{pobj(0, 0, "a")}, at: pl(0, 1),
 						after: []Object{pobj(0, 2, "c")}, waited: waited}
 				})
-				fs := fp.open(pubFetchMsg(0, trackA, tc.params))
+				fs := fp.open(pubFetchMsg(t, 0, trackA, tc.params))
 				expect[*wire.FetchOK](fs)
 				es := fp.acceptPubFetch(false).all()
 				assert.ErrorIs(t, recvOrFail(t, waited), context.DeadlineExceeded)
@@ -189,7 +189,7 @@ func TestFetchStalledSubscriber(t *testing.T) {
 			}
 			return c
 		})
-		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+		fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{}))
 		expect[*wire.FetchOK](fs)
 		fetchData, err := fp.conn.AcceptUniStream(fakeCtx(t))
 		require.NoError(t, err)
@@ -244,7 +244,7 @@ func TestFetchCancelOverTransports(t *testing.T) {
 		h, errs := fetchHandler(pubTrack(t, wire.Some(pl(0, 5))))
 		s, fp := connect(t, &Config{Handler: h})
 		pubUseCursor(s, blocked)
-		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+		fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{}))
 		expect[*wire.FetchOK](fs)
 		d := fp.acceptPubFetch(false)
 		_, err := d.next()
@@ -283,7 +283,7 @@ func TestFetchSlowReaderKeepsUp(t *testing.T) {
 				pubUseCursor(s, func(filter.Window, bool) fetchCursor {
 					return &pubSliceCursor{entries: []Object{{Location: pl(0, 0), Payload: big}}}
 				})
-				fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+				fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{}))
 				expect[*wire.FetchOK](fs)
 				str, err := fp.conn.AcceptUniStream(fakeCtx(t))
 				require.NoError(t, err)

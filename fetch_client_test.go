@@ -187,80 +187,88 @@ func TestFetchRequestErrorAfterObjects(t *testing.T) {
 // STOP_SENDING on its request stream (C086) and on its data stream, by
 // Close after FETCH_OK and by the context before it.
 func TestC086_FetchCancelStopsRequestStream(t *testing.T) {
-	forClientSessions(t, "close", func(t *testing.T, connect fakeConnector) {
-		s, fp := connect(t, nil)
-		f, req, id := fetchFake(t, s, fp, wire.Params{}, wire.Location{Group: 5})
-		str := fp.openFetch(id, fobj(0, 0, "x"))
-		o, err := f.ReadObject(fakeCtx(t))
-		require.NoError(t, err)
-		assert.Equal(t, []byte("x"), o.Payload)
-		read := goErr(func() error { _, err := f.ReadObject(fakeCtx(t)); return err })
-		require.NoError(t, f.Close())
-		assert.ErrorIs(t, recvOrFail(t, read), ErrCancelled, "Close interrupts ReadObject")
-		req.expectStopSending(wire.ResetCancelled)
-		assert.Equal(t, uint64(wire.ResetCancelled), expectStopped(t, str))
-		_, err = f.ReadObject(fakeCtx(t))
-		assert.ErrorIs(t, err, ErrCancelled)
-	})
-	forClientSessions(t, "ctx", func(t *testing.T, connect fakeConnector) {
-		s, fp := connect(t, nil)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := goErr(func() error { _, err := s.Fetch(ctx, testTrack, wire.Params{}); return err })
-		req := fp.accept()
-		expect[*wire.Fetch](req)
-		cancel()
-		assert.ErrorIs(t, recvOrFail(t, done), context.Canceled)
-		req.expectStopSending(wire.ResetCancelled)
-	})
-	// An object past Config.MaxObjectSize stops the data stream: the
-	// fetch is over, so its request stream is stopped too.
-	forClientSessions(t, "too large", func(t *testing.T, connect fakeConnector) {
-		s, fp := connect(t, &Config{MaxObjectSize: 4})
-		f, req, id := fetchFake(t, s, fp, wire.Params{}, wire.Location{Group: 5})
-		str := fp.openFetch(id, fobj(0, 0, "x"), fobj(0, 1, "too large"))
-		_, err := f.ReadObject(fakeCtx(t))
-		require.NoError(t, err)
-		_, err = f.ReadObject(fakeCtx(t))
-		assert.ErrorIs(t, err, ErrObjectTooLarge)
-		assert.Equal(t, uint64(wire.ResetCancelled), expectStopped(t, str))
-		req.expectStopSending(wire.ResetCancelled)
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		forClientSessions(t, "close", func(t *testing.T, connect fakeConnector) {
+			s, fp := connect(t, nil)
+			f, req, id := fetchFake(t, s, fp, wire.Params{}, wire.Location{Group: 5})
+			str := fp.openFetch(id, fobj(0, 0, "x"))
+			o, err := f.ReadObject(fakeCtx(t))
+			require.NoError(t, err)
+			assert.Equal(t, []byte("x"), o.Payload)
+			read := goErr(func() error { _, err := f.ReadObject(fakeCtx(t)); return err })
+			require.NoError(t, f.Close())
+			assert.ErrorIs(t, recvOrFail(t, read), ErrCancelled, "Close interrupts ReadObject")
+			req.expectStopSending(wire.ResetCancelled)
+			assert.Equal(t, uint64(wire.ResetCancelled), expectStopped(t, str))
+			_, err = f.ReadObject(fakeCtx(t))
+			assert.ErrorIs(t, err, ErrCancelled)
+		})
+		forClientSessions(t, "ctx", func(t *testing.T, connect fakeConnector) {
+			s, fp := connect(t, nil)
+			ctx, cancel := context.WithCancel(t.Context())
+			done := goErr(func() error { _, err := s.Fetch(ctx, testTrack, wire.Params{}); return err })
+			req := fp.accept()
+			expect[*wire.Fetch](req)
+			cancel()
+			assert.ErrorIs(t, recvOrFail(t, done), context.Canceled)
+			req.expectStopSending(wire.ResetCancelled)
+		})
+		// An object past Config.MaxObjectSize stops the data stream: the
+		// fetch is over, so its request stream is stopped too.
+		forClientSessions(t, "too large", func(t *testing.T, connect fakeConnector) {
+			s, fp := connect(t, &Config{MaxObjectSize: 4})
+			f, req, id := fetchFake(t, s, fp, wire.Params{}, wire.Location{Group: 5})
+			str := fp.openFetch(id, fobj(0, 0, "x"), fobj(0, 1, "too large"))
+			_, err := f.ReadObject(fakeCtx(t))
+			require.NoError(t, err)
+			_, err = f.ReadObject(fakeCtx(t))
+			assert.ErrorIs(t, err, ErrObjectTooLarge)
+			assert.Equal(t, uint64(wire.ResetCancelled), expectStopped(t, str))
+			req.expectStopSending(wire.ResetCancelled)
+		})
 	})
 }
 
 // TestC091_FetchMandatoryTrackProperty: a FETCH_OK with a Mandatory Track
 // Property this end does not understand cancels the fetch (C091).
 func TestC091_FetchMandatoryTrackProperty(t *testing.T) {
-	forClientSessions(t, "mandatory", func(t *testing.T, connect fakeConnector) {
-		s, fp := connect(t, nil)
-		got, req, _ := startFetch(t, s, fp, wire.Params{})
-		req.send(&wire.FetchOK{EndLocation: wire.Location{Group: 1}, TrackProperties: wire.KVList{{Type: 0x4000, Value: 1}}})
-		res := recvOrFail(t, got)
-		var re *RequestError
-		require.ErrorAs(t, res.err, &re)
-		assert.Equal(t, wire.ReqUnsupportedExtension, re.Code)
-		req.expectStopSending(wire.ResetCancelled)
-		fp.alive(1)
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		forClientSessions(t, "mandatory", func(t *testing.T, connect fakeConnector) {
+			s, fp := connect(t, nil)
+			got, req, _ := startFetch(t, s, fp, wire.Params{})
+			req.send(&wire.FetchOK{EndLocation: wire.Location{Group: 1}, TrackProperties: wire.KVList{{Type: 0x4000, Value: 1}}})
+			res := recvOrFail(t, got)
+			var re *RequestError
+			require.ErrorAs(t, res.err, &re)
+			assert.Equal(t, wire.ReqUnsupportedExtension, re.Code)
+			req.expectStopSending(wire.ResetCancelled)
+			fp.alive(1)
+		})
 	})
 }
 
 // TestC096_FetchEndBeforeStart: a FETCH_OK End Location before the
-// FETCH's Start Location closes the session with PROTOCOL_VIOLATION.
+// FETCH's Start Location closes the session with PROTOCOL_VIOLATION. On 18
+// and 19 both are in the draft's encoding (fetchOKEnd), so the "end" case
+// there is End = Start, a range of no Object (18 §10.13).
 func TestC096_FetchEndBeforeStart(t *testing.T) {
-	forClientSessions(t, "end", func(t *testing.T, connect fakeConnector) {
-		s, fp := connect(t, nil)
-		got, req, _ := startFetch(t, s, fp, wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 5, Object: 2}))})
-		req.send(&wire.FetchOK{EndLocation: wire.Location{Group: 5, Object: 1}})
-		res := recvOrFail(t, got)
-		require.Error(t, res.err)
-		fp.expectClose(wire.ProtocolViolation)
-	})
-	forClientSessions(t, "equal", func(t *testing.T, connect fakeConnector) {
-		s, fp := connect(t, nil)
-		got, req, _ := startFetch(t, s, fp, wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 5, Object: 2}))})
-		req.send(&wire.FetchOK{EndLocation: wire.Location{Group: 5, Object: 2}})
-		res := recvOrFail(t, got)
-		require.NoError(t, res.err, "End equal to Start is a valid one-object range")
-		fp.alive(1)
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		forClientSessions(t, "end", func(t *testing.T, connect fakeConnector) {
+			s, fp := connect(t, nil)
+			got, req, _ := startFetch(t, s, fp, wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 5, Object: 2}))})
+			req.send(&wire.FetchOK{EndLocation: fetchOKEnd(t, wire.Location{Group: 5, Object: 1})})
+			res := recvOrFail(t, got)
+			require.Error(t, res.err)
+			fp.expectClose(wire.ProtocolViolation)
+		})
+		forClientSessions(t, "equal", func(t *testing.T, connect fakeConnector) {
+			s, fp := connect(t, nil)
+			got, req, _ := startFetch(t, s, fp, wire.Params{LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: 5, Object: 2}))})
+			req.send(&wire.FetchOK{EndLocation: fetchOKEnd(t, wire.Location{Group: 5, Object: 2})})
+			res := recvOrFail(t, got)
+			require.NoError(t, res.err, "End equal to Start is a valid one-object range")
+			fp.alive(1)
+		})
 	})
 }
 
@@ -289,24 +297,28 @@ func varints(vs ...uint64) []byte {
 // TestC098_FetchFirstObjectAbsolute: a first object without Group ID and
 // Object ID Deltas closes the session (C098).
 func TestC098_FetchFirstObjectAbsolute(t *testing.T) {
-	forClientSessions(t, "nogroup", func(t *testing.T, connect fakeConnector) {
-		// flags: object delta + priority; no group delta.
-		badFetchStream(t, connect, wire.Params{}, append(varints(0x04|0x10, 0), append([]byte{1}, varints(0)...)...), wire.ProtocolViolation)
-	})
-	forClientSessions(t, "noobject", func(t *testing.T, connect fakeConnector) {
-		// flags: group delta + priority; no object delta.
-		badFetchStream(t, connect, wire.Params{}, append(varints(0x08|0x10, 0), append([]byte{1}, varints(0)...)...), wire.ProtocolViolation)
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		forClientSessions(t, "nogroup", func(t *testing.T, connect fakeConnector) {
+			// flags: object delta + priority; no group delta.
+			badFetchStream(t, connect, wire.Params{}, append(varints(0x04|0x10, 0), append([]byte{1}, varints(0)...)...), wire.ProtocolViolation)
+		})
+		forClientSessions(t, "noobject", func(t *testing.T, connect fakeConnector) {
+			// flags: group delta + priority; no object delta.
+			badFetchStream(t, connect, wire.Params{}, append(varints(0x08|0x10, 0), append([]byte{1}, varints(0)...)...), wire.ProtocolViolation)
+		})
 	})
 }
 
 // TestC099_FetchFirstObjectRefersToPrior: a first object taking its
 // Subgroup ID or Priority from a prior object closes the session (C099).
 func TestC099_FetchFirstObjectRefersToPrior(t *testing.T) {
-	forClientSessions(t, "subgroup", func(t *testing.T, connect fakeConnector) {
-		badFetchStream(t, connect, wire.Params{}, append(varints(0x08|0x04|0x10|0x01, 0, 0), append([]byte{1}, varints(0)...)...), wire.ProtocolViolation)
-	})
-	forClientSessions(t, "priority", func(t *testing.T, connect fakeConnector) {
-		badFetchStream(t, connect, wire.Params{}, varints(0x08|0x04, 0, 0, 0), wire.ProtocolViolation)
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		forClientSessions(t, "subgroup", func(t *testing.T, connect fakeConnector) {
+			badFetchStream(t, connect, wire.Params{}, append(varints(0x08|0x04|0x10|0x01, 0, 0), append([]byte{1}, varints(0)...)...), wire.ProtocolViolation)
+		})
+		forClientSessions(t, "priority", func(t *testing.T, connect fakeConnector) {
+			badFetchStream(t, connect, wire.Params{}, varints(0x08|0x04, 0, 0, 0), wire.ProtocolViolation)
+		})
 	})
 }
 
@@ -314,25 +326,29 @@ func TestC099_FetchFirstObjectRefersToPrior(t *testing.T) {
 // closes the session (C100): below 0 in descending order, above 2^64-1 in
 // ascending.
 func TestC100_FetchGroupOutOfRange(t *testing.T) {
-	forClientSessions(t, "underflow", func(t *testing.T, connect fakeConnector) {
-		first := append(varints(0x08|0x04|0x10, 1, 0), append([]byte{1}, varints(0)...)...)
-		next := varints(0x08|0x04, 1, 0, 0) // group 1 - (1 + 1) < 0
-		badFetchStream(t, connect, wire.Params{GroupOrder: wire.Some(wire.GroupOrderDescending)}, append(first, next...), wire.ProtocolViolation)
-	})
-	forClientSessions(t, "overflow", func(t *testing.T, connect fakeConnector) {
-		first := append(varints(0x08|0x04|0x10, wire.MaxVarint-1, 0), append([]byte{1}, varints(0)...)...)
-		next := varints(0x08|0x04, 1, 0, 0) // MaxVarint - 1 + 1 + 1
-		badFetchStream(t, connect, wire.Params{}, append(first, next...), wire.ProtocolViolation)
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		forClientSessions(t, "underflow", func(t *testing.T, connect fakeConnector) {
+			first := append(varints(0x08|0x04|0x10, 1, 0), append([]byte{1}, varints(0)...)...)
+			next := varints(0x08|0x04, 1, 0, 0) // group 1 - (1 + 1) < 0
+			badFetchStream(t, connect, wire.Params{GroupOrder: wire.Some(wire.GroupOrderDescending)}, append(first, next...), wire.ProtocolViolation)
+		})
+		forClientSessions(t, "overflow", func(t *testing.T, connect fakeConnector) {
+			first := append(varints(0x08|0x04|0x10, wire.MaxVarint-1, 0), append([]byte{1}, varints(0)...)...)
+			next := varints(0x08|0x04, 1, 0, 0) // MaxVarint - 1 + 1 + 1
+			badFetchStream(t, connect, wire.Params{}, append(first, next...), wire.ProtocolViolation)
+		})
 	})
 }
 
 // TestC101_FetchObjectOverflow: an Object ID past 2^64-1 closes the
 // session (C101).
 func TestC101_FetchObjectOverflow(t *testing.T) {
-	forClientSessions(t, "overflow", func(t *testing.T, connect fakeConnector) {
-		first := append(varints(0x08|0x04|0x10, 0, wire.MaxVarint), append([]byte{1}, varints(0)...)...)
-		next := varints(0x00, 0) // object ID MaxVarint + 1; payload length 0
-		badFetchStream(t, connect, wire.Params{}, append(first, next...), wire.ProtocolViolation)
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		forClientSessions(t, "overflow", func(t *testing.T, connect fakeConnector) {
+			first := append(varints(0x08|0x04|0x10, 0, wire.MaxVarint), append([]byte{1}, varints(0)...)...)
+			next := varints(0x00, 0) // object ID MaxVarint + 1; payload length 0
+			badFetchStream(t, connect, wire.Params{}, append(first, next...), wire.ProtocolViolation)
+		})
 	})
 }
 
@@ -352,21 +368,23 @@ func TestFetchBadStreamData(t *testing.T) {
 // bits are ignored (C103): the object is a datagram with no Subgroup ID,
 // and the session stays up.
 func TestC103_FetchDatagramIgnoresSubgroupBits(t *testing.T) {
-	forClientSessions(t, "bits", func(t *testing.T, connect fakeConnector) {
-		s, fp := connect(t, nil)
-		f, _, id := fetchFake(t, s, fp, wire.Params{}, wire.Location{Group: 1})
-		// 0x40 | 0x03: were the bits read, a Subgroup ID field would be
-		// expected, and the payload length would be parsed as one.
-		entry := append(varints(0x40|0x08|0x04|0x10|0x03, 0, 0), append([]byte{9}, varints(2)...)...)
-		str := fp.openFetchRaw(append(append(wire.FetchHeader{RequestID: id}.Append(nil), entry...), "hi"...))
-		require.NoError(t, str.Close())
-		objs, err := readFetch(t, f)
-		require.ErrorIs(t, err, io.EOF)
-		require.Len(t, objs, 1)
-		assert.True(t, objs[0].Datagram)
-		assert.Equal(t, uint64(0), objs[0].SubgroupID)
-		assert.Equal(t, []byte("hi"), objs[0].Payload)
-		fp.alive(1)
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		forClientSessions(t, "bits", func(t *testing.T, connect fakeConnector) {
+			s, fp := connect(t, nil)
+			f, _, id := fetchFake(t, s, fp, wire.Params{}, wire.Location{Group: 1})
+			// 0x40 | 0x03: were the bits read, a Subgroup ID field would be
+			// expected, and the payload length would be parsed as one.
+			entry := append(varints(0x40|0x08|0x04|0x10|0x03, 0, 0), append([]byte{9}, varints(2)...)...)
+			str := fp.openFetchRaw(append(append(wire.FetchHeader{RequestID: id}.Append(nil), entry...), "hi"...))
+			require.NoError(t, str.Close())
+			objs, err := readFetch(t, f)
+			require.ErrorIs(t, err, io.EOF)
+			require.Len(t, objs, 1)
+			assert.True(t, objs[0].Datagram)
+			assert.Equal(t, uint64(0), objs[0].SubgroupID)
+			assert.Equal(t, []byte("hi"), objs[0].Payload)
+			fp.alive(1)
+		})
 	})
 }
 

@@ -269,7 +269,14 @@ func awaitJoined(s *Session, id uint64) (*ServedSubscription, *RequestError) {
 			break
 		}
 		if !expected && s.ids.peerUsed(id) {
-			return nil, invalid
+			// Its SUBSCRIBE was expected before its ID was taken: look
+			// again, in case both happened since the first look.
+			if ss, changed, expected = s.joins.lookup(id); ss != nil {
+				break
+			}
+			if !expected {
+				return nil, invalid
+			}
 		}
 		if e := wait(changed, nil); e != nil {
 			return nil, e

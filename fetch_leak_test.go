@@ -29,7 +29,7 @@ func TestServedFetchGoroutinesEnd(t *testing.T) {
 			h, errs := fetchHandler(lt)
 			ls, s, fp := serverSessionNoCleanup(t, &Config{Handler: h, FillTimeout: time.Hour})
 			defer ls.srv.Close()
-			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+			fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{}))
 			expect[*wire.FetchOK](fs)
 			d := fp.acceptPubFetch(false)
 			_, err = d.next()

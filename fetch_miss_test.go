@@ -135,47 +135,50 @@ func fetchOrder(desc bool) wire.Params {
 // group 4: past the Largest Object it learnt, the relay cannot tell
 // whether the origin published more of group 4 (§2.1).
 func TestC070_MissFetchedUpstream(t *testing.T) {
-	for _, desc := range []bool{false, true} {
-		name := "ascending"
-		if desc {
-			name = "descending"
-		}
-		t.Run(name, func(t *testing.T) {
-			forTransports(t, func(t *testing.T, connect connector) {
-				m := newMissRelay(t, connect, CacheLimits{Objects: 1000}, nil)
-				ctx := testCtx(t, 30*time.Second)
-				for round := range 2 {
-					f, err := m.down.client.Fetch(ctx, testTrack, fetchOrder(desc))
-					require.NoError(t, err)
-					assert.Equal(t, wire.Location{Group: 6, Object: 3}, f.End)
-					got := readFetchAll(t, ctx, f)
-					want := append(missWant(0, 5, false), missWant(5, 7, false)...)
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		for _, desc := range []bool{false, true} {
+			name := "ascending"
+			if desc {
+				name = "descending"
+			}
+			t.Run(name, func(t *testing.T) {
+				forTransports(t, func(t *testing.T, connect connector) {
+					m := newMissRelay(t, connect, CacheLimits{Objects: 1000}, nil)
+					ctx := testCtx(t, 30*time.Second)
+					for round := range 2 {
+						f, err := m.down.client.Fetch(ctx, testTrack, fetchOrder(desc))
+						require.NoError(t, err)
+						assert.Equal(t, wire.Location{Group: 6, Object: 3}, f.End)
+						got := readFetchAll(t, ctx, f)
+						want := append(missWant(0, 5, false), missWant(5, 7, false)...)
+						if desc {
+							want = missWant(0, 7, true)
+						}
+						assert.Equal(t, want, locations(got), "round %d", round)
+						for _, o := range got {
+							assert.Equal(t, locPayload(o.Location), o.Payload)
+						}
+						asks := int64(1)
+						if desc {
+							asks = 5 // a group at a time
+						}
+						assert.Equal(t, asks, m.asks.Load(), "round %d: only the first FETCH asks upstream", round)
+					}
+					first := <-m.ranges
 					if desc {
-						want = missWant(0, 7, true)
+						assert.Equal(t, [2]wire.Location{{Group: 4}, {Group: 4, Object: ^uint64(0)}}, first, "the highest group first")
+					} else {
+						assert.Equal(t, [2]wire.Location{{}, {Group: 4, Object: ^uint64(0)}}, first, "the unknown range")
 					}
-					assert.Equal(t, want, locations(got), "round %d", round)
-					for _, o := range got {
-						assert.Equal(t, locPayload(o.Location), o.Payload)
-					}
-					asks := int64(1)
-					if desc {
-						asks = 5 // a group at a time
-					}
-					assert.Equal(t, asks, m.asks.Load(), "round %d: only the first FETCH asks upstream", round)
-				}
-				first := <-m.ranges
-				if desc {
-					assert.Equal(t, [2]wire.Location{{Group: 4}, {Group: 4, Object: ^uint64(0)}}, first, "the highest group first")
-				} else {
-					assert.Equal(t, [2]wire.Location{{}, {Group: 4, Object: ^uint64(0)}}, first, "the unknown range")
-				}
+				})
 			})
-		})
-	}
+		}
+	})
 }
 
 // fetchTimedOut fetches the relay's track with FILL_TIMEOUT ms and checks
-// that the range it lacks is reported timed out, and the rest served.
+// that the range it lacks is reported timed out (unknown on 18 and 19,
+// timedOutGap), and the rest served.
 func fetchTimedOut(t *testing.T, m *missRelay, ms uint64) {
 	t.Helper()
 	ctx := testCtx(t, 30*time.Second)
@@ -183,7 +186,7 @@ func fetchTimedOut(t *testing.T, m *missRelay, ms uint64) {
 	require.NoError(t, err)
 	got := readFetchAll(t, ctx, f)
 	require.NotEmpty(t, got)
-	assert.Equal(t, Object{Location: wire.Location{Group: 4, Object: ^uint64(0)}, EndOfRange: wire.EndOfTimedOutRange}, got[0])
+	assert.Equal(t, Object{Location: wire.Location{Group: 4, Object: ^uint64(0)}, EndOfRange: timedOutGap(t)}, got[0])
 	assert.Equal(t, missWant(5, 7, false), locations(got[1:]))
 }
 
@@ -191,22 +194,26 @@ func fetchTimedOut(t *testing.T, m *missRelay, ms uint64) {
 // what it has and reports the rest as a Timed-Out gap, without asking
 // upstream (§9.20.6).
 func TestC071_FillTimeoutZeroTimedOut(t *testing.T) {
-	forTransports(t, func(t *testing.T, connect connector) {
-		m := newMissRelay(t, connect, CacheLimits{Objects: 1000}, nil)
-		fetchTimedOut(t, m, 0)
-		assert.Zero(t, m.asks.Load(), "no upstream FETCH")
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		forTransports(t, func(t *testing.T, connect connector) {
+			m := newMissRelay(t, connect, CacheLimits{Objects: 1000}, nil)
+			fetchTimedOut(t, m, 0)
+			assert.Zero(t, m.asks.Load(), "no upstream FETCH")
+		})
 	})
 }
 
 // TestC071_BudgetSpentTimedOut: an upstream that does not answer within
 // FILL_TIMEOUT leaves the range timed out, and the relay serves the rest.
 func TestC071_BudgetSpentTimedOut(t *testing.T) {
-	forTransports(t, func(t *testing.T, connect connector) {
-		m := newMissRelay(t, connect, CacheLimits{Objects: 1000}, func(ctx context.Context, _ *Session, _, _ wire.Location) (*Fetch, error) {
-			<-ctx.Done()
-			return nil, ctx.Err()
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		forTransports(t, func(t *testing.T, connect connector) {
+			m := newMissRelay(t, connect, CacheLimits{Objects: 1000}, func(ctx context.Context, _ *Session, _, _ wire.Location) (*Fetch, error) {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			})
+			fetchTimedOut(t, m, 200)
 		})
-		fetchTimedOut(t, m, 200)
 	})
 }
 
@@ -256,20 +263,22 @@ func TestMissOutsideRangeRefused(t *testing.T) {
 // Malformed Track resets the relay's fetch stream with MALFORMED_TRACK
 // (§12.1), rather than serving the rest as if nothing happened.
 func TestC077_MissMalformedUpstream(t *testing.T) {
-	forTransports(t, func(t *testing.T, connect connector) {
-		m := newMissRelay(t, connect, CacheLimits{Objects: 1000}, func(ctx context.Context, up *Session, start, end wire.Location) (*Fetch, error) {
-			return up.Fetch(ctx, malformedTrack, wire.Params{LocationFilter: wire.Some(wire.RangeFilterToObject(start, end))})
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		forTransports(t, func(t *testing.T, connect connector) {
+			m := newMissRelay(t, connect, CacheLimits{Objects: 1000}, func(ctx context.Context, up *Session, start, end wire.Location) (*Fetch, error) {
+				return up.Fetch(ctx, malformedTrack, wire.Params{LocationFilter: wire.Some(wire.RangeFilterToObject(start, end))})
+			})
+			ctx := testCtx(t, 30*time.Second)
+			f, err := m.down.client.Fetch(ctx, testTrack, wire.Params{})
+			var serr *StreamError
+			for err == nil {
+				// The reset may overtake FETCH_OK, failing Fetch itself.
+				_, err = f.ReadObject(ctx)
+				require.NotErrorIs(t, err, io.EOF, "the stream must not end cleanly")
+			}
+			require.ErrorAs(t, err, &serr)
+			assert.Equal(t, wire.ResetMalformedTrack, serr.Code)
 		})
-		ctx := testCtx(t, 30*time.Second)
-		f, err := m.down.client.Fetch(ctx, testTrack, wire.Params{})
-		var serr *StreamError
-		for err == nil {
-			// The reset may overtake FETCH_OK, failing Fetch itself.
-			_, err = f.ReadObject(ctx)
-			require.NotErrorIs(t, err, io.EOF, "the stream must not end cleanly")
-		}
-		require.ErrorAs(t, err, &serr)
-		assert.Equal(t, wire.ResetMalformedTrack, serr.Code)
 	})
 }
 
@@ -277,7 +286,16 @@ func TestC077_MissMalformedUpstream(t *testing.T) {
 // FILL_PARAMETERS) reaching what the relay's cache does not know waits
 // for the upstream's objects as a FETCH does: the subscriber gets the
 // whole track, the upstream's part first, in order, then the live objects.
+//
+// On 18 and 19 the fill goes as a Joining FETCH right after the SUBSCRIBE
+// (subscription_join.go), which the publisher must buffer while the
+// subscription is pending (18 §10.12.2): this test found the window in
+// which it was refused INVALID_JOINING_REQUEST_ID instead.
 func TestC070_MissFill(t *testing.T) {
+	eachDraft(t, sharedDrafts, func(t *testing.T) { testC070MissFill(t) })
+}
+
+func testC070MissFill(t *testing.T) {
 	forTransports(t, func(t *testing.T, connect connector) {
 		m := newMissRelay(t, connect, CacheLimits{Objects: 1000}, nil)
 		ctx := testCtx(t, 30*time.Second)
@@ -327,17 +345,19 @@ func TestMissCancelledWithDownstream(t *testing.T) {
 // the relay's fetch stream, already answered with FETCH_OK and carrying
 // data, rather than ending it as if the range were merely unknown.
 func TestC040_MissUnsupportedExtensionResets(t *testing.T) {
-	forTransports(t, func(t *testing.T, connect connector) {
-		m := newMissRelay(t, connect, CacheLimits{Objects: 1000}, func(context.Context, *Session, wire.Location, wire.Location) (*Fetch, error) {
-			return nil, &RequestError{Code: wire.ReqUnsupportedExtension, Reason: "mandatory property"}
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		forTransports(t, func(t *testing.T, connect connector) {
+			m := newMissRelay(t, connect, CacheLimits{Objects: 1000}, func(context.Context, *Session, wire.Location, wire.Location) (*Fetch, error) {
+				return nil, &RequestError{Code: wire.ReqUnsupportedExtension, Reason: "mandatory property"}
+			})
+			ctx := testCtx(t, 30*time.Second)
+			f, err := m.down.client.Fetch(ctx, testTrack, fetchOrder(true)) // the cached groups first
+			var serr *StreamError
+			for err == nil {
+				_, err = f.ReadObject(ctx)
+				require.NotErrorIs(t, err, io.EOF, "the stream must not end cleanly")
+			}
+			require.ErrorAs(t, err, &serr)
 		})
-		ctx := testCtx(t, 30*time.Second)
-		f, err := m.down.client.Fetch(ctx, testTrack, fetchOrder(true)) // the cached groups first
-		var serr *StreamError
-		for err == nil {
-			_, err = f.ReadObject(ctx)
-			require.NotErrorIs(t, err, io.EOF, "the stream must not end cleanly")
-		}
-		require.ErrorAs(t, err, &serr)
 	})
 }

@@ -17,8 +17,21 @@ import (
 
 // ---- fixtures for the publisher side of FETCH and fill ----
 
-func pubFetchMsg(id uint64, track wire.FullTrackName, params wire.Params) *wire.Fetch {
-	return &wire.Fetch{RequestID: id, TrackNamespace: track.Namespace, TrackName: track.Name, Parameters: params}
+// pubFetchMsg is a FETCH of track with params in the test's draft
+// (draftOf): on 18 and 19 a Standalone FETCH whose Start and End Location
+// carry params' LOCATION_FILTER, converted by standaloneRange (whose output
+// TestDraft18FetchSentStandalone checks), the filter left out.
+func pubFetchMsg(t testing.TB, id uint64, track wire.FullTrackName, params wire.Params) *wire.Fetch {
+	m := &wire.Fetch{RequestID: id, TrackNamespace: track.Namespace, TrackName: track.Name, Parameters: params}
+	v := draftOf(t)
+	if !v.Profile().JoiningFetch {
+		return m
+	}
+	start, end, err := standaloneRange(v, params.LocationFilter)
+	require.NoError(t, err)
+	m.FetchType, m.StartLocation, m.EndLocation = wire.FetchStandalone, start, end
+	m.Parameters.LocationFilter = wire.Opt[wire.LocationFilter]{}
+	return m
 }
 
 // pubSliceCursor yields entries, then io.EOF.
@@ -207,17 +220,17 @@ func pobj(g, o uint64, payload string) Object {
 // FIN.
 func TestC085_OneFetchAnswer(t *testing.T) {
 	t.Run("FETCH_OK", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			lt := pubTrack(t, wire.Some(pl(3, 2)))
 			h, errs := fetchHandler(lt)
 			s, fp := serverSession(t, &Config{Handler: h})
 			pubUseCursor(s, func(filter.Window, bool) fetchCursor {
 				return &pubSliceCursor{entries: []Object{pobj(3, 0, "a"), pobj(3, 2, "b")}}
 			})
-			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+			fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{}))
 			fs.fin()
 			ok := expect[*wire.FetchOK](fs)
-			assert.Equal(t, pl(3, 2), ok.EndLocation)
+			assert.Equal(t, fetchOKEnd(t, pl(3, 2)), ok.EndLocation)
 			assert.False(t, ok.EndOfTrack)
 			d := fp.acceptPubFetch(false)
 			assert.Equal(t, uint64(0), d.id)
@@ -227,11 +240,11 @@ func TestC085_OneFetchAnswer(t *testing.T) {
 		})
 	})
 	t.Run("REQUEST_ERROR", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			lt := pubTrack(t, wire.Some(pl(3, 2)))
 			h, errs := fetchHandler(lt)
 			_, fp := serverSession(t, &Config{Handler: h})
-			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{LocationFilter: wire.Some(wire.StartFilter(pl(4, 0)))}))
+			fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{LocationFilter: wire.Some(wire.StartFilter(pl(4, 0)))}))
 			fs.fin()
 			assert.Equal(t, wire.ReqInvalidRange, expect[*wire.RequestError](fs).ErrorCode)
 			fs.expectFIN()
@@ -253,10 +266,10 @@ func TestC093_FetchInvalidRange(t *testing.T) {
 		{"start group past Largest Object", wire.Some(pl(2, 5)), wire.Some(wire.RangeFilterTo(pl(3, 0), 9))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			inBubble(t, func(t *testing.T) {
+			forDrafts(t, sharedDrafts, func(t *testing.T) {
 				h, _ := fetchHandler(pubTrack(t, tc.largest))
 				_, fp := serverSession(t, &Config{Handler: h})
-				fs := fp.open(pubFetchMsg(0, trackA, wire.Params{LocationFilter: tc.filter}))
+				fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{LocationFilter: tc.filter}))
 				assert.Equal(t, wire.ReqInvalidRange, expect[*wire.RequestError](fs).ErrorCode)
 				fs.expectFIN()
 			})
@@ -279,11 +292,11 @@ func TestC095_FetchOKCarriesTheKnownEnd(t *testing.T) {
 			{"whole end group past Largest Object", wire.RangeFilterTo(pl(1, 0), 3), pl(3, 2)},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				inBubble(t, func(t *testing.T) {
+				forDrafts(t, sharedDrafts, func(t *testing.T) {
 					h, _ := fetchHandler(pubTrack(t, wire.Some(pl(3, 2))))
 					_, fp := serverSession(t, &Config{Handler: h})
-					fs := fp.open(pubFetchMsg(0, trackA, wire.Params{LocationFilter: wire.Some(tc.filter)}))
-					assert.Equal(t, tc.end, expect[*wire.FetchOK](fs).EndLocation)
+					fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{LocationFilter: wire.Some(tc.filter)}))
+					assert.Equal(t, fetchOKEnd(t, tc.end), expect[*wire.FetchOK](fs).EndLocation)
 					d := fp.acceptPubFetch(false)
 					// The track keeps nothing: one unknown range up to the end.
 					es := d.all()
@@ -295,7 +308,7 @@ func TestC095_FetchOKCarriesTheKnownEnd(t *testing.T) {
 		}
 	})
 	t.Run("application", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			accept := make(chan struct{})
 			h := HandlerFunc(func(r Request) {
 				fr := r.(*FetchRequest)
@@ -306,7 +319,7 @@ func TestC095_FetchOKCarriesTheKnownEnd(t *testing.T) {
 				_ = w.Close()
 			})
 			_, fp := serverSession(t, &Config{Handler: h})
-			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+			fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{}))
 			d := fp.acceptPubFetch(false)
 			e, err := d.next()
 			require.NoError(t, err)
@@ -314,7 +327,7 @@ func TestC095_FetchOKCarriesTheKnownEnd(t *testing.T) {
 			close(accept)
 			ok := expect[*wire.FetchOK](fs)
 			assert.True(t, ok.EndOfTrack)
-			assert.Equal(t, pl(1, 0), ok.EndLocation)
+			assert.Equal(t, fetchOKEnd(t, pl(1, 0)), ok.EndLocation)
 			assert.Empty(t, d.all())
 			fs.expectFIN()
 		})
@@ -324,7 +337,7 @@ func TestC095_FetchOKCarriesTheKnownEnd(t *testing.T) {
 // C094: groups go in the FETCH's group order; an entry out of order fails
 // and writes nothing.
 func TestC094_FetchGroupOrder(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		results := make(chan []error, 1)
 		h := HandlerFunc(func(r Request) {
 			fr := r.(*FetchRequest)
@@ -341,7 +354,7 @@ func TestC094_FetchGroupOrder(t *testing.T) {
 			}
 		})
 		_, fp := serverSession(t, &Config{Handler: h})
-		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{GroupOrder: wire.Some(wire.GroupOrderDescending)}))
+		fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{GroupOrder: wire.Some(wire.GroupOrderDescending)}))
 		expect[*wire.FetchOK](fs)
 		d := fp.acceptPubFetch(true)
 		assert.Equal(t, []wire.Location{pl(5, 0), pl(5, 1), pl(4, 0)}, pubLocs(d.all()))
@@ -357,7 +370,7 @@ func TestC094_FetchGroupOrder(t *testing.T) {
 // C102: an object with the Datagram forwarding preference goes on a fetch
 // stream with flag 0x40 and no Subgroup ID.
 func TestC102_FetchDatagramObjectsFlagged(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		lt := pubTrack(t, wire.Some(pl(0, 1)))
 		h, _ := fetchHandler(lt)
 		s, fp := serverSession(t, &Config{Handler: h})
@@ -367,7 +380,7 @@ func TestC102_FetchDatagramObjectsFlagged(t *testing.T) {
 				{Location: pl(0, 1), Datagram: true, Payload: []byte("d")},
 			}}
 		})
-		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+		fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{}))
 		expect[*wire.FetchOK](fs)
 		d := fp.acceptPubFetch(false)
 		first, err := d.next()
@@ -402,7 +415,7 @@ func TestFetchRangeFiltersAndPriority(t *testing.T) {
 			}}
 		})
 		rf := wire.RangeFilter{Type: wire.ParamSubgroupFilter, Ranges: []wire.Range{{Start: 0, End: 0}}}
-		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{RangeFilters: []wire.RangeFilter{rf}}))
+		fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{RangeFilters: []wire.RangeFilter{rf}}))
 		expect[*wire.FetchOK](fs)
 		es := fp.acceptPubFetch(false).all()
 		assert.Equal(t, []wire.Location{pl(0, 0), pl(0, 2)}, pubLocs(es))
@@ -438,7 +451,7 @@ func TestFetchOverTransports(t *testing.T) {
 			pubUseCursor(s, func(_ filter.Window, d bool) fetchCursor {
 				return &pubSliceCursor{entries: entries(d)}
 			})
-			fs := fp.open(pubFetchMsg(0, trackA, params))
+			fs := fp.open(pubFetchMsg(t, 0, trackA, params))
 			fs.fin()
 			ok := expect[*wire.FetchOK](fs)
 			assert.Equal(t, pl(3, 0), ok.EndLocation)
@@ -488,7 +501,7 @@ func TestFetchRejectAfterObjects(t *testing.T) {
 			assert.Error(t, fr.Objects().WriteObject(pobj(0, 1, "late")))
 		})
 		_, fp := serverSession(t, &Config{Handler: h})
-		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+		fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{}))
 		d := fp.acceptPubFetch(false)
 		e, err := d.next()
 		require.NoError(t, err)
@@ -507,7 +520,7 @@ func TestFetchRouting(t *testing.T) {
 	t.Run("DefaultHandler", func(t *testing.T) {
 		inBubble(t, func(t *testing.T) {
 			_, fp := serverSession(t, nil)
-			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+			fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{}))
 			assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
 		})
 	})
@@ -515,7 +528,7 @@ func TestFetchRouting(t *testing.T) {
 		inBubble(t, func(t *testing.T) {
 			h, errs := fetchHandler(pubTrack(t, wire.Some(pl(0, 0))))
 			_, fp := serverSession(t, &Config{Handler: h})
-			fs := fp.open(pubFetchMsg(0, trackB, wire.Params{}))
+			fs := fp.open(pubFetchMsg(t, 0, trackB, wire.Params{}))
 			assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode)
 			assert.Error(t, recvOrFail(t, errs))
 		})
@@ -526,7 +539,7 @@ func TestFetchRouting(t *testing.T) {
 			mux := NewServeMux()
 			mux.Handle(trackA.Namespace, h)
 			_, fp := serverSession(t, &Config{Handler: mux})
-			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+			fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{}))
 			expect[*wire.FetchOK](fs)
 			require.NoError(t, recvOrFail(t, errs))
 		})
@@ -573,7 +586,7 @@ func TestFetchParamsChecked(t *testing.T) {
 		inBubble(t, func(t *testing.T) {
 			h, _ := fetchHandler(pubTrack(t, wire.Some(pl(0, 0))))
 			_, fp := serverSession(t, &Config{Handler: h})
-			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{RangeFilters: []wire.RangeFilter{rf}}))
+			fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{RangeFilters: []wire.RangeFilter{rf}}))
 			assert.Equal(t, wire.ReqInvalidFilter, expect[*wire.RequestError](fs).ErrorCode)
 		})
 	})
@@ -585,9 +598,9 @@ func TestFetchParamsChecked(t *testing.T) {
 			lt.noteObject(pl(0, 0))
 			h, _ := fetchHandler(lt)
 			_, fp := serverSession(t, &Config{Handler: h})
-			fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+			fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{}))
 			assert.Len(t, expect[*wire.FetchOK](fs).TrackProperties, 1)
-			fs = fp.open(pubFetchMsg(2, trackA, wire.Params{IncludeProperties: wire.Some(false)}))
+			fs = fp.open(pubFetchMsg(t, 2, trackA, wire.Params{IncludeProperties: wire.Some(false)}))
 			assert.Empty(t, expect[*wire.FetchOK](fs).TrackProperties)
 		})
 	})

@@ -25,7 +25,7 @@ func TestFetchHeldEntriesFlushedBeforeWait(t *testing.T) {
 		pubUseCursor(s, func(filter.Window, bool) fetchCursor {
 			return &pubBlockedCursor{first: []Object{pobj(0, 0, "a"), pobj(0, 1, "b")}, release: release}
 		})
-		fs := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+		fs := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{}))
 		expect[*wire.FetchOK](fs)
 		d := fp.acceptPubFetch(false)
 		got := make(chan []pubEntry, 1)

@@ -206,7 +206,7 @@ func (p *fakePub) expectMalformedDatagram() *MalformedTrackError {
 // whose second stream carries another Publisher Priority. The open streams
 // are stopped with MALFORMED_TRACK.
 func TestC022_C023_PriorityDiffersWithinSubgroup(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		p := newFakePub(t, wire.Params{}, nil)
 		a := p.subgroup(hdr(1, 0, 10)).objects(0)
 		ra := p.stream()
@@ -225,8 +225,9 @@ func TestC022_C023_PriorityDiffersWithinSubgroup(t *testing.T) {
 // TestC022_EverySubscriptionToTheTrackCancelled: a Malformed Track seen
 // on one subscription cancels every subscription to that track from that
 // publisher (§12.1), whatever its alias; one to another track goes on.
+// Not on 18, which allows one subscription per track (§5.1).
 func TestC022_EverySubscriptionToTheTrackCancelled(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, newerDrafts, func(t *testing.T) {
 		p := newFakePub(t, wire.Params{}, nil)
 		same, sameReq := p.subscribeAgain(testTrack, fakeAlias+1, wire.Params{})
 		other, _ := p.subscribeAgain(trackB, fakeAlias+2, wire.Params{})
@@ -250,7 +251,7 @@ func TestC022_EverySubscriptionToTheTrackCancelled(t *testing.T) {
 // object before a FIN of its subgroup, in either order.
 func TestC022_ObjectAfterSubgroupFinal(t *testing.T) {
 	t.Run("object after the FIN", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			p := newFakePub(t, wire.Params{}, nil)
 			p.subgroup(hdr(1, 0, 1)).objects(0, 1, 2).fin()
 			r := p.stream()
@@ -264,7 +265,7 @@ func TestC022_ObjectAfterSubgroupFinal(t *testing.T) {
 		})
 	})
 	t.Run("FIN after a larger object", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			p := newFakePub(t, wire.Params{}, nil)
 			a := p.subgroup(hdr(1, 0, 1)).objects(4, 5)
 			readIDs(t, p.stream(), 4, 5)
@@ -283,7 +284,7 @@ func TestC022_ObjectAfterSubgroupFinal(t *testing.T) {
 // streams that end with a FIN after different objects. The FIN that
 // reveals it is reported instead of io.EOF.
 func TestC022_SubgroupFinalsDiffer(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		p := newFakePub(t, wire.Params{}, nil)
 		p.subgroup(hdr(1, 0, 1)).objects(0, 1, 2).fin()
 		r := p.stream()
@@ -303,7 +304,7 @@ func TestC022_SubgroupFinalsDiffer(t *testing.T) {
 // streams and in datagrams, in either order.
 func TestC022_ObjectAfterGroupFinal(t *testing.T) {
 	t.Run("END_OF_GROUP status then stream", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			p := newFakePub(t, wire.Params{}, nil)
 			p.subgroup(hdr(1, 0, 1)).objects(0, 1).status(2, wire.ObjectEndOfGroup)
 			readIDs(t, p.stream(), 0, 1, 2)
@@ -314,7 +315,7 @@ func TestC022_ObjectAfterGroupFinal(t *testing.T) {
 		})
 	})
 	t.Run("END_OF_GROUP header and FIN then stream", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			p := newFakePub(t, wire.Params{}, nil)
 			h := hdr(1, 0, 1)
 			h.EndOfGroup = true
@@ -329,7 +330,7 @@ func TestC022_ObjectAfterGroupFinal(t *testing.T) {
 		})
 	})
 	t.Run("END_OF_GROUP status then datagram", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			p := newFakePub(t, wire.Params{}, nil)
 			p.subgroup(hdr(1, 0, 1)).objects(0).status(1, wire.ObjectEndOfGroup)
 			readIDs(t, p.stream(), 0, 1)
@@ -338,7 +339,7 @@ func TestC022_ObjectAfterGroupFinal(t *testing.T) {
 		})
 	})
 	t.Run("datagram END_OF_GROUP flag then stream", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			p := newFakePub(t, wire.Params{}, nil)
 			p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 1, EndOfGroup: true, Payload: []byte("last")})
 			p.readDatagram(wire.Location{Group: 1, Object: 1})
@@ -348,7 +349,7 @@ func TestC022_ObjectAfterGroupFinal(t *testing.T) {
 		})
 	})
 	t.Run("END_OF_GROUP status after a larger object", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			p := newFakePub(t, wire.Params{}, nil)
 			a := p.subgroup(hdr(1, 1, 1)).objects(5)
 			readIDs(t, p.stream(), 5)
@@ -367,7 +368,7 @@ func TestC022_ObjectAfterGroupFinal(t *testing.T) {
 // END_OF_TRACK, in either order.
 func TestC022_ObjectAfterTrackFinal(t *testing.T) {
 	t.Run("stream in a later group", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			p := newFakePub(t, wire.Params{}, nil)
 			p.subgroup(hdr(2, 0, 1)).objects(0).status(1, wire.ObjectEndOfTrack).fin()
 			r := p.stream()
@@ -380,7 +381,7 @@ func TestC022_ObjectAfterTrackFinal(t *testing.T) {
 		})
 	})
 	t.Run("datagram in the last group", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			p := newFakePub(t, wire.Params{}, nil)
 			p.subgroup(hdr(2, 0, 1)).status(1, wire.ObjectEndOfTrack)
 			readIDs(t, p.stream(), 1)
@@ -389,7 +390,7 @@ func TestC022_ObjectAfterTrackFinal(t *testing.T) {
 		})
 	})
 	t.Run("END_OF_TRACK after a larger object of its group", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			p := newFakePub(t, wire.Params{}, nil)
 			p.subgroup(hdr(2, 1, 1)).objects(3)
 			readIDs(t, p.stream(), 3)
@@ -402,7 +403,7 @@ func TestC022_ObjectAfterTrackFinal(t *testing.T) {
 		})
 	})
 	t.Run("END_OF_TRACK after a later group", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			p := newFakePub(t, wire.Params{}, nil)
 			p.datagram(wire.ObjectDatagram{GroupID: 5, Payload: []byte("ahead")})
 			p.readDatagram(wire.Location{Group: 5})
@@ -420,7 +421,7 @@ func TestC022_ObjectAfterTrackFinal(t *testing.T) {
 // Location received both as a datagram and on a subgroup stream.
 func TestC022_ForwardingPreferenceChanged(t *testing.T) {
 	t.Run("datagram then stream", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			p := newFakePub(t, wire.Params{}, nil)
 			p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 0, Payload: []byte("d")})
 			p.readDatagram(wire.Location{Group: 1})
@@ -431,7 +432,7 @@ func TestC022_ForwardingPreferenceChanged(t *testing.T) {
 		})
 	})
 	t.Run("stream then datagram", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			p := newFakePub(t, wire.Params{}, nil)
 			a := p.subgroup(hdr(1, 0, 1)).objects(0, 1, 2)
 			r := p.stream()
@@ -443,7 +444,7 @@ func TestC022_ForwardingPreferenceChanged(t *testing.T) {
 		})
 	})
 	t.Run("other objects of a group may differ", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			p := newFakePub(t, wire.Params{}, nil)
 			p.subgroup(hdr(1, 0, 1)).objects(0, 2)
 			readIDs(t, p.stream(), 0, 2)
@@ -477,7 +478,7 @@ func TestC005_MandatoryPropertyOnObject(t *testing.T) {
 		props []byte
 	}{{"direct", mandatory}, {"inside IMMUTABLE_PROPERTIES", nested}} {
 		t.Run("stream/"+c.name, func(t *testing.T) {
-			inBubble(t, func(t *testing.T) {
+			forDrafts(t, sharedDrafts, func(t *testing.T) {
 				p := newFakePub(t, wire.Params{}, nil)
 				h := hdr(1, 0, 1)
 				h.HasProperties = true
@@ -492,7 +493,7 @@ func TestC005_MandatoryPropertyOnObject(t *testing.T) {
 			})
 		})
 		t.Run("datagram/"+c.name, func(t *testing.T) {
-			inBubble(t, func(t *testing.T) {
+			forDrafts(t, sharedDrafts, func(t *testing.T) {
 				p := newFakePub(t, wire.Params{}, nil)
 				p.datagram(wire.ObjectDatagram{GroupID: 1, ObjectID: 0, Properties: c.props, Payload: []byte("bad")})
 				me := p.expectMalformedDatagram()
@@ -509,7 +510,7 @@ func TestC005_MandatoryPropertyOnObject(t *testing.T) {
 // receiver would take the track for malformed. The subscriber goes on
 // reading the track, the objects written after the refusal included.
 func TestC005_MandatoryPropertyNeverSentOnObject(t *testing.T) {
-	inBubble(t, func(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
 		bad := map[string][]byte{
 			"direct": propsBlock(t, wire.KVList{{Type: 0x3C, Value: 1}, {Type: 0x4000, Value: 1}}),
 			"inside IMMUTABLE_PROPERTIES": propsBlock(t, wire.KVList{{Type: wire.PropImmutableProperties,
@@ -540,7 +541,7 @@ func TestC005_MandatoryPropertyNeverSentOnObject(t *testing.T) {
 		assert.NoError(t, lt.sub.Err(), "the subscriber saw a malformed track")
 	})
 	t.Run("fetch", func(t *testing.T) {
-		inBubble(t, func(t *testing.T) {
+		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			props := propsBlock(t, wire.KVList{{Type: 0x5000, Value: 1}})
 			served := make(chan error, 1)
 			h := HandlerFunc(func(r Request) {

@@ -242,55 +242,63 @@ func TestNamespacePrefixOverlap(t *testing.T) {
 // answered with REQUEST_ERROR, and the responder closes the stream
 // (§9.5.1): FIN, and the request is over.
 func TestC009_FailedNamespaceUpdateClosesStream(t *testing.T) {
-	overlapping := wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("a", "z"))}
-	for _, tc := range []struct {
-		name   string
-		open   func(id uint64, ns wire.Namespace) wire.Message
-		update wire.Params
-		code   wire.RequestErrorCode
-	}{
-		{"SUBSCRIBE_NAMESPACE", func(id uint64, ns wire.Namespace) wire.Message {
-			return &wire.SubscribeNamespace{RequestID: id, TrackNamespacePrefix: ns}
-		}, overlapping, wire.ReqPrefixOverlap},
-		{"SUBSCRIBE_TRACKS", func(id uint64, ns wire.Namespace) wire.Message {
-			return &wire.SubscribeTracks{RequestID: id, TrackNamespacePrefix: ns}
-		}, overlapping, wire.ReqPrefixOverlap},
-		{"PUBLISH_NAMESPACE", func(id uint64, ns wire.Namespace) wire.Message {
-			return &wire.PublishNamespace{RequestID: id, TrackNamespace: ns}
-		}, wire.Params{AuthorizationTokens: toks(tokVal("t"), tokVal("t"))}, wire.ReqMalformedAuthToken},
-	} {
-		forServerSessions(t, tc.name, func(t *testing.T, connect fakeConnector) {
-			h, ah := newNSServer(), newAnnounceServer(wire.Params{})
-			mux := namespaceMux(h, ah)
-			s, fp := connect(t, &Config{Handler: mux, MaxAuthTokenCacheSize: 100})
-			_, announce := tc.open(0, nil).(*wire.PublishNamespace)
-			// The requests' Contexts, in the order the requests are made.
-			reqCtx := func() context.Context {
-				if announce {
-					return recvOrFail(t, ah.reqs).Context()
-				}
-				return recvOrFail(t, h.reqs).Context()
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		overlapping := wire.Params{TrackNamespacePrefix: wire.Some(wire.NewNamespace("a", "z"))}
+		for _, tc := range []struct {
+			name   string
+			open   func(id uint64, ns wire.Namespace) wire.Message
+			update wire.Params
+			code   wire.RequestErrorCode
+			// not18: 18 §10.10 names SUBSCRIBE_NAMESPACE and
+			// PUBLISH_NAMESPACE only; 19 adds SUBSCRIBE_TRACKS.
+			not18 bool
+		}{
+			{"SUBSCRIBE_NAMESPACE", func(id uint64, ns wire.Namespace) wire.Message {
+				return &wire.SubscribeNamespace{RequestID: id, TrackNamespacePrefix: ns}
+			}, overlapping, wire.ReqPrefixOverlap, false},
+			{"SUBSCRIBE_TRACKS", func(id uint64, ns wire.Namespace) wire.Message {
+				return &wire.SubscribeTracks{RequestID: id, TrackNamespacePrefix: ns}
+			}, overlapping, wire.ReqPrefixOverlap, true},
+			{"PUBLISH_NAMESPACE", func(id uint64, ns wire.Namespace) wire.Message {
+				return &wire.PublishNamespace{RequestID: id, TrackNamespace: ns}
+			}, wire.Params{AuthorizationTokens: toks(tokVal("t"), tokVal("t"))}, wire.ReqMalformedAuthToken, false},
+		} {
+			if tc.not18 && draftOf(t) == wire.Draft18 {
+				continue
 			}
-			first := fp.open(tc.open(0, wire.NewNamespace("a")))
-			expect[*wire.RequestOK](first)
-			reqCtx()
-			fs := fp.open(tc.open(2, wire.NewNamespace("b")))
-			expect[*wire.RequestOK](fs)
-			ctx := reqCtx()
-			fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: tc.update})
-			re := expect[*wire.RequestError](fs)
-			assert.Equal(t, tc.code, re.ErrorCode)
-			fs.expectFIN()
-			closedOrFail(t, ctx.Done(), "the refused request's Context")
-			var rerr *RequestError
-			require.ErrorAs(t, context.Cause(ctx), &rerr)
-			assert.Equal(t, tc.code, rerr.Code)
-			// The other request is untouched, and its update accepted.
-			first.send(&wire.RequestUpdate{RequestID: 6})
-			expect[*wire.RequestOK](first)
-			assert.NoError(t, s.Context().Err())
-		})
-	}
+			forServerSessions(t, tc.name, func(t *testing.T, connect fakeConnector) {
+				h, ah := newNSServer(), newAnnounceServer(wire.Params{})
+				mux := namespaceMux(h, ah)
+				s, fp := connect(t, &Config{Handler: mux, MaxAuthTokenCacheSize: 100})
+				_, announce := tc.open(0, nil).(*wire.PublishNamespace)
+				// The requests' Contexts, in the order the requests are made.
+				reqCtx := func() context.Context {
+					if announce {
+						return recvOrFail(t, ah.reqs).Context()
+					}
+					return recvOrFail(t, h.reqs).Context()
+				}
+				first := fp.open(tc.open(0, wire.NewNamespace("a")))
+				expect[*wire.RequestOK](first)
+				reqCtx()
+				fs := fp.open(tc.open(2, wire.NewNamespace("b")))
+				expect[*wire.RequestOK](fs)
+				ctx := reqCtx()
+				fs.send(&wire.RequestUpdate{RequestID: 4, Parameters: tc.update})
+				re := expect[*wire.RequestError](fs)
+				assert.Equal(t, tc.code, re.ErrorCode)
+				fs.expectFIN()
+				closedOrFail(t, ctx.Done(), "the refused request's Context")
+				var rerr *RequestError
+				require.ErrorAs(t, context.Cause(ctx), &rerr)
+				assert.Equal(t, tc.code, rerr.Code)
+				// The other request is untouched, and its update accepted.
+				first.send(&wire.RequestUpdate{RequestID: 6})
+				expect[*wire.RequestOK](first)
+				assert.NoError(t, s.Context().Err())
+			})
+		}
+	})
 }
 
 // The requester's end of a refused update: Update returns the

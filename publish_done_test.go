@@ -93,7 +93,8 @@ func newEndingSubscription(t *testing.T) *endingSubscription {
 	t.Helper()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t.Cleanup(func() { cancel(nil) })
-	s := &Session{conn: webTransportConn{}, version: wire.Draft21, rules: rulesOf(wire.Draft21), cfg: (&Config{}).withDefaults(), ctx: ctx, cancel: cancel}
+	v := draftOf(t)
+	s := &Session{conn: webTransportConn{}, version: v, rules: rulesOf(v), cfg: (&Config{}).withDefaults(), ctx: ctx, cancel: cancel}
 	s.routes = newAliasRoutes(s.cfg)
 	log := &doneLog{}
 	req := &recordedRequest{log: log, v: s.version}
@@ -124,13 +125,15 @@ func stateAlive(ss *ServedSubscription) bool {
 // network, TestC081_PublishDoneAfterStreamsClosed shows the subscriber
 // seeing the reset.)
 func TestC078_PublishDoneAfterStreamsClosed(t *testing.T) {
-	e := newEndingSubscription(t)
-	require.NoError(t, e.ss.End(wire.DoneTrackEnded, "bye"))
-	e.log.mu.Lock()
-	defer e.log.mu.Unlock()
-	assert.Equal(t, []string{"data stream reset", "data stream reset", "PUBLISH_DONE", "request FIN"}, e.log.events)
-	require.NotNil(t, e.log.done)
-	assert.Equal(t, uint64(2), e.log.done.StreamCount)
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
+		e := newEndingSubscription(t)
+		require.NoError(t, e.ss.End(wire.DoneTrackEnded, "bye"))
+		e.log.mu.Lock()
+		defer e.log.mu.Unlock()
+		assert.Equal(t, []string{"data stream reset", "data stream reset", "PUBLISH_DONE", "request FIN"}, e.log.events)
+		require.NotNil(t, e.log.done)
+		assert.Equal(t, uint64(2), e.log.done.StreamCount)
+	})
 }
 
 // TestC082_StateKeptUntilPublishDone: the publisher keeps a subscription's
@@ -138,12 +141,14 @@ func TestC078_PublishDoneAfterStreamsClosed(t *testing.T) {
 // written the subscription's context is live; it may
 // let it go after, and does.
 func TestC082_StateKeptUntilPublishDone(t *testing.T) {
-	e := newEndingSubscription(t)
-	require.NoError(t, e.ss.End(wire.DoneTooFarBehind, ""))
-	e.log.mu.Lock()
-	alive := e.log.aliveAtDone
-	e.log.mu.Unlock()
-	assert.True(t, alive, "the subscription's state was gone before PUBLISH_DONE was sent")
-	assert.False(t, stateAlive(e.ss), "released once PUBLISH_DONE is sent")
-	assert.Equal(t, stateTerminated, e.ss.current())
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
+		e := newEndingSubscription(t)
+		require.NoError(t, e.ss.End(wire.DoneTooFarBehind, ""))
+		e.log.mu.Lock()
+		alive := e.log.aliveAtDone
+		e.log.mu.Unlock()
+		assert.True(t, alive, "the subscription's state was gone before PUBLISH_DONE was sent")
+		assert.False(t, stateAlive(e.ss), "released once PUBLISH_DONE is sent")
+		assert.Equal(t, stateTerminated, e.ss.current())
+	})
 }

@@ -188,7 +188,7 @@ func TestC089_FillFailureResetsAfterHeader(t *testing.T) {
 			s, fp, _, _ := fillServer(t, &Config{MaxServedFetches: 1}, func() fetchCursor {
 				return &pubBlockedCursor{first: []Object{pobj(2, 0, "x")}, release: release}
 			})
-			fetch := fp.open(pubFetchMsg(0, trackA, wire.Params{}))
+			fetch := fp.open(pubFetchMsg(t, 0, trackA, wire.Params{}))
 			expect[*wire.FetchOK](fetch)
 			fetchData := fp.acceptPubFetch(false)
 			assert.Equal(t, uint64(0), fetchData.id)

@@ -66,14 +66,16 @@ func (s *Session) serveRequestStream(str transport.Stream) error {
 	}
 	m := parsed.(wire.Request) // every request type is one (wire tests)
 	rs.id = m.ID()
-	if err := s.ids.checkPeer(rs.id); err != nil {
-		return err
-	}
 	if t == wire.MsgSubscribe && s.profile().JoiningFetch {
 		// A Joining FETCH may name it before it is registered
-		// (serveSubscribe); a refused one never is.
+		// (serveSubscribe); a refused one never is. Expected before its
+		// ID is taken: a Joining FETCH that finds the ID taken then finds
+		// it expected too (awaitJoined).
 		s.joins.expect(rs.id)
 		defer s.joins.forget(rs.id)
+	}
+	if err := s.ids.checkPeer(rs.id); err != nil {
+		return err
 	}
 	// Tokens are resolved whatever becomes of the request: a REGISTER
 	// stands even if the request fails (§8.9).

@@ -219,25 +219,28 @@ func TestEarlyObjectsWaitForPublishOK(t *testing.T) {
 // End Group below an open subgroup leaves its later objects undelivered,
 // so the stream is reset, not finished (§11.3.2).
 func TestC020_UpdateEndBelowOpenSubgroupResets(t *testing.T) {
-	forTransports(t, func(t *testing.T, connect connector) {
-		lt := subscribeTrackOver(t, connect, wire.Params{
-			LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, 5))}, nil, nil)
-		ctx := lt.ctx
-		w := lt.track.OpenSubgroup(3, 0, SubgroupOptions{})
-		writeObjects(t, ctx, w, 0, 2, fixedSize(10))
-		got := readSubgroupAsync(ctx, lt.sub)
-		expectObjects(t, ctx, got, 0, 2, fixedSize(10))
-		require.NoError(t, lt.sub.Update(ctx, wire.Params{
-			LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, 2))}))
-		writeObjects(t, ctx, w, 2, 4, fixedSize(10))
-		require.NoError(t, w.Close())
-		requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		forTransports(t, func(t *testing.T, connect connector) {
+			lt := subscribeTrackOver(t, connect, wire.Params{
+				LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, 5))}, nil, nil)
+			ctx := lt.ctx
+			w := lt.track.OpenSubgroup(3, 0, SubgroupOptions{})
+			writeObjects(t, ctx, w, 0, 2, fixedSize(10))
+			got := readSubgroupAsync(ctx, lt.sub)
+			expectObjects(t, ctx, got, 0, 2, fixedSize(10))
+			require.NoError(t, lt.sub.Update(ctx, wire.Params{
+				LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, 2))}))
+			writeObjects(t, ctx, w, 2, 4, fixedSize(10))
+			require.NoError(t, w.Close())
+			requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
+		})
 	})
 }
 
 // TestC019_FilterEndObjectFinishes: a subscription whose filter ends
 // inside a subgroup gets that subgroup's stream finished once past the
-// end: every object it covers was sent (§11.3.2).
+// end: every object it covers was sent (§11.3.2). Draft 21 only: in 18
+// and 19 a filter ends at a whole group (§5.1.2).
 func TestC019_FilterEndObjectFinishes(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		lt := subscribeTrackOver(t, overPipe(false), wire.Params{
@@ -269,7 +272,7 @@ func TestC020_JoinMidSubgroup(t *testing.T) {
 	for _, tr := range pipeTransports {
 		for _, c := range cases {
 			t.Run(tr.name+"/"+c.name, func(t *testing.T) {
-				inBubble(t, func(t *testing.T) {
+				forDrafts(t, sharedDrafts, func(t *testing.T) {
 					track, cfg, served := newServedTrack(t, testTrack, nil)
 					p := newPipePair(t, transport.PipeConfig{WebTransport: tr.wt}, cfg, nil)
 					ctx := testCtx(t, 20*time.Second)
@@ -306,18 +309,20 @@ func TestC020_JoinMidSubgroup(t *testing.T) {
 // the subscription had a stream for the subgroup leave a hole, so the
 // stream opened once Forward is back to 1 ends with a reset.
 func TestC020_ForwardResumedMidSubgroup(t *testing.T) {
-	forTransports(t, func(t *testing.T, connect connector) {
-		lt := subscribeTrackOver(t, connect, wire.Params{Forward: wire.Some(false),
-			LocationFilter: wire.Some(wire.StartFilter(wire.Location{}))}, nil, nil)
-		ctx := lt.ctx
-		w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
-		writeObjects(t, ctx, w, 0, 3, fixedSize(10))
-		require.NoError(t, lt.sub.Update(ctx, wire.Params{Forward: wire.Some(true)}))
-		got := readSubgroupAsync(ctx, lt.sub)
-		writeObjects(t, ctx, w, 3, 6, fixedSize(10))
-		expectObjects(t, ctx, got, 3, 6, fixedSize(10))
-		require.NoError(t, w.Close())
-		requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
+	eachDraft(t, sharedDrafts, func(t *testing.T) {
+		forTransports(t, func(t *testing.T, connect connector) {
+			lt := subscribeTrackOver(t, connect, wire.Params{Forward: wire.Some(false),
+				LocationFilter: wire.Some(wire.StartFilter(wire.Location{}))}, nil, nil)
+			ctx := lt.ctx
+			w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
+			writeObjects(t, ctx, w, 0, 3, fixedSize(10))
+			require.NoError(t, lt.sub.Update(ctx, wire.Params{Forward: wire.Some(true)}))
+			got := readSubgroupAsync(ctx, lt.sub)
+			writeObjects(t, ctx, w, 3, 6, fixedSize(10))
+			expectObjects(t, ctx, got, 3, 6, fixedSize(10))
+			require.NoError(t, w.Close())
+			requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
+		})
 	})
 }
 
