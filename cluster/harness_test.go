@@ -82,6 +82,13 @@ type testNode struct {
 
 func startTestNode(t *testing.T, name, natsURL string) *testNode {
 	t.Helper()
+	return startTestNodeWith(t, name, natsURL, testTTL, nil)
+}
+
+// startTestNodeWith is startTestNode with the registry's TTL ttl and the
+// relay's counters told to metrics (nil: none kept).
+func startTestNodeWith(t *testing.T, name, natsURL string, ttl time.Duration, metrics relay.Metrics) *testNode {
+	t.Helper()
 	cert, hash, err := moqt.GenerateCertificate("127.0.0.1")
 	require.NoError(t, err)
 	tn := &testNode{t: t, name: name, hash: hash, done: make(chan struct{})}
@@ -90,10 +97,10 @@ func startTestNode(t *testing.T, name, natsURL string) *testNode {
 	addr := pc.LocalAddr().String()
 	require.NoError(t, pc.Close())
 	tn.proxy = startProxy(t, addr)
-	tn.node, err = New(Config{NATS: natsURL, TTL: testTTL, URL: "moqt://" + tn.proxy.addr() + "/",
+	tn.node, err = New(Config{NATS: natsURL, TTL: ttl, URL: "moqt://" + tn.proxy.addr() + "/",
 		CertHash: hash, Token: token, MoQT: &moqt.Config{Logger: quiet}, Logger: quiet})
 	require.NoError(t, err)
-	cfg := tn.node.RelayConfig(relay.Config{Authorize: relay.AllowAll, Logger: quiet})
+	cfg := tn.node.RelayConfig(relay.Config{Authorize: relay.AllowAll, Logger: quiet, Metrics: metrics})
 	inner := cfg.Authorize
 	cfg.Authorize = func(req moqt.Request, u *wire.Params) error {
 		if _, ok := req.(*moqt.SubscribeRequest); ok && u == nil && tn.node.IsPeer(req.Session()) {

@@ -10,11 +10,13 @@ import (
 )
 
 // udpProxy forwards UDP datagrams to a target, one socket per client, and
-// can be cut: from then on it drops everything, as a dead host would.
+// can be cut: from then on it drops everything, as a dead host would. It
+// counts the bytes it forwards, both ways: the inter-node traffic.
 type udpProxy struct {
 	ln     *net.UDPConn
 	target *net.UDPAddr
 	dead   atomic.Bool
+	bytes  atomic.Int64 // UDP payload bytes forwarded, both ways
 	wg     sync.WaitGroup
 
 	mu    sync.Mutex
@@ -49,6 +51,7 @@ func (p *udpProxy) run() {
 		}
 		c := p.conn(from)
 		if c != nil {
+			p.bytes.Add(int64(n))
 			_, _ = c.Write(buf[:n])
 		}
 	}
@@ -76,6 +79,7 @@ func (p *udpProxy) conn(from *net.UDPAddr) *net.UDPConn {
 				return
 			}
 			if !p.dead.Load() {
+				p.bytes.Add(int64(n))
 				_, _ = p.ln.WriteToUDP(buf[:n], from)
 			}
 		}

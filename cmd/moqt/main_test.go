@@ -11,11 +11,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-// moqtBin is the command, built once by TestMain.
-var moqtBin string
+// moqtBin is the command, built once by TestMain into binDir, which
+// TestMain removes at the end.
+var moqtBin, binDir string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "moqt-cmd-")
+	binDir = dir
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -39,18 +41,23 @@ func TestMain(m *testing.M) {
 // build builds the command into dir, with the race detector when the test
 // has it.
 func build(dir string) error {
-	goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goCmd); err != nil {
-		goCmd = "go"
-	}
 	moqtBin = filepath.Join(dir, "moqt")
 	args := []string{"build", "-o", moqtBin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	out, err := exec.Command(goCmd, append(args, ".")...).CombinedOutput()
+	out, err := exec.Command(goCmd(), append(args, ".")...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	return nil
+}
+
+// goCmd is the go command of the toolchain running the test.
+func goCmd() string {
+	c := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(c); err != nil {
+		return "go"
+	}
+	return c
 }

@@ -47,7 +47,13 @@ var feedStdin io.Reader = strings.NewReader("")
 // when the test ends.
 func startProc(t *testing.T, name string, stdin io.Reader, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(moqtBin, args...), change: make(chan struct{}), done: make(chan struct{})}
+	return startBin(t, name, moqtBin, stdin, args...)
+}
+
+// startBin runs the program bin as startProc runs moqt.
+func startBin(t *testing.T, name, bin string, stdin io.Reader, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: exec.Command(bin, args...), change: make(chan struct{}), done: make(chan struct{})}
 	if stdin == feedStdin {
 		w, err := p.cmd.StdinPipe()
 		require.NoError(t, err)
