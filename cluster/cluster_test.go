@@ -159,3 +159,37 @@ func TestNoLoopARequestFromANodeIsNotRoutedOn(t *testing.T) {
 	assert.ElementsMatch(t, payloads(0, 1, 2), readObjects(t, sub, 2))
 	assert.Equal(t, 1, c.peerSubscribes())
 }
+
+// TestLateRefreshDoesNotCutFlows: a node that B's registry view drops
+// while its session is up (its refresh late: a busy machine, a NATS
+// hiccup) takes no route any more, but the flows through it go on; when
+// the node comes back in the registry its session serves new routes again.
+func TestLateRefreshDoesNotCutFlows(t *testing.T) {
+	_, a, b, _ := threeNodes(t)
+	pub := newPublisher(t, video)
+	pub.announce(t, a)
+	b.waitRoute(video, a, 10*time.Second)
+	sub, err := subscribe(t, b.client(nil), video)
+	require.NoError(t, err)
+	writeGroup(t, pub.track, 0, 3)
+	assert.ElementsMatch(t, payloads(0, 1, 3), readObjects(t, sub, 3))
+
+	// B's view expires everything of A at once, as if A's refreshes had
+	// stopped for two TTLs.
+	rl := b.node.relay()
+	b.node.view.run(rl, b.node.peers, b.node.view.expire(time.Now().Add(2*testTTL)))
+	writeGroup(t, pub.track, 1, 3)
+	assert.ElementsMatch(t, payloads(1, 2, 3), readObjects(t, sub, 3), "the flow through A goes on")
+	select {
+	case <-sub.Done():
+		t.Fatalf("the subscription ended: %v", sub.Err())
+	default:
+	}
+	// A's next refresh puts it back: a new subscriber at B is routed there.
+	b.waitRoute(video, a, 10*time.Second)
+	sub2, err := subscribe(t, b.client(nil), video)
+	require.NoError(t, err)
+	writeGroup(t, pub.track, 2, 2)
+	assert.ElementsMatch(t, payloads(2, 3, 2), readObjects(t, sub2, 2))
+	assert.ElementsMatch(t, payloads(2, 3, 2), readObjects(t, sub, 2))
+}

@@ -19,9 +19,18 @@ type peers struct {
 	mu     sync.Mutex
 	closed bool
 	byNode map[string]*relay.Dialer
+	// live is the session each node's dialer last returned.
+	live map[string]*moqt.Session
+	// lingering are the dialers of nodes that left the registry while
+	// their session was still up: kept until the session ends, or the
+	// node comes back.
+	lingering map[string]*relay.Dialer
 }
 
-func newPeers(n *Node) *peers { return &peers{n: n, byNode: map[string]*relay.Dialer{}} }
+func newPeers(n *Node) *peers {
+	return &peers{n: n, byNode: map[string]*relay.Dialer{}, live: map[string]*moqt.Session{},
+		lingering: map[string]*relay.Dialer{}}
+}
 
 // session returns the session to t's node, dialing it if needed.
 func (p *peers) session(ctx context.Context, t target) (*moqt.Session, error) {
@@ -31,6 +40,12 @@ func (p *peers) session(ctx context.Context, t target) (*moqt.Session, error) {
 		return nil, relay.ErrDialerClosed
 	}
 	d := p.byNode[t.node]
+	if d == nil && p.lingering[t.node] != nil {
+		// Back in the registry before its session ended.
+		d = p.lingering[t.node]
+		delete(p.lingering, t.node)
+		p.byNode[t.node] = d
+	}
 	if d == nil {
 		e := entry{Pin: t.pin}
 		pins, err := e.pin()
@@ -51,17 +66,55 @@ func (p *peers) session(ctx context.Context, t target) (*moqt.Session, error) {
 		p.byNode[t.node] = d
 	}
 	p.mu.Unlock()
-	return d.Session(ctx, nil)
+	s, err := d.Session(ctx, nil)
+	if err == nil {
+		p.mu.Lock()
+		if p.byNode[t.node] == d {
+			p.live[t.node] = s
+		}
+		p.mu.Unlock()
+	}
+	return s, err
 }
 
-// drop closes the session to a node that left the registry: its tracks
-// end at this node, with PUBLISH_DONE to their subscribers.
+// drop forgets a node that left the registry: no new route goes to it.
+// Its session, if one is up, is not closed on that account: a node whose
+// refresh was merely late (a busy machine, a NATS hiccup) would otherwise
+// have every flow through it cut. A node that died is noticed by the
+// session itself, within MaxIdleTimeout (at most the TTL), which ends its
+// tracks here with PUBLISH_DONE to their subscribers.
 func (p *peers) drop(node string) {
 	p.mu.Lock()
 	d := p.byNode[node]
 	delete(p.byNode, node)
+	s := p.live[node]
+	delete(p.live, node)
+	up := d != nil && !p.closed && s != nil && s.Context().Err() == nil
+	if up {
+		p.lingering[node] = d
+	}
 	p.mu.Unlock()
-	if d != nil {
+	switch {
+	case up:
+		p.n.log.Info("cluster: peer", "event", "left", "peer", node)
+		go p.linger(node, d, s)
+	case d != nil:
+		_ = d.Close()
+		p.n.log.Info("cluster: peer", "event", "gone", "peer", node)
+	}
+}
+
+// linger closes the dialer of a node that left the registry once its
+// session ends, unless the node came back meanwhile.
+func (p *peers) linger(node string, d *relay.Dialer, s *moqt.Session) {
+	<-s.Context().Done()
+	p.mu.Lock()
+	mine := p.lingering[node] == d
+	if mine {
+		delete(p.lingering, node)
+	}
+	p.mu.Unlock()
+	if mine {
 		_ = d.Close()
 		p.n.log.Info("cluster: peer", "event", "gone", "peer", node)
 	}
@@ -70,8 +123,13 @@ func (p *peers) drop(node string) {
 func (p *peers) close() {
 	p.mu.Lock()
 	p.closed = true
-	list := p.byNode
-	p.byNode = map[string]*relay.Dialer{}
+	var list []*relay.Dialer
+	for _, m := range []map[string]*relay.Dialer{p.byNode, p.lingering} {
+		for _, d := range m {
+			list = append(list, d)
+		}
+	}
+	p.byNode, p.lingering = map[string]*relay.Dialer{}, map[string]*relay.Dialer{}
 	p.mu.Unlock()
 	for _, d := range list {
 		_ = d.Close()
