@@ -19,7 +19,8 @@ import (
 // the next group waiting is taken instead, giving up on the one being
 // written, when nothing of it, or of the group after it, has arrived for
 // stall (a publisher that writes no End of Group, or skipped group IDs, as
-// a restarted clock does), or when what waits passes its bounds.
+// a restarted clock does), or when what waits passes its bounds. A start
+// not known (beginAtLowest) waits the same way for the lowest group.
 type sequencer struct {
 	emit func(moqt.Object) error // writes an object out
 	// late, if set, is told of objects that arrived after later ones were
@@ -28,7 +29,12 @@ type sequencer struct {
 	// skip, if set, is told when a group that had not ended is given up.
 	skip func(group uint64)
 
-	started bool      // cur is set: by begin, or by the first object
+	started bool // cur is set: by begin, or by the first object
+	// lowest: the start is the lowest group to arrive, not known yet;
+	// every object waits until group 0 comes, stall has passed since
+	// beginAtLowest (lastCur), or what waits passes its bounds. cur is
+	// unset meanwhile.
+	lowest  bool
 	cur     uint64    // the group being written
 	ended   bool      // cur has ended
 	lastCur time.Time // when cur last had news: began, an object, its end
@@ -65,6 +71,15 @@ func (s *sequencer) begin(group uint64, now time.Time) {
 	s.started, s.cur, s.ended, s.lastCur = true, group, false, now
 }
 
+// beginAtLowest starts, before any object came, at the lowest group to
+// arrive: a track that had none published yet, whose first group is not
+// known. Objects wait until group 0, the lowest there can be, arrives, or
+// for stall from now at most (a live track's objects keep coming), or
+// until what waits passes its bounds.
+func (s *sequencer) beginAtLowest(now time.Time) {
+	s.started, s.lowest, s.ended, s.lastCur = true, true, false, now
+}
+
 // endedWith tells that group g ended before the subscription began: its
 // End of Group was the Largest Object.
 func (s *sequencer) endedWith(g uint64) {
@@ -77,6 +92,10 @@ func (s *sequencer) add(obj moqt.Object, now time.Time) error {
 	g := obj.Location.Group
 	if !s.started {
 		s.started, s.cur, s.lastCur = true, g, now
+	}
+	if s.lowest {
+		s.hold(obj)
+		return s.settle(now)
 	}
 	if s.endsBeforeSet && s.cur == s.endsBefore && g == s.cur+1 {
 		s.ended, s.endsBeforeSet = true, false
@@ -108,6 +127,8 @@ func (s *sequencer) add(obj moqt.Object, now time.Time) error {
 func (s *sequencer) incomplete(g uint64, now time.Time) error {
 	switch {
 	case !s.started:
+	case s.lowest:
+		s.endedAhead[g] = true
 	case g == s.cur:
 		s.ended, s.lastCur = true, now
 	case g > s.cur:
@@ -130,6 +151,7 @@ func (s *sequencer) tick(now time.Time) error { return s.settle(now) }
 
 // flush writes out everything waiting, in group order.
 func (s *sequencer) flush() error {
+	s.lowest = false
 	for len(s.ahead) > 0 {
 		if err := s.advance(s.lowestAhead(), time.Time{}); err != nil {
 			return err
@@ -140,10 +162,19 @@ func (s *sequencer) flush() error {
 
 // settle moves on to the groups waiting, while it should.
 func (s *sequencer) settle(now time.Time) error {
+	if s.lowest && len(s.ahead) > 0 {
+		if _, ok := s.ahead[0]; !ok && !s.overBounds() && now.Sub(s.lastCur) < sequenceStall {
+			return nil
+		}
+		s.lowest = false
+		if err := s.advance(s.lowestAhead(), now); err != nil {
+			return err
+		}
+	}
 	for len(s.ahead) > 0 {
 		next := s.cur + 1
 		if _, ok := s.ahead[next]; !ok || !s.ended {
-			if s.aheadBytes <= maxAheadBytes && s.aheadN <= maxAheadObjects && now.Sub(s.lastCur) < sequenceStall {
+			if !s.overBounds() && now.Sub(s.lastCur) < sequenceStall {
 				return nil
 			}
 			next = s.lowestAhead()
@@ -179,6 +210,11 @@ func (s *sequencer) advance(g uint64, now time.Time) error {
 		delete(s.endedAhead, g)
 	}
 	return nil
+}
+
+// overBounds reports whether what waits passed its bounds.
+func (s *sequencer) overBounds() bool {
+	return s.aheadBytes > maxAheadBytes || s.aheadN > maxAheadObjects
 }
 
 func (s *sequencer) hold(obj moqt.Object) {

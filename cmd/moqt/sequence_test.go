@@ -212,3 +212,48 @@ func TestParseArgsInterspersed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a", "-v"}, pos)
 }
+
+func TestSequencerStartAtLowest(t *testing.T) {
+	// Where the track starts is not known: groups wait until group 0,
+	// the lowest there can be, comes, then go out in order.
+	h := newSeqHarness()
+	h.s.beginAtLowest(h.now)
+	h.obj(t, 3, 0)
+	h.obj(t, 2, 0)
+	h.eog(t, 3, 1)
+	h.now = h.now.Add(sequenceStall / 2)
+	require.NoError(t, h.s.tick(h.now))
+	assert.Empty(t, h.out, "the start is not known yet")
+	h.obj(t, 0, 0)
+	assert.Equal(t, locs("0:0"), h.out)
+	h.eog(t, 0, 1)
+	h.obj(t, 1, 0)
+	h.eog(t, 1, 1)
+	h.eog(t, 2, 1)
+	assert.Equal(t, locs("0:0", "1:0", "2:0", "3:0"), h.out)
+	assert.Empty(t, h.late)
+
+	// Without group 0, the lowest group to arrive within the stall starts,
+	// however many objects keep coming meanwhile.
+	h = newSeqHarness()
+	h.s.beginAtLowest(h.now)
+	h.obj(t, 7, 0)
+	h.now = h.now.Add(sequenceStall / 2)
+	h.obj(t, 5, 0)
+	assert.Equal(t, sequenceStall/2, h.s.wake(h.now))
+	h.now = h.now.Add(sequenceStall / 2)
+	h.obj(t, 7, 1)
+	assert.Equal(t, locs("5:0"), h.out)
+	h.eog(t, 5, 1)
+	h.obj(t, 6, 0)
+	h.eog(t, 6, 1)
+	assert.Equal(t, locs("5:0", "6:0", "7:0", "7:1"), h.out)
+
+	// The track ends before the start is known: all of it, in order.
+	h = newSeqHarness()
+	h.s.beginAtLowest(h.now)
+	h.obj(t, 2, 0)
+	h.obj(t, 1, 0)
+	require.NoError(t, h.s.flush())
+	assert.Equal(t, locs("1:0", "2:0"), h.out)
+}

@@ -148,7 +148,8 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 	seq := newSequencer(w.write)
 	// Groups in flight at once may arrive in any order, so the sequencer is
 	// told where to start: the track's first group when nothing was
-	// published yet (see firstGroup), else the Largest Object's group, or
+	// published yet (see firstGroup; when it cannot tell, the lowest group
+	// to arrive), else the Largest Object's group, or
 	// the next one if the Largest was its End of Group. A fill's entries
 	// come first, in order: the first of them starts.
 	findFirst := !hasLargest
@@ -256,7 +257,14 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 		}
 		if findFirst {
 			findFirst = false
-			seq.begin(firstGroup(ctx, sess, name, obj.Location.Group), time.Now())
+			if first, known := firstGroup(ctx, sess, name, obj.Location.Group); known {
+				seq.begin(first, time.Now())
+			} else {
+				if o.verbose {
+					n.warn("whether groups before %d exist is not known yet: waiting up to %s for the earliest", obj.Location.Group, sequenceStall)
+				}
+				seq.beginAtLowest(time.Now())
+			}
 		}
 		if err := add(obj, time.Now()); err != nil && !errors.Is(err, errFull) {
 			return err
@@ -357,23 +365,32 @@ func fetchStart(ctx context.Context, n *narrator, sess *moqt.Session, name wire.
 // firstGroup returns the first group of a track that had nothing published
 // when the subscription began, whose first object to arrive is in group g:
 // groups in flight at once arrive in any order, so a FETCH of the groups
-// before g tells whether any exist. Without an answer, g.
-func firstGroup(ctx context.Context, sess *moqt.Session, name wire.FullTrackName, g uint64) uint64 {
+// before g tells whether any exist. known is false when the FETCH cannot
+// tell: refused, cut, or answered with ranges the server does not know
+// (or did not get in time) before any object. A relay need not cache
+// (§7.1), and one whose publisher ended the track at once may have let the
+// track go while its objects are still on their way: those come on the
+// subscription all the same, only their place is not known yet.
+func firstGroup(ctx context.Context, sess *moqt.Session, name wire.FullTrackName, g uint64) (first uint64, known bool) {
 	if g == 0 {
-		return 0
+		return 0, true
 	}
 	f, err := sess.Fetch(ctx, name, wire.Params{LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, g-1))})
 	if err != nil {
-		return g
+		return g, false
 	}
 	defer f.Close()
 	for {
 		obj, err := f.ReadObject(ctx)
 		switch {
+		case errors.Is(err, io.EOF):
+			return g, true // the FIN: nothing before g exists (§9.11)
 		case err != nil:
-			return g
+			return g, false
 		case obj.EndOfRange == 0:
-			return obj.Location.Group
+			return obj.Location.Group, true
+		case obj.EndOfRange != wire.EndOfNonExistentRange:
+			return g, false // earlier groups may exist, unseen
 		}
 	}
 }
