@@ -156,10 +156,10 @@ func (t *joinTable) lookup(id uint64) (*ServedSubscription, <-chan struct{}, boo
 	return nil, t.changed, expected
 }
 
-// joinable registers ss for Joining FETCHes, on a draft that has them.
-func (ss *ServedSubscription) joinable() {
+// admit registers ss for Joining FETCHes, on a draft that has them.
+func (t *joinTable) admit(ss *ServedSubscription) {
 	if ss.sess.profile().JoiningFetch {
-		ss.sess.joins.add(ss)
+		t.add(ss)
 	}
 }
 

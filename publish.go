@@ -52,7 +52,7 @@ func openPublish(ctx context.Context, s *Session, track wire.FullTrackName, para
 		ss.setLargest(params.LargestObject.Value)
 	}
 	ss.join.set(params.LargestObject) // the Joining Location (18 §5.1)
-	ss.joinable()
+	ss.sess.joins.admit(ss)
 	msg := &wire.Publish{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name,
 		TrackAlias: ss.alias, Parameters: params, TrackProperties: props}
 	if err := rs.write(msg); err != nil {

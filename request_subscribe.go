@@ -94,7 +94,7 @@ func serveSubscribe(s *Session, rs *requestStream, m *wire.Subscribe, toks []Aut
 		ss.finish()
 		return rs.drain()
 	}
-	ss.joinable()
+	ss.sess.joins.admit(ss)
 	req := &SubscribeRequest{
 		RequestCommon: newIncoming(rs, toks, track.Namespace),
 		Track:         track,

@@ -103,7 +103,7 @@ func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, param
 	var joinRS *requestStream
 	switch {
 	case plan != nil:
-		if joinRS, err = sub.openJoin(ctx, plan); err != nil {
+		if joinRS, err = plan.open(ctx, sub); err != nil {
 			rs.cancel(wire.ResetCancelled)
 			s.requests.remove(rs)
 			sub.terminate(err) // gives the track's claim back (draft_tracks.go)
@@ -130,7 +130,7 @@ func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, param
 	if joinRS != nil {
 		// At once, before SUBSCRIBE_OK: the publisher buffers it until
 		// the subscription is Established (18 §10.12.2).
-		sub.sendJoin(joinRS, plan)
+		plan.send(sub, joinRS)
 	}
 	rs.goServe(sub)
 	select {

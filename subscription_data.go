@@ -6,6 +6,7 @@ package moqt
 // of its data plane (the linger after PUBLISH_DONE, a Malformed Track).
 
 import (
+	"bufio"
 	"fmt"
 	"sync"
 	"time"
@@ -222,7 +223,7 @@ func (sub *Subscription) queueFillLocked(slot *fillSlot, r *fetchStream) {
 	f.data.r, f.data.answered = r, true
 	close(f.data.ready)
 	f.data.window, f.data.desc = slot.window, slot.desc
-	if slot.id != sub.initialIDLocked() {
+	if slot.id != sub.fill.initialID(sub.rs.id) {
 		f.data.window, f.data.desc = fillWindowLocked(sub, slot, false)
 	}
 	f.data.malformed = sub.malformedTrack
@@ -248,7 +249,7 @@ func (sub *Subscription) startFill() {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
 	sub.fill.started = true
-	slot := sub.fill.slots[sub.initialIDLocked()]
+	slot := sub.fill.slots[sub.fill.initialID(sub.rs.id)]
 	if slot == nil || sub.byPublish {
 		return
 	}
@@ -551,4 +552,36 @@ func (sub *Subscription) cancelMalformed(e *MalformedTrackError) {
 	sub.cancelWith(e, wire.ResetMalformedTrack)
 	sub.endData()
 	sub.stopReaders()
+}
+
+// joinFailed applies the failure of the Joining FETCH id before its data
+// stream came: a REQUEST_ERROR, or the end of its request stream. Before
+// SUBSCRIBE_OK it is kept for startFill. A fill SUBSCRIBE_OK made the
+// initial one fails as a reset fill does on 21; any other was empty, the
+// publisher's INVALID_RANGE its way of saying so (18 §10.12.2), and is
+// dropped.
+func (sub *Subscription) joinFailed(id uint64, err error) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	slot := sub.fill.slots[id]
+	switch {
+	case slot == nil || slot.arrived:
+		// A data stream that came ends as the publisher ends it.
+	case !sub.fill.started:
+		slot.joinErr = err
+	case sub.fill.initial == slot:
+		sub.failFillLocked(slot, err)
+	}
+}
+
+// failFillLocked queues, for slot, a fill stream that ended with err
+// before it opened, so that its reader reports the failure. sub.mu is
+// held.
+func (sub *Subscription) failFillLocked(slot *fillSlot, err error) {
+	if sub.dataEnded() {
+		return
+	}
+	slot.arrived = true
+	r := &fetchStream{sess: sub.sess, str: endedStream{}, br: bufio.NewReaderSize(endedStream{}, 16), id: slot.id, err: err}
+	sub.queueFillLocked(slot, r)
 }

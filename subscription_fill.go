@@ -34,13 +34,14 @@ type subFill struct {
 	joinID wire.Opt[uint64]
 }
 
-// initialIDLocked is the Request ID the SUBSCRIBE's fill stream carries:
-// the SUBSCRIBE's (21 §3.4), or its Joining FETCH's. sub.mu is held.
-func (sub *Subscription) initialIDLocked() uint64 {
-	if sub.fill.joinID.Set {
-		return sub.fill.joinID.Value
+// initialID is the Request ID the SUBSCRIBE's fill stream carries: the
+// SUBSCRIBE's, subID (21 §3.4), or its Joining FETCH's. Subscription.mu is
+// held.
+func (f *subFill) initialID(subID uint64) uint64 {
+	if f.joinID.Set {
+		return f.joinID.Value
 	}
-	return sub.rs.id
+	return subID
 }
 
 type fillMode uint8

@@ -1,7 +1,6 @@
 package moqt
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -105,9 +104,9 @@ func planJoin(v wire.Version, params *wire.Params) (*joinPlan, error) {
 	return plan, nil
 }
 
-// openJoin opens the Joining FETCH's request stream and registers its fill
-// slot, before the SUBSCRIBE is sent. sub.rs is open.
-func (sub *Subscription) openJoin(ctx context.Context, plan *joinPlan) (*requestStream, error) {
+// open opens the Joining FETCH's request stream and registers its fill
+// slot with sub, before the SUBSCRIBE is sent. sub.rs is open.
+func (plan *joinPlan) open(ctx context.Context, sub *Subscription) (*requestStream, error) {
 	rs, err := sub.sess.openChecked(ctx, &plan.params, wire.InFetch)
 	if err != nil {
 		return nil, err
@@ -119,9 +118,9 @@ func (sub *Subscription) openJoin(ctx context.Context, plan *joinPlan) (*request
 	return rs, nil
 }
 
-// sendJoin writes the Joining FETCH on rs, once the SUBSCRIBE is out, and
+// send writes the Joining FETCH on rs, once sub's SUBSCRIBE is out, and
 // reads its answers. A FETCH that cannot be written fails the fill.
-func (sub *Subscription) sendJoin(rs *requestStream, plan *joinPlan) {
+func (plan *joinPlan) send(sub *Subscription, rs *requestStream) {
 	j := &joinReq{sub: sub, rs: rs}
 	sub.mu.Lock()
 	sub.join = j
@@ -201,38 +200,6 @@ func (j *joinReq) failed(*SessionError) {}
 // cancel ends the Joining FETCH from this end: the subscription's data
 // plane is over (§3.2.1: STOP_SENDING on the request stream).
 func (j *joinReq) cancel() { j.rs.cancel(wire.ResetCancelled) }
-
-// joinFailed applies the failure of the Joining FETCH id before its data
-// stream came: a REQUEST_ERROR, or the end of its request stream. Before
-// SUBSCRIBE_OK it is kept for startFill. A fill SUBSCRIBE_OK made the
-// initial one fails as a reset fill does on 21; any other was empty, the
-// publisher's INVALID_RANGE its way of saying so (18 §10.12.2), and is
-// dropped.
-func (sub *Subscription) joinFailed(id uint64, err error) {
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	slot := sub.fill.slots[id]
-	switch {
-	case slot == nil || slot.arrived:
-		// A data stream that came ends as the publisher ends it.
-	case !sub.fill.started:
-		slot.joinErr = err
-	case sub.fill.initial == slot:
-		sub.failFillLocked(slot, err)
-	}
-}
-
-// failFillLocked queues, for slot, a fill stream that ended with err
-// before it opened, so that its reader reports the failure. sub.mu is
-// held.
-func (sub *Subscription) failFillLocked(slot *fillSlot, err error) {
-	if sub.dataEnded() {
-		return
-	}
-	slot.arrived = true
-	r := &fetchStream{sess: sub.sess, str: endedStream{}, br: bufio.NewReaderSize(endedStream{}, 16), id: slot.id, err: err}
-	sub.queueFillLocked(slot, r)
-}
 
 // endedStream is the stream of a fill whose data stream never came.
 type endedStream struct{}
