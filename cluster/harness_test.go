@@ -78,6 +78,10 @@ type testNode struct {
 	mu       sync.Mutex
 	peerSubs int // SUBSCRIBEs from other nodes
 	closed   bool
+	// answered counts the relay's Upstream answers per track; asked is
+	// closed and replaced at each.
+	answered map[wire.TrackKey]int
+	asked    chan struct{}
 }
 
 func startTestNode(t *testing.T, name, natsURL string) *testNode {
@@ -91,7 +95,7 @@ func startTestNodeWith(t *testing.T, name, natsURL string, ttl time.Duration, me
 	t.Helper()
 	cert, hash, err := moqt.GenerateCertificate("127.0.0.1")
 	require.NoError(t, err)
-	tn := &testNode{t: t, name: name, hash: hash, done: make(chan struct{})}
+	tn := &testNode{t: t, name: name, hash: hash, done: make(chan struct{}), answered: map[wire.TrackKey]int{}, asked: make(chan struct{})}
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := pc.LocalAddr().String()
@@ -110,6 +114,18 @@ func startTestNodeWith(t *testing.T, name, natsURL string, ttl time.Duration, me
 		}
 		return inner(req, u)
 	}
+	up := cfg.Upstream
+	cfg.Upstream = relay.UpstreamFunc(func(ctx context.Context, ns wire.Namespace) (*moqt.Session, error) {
+		s, err := up.Session(ctx, ns)
+		if name, ok := relay.RequestTrack(ctx); ok {
+			tn.mu.Lock()
+			tn.answered[name.Key()]++
+			close(tn.asked)
+			tn.asked = make(chan struct{})
+			tn.mu.Unlock()
+		}
+		return s, err
+	})
 	tn.relay = relay.New(cfg)
 	tn.srv, err = moqt.Listen(addr, &moqt.Config{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
 		Handler: tn.relay, Logger: quiet}, &moqt.ServerOptions{DrainTimeout: -1})
@@ -155,6 +171,26 @@ func (tn *testNode) peerSubscribes() int {
 	tn.mu.Lock()
 	defer tn.mu.Unlock()
 	return tn.peerSubs
+}
+
+// waitAnswered waits until tn's relay has had n answers from its Upstream
+// for name, within bound.
+func (tn *testNode) waitAnswered(name wire.FullTrackName, n int, bound time.Duration) {
+	tn.t.Helper()
+	timeout := time.After(bound)
+	for {
+		tn.mu.Lock()
+		got, asked := tn.answered[name.Key()], tn.asked
+		tn.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-asked:
+		case <-timeout:
+			tn.t.Fatalf("%s: %d Upstream answers for %s within %v, want %d", tn.name, got, name, bound, n)
+		}
+	}
 }
 
 // client dials the node directly, as a publisher or subscriber does.

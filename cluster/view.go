@@ -52,6 +52,7 @@ func newView(self string) *view {
 // done outside the view's lock.
 type effects struct {
 	offer    []wire.Namespace
+	tracks   []wire.FullTrackName // PUBLISHed at a node: held SUBSCRIBEs ask again
 	withdraw []func()
 	gone     []string // nodes that left
 }
@@ -72,6 +73,11 @@ func (v *view) run(rl *relay.Relay, p *peers, fx effects) {
 			if w != nil {
 				w()
 			}
+		}
+	}
+	for _, name := range fx.tracks {
+		if rl != nil {
+			rl.RetryHeld(name)
 		}
 	}
 	for _, w := range fx.withdraw {
@@ -97,6 +103,9 @@ func (v *view) putLocked(key string, value []byte, now time.Time, ttl time.Durat
 		return
 	}
 	v.entries[key] = &seen{kind: kind, e: e, since: now, deadline: now.Add(ttl)}
+	if kind == kindTrack {
+		fx.tracks = append(fx.tracks, e.track())
+	}
 	if kind == kindNamespace {
 		k := e.namespace().Key()
 		o := v.offers[k]

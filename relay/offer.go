@@ -14,8 +14,29 @@ import (
 // TRACK_STATUS for its tracks go to Config.Upstream. Offers of one
 // namespace add up: it is withdrawn with the last. After Close it offers
 // nothing.
+//
+// The SUBSCRIBEs held for a publisher (RENDEZVOUS_TIMEOUT, §9.20.7) of a
+// track under ns ask Config.Upstream for it at once, as they would a
+// session announcing ns here.
 func (rl *Relay) OfferNamespace(ns wire.Namespace) (withdraw func()) {
-	return rl.ns.offerOutside(cloneName(wire.FullTrackName{Namespace: ns}).Namespace)
+	ns = cloneName(wire.FullTrackName{Namespace: ns}).Namespace
+	withdraw = rl.ns.offerOutside(ns)
+	rl.reg.retryHeld(ns)
+	return withdraw
+}
+
+// RetryHeld tells the relay that Config.Upstream may now serve the track
+// name, as when a cluster learns that it was PUBLISHed at another relay:
+// the SUBSCRIBEs held for a publisher of it (RENDEZVOUS_TIMEOUT, §9.20.7)
+// ask Upstream again, and proceed if it has one. Nothing is offered to
+// SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS subscribers.
+func (rl *Relay) RetryHeld(name wire.FullTrackName) {
+	if rl.cfg.Upstream == nil {
+		return
+	}
+	if e := rl.reg.lookup(name); e != nil {
+		e.retryUpstream()
+	}
 }
 
 // offerOutside counts an outside offer of ns in the table.

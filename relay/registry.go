@@ -207,6 +207,47 @@ func (reg *registry) addAnnouncer(s *moqt.Session, ns wire.Namespace) (remove fu
 	}
 }
 
+// retryHeld has the tracks under prefix whose SUBSCRIBEs are held for a
+// publisher ask Config.Upstream again, which may now serve them
+// (Relay.OfferNamespace).
+func (reg *registry) retryHeld(prefix wire.Namespace) {
+	if reg.cfg.Upstream == nil {
+		return
+	}
+	reg.mu.Lock()
+	var matching []*trackEntry
+	for _, e := range reg.tracks {
+		if e.name.Namespace.HasPrefix(prefix) {
+			matching = append(matching, e)
+		}
+	}
+	reg.mu.Unlock()
+	for _, e := range matching {
+		e.retryUpstream()
+	}
+}
+
+// retryPublishers returns the sessions to SUBSCRIBE for a held track, as
+// publishersFor does, asking Config.Upstream for each session whose
+// SUBSCRIBE waits until one gets an answer: an Upstream may route by who
+// asks (RequestSession), and answer none for some.
+func (reg *registry) retryPublishers(asking []*moqt.Session, name wire.FullTrackName) ([]*moqt.Session, error) {
+	if pubs := reg.announcersOf(name.Namespace); len(pubs) > 0 {
+		return pubs, nil
+	}
+	var last error
+	for _, s := range asking {
+		pubs, err := reg.upstreamSession(withRequest(reg.ctx, s, name), name.Namespace)
+		if len(pubs) > 0 {
+			return pubs, nil
+		}
+		if err != nil {
+			last = err
+		}
+	}
+	return nil, last
+}
+
 // announcersOf returns the sessions that announced a prefix of ns.
 func (reg *registry) announcersOf(ns wire.Namespace) []*moqt.Session {
 	reg.mu.Lock()

@@ -62,6 +62,11 @@ type trackEntry struct {
 	// opener is the session whose SUBSCRIBE first asked the publishers
 	// for the track; the track counts against its MaxSessionTracks.
 	opener *sessionState
+	// retrying is set while a goroutine asks Config.Upstream again for
+	// the held SUBSCRIBEs (retryUpstream); retryAgain when it is to ask
+	// once more, Upstream having changed since it asked.
+	retrying   bool
+	retryAgain bool
 }
 
 // downstream is one subscription the track serves.

@@ -256,3 +256,81 @@ func (e *trackEntry) noteLargestLocked(sub *moqt.Subscription) {
 		e.track.SetLargest(l)
 	}
 }
+
+// retryUpstream has the track ask Config.Upstream again when its
+// SUBSCRIBEs are held for a publisher (RENDEZVOUS_TIMEOUT, §9.20.7) and
+// Upstream may now serve it, and subscribes to what Upstream returns, as
+// addPublisher does for an announcement. One goroutine per track asks;
+// a retry while it does has it ask again.
+func (e *trackEntry) retryUpstream() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.retrying {
+		e.retryAgain = true
+		return
+	}
+	if !e.heldLocked() {
+		return
+	}
+	e.retrying = true
+	e.reg.goRun(e.retryLoop)
+}
+
+// heldLocked reports whether the track's SUBSCRIBEs wait with no
+// publisher found or asked.
+func (e *trackEntry) heldLocked() bool {
+	return !e.dead && e.track == nil && len(e.ups) == 0 && e.waiters > 0
+}
+
+func (e *trackEntry) retryLoop() {
+	reg := e.reg
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	defer func() { e.retrying = false }()
+	for {
+		// A SUBSCRIBE or PUBLISH resolving the track may have asked
+		// before Upstream changed: its answer first, then ask if still
+		// held.
+		for e.resolving != nil {
+			ch := e.resolving
+			e.mu.Unlock()
+			select {
+			case <-ch:
+			case <-reg.ctx.Done():
+			}
+			e.mu.Lock()
+			if reg.ctx.Err() != nil {
+				return
+			}
+		}
+		e.retryAgain = false
+		if !e.heldLocked() {
+			return
+		}
+		asking := make([]*moqt.Session, 0, len(e.waiting))
+		for s := range e.waiting {
+			asking = append(asking, s)
+		}
+		ch := make(chan struct{})
+		e.resolving = ch // new SUBSCRIBEs wait for this answer
+		e.mu.Unlock()
+		pubs, err := reg.retryPublishers(asking, e.name)
+		e.mu.Lock()
+		e.resolving = nil
+		close(ch)
+		if err != nil {
+			reg.log.Warn("relay: upstream", "event", "unavailable", "track", e.name.String(), "err", err)
+		}
+		if !e.dead && len(e.downs)+e.waiters > 0 {
+			for _, s := range pubs {
+				if !e.hasUpstream(s) {
+					e.startUpstream(s)
+				}
+			}
+		}
+		e.checkIdleLocked() // its SUBSCRIBEs may have left meanwhile
+		if !e.retryAgain {
+			return
+		}
+	}
+}
