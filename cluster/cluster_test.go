@@ -177,7 +177,7 @@ func TestLateRefreshDoesNotCutFlows(t *testing.T) {
 	// B's view expires everything of A at once, as if A's refreshes had
 	// stopped for two TTLs.
 	rl := b.node.relay()
-	b.node.view.run(rl, b.node.peers, b.node.view.expire(time.Now().Add(2*testTTL)))
+	b.node.view.run(rl, b.node.peers, b.node.view.expire(time.Now().Add(2*testTTL), testTTL))
 	writeGroup(t, pub.track, 1, 3)
 	assert.ElementsMatch(t, payloads(1, 2, 3), readObjects(t, sub, 3), "the flow through A goes on")
 	select {

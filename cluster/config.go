@@ -20,9 +20,9 @@ type Config struct {
 	// Bucket is the JetStream key-value bucket of the registry. Default
 	// "moqt-cluster".
 	Bucket string
-	// TTL is how long an entry outlives its node's last refresh; the node
-	// refreshes its entries every TTL/3. The bucket's TTL, fixed by the
-	// node that created it, wins over this one. Default 10 s.
+	// TTL is how long a node's entries outlive its last refresh; the node
+	// refreshes its node entry every TTL/3. The TTL of the node that
+	// created the bucket wins over this one. Default 10 s.
 	TTL time.Duration
 
 	// URL is this node's moqt:// (or https://) URL, as the other nodes

@@ -41,6 +41,9 @@ type Node struct {
 	mu  sync.Mutex
 	rl  *relay.Relay
 	ttl time.Duration // the bucket's, once known
+	// ageAll: the bucket was made with a MaxAge (by an earlier version),
+	// which expires every entry, so every entry must be refreshed.
+	ageAll bool
 }
 
 // New connects to NATS (retrying in the background while it is down) and
@@ -124,7 +127,7 @@ func (n *Node) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		if kv, err := n.js.KeyValue(ctx, n.cfg.Bucket); err == nil {
 			for _, key := range n.own.keys() {
-				_ = kv.Delete(ctx, key)
+				_ = kv.Purge(ctx, key, jetstream.PurgeTTL(n.bucketTTL()))
 			}
 		}
 		cancel()
@@ -154,8 +157,19 @@ func (n *Node) bucketTTL() time.Duration {
 	return n.ttl
 }
 
+// refreshesAll reports whether every entry must be refreshed, not only
+// the node entry (see ageAll).
+func (n *Node) refreshesAll() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ageAll
+}
+
 // bucket opens the registry's bucket, making it if it does not exist
-// (after a NATS restart, a memory bucket is gone), and learns its TTL.
+// (after a NATS restart, a memory bucket is gone), and learns its TTL:
+// the node entries' (the markers' TTL, LimitMarkerTTL), the bucket having
+// no MaxAge since content entries live until their node or its
+// survivors remove them.
 func (n *Node) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.TTL)
 	defer cancel()
@@ -165,7 +179,6 @@ func (n *Node) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 			Bucket:         n.cfg.Bucket,
 			Description:    "moqt cluster registry",
 			History:        1,
-			TTL:            n.cfg.TTL,
 			LimitMarkerTTL: n.cfg.TTL,
 			Storage:        jetstream.MemoryStorage,
 		})
@@ -176,11 +189,19 @@ func (n *Node) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 {
-		n.mu.Lock()
-		n.ttl = st.TTL()
-		n.mu.Unlock()
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, err
 	}
+	if st.LimitMarkerTTL() <= 0 {
+		return nil, errors.New("cluster: the registry's bucket has no LimitMarkerTTL, so no per-key TTL")
+	}
+	n.mu.Lock()
+	n.ttl, n.ageAll = st.LimitMarkerTTL(), st.TTL() > 0
+	if n.ageAll {
+		n.ttl = st.TTL()
+	}
+	n.mu.Unlock()
 	return kv, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -14,16 +15,17 @@ import (
 
 // ownEntries are the registry entries of this node: its node entry and
 // what is published at it. Changes mark keys dirty; the write loop puts
-// or deletes them, and puts all of them again every TTL/3.
+// or purges them, and puts the node entry again every TTL/3.
 type ownEntries struct {
 	node string
 	base entry
 
-	mu     sync.Mutex
-	vals   map[string][]byte // by key
-	dirty  map[string]bool
-	wake   chan struct{} // cap 1
-	writes uint64        // puts and deletes made, for figures
+	mu      sync.Mutex
+	vals    map[string][]byte // by key
+	dirty   map[string]bool
+	wake    chan struct{} // cap 1
+	writes  uint64        // puts and purges made, for figures
+	nodeRev uint64        // the node entry's last revision, for refreshes
 }
 
 func newOwnEntries(node, url string, pin [32]byte) *ownEntries {
@@ -104,7 +106,7 @@ func (o *ownEntries) keys() []string {
 	return out
 }
 
-// Writes is the number of registry writes (puts and deletes) this node
+// Writes is the number of registry writes (puts and purges) this node
 // made: the registry traffic it causes.
 func (n *Node) Writes() uint64 {
 	n.own.mu.Lock()
@@ -112,14 +114,20 @@ func (n *Node) Writes() uint64 {
 	return n.own.writes
 }
 
+// errLapsed is a refresh that found the node entry gone: it expired (the
+// node was late), and the others may have purged the node's other
+// entries since.
+var errLapsed = errors.New("cluster: the node entry expired before its refresh")
+
 // writeLoop keeps the node's entries in the registry: each change at
-// once, and every entry again every TTL/3, and all of them after NATS
-// comes back (a restarted server may have lost them).
+// once, the node entry again every TTL/3 (it alone carries a TTL: the
+// others live while it does), and all of them after NATS comes back (a
+// restarted server may have lost them) or after the node entry lapsed.
 func (n *Node) writeLoop() {
 	defer n.wg.Done()
 	refresh := time.NewTimer(0)
 	defer refresh.Stop()
-	all := true
+	all, beat := true, false
 	var kv jetstream.KeyValue
 	for {
 		conn := n.conn.wait()
@@ -129,7 +137,12 @@ func (n *Node) writeLoop() {
 				kv, err = n.bucket(n.ctx)
 			}
 			if err == nil {
-				err = n.writeOwn(kv, all)
+				err = n.writeOwn(kv, all || (beat && n.refreshesAll()), beat)
+			}
+			if errors.Is(err, errLapsed) {
+				n.log.Warn("cluster: registry", "event", "node_entry_lapsed")
+				all, beat = true, false
+				continue
 			}
 			if err != nil {
 				kv = nil
@@ -140,7 +153,7 @@ func (n *Node) writeLoop() {
 				}
 				continue
 			}
-			all = false
+			all, beat = false, false
 		}
 		select {
 		case <-n.ctx.Done():
@@ -149,16 +162,18 @@ func (n *Node) writeLoop() {
 		case <-conn:
 			all, kv = true, nil
 		case <-refresh.C:
-			all = true
+			beat = true
 			refresh.Reset(n.bucketTTL() / 3)
 		}
 	}
 }
 
-// writeOwn puts the dirty entries, or all, and deletes the withdrawn.
-func (n *Node) writeOwn(kv jetstream.KeyValue, all bool) error {
+// writeOwn puts the dirty entries, or all, and purges the withdrawn; beat
+// refreshes the node entry, which must still be there.
+func (n *Node) writeOwn(kv jetstream.KeyValue, all, beat bool) error {
 	batch := n.own.take(all)
-	ctx, cancel := context.WithTimeout(n.ctx, n.bucketTTL())
+	ttl := n.bucketTTL()
+	ctx, cancel := context.WithTimeout(n.ctx, ttl)
 	defer cancel()
 	// The node entry first: its peers learn how to reach it before what
 	// it has.
@@ -166,6 +181,14 @@ func (n *Node) writeOwn(kv jetstream.KeyValue, all bool) error {
 	order := make([]string, 0, len(batch))
 	if _, ok := batch[nodeKey]; ok {
 		order = append(order, nodeKey)
+	} else if beat {
+		if err := n.putNode(ctx, kv, ttl, true); err != nil {
+			n.own.remark(mapKeys(batch))
+			return err
+		}
+		n.own.mu.Lock()
+		n.own.writes++
+		n.own.mu.Unlock()
 	}
 	for k := range batch {
 		if k != nodeKey {
@@ -174,10 +197,15 @@ func (n *Node) writeOwn(kv jetstream.KeyValue, all bool) error {
 	}
 	for i, k := range order {
 		var err error
-		if v := batch[k]; v != nil {
+		switch v := batch[k]; {
+		case k == nodeKey:
+			err = n.putNode(ctx, kv, ttl, false)
+		case v != nil:
 			_, err = kv.Put(ctx, k, v)
-		} else {
-			err = kv.Delete(ctx, k)
+		default:
+			// A purge, not a delete: its marker goes after a TTL, so
+			// withdrawn entries leave nothing behind in the bucket.
+			err = kv.Purge(ctx, k, jetstream.PurgeTTL(ttl))
 		}
 		if err != nil {
 			n.own.remark(order[i:])
@@ -188,6 +216,40 @@ func (n *Node) writeOwn(kv jetstream.KeyValue, all bool) error {
 		n.own.mu.Unlock()
 	}
 	return nil
+}
+
+// putNode puts the node entry with a TTL of its own; refresh expects it
+// to be the last put (errLapsed if it expired since).
+func (n *Node) putNode(ctx context.Context, kv jetstream.KeyValue, ttl time.Duration, refresh bool) error {
+	key := keyOf(kindNode, n.id, wire.FullTrackName{})
+	n.own.mu.Lock()
+	v, rev := n.own.vals[key], n.own.nodeRev
+	n.own.mu.Unlock()
+	opts := []jetstream.PublishOpt{jetstream.WithMsgTTL(ttl)}
+	if refresh && rev != 0 {
+		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(rev))
+	}
+	ack, err := n.js.Publish(ctx, "$KV."+kv.Bucket()+"."+key, v, opts...)
+	if err != nil {
+		var api *jetstream.APIError
+		if errors.As(err, &api) && (api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			return errLapsed
+		}
+		return err
+	}
+	n.own.mu.Lock()
+	n.own.nodeRev = ack.Sequence
+	n.own.mu.Unlock()
+	return nil
+}
+
+func mapKeys(m map[string][]byte) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
 
 // sleepCtx waits d; false if ctx ended first.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -136,15 +137,24 @@ func TestSimulationRegistryHundredNodes(t *testing.T) {
 
 	// The last node dies: nothing said, its entries left to expire.
 	dead := nodes[regNodes-1]
+	start = time.Now()
 	dead.node.cancel()
 	dead.node.wg.Wait()
 	dead.node.nc.Close()
 	live := nodes[:regNodes-1]
 	expiry := waitViews(t, live, kindNode, func(int) int { return regNodes - 2 })
 	require.Less(t, expiry, (1+regExpiryMargin)*ttl, "a dead node drops out within the TTL")
+	waitViews(t, live, kindNamespace, func(i int) int { // node 0 does not see its own "one"
+		return (regNodes-2)*regNamespaces + min(i, 1)
+	})
+	// Its namespaces, which carry no TTL, are purged from the bucket by a survivor.
+	kv, err := nodes[0].node.js.KeyValue(context.Background(), nodes[0].node.cfg.Bucket)
+	require.NoError(t, err)
+	waitNoKeysOf(t, kv, dead.node.ID(), regSettleBound)
+	purged := time.Since(start)
 
 	entries := regNodes * (1 + regNamespaces)
-	t.Logf("%d nodes, %d namespaces each: %d registry entries, TTL %v (refreshed every %v)", regNodes, regNamespaces, entries, ttl, ttl/3)
+	t.Logf("%d nodes, %d namespaces each: %d registry entries, TTL %v (node entries refreshed every %v)", regNodes, regNamespaces, entries, ttl, ttl/3)
 	t.Logf("join: every node sees the other %d in %v", regNodes-1, join.Round(time.Millisecond))
 	t.Logf("wave: %d namespaces registered at once reach every view in %v: %d writes, %d NATS messages (%.1f per write: the watch fan-out)",
 		regNodes*regNamespaces, wave.Round(time.Millisecond), waveWrites, m1-m0, float64(m1-m0)/float64(waveWrites))
@@ -152,5 +162,6 @@ func TestSimulationRegistryHundredNodes(t *testing.T) {
 	t.Logf("at rest over %v: %.2f writes per node per second; NATS server %.0f messages/s, %.0f bytes/s in and out (%.0f bytes/s per node)",
 		window, float64(restWrites)/float64(regNodes)/window.Seconds(), float64(rm1-rm0)/window.Seconds(),
 		float64(rb1-rb0)/window.Seconds(), float64(rb1-rb0)/window.Seconds()/regNodes)
-	t.Logf("a dead node dropped by every other view %v after it stopped", expiry.Round(time.Millisecond))
+	t.Logf("a dead node dropped by every other view %v after it stopped, its entries purged from the bucket after %v",
+		expiry.Round(time.Millisecond), purged.Round(time.Millisecond))
 }

@@ -287,7 +287,7 @@ feed:
 		assert.Equal(t, int64(simObjects*simPayload), c.inBytes.Load(), "N%d", i)
 	}
 	t.Logf("objects received from upstream per node: %d (one copy each, N0 from the publisher, the others from N0)", counters[1].in.Load())
-	t.Logf("registry at rest over %v: %d writes from %d nodes = %.2f writes per node per second (TTL %v, refreshed every TTL/3); NATS server: %.0f messages/s, %.0f bytes/s in and out (%.0f bytes/s per node)",
+	t.Logf("registry at rest over %v: %d writes from %d nodes = %.2f writes per node per second (TTL %v, node entries refreshed every TTL/3); NATS server: %.0f messages/s, %.0f bytes/s in and out (%.0f bytes/s per node)",
 		window, writes, simNodes, float64(writes)/float64(simNodes)/window.Seconds(), ttl,
 		float64(msgs1-msgs0)/window.Seconds(), float64(bytes1-bytes0)/window.Seconds(), float64(bytes1-bytes0)/window.Seconds()/simNodes)
 	t.Logf("heap in use after delivery: %d MiB (%d MiB before the subscribers); goroutines %d",

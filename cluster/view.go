@@ -20,6 +20,11 @@ type view struct {
 
 	mu      sync.Mutex
 	entries map[string]*seen // by key
+	// orphans are content entries whose node entry is not (or no longer)
+	// in the view: a watch delivers a node's content before its last
+	// refresh, a late node may come back, and a dead node's stay in the
+	// bucket until purged. They are neither routed to nor offered.
+	orphans map[string]*seen
 	offers  map[wire.NamespaceKey]*offer
 	synced  bool // the bucket's current contents are in, and NATS is up
 	// settled is when, after a sync, every live node has put its entries
@@ -29,13 +34,21 @@ type view struct {
 	changed *signal
 }
 
-// seen is one entry of another node, and until when it holds without a
-// refresh.
+// seen is one entry of another node.
 type seen struct {
-	kind     string
-	e        *entry
-	since    time.Time // first seen: routes prefer the oldest
+	kind  string
+	e     *entry
+	rev   uint64    // the entry's revision in the bucket
+	since time.Time // first seen (an orphan: since when): routes prefer the oldest
+	// deadline is until when a node entry holds without a refresh.
 	deadline time.Time
+	purged   bool // an orphan this node has purged
+}
+
+// purge is an orphan to remove from the bucket, unless put again since.
+type purge struct {
+	key string
+	rev uint64
 }
 
 // offer is a namespace offered to the relay for the nodes announcing it.
@@ -45,7 +58,8 @@ type offer struct {
 }
 
 func newView(self string) *view {
-	return &view{self: self, entries: map[string]*seen{}, offers: map[wire.NamespaceKey]*offer{}, changed: newSignal()}
+	return &view{self: self, entries: map[string]*seen{}, orphans: map[string]*seen{},
+		offers: map[wire.NamespaceKey]*offer{}, changed: newSignal()}
 }
 
 // effects are what a change of the view asks of the relay and the peers,
@@ -55,6 +69,7 @@ type effects struct {
 	tracks   []wire.FullTrackName // PUBLISHed at a node: held SUBSCRIBEs ask again
 	withdraw []func()
 	gone     []string // nodes that left
+	purge    []purge  // orphans of dead nodes, for this node to remove
 }
 
 func (v *view) run(rl *relay.Relay, p *peers, fx effects) {
@@ -89,7 +104,7 @@ func (v *view) run(rl *relay.Relay, p *peers, fx effects) {
 }
 
 // putLocked records an entry put at key.
-func (v *view) putLocked(key string, value []byte, now time.Time, ttl time.Duration, fx *effects) {
+func (v *view) putLocked(key string, value []byte, rev uint64, now time.Time, ttl time.Duration, fx *effects) {
 	kind, node, ok := parseKey(key)
 	if !ok || node == v.self {
 		return
@@ -99,28 +114,50 @@ func (v *view) putLocked(key string, value []byte, now time.Time, ttl time.Durat
 		return
 	}
 	if s := v.entries[key]; s != nil {
-		s.e, s.deadline = e, now.Add(ttl)
+		s.e, s.rev, s.deadline = e, rev, now.Add(ttl)
 		return
 	}
-	v.entries[key] = &seen{kind: kind, e: e, since: now, deadline: now.Add(ttl)}
-	if kind == kindTrack {
-		fx.tracks = append(fx.tracks, e.track())
+	s := &seen{kind: kind, e: e, rev: rev, since: now, deadline: now.Add(ttl)}
+	if kind != kindNode && v.entries[keyOf(kindNode, node, wire.FullTrackName{})] == nil {
+		v.orphans[key] = s
+		return
 	}
-	if kind == kindNamespace {
-		k := e.namespace().Key()
+	delete(v.orphans, key)
+	v.addLocked(key, s, fx)
+	if kind == kindNode {
+		for k, o := range v.orphans {
+			if o.e.Node == node {
+				delete(v.orphans, k)
+				o.since = now
+				v.addLocked(k, o, fx)
+			}
+		}
+	}
+}
+
+// addLocked adds an entry whose node is in the view.
+func (v *view) addLocked(key string, s *seen, fx *effects) {
+	v.entries[key] = s
+	if s.kind == kindTrack {
+		fx.tracks = append(fx.tracks, s.e.track())
+	}
+	if s.kind == kindNamespace {
+		k := s.e.namespace().Key()
 		o := v.offers[k]
 		if o == nil {
 			o = &offer{}
 			v.offers[k] = o
-			fx.offer = append(fx.offer, e.namespace())
+			fx.offer = append(fx.offer, s.e.namespace())
 		}
 		o.count++
 	}
 }
 
 // removeLocked forgets the entry at key; the node entry takes every
-// entry of its node with it, and closes the session to it.
-func (v *view) removeLocked(key string, fx *effects) {
+// entry of its node with it (they become orphans, which come back with
+// it), and closes the session to it.
+func (v *view) removeLocked(key string, now time.Time, fx *effects) {
+	delete(v.orphans, key)
 	s := v.entries[key]
 	if s == nil {
 		return
@@ -140,7 +177,9 @@ func (v *view) removeLocked(key string, fx *effects) {
 	case kindNode:
 		for k, other := range v.entries {
 			if other.e.Node == s.e.Node {
-				v.removeLocked(k, fx)
+				v.removeLocked(k, now, fx)
+				other.since = now
+				v.orphans[k] = other
 			}
 		}
 		fx.gone = append(fx.gone, s.e.Node)
@@ -153,9 +192,9 @@ func (v *view) apply(up jetstream.KeyValueEntry, ttl time.Duration) effects {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if up.Operation() == jetstream.KeyValuePut {
-		v.putLocked(up.Key(), up.Value(), time.Now(), ttl, &fx)
+		v.putLocked(up.Key(), up.Value(), up.Revision(), time.Now(), ttl, &fx)
 	} else {
-		v.removeLocked(up.Key(), &fx)
+		v.removeLocked(up.Key(), time.Now(), &fx)
 	}
 	v.changed.fire()
 	return fx
@@ -173,6 +212,9 @@ func (v *view) sync(ttl time.Duration) {
 			s.deadline = now.Add(ttl)
 		}
 	}
+	for _, s := range v.orphans {
+		s.since, s.purged = now, false // a purge may have been lost with NATS
+	}
 	v.synced = true
 	v.settled = now.Add(ttl / 3)
 	v.changed.fire()
@@ -187,8 +229,14 @@ func (v *view) unsync() {
 	v.changed.fire()
 }
 
-// expire forgets the entries not refreshed in time, while synced.
-func (v *view) expire(now time.Time) effects {
+// expire forgets, while synced, the node entries not refreshed in time.
+// Orphans a TTL old are a dead node's (a late node would have put its
+// node entry again, and all of its entries if that had lapsed): the live
+// node of lowest id purges them from the bucket, so that they do not stay
+// there for ever, and every view forgets them when the purge arrives. The
+// others keep them meanwhile, so that if that node dies too the next
+// lowest purges them.
+func (v *view) expire(now time.Time, ttl time.Duration) effects {
 	var fx effects
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -196,8 +244,26 @@ func (v *view) expire(now time.Time) effects {
 		return fx
 	}
 	for k, s := range v.entries {
-		if s.deadline.Before(now) {
-			v.removeLocked(k, &fx)
+		if s.kind == kindNode && s.deadline.Before(now) {
+			v.removeLocked(k, now, &fx)
+		}
+	}
+	lowest := true
+	for _, s := range v.entries {
+		if s.kind == kindNode && s.e.Node < v.self {
+			lowest = false
+			break
+		}
+	}
+	for k, s := range v.orphans {
+		switch age := now.Sub(s.since); {
+		case age >= 3*ttl:
+			// Not purged by now: not in the bucket any more (NATS
+			// restarted empty), or its purgers died in turn.
+			delete(v.orphans, k)
+		case age >= ttl && lowest && !s.purged:
+			s.purged = true
+			fx.purge = append(fx.purge, purge{k, s.rev})
 		}
 	}
 	if len(fx.gone) > 0 || len(fx.withdraw) > 0 {
@@ -211,8 +277,9 @@ func (v *view) clear(rl *relay.Relay) {
 	v.mu.Lock()
 	var fx effects
 	for k := range v.entries {
-		v.removeLocked(k, &fx)
+		v.removeLocked(k, time.Now(), &fx)
 	}
+	clear(v.orphans)
 	v.mu.Unlock()
 	for _, w := range fx.withdraw {
 		w()
@@ -327,7 +394,33 @@ func (n *Node) watchOnce(conn <-chan struct{}) error {
 			}
 			n.view.run(rl, n.peers, n.view.apply(up, ttl))
 		case now := <-sweep.C:
-			n.view.run(rl, n.peers, n.view.expire(now))
+			fx := n.view.expire(now, ttl)
+			n.view.run(rl, n.peers, fx)
+			n.purge(kv, fx.purge, ttl)
 		}
 	}
+}
+
+// purge removes a dead node's orphaned entries from the bucket, in the
+// background so that the watch goes on; each only if it was not put again
+// since (its node came back).
+func (n *Node) purge(kv jetstream.KeyValue, ps []purge, ttl time.Duration) {
+	if len(ps) == 0 {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		ctx, cancel := context.WithTimeout(n.ctx, ttl)
+		defer cancel()
+		for _, p := range ps {
+			if err := kv.Purge(ctx, p.key, jetstream.LastRevision(p.rev), jetstream.PurgeTTL(ttl)); ctx.Err() != nil {
+				return
+			} else if err == nil {
+				n.own.mu.Lock()
+				n.own.writes++
+				n.own.mu.Unlock()
+			}
+		}
+	}()
 }
