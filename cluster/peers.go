@@ -57,10 +57,13 @@ func (p *peers) session(ctx context.Context, t target) (*moqt.Session, error) {
 		cfg.Handler = p.n.relay()
 		cfg.AuthorizationTokens = []wire.Token{wire.UseToken(wire.TokenTypeOutOfBand, p.n.cfg.Token)}
 		cfg.ServerCertificateHashes = pins
-		// A node that dies is noticed by its session too, within the
-		// registry's TTL, should its entries outlive it.
-		if ttl := p.n.bucketTTL(); cfg.MaxIdleTimeout == 0 || cfg.MaxIdleTimeout > ttl {
-			cfg.MaxIdleTimeout = ttl
+		// A node that dies is noticed by its session, which ends its
+		// tracks here, within the registry's TTL: a PING every TTL/6,
+		// and no packet for 2/3 of the TTL after one ends it (the
+		// session's keep-alive plus its idle timeout, 5/6 of the TTL).
+		if ttl := p.n.bucketTTL(); cfg.MaxIdleTimeout == 0 || cfg.MaxIdleTimeout > 2*ttl/3 {
+			cfg.MaxIdleTimeout = 2 * ttl / 3
+			cfg.KeepAlivePeriod = ttl / 6
 		}
 		d = relay.DialUpstream(t.url, &cfg)
 		p.byNode[t.node] = d
@@ -81,7 +84,7 @@ func (p *peers) session(ctx context.Context, t target) (*moqt.Session, error) {
 // Its session, if one is up, is not closed on that account: a node whose
 // refresh was merely late (a busy machine, a NATS hiccup) would otherwise
 // have every flow through it cut. A node that died is noticed by the
-// session itself, within MaxIdleTimeout (at most the TTL), which ends its
+// session itself, within 5/6 of the TTL (its keep-alive and idle timeout), which ends its
 // tracks here with PUBLISH_DONE to their subscribers.
 func (p *peers) drop(node string) {
 	p.mu.Lock()
