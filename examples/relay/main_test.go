@@ -87,6 +87,13 @@ func waitGoAway(t *testing.T, ctx context.Context, sessions []*moqt.Session) {
 	for _, s := range sessions {
 		select {
 		case <-s.GoingAway():
+		case <-s.Context().Done():
+			// Say how it ended, rather than wait for ctx.
+			select {
+			case <-s.GoingAway():
+			default:
+				require.FailNow(t, "the session ended without GOAWAY", "%v", context.Cause(s.Context()))
+			}
 		case <-ctx.Done():
 			require.FailNow(t, "no GOAWAY")
 		}
