@@ -166,13 +166,7 @@ func TestNoLoopARequestFromANodeIsNotRoutedOn(t *testing.T) {
 // the node comes back in the registry its session serves new routes again.
 func TestLateRefreshDoesNotCutFlows(t *testing.T) {
 	_, a, b, _ := threeNodes(t)
-	pub := newPublisher(t, video)
-	pub.announce(t, a)
-	b.waitRoute(video, a, 10*time.Second)
-	sub, err := subscribe(t, b.client(nil), video)
-	require.NoError(t, err)
-	writeGroup(t, pub.track, 0, 3)
-	assert.ElementsMatch(t, payloads(0, 1, 3), readObjects(t, sub, 3))
+	pub, sub := liveAcross(t, a, b)
 
 	// B's view expires everything of A at once, as if A's refreshes had
 	// stopped for two TTLs.
@@ -192,4 +186,18 @@ func TestLateRefreshDoesNotCutFlows(t *testing.T) {
 	writeGroup(t, pub.track, 2, 2)
 	assert.ElementsMatch(t, payloads(2, 3, 2), readObjects(t, sub2, 2))
 	assert.ElementsMatch(t, payloads(2, 3, 2), readObjects(t, sub, 2))
+}
+
+// liveAcross announces video at a and subscribes to it at b, through the
+// cluster, once a route is known; group 0's three objects have crossed.
+func liveAcross(t *testing.T, a, b *testNode) (*publisher, *moqt.Subscription) {
+	t.Helper()
+	pub := newPublisher(t, video)
+	pub.announce(t, a)
+	b.waitRoute(video, a, 10*time.Second)
+	sub, err := subscribe(t, b.client(nil), video)
+	require.NoError(t, err)
+	writeGroup(t, pub.track, 0, 3)
+	require.ElementsMatch(t, payloads(0, 1, 3), readObjects(t, sub, 3))
+	return pub, sub
 }

@@ -13,13 +13,7 @@ import (
 
 func TestNATSOutageFlowsGoOnNewRoutesWaitAllRecover(t *testing.T) {
 	ns, a, b, c := threeNodes(t)
-	pub := newPublisher(t, video)
-	pub.announce(t, a)
-	b.waitRoute(video, a, 10*time.Second)
-	sb, err := subscribe(t, b.client(nil), video)
-	require.NoError(t, err)
-	writeGroup(t, pub.track, 0, 3)
-	assert.ElementsMatch(t, payloads(0, 1, 3), readObjects(t, sb, 3))
+	pub, sb := liveAcross(t, a, b)
 
 	ns.stop()
 	// Longer than the TTL: nothing the nodes knew expires while they
