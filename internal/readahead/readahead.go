@@ -145,14 +145,16 @@ func (p *Pipe) Bind() {
 // pipe holds.
 func (p *Pipe) Abort(code wire.ResetCode) {
 	p.once.Do(func() {
-		close(p.quit)
-		p.str.CancelRead(uint64(code))
+		// Marked before the stream is stopped: the Fill that the stop
+		// wakes then finds the pipe abandoned, not a failed stream.
 		p.mu.Lock()
 		p.aborted = true
 		p.budget.Release(p.reserved)
 		p.reserved = 0
 		p.buf = nil
 		p.mu.Unlock()
+		close(p.quit)
+		p.str.CancelRead(uint64(code))
 	})
 }
 
@@ -163,6 +165,10 @@ func (p *Pipe) Filled() <-chan struct{} { return p.filled }
 func (p *Pipe) Read(b []byte) (int, error) {
 	for {
 		p.mu.Lock()
+		if p.aborted {
+			p.mu.Unlock()
+			return 0, ErrClosed
+		}
 		if len(p.buf) > 0 {
 			n := copy(b, p.buf)
 			p.buf = p.buf[n:]
