@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -60,7 +61,11 @@ func CompareChains(ctx context.Context, kinds []ChainKind, subscribers int, size
 		}
 	}()
 	for i, k := range kinds {
-		c, err := k.New(ctx, subscribers)
+		// Labelled, so that a CPU profile tells the chains' goroutines
+		// apart: those they start inherit the label.
+		var c Fanout
+		var err error
+		pprof.Do(ctx, pprof.Labels("path", k.Name), func(ctx context.Context) { c, err = k.New(ctx, subscribers) })
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k.Name, err)
 		}

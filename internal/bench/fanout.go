@@ -22,6 +22,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -410,7 +411,11 @@ func measureRounds(ctx context.Context, names []string, fans []Fanout, subscribe
 			if round%2 == 1 {
 				i = len(fans) - 1 - j
 			}
-			c, err := measureBatches(ctx, fans[i], subscribers, size, batch, d)
+			var c CPUCost
+			var err error
+			pprof.Do(ctx, pprof.Labels("path", names[i]), func(ctx context.Context) {
+				c, err = measureBatches(ctx, fans[i], subscribers, size, batch, d)
+			})
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", names[i], err)
 			}

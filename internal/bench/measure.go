@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"time"
@@ -90,7 +91,9 @@ func Compare(ctx context.Context, size, rounds int, d time.Duration) (Row, error
 	}
 	defer closeAll()
 	for i, k := range Kinds {
-		p, err := k.New(ctx)
+		var p Path
+		var err error
+		pprof.Do(ctx, pprof.Labels("path", k.Name), func(ctx context.Context) { p, err = k.New(ctx) })
 		if err != nil {
 			return Row{}, fmt.Errorf("%s: %w", k.Name, err)
 		}
@@ -108,7 +111,9 @@ func Compare(ctx context.Context, size, rounds int, d time.Duration) (Row, error
 			if round%2 == 1 {
 				i = len(Kinds) - 1 - j // alternate which goes first
 			}
-			r, err := Measure(ctx, paths[i], size, d)
+			var r Rate
+			var err error
+			pprof.Do(ctx, pprof.Labels("path", Kinds[i].Name), func(ctx context.Context) { r, err = Measure(ctx, paths[i], size, d) })
 			if err != nil {
 				return Row{}, fmt.Errorf("%s: %w", Kinds[i].Name, err)
 			}

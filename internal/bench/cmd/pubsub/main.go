@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"text/tabwriter"
 	"time"
 
@@ -29,8 +30,20 @@ func main() {
 	sizes := flag.String("sizes", "", "comma-separated object sizes in bytes (default 100,1024,65536,1048576)")
 	fanSizes := flag.String("fanout-sizes", "100,1024", "object sizes of the fan-out scenario; empty for none")
 	subscribers := flag.Int("subscribers", bench.FanoutSubscribers, "subscribers of the fan-out scenario")
+	cpuProfile := flag.String("cpuprofile", "", "file for a CPU profile of the whole run")
 	flag.Parse()
 	bench.QuietQUIC()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "pubsub: %v\n", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	list := bench.Sizes
 	if *sizes != "" {
@@ -80,6 +93,7 @@ func main() {
 	}
 	tw.Flush()
 	if failed {
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }

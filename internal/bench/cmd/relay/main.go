@@ -48,6 +48,7 @@ func main() {
 	holdFor := flag.Duration("hold-d", 20*time.Second, "how long each hold run publishes")
 	holdProfile := flag.String("hold-profile", "", "directory for a CPU profile of the hold table and a heap profile at the end of each run's publishing")
 	holdRounds := flag.Int("hold-rounds", 2, "hold runs of each kind, alternating their order")
+	cpuProfile := flag.String("cpuprofile", "", "file for a CPU profile of the throughput table, each chain's samples labelled path=<chain>")
 	flag.Parse()
 	bench.QuietQUIC()
 	if *rounds < 1 {
@@ -61,6 +62,14 @@ func main() {
 	kinds := bench.ChainKinds
 
 	if list := parseList(*subs); len(list) > 0 {
+		stop := func() {}
+		if *cpuProfile != "" {
+			var err error
+			if stop, err = profileCPU(*cpuProfile); err != nil {
+				fmt.Fprintf(os.Stderr, "relay: %v\n", err)
+				os.Exit(2)
+			}
+		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprint(tw, "subs\tsize\t")
 		for _, k := range kinds {
@@ -90,6 +99,7 @@ func main() {
 				fmt.Fprintln(tw)
 			}
 		}
+		stop()
 		tw.Flush()
 		fmt.Println()
 	}
@@ -198,4 +208,17 @@ func profileHold(dir string) func() {
 		fmt.Fprintf(os.Stderr, "relay: %v\n", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }
+}
+
+// profileCPU starts a CPU profile into file and returns what stops it.
+func profileCPU(file string) (stop func(), err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
