@@ -114,10 +114,10 @@ func TestDialServerCertificateHashes(t *testing.T) {
 	}
 }
 
-// TestDialServerCertificateHashesKeepsVerifyConnection: with hashes set,
+// verifyConnectionAfterPin: with hashes set,
 // the application's own VerifyConnection still runs after the hash check
 // and can refuse the server.
-func TestDialServerCertificateHashesKeepsVerifyConnection(t *testing.T) {
+func verifyConnectionAfterPin(t *testing.T) {
 	cert, hash, err := GenerateCertificate("127.0.0.1")
 	require.NoError(t, err)
 	srv, err := Listen("127.0.0.1:0", quietConfig(&Config{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}), nil)
@@ -195,10 +195,10 @@ func TestDialUntrustedCertificate(t *testing.T) {
 	}
 }
 
-// TestDialRefusedByVerifyConnection: without pins, the application's own
+// verifyConnectionWithoutPin: without pins, the application's own
 // VerifyConnection refusing the server is reported as its error, not as an
 // untrusted certificate whose advice would not apply.
-func TestDialRefusedByVerifyConnection(t *testing.T) {
+func verifyConnectionWithoutPin(t *testing.T) {
 	cert, _, err := GenerateCertificate("127.0.0.1")
 	require.NoError(t, err)
 	srv, err := Listen("127.0.0.1:0", quietConfig(&Config{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}), nil)
@@ -213,4 +213,11 @@ func TestDialRefusedByVerifyConnection(t *testing.T) {
 		VerifyConnection: func(tls.ConnectionState) error { return refused }}}))
 	assert.ErrorIs(t, err, refused)
 	assert.NotErrorIs(t, err, ErrUntrustedCertificate)
+}
+
+// TestDialKeepsVerifyConnection: the application's VerifyConnection runs,
+// and its refusal is reported as its own error, with pins and without.
+func TestDialKeepsVerifyConnection(t *testing.T) {
+	t.Run("pinned", verifyConnectionAfterPin)
+	t.Run("unpinned", verifyConnectionWithoutPin)
 }

@@ -102,11 +102,11 @@ func roundTrip(t *testing.T, client *Session, track *LocalTrack) {
 	assert.Equal(t, [][]byte{{0}, {1}, {2}, {3}, {4}}, payloads)
 }
 
-// TestNewSessionOverOwnQUIC runs a session over a raw QUIC connection the
+// ownQUICAccepted runs a session over a raw QUIC connection the
 // application made: the version is the ALPN it negotiated, the URL's path
 // and authority reach the server in SETUP, objects flow, and Close closes
 // the connection with the session's code.
-func TestNewSessionOverOwnQUIC(t *testing.T) {
+func ownQUICAccepted(t *testing.T) {
 	qc, qs := ownQUIC(t, wire.ALPNs(), []string{wire.Draft20.ALPN()}, true)
 	track, serverCfg, _ := newServedTrack(t, testTrack, nil)
 	ctx := fakeCtx(t)
@@ -132,10 +132,10 @@ func TestNewSessionOverOwnQUIC(t *testing.T) {
 	<-qs.Context().Done() // the session closed the connection
 }
 
-// TestNewSessionRefusesOwnQUIC: a connection without an acceptable ALPN,
+// ownQUICRefused: a connection without an acceptable ALPN,
 // or without QUIC DATAGRAM, is refused with an error and left open; a
 // URL that is not moqt:// is refused before anything is sent.
-func TestNewSessionRefusesOwnQUIC(t *testing.T) {
+func ownQUICRefused(t *testing.T) {
 	ctx := fakeCtx(t)
 	t.Run("alpn", func(t *testing.T) {
 		qc, qs := ownQUIC(t, []string{"other"}, []string{"other"}, true)
@@ -214,12 +214,12 @@ func dialOwnWebTransport(t *testing.T, url string, protocols []string) *webtrans
 	return sess
 }
 
-// TestNewSessionOverOwnWebTransport runs a session over a WebTransport
+// ownWebTransportAccepted runs a session over a WebTransport
 // session from webtransport-go's own Server and Transport: the version is
 // the WT-Protocol, the server's Path and Authority come from the CONNECT
 // request, objects flow, and Close ends the WebTransport session with
 // the session's code, which the peer reads.
-func TestNewSessionOverOwnWebTransport(t *testing.T) {
+func ownWebTransportAccepted(t *testing.T) {
 	track, serverCfg, _ := newServedTrack(t, testTrack, nil)
 	ctx := fakeCtx(t)
 	type result struct {
@@ -263,9 +263,9 @@ func TestNewSessionOverOwnWebTransport(t *testing.T) {
 	<-sess.Context().Done()
 }
 
-// TestNewSessionRefusesOwnWebTransport: a WebTransport session whose
+// ownWebTransportRefused: a WebTransport session whose
 // server negotiated no protocol is refused on both ends and left open.
-func TestNewSessionRefusesOwnWebTransport(t *testing.T) {
+func ownWebTransportRefused(t *testing.T) {
 	ctx := fakeCtx(t)
 	refused := make(chan error, 1)
 	url := ownWebTransport(t, nil, func(sess *webtransport.Session, r *http.Request) {
@@ -285,4 +285,18 @@ func TestNewSessionRefusesOwnWebTransport(t *testing.T) {
 		t.Fatal("the server's session was not refused")
 	}
 	assert.NoError(t, sess.Context().Err(), "the session is the caller's")
+}
+
+// TestNewSessionOverOwnQUIC: a session over a raw QUIC connection the
+// application made, and the connections it refuses.
+func TestNewSessionOverOwnQUIC(t *testing.T) {
+	t.Run("accepted", ownQUICAccepted)
+	t.Run("refused", ownQUICRefused)
+}
+
+// TestNewSessionOverOwnWebTransport: a session over a WebTransport session
+// the application made, and one it refuses.
+func TestNewSessionOverOwnWebTransport(t *testing.T) {
+	t.Run("accepted", ownWebTransportAccepted)
+	t.Run("refused", ownWebTransportRefused)
 }

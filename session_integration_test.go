@@ -105,11 +105,11 @@ func TestAcceptQueueBounded(t *testing.T) {
 	}
 }
 
-// TestCloseReachesPeerBeforeExit: a client that closes and then loses its
+// closeBeforeExitReachesPeer: a client that closes and then loses its
 // socket at once, as a process that exits, still tells the server: the
 // server's session ends promptly with the client's code, not after an
 // idle timeout.
-func TestCloseReachesPeerBeforeExit(t *testing.T) {
+func closeBeforeExitReachesPeer(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			for i := range 5 {
@@ -119,14 +119,14 @@ func TestCloseReachesPeerBeforeExit(t *testing.T) {
 	}
 }
 
-// TestFinAfterSessionEndReportsCause: a request's FIN that comes after the
+// finAfterSessionEndReportsCause: a request's FIN that comes after the
 // session ended fails, on WebTransport, where the close reset the stream,
 // with the session's cause and not the transport's close error. A
 // TrackStatus whose TRACK_STATUS the handler had already received, but
 // which was still finishing its stream when the session ended, returned
-// that error (TestSessionEndsAgreeWithBlockedCalls, on a busy machine).
+// that error (TestSessionEndReachesBlockedCalls/call, on a busy machine).
 // Here the FIN comes after the end every time.
-func TestFinAfterSessionEndReportsCause(t *testing.T) {
+func finAfterSessionEndReportsCause(t *testing.T) {
 	for _, tr := range transports {
 		for _, local := range []bool{true, false} {
 			name := tr.name + "/peer"
@@ -155,9 +155,9 @@ func TestFinAfterSessionEndReportsCause(t *testing.T) {
 	}
 }
 
-// TestIdleSessionStaysUp: with keep-alive on by default, a session idle for
+// idleSessionStaysUp: with keep-alive on by default, a session idle for
 // longer than its idle timeout stays up.
-func TestIdleSessionStaysUp(t *testing.T) {
+func idleSessionStaysUp(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			p := newPair(t, tr.scheme, &Config{MaxIdleTimeout: time.Second}, &Config{MaxIdleTimeout: time.Second})
@@ -171,10 +171,10 @@ func TestIdleSessionStaysUp(t *testing.T) {
 	}
 }
 
-// TestIdleTimeoutIsTransportError: without keep-alive an idle session
+// idleTimeoutIsTransportError: without keep-alive an idle session
 // dies, and says it was an idle timeout, not a protocol violation; the
 // blocked call and the session's cause agree.
-func TestIdleTimeoutIsTransportError(t *testing.T) {
+func idleTimeoutIsTransportError(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			started := make(chan struct{}, 1)
@@ -241,9 +241,9 @@ func TestMaxIncomingStreams(t *testing.T) {
 	}
 }
 
-// TestSessionEndsAgreeWithBlockedCalls: a call blocked when the session
+// blockedCallsGetSessionCause: a call blocked when the session
 // ends, by a local or a peer close, returns the session's cause.
-func TestSessionEndsAgreeWithBlockedCalls(t *testing.T) {
+func blockedCallsGetSessionCause(t *testing.T) {
 	for _, tr := range transports {
 		for _, local := range []bool{true, false} {
 			name := tr.name + "/peer"
@@ -268,7 +268,7 @@ func TestSessionEndsAgreeWithBlockedCalls(t *testing.T) {
 
 // CloseWithError reaches the peer with its code and reason; the Context's
 // cause is the *SessionError.
-func TestCloseWithError(t *testing.T) {
+func closeWithErrorReachesPeer(t *testing.T) {
 	for _, scheme := range []string{"moqt", "https"} {
 		t.Run(scheme, func(t *testing.T) {
 			ls := startNetServer(t, nil, nil)
@@ -409,4 +409,26 @@ func TestServe(t *testing.T) {
 
 	require.NoError(t, srv.Close())
 	assert.ErrorIs(t, srv.Serve(ctx), net.ErrClosed)
+}
+
+// TestIdleTimeout: QUIC's idle timeout, which keep-alive (on by default)
+// holds off, and which otherwise ends the session as a transport error.
+func TestIdleTimeout(t *testing.T) {
+	t.Run("keep-alive", idleSessionStaysUp)
+	t.Run("no keep-alive", idleTimeoutIsTransportError)
+}
+
+// TestSessionEndReachesBlockedCalls: a request blocked when the session
+// ends, on either transport, by either end, fails with the session's
+// cause.
+func TestSessionEndReachesBlockedCalls(t *testing.T) {
+	t.Run("call", blockedCallsGetSessionCause)
+	t.Run("fin", finAfterSessionEndReportsCause)
+}
+
+// TestCloseReachesPeer: a close's code and reason reach the peer over
+// each transport, even from a process that exits right after it.
+func TestCloseReachesPeer(t *testing.T) {
+	t.Run("code", closeWithErrorReachesPeer)
+	t.Run("before exit", closeBeforeExitReachesPeer)
 }

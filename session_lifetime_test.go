@@ -73,7 +73,7 @@ func endedWith(t *testing.T, s *Session, errc <-chan error, within time.Duration
 // every stream before its close arrives, does not end the request by that:
 // the call reports how the read of the answer ends, here with the session,
 // and returns the session's cause. It returned the refused FIN's error
-// (TestSessionEndsAgreeWithBlockedCalls/webtransport, on a busy machine).
+// (TestSessionEndReachesBlockedCalls/call/webtransport, on a busy machine).
 func TestTrackStatusFinAfterStopSending(t *testing.T) {
 	for _, tr := range pipeTransports {
 		t.Run(tr.name, func(t *testing.T) {
