@@ -75,7 +75,10 @@ type Config struct {
 
 	// AliasWait bounds how long a data stream or datagram whose Track
 	// Alias is not known yet waits for the SUBSCRIBE_OK or PUBLISH that
-	// names it (§3.1.2). Default 2s.
+	// names it (§3.1.2). Default 2s. A stream waits longer while one of
+	// this end's SUBSCRIBEs is unanswered: its SUBSCRIBE_OK may be what
+	// names it, delayed on a lossy path (within MaxPendingStreams and
+	// MaxPendingBytes, as ever).
 	AliasWait time.Duration
 	// MaxPendingStreams bounds how many such streams wait at once; more are
 	// refused with STOP_SENDING EXCESSIVE_LOAD. Default 64.

@@ -84,6 +84,40 @@ func TestAliasStreamBeforeSubscribeOK(t *testing.T) {
 	})
 }
 
+// TestAliasStreamWaitsForOutstandingSubscribe: a stream that overtakes its
+// SUBSCRIBE_OK by more than Config.AliasWait, as on a lossy path where the
+// control message is retransmitted, still reaches its subscription: it
+// waits for as long as a SUBSCRIBE is unanswered. Once none is, a stream
+// whose alias nobody named is refused within AliasWait.
+func TestAliasStreamWaitsForOutstandingSubscribe(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		const wait = 2 * time.Second
+		s, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{AliasWait: wait})
+		got, req := subscribeAgainstFake(t, s, fp)
+		data := fp.openSubgroup(7, 3, []byte("early"))
+		require.NoError(t, data.Close())
+		stray := fp.openSubgroup(8, 0, []byte("nobody's"))
+		time.Sleep(3 * wait) // the SUBSCRIBE_OK is late
+		synctest.Wait()
+		require.NoError(t, stray.Context().Err(), "no STOP_SENDING while a SUBSCRIBE is unanswered")
+		req.send(&wire.SubscribeOK{TrackAlias: 7})
+		sub := recvOrFail(t, got)
+		require.NotNil(t, sub)
+		r, err := sub.AcceptSubgroup(fakeCtx(t))
+		require.NoError(t, err)
+		_, payloads := readSubgroup(t, r)
+		assert.Equal(t, [][]byte{[]byte("early")}, payloads)
+
+		answered := time.Now()
+		select {
+		case <-stray.Context().Done():
+		case <-time.After(fakeGuard):
+			t.Fatal("no STOP_SENDING for an alias nobody named")
+		}
+		assert.LessOrEqual(t, time.Since(answered), wait, "refused within AliasWait of the answer")
+	})
+}
+
 // sendDatagram sends an OBJECT_DATAGRAM from the fake.
 func (fp *fakePeer) sendDatagram(alias, group, object uint64, payload string) {
 	fp.t.Helper()

@@ -116,6 +116,8 @@ func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, param
 		sub.askFillLocked(rs.id, params.FillParameters)
 		sub.mu.Unlock()
 	}
+	answered := s.routes.expectAlias()
+	defer answered()
 	if err := rs.write(&wire.Subscribe{RequestID: rs.id, TrackNamespace: track.Namespace, TrackName: track.Name, Parameters: sent}); err != nil {
 		rs.cancel(wire.ResetInternalError)
 		s.requests.remove(rs)

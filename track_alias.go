@@ -21,8 +21,14 @@ type aliasRoutes struct {
 	aliases aliasTable
 	// aliasBound is closed and replaced whenever an alias is bound, waking
 	// the data streams that wait for theirs.
-	aliasBound       chan struct{}
-	pendingStreams   int               // data streams waiting for their alias
+	aliasBound     chan struct{}
+	pendingStreams int // data streams waiting for their alias
+	// awaiting counts this end's SUBSCRIBEs not answered yet. A data
+	// stream may overtake its SUBSCRIBE_OK, by more than AliasWait on a
+	// lossy path, so one whose alias is unknown waits for as long as any
+	// SUBSCRIBE is outstanding: refusing it would lose objects the
+	// subscription is then promised, with nobody told.
+	awaiting         int
 	pendingBytes     int               // bytes read ahead from them
 	pendingDatagrams []pendingDatagram // datagrams waiting for their alias
 	droppedDatagrams uint64            // datagrams dropped while waiting
@@ -295,10 +301,34 @@ func (r *aliasRoutes) waitAlias(ctx context.Context, alias uint64) ([]*Subscript
 		select {
 		case <-bound:
 		case <-timer.C:
+			r.mu.Lock()
+			awaiting := r.awaiting > 0
+			r.mu.Unlock()
+			if awaiting {
+				timer.Reset(r.cfg.AliasWait)
+				continue
+			}
 			return nil, wire.ResetCancelled, false
 		case <-ctx.Done():
 			return nil, wire.ResetSessionClosed, false
 		}
+	}
+}
+
+// expectAlias records a SUBSCRIBE about to be sent, whose SUBSCRIBE_OK
+// will bind an alias; the returned func, called once it is answered or
+// abandoned, forgets it.
+func (r *aliasRoutes) expectAlias() (answered func()) {
+	r.mu.Lock()
+	r.awaiting++
+	r.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			r.awaiting--
+			r.mu.Unlock()
+		})
 	}
 }
 
