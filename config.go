@@ -368,6 +368,9 @@ type sessionHooks struct {
 	// trackStatusWritten runs when a TRACK_STATUS this end sends has been
 	// written, before its FIN.
 	trackStatusWritten func()
+	// setupOver runs in a Server's setup once the session's SETUP
+	// exchange is over, before it is queued for Accept.
+	setupOver func()
 }
 
 // withDefaults returns a copy of c with every zero field set to its default.

@@ -36,6 +36,12 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// setups are the sessions in setup, each with a channel closed when
+	// setup returns: Serve's drain waits for those whose SETUP exchange
+	// is over to be queued (settle).
+	setupsMu sync.Mutex
+	setups   map[*Session]chan struct{}
 }
 
 // ServerOptions are the parts of serving that only a server has.
@@ -157,20 +163,64 @@ func (srv *Server) Accept(ctx context.Context) (*Session, error) {
 // server must otherwise write. When ctx is done, it stops accepting and
 // drains the sessions it accepted: each gets GOAWAY without a New Session
 // URI (Session.Shutdown) and ServerOptions.DrainTimeout to end, after which
-// it is closed, with GOAWAY_TIMEOUT if requests are still open. Serve
-// returns once all of them have ended and their closes are on the wire:
-// nil after a drain, or the error that stopped Accept (net.ErrClosed once
-// Close is called; the sessions are drained all the same). It does not
-// close the Server; sessions that complete SETUP after the drain starts
-// wait for Accept or Close.
+// it is closed, with GOAWAY_TIMEOUT if requests are still open. So is a
+// session whose SETUP exchange was over when the drain began but which
+// had not reached Accept yet. Serve returns once all of them have ended
+// and their closes are on the wire: nil after a drain, or the error that
+// stopped Accept (net.ErrClosed once Close is called; the sessions are
+// drained all the same). It does not close the Server; sessions that
+// complete SETUP after the drain starts wait for Accept or Close.
 func (srv *Server) Serve(ctx context.Context) error {
-	return serveSessions(ctx, srv.Accept, srv.drain, srv.cfg.Logger)
+	return serveSessions(ctx, srv.Accept, srv.settle, srv.drain, srv.cfg.Logger)
+}
+
+// settle waits, within ctx, until every session whose SETUP exchange is
+// over has left setup: queued for Accept, or closed. A client whose
+// requests were answered before the drain began must get GOAWAY, though
+// its session may not have reached the queue yet.
+func (srv *Server) settle(ctx context.Context) {
+	srv.setupsMu.Lock()
+	var wait []chan struct{}
+	for s, done := range srv.setups {
+		select {
+		case <-s.setupDone:
+			wait = append(wait, done)
+		default: // still setting up: it waits for Accept or Close
+		}
+	}
+	srv.setupsMu.Unlock()
+	for _, done := range wait {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// trackSetup records s as in setup until the returned func is called.
+func (srv *Server) trackSetup(s *Session) (untrack func()) {
+	done := make(chan struct{})
+	srv.setupsMu.Lock()
+	if srv.setups == nil {
+		srv.setups = map[*Session]chan struct{}{}
+	}
+	srv.setups[s] = done
+	srv.setupsMu.Unlock()
+	return func() {
+		srv.setupsMu.Lock()
+		delete(srv.setups, s)
+		srv.setupsMu.Unlock()
+		close(done)
+	}
 }
 
 // serveSessions is Serve over accept: it holds each session accept
 // returns until the session ends or ctx is done, then drains those left
-// within drain.
-func serveSessions(ctx context.Context, accept func(context.Context) (*Session, error), drain time.Duration, log *slog.Logger) error {
+// within drain, with those settle (if set) lets reach the queue once ctx is
+// done. accept with a done ctx must still return the sessions queued.
+func serveSessions(ctx context.Context, accept func(context.Context) (*Session, error), settle func(context.Context),
+	drain time.Duration, log *slog.Logger) error {
 	var (
 		wg       sync.WaitGroup
 		live     atomic.Int64
@@ -178,14 +228,7 @@ func serveSessions(ctx context.Context, accept func(context.Context) (*Session, 
 		drainCtx context.Context // set before draining is closed
 		err      error
 	)
-	for {
-		s, aerr := accept(ctx)
-		if aerr != nil {
-			if ctx.Err() == nil {
-				err = aerr
-			}
-			break
-		}
+	hold := func(s *Session) {
 		live.Add(1)
 		wg.Go(func() {
 			defer live.Add(-1)
@@ -198,9 +241,29 @@ func serveSessions(ctx context.Context, accept func(context.Context) (*Session, 
 			_ = s.Shutdown(drainCtx, "")
 		})
 	}
+	for {
+		s, aerr := accept(ctx)
+		if aerr != nil {
+			if ctx.Err() == nil {
+				err = aerr
+			}
+			break
+		}
+		hold(s)
+	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(drain, 0))
 	defer cancel()
 	drainCtx = dctx
+	if settle != nil && err == nil {
+		settle(dctx)
+		for {
+			s, aerr := accept(ctx) // ctx is done: only what is queued
+			if aerr != nil {
+				break
+			}
+			hold(s)
+		}
+	}
 	log.Info("moqt: server", "event", "drain", "sessions", live.Load(), "timeout", max(drain, 0))
 	close(draining)
 	wg.Wait()
@@ -254,6 +317,7 @@ func (srv *Server) setup(conn transport.Conn, info transport.Info, check func(*S
 	if s == nil {
 		return
 	}
+	defer srv.trackSetup(s)()
 	if check != nil {
 		s.checkSetup = func(st *wire.Setup) error {
 			err := check(s, st)
@@ -277,6 +341,7 @@ func (srv *Server) setup(conn transport.Conn, info transport.Info, check func(*S
 	if err != nil {
 		return
 	}
+	s.hook(func(h *sessionHooks) func() { return h.setupOver })
 	if !ticket.Ready() {
 		s.fail(errServerBusy()) // displaced after the handshake returned
 		return

@@ -56,7 +56,7 @@ func TestServeDrains(t *testing.T) {
 				q <- a.server
 				q <- b.server
 				ctx, cancel := context.WithCancel(t.Context())
-				served := goErr(func() error { return serveSessions(ctx, q.accept, drain, quietLogger) })
+				served := goErr(func() error { return serveSessions(ctx, q.accept, nil, drain, quietLogger) })
 				synctest.Wait() // both accepted
 				start := time.Now()
 				cancel()
@@ -85,7 +85,7 @@ func TestServeDrains(t *testing.T) {
 					q <- p.server
 				}
 				ctx, cancel := context.WithCancel(t.Context())
-				served := goErr(func() error { return serveSessions(ctx, q.accept, drain, quietLogger) })
+				served := goErr(func() error { return serveSessions(ctx, q.accept, nil, drain, quietLogger) })
 				_, err := busy.client.Subscribe(t.Context(), testTrack, wire.Params{})
 				require.NoError(t, err)
 				<-h.served
@@ -113,10 +113,50 @@ func TestServeDrains(t *testing.T) {
 				broken := errors.New("listener broken")
 				q <- p.server
 				q <- broken
-				err := serveSessions(t.Context(), q.accept, drain, quietLogger)
+				err := serveSessions(t.Context(), q.accept, nil, drain, quietLogger)
 				assert.ErrorIs(t, err, broken)
 				code, _ := closeOf(t, p.client)
 				assert.Equal(t, wire.NoError, code, "drained all the same")
+			})
+		})
+	}
+}
+
+// TestServeDrainsSessionsNotYetAccepted: a client whose SETUP exchange was
+// over before Serve's drain began gets GOAWAY, though its session had not
+// reached Accept yet (on a busy machine the Server's setup goroutine can
+// lag the client's first answers). Before, Serve returned without it and
+// Close then closed it with no GOAWAY.
+func TestServeDrainsSessionsNotYetAccepted(t *testing.T) {
+	for _, scheme := range []string{"moqt", "https"} {
+		t.Run(scheme, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				over := make(chan struct{})
+				release := make(chan struct{})
+				cfg := &Config{hooks: &sessionHooks{setupOver: func() {
+					close(over)
+					<-release
+				}}}
+				ls := startPipeServer(t, cfg, &ServerOptions{DrainTimeout: 5 * time.Second})
+				fp := ls.dial(scheme)
+				st := &wire.Setup{} // WebTransport's path and authority are the CONNECT's
+				if scheme == "moqt" {
+					st = ls.clientSetup()
+				}
+				fp.sendSetup(st)
+				fp.readPeerSetup()
+				<-over // SETUP is over; the session is not queued yet
+
+				ctx, cancel := context.WithCancel(t.Context())
+				served := goErr(func() error { return ls.srv.Serve(ctx) })
+				synctest.Wait()
+				cancel()
+				synctest.Wait() // Serve waits for the session to settle
+				close(release)
+				g := expectControl[*wire.Goaway](t, fp)
+				assert.Empty(t, g.NewSessionURI)
+				fp.conn.CloseWithError(uint64(wire.NoError), "")
+				require.NoError(t, <-served)
 			})
 		})
 	}
