@@ -536,9 +536,8 @@ func readMoQT(ctx context.Context, sub *moqt.Subscription, group uint64, n, size
 	return n, nil
 }
 
-// Close ends the subscription's sessions and the server, waiting for
-// their goroutines.
-// Close closes both sessions and the server, and waits for the sessions.
+// Close closes both sessions and the server, and waits for the sessions'
+// goroutines.
 func (p *moqtPair) Close() error {
 	var err error
 	if p.client != nil {
