@@ -154,7 +154,7 @@ type Config struct {
 	// subscribers. An object going to one subscription is written with
 	// back-pressure: the write blocks while that subscriber is slow, up to
 	// the grace, so a bulk publisher goes at its subscriber's pace. An
-	// object going to several waits at most 1 ms for each, then, if every
+	// object going to several waits at most 5 ms for each, then, if every
 	// one of them had to queue, up to the grace for the first to catch up.
 	// A subscription whose queued bytes are taken by none of its streams
 	// for a whole grace (a subscriber that stopped reading, or died) is

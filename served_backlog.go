@@ -13,7 +13,7 @@ import (
 // to its subscriptions' streams, each a sendq.Queue, and queues what a
 // stream does not take in time; this file is what only the session knows.
 //
-// A Write to one of several streams waits sendq.WriteGrace (1 ms); to one,
+// A Write to one of several streams waits sendq.WriteGrace (5 ms); to one,
 // Config.SubscriberGrace after the call began (or the writer's
 // SetWriteDeadline). After a write whose every subscription had to queue,
 // the writer waits until one of them has caught up, up to the same grace
