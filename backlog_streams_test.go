@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -216,13 +217,13 @@ func TestBacklogFastPathAllocs(t *testing.T) {
 func testBacklogFastPathAllocs(t *testing.T) {
 	ss := &ServedSubscription{sess: &Session{cfg: (*Config)(nil).withDefaults(), rules: rulesOf(wire.Draft21)}}
 	w := &SubgroupWriter{}
-	w.sq.Init(monoNow)
+	w.sq.Init(mono.Now)
 	out := &subgroupOut{str: nopStream{}, ss: ss}
 	out.q.Init(out.str, out, &ss.wp.group, &w.sq)
 	b := make([]byte, 100)
 	for _, fanout := range []bool{true, false} {
 		allocs := testing.AllocsPerRun(1000, func() {
-			if err := w.send(out, b, fanout, monoNow()); err != nil {
+			if err := w.send(out, b, fanout, mono.Now()); err != nil {
 				panic(err)
 			}
 		})

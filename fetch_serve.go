@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -131,7 +132,7 @@ type waitBudget struct {
 	err             error
 	left            time.Duration
 	timer           *time.Timer
-	armedAt         int64       // when the timer started, a monoNow time
+	armedAt         int64       // when the timer started, a mono.Now time
 	armed           atomic.Bool // the timer runs for the call of next in progress; set under mu
 }
 
@@ -155,7 +156,7 @@ func (b *waitBudget) next(cur fetchCursor) (Object, error) {
 	if b.armed.Load() {
 		b.armed.Store(false)
 		b.timer.Stop()
-		b.left -= time.Duration(monoNow() - b.armedAt)
+		b.left -= time.Duration(mono.Now() - b.armedAt)
 		spent = b.left <= 0
 	}
 	b.mu.Unlock()
@@ -202,7 +203,7 @@ func (b *waitBudget) Done() <-chan struct{} {
 			return b.done
 		}
 	}
-	b.armedAt = monoNow()
+	b.armedAt = mono.Now()
 	b.armed.Store(true)
 	if b.timer == nil {
 		b.timer = time.AfterFunc(b.left, func() { b.end(context.DeadlineExceeded) })

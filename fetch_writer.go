@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/internal/priority"
 	"github.com/moqt-go/moqt/internal/sendq"
 	"github.com/moqt-go/moqt/internal/transport"
@@ -82,7 +83,7 @@ func newFetchWriter(s *Session, id uint64, desc bool, subscriber, defaultPriorit
 	w := &FetchWriter{sess: s, id: id, owner: id, desc: desc, defaultPriority: defaultPriority, ranked: -1}
 	w.enc.Descending, w.enc.Version = desc, s.version
 	w.subscriber.Store(uint32(subscriber))
-	w.dog.Init(monoNow, w.expireWrite)
+	w.dog.Init(mono.Now, w.expireWrite)
 	return w
 }
 
@@ -391,7 +392,7 @@ func (w *FetchWriter) stream() (transport.SendStream, error) {
 // caller holds the turn.
 func (w *FetchWriter) write(str transport.SendStream, b []byte) error {
 	grace := w.sess.cfg.SubscriberGrace
-	until := monoNow() + int64(grace)
+	until := mono.Now() + int64(grace)
 	for {
 		w.dog.Begin(until)
 		n, err := str.Write(b)
@@ -407,12 +408,12 @@ func (w *FetchWriter) write(str transport.SendStream, b []byte) error {
 			if n == len(b) {
 				return nil // the deadline came after the last byte went
 			}
-			early, progress := monoNow() < until, n > 0
+			early, progress := mono.Now() < until, n > 0
 			if early || progress {
 				if err := str.SetWriteDeadline(time.Time{}); err == nil {
 					b = b[n:]
 					if progress {
-						until = monoNow() + int64(grace)
+						until = mono.Now() + int64(grace)
 					}
 					continue
 				}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -92,7 +93,7 @@ func serveWithStaleDeadline(r *FetchRequest) error {
 	if err := w.WriteObject(pobj(0, 0, "a")); err != nil {
 		return err
 	}
-	w.dog.Begin(monoNow() - 1)
+	w.dog.Begin(mono.Now() - 1)
 	w.dog.Fire()
 	w.dog.End()
 	if err := w.WriteObject(pobj(0, 1, "b")); err != nil {

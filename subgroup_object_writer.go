@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -24,7 +25,7 @@ func (w *SubgroupWriter) BeginObject(id, length uint64, props []byte) (*ObjectWr
 	}
 	defer w.turn.Unlock()
 	w.keep = nil
-	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}, nil, monoNow()); err != nil {
+	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}, nil, mono.Now()); err != nil {
 		return nil, err
 	}
 	if w.track.keeps() {
@@ -71,7 +72,7 @@ func (ow *ObjectWriter) Write(p []byte) (int, error) {
 	if uint64(len(p)) > w.remain {
 		return 0, fmt.Errorf("moqt: %d bytes past the object's declared length", uint64(len(p))-w.remain)
 	}
-	if err := w.streamed(p, monoNow()); err != nil {
+	if err := w.streamed(p, mono.Now()); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -109,7 +110,7 @@ func (ow *ObjectWriter) ReadFrom(r io.Reader) (int64, error) {
 			if werr != nil {
 				return total, werr
 			}
-			werr = w.streamed(buf[:n], monoNow())
+			werr = w.streamed(buf[:n], mono.Now())
 			remain = w.remain
 			w.turn.Unlock()
 			if werr != nil {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/internal/sendq"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
@@ -24,7 +25,7 @@ type subgroupOut struct {
 	done       bool  // finished or reset; no more objects go to it
 	subscriber uint8 // the subscriber priority its ranking uses
 	dl         streamDeadline
-	// deadline is the current object's delivery deadline (monoNow), 0 for
+	// deadline is the current object's delivery deadline (mono.Now), 0 for
 	// none, from when the object is handed over until it is armed.
 	deadline int64
 	objEnd   uint64 // stream offset past the current object's last byte
@@ -52,17 +53,17 @@ func (out *subgroupOut) closed() bool {
 }
 
 // armObject starts the OBJECT_DELIVERY_TIMEOUT of the object whose header
-// was provided at start (monoNow). w.mu is held.
+// was provided at start (mono.Now). w.mu is held.
 func (out *subgroupOut) armObject(start int64, timeout uint64) {
 	out.armAt(start + int64(millis(timeout)))
 }
 
-// armAt sets the stream's object deadline (monoNow) and its timer: by the
+// armAt sets the stream's object deadline (mono.Now) and its timer: by the
 // publisher, or by the drain while the stream is backlogged (served_backlog.go).
 func (out *subgroupOut) armAt(deadline int64) {
 	dl := &out.dl
 	dl.deadline.Store(max(deadline, 1))
-	wait := time.Duration(dl.deadline.Load() - monoNow())
+	wait := time.Duration(dl.deadline.Load() - mono.Now())
 	if dl.timer == nil {
 		dl.timer = time.AfterFunc(wait, out.objectTimerFired)
 		return
@@ -86,7 +87,7 @@ func (out *subgroupOut) late() bool {
 	if out.dl.expired.Load() {
 		return true
 	}
-	if dl := out.dl.deadline.Load(); dl != 0 && monoNow() >= dl {
+	if dl := out.dl.deadline.Load(); dl != 0 && mono.Now() >= dl {
 		out.expire()
 		return true
 	}
@@ -97,7 +98,7 @@ func (out *subgroupOut) late() bool {
 // its object was complete, or once a later object re-armed it, finds no
 // deadline or one not reached yet, and does nothing.
 func (out *subgroupOut) objectTimerFired() {
-	if dl := out.dl.deadline.Load(); dl != 0 && monoNow() >= dl {
+	if dl := out.dl.deadline.Load(); dl != 0 && mono.Now() >= dl {
 		out.expire()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -95,7 +96,7 @@ func (d deliveryTimeouts) withObjectProperties(props []byte) deliveryTimeouts {
 	return out
 }
 
-// datagramLate reports whether a datagram provided at start (monoNow) is
+// datagramLate reports whether a datagram provided at start (mono.Now) is
 // past its delivery timeout for a subscription with parameters p: for
 // datagrams both timeouts act alike, and the smaller applies (§5.2). The
 // datagram's Object Properties override the track's, as a subgroup's first
@@ -103,42 +104,13 @@ func (d deliveryTimeouts) withObjectProperties(props []byte) deliveryTimeouts {
 func datagramLate(start int64, publisher deliveryTimeouts, p dataParams) bool {
 	timeout := effectiveTimeout(effectiveTimeout(publisher.object, p.objectTimeout),
 		effectiveTimeout(publisher.subgroup, p.subgroupTimeout))
-	return timeout != 0 && time.Duration(monoNow()-start) > millis(timeout)
+	return timeout != 0 && time.Duration(mono.Now()-start) > millis(timeout)
 }
 
 // millis converts a timeout in milliseconds, capped so it cannot overflow.
 func millis(ms uint64) time.Duration {
 	const maxMS = uint64(1<<63-1) / uint64(time.Millisecond)
 	return time.Duration(min(ms, maxMS)) * time.Millisecond
-}
-
-// epoch anchors the monotonic deadlines kept in atomics.
-var epoch = time.Now()
-
-// bubbleEpoch anchors them on the fake clock of a testing/synctest bubble,
-// which starts at 2000-01-01 UTC and has no monotonic reading: measured
-// from epoch, its times would be negative, and 0 means "no deadline".
-var bubbleEpoch = time.Date(1999, 12, 31, 0, 0, 0, 0, time.UTC)
-
-// monoNow is the time since epoch on the monotonic clock (since
-// bubbleEpoch in a synctest bubble). time.Since reads only the monotonic
-// clock, half the cost of time.Now, which reads the wall clock too. In a
-// bubble it measures the fake wall clock from epoch's real one, years
-// back: a negative duration, which the monotonic clock never gives.
-func monoNow() int64 {
-	if d := time.Since(epoch); d >= 0 {
-		return int64(d)
-	}
-	return int64(time.Now().Sub(bubbleEpoch))
-}
-
-// monoAt is t as a monoNow time, so that a deadline the application gives
-// compares with monoNow's readings, in a bubble too.
-func monoAt(t time.Time) int64 {
-	if time.Since(epoch) >= 0 {
-		return int64(t.Sub(epoch))
-	}
-	return int64(t.Sub(bubbleEpoch))
 }
 
 // dataParams are the subscription parameters the data path reads for each
@@ -167,7 +139,7 @@ func dataParamsOf(p *wire.Params) dataParams {
 type streamDeadline struct {
 	timer    *time.Timer  // created on the first armed object, then reset
 	subgroup *time.Timer  // the SUBGROUP_DELIVERY_TIMEOUT, once the stream is finished
-	deadline atomic.Int64 // monoNow deadline of the current object; 0 when none
+	deadline atomic.Int64 // mono.Now deadline of the current object; 0 when none
 	expired  atomic.Bool  // reset with DELIVERY_TIMEOUT
 }
 

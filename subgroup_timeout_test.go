@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -298,11 +299,11 @@ func TestDeliveryTimeoutHotPathAllocs(t *testing.T) {
 	ss := &ServedSubscription{params: wire.Params{ObjectDeliveryTimeout: wire.Some[uint64](hour)}}
 	ss.refreshView()
 	out := &subgroupOut{ss: ss}
-	out.armObject(monoNow(), hour) // creates the timer once
+	out.armObject(mono.Now(), hour) // creates the timer once
 	out.disarmObject()
 	allocs := testing.AllocsPerRun(1000, func() {
 		dp := ss.dataView().dp
-		out.armObject(monoNow(), effectiveTimeout(0, dp.objectTimeout))
+		out.armObject(mono.Now(), effectiveTimeout(0, dp.objectTimeout))
 		if out.late() {
 			panic("late")
 		}
@@ -318,7 +319,7 @@ func TestDeliveryTimeoutHotPathAllocs(t *testing.T) {
 // application provided it; for datagrams SUBGROUP_DELIVERY_TIMEOUT acts as
 // OBJECT_DELIVERY_TIMEOUT does (§5.2).
 func TestDeliveryTimeoutDatagramLate(t *testing.T) {
-	start := monoNow() - int64(50*time.Millisecond)
+	start := mono.Now() - int64(50*time.Millisecond)
 	cases := []struct {
 		name       string
 		publisher  deliveryTimeouts
@@ -336,5 +337,5 @@ func TestDeliveryTimeoutDatagramLate(t *testing.T) {
 	for _, c := range cases {
 		assert.Equal(t, c.late, datagramLate(start, c.publisher, c.subscriber), c.name)
 	}
-	assert.False(t, datagramLate(monoNow(), deliveryTimeouts{object: 10_000}, dataParams{}), "fresh datagram")
+	assert.False(t, datagramLate(mono.Now(), deliveryTimeouts{object: 10_000}, dataParams{}), "fresh datagram")
 }

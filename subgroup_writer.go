@@ -10,6 +10,7 @@ import (
 
 	"github.com/moqt-go/moqt/internal/cache"
 	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/internal/priority"
 	"github.com/moqt-go/moqt/internal/sendq"
 	"github.com/moqt-go/moqt/wire"
@@ -113,7 +114,7 @@ type SubgroupWriter struct {
 	sq       sendq.Writer
 	stopOnce sync.Once
 	stopCode atomic.Uint64
-	// userDeadline is SetWriteDeadline's, as a monoNow time; 0 for none.
+	// userDeadline is SetWriteDeadline's, as a mono.Now time; 0 for none.
 	userDeadline atomic.Int64
 	// cached follows the subgroup in the track's cache, nil for none
 	// (track_cache.go); it belongs to the holder of turn.
@@ -131,12 +132,12 @@ func (w *SubgroupWriter) SetWriteDeadline(t time.Time) {
 		w.userDeadline.Store(0)
 		return
 	}
-	w.userDeadline.Store(max(monoAt(t), 1))
+	w.userDeadline.Store(max(mono.At(t), 1))
 }
 
 // waitUntil is the latest a write begun at start waits for ss: its
 // session's Config.SubscriberGrace later, or the writer's deadline. Both
-// and the result are monoNow times: the write path reads only the
+// and the result are mono.Now times: the write path reads only the
 // monotonic clock, which costs half as much as time.Now.
 func (w *SubgroupWriter) waitUntil(ss *ServedSubscription, start int64) int64 {
 	d := start + int64(ss.sess.cfg.SubscriberGrace)
@@ -172,7 +173,7 @@ func (w *SubgroupWriter) WriteObject(o Object) error {
 		return err
 	}
 	defer w.turn.Unlock()
-	start := monoNow()
+	start := mono.Now()
 	so := wire.SubgroupObject{ObjectID: o.Location.Object, Properties: o.Properties, Status: o.Status,
 		PayloadLength: uint64(len(o.Payload))}
 	if len(o.Payload) <= inlinePayload {
@@ -293,7 +294,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun int64
 		out.deadline = 0
 		if timeout := effectiveTimeout(w.timeouts.object, dp.objectTimeout); timeout != 0 {
 			if provided == 0 {
-				provided = monoNow()
+				provided = mono.Now()
 			}
 			out.deadline = provided + int64(millis(timeout))
 		}
@@ -546,7 +547,7 @@ func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun int
 // objects for PUBLISH_OK are not waited for. The caller holds the turn.
 func (w *SubgroupWriter) settle(begun int64) {
 	for {
-		var until int64 // monoNow; 0 for none
+		var until int64 // mono.Now; 0 for none
 		for _, out := range w.targets {
 			if out.closed() {
 				continue
@@ -559,7 +560,7 @@ func (w *SubgroupWriter) settle(begun int64) {
 			}
 			until = max(until, w.waitUntil(out.ss, begun))
 		}
-		wait := time.Duration(until - monoNow())
+		wait := time.Duration(until - mono.Now())
 		if until == 0 || wait <= 0 || w.sq.Stopped() {
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -377,7 +378,7 @@ func (t *LocalTrack) End(code wire.PublishDoneCode, reason string) {
 // or END_OF_GROUP. Object Properties are refused as WriteObject refuses
 // them. WriteDatagram does not keep o's slices once it returns.
 func (t *LocalTrack) WriteDatagram(o Object) error {
-	start := monoNow()
+	start := mono.Now()
 	if o.SubgroupID != 0 {
 		return fmt.Errorf("moqt: datagram object with Subgroup ID %d", o.SubgroupID)
 	}
@@ -436,7 +437,7 @@ func (t *LocalTrack) OpenSubgroup(group, subgroup uint64, opts SubgroupOptions) 
 	w := &SubgroupWriter{track: t, group: group, subgroup: subgroup, opts: opts,
 		trackOrder: trackGroupOrder(t.props), timeouts: trackTimeouts(t.props),
 		outs: map[*ServedSubscription]*subgroupOut{}}
-	w.sq.Init(monoNow)
+	w.sq.Init(mono.Now)
 	first := uint64(0)
 	if opts.SubgroupIDIsFirstObject {
 		first = subgroup

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -434,7 +435,7 @@ func TestSetWriteDeadlineClock(t *testing.T) {
 		w := track.OpenSubgroup(0, 0, SubgroupOptions{})
 		defer w.Close()
 		w.SetWriteDeadline(time.Now().Add(time.Hour))
-		left := time.Duration(w.userDeadline.Load() - monoNow())
+		left := time.Duration(w.userDeadline.Load() - mono.Now())
 		assert.InDelta(t, float64(time.Hour), float64(left), float64(time.Minute))
 	}
 	t.Run("wall", check)

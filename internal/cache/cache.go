@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -99,7 +100,7 @@ type entry struct {
 	datagram bool
 	priority uint8
 	subgroup uint64
-	received time.Time // when its publication began, for Limits.Duration
+	received int64 // when its publication began (mono.Now), for Limits.Duration
 	props    []byte
 	payload  []byte
 	// done, made when a Cursor first waits on a pending entry, is closed
@@ -302,10 +303,11 @@ func (c *Cache) begin(l wire.Location) bool {
 	if e, _, _ := c.lookup(l); e != nil {
 		return false
 	}
+	now := c.now()
 	e := c.slab.entry()
-	*e = entry{id: l.Object, kind: kindPending, received: c.now()}
+	*e = entry{id: l.Object, kind: kindPending, received: now}
 	c.insert(l, e)
-	c.evict()
+	c.evictAt(now)
 	return true
 }
 
@@ -327,19 +329,17 @@ func (c *Cache) Add(o Object) {
 // add is Add for a Location above the floor; the caller holds mu.
 func (c *Cache) add(o Object) {
 	l := o.Location
-	var received time.Time
+	now := c.now()
+	received := now
 	e, g, _ := c.lookup(l)
 	if e != nil {
 		switch e.kind {
 		case kindPending:
 			received = e.received
 		case kindAbandoned: // known after all
-			received = c.now()
 		default:
 			return // an object does not change (§2.1)
 		}
-	} else {
-		received = c.now()
 	}
 	n := entry{id: l.Object, priority: o.Priority, subgroup: o.SubgroupID, datagram: o.Datagram, received: received}
 	switch o.Status {
@@ -383,7 +383,7 @@ func (c *Cache) add(o Object) {
 	case o.EndOfGroup && l.Object < ^uint64(0):
 		g.noteEOG(l.Object + 1)
 	}
-	c.evict()
+	c.evictAt(now)
 }
 
 func (g *group) noteEOG(id uint64) {
@@ -499,24 +499,26 @@ func (c *Cache) remove(g *group, i int) {
 	}
 }
 
-// now reads the clock for an age limit; without one nothing reads the
-// times it returns, and the clock is left alone.
-func (c *Cache) now() time.Time {
+// now reads the clock (mono.Now) for an age limit; without one nothing
+// reads the times it returns, and the clock is left alone.
+func (c *Cache) now() int64 {
 	if c.limits.Duration > 0 {
-		return time.Now()
+		return mono.Now()
 	}
-	return time.Time{}
+	return 0
 }
 
-// expired reports whether e may no longer be served (§10.3).
-func (c *Cache) expired(e *entry, now time.Time) bool {
-	return c.limits.Duration > 0 && now.Sub(e.received) >= c.limits.Duration
+// expired reports whether e may no longer be served at now (§10.3).
+func (c *Cache) expired(e *entry, now int64) bool {
+	return c.limits.Duration > 0 && now-e.received >= int64(c.limits.Duration)
 }
 
 // evict drops the lowest Locations while the limits are passed or the
 // lowest has expired; the floor rises over them, so they read as unknown.
-func (c *Cache) evict() {
-	now := c.now()
+func (c *Cache) evict() { c.evictAt(c.now()) }
+
+// evictAt is evict with the clock read at now.
+func (c *Cache) evictAt(now int64) {
 	for len(c.groups) > 0 {
 		g := c.groups[0]
 		e := g.objs[0]

@@ -152,10 +152,7 @@ func (cu *Cursor) fill() (<-chan struct{}, time.Time) {
 	c := cu.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var now time.Time
-	if c.limits.Duration > 0 {
-		now = time.Now() // only an age limit reads it (expired)
-	}
+	now := c.now() // only an age limit reads it (expired)
 	for steps := 0; len(cu.out) < cursorBatch; steps++ {
 		if steps == maxSteps {
 			return nil, time.Time{} // the lock goes to others between calls
@@ -200,7 +197,8 @@ func (cu *Cursor) fill() (<-chan struct{}, time.Time) {
 					}
 					var expires time.Time
 					if c.limits.Duration > 0 {
-						expires = e.received.Add(c.limits.Duration)
+						left := e.received + int64(c.limits.Duration) - now
+						expires = time.Now().Add(time.Duration(left))
 					}
 					return e.done, expires
 				}

@@ -16,8 +16,11 @@ import (
 // the Write before it has time left by its bound, which tells the two
 // apart.
 type Watchdog struct {
-	until    atomic.Int64 // the current Write's bound; 0 between writes
-	watching atomic.Bool  // the timer is armed
+	until atomic.Int64 // the current Write's bound; 0 between writes
+	// begun counts Begins: it tells a Write begun while Fire ran from the
+	// one Fire read, though a fixed deadline gives both the same bound.
+	begun    atomic.Uint64
+	watching atomic.Bool // the timer is armed
 	// now and expire are set by Init; expire runs on the timer's
 	// goroutine, under mu.
 	now    func() int64
@@ -37,6 +40,7 @@ func (d *Watchdog) Init(now func() int64, expire func()) {
 
 // Begin starts watching a Write bounded by until (now's clock, not 0).
 func (d *Watchdog) Begin(until int64) {
+	d.begun.Add(1)
 	d.until.Store(until)
 	d.watch()
 }
@@ -68,6 +72,7 @@ func (d *Watchdog) Fire() {
 	if d.off {
 		return
 	}
+	n := d.begun.Load()
 	u, now := d.until.Load(), d.now()
 	if u != 0 && now >= u {
 		d.expire()
@@ -80,7 +85,7 @@ func (d *Watchdog) Fire() {
 	// A write that began after until was read saw watching still set and
 	// left the arming to this run: arm for it, or its Write would have no
 	// bound.
-	if u2 := d.until.Load(); u2 != 0 && u2 != u {
+	if u2 := d.until.Load(); u2 != 0 && (u2 != u || d.begun.Load() != n) {
 		d.watching.Store(true)
 		d.resetTimer(max(time.Duration(u2-d.now()), 0))
 	}

@@ -43,3 +43,31 @@ func TestWatchdog(t *testing.T) {
 		d.End()
 	})
 }
+
+// TestWatchdogWriteBegunDuringFire: a Write that begins while the timer's
+// run expires the one before, with the same bound (a fixed
+// SetWriteDeadline gives every Write the same), is watched too: no timer
+// for it would leave it blocked for good.
+func TestWatchdogWriteBegunDuringFire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var expired atomic.Int32
+		var d Watchdog
+		var firing, begun atomic.Bool
+		bound := now() + int64(time.Second)
+		d.Init(func() int64 {
+			if firing.Load() && !begun.Swap(true) {
+				d.End()        // the Write the timer's run read returns,
+				d.Begin(bound) // and the next begins, seeing the timer armed
+			}
+			return now()
+		}, func() { expired.Add(1) })
+		d.Begin(bound)
+		firing.Store(true)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.True(t, begun.Load())
+		assert.Equal(t, int32(2), expired.Load(), "both Writes expired")
+		d.End()
+		d.Stop()
+	})
+}
