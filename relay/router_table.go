@@ -213,12 +213,10 @@ func (rt *router) discoverUpstream(ref *discRef, tracks bool, alive func() bool)
 	if rt.closed || !alive() || ref.disc != nil || sessionLevel(ref.prefix) {
 		return
 	}
-	for d := range rt.discs {
-		if d.tracks == tracks && ref.prefix.HasPrefix(d.prefix) {
-			d.users++
-			ref.disc = d
-			return
-		}
+	if d := rt.coveringLocked(ref.prefix, tracks); d != nil {
+		d.users++
+		ref.disc = d
+		return
 	}
 	// An admitted request not made yet may cover this one (coveredLocked
 	// let it in on that): made now, for the widest such prefix, it is the
@@ -381,6 +379,17 @@ func (rt *router) discovers(s *moqt.Session, prefix wire.Namespace) bool {
 	return rt.cfg.Upstream != nil && !rt.cfg.UpstreamTracksOnly && !sessionLevel(prefix) && !rt.reg.isUpstream(s)
 }
 
+// coveringLocked returns the upstream request of the type made that
+// covers prefix, nil for none.
+func (rt *router) coveringLocked(prefix wire.Namespace, tracks bool) *upDisc {
+	for d := range rt.discs {
+		if d.tracks == tracks && prefix.HasPrefix(d.prefix) {
+			return d
+		}
+	}
+	return nil
+}
+
 // coveredLocked reports whether an upstream request of the type covers
 // prefix, made or admitted (its requester may have its REQUEST_OK before
 // the request is made): a request for it shares that one.
@@ -408,7 +417,15 @@ func (rt *router) admitDiscLocked(ref *discRef, s *moqt.Session, tracks bool) *m
 	if rt.discBy[s] >= rt.cfg.MaxSessionDiscoveries {
 		return excessiveLoad("too many namespace requests of the session asked upstream")
 	}
-	if !rt.coveredLocked(ref.prefix, tracks) {
+	switch d := rt.coveringLocked(ref.prefix, tracks); {
+	case d != nil:
+		// One of d's users at once: the requester has its REQUEST_OK
+		// before the request is registered (acceptLocked), and a prefix
+		// update meanwhile must not take d for its only user's and free
+		// d's place (admitMoveLocked).
+		d.users++
+		ref.disc = d
+	case !rt.coveredLocked(ref.prefix, tracks):
 		if len(rt.discs)+len(rt.discPending) >= rt.cfg.MaxDiscoveries {
 			return excessiveLoad("too many namespace requests upstream")
 		}
@@ -461,9 +478,15 @@ func (rt *router) unadmitLocked(ref *discRef) {
 	}
 }
 
-// unadmit is unadmitLocked taking the lock.
+// unadmit gives back the share of a request admitted and then not
+// served, and its place among an upstream request's users.
 func (rt *router) unadmit(ref *discRef) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	if rt.closed {
+		ref.disc = nil // Close ended the upstream requests
+	} else {
+		rt.releaseDiscLocked(ref)
+	}
 	rt.unadmitLocked(ref)
 }

@@ -321,3 +321,33 @@ func TestUpdateTokensAuthorized(t *testing.T) {
 		assert.Equal(t, []string{KindSubscribe + ":fresh", KindSubscribe + ":revoked", KindPublishNamespace + ":revoked"}, updates)
 	})
 }
+
+// A request admitted because an upstream request covers it is one of that
+// request's users at once, before it is registered: its requester has its
+// REQUEST_OK first, and a prefix update of the request's other user
+// meanwhile must not take that user for the only one, free the upstream
+// request's place and so pass Config.MaxDiscoveries.
+func TestDiscoveryCoveredSharesAtAdmission(t *testing.T) {
+	rt := &router{env: env{cfg: Config{MaxSessionDiscoveries: 4, MaxDiscoveries: 2}}}
+	rt.initLocked()
+	owner, other := &moqt.Session{}, &moqt.Session{}
+	a0 := &upDisc{prefix: wire.NewNamespace("a0"), users: 1, cancel: func() {}}
+	a1 := &upDisc{prefix: wire.NewNamespace("a1"), users: 1, cancel: func() {}}
+	rt.discs[a0], rt.discs[a1] = struct{}{}, struct{}{}
+	first := &discRef{prefix: a0.prefix, disc: a0, owner: owner}
+	rt.discBy[owner] = 1
+
+	covered := &discRef{prefix: wire.NewNamespace("a0", "x")}
+	require.Nil(t, rt.admitDiscLocked(covered, other, false), "covered by a0: within the limit")
+	assert.Same(t, a0, covered.disc)
+	assert.Equal(t, 2, a0.users)
+	err := rt.admitMoveLocked(first, wire.NewNamespace("a8"), false)
+	var re *moqt.RequestError
+	require.ErrorAs(t, err, &re, "a0 is shared: leaving it frees no place")
+	assert.Equal(t, wire.ReqExcessiveLoad, re.Code)
+
+	rt.unadmit(covered)
+	assert.Nil(t, covered.disc)
+	assert.Equal(t, 1, a0.users, "a request admitted and then not served gives its share back")
+	assert.NoError(t, rt.admitMoveLocked(first, wire.NewNamespace("a8"), false), "now the only user's")
+}
