@@ -64,7 +64,7 @@ type subState struct {
 	established chan struct{}
 	done        chan struct{}
 	// onEnd runs once, outside mu, when the state moves to Terminated
-	// (whenTerminated).
+	// (whenTerminated), before done is closed.
 	onEnd func()
 }
 
@@ -91,12 +91,16 @@ func (s *subState) move(next subscriptionState, err error) error {
 		close(s.established)
 	case stateTerminated:
 		s.err = err
-		close(s.done)
 		onEnd, s.onEnd = s.onEnd, nil
 	}
 	s.mu.Unlock()
 	if onEnd != nil {
 		onEnd()
+	}
+	if next == stateTerminated {
+		// After onEnd: whoever sees Done sees what the subscription held
+		// released (a draft-18 track claim), and may subscribe again.
+		close(s.done)
 	}
 	return nil
 }
