@@ -219,6 +219,13 @@ func (rs *requestStream) crossed(m wire.Message) error {
 	if err := rs.sess.rules.checkPeerParams(&u.Parameters, updateContext(rs.requestType())); err != nil {
 		return sessionErrorFrom(err)
 	}
+	return rs.unansweredUpdate()
+}
+
+// unansweredUpdate counts a REQUEST_UPDATE of the peer's that will never
+// be answered against MAX_REQUEST_UPDATES (§9.1.7). Only the stream's
+// reader calls it.
+func (rs *requestStream) unansweredUpdate() error {
 	if limit := rs.sess.maxRequestUpdates(); limit > 0 && rs.unanswered >= limit {
 		return &SessionError{Code: wire.TooManyRequestUpdates,
 			Reason: fmt.Sprintf("more than %d outstanding REQUEST_UPDATEs on request stream %d", limit, rs.id)}

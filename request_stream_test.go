@@ -344,6 +344,24 @@ func TestRejectedPublishUpdatesFollowTheRules(t *testing.T) {
 			assert.NoError(t, s.Context().Err())
 		})
 	})
+	t.Run("one read before the refusal counts too", func(t *testing.T) {
+		inBubble(t, func(t *testing.T) {
+			// The Handler refuses once the update was read: the update
+			// waited for the PUBLISH's answer, and goes unanswered.
+			read := make(chan struct{}, 1)
+			h := HandlerFunc(func(r Request) {
+				<-read
+				_ = r.Reject(wire.ReqUninterested, "no")
+			})
+			_, fp := serverSession(t, &Config{Handler: h, MaxRequestUpdates: 1,
+				hooks: &sessionHooks{updateReceived: func() { read <- struct{}{} }}})
+			fs := fp.open(publishMsg(0, trackA, 7, wire.Params{}, nil))
+			fs.send(&wire.RequestUpdate{RequestID: 2})
+			assert.Equal(t, wire.ReqUninterested, expect[*wire.RequestError](fs).ErrorCode)
+			fs.send(&wire.RequestUpdate{RequestID: 4})
+			fp.expectClose(wire.TooManyRequestUpdates)
+		})
+	})
 }
 
 // A GOAWAY may come on any request stream (§9.2), TRACK_STATUS's included:

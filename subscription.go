@@ -474,7 +474,8 @@ func (sub *Subscription) answerUpdate(err error) error {
 // PUBLISH (§9.5): the new values are recorded and acknowledged, or, when
 // rej is set, refused. The answer to the PUBLISH itself goes first on this
 // direction (§9), so the update waits for it; a refused PUBLISH leaves
-// nothing to update and the update goes unanswered.
+// nothing to update and the update goes unanswered, counted against
+// MAX_REQUEST_UPDATES.
 func (sub *Subscription) publisherUpdate(m *wire.RequestUpdate, rej *wire.RejectError) error {
 	if err := sub.sess.ids.checkPeer(m.RequestID); err != nil {
 		return err
@@ -493,7 +494,10 @@ func (sub *Subscription) publisherUpdate(m *wire.RequestUpdate, rej *wire.Reject
 		return nil
 	}
 	if sub.current() != stateEstablished {
-		return nil
+		// The PUBLISH was refused (or the subscription ended) as the
+		// update came: it goes unanswered, like one read after the
+		// refusal (crossed).
+		return sub.rs.unansweredUpdate()
 	}
 	if rej != nil {
 		return sub.rs.write((&RequestError{Code: rej.Code, Reason: rej.Reason}).message())
