@@ -25,7 +25,7 @@ func (w *SubgroupWriter) BeginObject(id, length uint64, props []byte) (*ObjectWr
 	}
 	defer w.turn.Unlock()
 	w.keep = nil
-	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}, nil, mono.Now()); err != nil {
+	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}, nil, nil, mono.Now()); err != nil {
 		return nil, err
 	}
 	if w.track.keeps() {
@@ -50,7 +50,7 @@ func (w *SubgroupWriter) stored() {
 	k := w.keep
 	w.keep, w.pend = nil, false
 	if k != nil {
-		w.track.published(*k)
+		w.track.published(*k, false)
 	}
 }
 

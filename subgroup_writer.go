@@ -176,14 +176,15 @@ func (w *SubgroupWriter) WriteObject(o Object) error {
 	start := mono.Now()
 	so := wire.SubgroupObject{ObjectID: o.Location.Object, Properties: o.Properties, Status: o.Status,
 		PayloadLength: uint64(len(o.Payload))}
+	o.Priority = wire.Some(w.priority())
 	if len(o.Payload) <= inlinePayload {
 		// Header and payload in one Write: half the stream operations
 		// for small objects.
-		if err := w.start(so, o.Payload, start); err != nil {
+		if err := w.start(so, o.Payload, &o, start); err != nil {
 			return err
 		}
 	} else {
-		if err := w.start(so, nil, start); err != nil {
+		if err := w.start(so, nil, &o, start); err != nil {
 			return err
 		}
 		if err := w.payload(o.Payload, start); err != nil {
@@ -192,8 +193,7 @@ func (w *SubgroupWriter) WriteObject(o Object) error {
 	}
 	w.objectDone()
 	w.pend = false
-	o.Priority = wire.Some(w.priority())
-	w.track.published(o)
+	w.track.published(o, true)
 	return nil
 }
 
@@ -233,14 +233,16 @@ const inlinePayload = 1200
 // start checks o, updates the Largest Object and writes o's header to the
 // stream of every subscription whose filters it passes, opening streams as
 // needed. inline, if not nil, is the whole payload, written with the
-// header. Writes begun at begun wait for slow subscribers until
-// waitUntil. The caller holds the turn.
-func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, begun int64) error {
+// header. whole, if not nil, is the complete object (WriteObject), which
+// the track's cache takes now: should the write be interrupted, the
+// object was still published whole. Writes begun at begun wait for slow
+// subscribers until waitUntil. The caller holds the turn.
+func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, whole *Object, begun int64) error {
 	if err := w.check(o); err != nil {
 		return err
 	}
 	loc := wire.Location{Group: w.group, Object: o.ObjectID}
-	w.track.noteSubgroupObject(w, loc)
+	w.track.noteSubgroupObject(w, loc, whole, begun)
 	w.pend = true
 	meta := filter.Object{Location: loc, SubgroupID: w.subgroup, PublisherPriority: w.priority(), Properties: o.Properties}
 	first := !w.started

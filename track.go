@@ -409,7 +409,7 @@ func (t *LocalTrack) WriteDatagram(o Object) error {
 	}
 	t.noteObject(loc)
 	o.Priority, o.Datagram = wire.Some(prio), true
-	t.published(o)
+	t.published(o, false)
 	timeouts := trackTimeouts(t.props).withObjectProperties(o.Properties)
 	meta := filter.Object{Location: loc, Datagram: true, PublisherPriority: prio, Properties: o.Properties}
 	var firstErr error

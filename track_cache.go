@@ -186,9 +186,12 @@ func (t *LocalTrack) openCached(w *SubgroupWriter, first uint64) {
 }
 
 // noteSubgroupObject is noteObject for an object of w's: the cache also
-// learns how far the subgroup got. A cache set since w opened follows it
-// from this object on. The caller holds w's turn.
-func (t *LocalTrack) noteSubgroupObject(w *SubgroupWriter, l wire.Location) {
+// learns how far the subgroup got. whole, when not nil, is the object
+// complete (WriteObject), begun at now: the cache takes it at once, in
+// one step rather than a Begin now and an Add once it is sent, and
+// published then leaves the cache out. A cache set since w opened follows
+// it from this object on. The caller holds w's turn.
+func (t *LocalTrack) noteSubgroupObject(w *SubgroupWriter, l wire.Location, whole *Object, now int64) {
 	t.mu.Lock()
 	prev, known := t.largest.Get()
 	t.largest.Update(l)
@@ -196,16 +199,20 @@ func (t *LocalTrack) noteSubgroupObject(w *SubgroupWriter, l wire.Location) {
 		if w.cached == nil || !w.cached.Of(c) {
 			w.cached = c.OpenSubgroup(w.group, l.Object)
 		}
-		w.cached.Begin(l.Object)
+		if whole != nil {
+			w.cached.Put(whole.cacheObject(), now)
+		} else {
+			w.cached.Begin(l.Object)
+		}
 	}
 	t.mu.Unlock()
 	t.groupBegun(prev, known, l)
 }
 
-// published hands a complete object to OnObject's function and the cache,
-// and notes an End of Track. o's Priority is set, and Datagram for a
-// datagram.
-func (t *LocalTrack) published(o Object) {
+// published hands a complete object to OnObject's function and, unless
+// cached (noteSubgroupObject took it whole), the cache, and notes an End
+// of Track. o's Priority is set, and Datagram for a datagram.
+func (t *LocalTrack) published(o Object, cached bool) {
 	if store := t.store.Load(); store != nil {
 		(*store)(o)
 	}
@@ -216,7 +223,7 @@ func (t *LocalTrack) published(o Object) {
 		}
 		t.mu.Unlock()
 	}
-	if c := t.cache.c.Load(); c != nil {
+	if c := t.cache.c.Load(); c != nil && !cached {
 		c.Add(o.cacheObject())
 	}
 }

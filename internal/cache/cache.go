@@ -327,9 +327,11 @@ func (c *Cache) Add(o Object) {
 }
 
 // add is Add for a Location above the floor; the caller holds mu.
-func (c *Cache) add(o Object) {
+func (c *Cache) add(o Object) { c.addAt(o, c.now()) }
+
+// addAt is add with the clock read at now.
+func (c *Cache) addAt(o Object, now int64) {
 	l := o.Location
-	now := c.now()
 	received := now
 	e, g, _ := c.lookup(l)
 	if e != nil {

@@ -59,19 +59,43 @@ func (s *Subgroup) Of(c *Cache) bool { return s.c == c }
 func (s *Subgroup) Begin(id uint64) {
 	c := s.c
 	c.mu.Lock()
-	if s.open {
-		s.started = true
-		if id == maxID {
-			c.endSubgroup(s, true, false) // nothing can follow it
-		} else if id >= s.next {
-			s.next = id + 1
-			c.notify()
-		}
-	}
+	s.begun(id)
 	held := c.begin(wire.Location{Group: s.group, Object: id})
 	c.mu.Unlock()
 	if held {
 		c.reclaim()
+	}
+}
+
+// Put records that the subgroup's object o, complete, started being
+// published at now (mono.Now's clock): Begin and Cache.Add in one step,
+// one lookup and one eviction pass, for an object published whole.
+func (s *Subgroup) Put(o Object, now int64) {
+	c := s.c
+	c.mu.Lock()
+	s.begun(o.Location.Object)
+	held := !c.closed && !c.below(o.Location)
+	if held {
+		c.addAt(o, now)
+	}
+	c.mu.Unlock()
+	if held {
+		c.reclaim()
+	}
+}
+
+// begun moves the subgroup past object id, begun on it; the caller holds
+// c.mu.
+func (s *Subgroup) begun(id uint64) {
+	if !s.open {
+		return
+	}
+	s.started = true
+	if id == maxID {
+		s.c.endSubgroup(s, true, false) // nothing can follow it
+	} else if id >= s.next {
+		s.next = id + 1
+		s.c.notify()
 	}
 }
 

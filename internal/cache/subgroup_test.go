@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -194,5 +195,42 @@ func TestLearnBeforePending(t *testing.T) {
 		got := walkLater(t, context.Background(), c.Cursor(loc(0, 0), loc(0, 5), false))
 		c.Add(obj(0, 5))
 		assert.Equal(t, []want{o(0, 0), o(0, 5)}, <-got)
+	})
+}
+
+// TestSubgroupPut: Put is Begin and Add in one step. The object is served
+// at once, the subgroup moves past it (a cursor waiting on the Locations
+// it may still carry is answered), the object's age counts from the time
+// Put is given, and a Location already held does not change.
+func TestSubgroupPut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c := New(Limits{Objects: 100, Duration: time.Minute}, wire.Opt[wire.Location]{})
+		s := c.OpenSubgroup(0, 0)
+		s.Put(obj(0, 0), mono.Now())
+		later := c.OpenSubgroup(1, 0)
+		later.Put(obj(1, 0), mono.Now())
+		got := walkLater(t, ctx, c.Cursor(loc(0, 0), loc(0, 2), false))
+		s.Put(obj(0, 2), mono.Now())
+		assert.Equal(t, []want{o(0, 0), o(0, 2)}, <-got, "0/1 is skipped: the subgroup moved past it")
+
+		changed := obj(0, 2)
+		changed.Payload = []byte("other")
+		s.Put(changed, mono.Now())
+		assert.Equal(t, []want{o(0, 2)}, walk(t, ctx, c.Cursor(loc(0, 2), loc(0, 2), false)),
+			"the object as first put (walk checks the payload)")
+
+		s.Finish(false)
+		later.Finish(false)
+
+		aged := New(Limits{Objects: 100, Duration: time.Minute}, wire.Opt[wire.Location]{})
+		s = aged.OpenSubgroup(0, 0)
+		s.Put(obj(0, 0), mono.Now()-int64(2*time.Minute))
+		n, _ := aged.Len()
+		assert.Equal(t, 1, n, "evicted only by a later pass")
+		s.Put(obj(0, 1), mono.Now())
+		n, _ = aged.Len()
+		assert.Equal(t, 1, n, "0/0's age counts from the time it was put with")
+		s.Finish(false)
 	})
 }
