@@ -255,7 +255,12 @@ func TestNamespaceOffersUnderPrefixOnly(t *testing.T) {
 			}
 			return out
 		}
-		assert.Equal(t, map[string]int{wire.NewNamespace("live").String(): 2, wire.NewNamespace("news").String(): 0}, offered())
+		// A request is registered just after its REQUEST_OK goes
+		// (acceptLocked).
+		settled(t, "both registered", func() bool {
+			return assert.ObjectsAreEqual(map[string]int{
+				wire.NewNamespace("live").String(): 2, wire.NewNamespace("news").String(): 0}, offered())
+		})
 
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
