@@ -96,6 +96,7 @@ func TestServeDrains(t *testing.T) {
 				cancel()
 				require.NoError(t, <-served)
 				assert.Equal(t, drain, time.Since(start), "the open subscription holds the drain to its bound")
+				synctest.Wait() // the clients have seen the server's closes
 				code, _ := closeOf(t, idle.client)
 				assert.Equal(t, wire.NoError, code)
 				code, remote := closeOf(t, busy.client)
