@@ -2,6 +2,7 @@ package moqt
 
 import (
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -432,6 +433,40 @@ func TestDuplicateSubscriptionSubscriber(t *testing.T) {
 		expect[*wire.RequestOK](pub)
 	})
 }
+
+// On 18 a refused SUBSCRIBE lets go of its track claim before its
+// REQUEST_ERROR goes: the peer may ask for the track again as soon as it
+// reads the error. A stream window smaller than the error holds its write
+// back, so that the claim is looked at with the error under way.
+func TestRefusedSubscribeReleasesTrackClaimFirst(t *testing.T) {
+	forDrafts(t, only18, func(t *testing.T) {
+		s, fp := pipeServerSession(t, heldBackAnswers, &Config{Handler: refuseAll})
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		synctest.Wait()
+		assert.False(t, s.tracks.serving(trackA), "the claim is let go before the REQUEST_ERROR")
+		assert.Equal(t, wire.ReqUninterested, expect[*wire.RequestError](fs).ErrorCode)
+	})
+}
+
+// On 18 a refused PUBLISH lets go of its track claim before its
+// REQUEST_ERROR goes, as a refused SUBSCRIBE does.
+func TestRefusedPublishReleasesTrackClaimFirst(t *testing.T) {
+	forDrafts(t, only18, func(t *testing.T) {
+		s, fp := pipeClientSession(t, heldBackAnswers, &Config{Handler: refuseAll})
+		pub := fp.open(publishMsg(1, trackA, 9, wire.Params{}, nil))
+		synctest.Wait()
+		assert.False(t, s.tracks.subscribed(trackA), "the claim is let go before the REQUEST_ERROR")
+		assert.Equal(t, wire.ReqUninterested, expect[*wire.RequestError](pub).ErrorCode)
+	})
+}
+
+// heldBackAnswers is a Pipe whose stream window is smaller than a
+// REQUEST_ERROR: its write waits for the peer to read.
+var heldBackAnswers = transport.PipeConfig{StreamWindow: 8, SendBuffer: -1}
+
+// refuseAll refuses every request with a reason longer than
+// heldBackAnswers' window.
+var refuseAll = HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqUninterested, "not this track, not now") })
 
 // On 18 a PUBLISH for a track whose SUBSCRIBE is still pending ends that
 // subscription before the PUBLISH_OK (18 §5.1).

@@ -62,14 +62,21 @@ func (c *trackClaims) claimServed(track wire.FullTrackName, st *subState) bool {
 	}
 	c.served[key] = st
 	c.mu.Unlock()
-	st.whenTerminated(func() {
-		c.mu.Lock()
-		if c.served[key] == st {
-			delete(c.served, key)
-		}
-		c.mu.Unlock()
-	})
+	st.whenTerminated(func() { c.releaseServed(track, st) })
 	return true
+}
+
+// releaseServed lets go of st's claim on track, if it holds it. A refusal
+// calls it before its REQUEST_ERROR goes (RequestCommon.unclaim), so that
+// a SUBSCRIBE the peer sends for the track as soon as it reads the error
+// is not refused for it; st's end calls it otherwise.
+func (c *trackClaims) releaseServed(track wire.FullTrackName, st *subState) {
+	key := track.Key()
+	c.mu.Lock()
+	if c.served[key] == st {
+		delete(c.served, key)
+	}
+	c.mu.Unlock()
 }
 
 // claimSub records sub as the subscription this end receives track
@@ -91,17 +98,21 @@ func (c *trackClaims) claimSub(track wire.FullTrackName, sub *Subscription, take
 	}
 	c.subs[key] = sub
 	c.mu.Unlock()
-	sub.whenTerminated(func() {
-		c.mu.Lock()
-		if c.subs[key] == sub {
-			delete(c.subs, key)
-			// A refused PUBLISH gives the track back to the subscription
-			// it would have replaced.
-			if displaced != nil && displaced.current() != stateTerminated {
-				c.subs[key] = displaced
-			}
-		}
-		c.mu.Unlock()
-	})
+	sub.whenTerminated(func() { c.releaseSub(track, sub, displaced) })
 	return displaced, true
+}
+
+// releaseSub lets go of sub's claim on track, if it holds it, as
+// releaseServed does: a refused PUBLISH gives the track back to the
+// subscription it would have replaced, displaced (nil for none).
+func (c *trackClaims) releaseSub(track wire.FullTrackName, sub, displaced *Subscription) {
+	key := track.Key()
+	c.mu.Lock()
+	if c.subs[key] == sub {
+		delete(c.subs, key)
+		if displaced != nil && displaced.current() != stateTerminated {
+			c.subs[key] = displaced
+		}
+	}
+	c.mu.Unlock()
 }

@@ -161,6 +161,7 @@ func servePublish(s *Session, rs *requestStream, m *wire.Publish, toks []AuthTok
 			return rs.drain()
 		}
 		req.displaced = displaced
+		req.unclaim = func() { s.tracks.releaseSub(track, sub, displaced) }
 	}
 	sub.answered = req.answeredCh
 	req.rejected = func(e *RequestError) {

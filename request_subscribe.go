@@ -105,6 +105,9 @@ func serveSubscribe(s *Session, rs *requestStream, m *wire.Subscribe, toks []Aut
 		ss.terminate(e)
 		ss.finish()
 	}
+	if s.rules.onePerTrack {
+		req.unclaim = func() { s.tracks.releaseServed(track, &ss.subState) }
+	}
 	// The request is the subscription: it ends with it, PUBLISH_DONE
 	// included.
 	stop := context.AfterFunc(ss.ctx, func() { req.cancel(context.Cause(ss.ctx)) })
