@@ -119,7 +119,11 @@ func TestSessionLifecycleLogs(t *testing.T) {
 				cc, sc := transport.Pipe(pipeConfig(transport.PipeConfig{WebTransport: tr.wt}, cfg))
 				defer sc.CloseWithError(0, "")
 				c := pipeSession(t, cc, true, cfg)
-				err := c.handshake(ctx, c.pipeClientSetup())
+				// A bound past SetupTimeout's: ctx's ends with it, and
+				// either could win.
+				hctx, hcancel := context.WithTimeout(t.Context(), time.Minute)
+				defer hcancel()
+				err := c.handshake(hctx, c.pipeClientSetup())
 				var se *SessionError
 				require.ErrorAs(t, err, &se)
 				synctest.Wait()
