@@ -384,16 +384,24 @@ func TestSubscribeTracksTooLarge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := startNode(t, "moqt", Config{MaxNamespaceMatches: 1}, nil)
 		pc, _ := n.dial("/pub", nil)
-		for _, name := range []string{"a", "b"} {
-			_, err := publishTo(t, pc, newTrack(t, wire.FullTrackName{Namespace: testTrack.Namespace, Name: []byte(name)}), wire.Params{})
-			require.NoError(t, err)
-		}
-		// The relay registers a track just after its PUBLISH_OK goes;
-		// the limit counts the tracks registered.
+		_, err := publishTo(t, pc, newTrack(t, wire.FullTrackName{Namespace: testTrack.Namespace, Name: []byte("a")}), wire.Params{})
+		require.NoError(t, err)
 		synctest.Wait()
+		// The second track's PUBLISH_OK has gone, but the relay has not
+		// registered it yet: it counts already.
+		proceed := make(chan struct{})
+		release := sync.OnceFunc(func() { close(proceed) })
+		defer release()
+		n.relay.reg.publishAcceptedHook = func() { <-proceed }
+		_, err = publishTo(t, pc, newTrack(t, wire.FullTrackName{Namespace: testTrack.Namespace, Name: []byte("b")}), wire.Params{})
+		require.NoError(t, err)
 		sc, _ := n.dial("/sub", &tracksClient{})
-		_, err := subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{})
-		assert.Equal(t, wire.ReqNamespaceTooLarge, requestCode(t, err))
+		_, err = subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{})
+		assert.Equal(t, wire.ReqNamespaceTooLarge, requestCode(t, err), "a track whose PUBLISH_OK went counts")
+		release()
+		synctest.Wait()
+		_, err = subscribeNS(t, sc, wire.NewNamespace("live"), true, wire.Params{})
+		assert.Equal(t, wire.ReqNamespaceTooLarge, requestCode(t, err), "and once registered")
 		_, err = subscribeNS(t, sc, wire.NewNamespace("vod"), true, wire.Params{})
 		assert.NoError(t, err)
 	})

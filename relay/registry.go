@@ -106,10 +106,11 @@ func (reg *registry) entry(name wire.FullTrackName) *trackEntry {
 	}
 	e := &trackEntry{
 		reg: reg, name: cloneName(name), key: key,
-		ready:   make(chan struct{}),
-		ups:     map[*upstream]struct{}{},
-		downs:   map[*downstream]struct{}{},
-		waiting: map[*moqt.Session]int{},
+		ready:     make(chan struct{}),
+		ups:       map[*upstream]struct{}{},
+		downs:     map[*downstream]struct{}{},
+		waiting:   map[*moqt.Session]int{},
+		accepting: map[*moqt.Session]int{},
 	}
 	e.out.init(e)
 	reg.tracks[key] = e
@@ -314,14 +315,7 @@ func (reg *registry) publisherSessions(name wire.FullTrackName) []*moqt.Session 
 
 // availableTracks returns the tracks under prefix offered by PUBLISH.
 func (reg *registry) availableTracks(prefix wire.Namespace) []wire.FullTrackName {
-	reg.mu.Lock()
-	entries := make([]*trackEntry, 0, len(reg.tracks))
-	for _, e := range reg.tracks {
-		if e.name.Namespace.HasPrefix(prefix) {
-			entries = append(entries, e)
-		}
-	}
-	reg.mu.Unlock()
+	entries := reg.entriesUnder(prefix)
 	var out []wire.FullTrackName
 	for _, e := range entries {
 		if e.publishedBy(nil) {
@@ -329,6 +323,38 @@ func (reg *registry) availableTracks(prefix wire.Namespace) []wire.FullTrackName
 		}
 	}
 	return out
+}
+
+// entriesUnder returns the registry's entries under prefix.
+func (reg *registry) entriesUnder(prefix wire.Namespace) []*trackEntry {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	entries := make([]*trackEntry, 0, len(reg.tracks))
+	for _, e := range reg.tracks {
+		if e.name.Namespace.HasPrefix(prefix) {
+			entries = append(entries, e)
+		}
+	}
+	return entries
+}
+
+// countTracks counts the tracks under prefix offered to the relay by
+// PUBLISH, the registered ones and those whose PUBLISH_OK is on its way,
+// that except does not publish: the matches a SUBSCRIBE_TRACKS from
+// except is limited by (§4.3.1). A track the relay answered PUBLISH_OK
+// for counts at once, so that a SUBSCRIBE_TRACKS sent once its publisher
+// has the answer is refused as it would be a moment later.
+func (reg *registry) countTracks(prefix wire.Namespace, except *moqt.Session) int {
+	entries := reg.entriesUnder(prefix)
+	n := 0
+	for _, e := range entries {
+		e.mu.Lock()
+		if e.offeredLocked(except) {
+			n++
+		}
+		e.mu.Unlock()
+	}
+	return n
 }
 
 // fetchSources returns the track's LocalTrack and the publishers to ask

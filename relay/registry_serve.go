@@ -253,6 +253,7 @@ func (reg *registry) acceptDown(e *trackEntry, r *moqt.SubscribeRequest, fwd, wa
 // state goes upstream with REQUEST_UPDATE.
 func (reg *registry) servePublish(r *moqt.PublishRequest) {
 	defer reg.holdResolving(r.Track)()
+	defer reg.accepting(r.Track, r.Session())()
 	sub, err := r.Accept(wire.Params{})
 	if err != nil {
 		reg.reqDone(KindPublish, OutcomeRefused)
@@ -308,6 +309,26 @@ func (reg *registry) servePublish(r *moqt.PublishRequest) {
 			})
 		}
 		return
+	}
+}
+
+// accepting counts a PUBLISH from s for name as being accepted (see
+// trackEntry.accepting) until the returned func is called, once it is
+// registered or refused.
+func (reg *registry) accepting(name wire.FullTrackName, s *moqt.Session) (done func()) {
+	e := reg.entry(name)
+	if e == nil {
+		return func() {}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.accepting[s]++
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.accepting[s]--; e.accepting[s] == 0 {
+			delete(e.accepting, s)
+		}
 	}
 }
 

@@ -68,6 +68,10 @@ type trackRegistry interface {
 	// availableTracks returns the tracks under prefix offered to the relay
 	// by PUBLISH and still Established upstream.
 	availableTracks(prefix wire.Namespace) []wire.FullTrackName
+	// countTracks counts the tracks under prefix offered to the relay by
+	// PUBLISH, or whose PUBLISH_OK is on its way, that except does not
+	// publish.
+	countTracks(prefix wire.Namespace, except *moqt.Session) int
 	// publisherSessions returns the sessions that publish name to the
 	// relay (by PUBLISH or an Established upstream subscription).
 	publisherSessions(name wire.FullTrackName) []*moqt.Session
@@ -325,10 +329,10 @@ func (rt *router) dropSubLocked(sub *nsSub) {
 func (rt *router) serveSubscribeTracks(r *moqt.SubscribeNamespaceRequest) {
 	s := r.Session()
 	limit := rt.maxMatches()
-	tooMany := len(rt.tracksFor(s, r.Prefix)) > limit
+	tooMany := rt.reg.countTracks(r.Prefix, s) > limit
 	ref := &discRef{prefix: cloneName(wire.FullTrackName{Namespace: r.Prefix}).Namespace}
 	up := rt.discovers(s, r.Prefix)
-	r.OnUpdate = rt.checkUpdate(r, ref, limit, func(p wire.Namespace) int { return len(rt.tracksFor(s, p)) })
+	r.OnUpdate = rt.checkUpdate(r, ref, limit, func(p wire.Namespace) int { return rt.reg.countTracks(p, s) })
 	w := rt.acceptLocked(r, func() *moqt.RequestError {
 		if tooMany {
 			return tooLarge()

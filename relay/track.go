@@ -39,6 +39,10 @@ type trackEntry struct {
 	waiters     int
 	waitForward int
 	waiting     map[*moqt.Session]int
+	// accepting counts, per session, the PUBLISHes for the track that
+	// servePublish accepts: from before their PUBLISH_OK until they are
+	// among ups. Namespace limits count them (offeredLocked).
+	accepting map[*moqt.Session]int
 	// newGroup is the outstanding NEW_GROUP_REQUEST sent upstream and the
 	// Largest Group when it was sent (§9.20.20).
 	newGroup   wire.Opt[uint64]

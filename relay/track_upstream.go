@@ -50,6 +50,32 @@ func (e *trackEntry) publishedBy(s *moqt.Session) bool {
 	return false
 }
 
+// offeredLocked reports whether the track is offered by PUBLISH, or its
+// PUBLISH is being accepted, and except (nil for none) is none of its
+// publishers (see registry.countTracks).
+func (e *trackEntry) offeredLocked(except *moqt.Session) bool {
+	if e.dead {
+		return false
+	}
+	offered := false
+	for u := range e.ups {
+		if u.sub == nil {
+			continue
+		}
+		if u.s == except {
+			return false
+		}
+		offered = offered || u.byPublish && e.track != nil
+	}
+	for s := range e.accepting {
+		if s == except {
+			return false
+		}
+		offered = true
+	}
+	return offered
+}
+
 // publishedLocked reports whether an Established upstream came by PUBLISH.
 func (e *trackEntry) publishedLocked() bool {
 	for u := range e.ups {
