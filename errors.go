@@ -72,7 +72,7 @@ func requestErrorFrom(m *wire.RequestError) *RequestError {
 
 // message returns the REQUEST_ERROR that reports e.
 func (e *RequestError) message() *wire.RequestError {
-	m := &wire.RequestError{ErrorCode: e.Code, RetryInterval: e.RetryInterval, ErrorReason: e.Reason}
+	m := &wire.RequestError{ErrorCode: e.Code, RetryInterval: e.RetryInterval, ErrorReason: wire.FitReason(e.Reason)}
 	if e.Redirect != nil {
 		m.Redirect = wire.Some(*e.Redirect)
 	}

@@ -290,7 +290,7 @@ func (ss *ServedSubscription) End(code wire.PublishDoneCode, reason string) erro
 	if !ss.terminate(d) {
 		return ss.Err()
 	}
-	msg := &wire.PublishDone{StatusCode: code, StreamCount: count, ErrorReason: reason}
+	msg := &wire.PublishDone{StatusCode: code, StreamCount: count, ErrorReason: wire.FitReason(reason)}
 	ss.mu.Lock()
 	select {
 	case <-ss.opened:

@@ -149,9 +149,10 @@ func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 		}
 	}
 	if refused != nil {
-		if err := ss.rs.write(refused.message()); err == nil {
-			_ = ss.End(wire.DoneUpdateFailed, refused.Reason)
-		}
+		// The subscription ends whether or not the REQUEST_ERROR could
+		// be written (§9.5.1).
+		_ = ss.rs.write(refused.message())
+		_ = ss.End(wire.DoneUpdateFailed, refused.Reason)
 		return
 	}
 	ss.mu.Lock()

@@ -112,11 +112,7 @@ func (s *Session) fail(err error) {
 	if context.Cause(s.ctx) != se {
 		return // another close won the race
 	}
-	reason := se.Reason
-	if len(reason) > wire.MaxReasonLen {
-		reason = reason[:wire.MaxReasonLen]
-	}
-	_ = s.conn.CloseWithError(uint64(se.Code), reason)
+	_ = s.conn.CloseWithError(uint64(se.Code), wire.FitReason(se.Reason))
 }
 
 // watchTransport ends the session when the connection goes away by itself.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"strings"
+	"unicode/utf8"
 )
 
 // Limits on names and phrases (§8.5, §8.7, §9.2).
@@ -165,6 +166,20 @@ func (c *cursor) fullTrackName() (FullTrackName, error) {
 		return FullTrackName{}, err
 	}
 	return FullTrackName{Namespace: ns, Name: name}, nil
+}
+
+// FitReason returns reason cut to MaxReasonLen bytes, at a UTF-8
+// character boundary: a Reason Phrase is at most that long (§8.5), and an
+// application's error text, which becomes one, may not be.
+func FitReason(reason string) string {
+	if len(reason) <= MaxReasonLen {
+		return reason
+	}
+	cut := MaxReasonLen
+	for cut > 0 && !utf8.RuneStart(reason[cut]) {
+		cut--
+	}
+	return reason[:cut]
 }
 
 // appendReason appends a Reason Phrase (§8.5).
