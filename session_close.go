@@ -112,7 +112,8 @@ func (s *Session) fail(err error) {
 	if context.Cause(s.ctx) != se {
 		return // another close won the race
 	}
-	_ = s.conn.CloseWithError(uint64(se.Code), wire.FitReason(se.Reason))
+	// The transport cuts the reason to the Reason Phrase limit.
+	_ = s.conn.CloseWithError(uint64(se.Code), se.Reason)
 }
 
 // watchTransport ends the session when the connection goes away by itself.

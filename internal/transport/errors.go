@@ -8,10 +8,11 @@ import (
 	"math"
 	"net"
 	"os"
-	"unicode/utf8"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/webtransport-go"
+
+	"github.com/moqt-go/moqt/wire"
 )
 
 // Largest codes each transport can carry. See the package documentation.
@@ -19,10 +20,6 @@ const (
 	MaxQUICCode         = 1<<62 - 1      // QUIC varint (RFC 9000 §16)
 	MaxWebTransportCode = math.MaxUint32 // WT_CLOSE_SESSION and WT stream codes
 )
-
-// maxReasonLen caps a close reason: MoQT's reason phrase limit (§8.5), which
-// is also WebTransport's limit for WT_CLOSE_SESSION.
-const maxReasonLen = 1024
 
 // Codes this package sends on its own.
 const (
@@ -265,15 +262,6 @@ func quicCode(code uint64) uint64 { return min(code, MaxQUICCode) }
 // wtCode clamps a code to WebTransport's 32 bits.
 func wtCode(code uint64) uint32 { return uint32(min(code, MaxWebTransportCode)) }
 
-// truncateReason cuts a reason to maxReasonLen bytes without splitting a
-// UTF-8 sequence.
-func truncateReason(s string) string {
-	if len(s) <= maxReasonLen {
-		return s
-	}
-	n := maxReasonLen
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+// closeReason cuts a close reason to MoQT's Reason Phrase limit (§8.5),
+// which is also WebTransport's limit for WT_CLOSE_SESSION.
+func closeReason(s string) string { return wire.FitReason(s) }

@@ -16,6 +16,8 @@ import (
 	"github.com/quic-go/webtransport-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/wire"
 )
 
 func TestFromQUIC(t *testing.T) {
@@ -117,15 +119,15 @@ func TestCodeClamping(t *testing.T) {
 	assert.Equal(t, uint32(MaxWebTransportCode), wtCode(1<<62))
 }
 
-func TestTruncateReason(t *testing.T) {
-	assert.Equal(t, "short", truncateReason("short"))
-	exact := strings.Repeat("a", maxReasonLen)
-	assert.Equal(t, exact, truncateReason(exact))
-	assert.Equal(t, exact, truncateReason(exact+"b"))
+func TestCloseReason(t *testing.T) {
+	assert.Equal(t, "short", closeReason("short"))
+	exact := strings.Repeat("a", wire.MaxReasonLen)
+	assert.Equal(t, exact, closeReason(exact))
+	assert.Equal(t, exact, closeReason(exact+"b"))
 	// A three-byte rune straddling the limit is dropped whole.
-	straddle := strings.Repeat("a", maxReasonLen-1) + "€"
-	got := truncateReason(straddle)
-	assert.Equal(t, strings.Repeat("a", maxReasonLen-1), got)
+	straddle := strings.Repeat("a", wire.MaxReasonLen-1) + "€"
+	got := closeReason(straddle)
+	assert.Equal(t, strings.Repeat("a", wire.MaxReasonLen-1), got)
 	assert.True(t, utf8.ValidString(got))
 }
 

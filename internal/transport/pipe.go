@@ -307,7 +307,7 @@ func (c *PipeConn) ReceiveDatagram(ctx context.Context) ([]byte, error) {
 // *CloseError, the peer a remote one with the same code and reason. Every
 // blocked call returns it; unread data is discarded, as QUIC does.
 func (c *PipeConn) CloseWithError(code uint64, reason string) error {
-	c.p.end(c, &CloseError{Code: c.p.code(code), Reason: truncateReason(reason)})
+	c.p.end(c, &CloseError{Code: c.p.code(code), Reason: closeReason(reason)})
 	return nil
 }
 

@@ -78,7 +78,7 @@ func (c *quicConn) ReceiveDatagram(ctx context.Context) ([]byte, error) {
 }
 
 func (c *quicConn) CloseWithError(code uint64, reason string) error {
-	err := c.conn.CloseWithError(quic.ApplicationErrorCode(quicCode(code)), truncateReason(reason))
+	err := c.conn.CloseWithError(quic.ApplicationErrorCode(quicCode(code)), closeReason(reason))
 	<-c.ctx.Done()
 	waitQlog(c.conn)
 	return fromQUIC(err)

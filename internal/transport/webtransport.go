@@ -153,7 +153,7 @@ func (c *wtConn) ReceiveDatagram(ctx context.Context) ([]byte, error) {
 // application's connection it returns once the capsule is queued: the
 // connection's life is the application's.
 func (c *wtConn) CloseWithError(code uint64, reason string) error {
-	err := c.sess.CloseWithError(webtransport.SessionErrorCode(wtCode(code)), truncateReason(reason))
+	err := c.sess.CloseWithError(webtransport.SessionErrorCode(wtCode(code)), closeReason(reason))
 	<-c.ctx.Done()
 	if c.qconn != nil {
 		<-c.qconn.Context().Done()
