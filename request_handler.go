@@ -3,6 +3,7 @@ package moqt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/moqt-go/moqt/wire"
@@ -56,6 +57,8 @@ type Request interface {
 	Context() context.Context
 	// Reject answers with REQUEST_ERROR and closes the stream (§9.4).
 	Reject(code wire.RequestErrorCode, reason string) error
+	// RejectWith does so with a Retry Interval or a Redirect (§9.4.1).
+	RejectWith(e *RequestError) error
 	// AuthorizationTokens returns the request's authorization tokens,
 	// resolved (§8.9).
 	AuthorizationTokens() []AuthToken
@@ -165,12 +168,32 @@ func (in *RequestCommon) waitAnswered() {
 // Reject answers with REQUEST_ERROR and FIN (§6.4.2.3). A code the
 // session's draft lacks (DUPLICATE_SUBSCRIPTION outside 18, INVALID_FILTER
 // on 18, …) fails with an error wrapping wire.ErrNotInDraft and leaves the
-// request unanswered.
+// request unanswered; so does REDIRECT, which needs RejectWith's Redirect.
 func (in *RequestCommon) Reject(code wire.RequestErrorCode, reason string) error {
-	if err := in.sess.rules.checkRequestCode(code); err != nil {
+	return in.RejectWith(&RequestError{Code: code, Reason: reason})
+}
+
+// RejectWith answers with the REQUEST_ERROR e describes and FIN
+// (§6.4.2.3): its Code, Reason, RetryInterval (milliseconds plus one, 0
+// for "do not retry", §9.4.2) and, exactly when Code is REDIRECT, its
+// Redirect (§9.4.1). An e that the session's draft or §9.4.1 does not
+// allow fails with an error, and the request stays unanswered: a client's
+// Redirect carries no Connect URI, and one answering a namespace request
+// no Track Name.
+func (in *RequestCommon) RejectWith(e *RequestError) error {
+	if err := in.sess.rules.checkRequestCode(e.Code); err != nil {
 		return err
 	}
-	return in.rejectWith(&RequestError{Code: code, Reason: reason})
+	if (e.Code == wire.ReqRedirect) != (e.Redirect != nil) {
+		return fmt.Errorf("moqt: a REQUEST_ERROR carries a Redirect exactly when its code is REDIRECT (§9.4.2), not with %s", e.Code)
+	}
+	// What the peer would check on receipt (§9.4.1), checked before
+	// anything is sent.
+	if err := e.message().Check(in.sess.isClient, in.rs.requestType()); err != nil {
+		return err
+	}
+	c := *e
+	return in.rejectWith(&c)
 }
 
 // rejectWith sends e as the request's one answer.

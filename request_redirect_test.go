@@ -114,3 +114,75 @@ func TestRedirectForNamespaceRequestHasNoTrackName(t *testing.T) {
 		})
 	}
 }
+
+// RejectWith sends a REDIRECT with its Redirect and a Retry Interval; Reject
+// cannot send REDIRECT, which needs one, and says so without answering, so
+// the request can still be answered.
+func TestRejectWithRedirect(t *testing.T) {
+	forDrafts(t, newerDrafts, func(t *testing.T) {
+		type result struct{ redirect, plain, again error }
+		got := make(chan result, 1)
+		redirect := &wire.Redirect{ConnectURI: "moqt://elsewhere.example/live", TrackNamespace: trackB.Namespace, TrackName: trackB.Name}
+		h := HandlerFunc(func(r Request) {
+			var res result
+			res.plain = r.Reject(wire.ReqRedirect, "moved")
+			res.redirect = r.RejectWith(&RequestError{Code: wire.ReqRedirect, Reason: "moved", RetryInterval: 1, Redirect: redirect})
+			res.again = r.Reject(wire.ReqDoesNotExist, "twice")
+			got <- res
+		})
+		_, fp := serverSession(t, &Config{Handler: h})
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		res := recvOrFail(t, got)
+		assert.Error(t, res.plain, "REDIRECT without a Redirect")
+		assert.NoError(t, res.redirect)
+		assert.ErrorIs(t, res.again, errAlreadyAnswered)
+		m := expect[*wire.RequestError](fs)
+		assert.Equal(t, wire.ReqRedirect, m.ErrorCode)
+		assert.Equal(t, uint64(1), m.RetryInterval)
+		require.True(t, m.Redirect.Set)
+		assert.Equal(t, *redirect, m.Redirect.Value)
+		fs.expectFIN()
+	})
+}
+
+// RejectWith refuses, before anything is sent, what §9.4.1 forbids the
+// receiver to accept: a Redirect with a Connect URI from a client, a Track
+// Name in one answering a namespace request, a Redirect with another code.
+func TestRejectWithRefusesBadRedirect(t *testing.T) {
+	fine := &RequestError{Code: wire.ReqRedirect, Redirect: &wire.Redirect{TrackNamespace: trackB.Namespace, TrackName: []byte{}}}
+	cases := []struct {
+		name    string
+		session func(*testing.T, *Config) (*Session, *fakePeer)
+		request wire.Message
+		bad     *RequestError
+		good    *RequestError // sent after bad was refused
+	}{
+		{"namespace request", serverSession, &wire.SubscribeNamespace{RequestID: 0, TrackNamespacePrefix: wire.NewNamespace("a")},
+			&RequestError{Code: wire.ReqRedirect, Redirect: &wire.Redirect{TrackNamespace: trackB.Namespace, TrackName: trackB.Name}}, fine},
+		{"other code", serverSession, subscribeMsg(0, trackA, wire.Params{}),
+			&RequestError{Code: wire.ReqDoesNotExist, Redirect: fine.Redirect}, &RequestError{Code: wire.ReqDoesNotExist}},
+		{"client with a Connect URI", clientSession, subscribeMsg(1, trackA, wire.Params{}),
+			&RequestError{Code: wire.ReqRedirect, Redirect: &wire.Redirect{ConnectURI: "moqt://elsewhere.example/", TrackNamespace: trackB.Namespace}}, fine},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forDrafts(t, newerDrafts, func(t *testing.T) {
+				got := make(chan [2]error, 1)
+				h := HandlerFunc(func(r Request) {
+					bad := r.RejectWith(tc.bad)
+					got <- [2]error{bad, r.RejectWith(tc.good)}
+				})
+				_, fp := tc.session(t, &Config{Handler: h})
+				fs := fp.open(tc.request)
+				res := recvOrFail(t, got)
+				assert.Error(t, res[0], "refused before anything is sent")
+				assert.NoError(t, res[1])
+				m := expect[*wire.RequestError](fs)
+				assert.Equal(t, tc.good.Code, m.ErrorCode)
+				if assert.Equal(t, tc.good.Redirect != nil, m.Redirect.Set) && m.Redirect.Set {
+					assert.Equal(t, *tc.good.Redirect, m.Redirect.Value)
+				}
+			})
+		})
+	}
+}

@@ -378,6 +378,9 @@ func (rs *requestStream) readMessage() (wire.Message, error) {
 // so none is sent.
 func (rs *requestStream) reject(e *RequestError) {
 	// A failed write means the stream or session is gone already, which
-	// ends the request just the same.
-	_ = rs.writeAndFin(e.message())
+	// ends the request just the same; should the message fail to encode,
+	// a reset still ends it rather than leave the requester waiting.
+	if err := rs.writeAndFin(e.message()); err != nil {
+		rs.cancel(wire.ResetInternalError)
+	}
 }

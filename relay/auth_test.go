@@ -75,7 +75,8 @@ func TestC045_SubscribersAuthorized(t *testing.T) {
 // TestAuthorizeRefusalReason: a refusal by Config.Authorize reaches the
 // requester as its REQUEST_ERROR says it: a *moqt.RequestError, wrapped
 // or not, with its own Code and Reason, any other error as UNAUTHORIZED
-// with its text, each once (§9.4, §12.3).
+// with its text, each once (§9.4, §12.3); a REDIRECT with its Redirect and
+// Retry Interval, and one the session cannot send as UNAUTHORIZED.
 func TestAuthorizeRefusalReason(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
 		auth := func(r moqt.Request, _ *wire.Params) error {
@@ -84,6 +85,12 @@ func TestAuthorizeRefusalReason(t *testing.T) {
 				return &moqt.RequestError{Code: wire.ReqExpiredAuthToken, Reason: "token expired at noon"}
 			case hasToken(r, "wrapped"):
 				return fmt.Errorf("checking the token: %w", &moqt.RequestError{Code: wire.ReqUnauthorized, Reason: "not for this track"})
+			case hasToken(r, "moved"):
+				return &moqt.RequestError{Code: wire.ReqRedirect, Reason: "moved", RetryInterval: 1,
+					Redirect: &wire.Redirect{ConnectURI: "moqt://other.example/", TrackNamespace: testTrack.Namespace, TrackName: []byte("new")}}
+			case hasToken(r, "bad"):
+				// A REDIRECT without its Redirect cannot be sent.
+				return &moqt.RequestError{Code: wire.ReqRedirect, Reason: "nowhere"}
 			}
 			return errors.New("no token")
 		}
@@ -97,12 +104,20 @@ func TestAuthorizeRefusalReason(t *testing.T) {
 			{"old", wire.ReqExpiredAuthToken, "token expired at noon"},
 			{"wrapped", wire.ReqUnauthorized, "not for this track"},
 			{"none", wire.ReqUnauthorized, "no token"},
+			{"moved", wire.ReqRedirect, "moved"},
+			{"bad", wire.ReqUnauthorized, "nowhere"},
 		} {
 			_, err := subscribe(t, c, testTrack, wire.Params{AuthorizationTokens: token(tc.token)})
 			var re *moqt.RequestError
 			require.True(t, errors.As(err, &re), "want a *RequestError, got %v", err)
 			assert.Equal(t, tc.code, re.Code, tc.token)
 			assert.Equal(t, tc.reason, re.Reason, tc.token)
+			if tc.code == wire.ReqRedirect {
+				assert.Equal(t, uint64(1), re.RetryInterval)
+				require.NotNil(t, re.Redirect)
+				assert.Equal(t, "moqt://other.example/", re.Redirect.ConnectURI)
+				assert.Equal(t, []byte("new"), re.Redirect.TrackName)
+			}
 		}
 	})
 }

@@ -113,8 +113,14 @@ func (rl *Relay) ServeMOQT(req moqt.Request) {
 		return
 	}
 	if err := rl.authorize(req, nil); err != nil {
+		// Authorize's REQUEST_ERROR as it is, Redirect and Retry Interval
+		// included; one the session cannot send (a code its draft lacks, a
+		// Redirect §9.4.1 forbids) becomes UNAUTHORIZED, so that the
+		// request is answered all the same.
 		re := refusal(err)
-		_ = req.Reject(re.Code, re.Reason)
+		if req.RejectWith(re) != nil {
+			_ = req.Reject(wire.ReqUnauthorized, re.Reason)
+		}
 		rl.reqDone(kind, OutcomeUnauthorized)
 		rl.log.Debug("relay: request", "event", "unauthorized", "kind", kind, "err", err)
 		return
