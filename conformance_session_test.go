@@ -2,6 +2,7 @@ package moqt
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,6 +187,22 @@ func TestGoawayClientSendsEmptyURI(t *testing.T) {
 		fs.expectFIN()
 		fp.closeSession()
 		assert.NoError(t, recvOrFail(t, done))
+	})
+}
+
+// A New Session URI too long for a GOAWAY (§9.2) fails Shutdown before the
+// session counts as going away: the peer's requests are served as before,
+// and a Shutdown with a good URI still sends its GOAWAY.
+func TestShutdownURITooLong(t *testing.T) {
+	forDrafts(t, sharedDrafts, func(t *testing.T) {
+		s, fp := serverSession(t, &Config{Handler: HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqDoesNotExist, "") })})
+		assert.Error(t, s.Shutdown(fakeCtx(t), "moqt://next/"+strings.Repeat("x", wire.MaxURILen)))
+		fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+		assert.Equal(t, wire.ReqDoesNotExist, expect[*wire.RequestError](fs).ErrorCode, "not GOING_AWAY")
+		go func() { _ = s.Shutdown(fakeCtx(t), "moqt://next/") }()
+		g, ok := fp.readControl().(*wire.Goaway)
+		require.True(t, ok)
+		assert.Equal(t, "moqt://next/", g.NewSessionURI)
 	})
 }
 

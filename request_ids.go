@@ -2,6 +2,7 @@ package moqt
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -59,6 +60,9 @@ type requestIDs struct {
 	floor uint64
 	next  uint64
 	above map[uint64]struct{}
+	// full is set once the floor passed the largest ID of the peer's
+	// parity: every ID is used then, and the floor does not wrap to 0.
+	full bool
 }
 
 const maxRequestIDGap = 1 << 12
@@ -71,11 +75,15 @@ func (r *requestIDs) add(id uint64) error {
 	if id%2 != r.floor%2 {
 		return fmt.Errorf("request ID %d has the wrong parity", id)
 	}
-	if _, dup := r.above[id]; id < r.floor || dup {
+	if _, dup := r.above[id]; id < r.floor || dup || r.full {
 		return fmt.Errorf("request ID %d reused", id)
 	}
 	r.above[id] = struct{}{}
-	r.next = max(r.next, id+2)
+	if id < math.MaxUint64-1 {
+		r.next = max(r.next, id+2)
+	} else {
+		r.next = math.MaxUint64 // saturated: no ID is above the last
+	}
 	if len(r.above) > maxRequestIDGap {
 		lowest := id
 		for k := range r.above {
@@ -88,6 +96,10 @@ func (r *requestIDs) add(id uint64) error {
 			return nil
 		}
 		delete(r.above, r.floor)
+		if r.floor >= math.MaxUint64-1 {
+			r.full = true
+			return nil
+		}
 		r.floor += 2
 	}
 }

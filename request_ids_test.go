@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"math"
 	"sync"
 	"testing"
 
@@ -33,5 +34,24 @@ func TestRequestIDSpaceAllocateConcurrent(t *testing.T) {
 		}
 		assert.Len(t, seen, workers*each)
 		assert.Equal(t, own+2*workers*each, ids.allocate(), "no ID skipped")
+	}
+}
+
+// IDs used up to the top of the 64-bit space (draft 21's vi64 reaches it)
+// leave every ID used: the record does not wrap to 0, where IDs used
+// before would pass again (§6.4.2.1).
+func TestRequestIDsAtTheTop(t *testing.T) {
+	for _, first := range []uint64{0, 1} {
+		r := newRequestIDs(first)
+		require.NoError(t, r.add(first))
+		top := uint64(math.MaxUint64) - 1 + first%2 // the largest ID of the parity
+		// More than maxRequestIDGap IDs down from the top: the floor
+		// jumps up to them and then passes the top.
+		for i := range uint64(maxRequestIDGap + 1) {
+			require.NoError(t, r.add(top-2*i))
+		}
+		assert.Error(t, r.add(first), "used before the jump")
+		assert.Error(t, r.add(first+2), "below the floor")
+		assert.Error(t, r.add(top), "the top itself")
 	}
 }

@@ -115,6 +115,11 @@ func (s *Session) Shutdown(ctx context.Context, uri string) error {
 	if s.isClient {
 		uri = ""
 	}
+	if len(uri) > wire.MaxURILen {
+		// Refused before the session counts as going away, which would
+		// refuse the peer's requests with no GOAWAY sent.
+		return fmt.Errorf("moqt: a GOAWAY's New Session URI is %d bytes, more than %d (§9.2)", len(uri), wire.MaxURILen)
+	}
 	if !s.away.sent.Swap(true) {
 		g := &wire.Goaway{NewSessionURI: uri, Timeout: timeout}
 		if s.rules.goawayRequestID {
