@@ -63,16 +63,14 @@ func startClient(ctx context.Context, conn transport.Conn, u *url.URL, cfg *Conf
 	s := newSession(conn, version, true, cfg)
 	setup := s.ownSetup()
 	if u != nil {
-		s.path = u.EscapedPath()
-		if u.RawQuery != "" {
-			s.path += "?" + u.RawQuery
-		}
+		var authority string
+		authority, s.path = transport.SetupOptions(u)
 		s.authority = u.Host
 		if u.Port() == "" {
 			s.authority = net.JoinHostPort(u.Hostname(), transport.DefaultPort)
 		}
 		if !conn.WebTransport() {
-			setup.Authority = wire.Some(u.Host)
+			setup.Authority = wire.Some(authority)
 			setup.Path = wire.Some(s.path)
 		}
 	}

@@ -228,7 +228,7 @@ func (s *Setup) Check(fromClient, webTransport bool) error {
 		if !fromClient || webTransport {
 			return &ProtocolError{Code: InvalidPath, Reason: "PATH sent by a server or over WebTransport"}
 		}
-		if !validPath(s.Path.Value) {
+		if !ValidPath(s.Path.Value) {
 			return &ProtocolError{Code: MalformedPath, Reason: "PATH is not path-abempty [\"?\" query]"}
 		}
 	}
@@ -236,7 +236,7 @@ func (s *Setup) Check(fromClient, webTransport bool) error {
 		if !fromClient || webTransport {
 			return &ProtocolError{Code: InvalidAuthority, Reason: "AUTHORITY sent by a server or over WebTransport"}
 		}
-		if !validAuthority(s.Authority.Value) {
+		if !ValidAuthority(s.Authority.Value) {
 			return &ProtocolError{Code: MalformedAuthority, Reason: "AUTHORITY is not an RFC 3986 authority"}
 		}
 	}

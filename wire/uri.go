@@ -8,9 +8,9 @@ import (
 // Syntax checks for the PATH and AUTHORITY Setup Options, which follow the
 // URI rules of RFC 3986 (§6.1, §9.1.1, §9.1.2).
 
-// validPath reports whether s is a path-abempty optionally followed by "?"
+// ValidPath reports whether s is a path-abempty optionally followed by "?"
 // and a query, the form of the PATH option (§9.1.2).
-func validPath(s string) bool {
+func ValidPath(s string) bool {
 	path, query, hasQuery := strings.Cut(s, "?")
 	if path != "" && path[0] != '/' {
 		return false
@@ -18,9 +18,9 @@ func validPath(s string) bool {
 	return uriChars(path, ":@/") && (!hasQuery || uriChars(query, ":@/?"))
 }
 
-// validAuthority reports whether s is an RFC 3986 authority,
+// ValidAuthority reports whether s is an RFC 3986 authority,
 // [userinfo "@"] host [":" port], with a non-empty host (§6.1).
-func validAuthority(s string) bool {
+func ValidAuthority(s string) bool {
 	if userinfo, rest, ok := strings.Cut(s, "@"); ok {
 		if !uriChars(userinfo, ":") {
 			return false

@@ -13,6 +13,8 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"github.com/quic-go/webtransport-go"
+
+	"github.com/moqt-go/moqt/wire"
 )
 
 // DefaultPort is used when a URL names no port (§6.1.2).
@@ -61,7 +63,33 @@ func ParseURL(rawURL string) (*url.URL, error) {
 	if u.Opaque != "" || u.Hostname() == "" {
 		return nil, fmt.Errorf("moqt transport: URL %q: empty host", rawURL)
 	}
+	// Refused here what a server would close the session for (§6.1,
+	// MALFORMED_AUTHORITY and MALFORMED_PATH): Go's parser lets through
+	// characters RFC 3986 does not.
+	authority, path := SetupOptions(u)
+	if !wire.ValidAuthority(authority) {
+		return nil, fmt.Errorf("moqt transport: URL %q: the authority does not follow RFC 3986", rawURL)
+	}
+	if !wire.ValidPath(path) {
+		return nil, fmt.Errorf("moqt transport: URL %q: the path or query does not follow RFC 3986", rawURL)
+	}
 	return u, nil
+}
+
+// SetupOptions returns the AUTHORITY and PATH Setup Options for u
+// (§9.1.1, §9.1.2): its authority, userinfo included, and its
+// path-abempty, followed by "?" and the query when one is present, even
+// an empty one.
+func SetupOptions(u *url.URL) (authority, path string) {
+	authority = u.Host
+	if u.User != nil {
+		authority = u.User.String() + "@" + authority
+	}
+	path = u.EscapedPath()
+	if u.RawQuery != "" || u.ForceQuery {
+		path += "?" + u.RawQuery
+	}
+	return authority, path
 }
 
 // hostPort returns the address to dial for u, with the default port.

@@ -200,6 +200,8 @@ func TestParseURL(t *testing.T) {
 		{"https://", false, "", "empty host"},
 		{"moqt:relay.example", false, "", "empty host"},
 		{"moqt://relay.example:port/", false, "", "port"},
+		{"moqt://relay.example/live?a b", false, "", "RFC 3986"},
+		{"moqt://relay.example/live?a%zz", false, "", "RFC 3986"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.raw, func(t *testing.T) {
@@ -214,6 +216,25 @@ func TestParseURL(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tc.dial, hostPort(u))
 		})
+	}
+}
+
+// The AUTHORITY and PATH Setup Options are the URI's authority, userinfo
+// included (§9.1.1), and its path-abempty with "?" and the query whenever
+// a query is present, an empty one too (§9.1.2).
+func TestSetupOptions(t *testing.T) {
+	for _, tc := range []struct{ raw, authority, path string }{
+		{"moqt://relay.example/live?x=1", "relay.example", "/live?x=1"},
+		{"moqt://relay.example:4443", "relay.example:4443", ""},
+		{"moqt://user@relay.example:4443/p?", "user@relay.example:4443", "/p?"},
+		{"moqt://relay.example/a%20b#frag:1", "relay.example", "/a%20b"},
+		{"moqt://[::1]:4443/", "[::1]:4443", "/"},
+	} {
+		u, err := ParseURL(tc.raw)
+		require.NoError(t, err, tc.raw)
+		authority, path := SetupOptions(u)
+		assert.Equal(t, tc.authority, authority, tc.raw)
+		assert.Equal(t, tc.path, path, tc.raw)
 	}
 }
 
