@@ -3,7 +3,9 @@ package moqt
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
@@ -77,6 +79,30 @@ func (e *RequestError) message() *wire.RequestError {
 		m.Redirect = wire.Some(*e.Redirect)
 	}
 	return m
+}
+
+// loadRetryDelay is about how long a peer refused with EXCESSIVE_LOAD by
+// one of the library's limits is asked to wait before it retries.
+const loadRetryDelay = time.Second
+
+// LoadRetryInterval returns a Retry Interval for an EXCESSIVE_LOAD refusal,
+// which "SHOULD use the Retry Interval" (§12.3): about a second, spread at
+// random between half and one and a half of it so that the peers refused
+// together do not all retry together (§9.4.2). The library's own limits
+// use it; a relay or handler refusing for load can too, with RejectWith.
+func LoadRetryInterval() uint64 {
+	d := loadRetryDelay/2 + rand.N(loadRetryDelay)
+	return uint64(d.Milliseconds()) + 1 // the wait in milliseconds plus one
+}
+
+// refusalOf is the REQUEST_ERROR for a refusal the codec or one of the
+// library's limits made: with a Retry Interval when it is for load.
+func refusalOf(rej *wire.RejectError) *RequestError {
+	e := &RequestError{Code: rej.Code, Reason: rej.Reason}
+	if e.Code == wire.ReqExcessiveLoad {
+		e.RetryInterval = LoadRetryInterval()
+	}
+	return e
 }
 
 // asRequestError turns any error a Handler or hook returns into the

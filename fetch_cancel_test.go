@@ -126,7 +126,9 @@ func TestFetchCap(t *testing.T) {
 		f := openFetch(t, &Config{MaxServedFetches: 1}, wire.Params{})
 		s, fp, fs, d := f.s, f.fp, f.fs, f.d
 		fs2 := fp.open(pubFetchMsg(t, 2, trackA, wire.Params{}))
-		assert.Equal(t, wire.ReqExcessiveLoad, expect[*wire.RequestError](fs2).ErrorCode)
+		refused := expect[*wire.RequestError](fs2)
+		assert.Equal(t, wire.ReqExcessiveLoad, refused.ErrorCode)
+		assertLoadRetry(t, refused.RetryInterval)
 		fs2.expectFIN()
 		fs.cancel()
 		d.expectReset(wire.ResetCancelled)

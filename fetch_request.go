@@ -211,7 +211,7 @@ func admitFetch(s *Session, m *wire.Fetch) (release func(), rej *RequestError) {
 
 // errFetchSlots refuses a FETCH past Config.MaxServedFetches.
 func errFetchSlots(s *Session) *RequestError {
-	return &RequestError{Code: wire.ReqExcessiveLoad,
+	return &RequestError{Code: wire.ReqExcessiveLoad, RetryInterval: LoadRetryInterval(),
 		Reason: fmt.Sprintf("more than %d fetches served at once", s.cfg.MaxServedFetches)}
 }
 

@@ -414,7 +414,7 @@ func (srv *nsServed) handle(m wire.Message, rej *wire.RejectError) error {
 func (srv *nsServed) apply(pu pendingUpdate) {
 	var refusal *RequestError
 	if pu.rej != nil {
-		refusal = &RequestError{Code: pu.rej.Code, Reason: pu.rej.Reason}
+		refusal = refusalOf(pu.rej)
 	} else if srv.onUpdate != nil {
 		if err := srv.onUpdate(&pu.msg.Parameters); err != nil {
 			refusal = asRequestError(err)

@@ -79,6 +79,7 @@ func TestHeldUpdatesByteBound(t *testing.T) {
 				}
 				re := expect[*wire.RequestError](fs)
 				assert.Equal(t, wire.ReqExcessiveLoad, re.ErrorCode, re.ErrorReason)
+				assertLoadRetry(t, re.RetryInterval)
 				d := expect[*wire.PublishDone](fs)
 				assert.Equal(t, wire.DoneUpdateFailed, d.StatusCode)
 				fs.expectFIN()
@@ -173,6 +174,7 @@ func TestHeldNamespaceUpdatesByteBound(t *testing.T) {
 				}
 				re := expect[*wire.RequestError](fs)
 				assert.Equal(t, wire.ReqExcessiveLoad, re.ErrorCode, re.ErrorReason)
+				assertLoadRetry(t, re.RetryInterval)
 				fs.expectFIN()
 				settle(t, func() bool { return s.backlog.Used() == 0 }, "the held bytes are released")
 				assert.NoError(t, s.Context().Err(), "the session goes on")

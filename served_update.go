@@ -140,7 +140,7 @@ func (ss *ServedSubscription) applyUpdate(u pendingUpdate) {
 	rangeErr := checkRanges(&merged, ss.sess.cfg.MaxFilterRanges) // C026
 	switch {
 	case u.rej != nil:
-		refused = &RequestError{Code: u.rej.Code, Reason: u.rej.Reason}
+		refused = refusalOf(u.rej)
 	case rangeErr != nil:
 		refused = asRequestError(rangeErr)
 	case ss.onUpdate != nil:

@@ -30,7 +30,11 @@ func (v *env) reqDone(kind, outcome string) {
 
 // refuse rejects r and counts it.
 func (v *env) refuse(r moqt.Request, code wire.RequestErrorCode, reason, outcome string) {
-	_ = r.Reject(code, reason)
+	re := &moqt.RequestError{Code: code, Reason: reason}
+	if code == wire.ReqExcessiveLoad {
+		re.RetryInterval = moqt.LoadRetryInterval() // §12.3
+	}
+	_ = r.RejectWith(re)
 	v.reqDone(requestKind(r), outcome)
 	v.log.Debug("relay: request", "event", "refused", "kind", requestKind(r), "code", code.String(), "reason", reason)
 }

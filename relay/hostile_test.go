@@ -160,6 +160,9 @@ func TestSessionTrackBound(t *testing.T) {
 		_, err = subscribe(t, hostile, name(3), wire.Params{})
 		require.Error(t, err)
 		assert.Equal(t, wire.ReqExcessiveLoad, requestCode(t, err))
+		var re *moqt.RequestError
+		require.ErrorAs(t, err, &re)
+		assert.NotZero(t, re.RetryInterval, "retry later (§12.3)")
 		_, err = subscribe(t, hostile, name(100), wire.Params{})
 		assert.NoError(t, err, "a track the relay has costs nothing")
 		assert.Equal(t, int32(4), upstreamSubs.Load(), "upstream subscriptions opened")

@@ -140,5 +140,5 @@ type trackOffer struct {
 // excessiveLoad refuses a discovery past Config.MaxSessionDiscoveries or
 // Config.MaxDiscoveries.
 func excessiveLoad(reason string) *moqt.RequestError {
-	return &moqt.RequestError{Code: wire.ReqExcessiveLoad, Reason: reason}
+	return &moqt.RequestError{Code: wire.ReqExcessiveLoad, Reason: reason, RetryInterval: moqt.LoadRetryInterval()}
 }

@@ -83,3 +83,22 @@ func TestLongReasonsAreCut(t *testing.T) {
 		})
 	})
 }
+
+// assertLoadRetry checks the Retry Interval of an EXCESSIVE_LOAD refusal
+// by one of the library's limits: about a second, spread at random (§12.3,
+// §9.4.2).
+func assertLoadRetry(t *testing.T, retry uint64) {
+	t.Helper()
+	assert.GreaterOrEqual(t, retry, uint64(501))
+	assert.LessOrEqual(t, retry, uint64(1501))
+}
+
+func TestLoadRetryInterval(t *testing.T) {
+	seen := map[uint64]bool{}
+	for range 200 {
+		r := LoadRetryInterval()
+		assertLoadRetry(t, r)
+		seen[r] = true
+	}
+	assert.Greater(t, len(seen), 20, "spread at random")
+}
