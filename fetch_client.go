@@ -440,13 +440,11 @@ func (q *fetchReq) complete() {
 	_ = q.rs.fin()
 }
 
-// malformed cancels, on a Malformed Track, the fetch and every
-// subscription to the track (§12.1).
+// malformed cancels, on a Malformed Track, the fetch and every other
+// subscription to and FETCH of the track (§12.1).
 func (q *fetchReq) malformed(e *MalformedTrackError) {
 	q.f.cancelWith(e, wire.ResetMalformedTrack)
-	for _, sub := range q.rs.sess.routes.boundTo(q.track) {
-		sub.cancelMalformed(e)
-	}
+	q.rs.sess.malformedTrack(q.track, e, nil, q.f)
 }
 
 func (q *fetchReq) handle(m wire.Message, _ *wire.RejectError) error {

@@ -59,6 +59,21 @@ func (fr *fetchRoutes) remove(id uint64) {
 	delete(fr.byID, id)
 }
 
+// fetchesOf returns the FETCHes this end sent for track that still await
+// or read their data: a Malformed Track cancels them (§12.1).
+func (fr *fetchRoutes) fetchesOf(track wire.FullTrackName) []*Fetch {
+	key := track.Key()
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	var out []*Fetch
+	for _, sink := range fr.byID {
+		if f, ok := sink.(*Fetch); ok && f.req != nil && f.req.track.Key() == key {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 func (fr *fetchRoutes) lookup(id uint64) fetchSink {
 	fr.mu.Lock()
 	defer fr.mu.Unlock()

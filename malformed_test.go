@@ -225,12 +225,14 @@ func TestC022_C023_PriorityDiffersWithinSubgroup(t *testing.T) {
 // TestC022_EverySubscriptionToTheTrackCancelled: a Malformed Track seen
 // on one subscription cancels every subscription to that track from that
 // publisher (§12.1), whatever its alias; one to another track goes on.
-// Not on 18, which allows one subscription per track (§5.1).
+// Not on 18, which allows one subscription per track (§5.1). Its FETCHes
+// are cancelled too, and those of another track go on.
 func TestC022_EverySubscriptionToTheTrackCancelled(t *testing.T) {
 	forDrafts(t, newerDrafts, func(t *testing.T) {
 		p := newFakePub(t, wire.Params{}, nil)
 		same, sameReq := p.subscribeAgain(testTrack, fakeAlias+1, wire.Params{})
 		other, _ := p.subscribeAgain(trackB, fakeAlias+2, wire.Params{})
+		fetch, fetchReq, _ := fetchFake(t, p.s, p.fp, wire.Params{}, wire.Location{Group: 9})
 		p.subgroup(hdr(1, 0, 1)).objects(0).status(1, wire.ObjectEndOfTrack)
 		readIDs(t, p.stream(), 0, 1)
 		p.subgroup(hdr(2, 0, 1)).objects(0)
@@ -243,6 +245,11 @@ func TestC022_EverySubscriptionToTheTrackCancelled(t *testing.T) {
 		assert.Equal(t, me.Reason, sameErr.Reason)
 		sameReq.expectReset(wire.ResetMalformedTrack)
 		sameReq.expectStopSending(wire.ResetMalformedTrack)
+		fetchReq.expectReset(wire.ResetMalformedTrack)
+		fetchReq.expectStopSending(wire.ResetMalformedTrack)
+		_, err = fetch.ReadObject(context.Background())
+		var fetchErr *MalformedTrackError
+		require.ErrorAs(t, err, &fetchErr, "the FETCH of the track was not cancelled")
 		assert.Equal(t, stateEstablished, other.current(), "another track is not affected")
 	})
 }

@@ -526,13 +526,26 @@ func (sub *Subscription) expireAfter(d time.Duration) {
 }
 
 // malformedTrack cancels, on a Malformed Track, this subscription and
-// every other one to the same track on the session (§12.1, C022).
+// every other one to the same track on the session, and its FETCHes
+// (§12.1, C022).
 func (sub *Subscription) malformedTrack(e *MalformedTrackError) {
-	others := sub.sess.routes.boundTo(sub.track)
 	sub.cancelMalformed(e)
-	for _, other := range others {
-		if other != sub {
-			other.cancelMalformed(e)
+	sub.sess.malformedTrack(sub.track, e, sub, nil)
+}
+
+// malformedTrack cancels every subscription to track and every FETCH of
+// it, except the ones that found the Malformed Track (§12.1: "it MUST
+// cancel any corresponding subscription or fetches for that Track from
+// that publisher").
+func (s *Session) malformedTrack(track wire.FullTrackName, e *MalformedTrackError, bySub *Subscription, byFetch *Fetch) {
+	for _, sub := range s.routes.boundTo(track) {
+		if sub != bySub {
+			sub.cancelMalformed(e)
+		}
+	}
+	for _, f := range s.fetches.fetchesOf(track) {
+		if f != byFetch {
+			f.cancelWith(e, wire.ResetMalformedTrack)
 		}
 	}
 }
