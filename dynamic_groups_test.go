@@ -18,6 +18,8 @@ import (
 func TestC018_NewGroupRequestNeedsDynamicGroups(t *testing.T) {
 	immutable, err := wire.KVList{{Type: wire.PropDynamicGroups, Value: 1}}.Append(nil)
 	require.NoError(t, err)
+	immutable0, err := wire.KVList{{Type: wire.PropDynamicGroups, Value: 0}}.Append(nil)
+	require.NoError(t, err)
 	for _, c := range []struct {
 		name    string
 		props   wire.KVList
@@ -27,6 +29,9 @@ func TestC018_NewGroupRequestNeedsDynamicGroups(t *testing.T) {
 		{"DYNAMIC_GROUPS 0", wire.KVList{{Type: wire.PropDynamicGroups, Value: 0}}, false},
 		{"DYNAMIC_GROUPS 1", wire.KVList{{Type: wire.PropDynamicGroups, Value: 1}}, true},
 		{"DYNAMIC_GROUPS 1 immutable", wire.KVList{{Type: wire.PropImmutableProperties, Bytes: immutable}}, true},
+		// Both: the immutable value is taken (wire.KVList.Lookup).
+		{"DYNAMIC_GROUPS 0 immutable, 1 mutable", wire.KVList{{Type: wire.PropImmutableProperties, Bytes: immutable0},
+			{Type: wire.PropDynamicGroups, Value: 1}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			forDrafts(t, sharedDrafts, func(t *testing.T) {

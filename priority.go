@@ -22,9 +22,10 @@ func subscriberPriority(p *wire.Params) uint8 {
 const defaultSubscriberPriority = 128
 
 // trackGroupOrder is the track's DEFAULT_PUBLISHER_GROUP_ORDER, Ascending
-// when absent or invalid (§10.5).
+// when absent or invalid (§10.5), looked for inside IMMUTABLE_PROPERTIES
+// too (§10.7).
 func trackGroupOrder(props wire.KVList) wire.GroupOrder {
-	if kv, ok := props.Get(wire.PropDefaultPublisherGroupOrder); ok && kv.Value == uint64(wire.GroupOrderDescending) {
+	if kv, ok := props.Lookup(wire.PropDefaultPublisherGroupOrder); ok && kv.Value == uint64(wire.GroupOrderDescending) {
 		return wire.GroupOrderDescending
 	}
 	return wire.GroupOrderAscending

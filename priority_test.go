@@ -20,6 +20,10 @@ func TestPriorityTrackGroupOrder(t *testing.T) {
 	assert.Equal(t, wire.GroupOrderAscending, trackGroupOrder(nil))
 	assert.Equal(t, wire.GroupOrderDescending, trackGroupOrder(wire.KVList{{Type: wire.PropDefaultPublisherGroupOrder, Value: 2}}))
 	assert.Equal(t, wire.GroupOrderAscending, trackGroupOrder(wire.KVList{{Type: wire.PropDefaultPublisherGroupOrder, Value: 1}}))
+	desc := wire.KeyValue{Type: wire.PropDefaultPublisherGroupOrder, Value: uint64(wire.GroupOrderDescending)}
+	assert.Equal(t, wire.GroupOrderDescending, trackGroupOrder(immutable(t, wire.KVList{desc})), "inside IMMUTABLE_PROPERTIES (§10.7)")
+	assert.Equal(t, wire.GroupOrderDescending, trackGroupOrder(append(immutable(t, wire.KVList{desc}),
+		wire.KeyValue{Type: wire.PropDefaultPublisherGroupOrder, Value: 1})), "the immutable value wins")
 	assert.Equal(t, uint8(128), subscriberPriority(&wire.Params{}))
 	assert.Equal(t, uint8(7), subscriberPriority(&wire.Params{SubscriberPriority: wire.Some[uint8](7)}))
 }

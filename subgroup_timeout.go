@@ -61,39 +61,35 @@ type deliveryTimeouts struct {
 }
 
 // trackTimeouts reads the Track Properties OBJECT_DELIVERY_TIMEOUT and
-// SUBGROUP_DELIVERY_TIMEOUT.
+// SUBGROUP_DELIVERY_TIMEOUT, looked for inside IMMUTABLE_PROPERTIES too
+// (§10.7).
 func trackTimeouts(props wire.KVList) deliveryTimeouts {
 	var d deliveryTimeouts
-	if kv, ok := props.Get(wire.PropObjectDeliveryTimeout); ok {
+	if kv, ok := props.Lookup(wire.PropObjectDeliveryTimeout); ok {
 		d.object = kv.Value
 	}
-	if kv, ok := props.Get(wire.PropSubgroupDeliveryTimeout); ok {
+	if kv, ok := props.Lookup(wire.PropSubgroupDeliveryTimeout); ok {
 		d.subgroup = kv.Value
 	}
 	return d
 }
 
 // withObjectProperties overrides d with the timeouts set as Object
-// Properties of a subgroup's first object (§10.1, §10.2). A block that does
-// not parse overrides nothing.
+// Properties of a subgroup's first object (§10.1, §10.2), looked for
+// inside IMMUTABLE_PROPERTIES too (§10.7). The publishing paths have
+// checked the block (checkSentProperties); pairs after one that does not
+// parse are not searched (wire.LookupProperty).
 func (d deliveryTimeouts) withObjectProperties(props []byte) deliveryTimeouts {
 	if len(props) == 0 {
 		return d
 	}
-	out := d
-	err := wire.WalkKV(props, func(kv wire.KeyValue) error {
-		switch kv.Type {
-		case wire.PropObjectDeliveryTimeout:
-			out.object = kv.Value
-		case wire.PropSubgroupDeliveryTimeout:
-			out.subgroup = kv.Value
-		}
-		return nil
-	})
-	if err != nil {
-		return d
+	if kv, ok := wire.LookupProperty(props, wire.PropObjectDeliveryTimeout); ok {
+		d.object = kv.Value
 	}
-	return out
+	if kv, ok := wire.LookupProperty(props, wire.PropSubgroupDeliveryTimeout); ok {
+		d.subgroup = kv.Value
+	}
+	return d
 }
 
 // datagramLate reports whether a datagram provided at start (mono.Now) is

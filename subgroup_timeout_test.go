@@ -43,6 +43,9 @@ func TestDeliveryTimeoutPublisherValue(t *testing.T) {
 	})
 	require.Equal(t, deliveryTimeouts{object: 100, subgroup: 900}, track)
 	assert.Equal(t, deliveryTimeouts{}, trackTimeouts(nil))
+	assert.Equal(t, deliveryTimeouts{object: 100, subgroup: 900}, trackTimeouts(append(immutable(t, wire.KVList{
+		{Type: wire.PropObjectDeliveryTimeout, Value: 100},
+	}), wire.KeyValue{Type: wire.PropSubgroupDeliveryTimeout, Value: 900})), "inside IMMUTABLE_PROPERTIES too (§10.7)")
 
 	objOnly, err := wire.KVList{{Type: wire.PropObjectDeliveryTimeout, Value: 40}}.Append(nil)
 	require.NoError(t, err)
@@ -52,6 +55,11 @@ func TestDeliveryTimeoutPublisherValue(t *testing.T) {
 		{Type: wire.PropPriorObjectIDGap, Value: 3},
 	}.Append(nil)
 	require.NoError(t, err)
+	inside, err := append(wire.KVList{{Type: wire.PropObjectDeliveryTimeout, Value: 40}}, immutable(t, wire.KVList{
+		{Type: wire.PropObjectDeliveryTimeout, Value: 30},
+		{Type: wire.PropSubgroupDeliveryTimeout, Value: 5000},
+	})...).Append(nil)
+	require.NoError(t, err)
 	cases := []struct {
 		name  string
 		props []byte
@@ -60,6 +68,7 @@ func TestDeliveryTimeoutPublisherValue(t *testing.T) {
 		{"no properties", nil, track},
 		{"object timeout only", objOnly, deliveryTimeouts{object: 40, subgroup: 900}},
 		{"both, among others", both, deliveryTimeouts{object: 40, subgroup: 5000}},
+		{"inside IMMUTABLE_PROPERTIES, which wins", inside, deliveryTimeouts{object: 30, subgroup: 5000}},
 		{"malformed block overrides nothing", []byte{0x02}, track},
 	}
 	for _, c := range cases {
@@ -79,6 +88,7 @@ type timeoutCase struct {
 	trackValue  uint64 // Track Property, 0 for none
 	objectValue uint64 // Object Property on the first object, 0 for none
 	subscriber  uint64 // parameter, 0 for none
+	immutable   bool   // the properties sit inside IMMUTABLE_PROPERTIES (§10.7)
 }
 
 // objectScoped reports whether c sets a timeout as an Object Property,
@@ -97,6 +107,8 @@ var timeoutCases = []timeoutCase{
 	{name: "track shorter than subscriber", trackValue: shortTimeout, subscriber: hour},
 	{name: "subscriber shorter than track", trackValue: hour, subscriber: shortTimeout},
 	{name: "first object property overrides track", trackValue: hour, objectValue: shortTimeout, subscriber: hour},
+	{name: "track property inside IMMUTABLE_PROPERTIES", trackValue: shortTimeout, immutable: true},
+	{name: "first object property inside IMMUTABLE_PROPERTIES", trackValue: hour, objectValue: shortTimeout, subscriber: hour, immutable: true},
 }
 
 // newDeliverySetup subscribes over connect to a track with c's values for
@@ -116,6 +128,9 @@ func newDeliverySetup(t *testing.T, ctx context.Context, connect connector, prop
 	var props wire.KVList
 	if c.trackValue != 0 {
 		props = wire.KVList{{Type: prop, Value: c.trackValue}}
+		if c.immutable {
+			props = immutable(t, props)
+		}
 	}
 	track, cfg, served := newServedTrack(t, testTrack, props)
 	expiry := make(chan struct{}, 4)
@@ -136,7 +151,11 @@ func newDeliverySetup(t *testing.T, ctx context.Context, connect connector, prop
 	w := track.OpenSubgroup(0, 0, SubgroupOptions{Properties: true})
 	var first []byte
 	if c.objectValue != 0 {
-		first, err = wire.KVList{{Type: prop, Value: c.objectValue}}.Append(nil)
+		objProps := wire.KVList{{Type: prop, Value: c.objectValue}}
+		if c.immutable {
+			objProps = immutable(t, objProps)
+		}
+		first, err = objProps.Append(nil)
 		require.NoError(t, err)
 	}
 	require.NoError(t, writeObject(w, 0, first, []byte("first")))

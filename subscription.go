@@ -190,7 +190,9 @@ func (sub *Subscription) Expires() time.Time {
 	return sub.expires
 }
 
-// Properties returns the Track Properties of SUBSCRIBE_OK or PUBLISH.
+// Properties returns the Track Properties of SUBSCRIBE_OK or PUBLISH. A
+// property's value may sit inside IMMUTABLE_PROPERTIES: find it with
+// wire.KVList.Lookup, which searches both (§10.7).
 func (sub *Subscription) Properties() wire.KVList {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
@@ -524,20 +526,22 @@ func (sub *Subscription) Done() <-chan struct{} { return sub.ended() }
 // Err returns why the subscription ended, or nil while it is live.
 func (sub *Subscription) Err() error { return sub.termErr() }
 
-// dynamicGroups reports whether the track's properties hold DYNAMIC_GROUPS
-// with value 1 (§10.6), directly or inside IMMUTABLE_PROPERTIES (§10.7).
+// dynamicGroups reports whether the track's DYNAMIC_GROUPS is 1 (§10.6),
+// looked for inside IMMUTABLE_PROPERTIES too (§10.7).
 func (sub *Subscription) dynamicGroups() bool {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	return filter.TrackPropertyIn(sub.properties, wire.PropDynamicGroups, []wire.Range{{Start: 1, End: 1}})
+	kv, ok := sub.properties.Lookup(wire.PropDynamicGroups)
+	return ok && kv.Value == 1
 }
 
 // publisherPriority is the track's DEFAULT_PUBLISHER_PRIORITY (§10.4),
-// which subgroups and datagrams without a priority inherit.
+// looked for inside IMMUTABLE_PROPERTIES too (§10.7), which subgroups and
+// datagrams without a priority inherit.
 func (sub *Subscription) publisherPriority() uint8 {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	if kv, ok := sub.properties.Get(wire.PropDefaultPublisherPriority); ok && kv.Value <= 255 {
+	if kv, ok := sub.properties.Lookup(wire.PropDefaultPublisherPriority); ok && kv.Value <= 255 {
 		return uint8(kv.Value)
 	}
 	return defaultPublisherPriority

@@ -117,9 +117,7 @@ func fillWindowLocked(sub *Subscription, slot *fillSlot, initial bool) (filter.W
 	}
 	desc := order.Set && order.Value == wire.GroupOrderDescending
 	if !order.Set {
-		if kv, ok := sub.properties.Get(wire.PropDefaultPublisherGroupOrder); ok {
-			desc = kv.Value == uint64(wire.GroupOrderDescending)
-		}
+		desc = trackGroupOrder(sub.properties) == wire.GroupOrderDescending
 	}
 	if initial {
 		// A range the publisher would refuse as a FETCH's comes back

@@ -65,7 +65,7 @@ func NewLocalTrack(name wire.FullTrackName, props wire.KVList) (*LocalTrack, err
 		return nil, err
 	}
 	t := &LocalTrack{name: name, props: props, priority: defaultPublisherPriority}
-	if kv, ok := props.Get(wire.PropDefaultPublisherPriority); ok {
+	if kv, ok := props.Lookup(wire.PropDefaultPublisherPriority); ok {
 		t.priority = uint8(kv.Value)
 	}
 	return t, nil

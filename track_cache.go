@@ -138,7 +138,7 @@ func (t *LocalTrack) SetCache(l CacheLimits) {
 		if l.Budget != nil {
 			lim.Budget = &l.Budget.b
 		}
-		if kv, ok := t.props.Get(wire.PropMaxCacheDuration); ok && kv.Value <= math.MaxInt64/uint64(time.Millisecond) {
+		if kv, ok := t.props.Lookup(wire.PropMaxCacheDuration); ok && kv.Value <= math.MaxInt64/uint64(time.Millisecond) {
 			// MAX_CACHE_DURATION 0 allows no serving at all: the
 			// shortest Duration.
 			d := max(time.Duration(kv.Value)*time.Millisecond, 1)

@@ -160,19 +160,34 @@ func TestTrackCacheNeverSeen(t *testing.T) {
 	assert.Equal(t, wire.Location{Group: 5}, eot)
 }
 
-// MAX_CACHE_DURATION caps the configured Duration (§10.3).
+// MAX_CACHE_DURATION caps the configured Duration (§10.3), found inside
+// IMMUTABLE_PROPERTIES too (§10.7), where it wins over a mutable one.
 func TestTrackCacheMaxCacheDuration(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		tr := cacheTrack(t, wire.KVList{{Type: wire.PropMaxCacheDuration, Value: 1000}})
-		tr.SetCache(CacheLimits{Objects: 10, Duration: time.Hour})
-		sg := tr.OpenSubgroup(0, 0, SubgroupOptions{})
-		require.NoError(t, sg.WriteObject(Object{Location: wire.Location{Group: 0, Object: 0}, Payload: []byte("a")}))
-		ctx := context.Background()
-		require.Len(t, cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 0}, false), 1)
-		assert.Empty(t, cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 0}, false)[0].EndOfRange)
-		time.Sleep(1500 * time.Millisecond)
-		assert.Equal(t, []Object{mark(0, 0, wire.EndOfUnknownRange)}, cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 0}, false))
-	})
+	second := wire.KeyValue{Type: wire.PropMaxCacheDuration, Value: 1000}
+	cases := []struct {
+		name  string
+		props wire.KVList
+	}{
+		{"track property", wire.KVList{second}},
+		{"inside IMMUTABLE_PROPERTIES", immutable(t, wire.KVList{second})},
+		{"inside IMMUTABLE_PROPERTIES and out", append(immutable(t, wire.KVList{second}),
+			wire.KeyValue{Type: wire.PropMaxCacheDuration, Value: 3_600_000})},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr := cacheTrack(t, c.props)
+				tr.SetCache(CacheLimits{Objects: 10, Duration: time.Hour})
+				sg := tr.OpenSubgroup(0, 0, SubgroupOptions{})
+				require.NoError(t, sg.WriteObject(Object{Location: wire.Location{Group: 0, Object: 0}, Payload: []byte("a")}))
+				ctx := context.Background()
+				require.Len(t, cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 0}, false), 1)
+				assert.Empty(t, cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 0}, false)[0].EndOfRange)
+				time.Sleep(1500 * time.Millisecond)
+				assert.Equal(t, []Object{mark(0, 0, wire.EndOfUnknownRange)}, cursorEntries(t, ctx, tr, wire.Location{}, wire.Location{Group: 0}, false))
+			})
+		})
+	}
 }
 
 // Tracks whose caches share a CacheBudget stay within it together; what a

@@ -47,7 +47,8 @@ var errFoundMandatory = errors.New("mandatory track property")
 
 // checkTrackProperties closes the session with PROTOCOL_VIOLATION for a
 // DEFAULT_PUBLISHER_GROUP_ORDER other than Ascending or Descending (§10.5)
-// and a DYNAMIC_GROUPS above 1 (§10.6).
+// and a DYNAMIC_GROUPS above 1 (§10.6): any instance, among the properties
+// or inside IMMUTABLE_PROPERTIES (§10.7).
 func checkTrackProperties(props wire.KVList) error {
 	badOrder := []wire.Range{{Start: 0, End: 0}, {Start: uint64(wire.GroupOrderDescending) + 1, End: math.MaxUint64}}
 	if filter.TrackPropertyIn(props, wire.PropDefaultPublisherGroupOrder, badOrder) {
@@ -66,7 +67,8 @@ func checkTrackProperties(props wire.KVList) error {
 // for its type or over 65535 bytes (§8.3), an IMMUTABLE_PROPERTIES that
 // does not parse or nests another (§10.7), a DEFAULT_PUBLISHER_PRIORITY
 // over 255 (§10.4), the values checkTrackProperties refuses (§10.5,
-// §10.6), and a list too long for any control message.
+// §10.6), and a list too long for any control message. Values are looked
+// for inside IMMUTABLE_PROPERTIES too (§10.7).
 func localTrackProperties(props wire.KVList) (wire.KVList, error) {
 	if len(props) == 0 {
 		return nil, nil
@@ -79,14 +81,17 @@ func localTrackProperties(props wire.KVList) (wire.KVList, error) {
 			return nil, fmt.Errorf("moqt: Track Property %#x is even-typed: an integer, not bytes", kv.Type)
 		case kv.Type%2 == 1 && kv.Value != 0:
 			return nil, fmt.Errorf("moqt: Track Property %#x is odd-typed: bytes, not an integer", kv.Type)
-		case kv.Type == wire.PropDefaultPublisherPriority && kv.Value > 255:
-			return nil, fmt.Errorf("moqt: DEFAULT_PUBLISHER_PRIORITY %d is above 255", kv.Value)
 		case kv.Type == wire.PropImmutableProperties:
 			if err := checkImmutable(kv.Bytes); err != nil {
 				return nil, err
 			}
 		}
 		kv.Bytes = slices.Clone(kv.Bytes)
+	}
+	// Once every IMMUTABLE_PROPERTIES is known to parse: a value inside
+	// one counts as one outside (§10.7).
+	if filter.TrackPropertyIn(own, wire.PropDefaultPublisherPriority, []wire.Range{{Start: 256, End: math.MaxUint64}}) {
+		return nil, errors.New("moqt: DEFAULT_PUBLISHER_PRIORITY is above 255")
 	}
 	slices.SortStableFunc(own, func(a, b wire.KeyValue) int { return cmp.Compare(a.Type, b.Type) })
 	b, err := own.Append(nil)

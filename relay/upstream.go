@@ -177,8 +177,9 @@ func closeAll(list []*upstream) {
 	}
 }
 
-// dynamicGroups reports whether props have DYNAMIC_GROUPS = 1.
+// dynamicGroups reports whether props have DYNAMIC_GROUPS = 1 (§10.6),
+// looked for inside IMMUTABLE_PROPERTIES too (§10.7).
 func dynamicGroups(props wire.KVList) bool {
-	kv, ok := props.Get(wire.PropDynamicGroups)
+	kv, ok := props.Lookup(wire.PropDynamicGroups)
 	return ok && kv.Value == 1
 }

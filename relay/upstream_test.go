@@ -193,6 +193,22 @@ type updatesSeen struct {
 	all []wire.Params
 }
 
+// TestDynamicGroupsProperty: the relay passes NEW_GROUP_REQUEST on for a
+// track whose DYNAMIC_GROUPS is 1 (§10.6), found inside
+// IMMUTABLE_PROPERTIES too (§10.7).
+func TestDynamicGroupsProperty(t *testing.T) {
+	inner := func(v uint64) wire.KeyValue {
+		b, err := wire.KVList{{Type: wire.PropDynamicGroups, Value: v}}.Append(nil)
+		require.NoError(t, err)
+		return wire.KeyValue{Type: wire.PropImmutableProperties, Bytes: b}
+	}
+	assert.False(t, dynamicGroups(nil))
+	assert.False(t, dynamicGroups(wire.KVList{{Type: wire.PropDynamicGroups, Value: 0}}))
+	assert.True(t, dynamicGroups(wire.KVList{{Type: wire.PropDynamicGroups, Value: 1}}))
+	assert.True(t, dynamicGroups(wire.KVList{inner(1)}), "inside IMMUTABLE_PROPERTIES")
+	assert.False(t, dynamicGroups(wire.KVList{inner(0), {Type: wire.PropDynamicGroups, Value: 1}}), "the immutable value wins")
+}
+
 func TestC073_C074_NewGroupRequestPassedOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := startNode(t, "moqt", Config{}, nil)

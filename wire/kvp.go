@@ -1,5 +1,7 @@
 package wire
 
+import "errors"
+
 // MaxKVBytesLen is the largest Length of an odd-typed Key-Value-Pair (§8.3).
 const MaxKVBytesLen = 1<<16 - 1
 
@@ -17,7 +19,9 @@ type KeyValue struct {
 // by Type; a Type may repeat.
 type KVList []KeyValue
 
-// Get returns the first pair of type t.
+// Get returns the first pair of type t in l itself. The value of a Track or
+// Object Property is Lookup's to find: it may sit inside
+// IMMUTABLE_PROPERTIES (§10.7).
 func (l KVList) Get(t uint64) (KeyValue, bool) {
 	for _, kv := range l {
 		if kv.Type == t {
@@ -26,6 +30,99 @@ func (l KVList) Get(t uint64) (KeyValue, bool) {
 	}
 	return KeyValue{}, false
 }
+
+// Property lookups (§10.7): "When looking for the value of a property,
+// processors MUST search both the mutable properties and the contents of
+// Immutable Properties." Only one level is searched: an
+// IMMUTABLE_PROPERTIES inside another makes the track malformed (§10.7),
+// which the data plane reports. Pairs inside IMMUTABLE_PROPERTIES after
+// one that does not parse are not searched, nor, in an encoded block,
+// pairs after one that does not parse. None of these allocates.
+
+// Lookup returns the value of property t in Track or Object Properties l:
+// the first instance inside IMMUTABLE_PROPERTIES, else the first among the
+// properties themselves. §10.7 does not say which applies when a property
+// with one value appears in both places; the immutable one is taken, as
+// the Original Publisher set it and no relay can have changed it (§10.7),
+// while the mutable list may be changed on the way.
+func (l KVList) Lookup(t uint64) (KeyValue, bool) {
+	var p propertyPick
+	l.EachProperty(t, p.take)
+	return p.kv, p.ok
+}
+
+// LookupProperty is Lookup over an encoded block of Key-Value-Pairs, such
+// as an object's Object Properties.
+func LookupProperty(block []byte, t uint64) (KeyValue, bool) {
+	var p propertyPick
+	EachProperty(block, t, p.take)
+	return p.kv, p.ok
+}
+
+// propertyPick keeps the instance Lookup returns.
+type propertyPick struct {
+	kv KeyValue
+	ok bool
+}
+
+// take keeps kv if it is the first instance, or the first immutable one,
+// which ends the search.
+func (p *propertyPick) take(kv KeyValue, immutable bool) bool {
+	if immutable || !p.ok {
+		p.kv, p.ok = kv, true
+	}
+	return !immutable
+}
+
+// EachProperty calls fn with each instance of property t in l, in order,
+// those inside an IMMUTABLE_PROPERTIES at its place, with immutable set,
+// until fn returns false. For a property that allows several values, each
+// is one instance (§10.7).
+func (l KVList) EachProperty(t uint64, fn func(kv KeyValue, immutable bool) bool) {
+	for _, kv := range l {
+		if !visitProperty(kv, t, fn) {
+			return
+		}
+	}
+}
+
+// EachProperty is KVList.EachProperty over an encoded block of
+// Key-Value-Pairs, such as an object's Object Properties. Types ascend in
+// a block (§8.3), so the walk ends past both t and IMMUTABLE_PROPERTIES.
+func EachProperty(block []byte, t uint64, fn func(kv KeyValue, immutable bool) bool) {
+	_ = WalkKV(block, func(kv KeyValue) error {
+		if !visitProperty(kv, t, fn) || (kv.Type > t && kv.Type > PropImmutableProperties) {
+			return errStopWalk
+		}
+		return nil
+	})
+}
+
+// visitProperty calls fn with kv if it is property t, or with each
+// instance of t inside it if it is IMMUTABLE_PROPERTIES. It returns false
+// once fn has.
+func visitProperty(kv KeyValue, t uint64, fn func(kv KeyValue, immutable bool) bool) bool {
+	switch kv.Type {
+	case t:
+		return fn(kv, false)
+	case PropImmutableProperties:
+		more := true
+		_ = WalkKV(kv.Bytes, func(in KeyValue) error {
+			if in.Type == t {
+				more = fn(in, true)
+			}
+			if !more || in.Type > t {
+				return errStopWalk
+			}
+			return nil
+		})
+		return more
+	}
+	return true
+}
+
+// errStopWalk ends a WalkKV early.
+var errStopWalk = errors.New("wire: walk stopped")
 
 // Append appends the encoded list to b. It fails if the types decrease or an
 // odd-typed value is longer than 65535 bytes.

@@ -103,6 +103,101 @@ func TestWalkKVAllocatesNothing(t *testing.T) {
 	assert.Equal(t, 3, count)
 }
 
+// immutableKV wraps inner in an IMMUTABLE_PROPERTIES pair (§10.7).
+func immutableKV(t *testing.T, inner KVList) KeyValue {
+	t.Helper()
+	b, err := inner.Append(nil)
+	require.NoError(t, err)
+	return KeyValue{Type: PropImmutableProperties, Bytes: b}
+}
+
+// TestPropertyLookup: a property's value is looked for among the
+// properties and inside IMMUTABLE_PROPERTIES (§10.7); when both hold it,
+// the immutable one is taken (§10.7 is silent). Lists and encoded blocks
+// give the same answers.
+func TestPropertyLookup(t *testing.T) {
+	const p = PropDefaultPublisherPriority
+	cases := []struct {
+		name  string
+		props KVList
+		want  uint64
+		found bool
+	}{
+		{"absent", KVList{{Type: 0x02, Value: 5}}, 0, false},
+		{"mutable", KVList{{Type: p, Value: 7}}, 7, true},
+		{"mutable repeated: the first", KVList{{Type: p, Value: 7}, {Type: p, Value: 8}}, 7, true},
+		{"immutable only", KVList{immutableKV(t, KVList{{Type: 0x02, Value: 1}, {Type: p, Value: 9}})}, 9, true},
+		{"both: the immutable", KVList{immutableKV(t, KVList{{Type: p, Value: 9}}), {Type: p, Value: 7}}, 9, true},
+		{"immutable without it", KVList{immutableKV(t, KVList{{Type: 0x02, Value: 1}}), {Type: p, Value: 7}}, 7, true},
+		{"nested immutable not searched", KVList{immutableKV(t, KVList{immutableKV(t, KVList{{Type: p, Value: 9}})})}, 0, false},
+		{"after an unparseable pair: not searched", KVList{{Type: PropImmutableProperties, Bytes: []byte{0x02}}}, 0, false},
+		{"before an unparseable pair", KVList{{Type: PropImmutableProperties, Bytes: []byte{0x0E, 0x09, 0x02}}}, 9, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			kv, ok := c.props.Lookup(p)
+			assert.Equal(t, c.found, ok)
+			assert.Equal(t, c.want, kv.Value)
+			block, err := c.props.Append(nil)
+			require.NoError(t, err)
+			kv, ok = LookupProperty(block, p)
+			assert.Equal(t, c.found, ok, "encoded")
+			assert.Equal(t, c.want, kv.Value, "encoded")
+		})
+	}
+	t.Run("odd type", func(t *testing.T) {
+		l := KVList{immutableKV(t, KVList{{Type: 0x79, Bytes: []byte("in")}})}
+		kv, ok := l.Lookup(0x79)
+		require.True(t, ok)
+		assert.Equal(t, []byte("in"), kv.Bytes)
+	})
+}
+
+// TestEachProperty: every instance is visited in order, those inside
+// IMMUTABLE_PROPERTIES marked, until the callback stops.
+func TestEachProperty(t *testing.T) {
+	const p = PropObjectDeliveryTimeout
+	l := KVList{{Type: p, Value: 1}, immutableKV(t, KVList{{Type: p, Value: 2}, {Type: p, Value: 3}}), {Type: 0x3C, Value: 4}}
+	block, err := l.Append(nil)
+	require.NoError(t, err)
+	type seen struct {
+		v   uint64
+		imm bool
+	}
+	collect := func(each func(fn func(KeyValue, bool) bool), limit int) []seen {
+		var got []seen
+		each(func(kv KeyValue, imm bool) bool {
+			got = append(got, seen{kv.Value, imm})
+			return len(got) < limit
+		})
+		return got
+	}
+	all := []seen{{1, false}, {2, true}, {3, true}}
+	fromList := func(fn func(KeyValue, bool) bool) { l.EachProperty(p, fn) }
+	fromBlock := func(fn func(KeyValue, bool) bool) { EachProperty(block, p, fn) }
+	assert.Equal(t, all, collect(fromList, 10))
+	assert.Equal(t, all, collect(fromBlock, 10))
+	assert.Equal(t, all[:2], collect(fromList, 2), "stopped inside IMMUTABLE_PROPERTIES")
+	assert.Equal(t, all[:2], collect(fromBlock, 2), "stopped inside IMMUTABLE_PROPERTIES")
+	assert.Equal(t, all[:1], collect(fromBlock, 1))
+}
+
+// TestLookupPropertyAllocatesNothing: object-level lookups run per object.
+func TestLookupPropertyAllocatesNothing(t *testing.T) {
+	l := KVList{{Type: PropObjectDeliveryTimeout, Value: 1}, immutableKV(t, KVList{{Type: PropSubgroupDeliveryTimeout, Value: 2}}), {Type: 0x3C, Value: 4}}
+	block, err := l.Append(nil)
+	require.NoError(t, err)
+	var got uint64
+	allocs := testing.AllocsPerRun(100, func() {
+		kv, _ := LookupProperty(block, PropSubgroupDeliveryTimeout)
+		got = kv.Value
+		kv, _ = l.Lookup(PropSubgroupDeliveryTimeout)
+		got += kv.Value
+	})
+	assert.Zero(t, allocs)
+	assert.Equal(t, uint64(4), got)
+}
+
 func TestTokenRoundTrip(t *testing.T) {
 	vecs := loadVectors(t, "token.txt")
 	// Built by the constructors: the golden bytes check them too.

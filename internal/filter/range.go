@@ -1,7 +1,6 @@
 package filter
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -165,79 +164,38 @@ func (c *rangeCond) matchObject(o *Object) bool {
 	return false
 }
 
-// errFound stops a Key-Value-Pair walk once a match is found.
-var errFound = errors.New("filter: property found")
-
 // objectPropertyIn reports whether the raw Object Properties block holds
 // property typ with a value in rs, among the mutable properties or inside
 // IMMUTABLE_PROPERTIES: processors must search both (§10.7). Any instance
-// in range is enough. Types ascend within a block (they are delta-encoded,
-// §8.3), so the walk stops past typ. The decoder has checked the block; an
-// unparseable IMMUTABLE_PROPERTIES value makes the Track malformed (§10.7),
-// which is the data plane's to report, and here only the pairs before the
-// fault are searched.
+// in range is enough. The decoder has checked the block; an unparseable
+// IMMUTABLE_PROPERTIES value makes the Track malformed (§10.7), which is
+// the data plane's to report, and here only the pairs before the fault are
+// searched (wire.EachProperty).
 func objectPropertyIn(block []byte, typ uint64, rs []wire.Range) bool {
-	if typ%2 == 1 || len(block) == 0 {
+	if typ%2 == 1 {
 		return false
 	}
 	found := false
-	_ = wire.WalkKV(block, func(kv wire.KeyValue) error {
-		switch {
-		case kv.Type == typ:
-			if inRanges(rs, kv.Value) {
-				found = true
-				return errFound
-			}
-		case kv.Type == wire.PropImmutableProperties:
-			found = immutablePropertyIn(kv.Bytes, typ, rs)
-			if found {
-				return errFound
-			}
-		case kv.Type > typ && kv.Type > wire.PropImmutableProperties:
-			return errFound
-		}
-		return nil
-	})
-	return found
-}
-
-// immutablePropertyIn searches the Key-Value-Pairs inside an
-// IMMUTABLE_PROPERTIES value for property typ with a value in rs (§10.7).
-// Nesting is not followed: an inner IMMUTABLE_PROPERTIES is malformed.
-func immutablePropertyIn(inner []byte, typ uint64, rs []wire.Range) bool {
-	found := false
-	_ = wire.WalkKV(inner, func(kv wire.KeyValue) error {
-		if kv.Type == typ && inRanges(rs, kv.Value) {
-			found = true
-			return errFound
-		}
-		if kv.Type > typ {
-			return errFound
-		}
-		return nil
+	wire.EachProperty(block, typ, func(kv wire.KeyValue, _ bool) bool {
+		found = inRanges(rs, kv.Value)
+		return !found
 	})
 	return found
 }
 
 // TrackPropertyIn reports whether Track Properties hold property typ with a
 // value in rs, among the properties or inside IMMUTABLE_PROPERTIES (§10.7).
+// Any instance in range is enough.
 func TrackPropertyIn(props wire.KVList, typ uint64, rs []wire.Range) bool {
 	if typ%2 == 1 {
 		return false
 	}
-	for _, kv := range props {
-		switch kv.Type {
-		case typ:
-			if inRanges(rs, kv.Value) {
-				return true
-			}
-		case wire.PropImmutableProperties:
-			if immutablePropertyIn(kv.Bytes, typ, rs) {
-				return true
-			}
-		}
-	}
-	return false
+	found := false
+	props.EachProperty(typ, func(kv wire.KeyValue, _ bool) bool {
+		found = inRanges(rs, kv.Value)
+		return !found
+	})
+	return found
 }
 
 // trackHolds reports whether every TRACK_PROPERTY_FILTER of s matches props.
