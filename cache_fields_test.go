@@ -21,7 +21,7 @@ func TestC042_CacheKeepsEveryObjectField(t *testing.T) {
 	eachDraft(t, sharedDrafts, func(t *testing.T) {
 		forTransports(t, func(t *testing.T, connect connector) {
 			track, p := fetchTrack(t, connect, CacheLimits{Objects: 100})
-			props := propsBlock(t, wire.KVList{{Type: 0x3e, Value: 9}})
+			props := propsBlock(t, wire.KVList{{Type: 0x10, Value: 9}})
 			want := []Object{
 				{Location: wire.Location{Group: 0, Object: 0}, SubgroupID: 3, Priority: wire.Some[uint8](7), Properties: props, Payload: []byte("zero")},
 				{Location: wire.Location{Group: 0, Object: 1}, SubgroupID: 3, Priority: wire.Some[uint8](7), Payload: []byte("one")},

@@ -108,7 +108,7 @@ func TestDataSubgroupEndToEnd(t *testing.T) {
 		ss := <-served
 
 		w := track.OpenSubgroup(5, 0, SubgroupOptions{EndOfGroup: true, Properties: true})
-		props, err := wire.KVList{{Type: 0x3E, Value: 1}}.Append(nil)
+		props, err := wire.KVList{{Type: 0x10, Value: 1}}.Append(nil)
 		require.NoError(t, err)
 		require.NoError(t, writeObject(w, 0, nil, []byte("zero")))
 		require.NoError(t, writeObject(w, 2, props, []byte("two")))

@@ -226,6 +226,7 @@ type fetchData struct {
 	window    filter.Window
 	desc      bool
 	malformed func(*MalformedTrackError)
+	track     *trackCheck // a fill's subscription's, for fetchCheck
 
 	mu       sync.Mutex // guards the fields below
 	r        *fetchStream
@@ -345,6 +346,7 @@ func (d *fetchData) wait(ctx context.Context, s *Session) (*fetchPump, error) {
 		return nil, d.err
 	case d.pump == nil:
 		d.r.window, d.r.dec.Descending, d.r.malformed = d.window, d.desc, d.malformed
+		d.r.chk.track = d.track
 		d.pump = startPump(d.r)
 		d.started.Store(d.pump)
 	}

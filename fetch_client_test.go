@@ -426,13 +426,23 @@ func TestFetchMalformedEntries(t *testing.T) {
 			f, req, id := fetchFake(t, s, fp, params, wire.Location{Group: 2, Object: 5})
 			str := fp.openFetch(id, entries...)
 			_, err := readFetch(t, f)
-			var me *MalformedTrackError
-			require.ErrorAs(t, err, &me)
-			assert.Equal(t, uint64(wire.ResetMalformedTrack), expectStopped(t, str))
-			req.expectStopSending(wire.ResetMalformedTrack)
-			fp.alive(1)
+			expectFetchMalformed(t, err, str, req, fp)
 		})
 	}
+}
+
+// expectFetchMalformed requires err, from a Fetch's reads, to report a
+// Malformed Track, the fetch's data stream str to be stopped and its
+// request stream req to see STOP_SENDING, both with MALFORMED_TRACK, and
+// the session to go on.
+func expectFetchMalformed(t *testing.T, err error, str transport.SendStream, req *fakeStream, fp *fakePeer) *MalformedTrackError {
+	t.Helper()
+	var me *MalformedTrackError
+	require.ErrorAs(t, err, &me)
+	assert.Equal(t, uint64(wire.ResetMalformedTrack), expectStopped(t, str))
+	req.expectStopSending(wire.ResetMalformedTrack)
+	fp.alive(1)
+	return me
 }
 
 // TestFetchStreamRouting: a FETCH_HEADER naming a Request ID this end never

@@ -33,6 +33,9 @@ type fetchStream struct {
 	window filter.Window
 	// malformed is told when the stream reveals a Malformed Track (§12.1).
 	malformed func(*MalformedTrackError)
+	// chk follows the stream's objects for the Prior ID Gap rules; its
+	// track is the subscription's for a fill's (malformed.go).
+	chk fetchCheck
 	// watch is what the stall watchdog sees of a fill stream (nil clock
 	// for a FETCH's).
 	watch readWatch
@@ -76,10 +79,14 @@ func (r *fetchStream) next(maxSize int) (Object, error) {
 	if e := r.checkEntry(loc); e != nil {
 		return Object{}, r.onMalformed(e)
 	}
-	r.hasPrev, r.prev = true, loc
 	if o.EndOfRange != 0 {
+		r.hasPrev, r.prev = true, loc
 		return Object{Location: loc, EndOfRange: o.EndOfRange}, nil
 	}
+	if e := r.chk.object(loc, o.Properties, r.dec.Descending); e != nil {
+		return Object{}, r.onMalformed(e)
+	}
+	r.hasPrev, r.prev = true, loc
 	obj := Object{Location: loc, SubgroupID: o.SubgroupID, Priority: wire.Some(o.Priority),
 		Datagram: o.Datagram}
 	if len(o.Properties) > 0 {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/malformed"
 	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/internal/priority"
 	"github.com/moqt-go/moqt/internal/sendq"
@@ -59,11 +60,12 @@ type FetchWriter struct {
 	// holder.
 	turn     sync.Mutex
 	enc      wire.FetchEncoder
-	buf      []byte        // the entries held, when coalescing; else empty between writes
-	coalesce bool          // WriteObject holds small entries in buf (setCoalesce)
-	started  bool          // an entry was written
-	last     wire.Location // the last entry's Location
-	ranked   int           // the publisher priority the stream is ranked with; -1 before
+	buf      []byte          // the entries held, when coalescing; else empty between writes
+	coalesce bool            // WriteObject holds small entries in buf (setCoalesce)
+	started  bool            // an entry was written
+	last     wire.Location   // the last entry's Location
+	gaps     malformed.Fetch // the objects written, for the Prior ID Gap rules (checkProperties)
+	ranked   int             // the publisher priority the stream is ranked with; -1 before
 
 	// dog gives a Write still blocked at its bound a past stream
 	// deadline (expireWrite).
@@ -112,6 +114,10 @@ func (w *FetchWriter) WriteObject(o Object) error {
 	if err := w.follows(o.Location); err != nil {
 		return err
 	}
+	gaps, err := w.checkProperties(fo)
+	if err != nil {
+		return err
+	}
 	str, err := w.stream()
 	if err != nil {
 		return err
@@ -132,6 +138,9 @@ func (w *FetchWriter) WriteObject(o Object) error {
 		return err
 	}
 	w.started, w.last = true, o.Location
+	if fo.EndOfRange == 0 {
+		w.gaps.Record(o.Location, gaps)
+	}
 	large := fo.EndOfRange == 0 && len(o.Payload) > inlinePayload
 	if fo.EndOfRange == 0 && !large {
 		// Header and payload in one Write.
@@ -200,15 +209,27 @@ func (w *FetchWriter) entry(o Object) (wire.FetchObject, error) {
 	case o.Datagram && o.SubgroupID != 0:
 		return wire.FetchObject{}, fmt.Errorf("moqt: datagram object with Subgroup ID %d", o.SubgroupID)
 	}
-	if err := checkSentProperties(o.Location, o.Properties); err != nil {
-		return wire.FetchObject{}, err
-	}
 	prio := w.defaultPriority
 	if o.Priority.Set {
 		prio = o.Priority.Value
 	}
 	return wire.FetchObject{GroupID: o.Location.Group, ObjectID: o.Location.Object, Datagram: o.Datagram,
 		SubgroupID: o.SubgroupID, Priority: prio, Properties: o.Properties, PayloadLength: uint64(len(o.Payload))}, nil
+}
+
+// checkProperties refuses an object whose properties would make every
+// receiver take the track for malformed (§12.1): on their own (a Mandatory
+// Track Property, §3.6; IMMUTABLE_PROPERTIES against §10.7), or by Prior
+// Group ID Gap or Prior Object ID Gap against the objects before it on
+// the stream (§10.8, §10.9). It returns the object's gaps, for the
+// stream's record once written. The caller holds the turn, and has
+// checked that the entry follows the last.
+func (w *FetchWriter) checkProperties(fo wire.FetchObject) (malformed.Gaps, error) {
+	if fo.EndOfRange != 0 {
+		return malformed.Gaps{}, nil
+	}
+	gaps, e := w.gaps.Check(wire.Location{Group: fo.GroupID, Object: fo.ObjectID}, fo.Properties, w.desc)
+	return gaps, sentError(e)
 }
 
 // follows checks that an entry at l may come next (C094). The caller

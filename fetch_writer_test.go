@@ -56,15 +56,7 @@ func TestFetchHeldEntriesFlushedBeforeWait(t *testing.T) {
 // stream: the next Write, well within its grace, must not fail for it.
 func TestFetchWriterStaleWatchdogDeadline(t *testing.T) {
 	forTransports(t, func(t *testing.T, connect connector) {
-		served := make(chan error, 1)
-		h := HandlerFunc(func(r Request) {
-			fr, ok := r.(*FetchRequest)
-			if !ok {
-				DefaultHandler.ServeMOQT(r)
-				return
-			}
-			served <- serveWithStaleDeadline(fr)
-		})
+		h, served := fetchServedBy(serveWithStaleDeadline)
 		p := connect(t, &Config{Handler: h}, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -80,6 +72,21 @@ func TestFetchWriterStaleWatchdogDeadline(t *testing.T) {
 		assert.Equal(t, io.EOF, err)
 		require.NoError(t, recvOrFail(t, served))
 	})
+}
+
+// fetchServedBy is a Handler that answers each FETCH with serve, whose
+// result goes to the channel it returns, and every other request as
+// DefaultHandler does.
+func fetchServedBy(serve func(*FetchRequest) error) (Handler, <-chan error) {
+	served := make(chan error, 1)
+	return HandlerFunc(func(r Request) {
+		fr, ok := r.(*FetchRequest)
+		if !ok {
+			DefaultHandler.ServeMOQT(r)
+			return
+		}
+		served <- serve(fr)
+	}), served
 }
 
 // serveWithStaleDeadline answers r with two objects, the watchdog firing

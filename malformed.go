@@ -14,7 +14,10 @@ import (
 // the *MalformedTrackError the application sees. Each Subscription checks
 // the objects it receives and cancels itself at the first contradiction
 // (Subscription.malformedTrack). Objects are checked as the application
-// reads them (SubgroupReader.Next) and as datagrams arrive.
+// reads them (SubgroupReader.Next), as datagrams arrive and as fetch
+// streams, a FETCH's or a fill's, are read (fetchCheck). The publishing
+// side refuses what its receivers would take for malformed, before
+// anything is sent (checkSent, FetchWriter.checkProperties).
 
 // trackCheck is what a subscription has seen of its track.
 type trackCheck struct {
@@ -58,18 +61,53 @@ func trackError(e *malformed.Error) *MalformedTrackError {
 	return &MalformedTrackError{Reason: e.Reason}
 }
 
-// checkSentProperties refuses Object Properties that would make every
-// receiver take the track for malformed (§12.1): a Mandatory Track
-// Property, which has Track scope only (§3.6, C005), directly or inside
-// IMMUTABLE_PROPERTIES, and an IMMUTABLE_PROPERTIES that nests another or
-// cannot be parsed (§10.7). The publishing paths call it before anything
-// is sent or recorded.
-func checkSentProperties(loc wire.Location, props []byte) error {
-	if len(props) == 0 {
-		return nil
+// fetchCheck follows a fetch stream (§11.4.1) for the Prior Group ID Gap
+// and Prior Object ID Gap rules (§10.8, §10.9), and checks each object's
+// properties. It is owned by the stream's reader.
+type fetchCheck struct {
+	stream malformed.Fetch
+	// track is the subscription's, for a fill stream: the rules span the
+	// track, the subscription's streams and datagrams included. Nil for a
+	// FETCH's.
+	track *trackCheck
+}
+
+// object checks the stream's next object, which follows the entries
+// before it in the stream's order (fetchStream.checkEntry), and records it.
+func (c *fetchCheck) object(loc wire.Location, props []byte, descending bool) *MalformedTrackError {
+	gaps, e := c.stream.Check(loc, props, descending)
+	if e != nil {
+		return trackError(e)
 	}
-	if e := malformed.ObjectProperties(loc, props); e != nil {
-		return fmt.Errorf("moqt: %s, which makes the track malformed", e.Reason)
+	c.stream.Record(loc, gaps)
+	if c.track != nil {
+		return trackError(c.track.track.Fetched(loc, gaps))
 	}
 	return nil
 }
+
+// sentError is the error a publishing path returns for an object it
+// refuses, since every receiver would take its track for malformed
+// (§12.1).
+func sentError(e *malformed.Error) error {
+	if e == nil {
+		return nil
+	}
+	return fmt.Errorf("moqt: %s, which makes the track malformed", e.Reason)
+}
+
+// checkSent refuses an object the track is about to publish at loc, in
+// subgroup subgroup or as a datagram, that would make every receiver take
+// the track for malformed (§12.1), and records the rest: a Mandatory
+// Track Property as an Object Property, which has Track scope only (§3.6,
+// C005), directly or inside IMMUTABLE_PROPERTIES; an IMMUTABLE_PROPERTIES
+// that nests another or cannot be parsed, or that comes twice (§10.7); a
+// Prior Group ID Gap or Prior Object ID Gap twice, larger than its ID, or
+// contradicting what the track sent, as §10.8 and §10.9 list. The
+// publishing paths call it last, before anything is sent or recorded.
+func (t *LocalTrack) checkSent(loc wire.Location, subgroup uint64, datagram bool, props []byte) error {
+	return sentError(t.sent.objects.Object(loc, subgroup, datagram, props))
+}
+
+// sentCheck is what a LocalTrack published, for checkSent.
+type sentCheck struct{ objects malformed.Sent }

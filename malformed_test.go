@@ -538,7 +538,7 @@ func TestC005_MandatoryPropertyNeverSentOnObject(t *testing.T) {
 		largest, ok := lt.track.Largest()
 		require.True(t, ok)
 		assert.Equal(t, wire.Location{Group: 1, Object: 0}, largest, "a refused object is not recorded")
-		require.NoError(t, writeObject(w, 1, propsBlock(t, wire.KVList{{Type: 0x3E, Value: 1}}), []byte("next")))
+		require.NoError(t, writeObject(w, 1, propsBlock(t, wire.KVList{{Type: 0x78, Value: 1}}), []byte("next")))
 		require.NoError(t, w.Close())
 		r, err := lt.sub.AcceptSubgroup(lt.ctx)
 		require.NoError(t, err)
@@ -550,37 +550,42 @@ func TestC005_MandatoryPropertyNeverSentOnObject(t *testing.T) {
 	t.Run("fetch", func(t *testing.T) {
 		forDrafts(t, sharedDrafts, func(t *testing.T) {
 			props := propsBlock(t, wire.KVList{{Type: 0x5000, Value: 1}})
-			served := make(chan error, 1)
-			h := HandlerFunc(func(r Request) {
-				fr, ok := r.(*FetchRequest)
-				if !ok {
-					DefaultHandler.ServeMOQT(r)
-					return
+			objs := fetchWrittenBy(t, pl(0, 1), func(w *FetchWriter) error {
+				if err := w.WriteObject(Object{Location: pl(0, 0), Properties: props, Payload: []byte("bad")}); err == nil {
+					return errors.New("an object with a Mandatory Track Property was written")
 				}
-				served <- func() error {
-					if err := fr.Accept(false, pl(0, 1), nil); err != nil {
-						return err
-					}
-					w := fr.Objects()
-					if err := w.WriteObject(Object{Location: pl(0, 0), Properties: props, Payload: []byte("bad")}); err == nil {
-						return errors.New("an object with a Mandatory Track Property was written")
-					}
-					if err := w.WriteObject(pobj(0, 1, "ok")); err != nil {
-						return err
-					}
-					return w.Close()
-				}()
+				return w.WriteObject(pobj(0, 1, "ok"))
 			})
-			p := overPipe(false)(t, &Config{Handler: h}, nil)
-			f, err := p.client.Fetch(testCtx(t, fakeGuard), testTrack, wire.Params{})
-			require.NoError(t, err)
-			objs, err := readFetch(t, f)
-			assert.ErrorIs(t, err, io.EOF)
 			require.Len(t, objs, 1)
 			assert.Equal(t, pl(0, 1), objs[0].Location)
-			require.NoError(t, recvOrFail(t, served))
 		})
 	})
+}
+
+// fetchWrittenBy serves a FETCH of testTrack, over a pipe, with FETCH_OK
+// End end and a data stream that write fills before its FIN, and returns
+// the objects the fetching session reads up to that FIN. An error from
+// write fails the test.
+func fetchWrittenBy(t *testing.T, end wire.Location, write func(w *FetchWriter) error) []Object {
+	t.Helper()
+	h, served := fetchServedBy(func(fr *FetchRequest) error {
+		if err := fr.Accept(false, end, nil); err != nil {
+			return err
+		}
+		w := fr.Objects()
+		if err := write(w); err != nil {
+			w.Reset(wire.ResetInternalError)
+			return err
+		}
+		return w.Close()
+	})
+	p := overPipe(false)(t, &Config{Handler: h}, nil)
+	f, err := p.client.Fetch(testCtx(t, fakeGuard), testTrack, wire.Params{})
+	require.NoError(t, err)
+	objs, err := readFetch(t, f)
+	require.NoError(t, recvOrFail(t, served))
+	assert.ErrorIs(t, err, io.EOF)
+	return objs
 }
 
 // TestMalformedImmutableProperties: an IMMUTABLE_PROPERTIES that nests

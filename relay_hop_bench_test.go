@@ -252,5 +252,5 @@ func relayProps(t *testing.T, i int) []byte {
 	if i%3 == 0 {
 		return nil
 	}
-	return propsBlock(t, wire.KVList{{Type: 0x3e, Value: uint64(i)}})
+	return propsBlock(t, wire.KVList{{Type: 0x10, Value: uint64(i)}})
 }

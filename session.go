@@ -54,14 +54,16 @@ import (
 //     follows SETUP, once, and a blocked write ends with the session.
 //
 // The publisher's data side. Per object, a writer takes its own
-// SubgroupWriter.turn and, once per object, LocalTrack.mu (the Largest
-// Object); what it reads of each subscription (state, filter, parameters,
+// SubgroupWriter.turn and, once per object, the lock of LocalTrack.sent
+// (what the track published, for checkSent in malformed.go), then
+// LocalTrack.mu (the Largest Object); what it reads of each subscription (state, filter, parameters,
 // the subscription list) is atomic, so the per-subscription cost is no
 // lock while the subscribers keep up. turn is the one lock held across
 // stream writes, which the writer's deadlines bound and Close and Reset
 // interrupt; a backlog's drain writes with no lock held.
 //
 //	SubgroupWriter.turn
+//	  LocalTrack.sent's lock     (leaf: malformed.Sent, taken alone by WriteDatagram)
 //	  LocalTrack.mu              (join, leave, the Largest Object)
 //	    subState.mu              (a state move: establish in join)
 //	    ServedSubscription.mu    (attachTrack; filter, parameters, streams)
@@ -100,6 +102,9 @@ import (
 //   - Subscription.mu, on the data side a leaf: counters, stop codes and
 //     timers, the stall watch reading its readers' atomics.
 //   - arrival.mu (ReadObject's queue), leaf.
+//   - the lock of Subscription.checks (malformed.Track), leaf: taken by
+//     the Malformed Track checks of the subscription's streams,
+//     datagrams and fill streams.
 //
 // Fetches (fetch_client.go, subscription_fill.go): Subscription.mu, then
 // fetchData.mu (a fill's window at SUBSCRIBE_OK), then aliasRoutes.mu (a

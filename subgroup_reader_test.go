@@ -19,7 +19,7 @@ import (
 func TestSubgroupReaderReadObject(t *testing.T) {
 	forTransports(t, func(t *testing.T, connect connector) {
 		lt := subscribeTrackOver(t, connect, wire.Params{}, nil, &Config{MaxObjectSize: 100 << 10})
-		props := propsBlock(t, wire.KVList{{Type: 0x3e, Value: 7}})
+		props := propsBlock(t, wire.KVList{{Type: 0x10, Value: 7}})
 		big := bytes.Repeat([]byte("b"), 200<<10)
 		w := lt.track.OpenSubgroup(4, 0, SubgroupOptions{Properties: true})
 		go func() {

@@ -162,9 +162,12 @@ func (w *SubgroupWriter) acquire() error {
 // its Priority, when set, must be the subgroup's effective Publisher
 // Priority, since objects of a subgroup share their stream's (§5.1). A
 // status object carries neither properties nor payload, and no object
-// carries a Mandatory Track Property (§3.6) or an IMMUTABLE_PROPERTIES that
-// would make the track malformed (§10.7). WriteObject does not keep o's
-// slices once it returns: the caller may reuse them at once.
+// carries a Mandatory Track Property (§3.6), IMMUTABLE_PROPERTIES that
+// would make the track malformed (§10.7), or a Prior Group ID Gap or
+// Prior Object ID Gap that would (§10.8, §10.9): one given twice, larger
+// than its ID, or contradicting the objects the track published before.
+// WriteObject does not keep o's slices once it returns: the caller may
+// reuse them at once.
 func (w *SubgroupWriter) WriteObject(o Object) error {
 	if err := w.checkObject(o); err != nil {
 		return err
@@ -465,7 +468,7 @@ func (w *SubgroupWriter) check(o wire.SubgroupObject) error {
 	case len(o.Properties) > 0 && !w.opts.Properties:
 		return errors.New("moqt: object properties on a subgroup opened without Properties")
 	}
-	return checkSentProperties(wire.Location{Group: w.group, Object: o.ObjectID}, o.Properties)
+	return w.track.checkSent(wire.Location{Group: w.group, Object: o.ObjectID}, w.subgroup, false, o.Properties)
 }
 
 // priority is the Publisher Priority objects of this subgroup carry.

@@ -29,7 +29,7 @@ func arrivalProps(g, o uint64) []byte {
 	if o%2 == 0 {
 		return nil
 	}
-	b, _ := wire.KVList{{Type: 0x3e, Value: g<<32 | o}}.Append(nil)
+	b, _ := wire.KVList{{Type: 0x10, Value: g<<32 | o}}.Append(nil)
 	return b
 }
 

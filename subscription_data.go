@@ -227,6 +227,7 @@ func (sub *Subscription) queueFillLocked(slot *fillSlot, r *fetchStream) {
 		f.data.window, f.data.desc = fillWindowLocked(sub, slot, false)
 	}
 	f.data.malformed = sub.malformedTrack
+	f.data.track = &sub.checks
 	r.watch.clock = &sub.stall
 	r.watch.touched.Store(sub.stall.now())
 	r.onEnd = func() { sub.fillEnded(r) }

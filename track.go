@@ -43,6 +43,9 @@ type LocalTrack struct {
 	store atomic.Pointer[func(Object)]
 	// cache is SetCache's, and the End of Track (track_cache.go).
 	cache trackCache
+	// sent is what the track published, for the Malformed Track checks of
+	// what it publishes (malformed.go).
+	sent sentCheck
 }
 
 // The lock order, the publisher's side included, is in session.go (// Lock order:).
@@ -383,9 +386,6 @@ func (t *LocalTrack) WriteDatagram(o Object) error {
 		return fmt.Errorf("moqt: datagram object with Subgroup ID %d", o.SubgroupID)
 	}
 	loc := o.Location
-	if err := checkSentProperties(loc, o.Properties); err != nil {
-		return err
-	}
 	prio := t.priority
 	if o.Priority.Set {
 		prio = o.Priority.Value
@@ -405,6 +405,9 @@ func (t *LocalTrack) WriteDatagram(o Object) error {
 	// §11.2.1 forbids, whatever the alias.
 	buf, err := d.Append(nil)
 	if err != nil {
+		return err
+	}
+	if err := t.checkSent(loc, 0, true, o.Properties); err != nil {
 		return err
 	}
 	t.noteObject(loc)

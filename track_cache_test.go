@@ -53,7 +53,7 @@ func TestTrackCacheCursor(t *testing.T) {
 		tr.SetCache(CacheLimits{Objects: 100})
 		sg := tr.OpenSubgroup(0, 4, SubgroupOptions{Priority: wire.Some[uint8](9), Properties: true})
 		require.NoError(t, sg.WriteObject(Object{Location: wire.Location{Group: 0, Object: 0}, SubgroupID: 4,
-			Properties: []byte{0x3e, 0x01}, Payload: []byte("a")}))
+			Properties: []byte{0x10, 0x01}, Payload: []byte("a")}))
 		ow, err := sg.BeginObject(1, 4, nil)
 		require.NoError(t, err)
 		_, err = ow.Write([]byte("bc"))
@@ -86,7 +86,7 @@ func TestTrackCacheCursor(t *testing.T) {
 		require.NoError(t, end.WriteObject(Object{Location: wire.Location{Group: 3}, Status: wire.ObjectEndOfTrack}))
 
 		o00 := Object{Location: wire.Location{Group: 0, Object: 0}, SubgroupID: 4, Priority: wire.Some[uint8](9),
-			Properties: []byte{0x3e, 0x01}, Payload: []byte("a")}
+			Properties: []byte{0x10, 0x01}, Payload: []byte("a")}
 		o01 := Object{Location: wire.Location{Group: 0, Object: 1}, SubgroupID: 4, Priority: wire.Some[uint8](9), Payload: []byte("bcde")}
 		dg := Object{Location: wire.Location{Group: 1, Object: 0}, Priority: wire.Some[uint8](defaultPublisherPriority),
 			Payload: []byte("dg"), Datagram: true}

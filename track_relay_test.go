@@ -126,7 +126,7 @@ func TestLocalTrackOnObject(t *testing.T) {
 		require.NoError(t, err)
 		var log objectLog
 		track.OnObject(log.store)
-		props, err := wire.KVList{{Type: 0x3E, Value: 1}}.Append(nil)
+		props, err := wire.KVList{{Type: 0x10, Value: 1}}.Append(nil)
 		require.NoError(t, err)
 
 		// Before anyone subscribes: stored all the same.

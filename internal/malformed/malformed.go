@@ -28,8 +28,13 @@
 //
 // And, from §3.6 and §10.7, an object whose Object Properties hold a
 // Mandatory Track Property (C005), or an IMMUTABLE_PROPERTIES that nests
-// another or cannot be parsed. (An unparseable outer block is a
-// PROTOCOL_VIOLATION the codec reports, §11.1.3.)
+// another, cannot be parsed or comes twice. (An unparseable outer block is
+// a PROTOCOL_VIOLATION the codec reports, §11.1.3.) From §10.8 and §10.9,
+// the Prior Group ID Gap and Prior Object ID Gap rules: each property once
+// per object and no larger than its ID (properties.go), and against the
+// rest of the track, on the subscription's streams, datagrams and fill
+// streams (Track), or along one fetch stream (Fetch) (gaps.go). Sent
+// applies the same rules to what a publisher sends.
 //
 // Condition 6, the same object received twice with a different payload or
 // immutable properties, is not checked: it needs every payload kept or
@@ -51,20 +56,23 @@
 // FIN as a final object (conditions 2, 3 and the FIN form of 4); the other
 // checks go on.
 //
-// Memory is bounded: a Track remembers at most checkedGroups groups, in
-// each at most checkedSubgroups subgroups and the Object IDs of the last
-// checkedDatagrams datagrams, forgetting the oldest first; about 40 KB at
-// most. Forgetting only loses evidence: what is forgotten cannot
-// contradict a later object, so the checks never report a well-formed
-// track.
+// Memory is bounded: a Track (or Sent) remembers at most checkedGroups
+// groups, in each at most checkedSubgroups subgroups, the Object IDs of
+// the last checkedDatagrams datagrams, the group's Prior Group ID Gap, the
+// ranges of its last checkedGapRanges Prior Object ID Gaps and the first
+// and last Object IDs its fill streams brought, forgetting the oldest
+// first; about 45 KB at most. A Fetch is a few fields. Forgetting only
+// loses evidence: what is forgotten cannot contradict a later object, so
+// the checks never report a well-formed track.
 //
 // The per-object path is field comparisons and atomic operations on state
-// found once per stream; it allocates nothing. It imports only the wire
+// found once per stream, but for an object that carries a Prior ID Gap or
+// falls in a group that had a Prior Object ID Gap, which takes the Track's
+// lock; it allocates nothing. It imports only the wire
 // codec and the standard library.
 package malformed
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -78,14 +86,12 @@ type Error struct{ Reason string }
 
 func (e *Error) Error() string { return "malformed track: " + e.Reason }
 
-// errFound stops a Key-Value-Pair walk once a fault is found.
-var errFound = errors.New("malformed: property found")
-
 // Bounds of what one subscription remembers of its track.
 const (
 	checkedGroups    = 32 // groups, the oldest forgotten first
 	checkedSubgroups = 16 // subgroups per group, the oldest forgotten first
 	checkedDatagrams = 16 // Object IDs of the latest datagrams per group
+	checkedGapRanges = 8  // ranges of the latest Prior Object ID Gaps per group
 )
 
 // Track is what a subscription has seen of its track. The zero value is
@@ -98,10 +104,13 @@ type Track struct {
 	// groupsSeen is the largest Group ID received, plus one; 0 for none.
 	groupsSeen atomic.Uint64
 
-	mu     sync.Mutex // guards groups, order, next and what groupCheck says it guards
+	mu     sync.Mutex // guards groups, order, next, groupGaps and what groupCheck says it guards
 	groups map[uint64]*groupCheck
 	order  [checkedGroups]uint64 // the Group IDs in groups, a ring from next
 	next   int
+	// groupGaps is set once a group remembered a Prior Group ID Gap: new
+	// groups then look for themselves in the gaps (gaps.go).
+	groupGaps bool
 }
 
 // groupCheck is what a subscription has seen of one group.
@@ -122,6 +131,9 @@ type groupCheck struct {
 	dgIDs     [checkedDatagrams]uint64 // Object IDs of datagrams, a ring
 	dgCount   int                      // datagrams recorded, up to checkedDatagrams
 	dgNext    int
+
+	// The Prior ID Gap rules' (gaps.go).
+	priorGaps
 }
 
 // subgroupCheck is what a subscription has seen of one subgroup.
@@ -147,10 +159,10 @@ func malformed(format string, args ...any) *Error {
 }
 
 // groupLocked returns the state of group id, remembering it, and forgetting the
-// oldest group when full. t.mu is held.
-func (t *Track) groupLocked(id uint64) *groupCheck {
+// oldest group when full; fresh reports it was not remembered. t.mu is held.
+func (t *Track) groupLocked(id uint64) (g *groupCheck, fresh bool) {
 	if g := t.groups[id]; g != nil {
-		return g
+		return g, false
 	}
 	if t.groups == nil {
 		t.groups = make(map[uint64]*groupCheck, checkedGroups)
@@ -158,11 +170,11 @@ func (t *Track) groupLocked(id uint64) *groupCheck {
 	if len(t.groups) == checkedGroups {
 		delete(t.groups, t.order[t.next])
 	}
-	g := &groupCheck{}
+	g = &groupCheck{}
 	t.groups[id] = g
 	t.order[t.next] = id
 	t.next = (t.next + 1) % checkedGroups
-	return g
+	return g, true
 }
 
 // subgroupLocked returns the state of subgroup id of g, remembering it,
@@ -192,22 +204,26 @@ func (g *groupCheck) seenLocked() uint64 {
 }
 
 // hasSubgroupObjectLocked reports whether an object with Object ID id is
-// known to have arrived on a subgroup stream of g. A subgroup whose IDs
-// have gaps only vouches for its first and largest. t.mu is held.
+// known to have arrived on a subgroup stream of g. t.mu is held.
 func (g *groupCheck) hasSubgroupObjectLocked(id uint64) bool {
+	_, ok := g.subgroupObjectWithinLocked(id, id)
+	return ok
+}
+
+// subgroupObjectWithinLocked returns an Object ID from lo to hi known to
+// have arrived on a subgroup stream of g. A subgroup whose IDs have gaps
+// only vouches for its first and largest. t.mu is held.
+func (g *groupCheck) subgroupObjectWithinLocked(lo, hi uint64) (uint64, bool) {
 	for _, sg := range g.subgroups {
 		if sg == nil {
 			continue
 		}
-		seen := sg.seen.Load()
-		if seen == 0 || id < sg.first || id >= seen {
-			continue
-		}
-		if id == sg.first || id == seen-1 || !sg.gaps.Load() {
-			return true
+		seen := sg.seen.Load() // before gaps, which is set before seen moves
+		if id, ok := runWithin(seen != 0, sg.first, seen-1, sg.gaps.Load(), lo, hi); ok {
+			return id, true
 		}
 	}
-	return false
+	return 0, false
 }
 
 // addDatagramLocked records that object id of g arrived as a datagram.
@@ -245,9 +261,14 @@ func raise(v *atomic.Uint64, x uint64) {
 // Objects are recorded before the finals are read, and finals before the
 // records are read (setGroupFinal, setEndOfTrack), so whichever of two
 // contradicting objects comes second sees the first.
-func (t *Track) object(g *groupCheck, sg *subgroupCheck, loc wire.Location, status wire.ObjectStatus, props []byte) *Error {
+//
+// before is the Object ID of the object before it on its stream, plus one;
+// 0 for none.
+func (t *Track) object(g *groupCheck, sg *subgroupCheck, loc wire.Location, status wire.ObjectStatus, props []byte, before uint64) *Error {
+	var gaps Gaps
 	if len(props) > 0 {
-		if e := checkObjectProperties(loc, props); e != nil {
+		var e *Error
+		if gaps, e = checkObjectProperties(loc, props); e != nil {
 			return e
 		}
 	}
@@ -259,6 +280,16 @@ func (t *Track) object(g *groupCheck, sg *subgroupCheck, loc wire.Location, stat
 		}
 	} else {
 		raise(&g.dgSeen, id+1)
+	}
+	// Recorded above before the flag is read, as priorGapsLocked sets it
+	// before it reads the records (gaps.go).
+	if gaps.any() || g.hasRanges.Load() {
+		t.mu.Lock()
+		e := t.priorGapsLocked(g, loc, gaps, before)
+		t.mu.Unlock()
+		if e != nil {
+			return e
+		}
 	}
 	if f := g.final.Load(); f != 0 && id >= f {
 		return malformed("object %v after the final object %d of group %d", loc, f-1, loc.Group) // 4
@@ -322,16 +353,23 @@ func (t *Track) Datagram(d *wire.ObjectDatagram) *Error {
 	loc := wire.Location{Group: d.GroupID, Object: d.ObjectID}
 	raise(&t.groupsSeen, d.GroupID+1)
 	t.mu.Lock()
-	g := t.groupLocked(d.GroupID)
+	g, fresh := t.groupLocked(d.GroupID)
 	// Recorded before the streams are searched, as stream objects record
 	// themselves before looking here (Stream.Object).
 	g.addDatagramLocked(d.ObjectID)
 	onStream := g.hasSubgroupObjectLocked(d.ObjectID)
+	var gap *Error
+	if fresh {
+		gap = t.inGroupGapLocked(loc)
+	}
 	t.mu.Unlock()
 	if onStream {
 		return malformed("object %v received as a datagram and on a subgroup stream", loc) // 7
 	}
-	if e := t.object(g, nil, loc, d.Status, d.Properties); e != nil {
+	if gap != nil {
+		return gap
+	}
+	if e := t.object(g, nil, loc, d.Status, d.Properties, 0); e != nil {
 		return e
 	}
 	if d.EndOfGroup {
@@ -356,35 +394,44 @@ type Stream struct {
 func (c *Stream) begin(t *Track, loc wire.Location, subgroup uint64, priority uint8) *Error {
 	raise(&t.groupsSeen, loc.Group+1)
 	t.mu.Lock()
-	g := t.groupLocked(loc.Group)
+	g, freshGroup := t.groupLocked(loc.Group)
 	sg, fresh := g.subgroupLocked(subgroup, priority)
 	if !fresh {
 		sg.gaps.Store(true)
 	}
 	sg.first = min(sg.first, loc.Object)
+	var gap *Error
+	if freshGroup {
+		gap = t.inGroupGapLocked(loc)
+	}
 	t.mu.Unlock()
 	c.t, c.g, c.sg, c.started = t, g, sg, true
 	if sg.priority != priority {
 		return malformed("subgroup %d of group %d has Publisher Priority %d on one stream and %d on another",
 			subgroup, loc.Group, sg.priority, priority) // 1
 	}
-	return nil
+	return gap
 }
 
 // Object checks the next object of the stream against t, the Track of
 // its subscription, and records it. priority is the stream's Publisher
 // Priority, the header's or the track's default.
 func (c *Stream) Object(t *Track, loc wire.Location, subgroup uint64, priority uint8, status wire.ObjectStatus, props []byte) *Error {
-	if !c.started {
+	var before uint64 // the stream's previous Object ID plus one; 0 for none
+	switch {
+	case !c.started:
 		if e := c.begin(t, loc, subgroup, priority); e != nil {
 			return e
 		}
-	} else if loc.Object != c.prev+1 && !c.gaps {
+	case loc.Object != c.prev+1 && !c.gaps:
 		c.gaps = true
 		c.sg.gaps.Store(true)
+		fallthrough
+	default:
+		before = c.prev + 1
 	}
 	c.prev = loc.Object
-	if e := t.object(c.g, c.sg, loc, status, props); e != nil {
+	if e := t.object(c.g, c.sg, loc, status, props, before); e != nil {
 		return e
 	}
 	if c.g.datagrams.Load() {
@@ -418,65 +465,6 @@ func (c *Stream) Fin(group uint64, endOfGroup, partial bool) *Error {
 	}
 	if endOfGroup {
 		return c.t.setGroupFinal(c.g, wire.Location{Group: group, Object: last})
-	}
-	return nil
-}
-
-// Object Properties faults that make a Track malformed.
-const (
-	propsOK          = iota
-	propsMandatory   // a Mandatory Track Property (§3.6)
-	propsNested      // IMMUTABLE_PROPERTIES inside IMMUTABLE_PROPERTIES (§10.7)
-	propsUnparseable // IMMUTABLE_PROPERTIES that cannot be parsed (§10.7)
-)
-
-// ObjectProperties reports what in an Object Properties block would make
-// the track of the object at loc malformed: a Mandatory Track Property, or
-// an IMMUTABLE_PROPERTIES that nests another or cannot be parsed. A
-// publisher checks what it is about to send with it; block must be a
-// well-formed sequence of Key-Value-Pairs, as the codec requires anyway.
-func ObjectProperties(loc wire.Location, block []byte) *Error {
-	return checkObjectProperties(loc, block)
-}
-
-// checkObjectProperties looks through an Object Properties block, and
-// the IMMUTABLE_PROPERTIES in it, for what makes a track malformed. The
-// codec has already parsed the outer block.
-func checkObjectProperties(loc wire.Location, block []byte) *Error {
-	fault, typ := propsOK, uint64(0)
-	inner := func(kv wire.KeyValue) error {
-		switch {
-		case wire.IsMandatoryTrackProperty(kv.Type):
-			fault, typ = propsMandatory, kv.Type
-		case kv.Type == wire.PropImmutableProperties:
-			fault = propsNested
-		default:
-			return nil
-		}
-		return errFound
-	}
-	_ = wire.WalkKV(block, func(kv wire.KeyValue) error {
-		switch {
-		case wire.IsMandatoryTrackProperty(kv.Type):
-			fault, typ = propsMandatory, kv.Type
-			return errFound
-		case kv.Type == wire.PropImmutableProperties:
-			if err := wire.WalkKV(kv.Bytes, inner); err != nil && fault == propsOK {
-				fault = propsUnparseable
-			}
-			if fault != propsOK {
-				return errFound
-			}
-		}
-		return nil
-	})
-	switch fault {
-	case propsMandatory:
-		return malformed("object %v carries Mandatory Track Property 0x%x as an Object Property", loc, typ) // C005
-	case propsNested:
-		return malformed("object %v has IMMUTABLE_PROPERTIES inside IMMUTABLE_PROPERTIES", loc)
-	case propsUnparseable:
-		return malformed("object %v has IMMUTABLE_PROPERTIES that cannot be parsed", loc)
 	}
 	return nil
 }

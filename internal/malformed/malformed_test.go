@@ -22,11 +22,11 @@ func propsBlock(t *testing.T, l wire.KVList) []byte {
 }
 
 // TestMalformedCheckHotPathAllocs: once a stream has begun, checking its
-// objects allocates nothing, with Object Properties or without; nor does
-// checking a datagram of a group already seen.
+// objects allocates nothing, with Object Properties or without, Prior ID
+// Gaps included; nor does checking a datagram of a group already seen.
 func TestMalformedCheckHotPathAllocs(t *testing.T) {
 	props := propsBlock(t, wire.KVList{{Type: wire.PropImmutableProperties,
-		Bytes: propsBlock(t, wire.KVList{{Type: 0x3E, Value: 2}})}, {Type: 0x3C, Value: 1}})
+		Bytes: propsBlock(t, wire.KVList{{Type: 0x3E, Value: 0}})}, {Type: 0x3C, Value: 0}})
 	var tc Track
 	var c Stream
 	require.Nil(t, c.Object(&tc, wire.Location{Group: 1}, 0, 5, wire.ObjectNormal, nil))
@@ -52,7 +52,7 @@ func TestMalformedCheckHotPathAllocs(t *testing.T) {
 // BenchmarkMalformedCheck measures the Malformed Track checks of one
 // object on a stream already begun, without and with Object Properties.
 func BenchmarkMalformedCheck(b *testing.B) {
-	props, err := wire.KVList{{Type: 0x3C, Value: 1}, {Type: 0x3E, Value: 2}}.Append(nil)
+	props, err := wire.KVList{{Type: 0x3C, Value: 1}, {Type: 0x3E, Value: 0}}.Append(nil)
 	require.NoError(b, err)
 	for _, bc := range []struct {
 		name  string
@@ -105,9 +105,10 @@ func TestMalformedCheckBounded(t *testing.T) {
 }
 
 // step is one thing a subscription receives: an object on stream s (a
-// fresh Stream per index), that stream's FIN, or a datagram.
+// fresh Stream per index), that stream's FIN, a datagram, or an object on
+// a fill stream.
 type step struct {
-	s        int // stream index; -1 for a datagram
+	s        int // stream index; -1 for a datagram, -2 for a fill object
 	loc      wire.Location
 	subgroup uint64
 	prio     uint8
@@ -138,6 +139,11 @@ func run(steps []step) int {
 	for i, st := range steps {
 		var e *Error
 		switch {
+		case st.s == -2:
+			var gaps Gaps
+			if gaps, e = checkObjectProperties(st.loc, st.props); e == nil {
+				e = tc.Fetched(st.loc, gaps)
+			}
 		case st.s < 0:
 			e = tc.Datagram(&wire.ObjectDatagram{GroupID: st.loc.Group, ObjectID: st.loc.Object,
 				Status: st.status, Properties: st.props, EndOfGroup: st.eog})
@@ -170,7 +176,7 @@ func TestMalformedConditions(t *testing.T) {
 		Bytes: propsBlock(t, wire.KVList{{Type: wire.PropImmutableProperties, Bytes: []byte{}}})}})
 	unparseable := propsBlock(t, wire.KVList{{Type: wire.PropImmutableProperties, Bytes: []byte{0x3C}}})
 	fine := propsBlock(t, wire.KVList{{Type: wire.PropImmutableProperties,
-		Bytes: propsBlock(t, wire.KVList{{Type: 0x3E, Value: 2}})}, {Type: 0x3C, Value: 1}})
+		Bytes: propsBlock(t, wire.KVList{{Type: 0x3E, Value: 0}})}, {Type: 0x3C, Value: 1}})
 	withProps := func(st step, p []byte) step { st.props = p; return st }
 	eogDatagram := dg(1, 2)
 	eogDatagram.eog = true
