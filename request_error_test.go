@@ -26,6 +26,14 @@ func requireFitted(t *testing.T, got string) {
 	assert.True(t, strings.HasPrefix(longReason, got))
 }
 
+// expectFittedDone reads a PUBLISH_DONE with code and longReason cut.
+func expectFittedDone(t *testing.T, fs *fakeStream, code wire.PublishDoneCode) {
+	t.Helper()
+	done := expect[*wire.PublishDone](fs)
+	assert.Equal(t, code, done.StatusCode)
+	requireFitted(t, done.ErrorReason)
+}
+
 func TestFitReason(t *testing.T) {
 	assert.Equal(t, "short", wire.FitReason("short"))
 	ascii := strings.Repeat("x", 2000)
@@ -64,9 +72,7 @@ func TestLongReasonsAreCut(t *testing.T) {
 			expect[*wire.SubscribeOK](fs)
 			fs.send(&wire.RequestUpdate{RequestID: 2, Parameters: wire.Params{SubscriberPriority: wire.Some[uint8](3)}})
 			requireFitted(t, expect[*wire.RequestError](fs).ErrorReason)
-			done := expect[*wire.PublishDone](fs)
-			assert.Equal(t, wire.DoneUpdateFailed, done.StatusCode)
-			requireFitted(t, done.ErrorReason)
+			expectFittedDone(t, fs, wire.DoneUpdateFailed)
 		})
 	})
 	t.Run("done", func(t *testing.T) {
@@ -77,9 +83,7 @@ func TestLongReasonsAreCut(t *testing.T) {
 			expect[*wire.SubscribeOK](fs)
 			ss := recvOrFail(t, served)
 			require.NoError(t, ss.End(wire.DoneTrackEnded, longReason))
-			done := expect[*wire.PublishDone](fs)
-			assert.Equal(t, wire.DoneTrackEnded, done.StatusCode)
-			requireFitted(t, done.ErrorReason)
+			expectFittedDone(t, fs, wire.DoneTrackEnded)
 		})
 	})
 }
