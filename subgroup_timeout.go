@@ -77,7 +77,7 @@ func trackTimeouts(props wire.KVList) deliveryTimeouts {
 // withObjectProperties overrides d with the timeouts set as Object
 // Properties of a subgroup's first object (§10.1, §10.2), looked for
 // inside IMMUTABLE_PROPERTIES too (§10.7). The publishing paths have
-// checked the block (checkSentProperties); pairs after one that does not
+// checked the block (LocalTrack.checkSent); pairs after one that does not
 // parse are not searched (wire.LookupProperty).
 func (d deliveryTimeouts) withObjectProperties(props []byte) deliveryTimeouts {
 	if len(props) == 0 {
