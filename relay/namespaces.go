@@ -83,16 +83,13 @@ func sessionLevel(ns wire.Namespace) bool {
 	return len(ns) > 0 && bytes.Equal(ns[0], []byte(".session"))
 }
 
-// visibleTo reports whether e is offered to a subscriber on s: by a source
-// other than s itself, so that no session is told of its own namespaces.
+// visibleTo reports whether e is offered to a SUBSCRIBE_NAMESPACE
+// subscriber on s. A namespace s itself published here is, "echoing back
+// Track Namespaces under the prefix that have been published to it"
+// (§4.1); one only an upstream s told the relay of is not sent back to s.
 func (e *nsEntry) visibleTo(s *moqt.Session) bool {
-	if e.outside > 0 {
+	if e.outside > 0 || len(e.local) > 0 {
 		return true
-	}
-	for a := range e.local {
-		if a.s != s {
-			return true
-		}
 	}
 	for _, from := range e.remote {
 		if from != s {

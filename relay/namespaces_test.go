@@ -143,6 +143,7 @@ func TestC054_PublishNamespaceForwardedToSubscribers(t *testing.T) {
 		require.NoError(t, err)
 		ann := announceNS(t, pc, live)
 		assert.Equal(t, published(live), nextEvent(t, before), "a subscriber whose prefix matches hears of it as it comes")
+		assert.Equal(t, published(live), nextEvent(t, own), "echoed back to the announcer's own SUBSCRIBE_NAMESPACE (§4.1)")
 
 		late, _ := n.dial("/late", nil)
 		after, err := subscribeNS(t, late, wire.NewNamespace(), false, wire.Params{})
@@ -152,7 +153,7 @@ func TestC054_PublishNamespaceForwardedToSubscribers(t *testing.T) {
 		require.NoError(t, ann.Close())
 		assert.Equal(t, withdrawn(live), nextEvent(t, before), "withdrawn: NAMESPACE_DONE")
 		assert.Equal(t, withdrawn(live), nextEvent(t, after))
-		noEvent(t, own, 200*time.Millisecond) // never echoed to the announcer
+		assert.Equal(t, withdrawn(live), nextEvent(t, own))
 		noEvent(t, elsewhere, time.Millisecond)
 		for _, s := range []*moqt.NamespaceSubscription{before, elsewhere, own, after} {
 			require.NoError(t, s.Close())
