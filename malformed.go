@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -86,6 +87,14 @@ func (c *fetchCheck) object(loc wire.Location, props []byte, descending bool) *M
 	return nil
 }
 
+// ErrMalformingObject is wrapped by the error of a publishing call refused
+// because every receiver would take the track for malformed (§12.1): an
+// object contradicting what the track published before, or properties no
+// object may carry. A relay that gets it for an object from upstream has a
+// Malformed Track to report, such as two publishers of the track whose
+// objects contradict each other.
+var ErrMalformingObject = errors.New("it makes the track malformed")
+
 // sentError is the error a publishing path returns for an object it
 // refuses, since every receiver would take its track for malformed
 // (§12.1).
@@ -93,7 +102,7 @@ func sentError(e *malformed.Error) error {
 	if e == nil {
 		return nil
 	}
-	return fmt.Errorf("moqt: %s, which makes the track malformed", e.Reason)
+	return fmt.Errorf("moqt: %s, which %w", e.Reason, ErrMalformingObject)
 }
 
 // checkSent refuses an object the track is about to publish at loc, in

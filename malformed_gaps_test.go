@@ -286,6 +286,7 @@ func TestPriorGapsNeverSent(t *testing.T) {
 			err := writeObject(w, 3, props, []byte("bad"))
 			require.Error(t, err, "WriteObject, %s", want)
 			assert.Contains(t, err.Error(), want)
+			assert.ErrorIs(t, err, ErrMalformingObject)
 			_, err = w.BeginObject(3, 3, props)
 			assert.ErrorContains(t, err, want, "BeginObject")
 		}

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bytes"
+	"fmt"
 	"hash/maphash"
 	"testing"
 	"testing/synctest"
@@ -202,4 +203,39 @@ func TestDatagramDuplicateWithFingerprintOverwritten(t *testing.T) {
 		_, conflict = o.note(fingerprintOf(&obj, 2, fp.hash), true, true)
 		assert.NotEmpty(t, conflict, "the same Location on a subgroup stream")
 	})
+}
+
+// TestC077_PublishersContradictingGapsMalformed: objects of two publishers
+// of a track that contradict each other, as one's Prior Group ID Gap and
+// the other's object inside it (§10.8), make the track malformed, and the
+// relay ends its downstream subscriptions with MALFORMED_TRACK (§12.1),
+// on streams and datagrams alike.
+func TestC077_PublishersContradictingGapsMalformed(t *testing.T) {
+	for _, datagram := range []bool{false, true} {
+		t.Run(fmt.Sprintf("datagram=%v", datagram), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := &countingMetrics{drops: map[string]int{}, requests: map[string]int{}}
+				n := startNode(t, "moqt", Config{Metrics: m}, nil)
+				a, b, _, sub := n.twoPublishers(t)
+				gap, err := wire.KVList{{Type: wire.PropPriorGroupIDGap, Value: 2}}.Append(nil)
+				require.NoError(t, err)
+				w := a.track.OpenSubgroup(10, 0, moqt.SubgroupOptions{Properties: true})
+				require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Group: 10}, Properties: gap, Payload: []byte("g10")}))
+				require.NoError(t, w.Close())
+				_, err = readSubgroup(t, sub)
+				require.NoError(t, err)
+				synctest.Wait()
+				// Group 9 is in the gap group 10 announced.
+				nine := moqt.Object{Location: wire.Location{Group: 9}, Payload: []byte("g9")}
+				if datagram {
+					require.NoError(t, b.track.WriteDatagram(nine))
+				} else {
+					w := b.track.OpenSubgroup(9, 0, moqt.SubgroupOptions{})
+					require.NoError(t, w.WriteObject(nine))
+					require.NoError(t, w.Close())
+				}
+				assertMalformed(t, n, sub, m)
+			})
+		})
+	}
 }

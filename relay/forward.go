@@ -245,6 +245,13 @@ func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj m
 		if !streamed {
 			o.forget(obj.Location)
 		}
+		if errors.Is(err, moqt.ErrMalformingObject) {
+			// Objects of the track's publishers contradict each other
+			// (§10.8, §10.9): a Malformed Track (§12.1).
+			out.w.Reset(wire.ResetMalformedTrack)
+			out.w = nil
+			return stepStop, err.Error()
+		}
 		reg.met.Dropped(DropWriteFailed, 1)
 		track.SetLargest(obj.Location) // received, if not forwarded (§9.20.18)
 		out.w.Reset(wire.ResetInternalError)
@@ -377,6 +384,10 @@ func (o *outputs) datagrams(u *upstream) {
 			continue
 		}
 		if err := track.WriteDatagram(obj); err != nil {
+			if errors.Is(err, moqt.ErrMalformingObject) {
+				o.malformed(err.Error())
+				continue
+			}
 			reg.met.Dropped(DropDatagram, 1)
 			track.SetLargest(obj.Location)
 			continue
