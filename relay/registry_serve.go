@@ -30,7 +30,14 @@ func (reg *registry) serveSubscribe(r *moqt.SubscribeRequest) {
 			e.mu.Unlock()
 			continue
 		case e.track != nil:
+			idle := len(e.downs)+e.waiters == 0
 			e.mu.Unlock()
+			if idle {
+				// Announcers that came while the track had no
+				// subscriber were not asked (addPublisher): they are
+				// now, every matching publisher being (§7.5).
+				reg.subscribeAnnouncers(e)
+			}
 			if reg.acceptDown(e, r, fwd, false) {
 				return
 			}
@@ -103,6 +110,22 @@ func (reg *registry) serveSubscribe(r *moqt.SubscribeRequest) {
 		reg.unhold(r.Session())
 		if done {
 			return
+		}
+	}
+}
+
+// subscribeAnnouncers sends SUBSCRIBE to every session whose
+// PUBLISH_NAMESPACE matches the track and that is not asked for it yet.
+func (reg *registry) subscribeAnnouncers(e *trackEntry) {
+	anns := reg.announcersOf(e.name.Namespace)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.dead {
+		return
+	}
+	for _, s := range anns {
+		if !e.hasUpstream(s) {
+			e.startUpstream(s)
 		}
 	}
 }

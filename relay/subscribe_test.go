@@ -167,6 +167,57 @@ func TestC062_NewAnnouncementSubscribedForMatchingTracks(t *testing.T) {
 	})
 }
 
+// TestC053_AnnouncerOfIdleTrackSubscribed: an announcer that came while
+// the relay had the track but no subscriber to it, a track PUBLISHed by
+// another publisher or one lingering, is sent SUBSCRIBE when a subscriber
+// comes, every matching publisher being asked (§7.5).
+func TestC053_AnnouncerOfIdleTrackSubscribed(t *testing.T) {
+	publishTrack := func(t *testing.T, n *node) {
+		tr := newTrack(t, testTrack)
+		pc, _ := n.dial("/p1", nil)
+		_, err := publishTo(t, pc, tr, wire.Params{})
+		require.NoError(t, err)
+	}
+	for _, tc := range []struct {
+		name   string
+		before func(t *testing.T, n *node) // makes the relay have the track, idle
+		after  func(t *testing.T, n *node) // the same, after the announcement
+	}{
+		{"announced before a PUBLISH", nil, publishTrack},
+		{"announced after a PUBLISH", publishTrack, nil},
+		{"announced while lingering", func(t *testing.T, n *node) {
+			a := n.newPublisher("/a", testTrack, nil)
+			n.announce(a, wire.NewNamespace("live"))
+			c, _ := n.dial("/first", nil)
+			sub, err := subscribe(t, c, testTrack, wire.Params{})
+			require.NoError(t, err)
+			require.NoError(t, sub.Close())
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := startNode(t, "moqt", Config{}, nil)
+				if tc.before != nil {
+					tc.before(t, n)
+					synctest.Wait()
+				}
+				p2 := n.newPublisher("/p2", testTrack, nil)
+				announceNS(t, p2.client, wire.NewNamespace("live"))
+				if tc.after != nil {
+					tc.after(t, n)
+				}
+				synctest.Wait()
+				require.Equal(t, 1, n.relay.trackCount(), "the relay has the track")
+				assert.Empty(t, p2.subscribes(), "nobody subscribes yet")
+				c, _ := n.dial("/sub", nil)
+				_, err := subscribe(t, c, testTrack, wire.Params{})
+				require.NoError(t, err)
+				settled(t, "the announcer is asked", func() bool { return len(p2.subscribes()) == 1 })
+			})
+		})
+	}
+}
+
 func TestRendezvous(t *testing.T) {
 	t.Run("absent", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
