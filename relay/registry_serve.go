@@ -238,8 +238,23 @@ func (reg *registry) acceptDown(e *trackEntry, r *moqt.SubscribeRequest, fwd, wa
 	e.stopLingerLocked()
 	e.updateForwardLocked() // before SUBSCRIBE_OK: Forward 1 upstream (§7.5)
 	track := e.track
-	if fwd {
-		e.awaitForwardLocked(r.Context())
+	e.awaitUpstreamLocked(r.Context(), fwd)
+	switch {
+	case e.dead:
+		// Every upstream failed meanwhile: routed again.
+		delete(e.downs, d)
+		e.mu.Unlock()
+		return false
+	case !e.establishedLocked():
+		delete(e.downs, d)
+		e.checkIdleLocked()
+		e.mu.Unlock()
+		if r.Context().Err() != nil {
+			reg.reqDone(KindSubscribe, OutcomeCancelled)
+			return true
+		}
+		reg.refuse(r, wire.ReqInternalError, "no publisher answered in time", OutcomeRefused)
+		return true
 	}
 	e.mu.Unlock()
 

@@ -115,17 +115,19 @@ func (e *trackEntry) removeWaiterLocked(s *moqt.Session, fwd bool) {
 	}
 }
 
-// awaitForwardLocked waits, within Config.UpstreamTimeout, until an
-// Established upstream is at Forward 1. While every upstream is at
-// Forward 0 the publishers send nothing, so the track's Largest Object is
-// stale; SUBSCRIBE_OK must report the current one (§9.20.18), which
-// comes with the answer to the REQUEST_UPDATE that sets Forward 1
-// (noteLargestLocked), and a Next Object filter resolves against it.
-// e.mu is held, and released while waiting.
-func (e *trackEntry) awaitForwardLocked(ctx context.Context) {
+// awaitUpstreamLocked waits, within Config.UpstreamTimeout, until an
+// upstream is Established, as SUBSCRIBE_OK needs (§7.4): the last one may
+// have ended while another's SUBSCRIBE is in flight. With fwd it also
+// waits until an Established upstream is at Forward 1. While every
+// upstream is at Forward 0 the publishers send nothing, so the track's
+// Largest Object is stale; SUBSCRIBE_OK must report the current one
+// (§9.20.18), which comes with the answer to the REQUEST_UPDATE that sets
+// Forward 1 (noteLargestLocked), and a Next Object filter resolves against
+// it. e.mu is held, and released while waiting.
+func (e *trackEntry) awaitUpstreamLocked(ctx context.Context, fwd bool) {
 	t := time.NewTimer(e.reg.cfg.UpstreamTimeout)
 	defer t.Stop()
-	for !e.dead && !e.forwardingLocked() {
+	for !e.dead && !(e.establishedLocked() && (!fwd || e.forwardingLocked())) {
 		if e.forwarding == nil {
 			e.forwarding = make(chan struct{})
 		}
@@ -144,6 +146,17 @@ func (e *trackEntry) awaitForwardLocked(ctx context.Context) {
 	}
 }
 
+// establishedLocked reports whether an upstream subscription is
+// Established and not being closed.
+func (e *trackEntry) establishedLocked() bool {
+	for u := range e.ups {
+		if u.sub != nil && !u.closing {
+			return true
+		}
+	}
+	return false
+}
+
 // forwardingLocked reports whether an Established upstream is at Forward
 // 1, or none is Established (a SUBSCRIBE in flight carries Forward 1).
 func (e *trackEntry) forwardingLocked() bool {
@@ -160,7 +173,7 @@ func (e *trackEntry) forwardingLocked() bool {
 	return !established
 }
 
-// forwardChangedLocked wakes the SUBSCRIBEs waiting in awaitForwardLocked.
+// forwardChangedLocked wakes the SUBSCRIBEs waiting in awaitUpstreamLocked.
 func (e *trackEntry) forwardChangedLocked() {
 	if e.forwarding != nil {
 		close(e.forwarding)

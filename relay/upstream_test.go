@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -304,6 +305,51 @@ func TestTrackEndsWhenLastPublisherLeavesBeforeAnotherAnswers(t *testing.T) {
 		assert.Equal(t, wire.DoneTrackEnded, doneCode(t, sub))
 		settled(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
 	})
+}
+
+// TestC046_SubscribeOKWaitsForEstablishedUpstream: a SUBSCRIBE that comes
+// when the track's only Established publisher has left, another's
+// SUBSCRIBE still in flight, is answered once that one is Established
+// (§7.4: no SUBSCRIBE_OK without an Established upstream); when it fails
+// instead, the SUBSCRIBE is routed again and finds no publisher.
+func TestC046_SubscribeOKWaitsForEstablishedUpstream(t *testing.T) {
+	for _, refused := range []bool{false, true} {
+		t.Run(fmt.Sprintf("refused=%v", refused), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := startNode(t, "moqt", Config{}, nil)
+				a := n.newPublisher("/a", testTrack, nil)
+				n.announce(a, wire.NewNamespace("live"))
+				c, _ := n.dial("/sub", nil)
+				_, err := subscribe(t, c, testTrack, wire.Params{})
+				require.NoError(t, err)
+				b := n.newPublisher("/b", testTrack, nil)
+				hold := b.setHold()
+				if refused {
+					b.setRefuse(wire.ReqUninterested)
+				}
+				n.announce(b, wire.NewNamespace("live"))
+				settled(t, "SUBSCRIBE to b in flight", func() bool { return len(b.subscribes()) == 1 })
+				// a leaves without ending the track: b may yet carry it.
+				require.NoError(t, a.client.Close())
+				synctest.Wait()
+				c2, _ := n.dial("/sub2", nil)
+				second := asyncSubscribe(t, c2, testTrack, wire.Params{})
+				synctest.Wait()
+				select {
+				case r := <-second:
+					t.Fatalf("answered with no Established upstream: %v", r.err)
+				default:
+				}
+				close(hold)
+				r := <-second
+				if refused {
+					assert.Error(t, r.err)
+					return
+				}
+				require.NoError(t, r.err)
+			})
+		})
+	}
 }
 
 // TestPublishedDownstreamForwardFollowed: a subscription the relay offers
