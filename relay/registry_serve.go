@@ -272,7 +272,10 @@ func (reg *registry) acceptDown(e *trackEntry, r *moqt.SubscribeRequest, fwd, wa
 	}
 	e.mu.Lock()
 	d.ss = ss
-	if g := r.Params.NewGroupRequest; g.Set && !waiter { // a waiter's went with the SUBSCRIBE
+	if g := r.Params.NewGroupRequest; g.Set {
+		// A waiter's may have gone with the upstream SUBSCRIBE, which
+		// newGroupLocked finds covering it; one that came while that
+		// SUBSCRIBE was in flight goes now (§9.20.20).
 		e.newGroupLocked(g.Value)
 	}
 	dead := e.dead

@@ -105,6 +105,7 @@ func (e *trackEntry) startUpstream(s *moqt.Session) {
 	}
 	if g := e.waitNewGroup; g.Set { // §9.20.20: passed on when subscribing
 		params.NewGroupRequest = g
+		u.sentNewGroup = g
 	}
 	reg.log.Debug("relay: upstream", "event", "subscribe", "track", e.name.String(), "forward", u.sent)
 	reg.goRun(func() {
@@ -167,8 +168,15 @@ func (e *trackEntry) upstreamEstablished(u *upstream, sub *moqt.Subscription) {
 		_ = sub.Close()
 		return
 	}
-	if l, ok := sub.Largest(); ok { // §9.20.18
+	l, hasLargest := sub.Largest()
+	if hasLargest { // §9.20.18
 		e.track.SetLargest(l)
+	}
+	if g := u.sentNewGroup; g.Set && !e.newGroup.Set {
+		// The NEW_GROUP_REQUEST the SUBSCRIBE carried is outstanding:
+		// the waiters' it covers are not sent again, those that came
+		// while it was in flight are (acceptDown, newGroupLocked).
+		e.newGroup, e.newGroupAt = g, l.Group
 	}
 	e.updateForwardLocked()
 	e.checkIdleLocked()

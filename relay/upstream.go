@@ -30,6 +30,8 @@ type upstream struct {
 	// goroutine sends them, one REQUEST_UPDATE at a time.
 	newGroup     wire.Opt[uint64]
 	newGroupBusy bool
+	// sentNewGroup is the NEW_GROUP_REQUEST the SUBSCRIBE carried.
+	sentNewGroup wire.Opt[uint64]
 	// group is one more than the largest Group ID the publisher sent a
 	// subgroup or datagram of; 0 for none yet (aheadOf).
 	group atomic.Uint64

@@ -283,6 +283,68 @@ func TestC073_C074_NewGroupRequestPassedOn(t *testing.T) {
 	})
 }
 
+// TestC073_NewGroupRequestOfLaterWaiter: a NEW_GROUP_REQUEST of a
+// SUBSCRIBE that came while the upstream SUBSCRIBE was in flight, which
+// therefore did not carry it, goes upstream once that one is Established
+// (§9.20.20); one the upstream SUBSCRIBE carried is not sent again.
+func TestC073_NewGroupRequestOfLaterWaiter(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		first, second wire.Opt[uint64]
+		sent          wire.Opt[uint64] // with the upstream SUBSCRIBE
+		updates       int              // REQUEST_UPDATEs with NEW_GROUP_REQUEST
+	}{
+		{"second asks", wire.Opt[uint64]{}, wire.Some[uint64](0), wire.Opt[uint64]{}, 1},
+		{"first asks", wire.Some[uint64](0), wire.Opt[uint64]{}, wire.Some[uint64](0), 0},
+		{"both ask", wire.Some[uint64](0), wire.Some[uint64](0), wire.Some[uint64](0), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := startNode(t, "moqt", Config{}, nil)
+				tr, err := moqt.NewLocalTrack(testTrack, wire.KVList{{Type: wire.PropDynamicGroups, Value: 1}})
+				require.NoError(t, err)
+				var mu sync.Mutex
+				var subs []*moqt.SubscribeRequest
+				updates := 0
+				hold := make(chan struct{})
+				h := moqt.HandlerFunc(func(r moqt.Request) {
+					sr := r.(*moqt.SubscribeRequest)
+					mu.Lock()
+					subs = append(subs, sr)
+					mu.Unlock()
+					<-hold
+					_, _ = tr.Accept(sr, moqt.AcceptOptions{OnUpdate: func(_ *moqt.ServedSubscription, p *wire.Params) error {
+						if p.NewGroupRequest.Set {
+							mu.Lock()
+							updates++
+							mu.Unlock()
+						}
+						return nil
+					}})
+				})
+				_, ps := n.dial("/pub", h)
+				n.relay.reg.addAnnouncer(ps, wire.NewNamespace("live"))
+				writeGroup(t, tr, 3, 1) // Largest Group 3 at the publisher
+				c1, _ := n.dial("/sub1", nil)
+				c2, _ := n.dial("/sub2", nil)
+				r1 := asyncSubscribe(t, c1, testTrack, wire.Params{NewGroupRequest: tc.first})
+				settled(t, "upstream SUBSCRIBE in flight", func() bool { mu.Lock(); defer mu.Unlock(); return len(subs) == 1 })
+				r2 := asyncSubscribe(t, c2, testTrack, wire.Params{NewGroupRequest: tc.second})
+				synctest.Wait()
+				close(hold)
+				require.NoError(t, (<-r1).err)
+				require.NoError(t, (<-r2).err)
+				synctest.Wait()
+				mu.Lock()
+				defer mu.Unlock()
+				require.Len(t, subs, 1)
+				assert.Equal(t, tc.sent, subs[0].Params.NewGroupRequest, "with the upstream SUBSCRIBE")
+				assert.Equal(t, tc.updates, updates, "REQUEST_UPDATEs with NEW_GROUP_REQUEST")
+			})
+		})
+	}
+}
+
 // TestTrackEndsWhenLastPublisherLeavesBeforeAnotherAnswers: the only
 // Established publisher ends while another's SUBSCRIBE is in flight, which
 // is then refused: the track ends as the first did.
