@@ -82,8 +82,12 @@ func pumpFetch(ctx context.Context, cur fetchCursor, f *filter.Filter, w *FetchW
 	for {
 		o, err := b.next(cur)
 		if ctx.Err() != nil {
-			w.fail(wire.ResetCancelled, context.Cause(ctx))
-			return context.Cause(ctx)
+			cause, code := context.Cause(ctx), wire.ResetCancelled
+			if errors.As(cause, new(*MalformedTrackError)) {
+				code = wire.ResetMalformedTrack // the track's end as Malformed (§12.1)
+			}
+			w.fail(code, cause)
+			return cause
 		}
 		if errors.Is(err, io.EOF) {
 			return w.Close()

@@ -46,6 +46,55 @@ type LocalTrack struct {
 	// sent is what the track published, for the Malformed Track checks of
 	// what it publishes (malformed.go).
 	sent sentCheck
+	// fetches are the FETCHes the track serves from its cache, which End
+	// resets when it ends the track as Malformed (§12.1).
+	fetches fetchAborts
+}
+
+// fetchAborts ends the FETCHes a track serves, at once, on its end as a
+// Malformed Track: at once, since a cache that drops the track's objects
+// right after would otherwise let them end with a FIN.
+type fetchAborts struct {
+	mu      sync.Mutex // a leaf
+	err     error      // set once the track ended as Malformed
+	cancels map[*context.CancelCauseFunc]struct{}
+}
+
+// add registers the cancel of a FETCH being served; it is called at once
+// if the track has ended as Malformed. The returned func unregisters it.
+func (a *fetchAborts) add(cancel context.CancelCauseFunc) (remove func()) {
+	a.mu.Lock()
+	if err := a.err; err != nil {
+		a.mu.Unlock()
+		cancel(err)
+		return func() {}
+	}
+	if a.cancels == nil {
+		a.cancels = map[*context.CancelCauseFunc]struct{}{}
+	}
+	a.cancels[&cancel] = struct{}{}
+	a.mu.Unlock()
+	return func() {
+		a.mu.Lock()
+		delete(a.cancels, &cancel)
+		a.mu.Unlock()
+	}
+}
+
+// abort cancels, with err, every FETCH registered and those to come.
+func (a *fetchAborts) abort(err error) {
+	a.mu.Lock()
+	if a.err != nil {
+		a.mu.Unlock()
+		return
+	}
+	a.err = err
+	cancels := a.cancels
+	a.cancels = nil
+	a.mu.Unlock()
+	for c := range cancels {
+		(*c)(err)
+	}
 }
 
 // The lock order, the publisher's side included, is in session.go (// Lock order:).
@@ -361,7 +410,14 @@ func (t *LocalTrack) groupBegun(prev wire.Location, known bool, l wire.Location)
 // each PUBLISH_DONE is written or, past Config.PublishDoneTimeout, its
 // request stream reset. A session whose draft lacks code gets the nearest
 // code it has (SUBSCRIPTION_ENDED is INTERNAL_ERROR from draft 20 on).
+// With MALFORMED_TRACK, the FETCHes the track serves from its cache
+// (Fetch), now and later, are reset with MALFORMED_TRACK too (§12.1).
 func (t *LocalTrack) End(code wire.PublishDoneCode, reason string) {
+	if code == wire.DoneMalformedTrack {
+		// "reset any fetch streams with Status Code MALFORMED_TRACK"
+		// (§12.1): the FETCHes served from the track's cache too.
+		t.fetches.abort(&MalformedTrackError{Reason: reason})
+	}
 	var wg sync.WaitGroup
 	for _, ss := range t.snapshot() {
 		wg.Go(func() { _ = ss.End(ss.sess.rules.doneCode(code), reason) })

@@ -287,7 +287,12 @@ func (t *LocalTrack) Fetch(r *FetchRequest) error {
 	}
 	desc := r.Params.GroupOrder.Set && r.Params.GroupOrder.Value == wire.GroupOrderDescending
 	budget := fillBudgetOf(&r.Params, r.sess.cfg.FillTimeout)
-	return pumpFetch(r.ctx, r.sess.serving.cursor(t, w, desc), f, r.w, budget)
+	// Ended as well by the track's end as Malformed (End), which resets
+	// the stream with MALFORMED_TRACK.
+	ctx, cancel := context.WithCancelCause(r.ctx)
+	defer cancel(nil)
+	defer t.fetches.add(cancel)()
+	return pumpFetch(ctx, r.sess.serving.cursor(t, w, desc), f, r.w, budget)
 }
 
 // cursor returns the entries of window w in the order desc gives

@@ -470,3 +470,44 @@ func TestC045_FetchAuthorized(t *testing.T) {
 		assert.Zero(t, upstreamTokens.Load(), "the requester's tokens stay at the relay")
 	})
 }
+
+// TestC077_CacheFetchResetWhenTrackMalformed: a FETCH the relay serves
+// from its cache, still waiting on an open subgroup, is reset with
+// MALFORMED_TRACK when the track turns out Malformed (§12.1: "reset any
+// fetch streams with Status Code MALFORMED_TRACK"), not ended with a FIN.
+func TestC077_CacheFetchResetWhenTrackMalformed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, pub, c, sub := liveSubscription(t, "moqt")
+		open := pub.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
+		require.NoError(t, open.WriteObject(moqt.Object{Location: wire.Location{}, Payload: []byte("a")}))
+		w := pub.track.OpenSubgroup(1, 0, moqt.SubgroupOptions{})
+		require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Group: 1}, Payload: []byte("b")}))
+		require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Group: 1, Object: 1}, Status: wire.ObjectEndOfGroup}))
+		require.NoError(t, w.Close())
+		synctest.Wait()
+		ctx := fetchCtx(t)
+		f, err := c.Fetch(ctx, testTrack, wire.Params{FillTimeout: wire.Some[uint64](30_000)})
+		require.NoError(t, err)
+		read := make(chan error, 1)
+		go func() {
+			_, err := readFetch(ctx, f)
+			read <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-read:
+			t.Fatalf("the fetch ended before the track did: %v", err)
+		default: // waiting on the open subgroup 0
+		}
+		// An object past group 1's End of Group: Malformed (§12.1).
+		past := pub.track.OpenSubgroup(1, 1, moqt.SubgroupOptions{})
+		require.NoError(t, past.WriteObject(moqt.Object{Location: wire.Location{Group: 1, Object: 5}, SubgroupID: 1, Payload: []byte("past")}))
+		require.Equal(t, wire.DoneMalformedTrack, doneCode(t, sub))
+		var se *moqt.StreamError
+		err = <-read
+		require.ErrorAs(t, err, &se, "reset, not a FIN")
+		assert.Equal(t, wire.ResetMalformedTrack, se.Code)
+		_ = past.Close()
+		_ = open.Close()
+	})
+}

@@ -350,9 +350,21 @@ func (o *outputs) endStream(out *output, src *source, err error) {
 	o.e.reg.met.Dropped(DropIncomplete, 1)
 	var mal *moqt.MalformedTrackError
 	if errors.As(err, &mal) {
-		// Nothing of a Malformed Track is passed on (§12.1).
-		out.w.Reset(wire.ResetMalformedTrack)
+		// Nothing of a Malformed Track is passed on (§12.1). The track
+		// ends as Malformed before the subgroup is reset: its End resets
+		// the FETCHes its cache serves, which the reset would complete
+		// with a FIN instead. End is network I/O: out.mu is let go.
+		w := out.w
 		out.w = nil
+		out.mu.Unlock()
+		o.e.mu.Lock()
+		track := o.e.track
+		o.e.mu.Unlock()
+		if track != nil {
+			track.End(wire.DoneMalformedTrack, "malformed track upstream")
+		}
+		w.Reset(wire.ResetMalformedTrack)
+		out.mu.Lock()
 		return
 	}
 	code := wire.ResetInternalError

@@ -411,7 +411,7 @@ func (reg *registry) isUpstream(s *moqt.Session) bool {
 func (reg *registry) dropLocked(e *trackEntry) {
 	e.dead = true
 	reg.note.markTrack(e.name)
-	if e.track != nil && !reg.cfg.NoCache {
+	if e.track != nil && !reg.cfg.NoCache && !e.keepCache {
 		// The track serves no new FETCH from here on; a fetch already
 		// reading the cache goes on over what it holds.
 		e.track.SetCache(moqt.CacheLimits{})

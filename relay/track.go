@@ -53,6 +53,9 @@ type trackEntry struct {
 	doneReason string
 	linger     *time.Timer
 	dead       bool
+	// keepCache has dropLocked leave the cache to shutdown, which drops
+	// it once the track's End has reset what it serves.
+	keepCache bool
 	// forwarding is closed, and replaced, whenever an Established
 	// upstream's Forward state or the set of upstreams changes: a
 	// SUBSCRIBE waits on it for an upstream at Forward 1, whose Largest
@@ -346,15 +349,34 @@ func (e *trackEntry) shutdown(code wire.PublishDoneCode, reason string) {
 		return
 	}
 	ups := e.closeUpstreamsLocked()
-	track := e.track
-	if track == nil {
+	end := func() {}
+	if e.track == nil {
 		e.failLocked(&moqt.RequestError{Code: wire.ReqGoingAway, Reason: reason})
 	} else {
-		e.reg.dropLocked(e)
+		end = e.dropForEndLocked(code, reason)
 	}
 	e.mu.Unlock()
 	closeAll(ups)
-	if track != nil {
+	end()
+}
+
+// dropForEndLocked drops e, whose track ends with code, from the registry
+// and returns what ends the track, to call once e.mu is released. A
+// Malformed Track's End resets the FETCHes its cache serves (§12.1), so
+// its cache goes only after that End, or they would end with a FIN over
+// what the cache held. e.mu is held.
+func (e *trackEntry) dropForEndLocked(code wire.PublishDoneCode, reason string) func() {
+	track := e.track
+	malformed := code == wire.DoneMalformedTrack
+	e.keepCache = malformed
+	e.reg.dropLocked(e)
+	return func() {
+		if track == nil {
+			return
+		}
 		track.End(code, reason)
+		if malformed && !e.reg.cfg.NoCache {
+			track.SetCache(moqt.CacheLimits{})
+		}
 	}
 }

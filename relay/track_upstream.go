@@ -244,13 +244,10 @@ func (e *trackEntry) upstreamEnded(u *upstream, err error) {
 		reason = "publisher gone; its track restarted by another"
 	}
 	others := e.closeUpstreamsLocked()
-	track := e.track
-	reg.dropLocked(e)
+	end := e.dropForEndLocked(code, reason)
 	e.mu.Unlock()
 	closeAll(others)
-	if track != nil {
-		track.End(code, reason)
-	}
+	end()
 }
 
 // restartedLocked reports whether no publisher left has reached the
