@@ -395,11 +395,15 @@ func (sub *Subscription) handle(m wire.Message, rej *wire.RejectError) error {
 		if m.StreamCount == sub.sess.rules.prof.UnknownStreamCount {
 			d.StreamCount = unknownStreamCount // 2^62−1 on 18/19
 		}
+		// Terminated before finished is set: a counted stream arriving
+		// meanwhile ends the data plane once finished is set
+		// (noteStream), and a read that sees that end finds the
+		// subscription's end already there.
+		sub.peerEnded = true
+		sub.terminate(d)
 		sub.mu.Lock()
 		sub.finished = d
 		sub.mu.Unlock()
-		sub.peerEnded = true
-		sub.terminate(d)
 		sub.release()
 		return nil // the publisher's FIN follows
 	case *wire.Goaway:

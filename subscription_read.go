@@ -100,8 +100,10 @@ func (sub *Subscription) ReadObject(ctx context.Context) (Object, error) {
 	return it.obj, nil
 }
 
-// endErr is the subscription's error, once it has one: after the session
-// ended the subscription may take a moment to record why.
+// endErr is the subscription's error, once it has one, never nil: after
+// the session ended, or once the data plane ended (AcceptSubgroup,
+// AcceptFill, ReadDatagram), the subscription may take a moment to record
+// why.
 func (sub *Subscription) endErr(ctx context.Context) error {
 	select {
 	case <-sub.done:
@@ -183,7 +185,7 @@ func (sub *Subscription) AcceptSubgroup(ctx context.Context) (*SubgroupReader, e
 				select {
 				case r = <-sub.incoming:
 				default:
-					return nil, sub.Err()
+					return nil, sub.endErr(ctx)
 				}
 			case <-ctx.Done():
 				return nil, ctx.Err()
@@ -228,7 +230,7 @@ func (sub *Subscription) ReadDatagram(ctx context.Context) (Object, error) {
 			if d, ok := sub.datagrams.pop(); ok {
 				return d, nil
 			}
-			return Object{}, sub.Err()
+			return Object{}, sub.endErr(ctx)
 		case <-ctx.Done():
 			return Object{}, ctx.Err()
 		}
@@ -274,7 +276,7 @@ func (sub *Subscription) AcceptFill(ctx context.Context) (*Fetch, error) {
 			if f != nil {
 				return f, nil
 			}
-			return nil, sub.Err()
+			return nil, sub.endErr(ctx)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
