@@ -29,6 +29,8 @@ type registry struct {
 	// publishAcceptedHook, set by tests, runs between a PUBLISH_OK and
 	// the track's registration.
 	publishAcceptedHook func()
+	// joinHook, set by tests, runs before a waiter's SUBSCRIBE_OK.
+	joinHook func()
 
 	mu       sync.Mutex
 	closed   bool

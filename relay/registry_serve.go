@@ -227,7 +227,16 @@ func (reg *registry) await(e *trackEntry, r *moqt.SubscribeRequest, fwd bool, ho
 func (reg *registry) acceptDown(e *trackEntry, r *moqt.SubscribeRequest, fwd, waiter bool) bool {
 	e.mu.Lock()
 	if waiter {
+		// Still joining until answered: the upstream's objects wait for
+		// it (awaitJoined).
+		e.joining++
 		e.removeWaiterLocked(r.Session(), fwd)
+		defer func() {
+			e.mu.Lock()
+			e.joining--
+			e.joinedLocked()
+			e.mu.Unlock()
+		}()
 	}
 	if e.dead {
 		e.mu.Unlock()
@@ -257,6 +266,9 @@ func (reg *registry) acceptDown(e *trackEntry, r *moqt.SubscribeRequest, fwd, wa
 		return true
 	}
 	e.mu.Unlock()
+	if waiter && reg.joinHook != nil {
+		reg.joinHook()
+	}
 
 	ss, err := track.Accept(r, moqt.AcceptOptions{OnUpdate: func(_ *moqt.ServedSubscription, p *wire.Params) error {
 		if err := reg.authorizeUpdate(r, p); err != nil {

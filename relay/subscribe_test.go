@@ -218,6 +218,39 @@ func TestC053_AnnouncerOfIdleTrackSubscribed(t *testing.T) {
 	}
 }
 
+// TestColdJoinGetsTheFirstObjects: a SUBSCRIBE that waited for the
+// relay's upstream joins the track before the upstream's objects are
+// forwarded, so objects the publisher sends at once are not published to
+// a track the subscriber has not joined yet, which would leave them out
+// (its SUBSCRIBE_OK then reporting a Largest Object past them). Under CPU
+// load the browser interop test lost a cold joiner's whole group so.
+func TestColdJoinGetsTheFirstObjects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{}, nil)
+		pub := n.newPublisher("/pub", testTrack, nil)
+		n.announce(pub, wire.NewNamespace("live"))
+		answering := make(chan struct{})
+		proceed := make(chan struct{})
+		release := sync.OnceFunc(func() { close(proceed) })
+		defer release()
+		n.relay.reg.joinHook = func() {
+			close(answering)
+			<-proceed
+		}
+		c, _ := n.dial("/sub", nil)
+		subscribed := asyncSubscribe(t, c, testTrack, wire.Params{})
+		<-answering // the upstream is Established; the waiter not answered yet
+		writeGroup(t, pub.track, 0, 4)
+		synctest.Wait()
+		release()
+		res := <-subscribed
+		require.NoError(t, res.err)
+		objs, err := readSubgroup(t, res.sub)
+		require.NoError(t, err, "the group, whole, with its FIN")
+		assert.Len(t, objs, 4)
+	})
+}
+
 func TestRendezvous(t *testing.T) {
 	t.Run("absent", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {

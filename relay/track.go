@@ -39,6 +39,10 @@ type trackEntry struct {
 	waiters     int
 	waitForward int
 	waiting     map[*moqt.Session]int
+	// joining counts the waiters being answered (acceptDown); joined is
+	// closed once waiters and joining are both 0 (awaitJoined).
+	joining int
+	joined  chan struct{}
 	// accepting counts, per session, the PUBLISHes for the track that
 	// servePublish accepts: from before their PUBLISH_OK until they are
 	// among ups. Namespace limits count them (offeredLocked).
@@ -115,6 +119,45 @@ func (e *trackEntry) removeWaiterLocked(s *moqt.Session, fwd bool) {
 	}
 	if e.waiters == 0 {
 		e.waitNewGroup = wire.Opt[uint64]{}
+	}
+	e.joinedLocked()
+}
+
+// joinWait bounds how long an Established upstream's objects wait for the
+// SUBSCRIBEs that waited for it to join the track (awaitJoined).
+const joinWait = time.Second
+
+// joinedLocked wakes awaitJoined once no waiter is left to join.
+func (e *trackEntry) joinedLocked() {
+	if e.waiters+e.joining == 0 && e.joined != nil {
+		close(e.joined)
+		e.joined = nil
+	}
+}
+
+// awaitJoined waits, within joinWait, until the SUBSCRIBEs that waited for
+// an upstream have joined the track (acceptDown) or left: an upstream's
+// objects are forwarded only then, so that a subscriber who asked before
+// the first object arrived gets it, whatever the goroutines' order (on
+// draft 18 no LARGEST_OBJECT tells it what it missed).
+func (e *trackEntry) awaitJoined() {
+	t := time.NewTimer(joinWait)
+	defer t.Stop()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for e.waiters+e.joining > 0 && !e.dead {
+		if e.joined == nil {
+			e.joined = make(chan struct{})
+		}
+		ch := e.joined
+		e.mu.Unlock()
+		select {
+		case <-ch:
+		case <-t.C:
+			e.mu.Lock()
+			return
+		}
+		e.mu.Lock()
 	}
 }
 

@@ -66,6 +66,7 @@ func (u *upstream) reachesLocked(g uint64) bool {
 // run forwards u's subgroups and datagrams until the subscription ends, then
 // ends the track downstream if u was its last publisher.
 func (u *upstream) run() {
+	u.e.awaitJoined()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
