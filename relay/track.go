@@ -141,24 +141,9 @@ func (e *trackEntry) joinedLocked() {
 // the first object arrived gets it, whatever the goroutines' order (on
 // draft 18 no LARGEST_OBJECT tells it what it missed).
 func (e *trackEntry) awaitJoined() {
-	t := time.NewTimer(joinWait)
-	defer t.Stop()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for e.waiters+e.joining > 0 && !e.dead {
-		if e.joined == nil {
-			e.joined = make(chan struct{})
-		}
-		ch := e.joined
-		e.mu.Unlock()
-		select {
-		case <-ch:
-		case <-t.C:
-			e.mu.Lock()
-			return
-		}
-		e.mu.Lock()
-	}
+	e.waitLocked(context.Background(), joinWait, &e.joined, func() bool { return e.waiters+e.joining == 0 })
 }
 
 // awaitUpstreamLocked waits, within Config.UpstreamTimeout, until an
@@ -171,13 +156,23 @@ func (e *trackEntry) awaitJoined() {
 // Forward 1 (noteLargestLocked), and a Next Object filter resolves against
 // it. e.mu is held, and released while waiting.
 func (e *trackEntry) awaitUpstreamLocked(ctx context.Context, fwd bool) {
-	t := time.NewTimer(e.reg.cfg.UpstreamTimeout)
+	e.waitLocked(ctx, e.reg.cfg.UpstreamTimeout, &e.forwarding, func() bool {
+		return e.establishedLocked() && (!fwd || e.forwardingLocked())
+	})
+}
+
+// waitLocked waits, within d and ctx, until e is dead or done reports
+// true, looking again each time *sig (made here on demand) is closed by
+// whoever changes what done reads. e.mu is held, and released while
+// waiting.
+func (e *trackEntry) waitLocked(ctx context.Context, d time.Duration, sig *chan struct{}, done func() bool) {
+	t := time.NewTimer(d)
 	defer t.Stop()
-	for !e.dead && !(e.establishedLocked() && (!fwd || e.forwardingLocked())) {
-		if e.forwarding == nil {
-			e.forwarding = make(chan struct{})
+	for !e.dead && !done() {
+		if *sig == nil {
+			*sig = make(chan struct{})
 		}
-		ch := e.forwarding
+		ch := *sig
 		e.mu.Unlock()
 		select {
 		case <-ch:
