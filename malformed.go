@@ -120,3 +120,20 @@ func (t *LocalTrack) checkSent(loc wire.Location, subgroup uint64, datagram bool
 
 // sentCheck is what a LocalTrack published, for checkSent.
 type sentCheck struct{ objects malformed.Sent }
+
+// malformedTrack cancels every subscription to track and every FETCH of
+// it, except the ones that found the Malformed Track (§12.1: "it MUST
+// cancel any corresponding subscription or fetches for that Track from
+// that publisher").
+func (s *Session) malformedTrack(track wire.FullTrackName, e *MalformedTrackError, bySub *Subscription, byFetch *Fetch) {
+	for _, sub := range s.routes.boundTo(track) {
+		if sub != bySub {
+			sub.cancelMalformed(e)
+		}
+	}
+	for _, f := range s.fetches.fetchesOf(track) {
+		if f != byFetch {
+			f.cancelWith(e, wire.ResetMalformedTrack)
+		}
+	}
+}

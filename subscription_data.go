@@ -534,23 +534,6 @@ func (sub *Subscription) malformedTrack(e *MalformedTrackError) {
 	sub.sess.malformedTrack(sub.track, e, sub, nil)
 }
 
-// malformedTrack cancels every subscription to track and every FETCH of
-// it, except the ones that found the Malformed Track (§12.1: "it MUST
-// cancel any corresponding subscription or fetches for that Track from
-// that publisher").
-func (s *Session) malformedTrack(track wire.FullTrackName, e *MalformedTrackError, bySub *Subscription, byFetch *Fetch) {
-	for _, sub := range s.routes.boundTo(track) {
-		if sub != bySub {
-			sub.cancelMalformed(e)
-		}
-	}
-	for _, f := range s.fetches.fetchesOf(track) {
-		if f != byFetch {
-			f.cancelWith(e, wire.ResetMalformedTrack)
-		}
-	}
-}
-
 // cancelMalformed cancels the subscription for a Malformed Track:
 // RESET_STREAM and STOP_SENDING on its request stream (§6.4.2.3) and
 // STOP_SENDING on its data streams, taken or not, all with
