@@ -10,6 +10,12 @@ import "github.com/moqt-go/moqt/wire"
 // Properties) unless the reader's doc says the slice is the caller's
 // buffer or is valid only until the next read; a writer does not keep
 // either slice after it returns, so the caller may reuse them at once.
+//
+// An Object read from a subscription's streams or datagrams also remembers
+// when it arrived. Written on as it is, as a relay does, its
+// OBJECT_DELIVERY_TIMEOUT and the track's MAX_CACHE_DURATION run from that
+// arrival, not from the write (§5.2, §10.3); an Object built afresh runs
+// them from its write.
 type Object struct {
 	// Location is the object's Group ID and Object ID.
 	Location wire.Location
@@ -53,4 +59,11 @@ type Object struct {
 	// or ErrObjectTooLarge for a stream this end stopped. No other field
 	// is set. The subscription goes on. Writers refuse such an entry.
 	Incomplete error
+
+	// arrived is when a reader decoded the object's header (mono.Now),
+	// 0 for an object the application made. A relay writing the object
+	// on passes it along, so that OBJECT_DELIVERY_TIMEOUT and
+	// MAX_CACHE_DURATION run from the object's receipt, not from its
+	// write (§5.2, §10.3).
+	arrived int64
 }

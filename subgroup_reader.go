@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/internal/readahead"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
@@ -156,6 +157,7 @@ func (r *SubgroupReader) object(o wire.SubgroupObject) Object {
 		Priority:   wire.Some(r.prio),
 		Status:     o.Status,
 		Properties: o.Properties,
+		arrived:    mono.Now(),
 	}
 }
 

@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -106,6 +107,10 @@ type SubgroupWriter struct {
 	// timeouts are the publisher's delivery timeouts: the Track
 	// Properties, overridden by the first object's Object Properties.
 	timeouts deliveryTimeouts
+	// cacheWindow is how long after its receipt a relayed object may
+	// still start going out: the track's MAX_CACHE_DURATION (§10.3),
+	// 0 for none.
+	cacheWindow time.Duration
 
 	// sq writes to the streams and queues what they do not take in time
 	// (served_backlog.go); Close and Reset interrupt it (stopped) before they
@@ -245,7 +250,16 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, whole *Obje
 		return err
 	}
 	loc := wire.Location{Group: w.group, Object: o.ObjectID}
-	w.track.noteSubgroupObject(w, loc, whole, begun)
+	// received is when a relay received the object it writes on: its
+	// timeouts and its time in the cache run from then (§5.2, §10.3).
+	var received, expiry int64
+	if whole != nil && whole.arrived != 0 {
+		received = whole.arrived
+		if w.cacheWindow != 0 {
+			expiry = received + int64(w.cacheWindow)
+		}
+	}
+	w.track.noteSubgroupObject(w, loc, whole, cmp.Or(received, begun))
 	w.pend = true
 	meta := filter.Object{Location: loc, SubgroupID: w.subgroup, PublisherPriority: w.priority(), Properties: o.Properties}
 	first := !w.started
@@ -260,7 +274,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, whole *Obje
 	// First the streams that get the object, so that each write knows
 	// whether others wait on it.
 	w.targets = w.targets[:0]
-	var provided int64 // when the header was provided, if a timeout needs it
+	provided := received // when the header was received or provided, if a timeout needs it
 	subs := w.outsInOrder()
 	for i, ss := range subs {
 		out := w.byPos[i]
@@ -302,6 +316,11 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, whole *Obje
 				provided = mono.Now()
 			}
 			out.deadline = provided + int64(millis(timeout))
+		}
+		if expiry != 0 && (out.deadline == 0 || expiry < out.deadline) {
+			// Not to start going out once expired: in a backlog, it
+			// is reset as a late object is.
+			out.deadline = expiry
 		}
 		w.targets = append(w.targets, out)
 	}

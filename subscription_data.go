@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/moqt-go/moqt/internal/filter"
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -155,6 +156,7 @@ func (sub *Subscription) deliverDatagram(d wire.ObjectDatagram) {
 		Payload:    d.Payload,
 		Datagram:   true,
 		EndOfGroup: d.EndOfGroup,
+		arrived:    mono.Now(),
 	}
 	if d.DefaultPriority {
 		obj.Priority.Value = sub.publisherPriority()

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/mono"
@@ -437,7 +438,10 @@ func (t *LocalTrack) End(code wire.PublishDoneCode, reason string) {
 // or END_OF_GROUP. Object Properties are refused as WriteObject refuses
 // them. WriteDatagram does not keep o's slices once it returns.
 func (t *LocalTrack) WriteDatagram(o Object) error {
-	start := mono.Now()
+	start := o.arrived // a relayed object's timeouts run from its receipt (§5.2)
+	if start == 0 {
+		start = mono.Now()
+	}
 	if o.SubgroupID != 0 {
 		return fmt.Errorf("moqt: datagram object with Subgroup ID %d", o.SubgroupID)
 	}
@@ -470,6 +474,11 @@ func (t *LocalTrack) WriteDatagram(o Object) error {
 	o.Priority, o.Datagram = wire.Some(prio), true
 	t.published(o, false)
 	timeouts := trackTimeouts(t.props).withObjectProperties(o.Properties)
+	if o.arrived != 0 {
+		if w := cacheWindow(t.props); w != 0 && time.Duration(mono.Now()-o.arrived) >= w {
+			return nil // past its MAX_CACHE_DURATION: not to be forwarded (§10.3)
+		}
+	}
 	meta := filter.Object{Location: loc, Datagram: true, PublisherPriority: prio, Properties: o.Properties}
 	var firstErr error
 	for _, ss := range t.snapshot() {
@@ -494,7 +503,7 @@ func (t *LocalTrack) WriteDatagram(o Object) error {
 // lazily, per subscription, when an object passes its filters.
 func (t *LocalTrack) OpenSubgroup(group, subgroup uint64, opts SubgroupOptions) *SubgroupWriter {
 	w := &SubgroupWriter{track: t, group: group, subgroup: subgroup, opts: opts,
-		trackOrder: trackGroupOrder(t.props), timeouts: trackTimeouts(t.props),
+		trackOrder: trackGroupOrder(t.props), timeouts: trackTimeouts(t.props), cacheWindow: cacheWindow(t.props),
 		outs: map[*ServedSubscription]*subgroupOut{}}
 	w.sq.Init(mono.Now)
 	first := uint64(0)

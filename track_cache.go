@@ -162,6 +162,18 @@ func (t *LocalTrack) SetCache(l CacheLimits) {
 	}
 }
 
+// cacheWindow is how long a relayed object may still start going out after
+// its receipt: the track's MAX_CACHE_DURATION (§10.3), counted in whole
+// milliseconds, so that 0 still lets an object through as it arrives; 0
+// for none.
+func cacheWindow(props wire.KVList) time.Duration {
+	kv, ok := props.Lookup(wire.PropMaxCacheDuration)
+	if !ok {
+		return 0
+	}
+	return min(millis(kv.Value), math.MaxInt64-time.Millisecond) + time.Millisecond
+}
+
 // keeps reports whether a streamed object must be gathered whole, for
 // OnObject's function or the cache.
 func (t *LocalTrack) keeps() bool { return t.store.Load() != nil || t.cache.c.Load() != nil }
