@@ -100,9 +100,9 @@ func (e *trackEntry) startUpstream(s *moqt.Session) {
 	u := &upstream{e: e, s: s, cancel: cancel}
 	e.ups[u] = struct{}{}
 	u.sent = params.Forward.Value
-	if p := e.firstParams.SubscriberPriority; p.Set {
-		params.SubscriberPriority = p
-	}
+	// No SUBSCRIBER_PRIORITY or GROUP_ORDER of a downstream's: every
+	// upstream subscription gets the defaults (§5.1.3: relays SHOULD NOT
+	// use them directly upstream).
 	if g := e.waitNewGroup; g.Set { // §9.20.20: passed on when subscribing
 		params.NewGroupRequest = g
 		u.sentNewGroup = g

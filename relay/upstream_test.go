@@ -502,3 +502,30 @@ func TestNewGroupRequestFloodBounded(t *testing.T) {
 		assert.Less(t, running, 8, "goroutines of the relay")
 	})
 }
+
+// TestUpstreamSubscribeUsesDefaultPriority: the relay's SUBSCRIBE upstream
+// carries neither the downstream's SUBSCRIBER_PRIORITY nor its GROUP_ORDER
+// (§5.1.3: relays SHOULD NOT use them directly for upstream
+// subscriptions), whatever the first downstream asked.
+func TestUpstreamSubscribeUsesDefaultPriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{}, nil)
+		tr, err := moqt.NewLocalTrack(testTrack, nil)
+		require.NoError(t, err)
+		got := make(chan wire.Params, 1)
+		h := moqt.HandlerFunc(func(r moqt.Request) {
+			sr := r.(*moqt.SubscribeRequest)
+			got <- sr.Params
+			_, _ = tr.Accept(sr, moqt.AcceptOptions{})
+		})
+		_, ps := n.dial("/pub", h)
+		n.relay.reg.addAnnouncer(ps, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		r := asyncSubscribe(t, c, testTrack, wire.Params{SubscriberPriority: wire.Some[uint8](7),
+			GroupOrder: wire.Some(wire.GroupOrderDescending)})
+		require.NoError(t, (<-r).err)
+		p := <-got
+		assert.False(t, p.SubscriberPriority.Set, "no SUBSCRIBER_PRIORITY upstream: %v", p.SubscriberPriority)
+		assert.False(t, p.GroupOrder.Set, "no GROUP_ORDER upstream: %v", p.GroupOrder)
+	})
+}
