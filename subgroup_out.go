@@ -22,6 +22,7 @@ type subgroupOut struct {
 	ss         *ServedSubscription
 	enc        wire.SubgroupEncoder
 	fresh      bool  // the SUBGROUP_HEADER is still to be sent
+	marked     bool  // the header reached the transport: markHeader is done
 	done       bool  // finished or reset; no more objects go to it
 	subscriber uint8 // the subscriber priority its ranking uses
 	dl         streamDeadline
@@ -40,6 +41,24 @@ type subgroupOut struct {
 	// hold sends the current object to the backlog, to wait for PUBLISH_OK.
 	hold bool
 	q    sendq.Queue // its backlog; and the stream offset written or queued
+}
+
+// markHeader, once the first write has reached the transport (not the
+// backlog), makes what it carried, the SUBGROUP_HEADER and the first
+// object, survive any later reset of the stream, where RESET_STREAM_AT is
+// supported (§11.3.2: "the reliable_size SHOULD include the stream
+// header"): a subscriber that had not read the header yet, such as one
+// behind a lossy path when a delivery timeout resets the stream, still
+// learns which subscription lost the subgroup, instead of nothing. The
+// caller holds the turn.
+func (out *subgroupOut) markHeader() {
+	if out.q.Active() {
+		return // in the backlog: the next write that reaches the transport
+	}
+	out.marked = true
+	if out.ss.sess.conn.ReliableReset() {
+		out.str.SetReliableBoundary()
+	}
 }
 
 // closed reports whether no more objects go to out: it was finished or

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -217,5 +218,69 @@ func TestMaxCacheDurationRelayedDatagram(t *testing.T) {
 		d, err := h.downSub.ReadDatagram(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, uint64(1), d.Location.Object, "the datagram past the duration was dropped")
+	})
+}
+
+// TestDeliveryTimeoutResetKeepsHeader: a stream reset for a delivery
+// timeout before its SUBGROUP_HEADER reached the subscriber still tells the
+// subscriber which subgroup it lost (§11.3.2: with RESET_STREAM_AT "the
+// reliable_size SHOULD include the stream header"). Another subscription's
+// unread streams hold the connection's flow control, so the header waits
+// in the sender's buffer when the object times out; once they are read,
+// the lost subgroup shows up in ReadObject as an Incomplete entry, not
+// silently missing.
+func TestDeliveryTimeoutResetKeepsHeader(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		timed := wire.FullTrackName{Namespace: testTrack.Namespace, Name: []byte("timed")}
+		bulk, err := NewLocalTrack(testTrack, nil)
+		require.NoError(t, err)
+		track, err := NewLocalTrack(timed, nil)
+		require.NoError(t, err)
+		cfg := &Config{Handler: HandlerFunc(func(r Request) {
+			sr := r.(*SubscribeRequest)
+			for _, tr := range []*LocalTrack{bulk, track} {
+				if sr.Track.Equal(tr.Name()) {
+					_, _ = tr.Accept(sr, AcceptOptions{})
+				}
+			}
+		})}
+		p := newPipePair(t, transport.PipeConfig{ReliableReset: true}, cfg, nil)
+		ctx := testCtx(t, time.Minute)
+		bulkSub, err := p.client.Subscribe(ctx, testTrack, wire.Params{})
+		require.NoError(t, err)
+		sub, err := p.client.Subscribe(ctx, timed, wire.Params{ObjectDeliveryTimeout: wire.Some[uint64](shortTimeout)})
+		require.NoError(t, err)
+
+		// Five streams of 512 KiB fill the 2 MiB connection window, what
+		// the subscriber's session reads to route four of them included.
+		filled := goErr(func() error {
+			for g := range uint64(5) {
+				w := bulk.OpenSubgroup(g, 0, SubgroupOptions{})
+				if err := writeObject(w, 0, nil, payloadOf(g, 512<<10)); err != nil {
+					return err
+				}
+				if err := w.Close(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		synctest.Wait()
+		w := track.OpenSubgroup(0, 0, SubgroupOptions{})
+		require.NoError(t, writeObject(w, 0, nil, payloadOf(0, 64<<10)), "the late copy is dropped, the write goes on")
+		require.NoError(t, w.Close())
+
+		for range 5 { // frees the window
+			r, err := bulkSub.AcceptSubgroup(ctx)
+			require.NoError(t, err)
+			_, _ = readObjects(t, r, 1)
+		}
+		require.NoError(t, <-filled)
+		o, err := sub.ReadObject(ctx)
+		require.NoError(t, err, "the reset subgroup is told of")
+		var se *transport.StreamError
+		require.ErrorAs(t, o.Incomplete, &se)
+		assert.Equal(t, uint64(wire.ResetDeliveryTimeout), se.Code)
+		assert.Equal(t, uint64(0), o.Location.Group)
 	})
 }

@@ -20,6 +20,8 @@ type clientFlags struct {
 	quiet  bool
 	debug  bool
 	drafts draftFlag
+	// closeTimeout, when set, is the session's Config.CloseTimeout.
+	closeTimeout time.Duration
 }
 
 func (f *clientFlags) register(fs *flag.FlagSet) {
@@ -60,7 +62,8 @@ func (f *clientFlags) dial(ctx context.Context, e *env, rawURL string, h moqt.Ha
 		// streams waiting for credit than it may (and end the subscription
 		// as too far behind).
 		MaxIncomingUniStreams: 1000,
-		Versions:              f.drafts.versions}
+		Versions:              f.drafts.versions,
+		CloseTimeout:          f.closeTimeout}
 	if f.pin != "" {
 		sum, err := parseCertificateHash(f.pin)
 		if err != nil {

@@ -54,6 +54,11 @@ func startPublisher(ctx context.Context, e *env, n *narrator, f *publishFlags, u
 		track.SetCache(moqt.CacheLimits{Bytes: int64(f.cacheMB) << 20})
 	}
 	p := &publisher{n: n, track: track, watched: make(chan struct{})}
+	// Before it exits, the publisher waits for what it wrote to be
+	// delivered (Session.Close): a file over a lossy path takes far longer
+	// than the library's default 2 s, and a QUIC close would drop the rest.
+	// A peer gone ends the wait at once.
+	f.client.closeTimeout = publisherCloseTimeout
 	sess, err := f.client.dial(ctx, e, url, moqt.HandlerFunc(p.serve))
 	if err != nil {
 		return nil, err
@@ -172,6 +177,10 @@ func (p *publisher) settle(ctx context.Context, d time.Duration) error {
 		return sessionEnded(p.sess)
 	}
 }
+
+// publisherCloseTimeout bounds how long a publisher waits, as it exits, for
+// the relay to confirm what it sent.
+const publisherCloseTimeout = time.Minute
 
 // end ends the track (TRACK_ENDED to every subscriber) and closes the
 // session, which first delivers what was written.
