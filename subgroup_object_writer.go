@@ -28,7 +28,7 @@ func (w *SubgroupWriter) BeginObject(id, length uint64, props []byte) (*ObjectWr
 	if err := w.start(wire.SubgroupObject{ObjectID: id, Properties: props, PayloadLength: length}, nil, nil, mono.Now()); err != nil {
 		return nil, err
 	}
-	if w.track.keeps() {
+	if w.track.keeps(length) {
 		// The object goes to the track's store once complete, when the
 		// caller's props may have been reused: a copy, in a buffer
 		// reused from object to object.
@@ -48,10 +48,13 @@ func (w *SubgroupWriter) BeginObject(id, length uint64, props []byte) (*ObjectWr
 // caller holds the turn.
 func (w *SubgroupWriter) stored() {
 	k := w.keep
-	w.keep, w.pend = nil, false
-	if k != nil {
-		w.track.published(*k, false)
+	w.keep = nil
+	if k == nil {
+		w.abandon() // not gathered: the cache leaves it unknown
+		return
 	}
+	w.pend = false
+	w.track.published(*k, false)
 }
 
 // ObjectWriter writes the payload of one object begun with BeginObject.

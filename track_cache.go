@@ -128,7 +128,7 @@ type trackCache struct {
 // close subgroups once written. The cache is
 // independent of OnObject. While a cache is
 // set, a streamed object's payload is gathered in memory until complete,
-// as for OnObject.
+// as for OnObject, unless the cache could never hold it.
 func (t *LocalTrack) SetCache(l CacheLimits) {
 	var c *cache.Cache
 	t.mu.Lock()
@@ -174,9 +174,18 @@ func cacheWindow(props wire.KVList) time.Duration {
 	return min(millis(kv.Value), math.MaxInt64-time.Millisecond) + time.Millisecond
 }
 
-// keeps reports whether a streamed object must be gathered whole, for
-// OnObject's function or the cache.
-func (t *LocalTrack) keeps() bool { return t.store.Load() != nil || t.cache.c.Load() != nil }
+// keeps reports whether a streamed object with a payload of length bytes
+// must be gathered whole: for OnObject's function, or for the cache when it
+// could hold it. One the cache could never hold is not gathered: a peer
+// declaring an endless object to a relay would otherwise grow its memory
+// without bound.
+func (t *LocalTrack) keeps(length uint64) bool {
+	if t.store.Load() != nil {
+		return true
+	}
+	c := t.cache.c.Load()
+	return c != nil && c.Fits(length)
+}
 
 // begun tells the cache that an object at l starts being published; the
 // caller (noteObject) holds mu, so that a FETCH's Largest Object never

@@ -23,6 +23,7 @@
 package cache
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -219,6 +220,13 @@ func (c *Cache) reclaim() {
 	if b := c.limits.Budget; b != nil {
 		b.reclaim()
 	}
+}
+
+// Fits reports whether an object with a payload of n bytes may be held at
+// all, so that a writer gathering a payload as it is streamed knows when
+// not to.
+func (c *Cache) Fits(n uint64) bool {
+	return n <= math.MaxInt64-EntryOverhead && c.fits(int64(n)+EntryOverhead)
 }
 
 // fits reports whether an object of n bytes, EntryOverhead included, may
