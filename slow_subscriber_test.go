@@ -447,3 +447,31 @@ func streamEnd(ctx context.Context, ch <-chan received, d time.Duration) (finish
 		}
 	}
 }
+
+// TestC020_ForwardOffAndOnMidSubgroup: a subgroup's stream cut by Forward 0
+// (reset, §11.3.2) does not keep the subscription from the rest of the
+// subgroup once Forward is back to 1: the objects written then come on a
+// new stream, which ends with a reset since it lacks those before. They
+// were lost before: a relay that accepts a PUBLISH at Forward 0 and turns it
+// to 1 for its first subscriber lost the rest of the group in flight.
+func TestC020_ForwardOffAndOnMidSubgroup(t *testing.T) {
+	forTransports(t, func(t *testing.T, connect connector) {
+		lt := subscribeTrackOver(t, connect, wire.Params{}, nil, nil)
+		ctx := lt.ctx
+		w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
+		got := readSubgroupAsync(ctx, lt.sub)
+		writeObjects(t, ctx, w, 0, 3, fixedSize(10))
+		expectObjects(t, ctx, got, 0, 3, fixedSize(10))
+
+		require.NoError(t, lt.sub.Update(ctx, wire.Params{Forward: wire.Some(false)}))
+		writeObjects(t, ctx, w, 3, 6, fixedSize(10)) // withheld: the stream is cut
+		requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
+
+		require.NoError(t, lt.sub.Update(ctx, wire.Params{Forward: wire.Some(true)}))
+		got = readSubgroupAsync(ctx, lt.sub)
+		writeObjects(t, ctx, w, 6, 9, fixedSize(10))
+		expectObjects(t, ctx, got, 6, 9, fixedSize(10))
+		require.NoError(t, w.Close())
+		requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
+	})
+}

@@ -62,7 +62,7 @@ func (w *SubgroupWriter) skip(out *subgroupOut, loc wire.Location) {
 		// keeps it, once its backlog is written.
 		out.done = true
 		out.stopTimers()
-		out.incomplete = true
+		out.incomplete, out.cut = true, true
 		w.finish(out)
 	}
 }

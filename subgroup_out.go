@@ -34,6 +34,10 @@ type subgroupOut struct {
 	// subscription covers (it joined mid-subgroup, or objects were withheld
 	// by Forward 0): it ends with a reset, never a FIN (§11.3.2).
 	incomplete bool
+	// cut marks a stream ended because its subscription's filters left an
+	// object out (Forward 0, a REQUEST_UPDATE): should they take the
+	// subgroup's objects again, a new stream carries them (SubgroupWriter.start).
+	cut bool
 	// end is the Location filter's end when the stream opened, so that an
 	// end moved below it by REQUEST_UPDATE is told from the original one.
 	end     wire.Location

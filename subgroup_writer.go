@@ -278,8 +278,15 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, whole *Obje
 	subs := w.outsInOrder()
 	for i, ss := range subs {
 		out := w.byPos[i]
+		resumed := false
 		if out != nil && out.closed() {
-			continue
+			if !out.cut {
+				continue
+			}
+			// Cut by Forward 0 or an update: if the subscription takes
+			// the subgroup's objects again, a new stream carries them,
+			// lacking those before (§11.3.2).
+			out, resumed = nil, true
 		}
 		v := ss.dataView()
 		adm := ss.admit(v, meta)
@@ -300,7 +307,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, whole *Obje
 			if out, err = w.open(ss, first, v); err != nil {
 				continue // the subscription is ending; it leaves the track
 			}
-			out.incomplete = w.omitted[ss] || (!first && v.missedBefore(w.group, w.firstID, prev))
+			out.incomplete = resumed || w.omitted[ss] || (!first && v.missedBefore(w.group, w.firstID, prev))
 			w.outs[ss], w.byPos[i] = out, out
 		} else if dp.priority != out.subscriber {
 			// A REQUEST_UPDATE changed the subscriber priority (§5.1.1).

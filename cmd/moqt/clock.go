@@ -111,19 +111,19 @@ func runClock(ctx context.Context, p *publisher, ticks int, h clockHooks) error 
 	next := time.Now().Truncate(time.Second).Add(time.Second)
 	timer := time.NewTimer(time.Until(next))
 	defer timer.Stop()
-	stop := func(reason string) error {
+	stop := func(code wire.PublishDoneCode, reason string) error {
 		if h.ending != nil {
 			h.ending()
 		}
 		_ = g.endGroup()
-		return p.end(reason)
+		return p.end(code, reason)
 	}
 	for {
 		select {
 		case <-ctx.Done():
-			return stop("clock stopped")
+			return stop(wire.DoneTrackEnded, "clock stopped")
 		case <-p.sess.GoingAway():
-			_ = stop("server going away")
+			_ = stop(wire.DoneGoingAway, "server going away")
 			return errors.New("the server is shutting down (GOAWAY)")
 		case <-p.sess.Context().Done():
 			return sessionEnded(p.sess)

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/moqt-go/moqt/wire"
 )
 
 var pubCommand = &command{
@@ -132,7 +134,7 @@ func runPub(ctx context.Context, n *narrator, p *publisher, in io.Reader, o *pub
 		if err != nil {
 			if ctx.Err() != nil {
 				n.say("interrupted: ending the track")
-				return p.end("publisher stopped")
+				return p.end(wire.DoneTrackEnded, "publisher stopped")
 			}
 			_ = p.sess.Close()
 			return err
@@ -158,7 +160,7 @@ func runPub(ctx context.Context, n *narrator, p *publisher, in io.Reader, o *pub
 			if c.err != nil {
 				if !errors.Is(c.err, io.EOF) {
 					_ = g.endGroup()
-					_ = p.end("publisher failed")
+					_ = p.end(wire.DoneInternalError, "publisher failed")
 					return fmt.Errorf("reading %s: %w", source, c.err)
 				}
 				if err := g.endGroup(); err != nil {
@@ -168,7 +170,7 @@ func runPub(ctx context.Context, n *narrator, p *publisher, in io.Reader, o *pub
 					n.say("the last line had no newline: moqt sub -lines will write one")
 				}
 				n.say("end of %s: %s; ending the track", source, g.summary())
-				err := p.end("end of input")
+				err := p.end(wire.DoneTrackEnded, "end of input")
 				n.say("ended")
 				return err
 			}
@@ -177,7 +179,7 @@ func runPub(ctx context.Context, n *narrator, p *publisher, in io.Reader, o *pub
 				c.payload = bytes.TrimSuffix(c.payload, []byte{'\n'})
 			}
 			if err := g.write(c.payload); err != nil {
-				_ = p.end("publisher failed")
+				_ = p.end(wire.DoneInternalError, "publisher failed")
 				return fmt.Errorf("writing object %d:%d: %w", g.group, g.next, err)
 			}
 			if o.groupObjects > 0 && int(g.next) >= o.groupObjects {
@@ -194,14 +196,14 @@ func runPub(ctx context.Context, n *narrator, p *publisher, in io.Reader, o *pub
 		case <-p.sess.GoingAway():
 			n.say("the server is shutting down (GOAWAY): ending the track")
 			_ = g.endGroup()
-			_ = p.end("server going away")
+			_ = p.end(wire.DoneGoingAway, "server going away")
 			return errors.New("the server went away before the end of the input")
 		case <-p.sess.Context().Done():
 			return sessionEnded(p.sess)
 		case <-ctx.Done():
 			n.say("interrupted: %s; ending the track", g.summary())
 			_ = g.endGroup()
-			err := p.end("publisher stopped")
+			err := p.end(wire.DoneTrackEnded, "publisher stopped")
 			n.say("ended")
 			return err
 		}

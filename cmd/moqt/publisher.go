@@ -182,10 +182,12 @@ func (p *publisher) settle(ctx context.Context, d time.Duration) error {
 // the relay to confirm what it sent.
 const publisherCloseTimeout = time.Minute
 
-// end ends the track (TRACK_ENDED to every subscriber) and closes the
+// end ends the track with code, TRACK_ENDED only when the publisher chose
+// to end it (the end of its input, or Ctrl-C): a subscriber told GOING_AWAY
+// or INTERNAL_ERROR knows its copy may be short. It then closes the
 // session, which first delivers what was written.
-func (p *publisher) end(reason string) error {
-	p.track.End(wire.DoneTrackEnded, reason)
+func (p *publisher) end(code wire.PublishDoneCode, reason string) error {
+	p.track.End(code, reason)
 	return p.sess.Close()
 }
 

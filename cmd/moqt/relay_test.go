@@ -120,3 +120,29 @@ func TestRelayMetrics(t *testing.T) {
 	assert.Equal(t, "draining\n", body)
 	require.NoError(t, r.wait(t, ctx), "the relay's exit after SIGTERM")
 }
+
+// TestRelayShutdownIsNotTheTrackEnd: a relay shut down (SIGTERM: GOAWAY,
+// drain) while moqt pub is still reading its input makes the publisher end
+// the track with GOING_AWAY, not TRACK_ENDED, so moqt sub exits non-zero:
+// its copy is short. It exited 0 before, with a truncated file.
+func TestRelayShutdownIsNotTheTrackEnd(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	r := startRelay(t, ctx)
+	sub := r.client(t, "sub", nil, "sub", "-lines", r.url("https"), "files", "report")
+	sub.waitErr(t, ctx, "waiting up to")
+	pub := r.client(t, "pub", feedStdin, "pub", "-lines", r.url("moqt"), "files", "report")
+	in := &linesFeeder{w: pub.stdin}
+	pub.waitErr(t, ctx, "reading stdin")
+	in.write(t, 5)
+	sub.waitOut(t, ctx, "line 4")
+	r.signal(t, syscall.SIGTERM)
+	pub.waitErr(t, ctx, "the server is shutting down (GOAWAY)")
+	require.Error(t, pub.wait(t, ctx), "the input was not all published")
+	require.Error(t, sub.wait(t, ctx), "the copy is short")
+	assert.Contains(t, sub.stderr(), "GOING_AWAY")
+	assert.NotContains(t, sub.stderr(), "TRACK_ENDED")
+	_ = in.w.Close()
+	require.NoError(t, r.wait(t, ctx), "the relay's exit after SIGTERM")
+}
