@@ -594,8 +594,11 @@ func (w *SubgroupWriter) settle(begun int64) {
 			}
 			until = max(until, w.waitUntil(out.ss, begun))
 		}
+		if until == 0 {
+			return // no target to wait for: no clock read
+		}
 		wait := time.Duration(until - mono.Now())
-		if until == 0 || wait <= 0 || w.sq.Stopped() {
+		if wait <= 0 || w.sq.Stopped() {
 			return
 		}
 		w.targets[0].ss.sess.hook(func(h *sessionHooks) func() { return h.publisherWaits })
