@@ -42,6 +42,8 @@ type Server struct {
 	// is over to be queued (settle).
 	setupsMu sync.Mutex
 	setups   map[*Session]chan struct{}
+
+	sources sourceCounts // ServerOptions.MaxSessionsPerSource
 }
 
 // ServerOptions are the parts of serving that only a server has.
@@ -74,6 +76,15 @@ type ServerOptions struct {
 	// which Dial reports as ErrConnectionRefused. A session that ends while
 	// it waits gives its place back. Default 64.
 	MaxPendingSessions int
+	// MaxSessionsPerSource bounds the sessions one source (IPv4 address,
+	// or IPv6 /64 prefix, as for MaxPendingSessions) holds at once, from
+	// the end of a connection's QUIC handshake until its session ends,
+	// Accepted or not. A connection past it is closed before its SETUP with
+	// INTERNAL_ERROR "server busy". Sessions that set up and then stay idle
+	// cost a few goroutines and about 140 KB each: without a bound, one host
+	// can open them until the server runs out of memory. Default 0: no
+	// bound, since clients behind one NAT share an address.
+	MaxSessionsPerSource int
 	// DrainTimeout is how long Serve gives each session, once its context
 	// is done, to end after GOAWAY before closing it; it is the Timeout
 	// the GOAWAY announces (§9.2). Default 5s; negative sends GOAWAY and
@@ -122,7 +133,8 @@ func newServer(ln listener, cfg *Config, opts *ServerOptions) *Server {
 	if cfg.SharedBacklog == nil {
 		cfg.SharedBacklog = NewBacklogBudget(0)
 	}
-	srv := &Server{ln: ln, cfg: cfg, queue: newAcceptQueue(), drain: cmp.Or(opts.DrainTimeout, defaultDrainTimeout)}
+	srv := &Server{ln: ln, cfg: cfg, queue: newAcceptQueue(), drain: cmp.Or(opts.DrainTimeout, defaultDrainTimeout),
+		sources: sourceCounts{limit: opts.MaxSessionsPerSource}}
 	srv.ctx, srv.cancel = context.WithCancel(context.Background())
 	srv.wg.Add(1)
 	go srv.acceptLoop(opts.CheckSetup)
@@ -317,6 +329,12 @@ func (srv *Server) setup(conn transport.Conn, info transport.Info, check func(*S
 	if s == nil {
 		return
 	}
+	release, ok := srv.sources.take(conn.RemoteAddr())
+	if !ok {
+		s.fail(errServerBusy())
+		return
+	}
+	context.AfterFunc(s.Context(), release)
 	defer srv.trackSetup(s)()
 	if check != nil {
 		s.checkSetup = func(st *wire.Setup) error {

@@ -240,8 +240,11 @@ func (e *trackEntry) upstreamEnded(u *upstream, err error) {
 		}
 		// Those left came back under the same name and number their
 		// groups anew: the subscribers, whose filters start past their
-		// objects, subscribe again and get them.
-		reason = "publisher gone; its track restarted by another"
+		// objects, subscribe again and get them. One that said why it
+		// ended (PUBLISH_DONE) keeps its reason.
+		if done == nil {
+			reason = "publisher gone; its track restarted by another"
+		}
 	}
 	others := e.closeUpstreamsLocked()
 	end := e.dropForEndLocked(code, reason)

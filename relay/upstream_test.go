@@ -529,3 +529,22 @@ func TestUpstreamSubscribeUsesDefaultPriority(t *testing.T) {
 		assert.False(t, p.GroupOrder.Set, "no GROUP_ORDER upstream: %v", p.GroupOrder)
 	})
 }
+
+// TestPublishDoneOfPublisherAheadKeepsItsReason: a publisher ahead of the
+// others that ends the track with PUBLISH_DONE ends it downstream with its
+// own status and reason; "restarted by another" is for a publisher that
+// vanished. Its reason was replaced before, misleading the subscribers.
+func TestPublishDoneOfPublisherAheadKeepsItsReason(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, "moqt", Config{}, nil)
+		a, b, _, sub := n.twoPublishers(t)
+		writeGroup(t, a.track, 0, 1)
+		writeGroup(t, b.track, 5, 1) // b is ahead: a never reached group 5
+		synctest.Wait()
+		b.track.End(wire.DoneTrackEnded, "over")
+		assert.Equal(t, wire.DoneTrackEnded, doneCode(t, sub))
+		var de *moqt.DoneError
+		require.ErrorAs(t, sub.Err(), &de)
+		assert.Equal(t, "over", de.Reason)
+	})
+}

@@ -61,6 +61,11 @@ seconds to leave, then it exits with status 0.`,
 	setup:   relaySetup,
 }
 
+// defaultMaxSessionsPerSource is -max-sessions-per-source's default: far
+// more than one host's subscribers need, and a bound on what a host that
+// opens sessions and leaves them idle costs (about 140 KB each).
+const defaultMaxSessionsPerSource = 1000
+
 func relaySetup(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 	var o relayserve.Options
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:4443", "UDP `address` to serve raw QUIC and WebTransport on (:4443 for every interface)")
@@ -71,6 +76,8 @@ func relaySetup(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 	metricsAddr := fs.String("metrics", "", "TCP `address` to serve /metrics (Prometheus) and /healthz on over HTTP, such as 127.0.0.1:9090")
 	webAddr := fs.String("web", "", "TCP `address` to serve the web page on over HTTP, such as 127.0.0.1:8080")
 	fs.DurationVar(&o.DrainTimeout, "drain", relayserve.DefaultDrainTimeout, "how long sessions get to leave after GOAWAY when stopping")
+	fs.IntVar(&o.MaxSessionsPerSource, "max-sessions-per-source", defaultMaxSessionsPerSource,
+		"the most sessions one source (IPv4 address, IPv6 /64) may hold at once; 0 for no bound")
 	var drafts draftFlag
 	drafts.register(fs)
 	var cl clusterFlags

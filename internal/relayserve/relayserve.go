@@ -45,6 +45,9 @@ type Options struct {
 	// DrainTimeout bounds the drain after ctx ends. Default
 	// DefaultDrainTimeout.
 	DrainTimeout time.Duration
+	// MaxSessionsPerSource bounds the sessions one source holds at once
+	// (moqt.ServerOptions.MaxSessionsPerSource). Default 0: no bound.
+	MaxSessionsPerSource int
 	// Logger receives the relay's and its sessions' logs. Default:
 	// slog.Default().
 	Logger *slog.Logger
@@ -127,7 +130,8 @@ func Run(ctx context.Context, o Options, ready func(Info)) error {
 		Logger:    log,
 		Handler:   r,
 		Versions:  o.Versions,
-	}, &moqt.ServerOptions{CheckOrigin: func(*http.Request) bool { return true }, DrainTimeout: o.DrainTimeout})
+	}, &moqt.ServerOptions{CheckOrigin: func(*http.Request) bool { return true }, DrainTimeout: o.DrainTimeout,
+		MaxSessionsPerSource: o.MaxSessionsPerSource})
 	if err != nil {
 		_ = r.Close()
 		return err
