@@ -3,6 +3,7 @@ package moqt
 import (
 	"errors"
 
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -141,6 +142,17 @@ func (w *SubgroupWriter) Close() error {
 // a second with the stream open. A write in progress is interrupted,
 // and returns ErrSubgroupClosed; streams that did not take its object
 // whole are reset at once, as Reset does.
+//
+// On a writer that has written no object, CloseIncomplete tells the
+// subscribers of a subgroup that will not be delivered: each subscription
+// whose filters an object of the subgroup could pass (see announceUnsent)
+// gets a stream carrying only the SUBGROUP_HEADER, reset with code and
+// RESET_STREAM_AT keeping the header (§11.3.2: "This explicitly tells the
+// receiver there is an unsent Subgroup"). It counts in the subscription's
+// PUBLISH_DONE Stream Count as any stream does. A subscriber's session
+// without RESET_STREAM_AT gets nothing: a plain reset may discard the
+// header, and the stream would tell nothing. Reset sends nothing on such
+// a writer.
 func (w *SubgroupWriter) CloseIncomplete(code wire.ResetCode) {
 	w.interrupt(code)
 	w.turn.Lock()
@@ -150,6 +162,10 @@ func (w *SubgroupWriter) CloseIncomplete(code wire.ResetCode) {
 	}
 	w.closed = true
 	w.endCached(false)
+	if !w.started {
+		w.announceUnsent(code)
+		return
+	}
 	w.abandon()
 	partial := w.remain > 0 // a stream inside an object cannot keep it
 	w.remain = 0
@@ -169,7 +185,9 @@ func (w *SubgroupWriter) CloseIncomplete(code wire.ResetCode) {
 
 // Reset abandons the subgroup: every open stream is reset with code, as
 // when objects will not be delivered (§11.3.2). A write in progress is
-// interrupted, and returns ErrSubgroupClosed.
+// interrupted, and returns ErrSubgroupClosed. A writer that has written no
+// object has no stream, and Reset sends nothing: CloseIncomplete tells the
+// subscribers of such a subgroup.
 func (w *SubgroupWriter) Reset(code wire.ResetCode) {
 	w.interrupt(code)
 	w.turn.Lock()
@@ -201,4 +219,65 @@ func (w *SubgroupWriter) endCached(fin bool) {
 		w.cached.Reset()
 	}
 	w.cached = nil
+}
+
+// announceUnsent tells the track's subscriptions of a subgroup none of
+// whose objects was written (§11.3.2): each one that could have got an
+// object of it opens a stream, sends the SUBGROUP_HEADER alone and resets
+// it with code, RESET_STREAM_AT keeping the header. Without objects, a
+// subscription covers the subgroup when an object of it could pass its
+// filters (filter.Filter.MayPass): Forward is 1, its Location filter
+// reaches into the group (from the Subgroup ID on with SUBGROUP_ID_MODE 1,
+// which names the first object), and its Range filters do not leave out
+// the Subgroup ID or Publisher Priority, nor every Object ID there may be;
+// Object Property filters cannot be judged and count as passed. A
+// subscription at Forward 0 is told nothing: it would have got no stream.
+// Only Established subscriptions are told, and a PUBLISH awaiting its
+// answer, whose stream waits for PUBLISH_OK as early objects do.
+//
+// The header goes to the stream's queue (sendq.Queue), whose drain writes
+// it, then the reset: the writer was interrupted, and its caller, such as
+// a relay passing on an upstream reset, does not wait for subscribers.
+// Streams that cannot open (no stream credit for too long, the session's
+// budget spent) cut their subscription off as an object's would. The
+// caller holds the turn.
+func (w *SubgroupWriter) announceUnsent(code wire.ResetCode) {
+	sg := filter.Subgroup{Group: w.group, ID: w.subgroup, PublisherPriority: w.priority()}
+	if w.opts.SubgroupIDIsFirstObject {
+		sg.FirstObject = w.subgroup
+	}
+	subs := w.outsInOrder()
+	for _, ss := range subs {
+		if !ss.sess.conn.ReliableReset() {
+			continue
+		}
+		st := ss.current()
+		if st != stateEstablished && st != statePendingPublisher {
+			continue
+		}
+		v := ss.dataView()
+		if v.filter == nil || !v.filter.MayPass(sg) {
+			continue
+		}
+		out, err := w.open(ss, false, v)
+		if err != nil {
+			continue // the subscription is ending
+		}
+		w.outs[ss] = out
+		b, err := out.enc.Header.Append(w.buf[:0])
+		if err != nil {
+			w.drop(out, wire.ResetInternalError) // open checked it
+			continue
+		}
+		w.buf = b
+		out.fresh = false
+		// Held: to the queue, which Send takes from a stopped writer.
+		if err := w.sq.Send(&out.q, b, nil, true, false, 0); err != nil {
+			ss.cutFor(err)
+			w.drop(out, out.resetCode(err))
+			continue
+		}
+		out.done, out.incomplete = true, true
+		w.finishWith(out, code)
+	}
 }

@@ -147,6 +147,8 @@ func (o *outputs) subgroup(r *moqt.SubgroupReader) {
 		if err != nil && !streamed {
 			if out != nil {
 				o.endStream(out, src, err)
+			} else {
+				o.unsent(hdr, err)
 			}
 			return
 		}
@@ -373,6 +375,45 @@ func (o *outputs) endStream(out *output, src *source, err error) {
 	}
 	out.w.CloseIncomplete(code)
 	out.w = nil
+}
+
+// unsent handles an upstream stream that ended before any object of it was
+// read: reset, or lost with its session, inside its first object or
+// before it. Unless another publisher's stream feeds the subgroup, or one
+// already did (o.ended), the downstream subscribers are told of the
+// subgroup by a stream carrying its header alone, reset with the
+// upstream's code, INTERNAL_ERROR when there was none
+// (SubgroupWriter.CloseIncomplete, §11.3.2): otherwise they would never
+// hear of it, and a track could end with whole groups missing unnoticed.
+// A FIN says the subgroup holds nothing past the subscription's start; a
+// Malformed Track passes nothing on (§12.1); and a header in
+// SUBGROUP_ID_MODE 1 does not name its subgroup without an object. o.mu
+// is held meanwhile, so that a stream of the subgroup that comes now
+// forwards its objects after the header-only stream is queued, not before.
+func (o *outputs) unsent(hdr wire.SubgroupHeader, err error) {
+	var mal *moqt.MalformedTrackError
+	if errors.Is(err, io.EOF) || errors.As(err, &mal) || hdr.SubgroupIDMode == wire.SubgroupIDFirstObject {
+		return
+	}
+	k := sgKey{hdr.GroupID, hdr.SubgroupID}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.sg[k]; ok {
+		return
+	}
+	if _, ok := o.ended[k]; ok {
+		return
+	}
+	code := wire.ResetInternalError
+	if se, ok := errors.AsType[*moqt.StreamError](err); ok {
+		code = se.Code
+	}
+	opts := moqt.SubgroupOptions{EndOfGroup: hdr.EndOfGroup, Properties: hdr.HasProperties}
+	if !hdr.DefaultPriority {
+		opts.Priority = wire.Some(hdr.Priority)
+	}
+	o.e.reg.met.Dropped(DropIncomplete, 1)
+	o.e.track.OpenSubgroup(hdr.GroupID, hdr.SubgroupID, opts).CloseIncomplete(code)
 }
 
 // datagrams forwards u's datagrams, dropping those already forwarded.

@@ -52,6 +52,8 @@ type node struct {
 
 	srv  *moqt.Server // startNetNode's
 	hash [32]byte
+	// reliable gives the node's raw-QUIC pipes RESET_STREAM_AT.
+	reliable bool
 }
 
 // startNode starts a relay with cfg (Authorize defaults to AllowAll, Logger
@@ -94,7 +96,7 @@ func newNode(t *testing.T, scheme string, cfg Config, sessCfg *moqt.Config) *nod
 
 // pipeConfig is the pipe flavour of the node's scheme.
 func (n *node) pipeConfig() transport.PipeConfig {
-	return transport.PipeConfig{WebTransport: n.scheme == "https"}
+	return transport.PipeConfig{WebTransport: n.scheme == "https", ReliableReset: n.reliable && n.scheme == "moqt"}
 }
 
 // clientConfig is a client's, h serving what the relay asks of it.

@@ -316,6 +316,38 @@ func (f *Filter) Covers(meta Object) bool {
 	return f.window.Contains(meta.Location) && f.ranges.Match(&meta)
 }
 
+// Subgroup is what is known of a subgroup none of whose objects has been
+// seen: a publisher that will deliver none of them tells its subscribers
+// with a header-only stream (§11.3.2).
+type Subgroup struct {
+	Group uint64
+	ID    uint64 // its Subgroup ID
+	// PublisherPriority is its effective Publisher Priority (§5.1).
+	PublisherPriority uint8
+	// FirstObject is the lowest Object ID it may hold: its Subgroup ID
+	// when that is the ID of its first object (SUBGROUP_ID_MODE 1), else 0.
+	FirstObject uint64
+}
+
+// MayPass reports whether an object of s could pass the filter (§3.3.3):
+// Forward is 1; some Location of s.Group from s.FirstObject on is inside
+// the Location filter; and the Range filters of some SetID hold for what
+// is known of s, its Subgroup ID and Publisher Priority, with an Object ID
+// from s.FirstObject on. Object Property filters, which need the object,
+// are taken to hold. It errs on the side of true: each filter is asked
+// alone, so Ranges of Object IDs that lie before the window's start in
+// s.Group still count.
+func (f *Filter) MayPass(s Subgroup) bool {
+	if !f.forward || f.window.none || s.Group < f.window.Start.Group {
+		return false
+	}
+	first := wire.Location{Group: s.Group, Object: s.FirstObject}
+	if s.Group == f.window.Start.Group {
+		first.Object = max(first.Object, f.window.Start.Object)
+	}
+	return f.window.Contains(first) && f.ranges.mayMatchSubgroup(&s)
+}
+
 // MatchesRanges reports whether meta passes the Range filters alone,
 // whatever its Location.
 func (f *Filter) MatchesRanges(meta Object) bool { return f.ranges.Match(&meta) }

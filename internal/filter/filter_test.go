@@ -795,3 +795,51 @@ func BenchmarkFilterPasses(b *testing.B) {
 		})
 	}
 }
+
+// TestMayPassSubgroup: what a subscription's filters say of a subgroup
+// none of whose objects is known (a header-only stream, §11.3.2): it may
+// pass unless Forward is 0, the Location filter holds no Location of the
+// group from the subgroup's first possible Object ID on, or every SetID's
+// Range filters fail on the Subgroup ID, the Publisher Priority or all
+// Object IDs there may be. Object Property filters cannot be judged.
+func TestMayPassSubgroup(t *testing.T) {
+	sg := Subgroup{Group: 5, ID: 2, PublisherPriority: 3}
+	mode1 := Subgroup{Group: 5, ID: 4, PublisherPriority: 3, FirstObject: 4} // SUBGROUP_ID_MODE 1
+	rf := func(typ wire.ParamType, set uint8, rs ...wire.Range) wire.RangeFilter {
+		return wire.RangeFilter{Type: typ, SetID: set, Ranges: rs}
+	}
+	r := func(a, b uint64) wire.Range { return wire.Range{Start: a, End: b} }
+	from := func(a uint64) wire.Range { return wire.Range{Start: a, Open: true} }
+	cases := []struct {
+		name string
+		p    wire.Params
+		s    Subgroup
+		want bool
+	}{
+		{"no filter", wire.Params{}, sg, true},
+		{"Forward 0", wire.Params{Forward: wire.Some(false)}, sg, false},
+		{"start in a later group", wire.Params{LocationFilter: wire.Some(wire.StartFilter(at(6, 0)))}, sg, false},
+		{"start inside the group", wire.Params{LocationFilter: wire.Some(wire.StartFilter(at(5, 9)))}, sg, true},
+		{"end in an earlier group", wire.Params{LocationFilter: wire.Some(wire.RangeFilterTo(at(0, 1), 4))}, sg, false},
+		{"end group is the group", wire.Params{LocationFilter: wire.Some(wire.RangeFilterTo(at(0, 1), 5))}, sg, true},
+		{"end object before mode 1's first", wire.Params{LocationFilter: wire.Some(wire.RangeFilterToObject(at(5, 0), at(5, 3)))}, mode1, false},
+		{"end object at mode 1's first", wire.Params{LocationFilter: wire.Some(wire.RangeFilterToObject(at(5, 0), at(5, 4)))}, mode1, true},
+		{"subgroup left out", wire.Params{RangeFilters: []wire.RangeFilter{rf(wire.ParamSubgroupFilter, 0, r(0, 1), from(3))}}, sg, false},
+		{"subgroup taken", wire.Params{RangeFilters: []wire.RangeFilter{rf(wire.ParamSubgroupFilter, 0, r(2, 2))}}, sg, true},
+		{"priority left out", wire.Params{RangeFilters: []wire.RangeFilter{rf(wire.ParamPriorityFilter, 0, r(0, 2))}}, sg, false},
+		{"object IDs before mode 1's first", wire.Params{RangeFilters: []wire.RangeFilter{rf(wire.ParamObjectIDFilter, 0, r(0, 3))}}, mode1, false},
+		{"object IDs reach mode 1's first", wire.Params{RangeFilters: []wire.RangeFilter{rf(wire.ParamObjectIDFilter, 0, r(0, 1), r(6, 9))}}, mode1, true},
+		{"object IDs, first unknown", wire.Params{RangeFilters: []wire.RangeFilter{rf(wire.ParamObjectIDFilter, 0, r(7, 7))}}, sg, true},
+		{"object property unknown", wire.Params{RangeFilters: []wire.RangeFilter{rf(wire.ParamObjectPropertyFilter, 0, r(1, 1))}}, sg, true},
+		{"one set fails, another holds", wire.Params{RangeFilters: []wire.RangeFilter{
+			rf(wire.ParamSubgroupFilter, 0, r(9, 9)), rf(wire.ParamPriorityFilter, 1, r(3, 3))}}, sg, true},
+		{"a set's AND fails", wire.Params{RangeFilters: []wire.RangeFilter{
+			rf(wire.ParamSubgroupFilter, 0, r(2, 2)), rf(wire.ParamPriorityFilter, 0, r(4, 4))}}, sg, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := New(&c.p, LargestAt(at(3, 0)))
+			assert.Equal(t, c.want, f.MayPass(c.s))
+		})
+	}
+}

@@ -164,6 +164,45 @@ func (c *rangeCond) matchObject(o *Object) bool {
 	return false
 }
 
+// mayMatchSubgroup reports whether an object of sg could match the Range
+// filters: some SetID's conditions on what sg tells (Subgroup ID, Publisher
+// Priority, an Object ID from sg.FirstObject on) hold; Object Property
+// conditions, unknown without the object, count as holding where an
+// object could meet them (an even Property Type).
+func (m *RangeMatcher) mayMatchSubgroup(sg *Subgroup) bool {
+	if len(m.sets) == 0 {
+		return !m.none
+	}
+	for i := range m.sets {
+		if m.sets[i].mayMatchSubgroup(sg) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *rangeSet) mayMatchSubgroup(sg *Subgroup) bool {
+	for i := range s.conds {
+		c := &s.conds[i]
+		var ok bool
+		switch c.typ {
+		case wire.ParamSubgroupFilter:
+			ok = inRanges(c.rs, sg.ID)
+		case wire.ParamObjectIDFilter:
+			// Normalized: the last Range holds the largest IDs.
+			ok = len(c.rs) > 0 && c.rs[len(c.rs)-1].End >= sg.FirstObject
+		case wire.ParamPriorityFilter:
+			ok = inRanges(c.rs, uint64(sg.PublisherPriority))
+		case wire.ParamObjectPropertyFilter:
+			ok = c.prop%2 == 0 && len(c.rs) > 0
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // objectPropertyIn reports whether the raw Object Properties block holds
 // property typ with a value in rs, among the mutable properties or inside
 // IMMUTABLE_PROPERTIES: processors must search both (§10.7). Any instance
