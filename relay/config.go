@@ -96,6 +96,24 @@ type Config struct {
 	// to bound them together; read its Held for metrics.
 	Cache   moqt.CacheLimits
 	NoCache bool
+	// KeepEnded is how long a track's cache outlives the track once its
+	// publishers ended it (PUBLISH_DONE, or their sessions' end), so that
+	// a FETCH or TRACK_STATUS a moment later is still answered from it,
+	// with the track's final Largest Object (and End Of Track, if its
+	// publisher sent END_OF_TRACK), not refused for want of a publisher.
+	// The track's MAX_CACHE_DURATION caps it (§10.3); the cache stays in
+	// Cache.Budget, which takes from it as from any, and at most 1024
+	// ended tracks are kept, the oldest released first. A new publisher
+	// of the track releases it: a PUBLISH of it, an upstream SUBSCRIBE to
+	// it Established, a PUBLISH_NAMESPACE covering it, or
+	// Relay.OfferNamespace and Relay.RetryHeld. A SUBSCRIBE meanwhile is
+	// served as for any track without a publisher: refused with
+	// DOES_NOT_EXIST, or held for one (RENDEZVOUS_TIMEOUT), since
+	// SUBSCRIBE_OK needs an Established upstream (§7.4). A Malformed
+	// Track's cache is never kept (§12.1), nor one whose publisher ended
+	// it with UNAUTHORIZED. Default: Cache.Duration, or 30 s without one;
+	// negative: none.
+	KeepEnded time.Duration
 
 	// MaxRendezvousTimeout caps how long a SUBSCRIBE with
 	// RENDEZVOUS_TIMEOUT waits for a publisher (§9.20.7). Default 30 s.
@@ -173,6 +191,14 @@ func withDefaults(cfg Config) Config {
 		if cfg.Cache.Duration == 0 {
 			cfg.Cache.Duration = 30 * time.Second
 		}
+	}
+	switch {
+	case cfg.KeepEnded < 0:
+		cfg.KeepEnded = 0
+	case cfg.KeepEnded == 0 && cfg.Cache.Duration > 0:
+		cfg.KeepEnded = cfg.Cache.Duration
+	case cfg.KeepEnded == 0:
+		cfg.KeepEnded = 30 * time.Second
 	}
 	if !cfg.NoCache && cfg.Cache.Budget == nil {
 		cfg.Cache.Budget = moqt.NewCacheBudget(defaultCacheBudget)

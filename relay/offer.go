@@ -17,10 +17,12 @@ import (
 //
 // The SUBSCRIBEs held for a publisher (RENDEZVOUS_TIMEOUT, §9.20.7) of a
 // track under ns ask Config.Upstream for it at once, as they would a
-// session announcing ns here.
+// session announcing ns here, and the caches kept of ended tracks under
+// ns (Config.KeepEnded) are released: a publisher of them may be back.
 func (rl *Relay) OfferNamespace(ns wire.Namespace) (withdraw func()) {
 	ns = cloneName(wire.FullTrackName{Namespace: ns}).Namespace
 	withdraw = rl.ns.offerOutside(ns)
+	rl.reg.releaseEndedUnder(ns)
 	rl.reg.retryHeld(ns)
 	return withdraw
 }
@@ -28,9 +30,11 @@ func (rl *Relay) OfferNamespace(ns wire.Namespace) (withdraw func()) {
 // RetryHeld tells the relay that Config.Upstream may now serve the track
 // name, as when a cluster learns that it was PUBLISHed at another relay:
 // the SUBSCRIBEs held for a publisher of it (RENDEZVOUS_TIMEOUT, §9.20.7)
-// ask Upstream again, and proceed if it has one. Nothing is offered to
-// SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS subscribers.
+// ask Upstream again, and proceed if it has one; the cache kept of the
+// track since it ended (Config.KeepEnded) is released. Nothing is offered
+// to SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS subscribers.
 func (rl *Relay) RetryHeld(name wire.FullTrackName) {
+	rl.reg.releaseEnded(name)
 	if rl.cfg.Upstream == nil {
 		return
 	}

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"container/list"
 	"context"
 	"sync"
 
@@ -38,6 +39,10 @@ type registry struct {
 	sessions map[*moqt.Session]*sessionState
 	anns     map[*announcer]struct{}
 	held     int // rendezvous SUBSCRIBEs waiting
+	// ended are the tracks kept after their end (Config.KeepEnded,
+	// ended.go), endedOrder the same, oldest first.
+	ended      map[wire.TrackKey]*endedTrack
+	endedOrder list.List
 }
 
 // missFetcher fetches what a track's cache lacks from the track's
@@ -60,15 +65,17 @@ func newRegistry(v env) *registry {
 		tracks:   map[wire.TrackKey]*trackEntry{},
 		sessions: map[*moqt.Session]*sessionState{},
 		anns:     map[*announcer]struct{}{},
+		ended:    map[wire.TrackKey]*endedTrack{},
 	}
 }
 
-// close refuses new tracks and sessions, for Relay.Close, and returns the
-// tracks to end; false when it was closed already.
+// close refuses new tracks and sessions, for Relay.Close, releases the
+// ended tracks kept, and returns the tracks to end; false when it was
+// closed already.
 func (reg *registry) close() ([]*trackEntry, bool) {
 	reg.mu.Lock()
-	defer reg.mu.Unlock()
 	if reg.closed {
+		reg.mu.Unlock()
 		return nil, false
 	}
 	reg.closed = true
@@ -76,6 +83,9 @@ func (reg *registry) close() ([]*trackEntry, bool) {
 	for _, e := range reg.tracks {
 		entries = append(entries, e)
 	}
+	drop := reg.releaseAllEndedLocked()
+	reg.mu.Unlock()
+	dropCaches(drop)
 	return entries, true
 }
 
@@ -198,7 +208,12 @@ func (reg *registry) addAnnouncer(s *moqt.Session, ns wire.Namespace) (remove fu
 			matching = append(matching, e)
 		}
 	}
+	// A publisher of the namespace may publish the ended tracks under it
+	// again, numbering their groups anew: it is asked for them from now
+	// on, not their kept caches.
+	drop := reg.releaseEndedUnderLocked(a.ns)
 	reg.mu.Unlock()
+	dropCaches(drop)
 	for _, e := range matching {
 		e.addPublisher(s)
 	}
@@ -372,6 +387,10 @@ func (reg *registry) fetchSources(ctx context.Context, name wire.FullTrackName) 
 		e.mu.Unlock()
 		pubs = reg.publisherSessions(name)
 	}
+	if track == nil {
+		// Ended, its cache kept: it answers until a publisher comes.
+		track = reg.endedTrack(name)
+	}
 	for _, s := range reg.announcersOf(name.Namespace) {
 		if !containsSession(pubs, s) {
 			pubs = append(pubs, s)
@@ -409,11 +428,14 @@ func (reg *registry) isUpstream(s *moqt.Session) bool {
 }
 
 // drop removes e from the registry, if it is still there, and its
-// cache from the relay's cache budget; e.mu is held.
+// cache from the relay's cache budget, unless it is kept: among the ended
+// tracks (keepEnded), or for the track's End to drop (keepCache). e.mu is
+// held.
 func (reg *registry) dropLocked(e *trackEntry) {
 	e.dead = true
 	reg.note.markTrack(e.name)
-	if e.track != nil && !reg.cfg.NoCache && !e.keepCache {
+	cached := e.track != nil && !reg.cfg.NoCache && !e.keepCache
+	if cached && !e.keepEnded {
 		// The track serves no new FETCH from here on; a fetch already
 		// reading the cache goes on over what it holds.
 		e.track.SetCache(moqt.CacheLimits{})
@@ -431,7 +453,12 @@ func (reg *registry) dropLocked(e *trackEntry) {
 		e.opener.opened--
 		e.opener = nil
 	}
+	var drop []*moqt.LocalTrack
+	if cached && e.keepEnded {
+		drop = reg.keepEndedLocked(e)
+	}
 	reg.mu.Unlock()
+	dropCaches(drop)
 }
 
 // chargeOpenerLocked counts e against the MaxSessionTracks of s, whose

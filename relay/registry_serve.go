@@ -459,23 +459,27 @@ func (reg *registry) publishDownstream(ctx context.Context, s *moqt.Session, nam
 }
 
 // serveTrackStatus answers TRACK_STATUS (§9.13) from the track when it has an
-// Established upstream, else from the first of its publishers that answers.
+// Established upstream, or ended and was kept (its final Largest Object,
+// Config.KeepEnded), else from the first of its publishers that answers.
 func (reg *registry) serveTrackStatus(r *moqt.TrackStatusRequest) {
+	var track *moqt.LocalTrack
 	if e := reg.lookup(r.Track); e != nil {
 		e.mu.Lock()
-		track := e.track
-		if e.dead {
-			track = nil
+		if !e.dead {
+			track = e.track
 		}
 		e.mu.Unlock()
-		if track != nil {
-			if err := track.Status(r); err != nil {
-				reg.reqDone(KindTrackStatus, OutcomeRefused)
-				return
-			}
-			reg.reqDone(KindTrackStatus, OutcomeOK)
+	}
+	if track == nil {
+		track = reg.endedTrack(r.Track)
+	}
+	if track != nil {
+		if err := track.Status(r); err != nil {
+			reg.reqDone(KindTrackStatus, OutcomeRefused)
 			return
 		}
+		reg.reqDone(KindTrackStatus, OutcomeOK)
+		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), reg.cfg.UpstreamTimeout)
 	defer cancel()

@@ -60,6 +60,9 @@ type trackEntry struct {
 	// keepCache has dropLocked leave the cache to shutdown, which drops
 	// it once the track's End has reset what it serves.
 	keepCache bool
+	// keepEnded has dropLocked keep the track, which its publishers
+	// ended, among the registry's ended tracks (Config.KeepEnded).
+	keepEnded bool
 	// forwarding is closed, and replaced, whenever an Established
 	// upstream's Forward state or the set of upstreams changes: a
 	// SUBSCRIBE waits on it for an upstream at Forward 1, whose Largest
@@ -391,7 +394,7 @@ func (e *trackEntry) shutdown(code wire.PublishDoneCode, reason string) {
 	if e.track == nil {
 		e.failLocked(&moqt.RequestError{Code: wire.ReqGoingAway, Reason: reason})
 	} else {
-		end = e.dropForEndLocked(code, reason)
+		end = e.dropForEndLocked(code, reason, false)
 	}
 	e.mu.Unlock()
 	closeAll(ups)
@@ -402,11 +405,14 @@ func (e *trackEntry) shutdown(code wire.PublishDoneCode, reason string) {
 // and returns what ends the track, to call once e.mu is released. A
 // Malformed Track's End resets the FETCHes its cache serves (§12.1), so
 // its cache goes only after that End, or they would end with a FIN over
-// what the cache held. e.mu is held.
-func (e *trackEntry) dropForEndLocked(code wire.PublishDoneCode, reason string) func() {
+// what the cache held. With keep, the track's publishers having ended it,
+// its cache is kept for FETCH and TRACK_STATUS (Config.KeepEnded) unless
+// code forbids (keptEnd). e.mu is held.
+func (e *trackEntry) dropForEndLocked(code wire.PublishDoneCode, reason string, keep bool) func() {
 	track := e.track
 	malformed := code == wire.DoneMalformedTrack
 	e.keepCache = malformed
+	e.keepEnded = keep && keptEnd(code)
 	e.reg.dropLocked(e)
 	return func() {
 		if track == nil {

@@ -144,6 +144,7 @@ func (e *trackEntry) upstreamFailed(u *upstream, err error) {
 	if reason == "" {
 		reason = "publisher gone"
 	}
+	e.keepEnded = keptEnd(code)
 	reg.dropLocked(e)
 	e.mu.Unlock()
 	track.End(code, reason)
@@ -201,6 +202,9 @@ func (e *trackEntry) makeTrackLocked(sub *moqt.Subscription) bool {
 	}
 	e.track, e.props = t, sub.Properties()
 	close(e.ready)
+	// A new publisher's track replaces the one kept after its end, if
+	// any: it may number its groups anew.
+	e.reg.releaseEnded(e.name)
 	return true
 }
 
@@ -232,6 +236,7 @@ func (e *trackEntry) upstreamEnded(u *upstream, err error) {
 		e.mu.Unlock()
 		return
 	}
+	restarted := false
 	if !malformed && len(e.ups) > 0 {
 		if !e.restartedLocked() {
 			e.doneCode, e.doneReason = code, reason
@@ -241,13 +246,15 @@ func (e *trackEntry) upstreamEnded(u *upstream, err error) {
 		// Those left came back under the same name and number their
 		// groups anew: the subscribers, whose filters start past their
 		// objects, subscribe again and get them. One that said why it
-		// ended (PUBLISH_DONE) keeps its reason.
+		// ended (PUBLISH_DONE) keeps its reason. Its cache is not kept:
+		// those publishers have the track now.
 		if done == nil {
 			reason = "publisher gone; its track restarted by another"
 		}
+		restarted = true
 	}
 	others := e.closeUpstreamsLocked()
-	end := e.dropForEndLocked(code, reason)
+	end := e.dropForEndLocked(code, reason, !restarted)
 	e.mu.Unlock()
 	closeAll(others)
 	end()

@@ -46,6 +46,7 @@ func TestC077_MalformedTrackEndsDownstreamWithMalformedTrack(t *testing.T) {
 		_ = w2.Close()
 		assert.Equal(t, wire.DoneMalformedTrack, doneCode(t, sub))
 		settled(t, "the track left the relay", func() bool { return n.relay.trackCount() == 0 })
+		assert.Zero(t, n.relay.endedCount(), "nothing of a Malformed Track is kept (§12.1)")
 	})
 }
 

@@ -188,7 +188,11 @@ func TestLateJoinerFillAcrossDrafts(t *testing.T) {
 }
 
 // TestFetchAndStatus: moqt status reports the Largest Object; moqt fetch
-// returns a past range, with -to and up to the Largest without it.
+// returns a past range, with -to and up to the Largest without it. Once
+// the publisher ended the track at the end of its input and left, both
+// are still answered from the relay's cache, with the track's final
+// Largest Object (they got DOES_NOT_EXIST before: the relay dropped the
+// cache with the track).
 func TestFetchAndStatus(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -217,6 +221,14 @@ func TestFetchAndStatus(t *testing.T) {
 	require.NoError(t, in.w.Close())
 	require.NoError(t, pub.wait(t, ctx))
 	require.NoError(t, sub.wait(t, ctx))
+
+	// Group 2 was ended by an End of Group object at 2:2.
+	status = r.client(t, "status-ended", nil, "status", r.url("https"), "past", "lines")
+	require.NoError(t, status.wait(t, ctx), "status after the publisher left")
+	assert.Contains(t, string(status.output()), "largest object: 2:2 (group 2, object 2)")
+	all := r.client(t, "fetch-ended", nil, "fetch", "-lines", r.url("moqt"), "past", "lines", "-from", "0:0")
+	require.NoError(t, all.wait(t, ctx), "fetch after the publisher left")
+	assert.Equal(t, wantLines(0, 9), string(all.output()))
 }
 
 // TestLs: moqt ls sees a namespace come when a publisher announces it and
