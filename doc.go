@@ -33,6 +33,9 @@
 // with PUBLISH_DONE GOING_AWAY and waits for the peer to finish what this
 // end finished), then returns once the close is on the wire and the
 // session's goroutines have ended, so a program may exit right after it.
+// When the peer did not confirm everything within the timeout, Close
+// still closes, and returns an error wrapping ErrCloseTimeout: what was in
+// flight is lost, and the program can say so.
 //
 // # Connections of your own
 //
@@ -148,7 +151,10 @@
 // CONNECTION_REFUSED, which matches ErrConnectionRefused. A reset stream
 // reports a *StreamError with its reset code (§12.5), from SubgroupReader
 // reads and inside the error of a cancelled request. A subscription ended
-// by its publisher reports *DoneError; a REQUEST_ERROR or PUBLISH_DONE code
+// by its publisher reports *DoneError, whose Missing counts the data
+// streams PUBLISH_DONE's Stream Count promised that never came (it then
+// wraps ErrStreamsMissing, and ReadObject has yielded an entry saying so
+// first); a REQUEST_ERROR or PUBLISH_DONE code
 // this draft does not define is to be read as INTERNAL_ERROR (§13). Bad
 // input from the peer never panics: it closes the session with the code
 // the spec names, or rejects the one request. A

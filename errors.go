@@ -133,11 +133,32 @@ type DoneError struct {
 	// (whatever the draft's value for that: 2^62−1 on 18 and 19).
 	StreamCount uint64
 	Reason      string
+	// Missing counts the data streams StreamCount promised that had not
+	// arrived when the subscription stopped waiting for them (after
+	// Config.DoneLinger, or the delivery timeouts if longer, §9.9): their
+	// objects never reached this end. It is 0 when every stream came, or
+	// when StreamCount was unknown. A *DoneError never changes once
+	// returned: when streams are found missing, Subscription.Err and the
+	// reads that return the subscription's end (AcceptSubgroup,
+	// ReadObject, ReadDatagram, AcceptFill) return a copy with Missing
+	// set, which wraps ErrStreamsMissing.
+	Missing uint64
 }
 
 // Error describes the PUBLISH_DONE.
 func (e *DoneError) Error() string {
+	if e.Missing > 0 {
+		return fmt.Sprintf("moqt: subscription done: %s: %s; %d of its %d data streams never arrived", e.Code, e.Reason, e.Missing, e.StreamCount)
+	}
 	return fmt.Sprintf("moqt: subscription done: %s: %s", e.Code, e.Reason)
+}
+
+// Unwrap returns ErrStreamsMissing when Missing is set, else nil.
+func (e *DoneError) Unwrap() error {
+	if e.Missing > 0 {
+		return ErrStreamsMissing
+	}
+	return nil
 }
 
 // A MalformedTrackError reports that the publisher sent a Malformed Track
@@ -307,6 +328,14 @@ var (
 	// the peer sent GOAWAY on the control stream (§9.2).
 	ErrGoingAway = errors.New("moqt: peer is going away")
 
+	// ErrCloseTimeout is wrapped by the error of Session.Close when
+	// Config.CloseTimeout passed before the peer confirmed what was sent
+	// (it finishes a request stream once it has read what the request
+	// carried): the session was closed all the same, and stream data
+	// still in flight was lost. The error says how many requests were
+	// not confirmed.
+	ErrCloseTimeout = errors.New("moqt: Close timed out before the peer confirmed delivery")
+
 	// ErrConnectionRefused matches, with errors.Is, the *TransportError of a
 	// connection the server refused with QUIC's CONNECTION_REFUSED: a busy
 	// server (see ServerOptions.MaxPendingSessions). Trying again later may
@@ -340,6 +369,16 @@ var (
 	// (§3.4.1): reset by the publisher, not opened within Config.FillWait,
 	// or stalled while the subscription's objects waited.
 	ErrFillFailed = errors.New("moqt: fill incomplete")
+
+	// ErrStreamsMissing reports that data streams PUBLISH_DONE counted
+	// (its Stream Count, §9.9) never arrived before the subscription
+	// stopped waiting for them (Config.DoneLinger, or the delivery timeouts
+	// if longer): whole subgroups, or fills, may be missing, whatever the
+	// PUBLISH_DONE's status, TRACK_ENDED included. Subscription.ReadObject
+	// yields an entry whose Object.Incomplete wraps it, saying how many,
+	// just before the subscription's end; the *DoneError returned at the
+	// end wraps it too, with DoneError.Missing set.
+	ErrStreamsMissing = errors.New("moqt: data streams PUBLISH_DONE counted never arrived")
 
 	// errNotAnObject refuses a write of an entry that only reports
 	// (Object.Incomplete, Object.EndOfRange where it has no place).

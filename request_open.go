@@ -84,6 +84,21 @@ func (o *openRequests) waitFinished(ctx context.Context) error {
 	}
 }
 
+// unconfirmed counts the open requests whose end Session.Close waits for:
+// those this end finished, or is ending (onClose), that the peer has not
+// finished yet.
+func (o *openRequests) unconfirmed() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for rs := range o.active {
+		if rs.finDone.Load() || rs.onClose.Load() != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // waitIdle waits until no request is open. It fails when ctx or the
 // session ends first.
 func (o *openRequests) waitIdle(ctx context.Context) error {

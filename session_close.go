@@ -3,6 +3,7 @@ package moqt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -43,15 +44,28 @@ func (s *Session) CloseWithError(code wire.SessionErrorCode, reason string) erro
 // finished, PUBLISH_DONEs and answers included: a peer using this library
 // finishes a subscription's stream only once it has read every data
 // stream PUBLISH_DONE counted. Then it closes as CloseWithError does.
+//
+// Close returns nil when the peer confirmed everything, and an error when
+// it could not tell that what was sent arrived, so that a program can
+// exit with a failure rather than lose data without a word: one wrapping
+// ErrCloseTimeout when Config.CloseTimeout passed first (the session is
+// closed all the same, and what was in flight is lost), or one wrapping
+// the session's cause (a *SessionError) when the session ended during
+// the wait other than by a NO_ERROR close (the peer's connection lost,
+// say). Close returns nil without waiting when the session had already
+// ended (the first close wins: Context's cause says how it ended), and
+// when Config.CloseTimeout is negative.
 func (s *Session) Close() error {
-	s.linger()
-	return s.CloseWithError(wire.NoError, "")
+	err := s.linger()
+	_ = s.CloseWithError(wire.NoError, "")
+	return err
 }
 
-// linger is Close's wait for what was sent to be delivered.
-func (s *Session) linger() {
+// linger is Close's wait for what was sent to be delivered. It reports
+// what was not confirmed, as Close documents.
+func (s *Session) linger() error {
 	if s.cfg.CloseTimeout < 0 || s.ctx.Err() != nil {
-		return
+		return nil
 	}
 	s.closing.Store(true)
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.CloseTimeout)
@@ -69,10 +83,22 @@ func (s *Session) linger() {
 	}()
 	select {
 	case <-ended:
+		if s.requests.waitFinished(ctx) == nil {
+			return nil
+		}
 	case <-ctx.Done():
-		return
 	}
-	_ = s.requests.waitFinished(ctx)
+	if cause := context.Cause(s.ctx); cause != nil {
+		if se := sessionErrorFrom(cause); se.Code == wire.NoError {
+			return nil // ended as an application chose, this one's or the peer's
+		}
+		return fmt.Errorf("moqt: the session ended before the peer confirmed what was sent: %w", cause)
+	}
+	n := s.requests.unconfirmed()
+	if n == 0 {
+		return nil // confirmed as the time ran out
+	}
+	return fmt.Errorf("%w: after %v, %d request(s) not confirmed by the peer; what was in flight on them is lost", ErrCloseTimeout, s.cfg.CloseTimeout, n)
 }
 
 // waitGoroutines waits, at most closeWait, for the session's goroutines.

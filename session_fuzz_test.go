@@ -576,8 +576,19 @@ func (r *fuzzRun) finish() {
 	t := r.t
 	r.probe()
 	ended := r.s.Context().Err() != nil
-	require.NoError(t, r.s.Close())
+	closeErr := r.s.Close()
 	cause := context.Cause(r.s.Context())
+	switch {
+	case closeErr == nil:
+	case ended:
+		require.NoError(t, closeErr, "Close of a session already over")
+	case errors.Is(closeErr, ErrCloseTimeout):
+		// The peer left streams this end finished unfinished.
+	default:
+		// The session ended as Close waited, other than with NO_ERROR.
+		require.ErrorIs(t, closeErr, cause, "Close reports the session's end")
+		require.NotEqual(t, wire.NoError, sessionErrorFrom(cause).Code, "a NO_ERROR end is no failure of Close")
+	}
 	se, ok := errors.AsType[*SessionError](cause)
 	require.True(t, ok, "the session ended with %T %v, not a *SessionError", cause, cause)
 	r.logf("ended by itself: %v, %v (remote %v)", ended, se, se.Remote)

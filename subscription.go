@@ -527,8 +527,19 @@ func expiry(ms uint64) time.Time {
 // REQUEST_ERROR, a cancellation, or the session's end.
 func (sub *Subscription) Done() <-chan struct{} { return sub.ended() }
 
-// Err returns why the subscription ended, or nil while it is live.
-func (sub *Subscription) Err() error { return sub.termErr() }
+// Err returns why the subscription ended, or nil while it is live. After
+// PUBLISH_DONE that is its *DoneError, replaced by a copy with Missing
+// set if streams it counted were still missing when the subscription
+// stopped waiting for them.
+func (sub *Subscription) Err() error {
+	sub.mu.Lock()
+	short := sub.doneShort
+	sub.mu.Unlock()
+	if short != nil {
+		return short
+	}
+	return sub.termErr()
+}
 
 // dynamicGroups reports whether the track's DYNAMIC_GROUPS is 1 (§10.6),
 // looked for inside IMMUTABLE_PROPERTIES too (§10.7).

@@ -60,6 +60,10 @@ type arrival struct {
 	// taken is the stall clock's tick when ReadObject last returned, for the
 	// stall watchdog.
 	taken atomic.Int64
+	// toldMissing is set once ReadObject has yielded the entry for the
+	// streams PUBLISH_DONE counted that never came. ReadObject's caller
+	// alone uses it.
+	toldMissing bool
 
 	mu      sync.Mutex // guards the fields below
 	stopped chan struct{}
@@ -128,6 +132,12 @@ func (a *arrival) nextRaw(ctx context.Context, sub *Subscription) (arrivalItem, 
 			}
 			if d, ok := sub.datagrams.pop(); ok {
 				return arrivalItem{obj: d}, nil
+			}
+			if err := sub.streamsMissing(); err != nil && !a.toldMissing {
+				// News, in band, before the end: whole streams are
+				// missing.
+				a.toldMissing = true
+				return arrivalItem{err: err}, nil
 			}
 			return arrivalItem{}, sub.endErr(ctx)
 		case <-a.stopped:

@@ -33,8 +33,12 @@ type subData struct {
 	filter      *filter.Filter
 	superseded  []supersededFilter // filters updates replaced, newest last
 	streamsSeen uint64
-	linger      *time.Timer // ends the data plane after PUBLISH_DONE
-	expiry      *time.Timer // cancels when the EXPIRES this end granted passes
+	// doneShort, set once by lingerExpired, is the PUBLISH_DONE's error
+	// with DoneError.Missing counting the streams that never came: what
+	// Err returns from then on.
+	doneShort *DoneError
+	linger    *time.Timer // ends the data plane after PUBLISH_DONE
+	expiry    *time.Timer // cancels when the EXPIRES this end granted passes
 	// stopCode, when set, is the STOP_SENDING code on the data streams
 	// instead of CANCELLED: MALFORMED_TRACK when a Malformed Track
 	// cancelled the subscription, EXCESSIVE_LOAD when it fell behind
@@ -454,8 +458,17 @@ func (sub *Subscription) release() {
 // lingerExpired drops the subscription's state when not every stream
 // PUBLISH_DONE counted arrived in time: streams still waiting to be taken,
 // subgroup or fill, are stopped (STOP_SENDING, §9.9); streams the
-// application holds stay its own.
+// application holds stay its own. The streams that never came are
+// recorded first (doneShort), so that whoever sees the data plane's end
+// sees them.
 func (sub *Subscription) lingerExpired() {
+	sub.mu.Lock()
+	if d := sub.finished; d != nil && d.StreamCount != unknownStreamCount && sub.streamsSeen < d.StreamCount && !sub.dataEnded() {
+		short := *d // d was handed out already: a copy, never a change
+		short.Missing = d.StreamCount - sub.streamsSeen
+		sub.doneShort = &short
+	}
+	sub.mu.Unlock()
 	sub.endData()
 	sub.stopUntakenFills()
 	for {
@@ -467,6 +480,18 @@ func (sub *Subscription) lingerExpired() {
 			return
 		}
 	}
+}
+
+// streamsMissing is the error of ReadObject's entry for the streams
+// PUBLISH_DONE counted that never came, or nil when none is missing.
+func (sub *Subscription) streamsMissing() error {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	d := sub.doneShort
+	if d == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %d of the %d data streams counted", ErrStreamsMissing, d.Missing, d.StreamCount)
 }
 
 // lingerTime is how long to wait for late streams after PUBLISH_DONE: at

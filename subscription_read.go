@@ -33,7 +33,12 @@ import (
 // joined mid-way when its filter covers the objects before, §11.3.2, or
 // for a delivery timeout; or one of its objects was larger than
 // Config.MaxObjectSize, and this end stopped it). The objects it carried
-// before were returned. So the loop a subscriber writes is:
+// before were returned. After PUBLISH_DONE, data streams its Stream Count
+// promised that have not arrived when the subscription stops waiting for
+// them (Config.DoneLinger, §9.9) are told by one such entry too, just
+// before the end: its Incomplete wraps ErrStreamsMissing and says how
+// many, every other field zero, and the *DoneError that follows has
+// Missing set. So the loop a subscriber writes is:
 //
 //	for {
 //		obj, err := sub.ReadObject(ctx)
@@ -170,7 +175,9 @@ func (sub *Subscription) seam(a *arrival, it arrivalItem) (arrivalItem, bool) {
 // AcceptSubgroup returns the next subgroup stream of the subscription.
 // After the subscription ends it keeps returning the streams that arrive
 // late, until every stream PUBLISH_DONE counted has arrived or
-// Config.DoneLinger passes; then it returns the subscription's error. A
+// Config.DoneLinger passes; then it returns the subscription's error: a
+// *DoneError whose Missing counts the streams that never came, if any
+// (it then wraps ErrStreamsMissing). A
 // subscription whose streams wait here, or taken but unread, for longer
 // than Config.ReadStallTimeout is cancelled (ErrFellBehind).
 func (sub *Subscription) AcceptSubgroup(ctx context.Context) (*SubgroupReader, error) {

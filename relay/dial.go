@@ -97,7 +97,9 @@ func (d *Dialer) Session(ctx context.Context, _ wire.Namespace) (*moqt.Session, 
 }
 
 // Close closes the session to the upstream, if any, and makes later calls
-// of Session fail.
+// of Session fail. It returns that session's Close error: one wrapping
+// moqt.ErrCloseTimeout when the upstream did not confirm, in time, what
+// was sent to it.
 func (d *Dialer) Close() error {
 	d.mu.Lock()
 	d.closed = true

@@ -26,31 +26,8 @@ type hostilePeer struct {
 
 func dialHostile(t *testing.T, n *node, path string) *hostilePeer {
 	t.Helper()
-	conn, server := moqttest.Raw(t, n.pipeConfig(), path, n.cfg, func(conn transport.Conn) {
-		ctrl, err := conn.OpenUniStream()
-		require.NoError(t, err)
-		setup := &wire.Setup{}
-		if !conn.WebTransport() { // WebTransport's CONNECT carries them (§9.1)
-			setup.Path, setup.Authority = wire.Some(path), wire.Some("pipe.test:443")
-		}
-		b, err := wire.AppendMessage(wire.Versions[0], nil, setup)
-		require.NoError(t, err)
-		_, err = ctrl.Write(b)
-		require.NoError(t, err)
-	})
+	conn, server := moqttest.RawPeer(t, n.pipeConfig(), path, n.cfg)
 	n.arrive(path, server)
-	go func() { // the relay's control stream, read and ignored
-		s, err := conn.AcceptUniStream(context.Background())
-		if err != nil {
-			return
-		}
-		buf := make([]byte, 1024)
-		for {
-			if _, err := s.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
 	return &hostilePeer{conn: conn}
 }
 

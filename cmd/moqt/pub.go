@@ -170,9 +170,11 @@ func runPub(ctx context.Context, n *narrator, p *publisher, in io.Reader, o *pub
 					n.say("the last line had no newline: moqt sub -lines will write one")
 				}
 				n.say("end of %s: %s; ending the track", source, g.summary())
-				err := p.end(wire.DoneTrackEnded, "end of input")
+				if err := p.end(wire.DoneTrackEnded, "end of input"); err != nil {
+					return err
+				}
 				n.say("ended")
-				return err
+				return nil
 			}
 			lastLineBare = len(c.payload) > 0 && c.payload[len(c.payload)-1] != '\n'
 			if o.lines {
@@ -203,9 +205,11 @@ func runPub(ctx context.Context, n *narrator, p *publisher, in io.Reader, o *pub
 		case <-ctx.Done():
 			n.say("interrupted: %s; ending the track", g.summary())
 			_ = g.endGroup()
-			err := p.end(wire.DoneTrackEnded, "publisher stopped")
+			if err := p.end(wire.DoneTrackEnded, "publisher stopped"); err != nil {
+				return err
+			}
 			n.say("ended")
-			return err
+			return nil
 		}
 	}
 }

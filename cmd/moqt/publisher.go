@@ -185,10 +185,15 @@ const publisherCloseTimeout = time.Minute
 // end ends the track with code, TRACK_ENDED only when the publisher chose
 // to end it (the end of its input, or Ctrl-C): a subscriber told GOING_AWAY
 // or INTERNAL_ERROR knows its copy may be short. It then closes the
-// session, which first delivers what was written.
+// session, which first delivers what was written; when the server did not
+// confirm that in time (or the connection was lost meanwhile), what was
+// still in flight is lost, and end fails so that the command does.
 func (p *publisher) end(code wire.PublishDoneCode, reason string) error {
 	p.track.End(code, reason)
-	return p.sess.Close()
+	if err := p.sess.Close(); err != nil {
+		return fmt.Errorf("the server did not confirm that it received everything written, so subscribers may lack the end of the track: %w", err)
+	}
+	return nil
 }
 
 // sessionEnded explains why a session ended under a command.

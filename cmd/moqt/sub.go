@@ -224,6 +224,9 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 			case ctx.Err() != nil:
 				n.say("interrupted: %s", summary)
 				return nil
+			case errors.As(err, &done) && done.Missing > 0:
+				// TRACK_ENDED included: the copy lacks what they carried.
+				return fmt.Errorf("the publisher ended the subscription after %s: %s, but %d of the %d data streams it counted never arrived: objects are missing", summary, explainDone(done), done.Missing, done.StreamCount)
 			case errors.As(err, &done) && done.Code == wire.DoneTrackEnded:
 				n.say("the track ended (TRACK_ENDED): %s", summary)
 				return nil
@@ -237,6 +240,10 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 		switch {
 		case errors.Is(obj.Incomplete, moqt.ErrFillFailed):
 			n.warn("the fill failed: some of the objects it was to bring may be missing (%v)", obj.Incomplete)
+			continue
+		case errors.Is(obj.Incomplete, moqt.ErrStreamsMissing):
+			// Said now, and failed on at the end that follows.
+			n.warn("not every data stream of the subscription arrived: whole groups may be missing (%v)", obj.Incomplete)
 			continue
 		case obj.Incomplete != nil:
 			if o.verbose {

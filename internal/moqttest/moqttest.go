@@ -12,6 +12,7 @@ import (
 	"github.com/moqt-go/moqt"
 	"github.com/moqt-go/moqt/internal/testhook"
 	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
 )
 
 // setupGuard bounds the SETUP exchange: it only turns a hang into a
@@ -88,6 +89,44 @@ func Raw(t testing.TB, pc transport.PipeConfig, path string, serverCfg *moqt.Con
 		<-client.Context().Done()
 		<-server.Context().Done()
 	})
+	return client, server
+}
+
+// RawPeer is Raw with the client's side of SETUP played for the test
+// (raw QUIC sends the path and authority in it; WebTransport's CONNECT
+// carries them, §9.1), and the server's control stream read and ignored:
+// the test speaks only the requests and data that follow, as a peer the
+// library would not be.
+func RawPeer(t testing.TB, pc transport.PipeConfig, path string, serverCfg *moqt.Config) (client transport.Conn, server *moqt.Session) {
+	t.Helper()
+	client, server = Raw(t, pc, path, serverCfg, func(conn transport.Conn) {
+		setup := &wire.Setup{}
+		if !conn.WebTransport() {
+			setup.Path, setup.Authority = wire.Some(path), wire.Some("pipe.test:443")
+		}
+		b, err := wire.AppendMessage(wire.Versions[0], nil, setup)
+		if err == nil {
+			var ctrl transport.SendStream
+			if ctrl, err = conn.OpenUniStream(); err == nil {
+				_, err = ctrl.Write(b)
+			}
+		}
+		if err != nil {
+			t.Fatalf("moqttest: sending SETUP: %v", err)
+		}
+	})
+	go func() {
+		s, err := client.AcceptUniStream(context.Background())
+		if err != nil {
+			return
+		}
+		buf := make([]byte, 1024)
+		for {
+			if _, err := s.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
 	return client, server
 }
 

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/internal/moqttest"
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// lockedBuffer is a narrator's stderr written from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var pipeTrack = wire.FullTrackName{Namespace: wire.NewNamespace("ns"), Name: []byte("t")}
+
+// TestPubFailsWhenDeliveryUnconfirmed: moqt pub ends the track and closes
+// its session, which waits for the subscriber to confirm what it read. A
+// subscriber that reads confirms, and pub succeeds; one that does not
+// within the close timeout leaves pub failing with ErrCloseTimeout, where
+// it used to exit 0 having lost what was in flight.
+func TestPubFailsWhenDeliveryUnconfirmed(t *testing.T) {
+	for _, reads := range []bool{true, false} {
+		name := "subscriber reads"
+		if !reads {
+			name = "subscriber does not confirm"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				track, err := moqt.NewLocalTrack(pipeTrack, nil)
+				require.NoError(t, err)
+				var stderr lockedBuffer
+				n := &narrator{w: &stderr, prefix: "moqt pub: "}
+				p := &publisher{n: n, track: track, watched: make(chan struct{})}
+				// The subscriber leaves its data unread for a minute, stall
+				// watchdog off, so that it finishes its request stream
+				// only when it reads.
+				client, server := moqttest.Pair(t, transport.PipeConfig{},
+					&moqt.Config{Handler: moqt.HandlerFunc(p.serve), CloseTimeout: 2 * time.Second},
+					&moqt.Config{DoneLinger: time.Minute, ReadStallTimeout: -1})
+				p.sess = server
+				sub, err := client.Subscribe(ctx, pipeTrack, wire.Params{})
+				require.NoError(t, err)
+				if reads {
+					go func() {
+						for {
+							if _, err := sub.ReadObject(ctx); err != nil {
+								return
+							}
+						}
+					}()
+				}
+				start := time.Now()
+				err = runPub(ctx, n, p, strings.NewReader("hello"), &pubOptions{size: 16, groupInterval: time.Second})
+				if reads {
+					require.NoError(t, err)
+					assert.Contains(t, stderr.String(), "moqt pub: ended")
+					return
+				}
+				require.ErrorIs(t, err, moqt.ErrCloseTimeout)
+				assert.Contains(t, err.Error(), "the server did not confirm that it received everything written")
+				assert.Equal(t, 2*time.Second, time.Since(start), "pub gave up after the close timeout")
+				assert.NotContains(t, stderr.String(), "moqt pub: ended")
+			})
+		})
+	}
+}
+
+// rawPublisher plays a publisher byte by byte on conn: it answers one
+// SUBSCRIBE, sends one subgroup stream with one object, and ends the
+// subscription with PUBLISH_DONE TRACK_ENDED counting count streams.
+func rawPublisher(t *testing.T, conn transport.Conn, count uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, err := conn.AcceptStream(ctx)
+	require.NoError(t, err)
+	typ, _, err := wire.NewMessageReader(req).ReadFrame()
+	require.NoError(t, err)
+	require.Equal(t, wire.MsgSubscribe, typ)
+	send := func(m wire.Message) {
+		b, err := wire.AppendMessage(wire.Versions[0], nil, m)
+		require.NoError(t, err)
+		_, err = req.Write(b)
+		require.NoError(t, err)
+	}
+	send(&wire.SubscribeOK{TrackAlias: 1})
+
+	data, err := conn.OpenUniStreamSync(ctx)
+	require.NoError(t, err)
+	enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 1, DefaultPriority: true}}
+	b, err := enc.Header.Append(nil)
+	require.NoError(t, err)
+	b, err = enc.AppendObject(b, wire.SubgroupObject{PayloadLength: 5})
+	require.NoError(t, err)
+	_, err = data.Write(append(b, "hello"...))
+	require.NoError(t, err)
+	require.NoError(t, data.Close())
+
+	send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded, StreamCount: count, ErrorReason: "end"})
+	require.NoError(t, req.Close())
+}
+
+// TestSubFailsWhenStreamsMissing: a publisher ends the track with
+// TRACK_ENDED counting two data streams, and one arrives. moqt sub writes
+// what came, warns once the linger has passed, and fails: it used to say
+// the track ended and exit 0 with a copy lacking a whole stream. With the
+// count right it ends as before.
+func TestSubFailsWhenStreamsMissing(t *testing.T) {
+	for _, count := range []uint64{1, 2} {
+		name := "whole"
+		if count > 1 {
+			name = "missing"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				conn, sess := moqttest.RawPeer(t, transport.PipeConfig{}, "/", &moqt.Config{DoneLinger: 2 * time.Second})
+				published := make(chan struct{})
+				go func() {
+					defer close(published)
+					rawPublisher(t, conn, count)
+				}()
+				var stderr lockedBuffer
+				var out bytes.Buffer
+				n := &narrator{w: &stderr, prefix: "moqt sub: "}
+				err := runSub(ctx, n, &out, sess, pipeTrack, &subOptions{})
+				<-published
+				assert.Equal(t, "hello", out.String(), "what came is written")
+				if count == 1 {
+					require.NoError(t, err)
+					assert.Contains(t, stderr.String(), "the track ended (TRACK_ENDED)")
+					return
+				}
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "1 of the 2 data streams it counted never arrived")
+				assert.Contains(t, err.Error(), "TRACK_ENDED")
+				assert.Contains(t, stderr.String(), "moqt sub: not every data stream of the subscription arrived")
+				assert.NotContains(t, stderr.String(), "the track ended (TRACK_ENDED)")
+			})
+		})
+	}
+}
