@@ -191,3 +191,53 @@ func TestSessionTrackBoundSparesUpstreams(t *testing.T) {
 		assert.Equal(t, int32(3), subs.Load())
 	})
 }
+
+// TestUpstreamStreamsMissingEndTrackWithError: a publisher whose
+// PUBLISH_DONE counts data streams that never reach the relay ends the track
+// downstream with INTERNAL_ERROR, saying so: passed on as TRACK_ENDED, its
+// subscribers, whose Stream Count is what the relay sent, would not know
+// the track lacks them. With the count right it ends as the publisher said.
+func TestUpstreamStreamsMissingEndTrackWithError(t *testing.T) {
+	for _, count := range []uint64{1, 2} {
+		t.Run(fmt.Sprint(count), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := startNode(t, "moqt", Config{}, nil)
+				h := dialHostile(t, n, "/pub")
+				n.relay.reg.addAnnouncer(n.session("/pub"), wire.NewNamespace("live"))
+				c, _ := n.dial("/sub", nil)
+				res := asyncSubscribe(t, c, testTrack, wire.Params{})
+				rs := h.awaitSubscribe(t)
+				send := func(m wire.Message) {
+					b, err := wire.AppendMessage(wire.Versions[0], nil, m)
+					require.NoError(t, err)
+					_, err = rs.Write(b)
+					require.NoError(t, err)
+				}
+				send(&wire.SubscribeOK{TrackAlias: 1})
+				ds, err := h.conn.OpenUniStream()
+				require.NoError(t, err)
+				enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 1, DefaultPriority: true}}
+				b, err := enc.Header.Append(nil)
+				require.NoError(t, err)
+				b, err = enc.AppendObject(b, wire.SubgroupObject{PayloadLength: 5})
+				require.NoError(t, err)
+				_, err = ds.Write(append(b, "hello"...))
+				require.NoError(t, err)
+				require.NoError(t, ds.Close())
+				send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded, StreamCount: count, ErrorReason: "end"})
+				require.NoError(t, rs.Close())
+
+				r := <-res
+				require.NoError(t, r.err)
+				if count == 1 {
+					assert.Equal(t, wire.DoneTrackEnded, doneCode(t, r.sub))
+					return
+				}
+				assert.Equal(t, wire.DoneInternalError, doneCode(t, r.sub))
+				var de *moqt.DoneError
+				require.ErrorAs(t, r.sub.Err(), &de)
+				assert.Contains(t, de.Reason, "1 of the publisher's 2 data streams never reached the relay")
+			})
+		})
+	}
+}

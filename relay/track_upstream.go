@@ -6,6 +6,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/moqt-go/moqt"
@@ -210,7 +211,8 @@ func (e *trackEntry) makeTrackLocked(sub *moqt.Subscription) bool {
 
 // upstreamEnded handles the end of an Established upstream subscription. A
 // Malformed Track ends the track downstream with MALFORMED_TRACK (§12.1);
-// the last publisher's PUBLISH_DONE ends it with the same status; the end
+// the last publisher's PUBLISH_DONE ends it with the same status, or with
+// INTERNAL_ERROR when data streams it counted never came; the end
 // of a publisher's session with INTERNAL_ERROR. The track also ends when
 // the publishers left are all behind it (restartedLocked).
 func (e *trackEntry) upstreamEnded(u *upstream, err error) {
@@ -223,7 +225,13 @@ func (e *trackEntry) upstreamEnded(u *upstream, err error) {
 	switch {
 	case malformed:
 		code, reason = wire.DoneMalformedTrack, "malformed track upstream"
-	case errors.As(err, &done):
+	case errors.As(err, &done) && done.Missing > 0:
+		// Whole streams never reached the relay: its subscribers, whose
+		// Stream Count is what the relay sent, would not know the track
+		// lacks them.
+		code, reason = wire.DoneInternalError, fmt.Sprintf("%d of the publisher's %d data streams never reached the relay (it said %s: %s)",
+			done.Missing, done.StreamCount, done.Code, done.Reason)
+	case done != nil:
 		code, reason = done.Code, done.Reason
 	}
 	e.mu.Lock()
