@@ -206,26 +206,7 @@ func TestUpstreamStreamsMissingEndTrackWithError(t *testing.T) {
 				n.relay.reg.addAnnouncer(n.session("/pub"), wire.NewNamespace("live"))
 				c, _ := n.dial("/sub", nil)
 				res := asyncSubscribe(t, c, testTrack, wire.Params{})
-				rs := h.awaitSubscribe(t)
-				send := func(m wire.Message) {
-					b, err := wire.AppendMessage(wire.Versions[0], nil, m)
-					require.NoError(t, err)
-					_, err = rs.Write(b)
-					require.NoError(t, err)
-				}
-				send(&wire.SubscribeOK{TrackAlias: 1})
-				ds, err := h.conn.OpenUniStream()
-				require.NoError(t, err)
-				enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 1, DefaultPriority: true}}
-				b, err := enc.Header.Append(nil)
-				require.NoError(t, err)
-				b, err = enc.AppendObject(b, wire.SubgroupObject{PayloadLength: 5})
-				require.NoError(t, err)
-				_, err = ds.Write(append(b, "hello"...))
-				require.NoError(t, err)
-				require.NoError(t, ds.Close())
-				send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded, StreamCount: count, ErrorReason: "end"})
-				require.NoError(t, rs.Close())
+				moqttest.AnswerRawSubscribe(t, h.conn, h.awaitSubscribe(t), count)
 
 				r := <-res
 				require.NoError(t, r.err)

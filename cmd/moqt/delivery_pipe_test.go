@@ -104,27 +104,7 @@ func rawPublisher(t *testing.T, conn transport.Conn, count uint64) {
 	typ, _, err := wire.NewMessageReader(req).ReadFrame()
 	require.NoError(t, err)
 	require.Equal(t, wire.MsgSubscribe, typ)
-	send := func(m wire.Message) {
-		b, err := wire.AppendMessage(wire.Versions[0], nil, m)
-		require.NoError(t, err)
-		_, err = req.Write(b)
-		require.NoError(t, err)
-	}
-	send(&wire.SubscribeOK{TrackAlias: 1})
-
-	data, err := conn.OpenUniStreamSync(ctx)
-	require.NoError(t, err)
-	enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 1, DefaultPriority: true}}
-	b, err := enc.Header.Append(nil)
-	require.NoError(t, err)
-	b, err = enc.AppendObject(b, wire.SubgroupObject{PayloadLength: 5})
-	require.NoError(t, err)
-	_, err = data.Write(append(b, "hello"...))
-	require.NoError(t, err)
-	require.NoError(t, data.Close())
-
-	send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded, StreamCount: count, ErrorReason: "end"})
-	require.NoError(t, req.Close())
+	moqttest.AnswerRawSubscribe(t, conn, req, count)
 }
 
 // TestSubFailsWhenStreamsMissing: a publisher ends the track with

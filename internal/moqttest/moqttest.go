@@ -144,3 +144,46 @@ func quiet(cfg *moqt.Config) *moqt.Config {
 }
 
 var discard = slog.New(slog.DiscardHandler)
+
+// AnswerRawSubscribe answers, as a raw publisher on conn, the SUBSCRIBE
+// whose request stream req the test has read: SUBSCRIBE_OK with Track Alias
+// 1, one subgroup stream carrying one object "hello", then PUBLISH_DONE
+// TRACK_ENDED counting count data streams (more than one: streams that
+// never come), and the FIN.
+func AnswerRawSubscribe(t testing.TB, conn transport.Conn, req transport.Stream, count uint64) {
+	t.Helper()
+	send := func(m wire.Message) {
+		b, err := wire.AppendMessage(wire.Versions[0], nil, m)
+		if err == nil {
+			_, err = req.Write(b)
+		}
+		if err != nil {
+			t.Fatalf("moqttest: sending %s: %v", m.Type(), err)
+		}
+	}
+	send(&wire.SubscribeOK{TrackAlias: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), setupGuard)
+	defer cancel()
+	data, err := conn.OpenUniStreamSync(ctx)
+	if err != nil {
+		t.Fatalf("moqttest: opening a data stream: %v", err)
+	}
+	enc := wire.SubgroupEncoder{Header: wire.SubgroupHeader{TrackAlias: 1, DefaultPriority: true}}
+	b, err := enc.Header.Append(nil)
+	if err == nil {
+		b, err = enc.AppendObject(b, wire.SubgroupObject{PayloadLength: 5})
+	}
+	if err == nil {
+		_, err = data.Write(append(b, "hello"...))
+	}
+	if err == nil {
+		err = data.Close()
+	}
+	if err != nil {
+		t.Fatalf("moqttest: writing the data stream: %v", err)
+	}
+	send(&wire.PublishDone{StatusCode: wire.DoneTrackEnded, StreamCount: count, ErrorReason: "end"})
+	if err := req.Close(); err != nil {
+		t.Fatalf("moqttest: finishing the request stream: %v", err)
+	}
+}
