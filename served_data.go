@@ -452,15 +452,45 @@ func (ss *ServedSubscription) closeDataStreams(code wire.ResetCode, deliver bool
 		prio.Remove(str)
 	}
 	if wait != nil {
-		t := time.NewTimer(ss.sess.cfg.SubscriberGrace + cutLinger)
-		select {
-		case <-wait:
-		case <-t.C:
-		case <-ss.sess.ctx.Done():
-		}
-		t.Stop()
+		ss.awaitEnding(wait)
 	}
 	ss.resetDataStreams(code)
+}
+
+// maxEndingWait bounds how long End waits for a subscriber that keeps
+// taking data to take the backlogs of the streams already complete.
+const maxEndingWait = time.Minute
+
+// awaitEnding waits until wait is closed: the streams complete when End
+// came have written their backlogs. It waits while the subscriber takes
+// data, up to maxEndingWait, and gives up on one that takes nothing for
+// SubscriberGrace plus cutLinger, as on a stalled one: a slow path (a
+// lossy link, say) still gets every object of those streams, which a fixed
+// bound had reset, losing the end of a file as the publisher exited.
+func (ss *ServedSubscription) awaitEnding(wait chan struct{}) {
+	quiet := ss.sess.cfg.SubscriberGrace + cutLinger
+	limit := time.NewTimer(maxEndingWait)
+	defer limit.Stop()
+	t := time.NewTimer(quiet)
+	defer t.Stop()
+	taken := ss.wp.group.Taken()
+	for {
+		select {
+		case <-wait:
+			return
+		case <-ss.sess.ctx.Done():
+			return
+		case <-limit.C:
+			return
+		case <-t.C:
+			now := ss.wp.group.Taken()
+			if now == taken {
+				return
+			}
+			taken = now
+			t.Reset(quiet)
+		}
+	}
 }
 
 // resetDataStreams resets every data stream still open: on cancellation

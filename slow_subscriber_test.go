@@ -475,3 +475,56 @@ func TestC020_ForwardOffAndOnMidSubgroup(t *testing.T) {
 		requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
 	})
 }
+
+// TestEndWaitsForSlowSubscriber: End delivers the backlog of a complete
+// subgroup to a subscriber that takes it slowly but steadily, far past
+// SubscriberGrace, before PUBLISH_DONE: every object, the FIN, then
+// TRACK_ENDED. A fixed bound of SubscriberGrace plus cutLinger reset the
+// stream, so a file published over a lossy path lost its end while the
+// publisher and subscriber both exited 0.
+func TestEndWaitsForSlowSubscriber(t *testing.T) {
+	const objects, size = 3, 1 << 20
+	forTransports(t, func(t *testing.T, connect connector) {
+		lt := subscribeTrackOver(t, connect, wire.Params{}, nil, nil)
+		ctx := lt.ctx
+		w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
+		ended := goErr(func() error {
+			for id := range uint64(objects) {
+				if err := writeObject(w, id, nil, payloadOf(id, size)); err != nil {
+					return err
+				}
+			}
+			if err := w.Close(); err != nil {
+				return err
+			}
+			lt.track.End(wire.DoneTrackEnded, "done")
+			return nil
+		})
+		r, err := lt.sub.AcceptSubgroup(ctx)
+		require.NoError(t, err)
+		buf := make([]byte, 64<<10)
+		for id := range uint64(objects) {
+			o, err := r.Next()
+			require.NoError(t, err, "object %d", id)
+			require.Equal(t, id, o.Location.Object)
+			got := 0
+			for got < size {
+				n, err := r.Read(buf)
+				got += n
+				if err == io.EOF {
+					break
+				}
+				require.NoError(t, err)
+				advance(500 * time.Millisecond) // 64 KiB a half second: 24 s in all
+			}
+			require.Equal(t, size, got)
+		}
+		_, err = r.Next()
+		require.ErrorIs(t, err, io.EOF, "the FIN, not a reset")
+		require.NoError(t, <-ended)
+		<-lt.sub.Done()
+		var de *DoneError
+		require.ErrorAs(t, lt.sub.Err(), &de)
+		assert.Equal(t, wire.DoneTrackEnded, de.Code)
+	})
+}

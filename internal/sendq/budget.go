@@ -186,6 +186,10 @@ func (g *Group) Init(limit int, grace time.Duration, sess *Session) {
 // Queued returns the bytes its queues hold now.
 func (g *Group) Queued() int64 { return g.queued.Load() }
 
+// Taken counts the drains' writes that took bytes: it moves while the
+// subscriber takes data, and stands still while it stalls.
+func (g *Group) Taken() uint64 { return g.taken.Load() }
+
 // charge counts n more bytes queued, of which own are the queue's own
 // (payload.go), against the group's limit and then its session's budgets;
 // bytes that would pass one are refused with a *CutError.
