@@ -19,8 +19,12 @@ import (
 // the next group waiting is taken instead, giving up on the one being
 // written, when nothing of it, or of the group after it, has arrived for
 // stall (a publisher that writes no End of Group, or skipped group IDs, as
-// a restarted clock does), or when what waits passes its bounds. A start
-// not known (beginAtLowest) waits the same way for the lowest group.
+// a restarted clock does), or when what waits passes its bounds. Once the
+// publisher is seen to end its groups (an End of Group came), a group not
+// ended yet is waited for past stall, until it ends or what waits passes
+// its bounds: over a slow path one large object can take longer than
+// stall, and giving up on its group wrote its late objects out of order.
+// A start not known (beginAtLowest) waits the same way for the lowest group.
 type sequencer struct {
 	emit func(moqt.Object) error // writes an object out
 	// late, if set, is told of objects that arrived after later ones were
@@ -34,10 +38,13 @@ type sequencer struct {
 	// every object waits until group 0 comes, stall has passed since
 	// beginAtLowest (lastCur), or what waits passes its bounds. cur is
 	// unset meanwhile.
-	lowest  bool
-	cur     uint64    // the group being written
-	ended   bool      // cur has ended
-	lastCur time.Time // when cur last had news: began, an object, its end
+	lowest bool
+	cur    uint64 // the group being written
+	ended  bool   // cur has ended
+	// endsGroups: an End of Group came, so the publisher ends its groups
+	// and the one being written will end too.
+	endsGroups bool
+	lastCur    time.Time // when cur last had news: began, an object, its end
 	// endsBefore, when set, is a group known to have ended with the
 	// Largest Object the subscription started after (its End of Group):
 	// once an object of the group after it comes, it has ended, though
@@ -107,7 +114,7 @@ func (s *sequencer) add(obj moqt.Object, now time.Time) error {
 			return err
 		}
 		if obj.Status == wire.ObjectEndOfGroup {
-			s.ended = true
+			s.ended, s.endsGroups = true, true
 		}
 	case g > s.cur:
 		s.hold(obj)
@@ -174,7 +181,8 @@ func (s *sequencer) settle(now time.Time) error {
 	for len(s.ahead) > 0 {
 		next := s.cur + 1
 		if _, ok := s.ahead[next]; !ok || !s.ended {
-			if !s.overBounds() && now.Sub(s.lastCur) < sequenceStall {
+			patient := !s.ended && s.endsGroups // its End of Group will come
+			if !s.overBounds() && (patient || now.Sub(s.lastCur) < sequenceStall) {
 				return nil
 			}
 			next = s.lowestAhead()
@@ -202,7 +210,7 @@ func (s *sequencer) advance(g uint64, now time.Time) error {
 			return err
 		}
 		if o.Status == wire.ObjectEndOfGroup {
-			s.ended = true
+			s.ended, s.endsGroups = true, true
 		}
 	}
 	if s.endedAhead[g] {
@@ -218,6 +226,9 @@ func (s *sequencer) overBounds() bool {
 }
 
 func (s *sequencer) hold(obj moqt.Object) {
+	if obj.Status == wire.ObjectEndOfGroup {
+		s.endsGroups = true
+	}
 	obj.Payload = slices.Clone(obj.Payload)
 	obj.Properties = nil
 	s.ahead[obj.Location.Group] = append(s.ahead[obj.Location.Group], obj)

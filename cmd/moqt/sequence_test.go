@@ -257,3 +257,23 @@ func TestSequencerStartAtLowest(t *testing.T) {
 	require.NoError(t, h.s.flush())
 	assert.Equal(t, locs("1:0", "2:0"), h.out)
 }
+
+func TestSequencerWaitsForEndOfGroup(t *testing.T) {
+	// A publisher that ends its groups: the group being written is waited
+	// for past sequenceStall, so that a slow object of it (a large one over
+	// a lossy path) is not written after later groups.
+	h := newSeqHarness()
+	h.s.begin(0, h.now)
+	h.obj(t, 0, 0)
+	h.eog(t, 0, 1)
+	h.obj(t, 1, 0)
+	h.obj(t, 2, 0)
+	h.eog(t, 2, 1)
+	h.now = h.now.Add(3 * sequenceStall)
+	require.NoError(t, h.s.tick(h.now))
+	assert.Equal(t, locs("0:0", "1:0"), h.out, "group 2 waits for group 1's end")
+	h.obj(t, 1, 1)
+	h.eog(t, 1, 2)
+	assert.Equal(t, locs("0:0", "1:0", "1:1", "2:0"), h.out)
+	assert.Empty(t, h.late)
+}

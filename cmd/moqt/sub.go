@@ -221,6 +221,10 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 			summary := fmt.Sprintf("%d objects, %d bytes", w.objects, w.bytes)
 			var done *moqt.DoneError
 			switch {
+			case lateObjects > 0 && ctx.Err() == nil:
+				// The output is not the track's bytes in order, whatever
+				// the end said.
+				return fmt.Errorf("after %s (%v): %d objects arrived after later groups were written, and were written out of order", summary, err, lateObjects)
 			case ctx.Err() != nil:
 				n.say("interrupted: %s", summary)
 				return nil
