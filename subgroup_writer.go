@@ -562,7 +562,7 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, v *servedView)
 func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun int64) error {
 	err := w.sq.Send(&out.q, b, &w.pl, out.hold, fanout, w.waitUntil(out.ss, begun))
 	if err == nil {
-		if !out.marked {
+		if !out.marked.Load() {
 			out.markHeader()
 		}
 		return nil

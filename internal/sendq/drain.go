@@ -18,6 +18,7 @@ import (
 func (q *Queue) drain() {
 	defer q.drained()
 	g := q.group
+	wrote := false // Owner.Wrote was told
 	err := q.owner.Ready()
 	q.mu.Lock()
 	for {
@@ -76,6 +77,10 @@ func (q *Queue) drain() {
 			}
 			if n > 0 {
 				g.taken.Add(1)
+				if !wrote {
+					wrote = true
+					q.owner.Wrote()
+				}
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				err = nil

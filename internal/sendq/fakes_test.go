@@ -109,6 +109,7 @@ type fakeOwner struct {
 	failed   []error
 	finished []string
 	drained  int
+	wrote    int // Wrote calls
 }
 
 func (o *fakeOwner) Late() bool { return false }
@@ -154,6 +155,12 @@ func (o *fakeOwner) Finish(reset bool, code wire.ResetCode) {
 		return
 	}
 	o.finished = append(o.finished, "fin")
+}
+
+func (o *fakeOwner) Wrote() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.wrote++
 }
 
 func (o *fakeOwner) Drained() {

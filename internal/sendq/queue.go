@@ -96,6 +96,10 @@ type Owner interface {
 	Finish(reset bool, code wire.ResetCode)
 	// Drained is told that the drain's goroutine ends, after the above.
 	Drained()
+	// Wrote is told, on the drain's goroutine, that a Write of the drain
+	// took bytes: the stream's first ones may have reached the transport.
+	// Once per drain; the stream is the drain's meanwhile.
+	Wrote()
 }
 
 // Queue is one stream's send side: the bytes queued for it and the

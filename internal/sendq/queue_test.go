@@ -176,6 +176,31 @@ func TestHoldWaitsForReady(t *testing.T) {
 	})
 }
 
+// TestDrainToldOfItsFirstWrite: a drain tells its owner after its first
+// Write that took bytes, so that the owner marks what reached the
+// transport (a stream header a later reset must keep); nothing is told
+// while nothing was taken.
+func TestDrainToldOfItsFirstWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(1<<20, time.Minute, 0)
+		defer r.w.Interrupt()
+		assert.Equal(t, []error{nil}, r.send("hello", time.Minute))
+		assert.Equal(t, []error{nil}, r.send(" world", time.Minute))
+		require.True(t, r.qs[0].Active())
+		r.owners[0].mu.Lock()
+		assert.Zero(t, r.owners[0].wrote, "nothing taken yet")
+		r.owners[0].mu.Unlock()
+		r.strs[0].grant(3)
+		synctest.Wait()
+		r.strs[0].grant(100)
+		synctest.Wait()
+		assert.Equal(t, "hello world", r.strs[0].taken())
+		r.owners[0].mu.Lock()
+		assert.NotZero(t, r.owners[0].wrote, "told once bytes were taken")
+		r.owners[0].mu.Unlock()
+	})
+}
+
 // TestInterruptBlockedSend: Interrupt wakes a Send blocked in a Write,
 // which returns ErrStopped, and a wait in Await.
 func TestInterruptBlockedSend(t *testing.T) {
