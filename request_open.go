@@ -61,6 +61,11 @@ func (o *openRequests) remove(rs *requestStream) {
 // fails when ctx or the session ends first.
 func (o *openRequests) waitFinished(ctx context.Context) error {
 	for {
+		if o.sess.Err() != nil {
+			// Its requests are torn down, not finished: that is no
+			// confirmation.
+			return context.Cause(o.sess)
+		}
 		o.mu.Lock()
 		removed := o.removed
 		waiting := false
