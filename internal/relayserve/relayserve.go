@@ -148,13 +148,22 @@ func Run(ctx context.Context, o Options, ready func(Info)) error {
 	if ready != nil {
 		ready(Info{Addr: srv.Addr(), CertHash: sum, SelfSigned: selfSigned})
 	}
+	serveCtx := ctx
 	if o.Draining != nil {
-		stop := context.AfterFunc(ctx, o.Draining)
+		// Draining runs before the drain begins, not beside it: a health
+		// check says 503 by the time sessions get GOAWAY.
+		var cancel context.CancelFunc
+		serveCtx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		stop := context.AfterFunc(ctx, func() {
+			o.Draining()
+			cancel()
+		})
 		defer stop()
 	}
 	// Serve accepts every session; when ctx ends it sends each GOAWAY,
 	// gives it DrainTimeout to leave, then closes it.
-	err = srv.Serve(ctx)
+	err = srv.Serve(serveCtx)
 	return errors.Join(err, r.Close(), srv.Close())
 }
 
