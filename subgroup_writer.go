@@ -389,49 +389,6 @@ func (w *SubgroupWriter) outsInOrder() []*ServedSubscription {
 	return *p
 }
 
-// encode appends o's header to w.buf, after the SUBGROUP_HEADER on a new
-// stream. The caller holds the turn.
-//
-// The object's header is the same bytes on every stream whose encoder is
-// in the same state (the previous Object ID it sent, the header's flags):
-// all but those that skipped objects or joined late. It is encoded once per
-// object, for the first stream, and copied for the others.
-func (w *SubgroupWriter) encode(out *subgroupOut, o wire.SubgroupObject) ([]byte, error) {
-	b := w.buf[:0]
-	if out.fresh {
-		var err error
-		if b, err = out.enc.Header.Append(b); err != nil {
-			return b, err
-		}
-		out.fresh = false
-	}
-	key := out.enc
-	key.Header.TrackAlias = 0 // the one field that differs by subscription
-	if sh := &w.shared; sh.ok && key == sh.before {
-		alias := out.enc.Header.TrackAlias
-		out.enc = sh.after
-		out.enc.Header.TrackAlias = alias
-		return append(b, sh.bytes...), nil
-	}
-	start := len(b)
-	b, err := out.enc.AppendObject(b, o)
-	if err == nil && !w.shared.ok {
-		sh := &w.shared
-		sh.before, sh.after, sh.ok = key, out.enc, true
-		sh.bytes = append(sh.bytes[:0], b[start:]...)
-	}
-	return b, err
-}
-
-// sharedHeader is the current object's header as encoded for the first
-// stream that took it (see encode).
-type sharedHeader struct {
-	ok     bool
-	before wire.SubgroupEncoder // that stream's encoder before, alias zeroed
-	after  wire.SubgroupEncoder // and after
-	bytes  []byte
-}
-
 // objectDone ends the current object's delivery timeouts: all of it has
 // been passed to the transport, or to a backlog whose drain ends them.
 // The caller holds the turn.

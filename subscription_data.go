@@ -407,12 +407,11 @@ func (sub *Subscription) updateFilterLocked(p *wire.Params) {
 }
 
 // notePartialFinsLocked records, for good, that the filter lets the
-// publisher end a subgroup's stream with a FIN before the subgroup's last
-// object: range filters leave objects out, and a Location filter ending
-// inside a group cuts its subgroups short (§3.3, §11.3.2). Such FINs are
-// not final objects (malformed.go). sub.mu is held.
+// publisher end a subgroup's stream with a FIN before its last object
+// (Filter.CutsSubgroups): such FINs are not final objects (malformed.go).
+// sub.mu is held.
 func (sub *Subscription) notePartialFinsLocked() {
-	if filterCutsSubgroups(sub.filter) {
+	if sub.filter.CutsSubgroups() {
 		sub.checks.partialFins.Store(true)
 	}
 }
@@ -425,17 +424,7 @@ func (sub *Subscription) partialFins() bool {
 	}
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	return filterCutsSubgroups(sub.filter)
-}
-
-// filterCutsSubgroups reports whether f lets a subgroup's stream end with a
-// FIN before the subgroup's last object.
-func filterCutsSubgroups(f *filter.Filter) bool {
-	if f == nil {
-		return false
-	}
-	w := f.Window()
-	return f.RangeCount() > 0 || w.Bounded && w.End.Object != wire.MaxVarint
+	return sub.filter.CutsSubgroups()
 }
 
 // release ends the subscription's data plane once it has terminated. After

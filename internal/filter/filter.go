@@ -358,6 +358,13 @@ func (f *Filter) Forward() bool { return f.forward }
 // Window returns the resolved Location filter (§3.3.1).
 func (f *Filter) Window() Window { return f.window }
 
+// CutsSubgroups reports whether f, if not nil, lets a subgroup's stream end
+// with a FIN before the subgroup's last object: Range filters leave objects
+// out, or the Location filter ends inside a group (§3.3, §11.3.2).
+func (f *Filter) CutsSubgroups() bool {
+	return f != nil && (f.RangeCount() > 0 || f.window.Bounded && f.window.End.Object != wire.MaxVarint)
+}
+
 // RangeCount returns the number of Ranges in the Range filters in effect,
 // the figure MAX_FILTER_RANGES limits (§9.1.6).
 func (f *Filter) RangeCount() int {
