@@ -15,7 +15,8 @@ import "github.com/moqt-go/moqt/wire"
 // when it arrived. Written on as it is, as a relay does, its
 // OBJECT_DELIVERY_TIMEOUT and the track's MAX_CACHE_DURATION run from that
 // arrival, not from the write (§5.2, §10.3); an Object built afresh runs
-// them from its write.
+// them from its write. That memory is an unexported field: compare a read
+// Object's fields, not the whole value, with one built by hand.
 type Object struct {
 	// Location is the object's Group ID and Object ID.
 	Location wire.Location
