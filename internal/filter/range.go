@@ -127,11 +127,18 @@ func inRanges(rs []wire.Range, v uint64) bool {
 // tracks, not objects (§3.3.2, §4.3), and count as satisfied; use ForTrack
 // to drop the SetIDs whose track part fails for a given track.
 func (m *RangeMatcher) Match(o *Object) bool {
+	return m.anySet(func(s *rangeSet) bool { return s.matchObject(o) })
+}
+
+// anySet reports whether some SetID's conditions hold by holds (SetIDs are
+// alternatives, §3.3.2); with none, whether the matcher lets everything
+// through.
+func (m *RangeMatcher) anySet(holds func(*rangeSet) bool) bool {
 	if len(m.sets) == 0 {
 		return !m.none
 	}
 	for i := range m.sets {
-		if m.sets[i].matchObject(o) {
+		if holds(&m.sets[i]) {
 			return true
 		}
 	}
@@ -170,15 +177,7 @@ func (c *rangeCond) matchObject(o *Object) bool {
 // conditions, unknown without the object, count as holding where an
 // object could meet them (an even Property Type).
 func (m *RangeMatcher) mayMatchSubgroup(sg *Subgroup) bool {
-	if len(m.sets) == 0 {
-		return !m.none
-	}
-	for i := range m.sets {
-		if m.sets[i].mayMatchSubgroup(sg) {
-			return true
-		}
-	}
-	return false
+	return m.anySet(func(s *rangeSet) bool { return s.mayMatchSubgroup(sg) })
 }
 
 func (s *rangeSet) mayMatchSubgroup(sg *Subgroup) bool {
