@@ -61,8 +61,9 @@ type Object struct {
 	// is set. The subscription goes on. Writers refuse such an entry.
 	Incomplete error
 
-	// arrived is when a reader decoded the object's header (mono.Now),
-	// 0 for an object the application made. A relay writing the object
+	// arrived is when a reader received the object (mono.Now): when it
+	// last read its stream from the transport before decoding the
+	// object's header; 0 for an object the application made. A relay writing the object
 	// on passes it along, so that OBJECT_DELIVERY_TIMEOUT and
 	// MAX_CACHE_DURATION run from the object's receipt, not from its
 	// write (§5.2, §10.3).

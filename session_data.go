@@ -48,6 +48,7 @@ func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader,
 		br = bufio.NewReader(pipe)
 	}
 	r := &SubgroupReader{str: str, br: br, pipe: pipe, dec: wire.SubgroupDecoder{Header: h}}
+	r.held, _ = str.(*heldStream)
 	first, err := r.dec.Read(br, nil)
 	switch {
 	case err == nil:

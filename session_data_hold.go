@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -71,6 +72,10 @@ type heldStream struct {
 	transport.ReceiveStream
 	h     *holdWatch
 	state atomic.Int32
+	// read is when a Read last returned bytes (mono.Now): a subgroup's
+	// objects are stamped with it as received (Object.arrived), a clock
+	// read per read from the transport rather than one per object.
+	read atomic.Int64
 }
 
 // startData counts the stream once its header has been read: open and
@@ -84,10 +89,13 @@ func (s *heldStream) startData() {
 // Read reads the stream, marking it not held while the Read waits.
 func (s *heldStream) Read(b []byte) (int, error) {
 	if !s.state.CompareAndSwap(streamIdle, streamReading) {
-		return s.ReceiveStream.Read(b) // not counted: in its header, or done
+		n, err := s.ReceiveStream.Read(b) // not counted: in its header, or done
+		s.stamp(n)
+		return n, err
 	}
 	s.h.word.Add(holdRelease)
 	n, err := s.ReceiveStream.Read(b)
+	s.stamp(n)
 	switch {
 	case err == nil:
 		if s.state.CompareAndSwap(streamReading, streamIdle) {
@@ -99,6 +107,17 @@ func (s *heldStream) Read(b []byte) (int, error) {
 	}
 	return n, err
 }
+
+// stamp records a Read that returned n bytes.
+func (s *heldStream) stamp(n int) {
+	if n > 0 {
+		s.read.Store(mono.Now())
+	}
+}
+
+// received is when the bytes read last were taken from the transport: at
+// or after the arrival of every byte read so far, and 0 before any.
+func (s *heldStream) received() int64 { return s.read.Load() }
 
 // CancelRead stops the stream: it is held no more.
 func (s *heldStream) CancelRead(code uint64) {

@@ -7,9 +7,10 @@ import "github.com/moqt-go/moqt/wire"
 //
 // The object's header is the same bytes on every stream whose encoder is
 // in the same state (the previous Object ID it sent, the header's flags):
-// all but those that skipped objects or joined late. It is encoded once per
-// object, for the first stream, and copied for the others.
-func (w *SubgroupWriter) encode(out *subgroupOut, o wire.SubgroupObject) ([]byte, error) {
+// all but those that skipped objects or joined late. With share (the
+// object goes to several streams) it is encoded once per object, for the
+// first stream, and copied for the others; a lone stream's is not kept.
+func (w *SubgroupWriter) encode(out *subgroupOut, o wire.SubgroupObject, share bool) ([]byte, error) {
 	b := w.buf[:0]
 	if out.fresh {
 		var err error
@@ -17,6 +18,9 @@ func (w *SubgroupWriter) encode(out *subgroupOut, o wire.SubgroupObject) ([]byte
 			return b, err
 		}
 		out.fresh = false
+	}
+	if !share {
+		return out.enc.AppendObject(b, o)
 	}
 	key := out.enc
 	key.Header.TrackAlias = 0 // the one field that differs by subscription

@@ -24,6 +24,7 @@ import (
 type SubgroupReader struct {
 	sub    *Subscription
 	str    transport.ReceiveStream
+	held   *heldStream // str as the session reads it, nil in some tests
 	br     *bufio.Reader
 	pipe   *readahead.Pipe // set when the stream arrived before its alias
 	dec    wire.SubgroupDecoder
@@ -157,8 +158,20 @@ func (r *SubgroupReader) object(o wire.SubgroupObject) Object {
 		Priority:   wire.Some(r.prio),
 		Status:     o.Status,
 		Properties: o.Properties,
-		arrived:    mono.Now(),
+		arrived:    r.received(),
 	}
+}
+
+// received is when the object just decoded was received: when its stream
+// was last read from the transport (heldStream.received), which is after
+// its bytes arrived and before it was decoded.
+func (r *SubgroupReader) received() int64 {
+	if r.held != nil {
+		if t := r.held.received(); t != 0 {
+			return t
+		}
+	}
+	return mono.Now()
 }
 
 // Read reads the current object's payload; it returns io.EOF at the end of

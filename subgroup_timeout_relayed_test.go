@@ -114,6 +114,40 @@ func TestC020_RelayedObjectTimedFromReceipt(t *testing.T) {
 	})
 }
 
+// TestC020_RelayedObjectTimedFromItsStreamRead: a relayed object's receipt
+// is when its bytes were read from the transport, not when the
+// application got to decoding it (§5.2): an object that waited, read
+// ahead in the stream's buffer, past its OBJECT_DELIVERY_TIMEOUT is not
+// passed on, though it was decoded just before the write.
+func TestC020_RelayedObjectTimedFromItsStreamRead(t *testing.T) {
+	forTransports(t, func(t *testing.T, connect connector) {
+		ctx := testCtx(t, 20*time.Second)
+		h := newTimedHop(t, ctx, connect, wire.KVList{{Type: wire.PropObjectDeliveryTimeout, Value: shortTimeout}})
+
+		w := h.up.OpenSubgroup(0, 0, SubgroupOptions{})
+		require.NoError(t, writeObject(w, 0, nil, []byte("first")))
+		require.NoError(t, writeObject(w, 1, nil, []byte("second, read with the first")))
+		require.NoError(t, w.Close())
+		synctest.Wait() // both objects are in the stream before its first read
+		r, err := h.upSub.AcceptSubgroup(ctx)
+		require.NoError(t, err)
+		_, err = r.ReadObject(nil)
+		require.NoError(t, err)
+		advance(2 * shortTimeout * time.Millisecond)
+		second, err := r.ReadObject(nil)
+		require.NoError(t, err, "decoded only now, from the stream's buffer")
+
+		dw := h.down.OpenSubgroup(0, 0, SubgroupOptions{})
+		require.NoError(t, dw.WriteObject(second))
+		require.NoError(t, dw.Close())
+		select {
+		case <-h.expiry:
+		case <-ctx.Done():
+			require.FailNow(t, "an object received a timeout ago went out, timed from its decoding")
+		}
+	})
+}
+
 // TestMaxCacheDurationRelayed: a relay does not start forwarding an object
 // once the track's MAX_CACHE_DURATION has passed since it was received
 // (§10.3), even to a subscription that has it waiting in its backlog: the

@@ -341,7 +341,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, whole *Obje
 			w.interruptedAt(i, sent)
 			return ErrSubgroupClosed
 		}
-		b, err := w.encode(out, o)
+		b, err := w.encode(out, o, fanout)
 		if err == nil {
 			b = append(b, inline...)
 			w.buf = b
