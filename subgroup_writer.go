@@ -307,7 +307,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, whole *Obje
 			if out, err = w.open(ss, first, v); err != nil {
 				continue // the subscription is ending; it leaves the track
 			}
-			out.incomplete = resumed || w.omitted[ss] || (!first && v.missedBefore(w.group, w.firstID, prev))
+			out.incomplete = resumed || w.omitted[ss] || w.missedBy(v, first, prev, o.ObjectID)
 			w.outs[ss], w.byPos[i] = out, out
 		} else if dp.priority != out.subscriber {
 			// A REQUEST_UPDATE changed the subscriber priority (§5.1.1).
@@ -368,6 +368,25 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, whole *Obje
 	w.targets = sent
 	w.settle(begun)
 	return nil
+}
+
+// missedBy reports whether a stream of v's subscription opening at object
+// id lacks objects of the subgroup that the subscription covers (§11.3.2):
+// those written before it (first to prev, when id is not the first), or,
+// for a writer that joined the subgroup late (SubgroupOptions.Joined),
+// those published before the first it wrote. The caller holds the turn.
+func (w *SubgroupWriter) missedBy(v *servedView, first bool, prev, id uint64) bool {
+	lo, hi := w.firstID, prev
+	if w.opts.Joined {
+		lo = 0
+	}
+	if first {
+		if !w.opts.Joined || id == 0 {
+			return false
+		}
+		hi = id - 1
+	}
+	return v.missedBefore(w.group, lo, hi)
 }
 
 // outsInOrder returns the track's subscriptions, with w.byPos holding

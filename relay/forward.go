@@ -60,7 +60,8 @@ type output struct {
 	w       *moqt.SubgroupWriter // nil: none open
 	last    uint64               // last Object ID forwarded
 	has     bool
-	sources int // upstream streams feeding it
+	final   bool // the last forwarded is an End of Group or End of Track object
+	sources int  // upstream streams feeding it
 }
 
 // source is one upstream subgroup stream: the last object read from it.
@@ -264,6 +265,7 @@ func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj m
 		return stepOn, ""
 	}
 	out.last, out.has = id, true
+	out.final = obj.Status == wire.ObjectEndOfGroup || obj.Status == wire.ObjectEndOfTrack
 	reg.met.ObjectsOut(1, int(r.PayloadLen()))
 	if streamed {
 		// Kept once hashed: another publisher's copy on another
@@ -326,16 +328,31 @@ func (o *outputs) stream(w *moqt.SubgroupWriter, obj moqt.Object, r *moqt.Subgro
 // end of a subgroup the relay joined mid-way (§11.3.2) still carried every
 // object after the join, and a plain reset downstream would lose the last
 // ones its subscribers had not read yet.
+//
+// A reset after the group's End of Group or End of Track object, every
+// object from the stream's start forwarded, can only be for objects before
+// that start, since none follows the end (§11.3.2 lets a relay close on
+// those objects): the downstream stream is closed, and the writer resets
+// only the streams of subscriptions that cover objects published before
+// its first (SubgroupOptions.Joined); a subscriber that joined after them
+// gets its FIN.
 func (o *outputs) endStream(out *output, src *source, err error) {
 	out.mu.Lock()
 	defer out.mu.Unlock()
 	if out.w == nil {
 		return
 	}
+	complete := src.hasPrev && out.has && out.last == src.prev
+	if err != io.EOF && complete && out.final && !errors.As(err, new(*moqt.MalformedTrackError)) {
+		_ = out.w.Close()
+		out.w = nil
+		out.moved.Broadcast()
+		return
+	}
 	others := o.othersFeed(out)
 	if err == io.EOF {
 		switch {
-		case src.hasPrev && out.has && out.last == src.prev:
+		case complete:
 			_ = out.w.Close()
 		case others: // another publisher's stream goes on with it
 			return

@@ -411,3 +411,61 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// TestC019_C020_ColdMidSubgroupJoinEndsAtEndOfGroup: a subscriber that
+// joins through a cold relay mid-subgroup gets every object from its Start
+// Location. The relay's upstream subscription, unfiltered, covers the
+// object before the join, so the publisher resets that stream at the end;
+// once the group's End of Group object came, only objects before the
+// stream's start can be missing, so the relay ends the stream with a FIN
+// for a subscriber that starts after them (C019), and resets it for one
+// whose Location filter covers them (C020).
+func TestC019_C020_ColdMidSubgroupJoinEndsAtEndOfGroup(t *testing.T) {
+	cases := []struct {
+		name   string
+		filter wire.LocationFilter
+		fin    bool
+	}{
+		{"next object", wire.NextObjectFilter(), true},
+		{"absolute start before the join", wire.StartFilter(wire.Location{Group: 5}), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			forSchemes(t, func(t *testing.T, scheme string) {
+				n := startNode(t, scheme, Config{}, nil)
+				pub := n.newPublisher("/pub", testTrack, nil)
+				n.announce(pub, wire.NewNamespace("live"))
+				w := pub.track.OpenSubgroup(5, 0, moqt.SubgroupOptions{})
+				write := func(id uint64, st wire.ObjectStatus) {
+					o := moqt.Object{Location: wire.Location{Group: 5, Object: id}, Status: st}
+					if st == wire.ObjectNormal {
+						o.Payload = payload(5, id)
+					}
+					require.NoError(t, w.WriteObject(o))
+				}
+				write(0, wire.ObjectNormal) // before anyone subscribed
+				sess, _ := n.dial("/sub", nil)
+				sub, err := subscribe(t, sess, testTrack, wire.Params{LocationFilter: wire.Some(c.filter)})
+				require.NoError(t, err)
+				for id := uint64(1); id < 4; id++ {
+					write(id, wire.ObjectNormal)
+				}
+				write(4, wire.ObjectEndOfGroup)
+				require.NoError(t, w.Close())
+
+				objs, err := readSubgroup(t, sub)
+				require.Len(t, objs, 4, "objects 1-3 and the End of Group")
+				for i, o := range objs {
+					assert.Equal(t, uint64(i+1), o.Location.Object)
+				}
+				if c.fin {
+					assert.NoError(t, err, "every object from the Start Location came: a FIN")
+					return
+				}
+				var se *moqt.StreamError
+				require.ErrorAs(t, err, &se, "object 0, which the filter covers, never came: a reset")
+				assert.Equal(t, wire.ResetCancelled, se.Code)
+			})
+		})
+	}
+}
