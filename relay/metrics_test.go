@@ -77,3 +77,23 @@ func TestMetrics(t *testing.T) {
 		settled(t, "session ended", func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.ended == 1 })
 	})
 }
+
+// TestWatchCountsIdleSessions: a session the server hands to Watch at
+// setup counts before, and without, any request of its own.
+func TestWatchCountsIdleSessions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &countingMetrics{requests: map[string]int{}, drops: map[string]int{}}
+		n := startNode(t, "moqt", Config{Metrics: m}, nil)
+		c, s := n.dial("/idle", nil)
+		assert.True(t, n.relay.Watch(s))
+		assert.True(t, n.relay.Watch(s), "counted once")
+		m.mu.Lock()
+		assert.Equal(t, 1, m.started, "the idle session")
+		m.mu.Unlock()
+		require.NoError(t, c.Close())
+		settled(t, "session ended", func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.ended == 1 })
+		require.NoError(t, n.relay.Close())
+		_, s2 := n.dial("/late", nil)
+		assert.False(t, n.relay.Watch(s2), "the relay is closed")
+	})
+}

@@ -104,6 +104,12 @@ func New(cfg Config) *Relay {
 	return rl
 }
 
+// Watch counts s among the relay's sessions from now, as its first request
+// would: Metrics.SessionStarted, and SessionEnded once it ends. A server
+// that calls it at setup (ServerOptions.CheckSetup) counts the sessions
+// that stay idle too. It reports false once the relay is closed.
+func (rl *Relay) Watch(s *moqt.Session) bool { return rl.reg.watchSession(s) }
+
 // ServeMOQT authorizes r and routes it.
 func (rl *Relay) ServeMOQT(req moqt.Request) {
 	kind := requestKind(req)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt"
 )
 
 // scrape reads a Prometheus text exposition: each sample's value by its
@@ -78,6 +81,16 @@ func TestRelayMetrics(t *testing.T) {
 	code, body := getStatus(t, ctx, health)
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "ok\n", body)
+
+	// A session that sends no request counts from its setup.
+	var pin [32]byte
+	_, err := hex.Decode(pin[:], []byte(r.pin))
+	require.NoError(t, err)
+	idle, err := moqt.Dial(ctx, r.url("moqt"), &moqt.Config{ServerCertificateHashes: [][32]byte{pin}})
+	require.NoError(t, err)
+	samples, _ := scrape(t, ctx, r.metrics)
+	assert.Equal(t, float64(1), samples[`moqt_relay_sessions{upstream="false"}`], "the idle session")
+	require.NoError(t, idle.Close())
 
 	// 20 lines in 4 groups, each ended by an End of Group object.
 	var in bytes.Buffer

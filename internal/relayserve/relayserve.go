@@ -131,7 +131,9 @@ func Run(ctx context.Context, o Options, ready func(Info)) error {
 		Handler:   r,
 		Versions:  o.Versions,
 	}, &moqt.ServerOptions{CheckOrigin: func(*http.Request) bool { return true }, DrainTimeout: o.DrainTimeout,
-		MaxSessionsPerSource: o.MaxSessionsPerSource})
+		MaxSessionsPerSource: o.MaxSessionsPerSource,
+		// Counted from setup, not from a first request: idle sessions too.
+		CheckSetup: func(s *moqt.Session, _ *wire.Setup) error { r.Watch(s); return nil }})
 	if err != nil {
 		_ = r.Close()
 		return err
