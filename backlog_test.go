@@ -401,3 +401,48 @@ func TestBacklogAllSlowHoldsPublisher(t *testing.T) {
 		assert.Zero(t, ssA.wp.group.Queued())
 	})
 }
+
+// TestBacklogObjectLargerThanBound: objects larger than
+// Config.MaxSubscriberBacklog, fanned out to two subscribers. One object
+// in a subscriber's backlog, or the rest of one and the whole next one,
+// and small objects after them (an End of Group), is a subscriber an object
+// behind the fastest, which a publisher going at the fastest's pace always
+// leaves the others: it is not too far behind. Every such object used to
+// cut every subscriber but the fastest (TOO_FAR_BEHIND: the object alone
+// passed the bound), so none but it ever got one, through a relay none at
+// all. More than two such objects behind is too far
+// (TestGroupLimitWholeObject).
+func TestBacklogObjectLargerThanBound(t *testing.T) {
+	forTransports(t, func(t *testing.T, connect connector) {
+		const bound = 64 << 10
+		size := func(id uint64) int {
+			if id == 2 {
+				return 10
+			}
+			return 3 * bound
+		}
+		f := newFanOutOver(t, connect, &Config{MaxSubscriberBacklog: bound}, wire.Params{})
+		ctx := f.ctx
+		w := f.track.OpenSubgroup(0, 0, SubgroupOptions{})
+		fast := readSubgroupAsync(ctx, f.fast)
+
+		// The slow subscriber reads nothing yet: the first object waits
+		// in its backlog, then the second and a small one join it.
+		writeObjects(t, ctx, w, 0, 3, size)
+		expectObjects(t, ctx, fast, 0, 3, size)
+		require.NoError(t, f.slow.Err(), "an object behind is not too far behind")
+		assert.Greater(t, f.ssSlow.wp.group.Queued(), int64(bound), "its objects wait in its backlog")
+
+		slow := readSubgroupAsync(ctx, f.slow)
+		expectObjects(t, ctx, slow, 0, 3, size)
+		f.waitNoBacklog(t, f.ssSlow)
+		writeObjects(t, ctx, w, 3, 4, size)
+		require.NoError(t, w.Close())
+		for _, ch := range []<-chan received{fast, slow} {
+			expectObjects(t, ctx, ch, 3, 4, size)
+			expectEnd(t, ctx, ch)
+		}
+		assert.NoError(t, f.slow.Err())
+		assert.NoError(t, f.fast.Err())
+	})
+}

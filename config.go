@@ -109,7 +109,12 @@ type Config struct {
 	// MaxSubscriberBacklog bounds the bytes queued for one subscription
 	// this end serves, across its data streams (objects of a PUBLISH
 	// waiting for its answer included); a subscription whose queue would
-	// pass it is too far behind. Default 4 MiB.
+	// pass it is too far behind. Default 4 MiB. Once an object written
+	// whole (SubgroupWriter.WriteObject) larger than half of it was queued,
+	// the bound is twice the largest such object instead, here and in
+	// MaxSessionBacklog: a subscriber may be one such object behind the
+	// fastest, as a publisher that goes at the fastest's pace leaves the
+	// others, but not two.
 	MaxSubscriberBacklog int
 	// MaxSessionBacklog bounds the bytes queued for the peer across every
 	// subscription this end serves it (the backlogs above, and 8 KiB for

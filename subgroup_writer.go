@@ -184,6 +184,10 @@ func (w *SubgroupWriter) WriteObject(o Object) error {
 	start := mono.Now()
 	so := wire.SubgroupObject{ObjectID: o.Location.Object, Properties: o.Properties, Status: o.Status,
 		PayloadLength: uint64(len(o.Payload))}
+	// Whole in memory: a slower subscriber may be this much behind
+	// (sendq.Writer.Object).
+	w.sq.Object(len(o.Payload) + len(o.Properties) + objectFieldsMax)
+	defer w.sq.Object(0)
 	o.Priority = wire.Some(w.priority())
 	if len(o.Payload) <= inlinePayload {
 		// Header and payload in one Write: half the stream operations
@@ -204,6 +208,11 @@ func (w *SubgroupWriter) WriteObject(o Object) error {
 	w.track.published(o, true)
 	return nil
 }
+
+// objectFieldsMax bounds the bytes an object adds to its stream beyond its
+// payload and properties: its fields, and the stream's header if it is the
+// first, each a few varints.
+const objectFieldsMax = 64
 
 // abandon tells the track's cache that the object begun last will not be
 // complete. The caller holds the turn.

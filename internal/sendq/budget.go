@@ -92,10 +92,37 @@ func (b *Shared) admit(n, held int64) bool {
 	return false
 }
 
+// bound is what a Group or Session of limit bytes may hold once it was
+// given a whole object of whole bytes (Writer.Object; the largest it was
+// given, see widen): its limit, or twice that object when that is more. A
+// subscriber of a publisher that goes at its fastest subscriber's pace is
+// often an object behind the fastest, so an object larger than half the
+// limit would otherwise cut every subscriber but the fastest, and one
+// larger than the limit always. With it a queue takes such an object while
+// it holds no more than another before it, and the small ones that follow
+// (an End of Group) while it still holds both: more is too far behind. What
+// is held then is at most two of the largest objects the publisher had
+// whole in memory, whose payloads the queues share (payload.go). Streamed
+// objects' pieces (whole 0) widen nothing: their copies are the queues'.
+func bound(limit int64, whole int64) int64 { return max(limit, 2*whole) }
+
+// widen records that a whole object of n bytes was queued in w, the largest
+// of which widens its bound for good, and returns that largest. Several
+// publishers' goroutines may queue at once.
+func widen(w *atomic.Int64, n int) int64 {
+	for {
+		cur := w.Load()
+		if int64(n) <= cur || w.CompareAndSwap(cur, int64(n)) {
+			return max(cur, int64(n))
+		}
+	}
+}
+
 // Session counts the bytes one session holds queued for its peer, within
 // its limit and its Shared budget, if any.
 type Session struct {
 	used   atomic.Int64
+	whole  atomic.Int64 // the largest whole object queued (widen)
 	limit  int64
 	shared *Shared // nil for none
 }
@@ -117,14 +144,15 @@ func (sb *Session) Used() int64 { return sb.used.Load() }
 // Charge counts n more bytes queued for the peer, or refuses them with a
 // *CutError wrapping ErrExcessiveLoad when they would pass the session's
 // limit or the shared budget refuses them.
-func (sb *Session) Charge(n int) error { return sb.charge(n, n) }
+func (sb *Session) Charge(n int) error { return sb.charge(n, n, 0) }
 
 // charge counts n more bytes queued for the peer, of which own are its
 // own: the others are a shared payload's, which the shared budget counts
-// once (payload.go).
-func (sb *Session) charge(n, own int) error {
+// once (payload.go). whole is the size of the whole object they are part
+// of, 0 for none (bound).
+func (sb *Session) charge(n, own, whole int) error {
 	held := sb.used.Add(int64(n))
-	if held > sb.limit {
+	if held > bound(sb.limit, widen(&sb.whole, whole)) {
 		sb.used.Add(-int64(n))
 		return &CutError{Err: ErrExcessiveLoad, Reason: fmt.Sprintf("more than %d bytes queued for the peer's session", sb.limit)}
 	}
@@ -172,6 +200,7 @@ func (sb *Session) release(n, own int) {
 type Group struct {
 	queued atomic.Int64
 	taken  atomic.Uint64
+	whole  atomic.Int64 // the largest whole object queued (widen)
 	limit  int64
 	grace  time.Duration
 	sess   *Session
@@ -192,14 +221,15 @@ func (g *Group) Taken() uint64 { return g.taken.Load() }
 
 // charge counts n more bytes queued, of which own are the queue's own
 // (payload.go), against the group's limit and then its session's budgets;
-// bytes that would pass one are refused with a *CutError.
-func (g *Group) charge(n, own int) error {
-	if g.queued.Add(int64(n)) > g.limit {
+// bytes that would pass one are refused with a *CutError. whole is the size
+// of the whole object they are part of, 0 for none (bound).
+func (g *Group) charge(n, own, whole int) error {
+	if g.queued.Add(int64(n)) > bound(g.limit, widen(&g.whole, whole)) {
 		g.queued.Add(-int64(n))
 		return &CutError{Err: ErrTooFarBehind, Reason: fmt.Sprintf("more than %d bytes waiting for the subscriber", g.limit)}
 	}
 	if g.sess != nil {
-		if err := g.sess.charge(n, own); err != nil {
+		if err := g.sess.charge(n, own, whole); err != nil {
 			g.queued.Add(-int64(n))
 			return err
 		}

@@ -103,17 +103,48 @@ func TestGroupLimit(t *testing.T) {
 	var g, other Group
 	g.Init(100, 0, &s)
 	other.Init(100, 0, &s)
-	require.NoError(t, g.charge(100, 100))
-	err := g.charge(1, 1)
+	require.NoError(t, g.charge(100, 100, 0))
+	err := g.charge(1, 1, 0)
 	assert.ErrorIs(t, err, ErrTooFarBehind)
 	var ce *CutError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "more than 100 bytes waiting for the subscriber", ce.Reason)
 	assert.Equal(t, int64(100), g.Queued())
-	require.NoError(t, other.charge(50, 50))
-	assert.ErrorIs(t, other.charge(1, 1), ErrExcessiveLoad, "the session's limit")
+	require.NoError(t, other.charge(50, 50, 0))
+	assert.ErrorIs(t, other.charge(1, 1, 0), ErrExcessiveLoad, "the session's limit")
 	assert.Equal(t, int64(50), other.Queued())
 	g.release(100, 100)
 	other.release(50, 50)
 	assert.Zero(t, s.Used())
+}
+
+// TestGroupLimitWholeObject: the bytes of a whole object larger than half
+// the limit are taken while no more than another such object waits before
+// them (bound), in the group and in its session, and so are small objects
+// after them; a third is too far behind. Pieces of a streamed object
+// (whole 0) widen nothing.
+func TestGroupLimitWholeObject(t *testing.T) {
+	var s Session
+	s.Init(150, nil)
+	var g Group
+	g.Init(100, 0, &s)
+	require.NoError(t, g.charge(300, 10, 300), "one object past the limits")
+	require.NoError(t, g.charge(10, 10, 300), "the next one's header")
+	require.NoError(t, g.charge(250, 0, 300), "and most of its payload")
+	require.NoError(t, g.charge(5, 5, 5), "a small object after them")
+	assert.ErrorIs(t, g.charge(300, 300, 300), ErrTooFarBehind, "a third")
+	assert.Equal(t, int64(565), g.Queued())
+	g.release(565, 25)
+	assert.Zero(t, s.Used())
+
+	var streamed Group
+	streamed.Init(100, 0, nil)
+	require.NoError(t, streamed.charge(100, 100, 0))
+	assert.ErrorIs(t, streamed.charge(1, 1, 0), ErrTooFarBehind, "a streamed object's piece")
+
+	var alone Session
+	alone.Init(100, nil)
+	require.NoError(t, alone.charge(200, 200, 200))
+	require.NoError(t, alone.charge(200, 200, 200))
+	assert.ErrorIs(t, alone.charge(1, 1, 0), ErrExcessiveLoad, "past two objects")
 }

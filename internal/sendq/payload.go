@@ -109,7 +109,7 @@ func (q *Queue) put(b []byte, pl *Payload) error {
 		shared = min(len(b), len(pl.src))
 	}
 	own := b[:len(b)-shared]
-	if err := q.group.charge(len(b), len(own)); err != nil {
+	if err := q.group.charge(len(b), len(own), q.w.whole); err != nil {
 		return err
 	}
 	if shared > 0 {

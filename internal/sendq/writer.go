@@ -39,7 +39,15 @@ type Writer struct {
 	// caughtUp is signalled when a drain ends.
 	caughtUp chan struct{}
 	timer    *time.Timer // bounds Await
+	whole    int         // the size of the object the Sends carry (Object)
 }
+
+// Object says that the Sends that follow, up to the next call, carry an
+// object of n bytes, its fields and payload, which the publisher holds
+// whole: the queues' Group and Session then take up to twice the largest
+// such object beyond their limit (bound). 0, for bytes that are not such an
+// object (a streamed object's pieces), widens nothing.
+func (w *Writer) Object(n int) { w.whole = n }
 
 // Init sets the writer's clock, a monotonic time in nanoseconds, by which
 // Send's bounds are given. It is called before anything else.
