@@ -446,3 +446,43 @@ func TestBacklogObjectLargerThanBound(t *testing.T) {
 		assert.NoError(t, f.fast.Err())
 	})
 }
+
+// TestBacklogCutBeforeEnd: a subscriber cut off for being too far behind
+// just before the publisher ends the track is told TOO_FAR_BEHIND, as its
+// streams were reset, not TRACK_ENDED: the cut's PUBLISH_DONE is sent from
+// a goroutine of its own, and the track's End, come first, ended the
+// subscription as complete. A moqt sub behind a relay exited 0 with two of
+// a file's three objects, its one subgroup reset TOO_FAR_BEHIND.
+func TestBacklogCutBeforeEnd(t *testing.T) {
+	forTransports(t, func(t *testing.T, connect connector) {
+		const bound, size = 64 << 10, 1000
+		f := newFanOutOver(t, connect, &Config{MaxSubscriberBacklog: bound}, wire.Params{})
+		ctx := f.ctx
+		w := f.track.OpenSubgroup(0, 0, SubgroupOptions{})
+		fast := readSubgroupAsync(ctx, f.fast)
+		var id uint64
+		ended := goErr(func() error {
+			for ; f.ssSlow.cut.Load() == 0; id++ {
+				if err := writeObject(w, id, nil, payloadOf(id, size)); err != nil {
+					return err
+				}
+			}
+			// At once, before the cut's PUBLISH_DONE goes.
+			if err := w.Close(); err != nil {
+				return err
+			}
+			f.track.End(wire.DoneTrackEnded, "")
+			return nil
+		})
+		require.NoError(t, <-ended)
+		expectObjects(t, ctx, fast, 0, id, fixedSize(size))
+		expectEnd(t, ctx, fast)
+		waitDone(t, ctx, f.slow.Done(), "slow subscription")
+		var de *DoneError
+		require.ErrorAs(t, f.slow.Err(), &de)
+		assert.Equal(t, wire.DoneTooFarBehind, de.Code, "the slow subscriber's end")
+		waitDone(t, ctx, f.fast.Done(), "fast subscription")
+		require.ErrorAs(t, f.fast.Err(), &de)
+		assert.Equal(t, wire.DoneTrackEnded, de.Code, "the fast one's")
+	})
+}

@@ -55,7 +55,11 @@ type ServedSubscription struct {
 	// Config.MaxSubscriberBacklog (TOO_FAR_BEHIND) or its session's budget
 	// (EXCESSIVE_LOAD), else 0.
 	cut atomic.Uint64
-	wp  servedWritePath // its write-path state, its backlogs' bytes (served_backlog.go)
+	// cutDone is the cut-off's PUBLISH_DONE, set before cut: an End that
+	// comes before the cut-off's own, such as the track's, sends it
+	// instead of its own, as the streams were reset with its code.
+	cutDone atomic.Pointer[DoneError]
+	wp      servedWritePath // its write-path state, its backlogs' bytes (served_backlog.go)
 	// view is what the data path reads for each object, replaced under
 	// mu whenever the filter or the parameters change (servedView).
 	view  atomic.Pointer[servedView]
@@ -266,7 +270,9 @@ func (ss *ServedSubscription) Notify(params wire.Params) error {
 // longer on a stalled peer. On a subscription whose SUBSCRIBE_OK or
 // PUBLISH is still being written, the PUBLISH_DONE follows it, and End
 // does not wait for either. Done, unlike End, only reports the end. A
-// code the session's draft lacks (SUBSCRIPTION_ENDED outside 18 and 19)
+// subscription cut off meanwhile for falling too far behind (or for its
+// session's budget) ends with that status and reason instead of code: its
+// streams were reset with it. A code the session's draft lacks (SUBSCRIPTION_ENDED outside 18 and 19)
 // fails with an error wrapping wire.ErrNotInDraft, before anything is sent.
 func (ss *ServedSubscription) End(code wire.PublishDoneCode, reason string) error {
 	if err := ss.sess.rules.checkDoneCode(code); err != nil {
@@ -281,8 +287,11 @@ func (ss *ServedSubscription) End(code wire.PublishDoneCode, reason string) erro
 	// PUBLISH_DONE comes after every stream of the subscription is closed
 	// (C078, C081); subgroups still open will not be completed, those
 	// ended already are delivered first. No stream opens after this, so
-	// the count is final.
+	// the count is final. A cut-off, before or while the streams end,
+	// decides the status.
+	code, reason = ss.cutStatus(code, reason)
 	ss.closeDataStreams(resetCodeFor(code), deliversLast(code))
+	code, reason = ss.cutStatus(code, reason)
 	ss.mu.Lock()
 	count := ss.streams
 	ss.mu.Unlock()
