@@ -92,6 +92,31 @@ func TestPubFailsWhenDeliveryUnconfirmed(t *testing.T) {
 	}
 }
 
+// pipeTrackServed is pipeTrack, served over a Pipe to client, whose
+// first SUBSCRIBE it accepts, closing served then.
+func pipeTrackServed(t *testing.T) (track *moqt.LocalTrack, client *moqt.Session, served <-chan struct{}) {
+	t.Helper()
+	track, err := moqt.NewLocalTrack(pipeTrack, nil)
+	require.NoError(t, err)
+	accepted := make(chan struct{})
+	client, _ = moqttest.Pair(t, transport.PipeConfig{}, &moqt.Config{Handler: moqt.HandlerFunc(func(r moqt.Request) {
+		if sr, ok := r.(*moqt.SubscribeRequest); ok {
+			_, _ = track.Accept(sr, moqt.AcceptOptions{})
+			close(accepted)
+		}
+	})}, nil)
+	return track, client, accepted
+}
+
+// subOver runs moqt sub on sess for pipeTrack: what it wrote, what it
+// said and how it ended.
+func subOver(ctx context.Context, sess *moqt.Session) (string, *lockedBuffer, error) {
+	var stderr lockedBuffer
+	var out bytes.Buffer
+	err := runSub(ctx, &narrator{w: &stderr, prefix: "moqt sub: "}, &out, sess, pipeTrack, &subOptions{})
+	return out.String(), &stderr, err
+}
+
 // rawPublisher plays a publisher byte by byte on conn: it answers one
 // SUBSCRIBE, sends one subgroup stream with one object, and ends the
 // subscription with PUBLISH_DONE TRACK_ENDED counting count streams.
@@ -159,15 +184,7 @@ func TestSubFailsWhenWrittenOutOfOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		track, err := moqt.NewLocalTrack(pipeTrack, nil)
-		require.NoError(t, err)
-		served := make(chan struct{})
-		client, _ := moqttest.Pair(t, transport.PipeConfig{}, &moqt.Config{Handler: moqt.HandlerFunc(func(r moqt.Request) {
-			if sr, ok := r.(*moqt.SubscribeRequest); ok {
-				_, _ = track.Accept(sr, moqt.AcceptOptions{})
-				close(served)
-			}
-		})}, nil)
+		track, client, served := pipeTrackServed(t)
 		published := make(chan struct{})
 		go func() {
 			defer close(published)
@@ -186,14 +203,64 @@ func TestSubFailsWhenWrittenOutOfOrder(t *testing.T) {
 			time.Sleep(time.Second)
 			track.End(wire.DoneTrackEnded, "done")
 		}()
-		var stderr lockedBuffer
-		var out bytes.Buffer
-		n := &narrator{w: &stderr, prefix: "moqt sub: "}
-		err = runSub(ctx, n, &out, client, pipeTrack, &subOptions{})
+		out, _, err := subOver(ctx, client)
 		<-published
-		assert.Equal(t, "acb", out.String(), "written as it came")
+		assert.Equal(t, "acb", out, "written as it came")
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "1 objects arrived after later groups were written, and were written out of order")
 		assert.Contains(t, err.Error(), "TRACK_ENDED")
 	})
+}
+
+// TestSubFailsWhenGroupEndedShort: group 0's stream is reset after two of
+// its objects, before its End of Group, and the track then ends with
+// TRACK_ENDED. moqt sub writes what came and fails: it used to exit 0, as
+// behind a relay that cut it off (TOO_FAR_BEHIND) while the publisher
+// ended the track, with two of a file's three objects. Whole, the groups
+// end as before.
+func TestSubFailsWhenGroupEndedShort(t *testing.T) {
+	for _, reset := range []bool{false, true} {
+		name := "whole"
+		if reset {
+			name = "reset"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				track, client, served := pipeTrackServed(t)
+				published := make(chan struct{})
+				go func() {
+					defer close(published)
+					<-served
+					g := &groupWriter{track: track}
+					for _, p := range []string{"a", "b"} {
+						assert.NoError(t, g.write([]byte(p)))
+					}
+					if reset {
+						time.Sleep(time.Second) // read before the reset, which discards what was not
+						g.w.Reset(wire.ResetTooFarBehind)
+						g.w, g.group = nil, 1
+					} else {
+						assert.NoError(t, g.endGroup())
+					}
+					assert.NoError(t, g.write([]byte("c")))
+					assert.NoError(t, g.endGroup())
+					time.Sleep(time.Second)
+					track.End(wire.DoneTrackEnded, "done")
+				}()
+				out, stderr, err := subOver(ctx, client)
+				<-published
+				assert.Equal(t, "abc", out, "what came is written")
+				if !reset {
+					require.NoError(t, err)
+					assert.Contains(t, stderr.String(), "the track ended (TRACK_ENDED)")
+					return
+				}
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "the streams of 1 groups (0) ended short, before their End of Group: objects are missing")
+				assert.Contains(t, err.Error(), "TRACK_ENDED")
+			})
+		})
+	}
 }

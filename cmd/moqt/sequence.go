@@ -1,7 +1,11 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/moqt-go/moqt"
@@ -252,4 +256,87 @@ func (s *sequencer) lowestAhead() uint64 {
 		}
 	}
 	return low
+}
+
+// shortGroups keeps the groups a subgroup stream of which ended short
+// (Object.Incomplete) before their End of Group came: objects of theirs
+// may be missing, so a copy that had one is not the track's, however the
+// track ended. A stream that joined its subgroup part way is reset at its
+// end even when it carried every object after the join (§11.3.2): the End
+// of Group it carried first says so, and so does the subscription's first
+// group ended with CANCELLED, the code of such a reset, which the objects
+// before the join were never going to reach anyway.
+type shortGroups struct {
+	first   uint64 // the subscription's first group, once started
+	started bool
+	ended   map[uint64]bool // groups whose End of Group came, the last maxEndedGroups
+	newest  uint64          // the highest group in ended
+	short   []uint64        // the groups that ended short, the first maxShortNamed
+	n       int             // how many ended short
+}
+
+const (
+	maxEndedGroups = 1024
+	maxShortNamed  = 8
+)
+
+func newShortGroups() *shortGroups { return &shortGroups{ended: map[uint64]bool{}} }
+
+// start notes the subscription's first group.
+func (s *shortGroups) start(g uint64) {
+	if !s.started {
+		s.first, s.started = g, true
+	}
+}
+
+// object takes an object ReadObject returned.
+func (s *shortGroups) object(obj moqt.Object) {
+	g := obj.Location.Group
+	s.start(g)
+	if obj.Status != wire.ObjectEndOfGroup {
+		return
+	}
+	s.ended[g] = true
+	s.newest = max(s.newest, g)
+	if len(s.ended) > 2*maxEndedGroups {
+		for e := range s.ended {
+			if e+maxEndedGroups < s.newest {
+				delete(s.ended, e)
+			}
+		}
+	}
+}
+
+// incomplete takes news that a subgroup stream of group g ended short,
+// reset with err.
+func (s *shortGroups) incomplete(g uint64, err error) {
+	s.start(g)
+	var se *moqt.StreamError
+	if s.ended[g] || g == s.first && errors.As(err, &se) && se.Code == wire.ResetCancelled {
+		return
+	}
+	if s.n++; len(s.short) < maxShortNamed {
+		s.short = append(s.short, g)
+	}
+}
+
+// missing says which groups lack objects: ended short, and their End of
+// Group did not come on another subgroup either; "" for none.
+func (s *shortGroups) missing() string {
+	var named []string
+	n := s.n
+	for _, g := range s.short {
+		if s.ended[g] {
+			n--
+			continue
+		}
+		named = append(named, strconv.FormatUint(g, 10))
+	}
+	switch {
+	case n <= 0:
+		return ""
+	case n > len(named):
+		return fmt.Sprintf("%d groups (%s, …)", n, strings.Join(named, ", "))
+	}
+	return fmt.Sprintf("%d groups (%s)", n, strings.Join(named, ", "))
 }

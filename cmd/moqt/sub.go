@@ -33,8 +33,10 @@ objects, each once (FILL_PARAMETERS, §3.5). If nobody publishes the track
 yet, a relay holds the subscription up to -wait for a publisher to come.
 
 It exits 0 when the publisher ends the track (TRACK_ENDED), at Ctrl-C, or
-after -count objects; otherwise non-zero, saying why. -v tells of each object
-on stderr, and of subgroups that ended short (objects may be missing there).
+after -count objects; otherwise non-zero, saying why, and also at
+TRACK_ENDED when objects are missing: a data stream that never came, or a
+group whose stream ended short (reset) before its End of Group. -v tells of
+each object on stderr, and of subgroups that ended short.
 
 Groups travel on streams of their own and may arrive interleaved; moqt sub
 writes each group whole, in order, before the next. It knows a group is
@@ -165,6 +167,7 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 	default:
 		seq.begin(largest.Group, time.Now())
 	}
+	short := newShortGroups()
 	lateObjects := 0
 	seq.late = func(obj moqt.Object) {
 		if lateObjects++; lateObjects <= 10 || o.verbose {
@@ -231,6 +234,8 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 			case errors.As(err, &done) && done.Missing > 0:
 				// TRACK_ENDED included: the copy lacks what they carried.
 				return fmt.Errorf("the publisher ended the subscription after %s: %s, but %d of the %d data streams it counted never arrived: objects are missing", summary, explainDone(done), done.Missing, done.StreamCount)
+			case errors.As(err, &done) && done.Code == wire.DoneTrackEnded && short.missing() != "":
+				return fmt.Errorf("the track ended (TRACK_ENDED) after %s, but the streams of %s ended short, before their End of Group: objects are missing", summary, short.missing())
 			case errors.As(err, &done) && done.Code == wire.DoneTrackEnded:
 				n.say("the track ended (TRACK_ENDED): %s", summary)
 				return nil
@@ -250,6 +255,7 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 			n.warn("not every data stream of the subscription arrived: whole groups may be missing (%v)", obj.Incomplete)
 			continue
 		case obj.Incomplete != nil:
+			short.incomplete(obj.Location.Group, obj.Incomplete)
 			if o.verbose {
 				n.warn("group %d (subgroup %d) ended short: objects may be missing there (%v)", obj.Location.Group, obj.SubgroupID, obj.Incomplete)
 			}
@@ -263,6 +269,7 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 			}
 			continue
 		}
+		short.object(obj)
 		if o.verbose {
 			describeObject(n, obj, hasLargest && fill > 0 && !largest.Less(obj.Location))
 		}
