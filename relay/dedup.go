@@ -179,13 +179,17 @@ func (o *outputs) compare(fp fingerprint, r io.Reader) (string, error) {
 
 // hashingReader hashes what is read through it.
 type hashingReader struct {
-	r io.Reader
-	h maphash.Hash
+	r   io.Reader
+	h   maphash.Hash
+	err error // the read's failure, other than io.EOF
 }
 
 func (hr *hashingReader) Read(p []byte) (int, error) {
 	n, err := hr.r.Read(p)
 	_, _ = hr.h.Write(p[:n])
+	if err != nil && err != io.EOF {
+		hr.err = err
+	}
 	return n, err
 }
 

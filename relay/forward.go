@@ -255,8 +255,16 @@ func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj m
 			out.w = nil
 			return stepStop, err.Error()
 		}
-		reg.met.Dropped(DropWriteFailed, 1)
 		track.SetLargest(obj.Location) // received, if not forwarded (§9.20.18)
+		if upErr, ok := errors.AsType[*upstreamReadError](err); ok {
+			// Cut upstream inside a streamed object: its code, as
+			// endStream passes a reset on.
+			reg.met.Dropped(DropIncomplete, 1)
+			out.w.Reset(upstreamCode(upErr.err))
+			out.w = nil
+			return stepStop, ""
+		}
+		reg.met.Dropped(DropWriteFailed, 1)
 		out.w.Reset(wire.ResetInternalError)
 		out.w = nil
 		if streamed {
@@ -314,10 +322,32 @@ func (o *outputs) stream(w *moqt.SubgroupWriter, obj moqt.Object, r *moqt.Subgro
 	hr := &hashingReader{r: r}
 	hr.h.SetSeed(o.seed)
 	if _, err := ow.ReadFrom(hr); err != nil {
+		if hr.err != nil {
+			// Left to the caller's Reset: Close would reset the
+			// streams with CANCELLED.
+			return 0, &upstreamReadError{hr.err}
+		}
 		_ = ow.Close()
 		return 0, err
 	}
 	return hr.h.Sum64(), ow.Close()
+}
+
+// upstreamReadError is a streamed object's upstream read failure, as
+// opposed to a failure to write it on.
+type upstreamReadError struct{ err error }
+
+func (e *upstreamReadError) Error() string { return e.err.Error() }
+func (e *upstreamReadError) Unwrap() error { return e.err }
+
+// upstreamCode is the code a downstream stream is reset with when its
+// upstream stream ended with err: the upstream's reset code, or
+// INTERNAL_ERROR when it was lost with its session.
+func upstreamCode(err error) wire.ResetCode {
+	if se, ok := errors.AsType[*moqt.StreamError](err); ok {
+		return se.Code
+	}
+	return wire.ResetInternalError
 }
 
 // endStream handles the end of an upstream stream: a FIN closes the
@@ -386,11 +416,7 @@ func (o *outputs) endStream(out *output, src *source, err error) {
 		out.mu.Lock()
 		return
 	}
-	code := wire.ResetInternalError
-	if se, ok := errors.AsType[*moqt.StreamError](err); ok {
-		code = se.Code
-	}
-	out.w.CloseIncomplete(code)
+	out.w.CloseIncomplete(upstreamCode(err))
 	out.w = nil
 }
 
@@ -421,10 +447,7 @@ func (o *outputs) unsent(hdr wire.SubgroupHeader, err error) {
 	if _, ok := o.ended[k]; ok {
 		return
 	}
-	code := wire.ResetInternalError
-	if se, ok := errors.AsType[*moqt.StreamError](err); ok {
-		code = se.Code
-	}
+	code := upstreamCode(err)
 	opts := moqt.SubgroupOptions{EndOfGroup: hdr.EndOfGroup, Properties: hdr.HasProperties}
 	if !hdr.DefaultPriority {
 		opts.Priority = wire.Some(hdr.Priority)

@@ -180,3 +180,51 @@ func TestUnsentUpstreamOthersFeed(t *testing.T) {
 		assert.ElementsMatch(t, []wire.Location{{Group: 1}, {Group: 1, Object: 1}, {Group: 2}}, got)
 	})
 }
+
+// TestStreamedObjectCutUpstream: an upstream stream reset, or lost with
+// its publisher, inside an object the relay streams through (one larger
+// than its MaxObjectSize), after objects of it were forwarded, ends the
+// downstream stream with the upstream's code, INTERNAL_ERROR for a
+// publisher gone, as for an object read whole. It was CANCELLED, the code
+// of a subgroup that goes on elsewhere: a publisher killed mid-object
+// reached the subscribers so.
+func TestStreamedObjectCutUpstream(t *testing.T) {
+	cases := []struct {
+		name string
+		end  func(t *testing.T, pub *publisher, w *moqt.SubgroupWriter)
+		code wire.ResetCode
+	}{
+		{"reset", func(t *testing.T, pub *publisher, w *moqt.SubgroupWriter) {
+			w.Reset(wire.ResetDeliveryTimeout)
+			synctest.Wait()
+			pub.track.End(wire.DoneTrackEnded, "")
+		}, wire.ResetDeliveryTimeout},
+		{"publisher gone", func(t *testing.T, pub *publisher, _ *moqt.SubgroupWriter) {
+			require.NoError(t, pub.client.CloseWithError(wire.NoError, "gone"))
+		}, wire.ResetInternalError},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := startNode(t, "moqt", Config{}, &moqt.Config{MaxObjectSize: 4096})
+				pub := n.newPublisher("/pub", testTrack, nil)
+				n.announce(pub, wire.NewNamespace("live"))
+				cl, _ := n.dial("/sub", nil)
+				sub, err := subscribe(t, cl, testTrack, wire.Params{})
+				require.NoError(t, err)
+				w := pub.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
+				require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Group: 0, Object: 0}, Payload: payload(0, 0)}))
+				ow, err := w.BeginObject(1, 64<<10, nil)
+				require.NoError(t, err)
+				_, err = ow.Write(make([]byte, 16<<10))
+				require.NoError(t, err)
+				synctest.Wait()
+				c.end(t, pub, w)
+				objs, incomplete, _ := readUntilDone(t, sub)
+				require.Len(t, objs, 1, "the object before")
+				require.Len(t, incomplete, 1, "the subgroup is told of")
+				requireUnsent(t, incomplete[0], 0, c.code)
+			})
+		})
+	}
+}
