@@ -76,7 +76,7 @@ func TestRelayMetrics(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	r := startRelay(t, ctx, "-metrics", "127.0.0.1:0")
+	r := startRelay(t, ctx, "-metrics", "127.0.0.1:0", "-v")
 	health := strings.TrimSuffix(r.metrics, "/metrics") + "/healthz"
 	code, body := getStatus(t, ctx, health)
 	assert.Equal(t, http.StatusOK, code)
@@ -88,6 +88,9 @@ func TestRelayMetrics(t *testing.T) {
 	require.NoError(t, err)
 	idle, err := moqt.Dial(ctx, r.url("moqt"), &moqt.Config{ServerCertificateHashes: [][32]byte{pin}})
 	require.NoError(t, err)
+	// The client's Dial may return before the relay has taken its SETUP
+	// (both are sent at once): the relay logs the session once counted.
+	r.waitErr(t, ctx, `msg="relay: session" event=start`)
 	samples, _ := scrape(t, ctx, r.metrics)
 	assert.Equal(t, float64(1), samples[`moqt_relay_sessions{upstream="false"}`], "the idle session")
 	require.NoError(t, idle.Close())
