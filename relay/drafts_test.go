@@ -125,3 +125,47 @@ func (n *node) clientConfigOn(v wire.Version) *moqt.Config {
 	onDraft(v)(cfg)
 	return cfg
 }
+
+// TestFetchForwardedAcrossDrafts: a FETCH of a track the relay does not
+// carry goes whole to the publisher, in the publisher's draft. A draft 21
+// FETCH whose LOCATION_FILTER starts relative to the Largest Object
+// (§9.20.10), which the Standalone FETCH of 18 and 19 cannot carry (18
+// §10.12.1), is resolved against the publisher's Largest Object first, and
+// one that starts past it (the Next Object) is INVALID_RANGE (§9.11), as
+// from a draft 21 publisher. INCLUDE_PROPERTIES 0, which 18 and 19 lack,
+// is the relay's to honour (§9.20.22).
+func TestFetchForwardedAcrossDrafts(t *testing.T) {
+	props := wire.KVList{{Type: 0x1234, Value: 7}}
+	for _, v := range []wire.Version{wire.Draft18, wire.Draft19, wire.Draft21} {
+		t.Run(fmt.Sprintf("pub%d", v), func(t *testing.T) {
+			forSchemes(t, func(t *testing.T, scheme string) {
+				n := startNode(t, scheme, Config{}, &moqt.Config{Versions: wire.Versions})
+				pub := newFetchPubConfig(n, "/pub", props, onDraft(v), nil)
+				require.Equal(t, v, pub.client.Version())
+				for g := range uint64(3) {
+					writeGroup(t, pub.track, g, 3)
+				}
+				c, _ := n.dial("/sub", nil)
+				require.Equal(t, wire.Draft21, c.Version())
+				ctx := fetchCtx(t)
+				for _, include := range []bool{true, false} {
+					f, err := c.Fetch(ctx, testTrack, wire.Params{LocationFilter: wire.Some(wire.RelativeFilter(2)),
+						IncludeProperties: wire.Some(include)})
+					require.NoError(t, err, "relative start, INCLUDE_PROPERTIES %v", include)
+					if include {
+						assert.Equal(t, props, f.Properties)
+					} else {
+						assert.Empty(t, f.Properties)
+					}
+					assert.Equal(t, wire.Location{Group: 2, Object: 2}, f.End)
+					got, err := readFetch(ctx, f)
+					require.NoError(t, err)
+					assert.Equal(t, groupsWant(1, 3, 3, false), locs(got), "one group back from the Next Group")
+				}
+				_, err := c.Fetch(ctx, testTrack, wire.Params{LocationFilter: wire.Some(wire.NextObjectFilter())})
+				require.Error(t, err)
+				assert.Equal(t, wire.ReqInvalidRange, requestCode(t, err))
+			})
+		})
+	}
+}

@@ -31,6 +31,8 @@ func (p *fetchPub) ServeMOQT(req moqt.Request) {
 	switch r := req.(type) {
 	case *moqt.SubscribeRequest:
 		_, _ = p.track.Accept(r, moqt.AcceptOptions{})
+	case *moqt.TrackStatusRequest:
+		_ = p.track.Status(r)
 	case *moqt.FetchRequest:
 		p.fetches.Add(1)
 		select {
@@ -49,11 +51,20 @@ func (p *fetchPub) ServeMOQT(req moqt.Request) {
 
 func newFetchPub(n *node, path string, serve func(*moqt.FetchRequest)) *fetchPub {
 	n.t.Helper()
-	tr, err := moqt.NewLocalTrack(testTrack, nil)
+	return newFetchPubConfig(n, path, nil, func(*moqt.Config) {}, serve)
+}
+
+// newFetchPubConfig is newFetchPub with Track Properties props and the
+// client's Config changed by set.
+func newFetchPubConfig(n *node, path string, props wire.KVList, set func(*moqt.Config), serve func(*moqt.FetchRequest)) *fetchPub {
+	n.t.Helper()
+	tr, err := moqt.NewLocalTrack(testTrack, props)
 	require.NoError(n.t, err)
 	tr.SetCache(moqt.CacheLimits{Objects: 1000})
 	p := &fetchPub{track: tr, serve: serve, ranges: make(chan wire.LocationFilter, 16)}
-	p.client, p.server = n.dial(path, p)
+	cfg := n.clientConfig(p)
+	set(cfg)
+	p.client, p.server = n.dialConfig(path, cfg)
 	n.relay.reg.addAnnouncer(p.server, wire.NewNamespace("live"))
 	return p
 }
@@ -271,6 +282,24 @@ func TestC039_UpstreamMandatoryPropertyRefused(t *testing.T) {
 		})
 		c, _ := n.dial("/sub", nil)
 		_, err := c.Fetch(fetchCtx(t), testTrack, wire.Params{})
+		require.Error(t, err)
+		assert.Equal(t, wire.ReqUnsupportedExtension, requestCode(t, err))
+		settled(t, "no fetch left", n.relay.fetch.empty)
+	})
+}
+
+// TestC039_MandatoryPropertySeenWithoutProperties: a FETCH that asks for
+// no Track Properties (INCLUDE_PROPERTIES 0, §9.20.22) is still refused
+// with UNSUPPORTED_EXTENSION when the publisher's track has a Mandatory
+// Track Property the relay does not understand: the relay asks the
+// publisher for the properties, which it must see (§3.6).
+func TestC039_MandatoryPropertySeenWithoutProperties(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		pub := newFetchPubConfig(n, "/pub", mandatoryProp, func(*moqt.Config) {}, nil)
+		writeGroup(t, pub.track, 0, 3)
+		c, _ := n.dial("/sub", nil)
+		_, err := c.Fetch(fetchCtx(t), testTrack, wire.Params{IncludeProperties: wire.Some(false)})
 		require.Error(t, err)
 		assert.Equal(t, wire.ReqUnsupportedExtension, requestCode(t, err))
 		settled(t, "no fetch left", n.relay.fetch.empty)

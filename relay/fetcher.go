@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -104,7 +105,7 @@ func withoutSession(pubs []*moqt.Session, s *moqt.Session) []*moqt.Session {
 func upstreamFetch(ctx context.Context, pubs []*moqt.Session, name wire.FullTrackName, params wire.Params) (*moqt.Fetch, error) {
 	var last error = errNoPublisher
 	for _, s := range pubs {
-		f, err := s.Fetch(ctx, name, params)
+		f, err := fetchFrom(ctx, s, name, params)
 		if err == nil {
 			return f, nil
 		}
@@ -117,6 +118,37 @@ func upstreamFetch(ctx context.Context, pubs []*moqt.Session, name wire.FullTrac
 		}
 	}
 	return nil, last
+}
+
+// fetchFrom sends s a FETCH for name with params. A relative
+// LOCATION_FILTER (§9.20.10) has no form in the Standalone FETCH of drafts
+// 18 and 19, whose range is absolute (18 §10.12.1), and the session
+// refuses to send one (wire.ErrNotInDraft): to such a publisher the relay
+// resolves it first against the publisher's Largest Object, asked with
+// TRACK_STATUS, into the range a draft 21 publisher would serve for it
+// (§9.11: from the start through the Largest Object), and a start past
+// that object is INVALID_RANGE, as such a publisher answers.
+func fetchFrom(ctx context.Context, s *moqt.Session, name wire.FullTrackName, params wire.Params) (*moqt.Fetch, error) {
+	f, err := s.Fetch(ctx, name, params)
+	lf := params.LocationFilter.Value
+	if !errors.Is(err, wire.ErrNotInDraft) || !params.LocationFilter.Set || !lf.IsRelative() {
+		return f, err
+	}
+	st, err := s.TrackStatus(ctx, name, wire.Params{})
+	if err != nil {
+		return nil, err
+	}
+	largest := filter.LargestObject{}
+	if st.Largest.Set {
+		largest = filter.LargestAt(st.Largest.Value)
+	}
+	w, err := filter.FetchWindow(lf, largest)
+	var fe *filter.Error
+	if errors.As(err, &fe) {
+		return nil, &moqt.RequestError{Code: fe.Code, Reason: fe.Reason}
+	}
+	params.LocationFilter = wire.Some(wire.RangeFilterToObject(w.Start, w.End))
+	return s.Fetch(ctx, name, params)
 }
 
 // fetchMiss is the CacheLimits.Miss of the relay's track name: a FETCH of
@@ -133,7 +165,11 @@ func (f *fetcher) fetchMiss(name wire.FullTrackName) func(ctx context.Context, s
 
 // forwardParams are the parameters of the FETCH forwarded for one with p:
 // what selects and orders the objects. The requester's authorization
-// tokens were for this relay; upstream, the relay speaks for itself.
+// tokens were for this relay; upstream, the relay speaks for itself. Its
+// INCLUDE_PROPERTIES stays here too: the relay needs the upstream's Track
+// Properties to refuse a track with a Mandatory Track Property it does not
+// understand (§3.6), its own FETCH_OK leaves them out as the requester
+// asked (§9.20.22), and drafts 18 and 19 have no such parameter.
 func forwardParams(p wire.Params) wire.Params {
 	return wire.Params{
 		LocationFilter:     p.LocationFilter,
@@ -141,7 +177,6 @@ func forwardParams(p wire.Params) wire.Params {
 		SubscriberPriority: p.SubscriberPriority,
 		RangeFilters:       p.RangeFilters,
 		FillTimeout:        p.FillTimeout,
-		IncludeProperties:  p.IncludeProperties,
 	}
 }
 
