@@ -169,3 +169,49 @@ func TestFetchForwardedAcrossDrafts(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusalAcrossDrafts: a publisher's REQUEST_ERROR reaches a requester
+// of another draft with its code when that draft has it, and as
+// INTERNAL_ERROR naming it when not (§13: what that draft reads an unknown
+// code as), SUBSCRIBE and forwarded FETCH alike. Before, the relay's
+// answer failed to encode and the requester got INTERNAL_ERROR "request not
+// answered", the publisher's reason lost.
+func TestRefusalAcrossDrafts(t *testing.T) {
+	for _, c := range []struct {
+		pub, sub   wire.Version
+		code, want wire.RequestErrorCode
+	}{
+		{wire.Draft18, wire.Draft21, wire.ReqDuplicateSubscription, wire.ReqInternalError},
+		{wire.Draft18, wire.Draft18, wire.ReqDuplicateSubscription, wire.ReqDuplicateSubscription},
+		{wire.Draft21, wire.Draft18, wire.ReqInvalidFilter, wire.ReqInternalError},
+		{wire.Draft21, wire.Draft19, wire.ReqInvalidFilter, wire.ReqInvalidFilter},
+		{wire.Draft19, wire.Draft21, wire.ReqInvalidJoiningRequestID, wire.ReqInternalError},
+	} {
+		t.Run(fmt.Sprintf("pub%d-sub%d-%s", c.pub, c.sub, c.code), func(t *testing.T) {
+			forSchemes(t, func(t *testing.T, scheme string) {
+				n := startNode(t, scheme, Config{}, &moqt.Config{Versions: wire.Versions})
+				const reason = "refused by test publisher"
+				pub := newFetchPubConfig(n, "/pub", nil, onDraft(c.pub), func(r *moqt.FetchRequest) { _ = r.Reject(c.code, reason) })
+				writeGroup(t, pub.track, 0, 1)
+				sub := n.newPublisherConfig("/subpub", wire.FullTrackName{Namespace: wire.NewNamespace("other"), Name: []byte("t")}, nil, onDraft(c.pub))
+				sub.setRefuse(c.code)
+				n.announce(sub, wire.NewNamespace("other"))
+				cl, _ := n.dialConfig("/sub", n.clientConfigOn(c.sub))
+				ctx := fetchCtx(t)
+				check := func(what string, err error) {
+					var re *moqt.RequestError
+					require.ErrorAs(t, err, &re, what)
+					assert.Equal(t, c.want, re.Code, what)
+					assert.Contains(t, re.Reason, reason, what)
+					if c.want != c.code {
+						assert.Contains(t, re.Reason, c.code.String(), what)
+					}
+				}
+				_, err := cl.Fetch(ctx, testTrack, wire.Params{})
+				check("FETCH", err)
+				_, err = cl.Subscribe(ctx, sub.track.Name(), wire.Params{})
+				check("SUBSCRIBE", err)
+			})
+		})
+	}
+}

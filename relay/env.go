@@ -34,9 +34,22 @@ func (v *env) refuse(r moqt.Request, code wire.RequestErrorCode, reason, outcome
 	if code == wire.ReqExcessiveLoad {
 		re.RetryInterval = moqt.LoadRetryInterval() // §12.3
 	}
-	_ = r.RejectWith(re)
+	rejectWith(r, re)
 	v.reqDone(requestKind(r), outcome)
 	v.log.Debug("relay: request", "event", "refused", "kind", requestKind(r), "code", code.String(), "reason", reason)
+}
+
+// rejectWith answers r with re. An upstream's refusal passed on to a
+// session of another draft may carry a code that draft lacks, which the
+// session does not send (wire.ErrNotInDraft): DUPLICATE_SUBSCRIPTION (18
+// only), INVALID_JOINING_REQUEST_ID (18 and 19), CONFLICTING_FILTERS and
+// INVALID_FILTER (19 on). It goes as INTERNAL_ERROR, as which the
+// requester's draft reads a code it does not define (§13; 18 and 19 the
+// same), the code named in the reason.
+func rejectWith(r moqt.Request, re *moqt.RequestError) {
+	if err := r.RejectWith(re); errors.Is(err, wire.ErrNotInDraft) {
+		_ = r.RejectWith(&moqt.RequestError{Code: wire.ReqInternalError, Reason: re.Code.String() + ": " + re.Reason})
+	}
 }
 
 // authorize runs Config.Authorize on req or, update set, on one of its

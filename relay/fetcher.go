@@ -201,13 +201,14 @@ func (f *fetcher) forwardFetch(r *moqt.FetchRequest, pubs []*moqt.Session) strin
 		case errors.As(err, &re):
 			// The upstream's refusal, UNSUPPORTED_EXTENSION for a
 			// Mandatory Track Property this relay does not understand
-			// included (§3.6). A REDIRECT was for this relay, and a code
-			// this draft does not define reads as INTERNAL_ERROR (§13).
+			// included (§3.6). A REDIRECT was for this relay; a code the
+			// requester's draft lacks goes as INTERNAL_ERROR (rejectWith),
+			// as which a code no draft defines reads (§13).
 			code := re.Code
-			if code == wire.ReqRedirect || !code.Known() {
+			if code == wire.ReqRedirect {
 				code = wire.ReqInternalError
 			}
-			_ = r.Reject(code, re.Reason)
+			rejectWith(r, &moqt.RequestError{Code: code, Reason: re.Reason})
 			return fetchOutcome(err)
 		case r.Context().Err() != nil:
 			return OutcomeCancelled
