@@ -215,3 +215,36 @@ func TestRefusalAcrossDrafts(t *testing.T) {
 		})
 	}
 }
+
+// TestFetchRangeFiltersForwarded: a FETCH with Range filters (§3.3.2),
+// forwarded whole to a publisher that cannot take them (draft 18 has none;
+// a draft 21 publisher's MAX_FILTER_RANGES is 0 by default), is sent
+// without them, and the relay leaves out what they do not pass: the
+// requester gets what it asked for, not INTERNAL_ERROR.
+func TestFetchRangeFiltersForwarded(t *testing.T) {
+	for _, v := range []wire.Version{wire.Draft18, wire.Draft21} {
+		t.Run(fmt.Sprintf("pub%d", v), func(t *testing.T) {
+			forSchemes(t, func(t *testing.T, scheme string) {
+				n := startNode(t, scheme, Config{}, &moqt.Config{Versions: wire.Versions, MaxFilterRanges: 4})
+				pub := newFetchPubConfig(n, "/pub", nil, onDraft(v), nil)
+				for g := range uint64(3) {
+					writeGroup(t, pub.track, g, 3)
+				}
+				c, _ := n.dial("/sub", nil)
+				ctx := fetchCtx(t)
+				f, err := c.Fetch(ctx, testTrack, wire.Params{RangeFilters: []wire.RangeFilter{
+					{Type: wire.ParamObjectIDFilter, Ranges: []wire.Range{{Start: 1, End: 1}}}}})
+				require.NoError(t, err)
+				got, err := readFetch(ctx, f)
+				require.NoError(t, err)
+				var objs []wire.Location
+				for _, o := range got {
+					if o.EndOfRange == 0 {
+						objs = append(objs, o.Location)
+					}
+				}
+				assert.Equal(t, []wire.Location{{Group: 0, Object: 1}, {Group: 1, Object: 1}, {Group: 2, Object: 1}}, objs)
+			})
+		})
+	}
+}

@@ -101,13 +101,14 @@ func withoutSession(pubs []*moqt.Session, s *moqt.Session) []*moqt.Session {
 
 // upstreamFetch sends FETCH for name with params to the first of pubs
 // that accepts it (§7.5: at least one of them is asked), and returns its
-// Fetch, or the last refusal.
-func upstreamFetch(ctx context.Context, pubs []*moqt.Session, name wire.FullTrackName, params wire.Params) (*moqt.Fetch, error) {
+// Fetch, or the last refusal, and the Range filters the relay must apply
+// itself (fetchFrom).
+func upstreamFetch(ctx context.Context, pubs []*moqt.Session, name wire.FullTrackName, params wire.Params) (*moqt.Fetch, *filter.RangeMatcher, error) {
 	var last error = errNoPublisher
 	for _, s := range pubs {
-		f, err := fetchFrom(ctx, s, name, params)
+		f, local, err := fetchFrom(ctx, s, name, params)
 		if err == nil {
-			return f, nil
+			return f, local, nil
 		}
 		last = err
 		var re *moqt.RequestError
@@ -117,26 +118,39 @@ func upstreamFetch(ctx context.Context, pubs []*moqt.Session, name wire.FullTrac
 			break
 		}
 	}
-	return nil, last
+	return nil, nil, last
 }
 
-// fetchFrom sends s a FETCH for name with params. A relative
-// LOCATION_FILTER (§9.20.10) has no form in the Standalone FETCH of drafts
-// 18 and 19, whose range is absolute (18 §10.12.1), and the session
-// refuses to send one (wire.ErrNotInDraft): to such a publisher the relay
-// resolves it first against the publisher's Largest Object, asked with
-// TRACK_STATUS, into the range a draft 21 publisher would serve for it
-// (§9.11: from the start through the Largest Object), and a start past
-// that object is INVALID_RANGE, as such a publisher answers.
-func fetchFrom(ctx context.Context, s *moqt.Session, name wire.FullTrackName, params wire.Params) (*moqt.Fetch, error) {
+// fetchFrom sends s a FETCH for name with params, fitted to what the
+// publisher's session can carry:
+//
+//   - A relative LOCATION_FILTER (§9.20.10) has no form in the Standalone
+//     FETCH of drafts 18 and 19, whose range is absolute (18 §10.12.1),
+//     and the session refuses to send one (wire.ErrNotInDraft): it is
+//     resolved first against the publisher's Largest Object, asked with
+//     TRACK_STATUS, into the range a draft 21 publisher would serve for it
+//     (§9.11: from the start through the Largest Object), and a start past
+//     that object is INVALID_RANGE, as such a publisher answers.
+//   - Range filters (§3.3.2) that draft 18 lacks, or more Ranges than the
+//     publisher's MAX_FILTER_RANGES allows (moqt.ErrFilterRanges), are
+//     left out upstream and returned, for the relay to apply to what comes
+//     (a filtered FETCH's gaps say nothing, §9.11).
+func fetchFrom(ctx context.Context, s *moqt.Session, name wire.FullTrackName, params wire.Params) (*moqt.Fetch, *filter.RangeMatcher, error) {
 	f, err := s.Fetch(ctx, name, params)
+	var local *filter.RangeMatcher
+	if len(params.RangeFilters) > 0 && (errors.Is(err, wire.ErrNotInDraft) || errors.Is(err, moqt.ErrFilterRanges)) {
+		m := filter.CompileRanges(params.RangeFilters)
+		local = &m
+		params.RangeFilters = nil
+		f, err = s.Fetch(ctx, name, params)
+	}
 	lf := params.LocationFilter.Value
 	if !errors.Is(err, wire.ErrNotInDraft) || !params.LocationFilter.Set || !lf.IsRelative() {
-		return f, err
+		return f, local, err
 	}
 	st, err := s.TrackStatus(ctx, name, wire.Params{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	largest := filter.LargestObject{}
 	if st.Largest.Set {
@@ -145,10 +159,11 @@ func fetchFrom(ctx context.Context, s *moqt.Session, name wire.FullTrackName, pa
 	w, err := filter.FetchWindow(lf, largest)
 	var fe *filter.Error
 	if errors.As(err, &fe) {
-		return nil, &moqt.RequestError{Code: fe.Code, Reason: fe.Reason}
+		return nil, nil, &moqt.RequestError{Code: fe.Code, Reason: fe.Reason}
 	}
 	params.LocationFilter = wire.Some(wire.RangeFilterToObject(w.Start, w.End))
-	return s.Fetch(ctx, name, params)
+	f, err = s.Fetch(ctx, name, params)
+	return f, local, err
 }
 
 // fetchMiss is the CacheLimits.Miss of the relay's track name: a FETCH of
@@ -159,7 +174,8 @@ func (f *fetcher) fetchMiss(name wire.FullTrackName) func(ctx context.Context, s
 		if err != nil {
 			return nil, err
 		}
-		return upstreamFetch(ctx, pubs, name, wire.Params{LocationFilter: wire.Some(wire.RangeFilterToObject(start, end))})
+		f, _, err := upstreamFetch(ctx, pubs, name, wire.Params{LocationFilter: wire.Some(wire.RangeFilterToObject(start, end))})
+		return f, err
 	}
 }
 
@@ -194,7 +210,7 @@ func (f *fetcher) forwardFetch(r *moqt.FetchRequest, pubs []*moqt.Session) strin
 	}
 	defer f.remove(fw)
 
-	up, err := upstreamFetch(ctx, pubs, r.Track, forwardParams(r.Params))
+	up, local, err := upstreamFetch(ctx, pubs, r.Track, forwardParams(r.Params))
 	if err != nil {
 		var re *moqt.RequestError
 		switch {
@@ -247,6 +263,10 @@ func (f *fetcher) forwardFetch(r *moqt.FetchRequest, pubs []*moqt.Session) strin
 		}
 		if o.EndOfRange == 0 {
 			f.met.ObjectsIn(1, len(o.Payload))
+			if local != nil && !local.Match(&filter.Object{Location: o.Location, SubgroupID: o.SubgroupID,
+				Datagram: o.Datagram, PublisherPriority: o.Priority.Value, Properties: o.Properties}) {
+				continue // the requester's Range filters, which the publisher could not take
+			}
 		}
 		if err := w.WriteObject(o); err != nil {
 			return OutcomeOK // the requester is gone; the upstream is cancelled
