@@ -116,3 +116,46 @@ func (c *trackClaims) releaseSub(track wire.FullTrackName, sub, displaced *Subsc
 	}
 	c.mu.Unlock()
 }
+
+// unsentInPublish moves out of p, the parameters of a PUBLISH that a
+// SUBSCRIBE_TRACKS starts, those the session's draft does not let PUBLISH
+// carry, and returns them. Draft 19 takes every SUBSCRIBE parameter in
+// SUBSCRIBE_TRACKS, "copied over as the default Subscription parameters
+// when a PUBLISH is sent as a result", "not explicitly communicated" but
+// for FORWARD and GROUP_ORDER (19 §10.19.1); its PUBLISH carries FORWARD
+// but none of the others, GROUP_ORDER included ("MAY appear in a
+// SUBSCRIBE, SUBSCRIBE_TRACKS, or FETCH", §10.2.8), so they govern the
+// subscription here, unsent, until the subscriber's PUBLISH_OK sets them
+// (applyPublishOK). Draft 21's PUBLISH carries them all; draft 18's
+// SUBSCRIBE_TRACKS has none of them.
+func (r draftRules) unsentInPublish(p *wire.Params) wire.Params {
+	var out wire.Params
+	carries := func(t wire.ParamType) bool {
+		c, ok := r.prof.ParamContexts(t)
+		return ok && c&wire.InPublish != 0
+	}
+	move(&out.SubscriberPriority, &p.SubscriberPriority, carries(wire.ParamSubscriberPriority))
+	move(&out.GroupOrder, &p.GroupOrder, carries(wire.ParamGroupOrder))
+	move(&out.LocationFilter, &p.LocationFilter, carries(wire.ParamLocationFilter))
+	move(&out.ObjectDeliveryTimeout, &p.ObjectDeliveryTimeout, carries(wire.ParamObjectDeliveryTimeout))
+	move(&out.SubgroupDeliveryTimeout, &p.SubgroupDeliveryTimeout, carries(wire.ParamSubgroupDeliveryTimeout))
+	return out
+}
+
+// move moves *src to *dst unless sent.
+func move[T any](dst, src *wire.Opt[T], sent bool) {
+	if src.Set && !sent {
+		*dst, *src = *src, wire.Opt[T]{}
+	}
+}
+
+// holdUnsent sets on p, a served subscription's parameters, those of
+// unsent (publish): the Range filters, and what unsentInPublish moved.
+func holdUnsent(p, unsent *wire.Params) {
+	p.RangeFilters = unsent.RangeFilters
+	move(&p.SubscriberPriority, &unsent.SubscriberPriority, false)
+	move(&p.GroupOrder, &unsent.GroupOrder, false)
+	move(&p.LocationFilter, &unsent.LocationFilter, false)
+	move(&p.ObjectDeliveryTimeout, &unsent.ObjectDeliveryTimeout, false)
+	move(&p.SubgroupDeliveryTimeout, &unsent.SubgroupDeliveryTimeout, false)
+}

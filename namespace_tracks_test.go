@@ -175,3 +175,50 @@ func TestSubscribeTracksFillRefused(t *testing.T) {
 		assert.Nil(t, m.Parameters.FillParameters)
 	})
 }
+
+// TestPublishTracksParamsUnsentOn19: draft 19's PUBLISH carries FORWARD
+// alone of a SUBSCRIBE_TRACKS's parameters (19 §10.19.1; GROUP_ORDER,
+// SUBSCRIBER_PRIORITY, LOCATION_FILTER and the delivery timeouts may not
+// appear in it, §10.2), so PublishTracks sends FORWARD and holds the rest
+// as the subscription's until the subscriber's PUBLISH_OK gives its own.
+// Before, the PUBLISH failed to encode and was never sent: a relay
+// answered such a SUBSCRIBE_TRACKS with PUBLISH_SKIPPED for every track.
+func TestPublishTracksParamsUnsentOn19(t *testing.T) {
+	eachDraft(t, []wire.Version{wire.Draft19}, func(t *testing.T) {
+		forTransports(t, func(t *testing.T, connect connector) {
+			cam := wire.FullTrackName{Namespace: wire.NewNamespace("live", "cam"), Name: []byte("video")}
+			h := newNSServer()
+			client := &tracksSubscriber{got: make(chan offered, 1)}
+			p := connect(t, &Config{Handler: h}, &Config{Handler: client})
+			ctx := testCtx(t, 10*time.Second)
+			req := wire.Params{
+				Forward:                 wire.Some(true),
+				SubscriberPriority:      wire.Some[uint8](9),
+				GroupOrder:              wire.Some(wire.GroupOrderDescending),
+				LocationFilter:          wire.Some(wire.StartFilter(wire.Location{Object: 2})),
+				ObjectDeliveryTimeout:   wire.Some[uint64](5000),
+				SubgroupDeliveryTimeout: wire.Some[uint64](6000),
+			}
+			nsub, err := p.client.SubscribeTracks(ctx, wire.NewNamespace("live"), req)
+			require.NoError(t, err)
+			w := recvOrFail(t, h.writers)
+			lt, err := NewLocalTrack(cam, nil)
+			require.NoError(t, err)
+			ss, err := lt.PublishTracks(ctx, p.server, w.Params(), AcceptOptions{})
+			require.NoError(t, err, "the PUBLISH goes")
+			got := recvOrFail(t, client.got)
+			assert.Equal(t, wire.Params{Forward: wire.Some(true)}, got.req.Params, "FORWARD alone is sent")
+			// The subscriber's PUBLISH_OK, empty, gives the defaults (19
+			// §10.2: "If omitted from ... PUBLISH_OK, the subscription is
+			// unfiltered", priority 128).
+			assert.False(t, ss.Params().LocationFilter.Set)
+			assert.False(t, ss.Params().SubscriberPriority.Set)
+			publishObjects(t, lt, ss)
+			ids, err := objectIDs(t, got.sub)
+			var done *DoneError
+			require.True(t, errors.As(err, &done), "ended by PUBLISH_DONE, got %v", err)
+			assert.Equal(t, []uint64{0, 1, 2, 3, 4}, ids)
+			require.NoError(t, nsub.Close())
+		})
+	})
+}

@@ -228,7 +228,7 @@ func (t *LocalTrack) Accept(r *SubscribeRequest, opts AcceptOptions) (*ServedSub
 // params.Expires (either way the subscription ends when it passes, unless
 // an update extends it).
 func (t *LocalTrack) Publish(ctx context.Context, s *Session, params wire.Params, opts AcceptOptions) (*ServedSubscription, error) {
-	return t.publish(ctx, s, params, t.props, nil, opts)
+	return t.publish(ctx, s, params, t.props, wire.Params{}, opts)
 }
 
 // PublishTracks offers the track with PUBLISH, as Publish does, as one of
@@ -239,6 +239,9 @@ func (t *LocalTrack) Publish(ctx context.Context, s *Session, params wire.Params
 //   - FORWARD, SUBSCRIBER_PRIORITY, GROUP_ORDER, LOCATION_FILTER and the
 //     delivery timeouts go in the PUBLISH, which tells the subscriber of
 //     them (§9.8). The request's AUTHORIZATION_TOKENs never do (§9.20.3).
+//     On draft 19, whose PUBLISH carries FORWARD alone, the others are the
+//     subscription's all the same, unsent, until the subscriber's
+//     PUBLISH_OK gives its own (19 §10.19.1, draftRules.unsentInPublish).
 //   - The object Range filters (SUBGROUP_, OBJECTID_, PRIORITY_ and
 //     OBJECT_PROPERTY_FILTER), which PUBLISH cannot carry (§3.3.2), are
 //     the subscription's filters all the same: only objects that pass
@@ -273,18 +276,21 @@ func (t *LocalTrack) PublishTracks(ctx context.Context, s *Session, req wire.Par
 		LocationFilter:          req.LocationFilter,
 		GroupOrder:              req.GroupOrder,
 	}
+	unsent := s.rules.unsentInPublish(&params)
+	unsent.RangeFilters = ranges
 	props := t.props
 	if p := req.IncludeProperties; p.Set && !p.Value {
 		props = nil // §9.20.22
 	}
-	return t.publish(ctx, s, params, props, ranges, opts)
+	return t.publish(ctx, s, params, props, unsent, opts)
 }
 
 // publish is Publish with props as the PUBLISH's Track Properties and
-// ranges, which PUBLISH does not carry, as the subscription's object Range
-// filters.
+// unsent, parameters PUBLISH does not carry (the object Range filters, and
+// on draft 19 what unsentInPublish leaves out), as the subscription's
+// all the same.
 func (t *LocalTrack) publish(ctx context.Context, s *Session, params wire.Params, props wire.KVList,
-	ranges []wire.RangeFilter, opts AcceptOptions) (*ServedSubscription, error) {
+	unsent wire.Params, opts AcceptOptions) (*ServedSubscription, error) {
 	if opts.Expires > 0 {
 		params.Expires = wire.Some(uint64(max(opts.Expires.Milliseconds(), 1)))
 	}
@@ -293,7 +299,7 @@ func (t *LocalTrack) publish(ctx context.Context, s *Session, params wire.Params
 		// worker starts; the ranges before join makes the filter.
 		ss.onUpdate = opts.OnUpdate
 		ss.mu.Lock()
-		ss.params.RangeFilters = ranges
+		holdUnsent(&ss.params, &unsent)
 		ss.mu.Unlock()
 		largest, err := t.join(ss, false)
 		return largest.Param(), err
