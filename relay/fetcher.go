@@ -217,14 +217,8 @@ func (f *fetcher) forwardFetch(r *moqt.FetchRequest, pubs []*moqt.Session) strin
 		case errors.As(err, &re):
 			// The upstream's refusal, UNSUPPORTED_EXTENSION for a
 			// Mandatory Track Property this relay does not understand
-			// included (§3.6). A REDIRECT was for this relay; a code the
-			// requester's draft lacks goes as INTERNAL_ERROR (rejectWith),
-			// as which a code no draft defines reads (§13).
-			code := re.Code
-			if code == wire.ReqRedirect {
-				code = wire.ReqInternalError
-			}
-			rejectWith(r, &moqt.RequestError{Code: code, Reason: re.Reason})
+			// included (§3.6).
+			rejectWith(r, requestErrorOf(err))
 			return fetchOutcome(err)
 		case r.Context().Err() != nil:
 			return OutcomeCancelled

@@ -162,6 +162,11 @@ func requestErrorOf(err error) *moqt.RequestError {
 	var re *moqt.RequestError
 	switch {
 	case errors.As(err, &re):
+		if re.Code == wire.ReqRedirect {
+			// For this relay, not for its requester, to whom it could not
+			// go without the Redirect (§9.4.1).
+			return &moqt.RequestError{Code: wire.ReqInternalError, Reason: re.Reason}
+		}
 		return &moqt.RequestError{Code: re.Code, Reason: re.Reason}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &moqt.RequestError{Code: wire.ReqTimeout, Reason: "upstream did not answer"}

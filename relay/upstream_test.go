@@ -111,6 +111,43 @@ func TestAllPublishersRefuseSubscribe(t *testing.T) {
 	})
 }
 
+// redirector refuses every request with REDIRECT to the same session
+// (a client's Redirect names no Connect URI, §9.4.1).
+type redirector struct{}
+
+func (redirector) ServeMOQT(r moqt.Request) {
+	_ = r.RejectWith(&moqt.RequestError{Code: wire.ReqRedirect, Reason: "ask for x",
+		Redirect: &wire.Redirect{TrackNamespace: wire.NewNamespace("live"), TrackName: []byte("x")}})
+}
+
+// TestUpstreamRedirectNotPassedOn: a publisher's REDIRECT answers the
+// relay, and its Redirect is for the relay (§9.4.1): the requester gets
+// INTERNAL_ERROR with the publisher's reason, for SUBSCRIBE, FETCH and
+// TRACK_STATUS alike. Before, SUBSCRIBE and TRACK_STATUS were answered
+// only when the relay's handler returned ("request not answered"): a
+// REDIRECT cannot go without its Redirect.
+func TestUpstreamRedirectNotPassedOn(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		_, srv := n.dial("/pub", redirector{})
+		n.relay.reg.addAnnouncer(srv, wire.NewNamespace("live"))
+		c, _ := n.dial("/sub", nil)
+		ctx := fetchCtx(t)
+		check := func(what string, err error) {
+			var re *moqt.RequestError
+			require.ErrorAs(t, err, &re, what)
+			assert.Equal(t, wire.ReqInternalError, re.Code, what)
+			assert.Equal(t, "ask for x", re.Reason, what)
+		}
+		_, err := c.Subscribe(ctx, testTrack, wire.Params{})
+		check("SUBSCRIBE", err)
+		_, err = c.Fetch(ctx, testTrack, wire.Params{})
+		check("FETCH", err)
+		_, err = c.TrackStatus(ctx, testTrack, wire.Params{})
+		check("TRACK_STATUS", err)
+	})
+}
+
 // A SUBSCRIBE sent as soon as the publisher has its PUBLISH_OK finds the
 // track, although the relay sends PUBLISH_OK before the track is in its
 // registry: the SUBSCRIBE waits for the registration.
