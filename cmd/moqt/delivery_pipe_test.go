@@ -117,6 +117,25 @@ func subOver(ctx context.Context, sess *moqt.Session) (string, *lockedBuffer, er
 	return out.String(), &stderr, err
 }
 
+// subWhilePublishing runs moqt sub over a pipe for pipeTrack, which
+// publish writes to once the subscription is served: what sub wrote, what
+// it said and how it ended.
+func subWhilePublishing(t *testing.T, publish func(*moqt.LocalTrack)) (string, *lockedBuffer, error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	track, client, served := pipeTrackServed(t)
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		<-served
+		publish(track)
+	}()
+	out, stderr, err := subOver(ctx, client)
+	<-published
+	return out, stderr, err
+}
+
 // rawPublisher plays a publisher byte by byte on conn: it answers one
 // SUBSCRIBE, sends one subgroup stream with one object, and ends the
 // subscription with PUBLISH_DONE TRACK_ENDED counting count streams.
@@ -182,13 +201,7 @@ func TestSubFailsWhenStreamsMissing(t *testing.T) {
 // sequencer gives group 0 up after sequenceStall.
 func TestSubFailsWhenWrittenOutOfOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		track, client, served := pipeTrackServed(t)
-		published := make(chan struct{})
-		go func() {
-			defer close(published)
-			<-served
+		out, _, err := subWhilePublishing(t, func(track *moqt.LocalTrack) {
 			write := func(w *moqt.SubgroupWriter, g, o uint64, p string) {
 				assert.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Group: g, Object: o}, Payload: []byte(p)}))
 			}
@@ -202,9 +215,7 @@ func TestSubFailsWhenWrittenOutOfOrder(t *testing.T) {
 			assert.NoError(t, g0.Close())
 			time.Sleep(time.Second)
 			track.End(wire.DoneTrackEnded, "done")
-		}()
-		out, _, err := subOver(ctx, client)
-		<-published
+		})
 		assert.Equal(t, "acb", out, "written as it came")
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "1 objects arrived after later groups were written, and were written out of order")
@@ -226,13 +237,7 @@ func TestSubFailsWhenGroupEndedShort(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ctx, cancel := context.WithCancel(context.Background())
-				defer cancel()
-				track, client, served := pipeTrackServed(t)
-				published := make(chan struct{})
-				go func() {
-					defer close(published)
-					<-served
+				out, stderr, err := subWhilePublishing(t, func(track *moqt.LocalTrack) {
 					g := &groupWriter{track: track}
 					for _, p := range []string{"a", "b"} {
 						assert.NoError(t, g.write([]byte(p)))
@@ -248,9 +253,7 @@ func TestSubFailsWhenGroupEndedShort(t *testing.T) {
 					assert.NoError(t, g.endGroup())
 					time.Sleep(time.Second)
 					track.End(wire.DoneTrackEnded, "done")
-				}()
-				out, stderr, err := subOver(ctx, client)
-				<-published
+				})
 				assert.Equal(t, "abc", out, "what came is written")
 				if !reset {
 					require.NoError(t, err)
