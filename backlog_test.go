@@ -462,7 +462,7 @@ func TestBacklogCutBeforeEnd(t *testing.T) {
 		fast := readSubgroupAsync(ctx, f.fast)
 		var id uint64
 		ended := goErr(func() error {
-			for ; f.ssSlow.cut.Load() == 0; id++ {
+			for ; f.ssSlow.cut.Load() == nil; id++ {
 				if err := writeObject(w, id, nil, payloadOf(id, size)); err != nil {
 					return err
 				}

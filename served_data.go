@@ -281,8 +281,7 @@ func (ss *ServedSubscription) fallBehind(reason string) {
 // from its own goroutine: its write may wait for the subscriber's flow
 // control, and the publisher must not.
 func (ss *ServedSubscription) cutOff(code wire.PublishDoneCode, reason string) {
-	if ss.cutDone.CompareAndSwap(nil, &DoneError{Code: code, Reason: reason}) {
-		ss.cut.Store(uint64(resetCodeFor(code)))
+	if ss.cut.CompareAndSwap(nil, &DoneError{Code: code, Reason: reason}) {
 		go func() { _ = ss.End(code, reason) }()
 	}
 }
@@ -290,7 +289,7 @@ func (ss *ServedSubscription) cutOff(code wire.PublishDoneCode, reason string) {
 // cutStatus is the status and reason of the PUBLISH_DONE End sends: the
 // cut-off's, once the subscription was cut off, else code and reason.
 func (ss *ServedSubscription) cutStatus(code wire.PublishDoneCode, reason string) (wire.PublishDoneCode, string) {
-	if d := ss.cutDone.Load(); d != nil {
+	if d := ss.cut.Load(); d != nil {
 		return d.Code, d.Reason
 	}
 	return code, reason

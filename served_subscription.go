@@ -51,15 +51,13 @@ type ServedSubscription struct {
 	finishOnce  sync.Once
 	releaseOnce sync.Once
 
-	// cut is the stream reset code once it was cut off for passing
-	// Config.MaxSubscriberBacklog (TOO_FAR_BEHIND) or its session's budget
-	// (EXCESSIVE_LOAD), else 0.
-	cut atomic.Uint64
-	// cutDone is the cut-off's PUBLISH_DONE, set before cut: an End that
-	// comes before the cut-off's own, such as the track's, sends it
-	// instead of its own, as the streams were reset with its code.
-	cutDone atomic.Pointer[DoneError]
-	wp      servedWritePath // its write-path state, its backlogs' bytes (served_backlog.go)
+	// cut is the PUBLISH_DONE of a cut-off, once the subscription passed
+	// Config.MaxSubscriberBacklog (TOO_FAR_BEHIND) or its session's
+	// budget (EXCESSIVE_LOAD), else nil: its streams are reset with its
+	// code, and an End that comes before the cut-off's own, such as the
+	// track's, sends it instead of its own.
+	cut atomic.Pointer[DoneError]
+	wp  servedWritePath // its write-path state, its backlogs' bytes (served_backlog.go)
 	// view is what the data path reads for each object, replaced under
 	// mu whenever the filter or the parameters change (servedView).
 	view  atomic.Pointer[servedView]

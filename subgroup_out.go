@@ -200,8 +200,8 @@ func (out *subgroupOut) stopTimers() {
 // resetCode is the code out's stream is reset with after a write to it
 // failed with err.
 func (out *subgroupOut) resetCode(err error) wire.ResetCode {
-	if c := out.ss.cut.Load(); c != 0 {
-		return wire.ResetCode(c) // the code its PUBLISH_DONE resets with
+	if d := out.ss.cut.Load(); d != nil {
+		return resetCodeFor(d.Code) // the code its PUBLISH_DONE resets with
 	}
 	switch {
 	case errors.Is(err, errTooFarBehind):
