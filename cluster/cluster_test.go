@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -127,6 +128,76 @@ func TestNodeKilledSubscribersToldAndPublisherFoundAtAnother(t *testing.T) {
 	require.NoError(t, err)
 	writeGroup(t, pub2.track, 0, 4)
 	assert.ElementsMatch(t, payloads(0, 1, 4), readObjects(t, sub, 4))
+}
+
+// Two publishers announce one namespace at two nodes, each with a track
+// of its own: every node finds each track, whether another node announced
+// the namespace first or a session connected to it did (§7.5: a SUBSCRIBE
+// goes to every matching publisher; FETCH and TRACK_STATUS to one that has
+// the track). Before, C asked only A, the first to register the
+// namespace, and A and B only their own publisher: DOES_NOT_EXIST.
+func TestNamespaceAtTwoNodesEveryTrackFound(t *testing.T) {
+	_, a, b, c := threeNodes(t)
+	audio := wire.FullTrackName{Namespace: video.Namespace, Name: []byte("audio")}
+	pubV, pubA := newPublisher(t, video), newPublisher(t, audio)
+	pubV.announce(t, a)
+	c.waitRoute(video, a, 10*time.Second)
+	pubA.announce(t, b)
+	b.waitRoute(video, a, 10*time.Second)
+	waitTargets(t, a, audio, 1) // a view holds the other nodes' entries
+	waitTargets(t, c, audio, 2)
+	var subs []*moqt.Subscription
+	for _, at := range []struct {
+		tn   *testNode
+		name wire.FullTrackName
+	}{{c, video}, {c, audio}, {a, audio}, {b, video}} {
+		sub, err := subscribe(t, at.tn.client(nil), at.name)
+		require.NoError(t, err, "%s at %s", at.name, at.tn.name)
+		subs = append(subs, sub)
+	}
+	writeGroup(t, pubV.track, 0, 3)
+	writeGroup(t, pubA.track, 0, 2)
+	for i, n := range []int{3, 2, 2, 3} {
+		assert.ElementsMatch(t, payloads(0, 1, n), readObjects(t, subs[i], n), "subscriber %d", i)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tn := range []*testNode{a, c} {
+		s := tn.client(nil)
+		ts, err := s.TrackStatus(ctx, audio, wire.Params{})
+		require.NoError(t, err, "TRACK_STATUS at %s", tn.name)
+		assert.Equal(t, wire.Some(wire.Location{Group: 0, Object: 1}), ts.Largest)
+		f, err := s.Fetch(ctx, audio, wire.Params{LocationFilter: wire.Some(wire.RangeFilterToObject(wire.Location{}, wire.Location{Group: 0, Object: 1}))})
+		require.NoError(t, err, "FETCH at %s", tn.name)
+		var got []string
+		for {
+			o, err := f.ReadObject(ctx)
+			if err != nil {
+				require.ErrorIs(t, err, io.EOF)
+				break
+			}
+			got = append(got, string(o.Payload))
+		}
+		assert.Equal(t, payloads(0, 1, 2), got, "FETCH at %s", tn.name)
+	}
+}
+
+// waitTargets waits until tn's view routes name to n nodes.
+func waitTargets(t *testing.T, tn *testNode, name wire.FullTrackName, n int) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		targets, _, changed := tn.node.view.route(name)
+		if len(targets) == n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("%s: %d nodes for %s, want %d", tn.name, len(targets), name, n)
+		}
+	}
 }
 
 func TestNoLoopARequestFromANodeIsNotRoutedOn(t *testing.T) {

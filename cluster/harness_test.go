@@ -114,18 +114,7 @@ func startTestNodeWith(t *testing.T, name, natsURL string, ttl time.Duration, me
 		}
 		return inner(req, u)
 	}
-	up := cfg.Upstream
-	cfg.Upstream = relay.UpstreamFunc(func(ctx context.Context, ns wire.Namespace) (*moqt.Session, error) {
-		s, err := up.Session(ctx, ns)
-		if name, ok := relay.RequestTrack(ctx); ok {
-			tn.mu.Lock()
-			tn.answered[name.Key()]++
-			close(tn.asked)
-			tn.asked = make(chan struct{})
-			tn.mu.Unlock()
-		}
-		return s, err
-	})
+	cfg.Upstream = countingUpstream{tn}
 	tn.relay = relay.New(cfg)
 	tn.srv, err = moqt.Listen(addr, &moqt.Config{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
 		Handler: tn.relay, Logger: quiet}, &moqt.ServerOptions{DrainTimeout: -1})
@@ -139,6 +128,30 @@ func startTestNodeWith(t *testing.T, name, natsURL string, ttl time.Duration, me
 	tn.node.Start(tn.relay)
 	t.Cleanup(tn.close)
 	return tn
+}
+
+// countingUpstream is the node as the relay's Upstream, counting its
+// answers per track (waitAnswered).
+type countingUpstream struct{ tn *testNode }
+
+func (u countingUpstream) Session(ctx context.Context, ns wire.Namespace) (*moqt.Session, error) {
+	ss, err := u.Sessions(ctx, ns)
+	if len(ss) == 0 {
+		return nil, err
+	}
+	return ss[0], nil
+}
+
+func (u countingUpstream) Sessions(ctx context.Context, ns wire.Namespace) ([]*moqt.Session, error) {
+	ss, err := u.tn.node.Sessions(ctx, ns)
+	if name, ok := relay.RequestTrack(ctx); ok {
+		u.tn.mu.Lock()
+		u.tn.answered[name.Key()]++
+		close(u.tn.asked)
+		u.tn.asked = make(chan struct{})
+		u.tn.mu.Unlock()
+	}
+	return ss, err
 }
 
 // close stops the node cleanly: it leaves the registry.
@@ -243,7 +256,8 @@ func (tn *testNode) waitOffered(ns wire.Namespace, want bool, bound time.Duratio
 	}
 }
 
-// publisher serves one track to the SUBSCRIBEs it gets, counting them.
+// publisher serves one track to the SUBSCRIBEs it gets, counting them,
+// and answers its TRACK_STATUS and FETCH from its cache.
 type publisher struct {
 	track *moqt.LocalTrack
 	mu    sync.Mutex
@@ -253,10 +267,23 @@ type publisher struct {
 func newPublisher(t *testing.T, name wire.FullTrackName) *publisher {
 	tr, err := moqt.NewLocalTrack(name, nil)
 	require.NoError(t, err)
+	tr.SetCache(moqt.CacheLimits{Bytes: 1 << 20})
 	return &publisher{track: tr}
 }
 
 func (p *publisher) ServeMOQT(r moqt.Request) {
+	switch r := r.(type) {
+	case *moqt.TrackStatusRequest:
+		if r.Track.Equal(p.track.Name()) {
+			_ = p.track.Status(r)
+			return
+		}
+	case *moqt.FetchRequest:
+		if r.Track.Equal(p.track.Name()) {
+			_ = p.track.Fetch(r)
+			return
+		}
+	}
 	sr, ok := r.(*moqt.SubscribeRequest)
 	if !ok || !sr.Track.Equal(p.track.Name()) {
 		moqt.DefaultHandler.ServeMOQT(r)

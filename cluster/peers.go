@@ -139,14 +139,27 @@ func (p *peers) close() {
 	}
 }
 
-// Session is the relay's Upstream: the session to a node that has the
-// track asked for, the oldest registered first. A request from another
-// node gets none (nil, nil: DOES_NOT_EXIST), so that nothing loops
-// through the cluster; nor does the relay's own namespace business, which
-// UpstreamTracksOnly keeps from asking. While NATS is out of reach and the
-// view knows no node for the track, it waits, within ctx, for the view to
-// be current again: new routes wait for the registry.
-func (n *Node) Session(ctx context.Context, _ wire.Namespace) (*moqt.Session, error) {
+// Session is the relay's Upstream: the first of Sessions.
+func (n *Node) Session(ctx context.Context, ns wire.Namespace) (*moqt.Session, error) {
+	ss, err := n.Sessions(ctx, ns)
+	if len(ss) == 0 {
+		return nil, err
+	}
+	return ss[0], nil
+}
+
+// Sessions is the relay's Upstream (relay.UpstreamSet): the sessions to
+// every node that has the track asked for (a namespace of it announced
+// there, or the track PUBLISHed), the oldest registered first, since any
+// of them may publish it (§7.5: every matching publisher is asked). A
+// request from another node gets none (nil, nil: DOES_NOT_EXIST), so that
+// nothing loops through the cluster; nor does the relay's own namespace
+// business, which UpstreamTracksOnly keeps from asking. A node that cannot
+// be reached is left out. While NATS is out of reach and the view knows
+// no node for the track, it waits, within ctx, for the view to be current
+// again (new routes wait for the registry), unless the relay has a
+// publisher of it already (relay.RequestPublished).
+func (n *Node) Sessions(ctx context.Context, _ wire.Namespace) ([]*moqt.Session, error) {
 	if n.IsPeer(relay.RequestSession(ctx)) {
 		return nil, nil
 	}
@@ -156,25 +169,43 @@ func (n *Node) Session(ctx context.Context, _ wire.Namespace) (*moqt.Session, er
 	}
 	for {
 		targets, wait, changed := n.view.route(name)
-		var last error
-		for _, t := range targets {
-			s, err := n.peers.session(ctx, t)
-			if err == nil {
-				return s, nil
-			}
-			last = err
-			n.log.Warn("cluster: peer", "event", "dial_failed", "peer", t.node, "url", t.url, "err", err)
+		if len(targets) > 0 {
+			return n.peers.sessions(ctx, targets)
 		}
-		if last != nil {
-			return nil, last
-		}
-		if wait == 0 {
+		if wait == 0 || relay.RequestPublished(ctx) {
 			return nil, nil
 		}
 		if !waitFor(ctx, changed, wait) {
 			return nil, errors.Join(errors.New("cluster: registry out of reach"), ctx.Err())
 		}
 	}
+}
+
+// sessions returns the sessions to targets, dialing those not up at once,
+// in targets' order; an error only when none could be had.
+func (p *peers) sessions(ctx context.Context, targets []target) ([]*moqt.Session, error) {
+	ss := make([]*moqt.Session, len(targets))
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Go(func() {
+			ss[i], errs[i] = p.session(ctx, t)
+			if errs[i] != nil {
+				p.n.log.Warn("cluster: peer", "event", "dial_failed", "peer", t.node, "url", t.url, "err", errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	out := ss[:0]
+	for _, s := range ss {
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
 }
 
 // waitFor waits for changed, or d when d > 0; false if ctx ended first.

@@ -17,6 +17,23 @@ type Upstream interface {
 	Session(ctx context.Context, ns wire.Namespace) (*moqt.Session, error)
 }
 
+// UpstreamSet is an Upstream that stands for several publishers at once,
+// each of which may have some of a namespace's tracks: a cluster's other
+// relays. The relay asks Sessions, not Session, for a track's publishers,
+// and subscribes to every session returned (§7.5: a SUBSCRIBE goes to all
+// matching publishers) as well as to the sessions connected to it that
+// announced a prefix of the namespace; FETCH and TRACK_STATUS try them in
+// turn. A plain Upstream is asked only when no connected session
+// announced one.
+type UpstreamSet interface {
+	Upstream
+	// Sessions returns the sessions to ask for a track under ns; none
+	// (nil, nil) when it knows of no publisher. RequestPublished(ctx)
+	// tells whether sessions connected to the relay announced it already,
+	// so that Sessions need not wait for publishers it does not know yet.
+	Sessions(ctx context.Context, ns wire.Namespace) ([]*moqt.Session, error)
+}
+
 // UpstreamFunc adapts a function to an Upstream.
 type UpstreamFunc func(ctx context.Context, ns wire.Namespace) (*moqt.Session, error)
 
@@ -53,8 +70,8 @@ type Config struct {
 	// or refreshing a token is decided as the request was.
 	Authorize func(req moqt.Request, update *wire.Params) error
 
-	// Upstream is asked for tracks no connected session publishes. Nil:
-	// none. The ctx of its Session call tells which request asks
+	// Upstream is asked for tracks no connected session publishes (an
+	// UpstreamSet, for every track). Nil: none. The ctx of its Session call tells which request asks
 	// (RequestSession, RequestTrack).
 	Upstream Upstream
 	// UpstreamTracksOnly keeps namespaces from travelling to and from

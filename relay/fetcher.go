@@ -35,8 +35,9 @@ type fetchSources interface {
 	// what it holds), and the publishers to ask upstream for the rest, in
 	// order of preference: those with an Established upstream
 	// subscription, then sessions that announced a matching namespace,
-	// then Config.Upstream's session. An error only when Config.Upstream
-	// fails.
+	// then Config.Upstream's session (when none of those, or, for an
+	// UpstreamSet, its sessions in any case). An error only when
+	// Config.Upstream fails with none of the others to ask.
 	fetchSources(ctx context.Context, name wire.FullTrackName) (*moqt.LocalTrack, []*moqt.Session, error)
 }
 

@@ -250,12 +250,9 @@ func (reg *registry) retryHeld(prefix wire.Namespace) {
 // SUBSCRIBE waits until one gets an answer: an Upstream may route by who
 // asks (RequestSession), and answer none for some.
 func (reg *registry) retryPublishers(asking []*moqt.Session, name wire.FullTrackName) ([]*moqt.Session, error) {
-	if pubs := reg.announcersOf(name.Namespace); len(pubs) > 0 {
-		return pubs, nil
-	}
 	var last error
 	for _, s := range asking {
-		pubs, err := reg.upstreamSession(withRequest(reg.ctx, s, name), name.Namespace)
+		pubs, err := reg.publishersFor(withRequest(reg.ctx, s, name), name)
 		if len(pubs) > 0 {
 			return pubs, nil
 		}
@@ -289,13 +286,42 @@ func containsSession(list []*moqt.Session, s *moqt.Session) bool {
 }
 
 // publishersFor returns the sessions to SUBSCRIBE for a track no Established
-// upstream serves: those that announced a prefix of its namespace, else
-// Config.Upstream's session for it.
+// upstream serves: those that announced a prefix of its namespace, and
+// Config.Upstream's (see withUpstream).
 func (reg *registry) publishersFor(ctx context.Context, name wire.FullTrackName) ([]*moqt.Session, error) {
-	if pubs := reg.announcersOf(name.Namespace); len(pubs) > 0 {
-		return pubs, nil
+	return reg.withUpstream(ctx, name.Namespace, reg.announcersOf(name.Namespace))
+}
+
+// withUpstream returns pubs, the sessions connected to the relay that
+// publish a track under ns, with Config.Upstream's after them: its session
+// when pubs is empty, or, for an UpstreamSet, each of its sessions (§7.5:
+// every matching publisher), whose failure is then no error while pubs
+// has some.
+func (reg *registry) withUpstream(ctx context.Context, ns wire.Namespace, pubs []*moqt.Session) ([]*moqt.Session, error) {
+	set, ok := reg.cfg.Upstream.(UpstreamSet)
+	if !ok {
+		if len(pubs) > 0 {
+			return pubs, nil
+		}
+		return reg.upstreamSession(ctx, ns)
 	}
-	return reg.upstreamSession(ctx, name.Namespace)
+	if len(pubs) > 0 {
+		ctx = withPublished(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, reg.cfg.UpstreamTimeout)
+	defer cancel()
+	more, err := set.Sessions(ctx, ns)
+	if err != nil && len(pubs) > 0 {
+		reg.log.Warn("relay: upstream", "event", "unavailable", "namespace", ns.String(), "err", err)
+		err = nil
+	}
+	for _, s := range more {
+		if s != nil && !containsSession(pubs, s) {
+			reg.watch(s, true)
+			pubs = append(pubs, s)
+		}
+	}
+	return pubs, err
 }
 
 // upstreamSession asks Config.Upstream for the session serving ns.
@@ -396,12 +422,9 @@ func (reg *registry) fetchSources(ctx context.Context, name wire.FullTrackName) 
 			pubs = append(pubs, s)
 		}
 	}
-	if len(pubs) == 0 {
-		up, err := reg.upstreamSession(ctx, name.Namespace)
-		if err != nil {
-			return track, nil, err
-		}
-		pubs = up
+	pubs, err := reg.withUpstream(ctx, name.Namespace, pubs)
+	if err != nil {
+		return track, nil, err
 	}
 	return track, pubs, nil
 }

@@ -15,9 +15,10 @@ import (
 type requesterKey struct{}
 
 type requester struct {
-	s     *moqt.Session
-	track wire.FullTrackName
-	set   bool // track is set
+	s         *moqt.Session
+	track     wire.FullTrackName
+	set       bool // track is set
+	published bool // sessions connected to the relay announced it
 }
 
 // withRequest returns ctx telling Upstream that s's request for track
@@ -41,4 +42,21 @@ func RequestSession(ctx context.Context) *moqt.Session {
 func RequestTrack(ctx context.Context) (wire.FullTrackName, bool) {
 	r, _ := ctx.Value(requesterKey{}).(requester)
 	return r.track, r.set
+}
+
+// RequestPublished reports whether sessions connected to the relay
+// announced a prefix of the namespace of the track whose request made the
+// relay call an UpstreamSet with ctx: the relay asks those as well, so
+// the UpstreamSet need not wait for publishers it does not know yet.
+func RequestPublished(ctx context.Context) bool {
+	r, _ := ctx.Value(requesterKey{}).(requester)
+	return r.published
+}
+
+// withPublished returns ctx telling Upstream that sessions connected to
+// the relay announced the requested track's namespace.
+func withPublished(ctx context.Context) context.Context {
+	r, _ := ctx.Value(requesterKey{}).(requester)
+	r.published = true
+	return context.WithValue(ctx, requesterKey{}, r)
 }
