@@ -183,6 +183,42 @@ func TestNamespaceAtTwoNodesEveryTrackFound(t *testing.T) {
 	}
 }
 
+// A publisher that moves to another node, announcing there before it
+// leaves the first, carries the track on: the node its subscribers are at
+// subscribes to the new node as soon as it announces the namespace (§7.5:
+// a PUBLISH_NAMESPACE matching a subscription gets a SUBSCRIBE), so the
+// track outlives the first publisher. Before, a track carried from one
+// node never subscribed to another, and ended with the first publisher.
+func TestPublisherMovingToAnotherNodeCarriesTheTrackOn(t *testing.T) {
+	_, a, b, c := threeNodes(t)
+	pub1 := newPublisher(t, video)
+	s1, _ := pub1.announce(t, a)
+	c.waitRoute(video, a, 10*time.Second)
+	sub, err := subscribe(t, c.client(nil), video)
+	require.NoError(t, err)
+	writeGroup(t, pub1.track, 0, 3)
+	assert.ElementsMatch(t, payloads(0, 1, 3), readObjects(t, sub, 3))
+
+	pub2 := newPublisher(t, video)
+	pub2.announce(t, b)
+	select {
+	case <-pub2.asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the track carried at C did not subscribe to the publisher at B")
+	}
+	writeGroup(t, pub2.track, 1, 2)
+	assert.ElementsMatch(t, payloads(1, 2, 2), readObjects(t, sub, 2), "from the publisher at B")
+
+	require.NoError(t, s1.Close()) // the first publisher leaves
+	writeGroup(t, pub2.track, 2, 2)
+	assert.ElementsMatch(t, payloads(2, 3, 2), readObjects(t, sub, 2), "the track goes on")
+	select {
+	case <-sub.Done():
+		t.Fatalf("the subscription ended: %v", sub.Err())
+	default:
+	}
+}
+
 // waitTargets waits until tn's view routes name to n nodes.
 func waitTargets(t *testing.T, tn *testNode, name wire.FullTrackName, n int) {
 	t.Helper()

@@ -6,10 +6,13 @@
 // PUBLISH_NAMESPACE, tracks from PUBLISH) in a JetStream key-value bucket,
 // every entry carrying the node's MoQT URL and certificate pin under a TTL
 // the node refreshes, and watches the bucket for the others' entries. A
-// SUBSCRIBE, FETCH or TRACK_STATUS for a track a node lacks goes to the node
-// that has it, over one ordinary MoQT session per peer node (the relay's
-// chaining: one inter-node subscription per track, shared by every
-// subscriber of the node); SUBSCRIBE_NAMESPACE at any node sees the
+// SUBSCRIBE for a track goes to every node that has it or its namespace
+// (FETCH and TRACK_STATUS to one of them), as a relay asks every matching
+// publisher, over one ordinary MoQT session per peer node (one inter-node
+// subscription per track and node, shared by every subscriber of the
+// node); a node that announces the namespace later is subscribed too, so
+// a publisher moving between nodes carries its track on.
+// SUBSCRIBE_NAMESPACE at any node sees the
 // namespaces announced at every node. A request that came from a node is
 // never routed on to another, so nothing loops. A node that dies drops out
 // of the registry within the TTL, and its peers then close their sessions

@@ -262,13 +262,15 @@ type publisher struct {
 	track *moqt.LocalTrack
 	mu    sync.Mutex
 	subs  int
+	// asked is closed at the first SUBSCRIBE.
+	asked chan struct{}
 }
 
 func newPublisher(t *testing.T, name wire.FullTrackName) *publisher {
 	tr, err := moqt.NewLocalTrack(name, nil)
 	require.NoError(t, err)
 	tr.SetCache(moqt.CacheLimits{Bytes: 1 << 20})
-	return &publisher{track: tr}
+	return &publisher{track: tr, asked: make(chan struct{})}
 }
 
 func (p *publisher) ServeMOQT(r moqt.Request) {
@@ -290,7 +292,9 @@ func (p *publisher) ServeMOQT(r moqt.Request) {
 		return
 	}
 	p.mu.Lock()
-	p.subs++
+	if p.subs++; p.subs == 1 {
+		close(p.asked)
+	}
 	p.mu.Unlock()
 	_, _ = p.track.Accept(sr, moqt.AcceptOptions{})
 }

@@ -66,6 +66,7 @@ func newView(self string) *view {
 // done outside the view's lock.
 type effects struct {
 	offer    []wire.Namespace
+	more     []wire.Namespace     // offered already, announced at one more node
 	tracks   []wire.FullTrackName // PUBLISHed at a node: held SUBSCRIBEs ask again
 	withdraw []func()
 	gone     []string // nodes that left
@@ -88,6 +89,11 @@ func (v *view) run(rl *relay.Relay, p *peers, fx effects) {
 			if w != nil {
 				w()
 			}
+		}
+	}
+	for _, ns := range fx.more {
+		if rl != nil {
+			rl.RetryNamespace(ns)
 		}
 	}
 	for _, name := range fx.tracks {
@@ -148,6 +154,10 @@ func (v *view) addLocked(key string, s *seen, fx *effects) {
 			o = &offer{}
 			v.offers[k] = o
 			fx.offer = append(fx.offer, s.e.namespace())
+		} else {
+			// The tracks carried from the other nodes announcing it
+			// subscribe to this one too (§7.5).
+			fx.more = append(fx.more, s.e.namespace())
 		}
 		o.count++
 	}

@@ -31,8 +31,11 @@ func (rl *Relay) OfferNamespace(ns wire.Namespace) (withdraw func()) {
 // name, as when a cluster learns that it was PUBLISHed at another relay:
 // the SUBSCRIBEs held for a publisher of it (RENDEZVOUS_TIMEOUT, §9.20.7)
 // ask Upstream again, and proceed if it has one; the cache kept of the
-// track since it ended (Config.KeepEnded) is released. Nothing is offered
-// to SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS subscribers.
+// track since it ended (Config.KeepEnded) is released. For an UpstreamSet,
+// the track carried here for subscribers asks it again too, and subscribes
+// to the sessions new to it, as to a publisher announcing here (§7.5): a
+// publisher that moved to another relay carries the track on. Nothing is
+// offered to SUBSCRIBE_NAMESPACE or SUBSCRIBE_TRACKS subscribers.
 func (rl *Relay) RetryHeld(name wire.FullTrackName) {
 	rl.reg.releaseEnded(name)
 	if rl.cfg.Upstream == nil {
@@ -41,6 +44,15 @@ func (rl *Relay) RetryHeld(name wire.FullTrackName) {
 	if e := rl.reg.lookup(name); e != nil {
 		e.retryUpstream()
 	}
+}
+
+// RetryNamespace is RetryHeld for every track under ns: Config.Upstream
+// may now serve more of them, as when a cluster learns that ns was
+// announced at one more relay, which OfferNamespace offered already for
+// another.
+func (rl *Relay) RetryNamespace(ns wire.Namespace) {
+	rl.reg.releaseEndedUnder(ns)
+	rl.reg.retryHeld(ns)
 }
 
 // offerOutside counts an outside offer of ns in the table.

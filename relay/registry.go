@@ -227,7 +227,8 @@ func (reg *registry) addAnnouncer(s *moqt.Session, ns wire.Namespace) (remove fu
 
 // retryHeld has the tracks under prefix whose SUBSCRIBEs are held for a
 // publisher ask Config.Upstream again, which may now serve them
-// (Relay.OfferNamespace).
+// (Relay.OfferNamespace, RetryNamespace), as do the tracks carried for
+// subscribers when it is an UpstreamSet (retryUpstream).
 func (reg *registry) retryHeld(prefix wire.Namespace) {
 	if reg.cfg.Upstream == nil {
 		return
@@ -245,22 +246,24 @@ func (reg *registry) retryHeld(prefix wire.Namespace) {
 	}
 }
 
-// retryPublishers returns the sessions to SUBSCRIBE for a held track, as
+// retryPublishers returns the sessions to SUBSCRIBE for a track, as
 // publishersFor does, asking Config.Upstream for each session whose
-// SUBSCRIBE waits until one gets an answer: an Upstream may route by who
-// asks (RequestSession), and answer none for some.
+// SUBSCRIBE waits or is served until one gets an answer from it: an
+// Upstream may route by who asks (RequestSession), and answer none for
+// some.
 func (reg *registry) retryPublishers(asking []*moqt.Session, name wire.FullTrackName) ([]*moqt.Session, error) {
+	anns := reg.announcersOf(name.Namespace)
 	var last error
 	for _, s := range asking {
-		pubs, err := reg.publishersFor(withRequest(reg.ctx, s, name), name)
-		if len(pubs) > 0 {
+		pubs, err := reg.withUpstream(withRequest(reg.ctx, s, name), name.Namespace, anns)
+		if len(pubs) > len(anns) {
 			return pubs, nil
 		}
 		if err != nil {
 			last = err
 		}
 	}
-	return nil, last
+	return anns, last
 }
 
 // announcersOf returns the sessions that announced a prefix of ns.

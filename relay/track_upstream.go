@@ -307,10 +307,11 @@ func (e *trackEntry) noteLargestLocked(sub *moqt.Subscription) {
 }
 
 // retryUpstream has the track ask Config.Upstream again when its
-// SUBSCRIBEs are held for a publisher (RENDEZVOUS_TIMEOUT, §9.20.7) and
-// Upstream may now serve it, and subscribes to what Upstream returns, as
-// addPublisher does for an announcement. One goroutine per track asks;
-// a retry while it does has it ask again.
+// SUBSCRIBEs are held for a publisher (RENDEZVOUS_TIMEOUT, §9.20.7), or,
+// for an UpstreamSet, when it has subscribers, and Upstream may now serve
+// it, and subscribes to what Upstream returns, as addPublisher does for an
+// announcement (§7.5). One goroutine per track asks; a retry while it
+// does has it ask again.
 func (e *trackEntry) retryUpstream() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -318,7 +319,7 @@ func (e *trackEntry) retryUpstream() {
 		e.retryAgain = true
 		return
 	}
-	if !e.heldLocked() {
+	if !e.retryableLocked() {
 		return
 	}
 	e.retrying = true
@@ -329,6 +330,16 @@ func (e *trackEntry) retryUpstream() {
 // publisher found or asked.
 func (e *trackEntry) heldLocked() bool {
 	return !e.dead && e.track == nil && len(e.ups) == 0 && e.waiters > 0
+}
+
+// retryableLocked reports whether the track asks Config.Upstream again
+// when it may serve it: held, or, for an UpstreamSet, carried for
+// subscribers, since a set may have publishers the track has not asked.
+func (e *trackEntry) retryableLocked() bool {
+	if _, set := e.reg.cfg.Upstream.(UpstreamSet); set && !e.dead && e.track != nil && len(e.downs) > 0 {
+		return true
+	}
+	return e.heldLocked()
 }
 
 func (e *trackEntry) retryLoop() {
@@ -353,12 +364,17 @@ func (e *trackEntry) retryLoop() {
 			}
 		}
 		e.retryAgain = false
-		if !e.heldLocked() {
+		if !e.retryableLocked() {
 			return
 		}
-		asking := make([]*moqt.Session, 0, len(e.waiting))
+		asking := make([]*moqt.Session, 0, len(e.waiting)+len(e.downs))
 		for s := range e.waiting {
 			asking = append(asking, s)
+		}
+		for d := range e.downs {
+			if e.waiting[d.s] == 0 {
+				asking = append(asking, d.s)
+			}
 		}
 		ch := make(chan struct{})
 		e.resolving = ch // new SUBSCRIBEs wait for this answer
