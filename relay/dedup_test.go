@@ -239,3 +239,72 @@ func TestC077_PublishersContradictingGapsMalformed(t *testing.T) {
 		})
 	}
 }
+
+// TestTwoPublishersOneStopsMidSubgroup: two publishers feed one subgroup
+// with the same objects, and one stops mid-group: with a FIN, or with an
+// End of Group object and a FIN (as `moqt clock` stops). Whether the other
+// goes on or its stream is reset, the subscriber gets one stream that ends
+// with a FIN: every object when the other went on after a mere FIN, and up
+// to the End of Group otherwise, the other's later objects being dropped,
+// and the track goes on. Before, the first FIN closed the downstream
+// stream, or the End of Group was followed by the other's next object,
+// which every subscriber then took for a Malformed Track (two `moqt clock`s
+// of one track, one stopped).
+func TestTwoPublishersOneStopsMidSubgroup(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		endOfGroup, goesOn bool
+		want               []string
+	}{
+		{"fin/other goes on", false, true, []string{"0/0", "0/1", "0/2", "0/3", "0/4"}},
+		{"fin/other reset", false, false, []string{"0/0", "0/1", "0/2"}},
+		{"end of group/other goes on", true, true, []string{"0/0", "0/1", "0/2", ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forSchemes(t, func(t *testing.T, scheme string) {
+				n := startNode(t, scheme, Config{}, nil)
+				a, b, _, sub := n.twoPublishers(t)
+				wa := a.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
+				wb := b.track.OpenSubgroup(0, 0, moqt.SubgroupOptions{})
+				write := func(w *moqt.SubgroupWriter, id uint64) {
+					require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Object: id}, Payload: payload(0, id)}))
+				}
+				for id := range uint64(3) {
+					write(wa, id)
+					write(wb, id)
+				}
+				synctest.Wait()
+				if tc.endOfGroup {
+					require.NoError(t, wa.WriteObject(moqt.Object{Location: wire.Location{Object: 3}, Status: wire.ObjectEndOfGroup}))
+				}
+				require.NoError(t, wa.Close()) // a stops mid-group
+				synctest.Wait()
+				if tc.goesOn {
+					write(wb, 3)
+					write(wb, 4)
+					require.NoError(t, wb.Close())
+				} else {
+					wb.Reset(wire.ResetCancelled)
+				}
+
+				objs, err := readSubgroup(t, sub)
+				require.NoError(t, err, "the subgroup ends with a FIN")
+				var got []string
+				for _, o := range objs {
+					got = append(got, string(o.Payload))
+				}
+				assert.Equal(t, tc.want, got, "one stream")
+				writeGroup(t, b.track, 1, 2)
+				objs, err = readSubgroup(t, sub)
+				require.NoError(t, err)
+				assert.Len(t, objs, 2, "the track goes on")
+				synctest.Wait()
+				select {
+				case <-sub.Done():
+					t.Fatalf("the subscription ended: %v", sub.Err())
+				default:
+				}
+			})
+		})
+	}
+}

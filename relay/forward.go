@@ -34,8 +34,9 @@ type outputs struct {
 	mu sync.Mutex
 	sg map[sgKey]*output
 	// ended remembers, for subgroups no stream feeds any more, the last
-	// Object ID forwarded, in the order they ended.
-	ended      map[sgKey]uint64
+	// Object ID forwarded and whether it ended the group or track, in
+	// the order they ended.
+	ended      map[sgKey]endedSubgroup
 	endedOrder []sgKey
 	dgSeen     map[wire.Location]struct{}
 	dgOrder    []wire.Location
@@ -49,19 +50,28 @@ type outputs struct {
 
 type sgKey struct{ group, subgroup uint64 }
 
+type endedSubgroup struct {
+	last  uint64
+	final bool
+}
+
 // output is one subgroup of the track being forwarded. mu serializes the
 // writes of the subgroup, which the SubgroupWriter takes one at a time in
 // Object ID order; a write waits for slow subscribers at most
 // Config.SubscriberGrace of the downstream sessions, so holding mu bounds
 // only the other publishers of the same subgroup.
 type output struct {
-	mu      sync.Mutex
-	moved   *sync.Cond           // on mu: last, w or the sources changed
-	w       *moqt.SubgroupWriter // nil: none open
-	last    uint64               // last Object ID forwarded
-	has     bool
-	final   bool // the last forwarded is an End of Group or End of Track object
-	sources int  // upstream streams feeding it
+	mu    sync.Mutex
+	moved *sync.Cond           // on mu: last, w or the sources changed
+	w     *moqt.SubgroupWriter // nil: none open
+	last  uint64               // last Object ID forwarded
+	has   bool
+	final bool // the last forwarded is an End of Group or End of Track object
+	// fin: a publisher's stream ended (FIN) at last while another's still
+	// fed the subgroup, which may go on past it: the FIN goes downstream
+	// once the others end without forwarding more.
+	fin     bool
+	sources int // upstream streams feeding it
 }
 
 // source is one upstream subgroup stream: the last object read from it.
@@ -76,7 +86,7 @@ type source struct {
 func (o *outputs) init(e *trackEntry) {
 	o.e = e
 	o.sg = map[sgKey]*output{}
-	o.ended = map[sgKey]uint64{}
+	o.ended = map[sgKey]endedSubgroup{}
 	o.dgSeen = map[wire.Location]struct{}{}
 	o.seed = maphash.MakeSeed()
 }
@@ -89,8 +99,8 @@ func (o *outputs) attach(k sgKey) *output {
 	if out == nil {
 		out = &output{}
 		out.moved = sync.NewCond(&out.mu)
-		if last, ok := o.ended[k]; ok {
-			out.last, out.has = last, true
+		if end, ok := o.ended[k]; ok {
+			out.last, out.has, out.final = end.last, true, end.final
 		}
 		o.sg[k] = out
 	}
@@ -118,7 +128,7 @@ func (o *outputs) detach(k sgKey, out *output) {
 	if _, ok := o.ended[k]; !ok {
 		o.endedOrder = append(o.endedOrder, k)
 	}
-	o.ended[k] = out.last
+	o.ended[k] = endedSubgroup{out.last, out.final}
 	if len(o.endedOrder) > maxEndedSubgroups {
 		delete(o.ended, o.endedOrder[0])
 		o.endedOrder = o.endedOrder[1:]
@@ -217,6 +227,14 @@ func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj m
 	case seen || forwarded:
 		reg.met.Dropped(DropDuplicate, 1)
 		return stepOn, ""
+	case out.final:
+		// Past the End of Group or End of Track forwarded: another
+		// publisher went on where the one whose end the subscribers
+		// have stopped (one of two clocks of a track, stopped
+		// mid-group). Passed on, it would be a Malformed Track to every
+		// subscriber (§12.1); the end they have stands.
+		reg.met.Dropped(DropWriteFailed, 1)
+		return stepOn, ""
 	}
 	if out.w != nil && !follows {
 		// Its objects are whole and in order: they are delivered, then
@@ -272,7 +290,7 @@ func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj m
 		}
 		return stepOn, ""
 	}
-	out.last, out.has = id, true
+	out.last, out.has, out.fin = id, true, false
 	out.final = obj.Status == wire.ObjectEndOfGroup || obj.Status == wire.ObjectEndOfTrack
 	reg.met.ObjectsOut(1, int(r.PayloadLen()))
 	if streamed {
@@ -353,7 +371,12 @@ func upstreamCode(err error) wire.ResetCode {
 // endStream handles the end of an upstream stream: a FIN closes the
 // downstream stream when it holds every object up to the subgroup's end; a
 // reset ends it with the same code, unless another publisher's stream
-// still feeds the subgroup. Either way what was forwarded is delivered
+// still feeds the subgroup. A FIN while another publisher's stream feeds
+// the subgroup, with no End of Group or End of Track object, waits for it
+// (out.fin): that publisher may go on past where this one stopped (one of
+// two clocks publishing a track ended mid-group; closing at once made the
+// other's next object come after the FIN, which every subscriber took for
+// a Malformed Track). Either way what was forwarded is delivered
 // first (SubgroupWriter.CloseIncomplete): an upstream stream reset at the
 // end of a subgroup the relay joined mid-way (§11.3.2) still carried every
 // object after the join, and a plain reset downstream would lose the last
@@ -380,6 +403,19 @@ func (o *outputs) endStream(out *output, src *source, err error) {
 		return
 	}
 	others := o.othersFeed(out)
+	var mal *moqt.MalformedTrackError
+	errors.As(err, &mal)
+	switch {
+	case err == io.EOF && complete && others && !out.final:
+		out.fin = true
+		return
+	case out.fin && !others && mal == nil:
+		// Another publisher's stream ended at out.last with a FIN.
+		_ = out.w.Close()
+		out.w = nil
+		out.moved.Broadcast()
+		return
+	}
 	if err == io.EOF {
 		switch {
 		case complete:
@@ -397,8 +433,7 @@ func (o *outputs) endStream(out *output, src *source, err error) {
 		return
 	}
 	o.e.reg.met.Dropped(DropIncomplete, 1)
-	var mal *moqt.MalformedTrackError
-	if errors.As(err, &mal) {
+	if mal != nil {
 		// Nothing of a Malformed Track is passed on (§12.1). The track
 		// ends as Malformed before the subgroup is reset: its End resets
 		// the FETCHes its cache serves, which the reset would complete

@@ -57,7 +57,9 @@ const (
 	// another publisher of the track (§7.3).
 	DropDuplicate = "duplicate"
 	// DropWriteFailed: the track refused the object (it contradicts one
-	// written before, or the subgroup was closed meanwhile).
+	// written before, or the subgroup was closed meanwhile), or the
+	// relay did: an object past an End of Group or End of Track object
+	// another publisher sent.
 	DropWriteFailed = "write_failed"
 	// DropDatagram: a datagram the transport could not send.
 	DropDatagram = "datagram"
