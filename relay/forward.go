@@ -396,15 +396,15 @@ func (o *outputs) endStream(out *output, src *source, err error) {
 		return
 	}
 	complete := src.hasPrev && out.has && out.last == src.prev
-	if err != io.EOF && complete && out.final && !errors.As(err, new(*moqt.MalformedTrackError)) {
+	var mal *moqt.MalformedTrackError
+	errors.As(err, &mal)
+	if err != io.EOF && complete && out.final && mal == nil {
 		_ = out.w.Close()
 		out.w = nil
 		out.moved.Broadcast()
 		return
 	}
 	others := o.othersFeed(out)
-	var mal *moqt.MalformedTrackError
-	errors.As(err, &mal)
 	switch {
 	case err == io.EOF && complete && others && !out.final:
 		out.fin = true
