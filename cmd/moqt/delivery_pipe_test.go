@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -265,5 +267,101 @@ func TestSubFailsWhenGroupEndedShort(t *testing.T) {
 				assert.Contains(t, err.Error(), "TRACK_ENDED")
 			})
 		})
+	}
+}
+
+// halfWrittenTrack serves pipeTrack over a Pipe to client: group 0 whole
+// ("a" and its End of Group), then group 1's first object begun and half
+// written, its Largest Object. A fill or FETCH that reaches 1:0 waits for
+// it up to the server's fill timeout (2s), then reports it timed out, as a
+// relay does when its publisher does not answer in time (one frozen,
+// SIGSTOP). finish completes the object and its group.
+func halfWrittenTrack(t *testing.T) (track *moqt.LocalTrack, client *moqt.Session, finish func()) {
+	t.Helper()
+	track, err := moqt.NewLocalTrack(pipeTrack, nil)
+	require.NoError(t, err)
+	track.SetCache(moqt.CacheLimits{Objects: 100})
+	g := &groupWriter{track: track}
+	require.NoError(t, g.write([]byte("a")))
+	require.NoError(t, g.endGroup())
+	w := track.OpenSubgroup(1, 0, moqt.SubgroupOptions{EndOfGroup: true})
+	ow, err := w.BeginObject(0, 10, nil)
+	require.NoError(t, err)
+	_, err = ow.Write([]byte("hello"))
+	require.NoError(t, err)
+	client, _ = moqttest.Pair(t, transport.PipeConfig{}, &moqt.Config{FillTimeout: 2 * time.Second, Handler: moqt.HandlerFunc(func(r moqt.Request) {
+		switch r := r.(type) {
+		case *moqt.SubscribeRequest:
+			_, _ = track.Accept(r, moqt.AcceptOptions{})
+		case *moqt.FetchRequest:
+			_ = track.Fetch(r)
+		default:
+			moqt.DefaultHandler.ServeMOQT(r)
+		}
+	})}, nil)
+	return track, client, func() {
+		_, err := ow.Write([]byte("12345"))
+		assert.NoError(t, err)
+		assert.NoError(t, ow.Close())
+		assert.NoError(t, w.Close())
+	}
+}
+
+// TestTimedOutRangeFails: moqt sub -fill 2 joins at 1:0, an object still
+// being written, and moqt fetch asks for 0:0 through 1:0. Written whole
+// within the fill timeout, the object comes and each succeeds; not, the
+// server reports it timed out (END_OF_TIMED_OUT_RANGE) and each fails, sub
+// at TRACK_ENDED. They used to exit 0 without it (sub saying so only under
+// -v): joining through a relay whose publisher was frozen (SIGSTOP) for 3 s,
+// the fill's first 5 groups timed out; the FETCH gave "0 objects, 1 gaps".
+func TestTimedOutRangeFails(t *testing.T) {
+	runs := map[string]func(ctx context.Context, n *narrator, out io.Writer, client *moqt.Session) error{
+		"sub": func(ctx context.Context, n *narrator, out io.Writer, client *moqt.Session) error {
+			return runSub(ctx, n, out, client, pipeTrack, &subOptions{fill: 2})
+		},
+		"fetch": func(ctx context.Context, n *narrator, out io.Writer, client *moqt.Session) error {
+			return runFetch(ctx, n, out, client, pipeTrack, wire.RangeFilterToObject(wire.Location{}, wire.Location{Group: 1}), false, false)
+		},
+	}
+	failures := map[string][]string{
+		"sub":   {"but the server did not get 1 ranges of the fill or of the start in time: objects are missing", "TRACK_ENDED"},
+		"fetch": {"1 ranges did not come in time: objects are missing"},
+	}
+	for _, command := range []string{"sub", "fetch"} {
+		for _, late := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/late=%v", command, late), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					ctx, cancel := context.WithCancel(context.Background())
+					defer cancel()
+					track, client, finish := halfWrittenTrack(t)
+					published := make(chan struct{})
+					go func() {
+						defer close(published)
+						time.Sleep(time.Second)
+						if late {
+							time.Sleep(4 * time.Second) // past the fill timeout
+						}
+						finish()
+						time.Sleep(time.Second)
+						track.End(wire.DoneTrackEnded, "done")
+					}()
+					var stderr lockedBuffer
+					var out bytes.Buffer
+					err := runs[command](ctx, &narrator{w: &stderr, prefix: "moqt " + command + ": "}, &out, client)
+					<-published
+					if !late {
+						require.NoError(t, err)
+						assert.Equal(t, "ahello12345", out.String())
+						return
+					}
+					assert.Equal(t, "a", out.String(), "what came is written")
+					require.Error(t, err)
+					for _, want := range failures[command] {
+						assert.Contains(t, err.Error(), want)
+					}
+					assert.Contains(t, stderr.String(), "in time", "the gap is told")
+				})
+			})
+		}
 	}
 }

@@ -24,6 +24,9 @@ after each). The range is -from G:O through -to G:O, both included (GROUP:
 OBJECT; -to G is the whole of group G); without -to, up to the track's
 Largest Object, as TRACK_STATUS reports it. What the server does not have
 (the objects do not exist, or they are no longer cached) is told on stderr.
+Objects the server did not get in time (a relay whose publisher did not
+answer within its fill timeout) are told too, and make it exit non-zero:
+the copy lacks objects that exist.
 
 Example:
   moqt fetch -sha256 PIN moqt://127.0.0.1:4443/ files report -from 0:0 -to 2 > start.bin`,
@@ -102,7 +105,9 @@ func runFetch(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Sessio
 	defer f.Close()
 	w := bufio.NewWriter(out)
 	defer w.Flush()
-	var objects, gaps int
+	// timedOut counts the ranges the server did not get in time
+	// (END_OF_TIMED_OUT_RANGE): objects that exist, missing from the copy.
+	var objects, gaps, timedOut int
 	var bytes int64
 	prev := wire.Location{Group: filter.StartGroup, Object: filter.StartObject}
 	first := true
@@ -114,7 +119,13 @@ func runFetch(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Sessio
 				end = "; the track ends there"
 			}
 			n.say("%d objects, %d bytes, %d gaps%s", objects, bytes, gaps, end)
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if timedOut > 0 {
+				return fmt.Errorf("%d ranges did not come in time: objects are missing (ask again)", timedOut)
+			}
+			return nil
 		}
 		if err != nil {
 			_ = w.Flush()
@@ -125,6 +136,9 @@ func runFetch(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Sessio
 		}
 		if obj.EndOfRange != 0 {
 			gaps++
+			if obj.EndOfRange == wire.EndOfTimedOutRange {
+				timedOut++
+			}
 			what := map[wire.EndOfRange]string{
 				wire.EndOfNonExistentRange: "do not exist",
 				wire.EndOfUnknownRange:     "are unknown to the server (not kept, or never seen)",

@@ -34,8 +34,9 @@ yet, a relay holds the subscription up to -wait for a publisher to come.
 
 It exits 0 when the publisher ends the track (TRACK_ENDED), at Ctrl-C, or
 after -count objects; otherwise non-zero, saying why, and also at
-TRACK_ENDED when objects are missing: a data stream that never came, or a
-group whose stream ended short (reset) before its End of Group. -v tells of
+TRACK_ENDED when objects are missing: a data stream that never came, a
+group whose stream ended short (reset) before its End of Group, or a part
+of the fill the server did not get in time. -v tells of
 each object on stderr, and of subgroups that ended short.
 
 Groups travel on streams of their own and may arrive interleaved; moqt sub
@@ -169,6 +170,11 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 	}
 	short := newShortGroups()
 	lateObjects := 0
+	// notCome counts the ranges of a fetch or fill that the server did not
+	// get in time (END_OF_TIMED_OUT_RANGE: an upstream publisher that did
+	// not answer within the fill timeout): objects that exist, missing from
+	// the copy.
+	notCome := 0
 	seq.late = func(obj moqt.Object) {
 		if lateObjects++; lateObjects <= 10 || o.verbose {
 			n.warn("object %s arrived after later groups were written: written out of order", loc(obj.Location))
@@ -199,7 +205,8 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 		// that the subscription is read on.
 		live := readAhead(ctx, sub)
 		next = live.next
-		last, err := fetchStart(ctx, n, sess, name, largest, w, o.verbose)
+		last, timedOut, err := fetchStart(ctx, n, sess, name, largest, w, o.verbose)
+		notCome += timedOut
 		if err != nil && !errors.Is(err, errFull) {
 			return err
 		}
@@ -234,6 +241,8 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 			case errors.As(err, &done) && done.Missing > 0:
 				// TRACK_ENDED included: the copy lacks what they carried.
 				return fmt.Errorf("the publisher ended the subscription after %s: %s, but %d of the %d data streams it counted never arrived: objects are missing", summary, explainDone(done), done.Missing, done.StreamCount)
+			case errors.As(err, &done) && done.Code == wire.DoneTrackEnded && notCome > 0:
+				return fmt.Errorf("the track ended (TRACK_ENDED) after %s, but the server did not get %d ranges of the fill or of the start in time: objects are missing", summary, notCome)
 			case errors.As(err, &done) && done.Code == wire.DoneTrackEnded && short.missing() != "":
 				return fmt.Errorf("the track ended (TRACK_ENDED) after %s, but the streams of %s ended short, before their End of Group: objects are missing", summary, short.missing())
 			case errors.As(err, &done) && done.Code == wire.DoneTrackEnded:
@@ -262,6 +271,10 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 			if err := seq.incomplete(obj.Location.Group, time.Now()); err != nil {
 				return err
 			}
+			continue
+		case obj.EndOfRange == wire.EndOfTimedOutRange:
+			notCome++
+			n.warn("the fill's objects up to %s are missing: the server %s", loc(obj.Location), gapText(obj.EndOfRange))
 			continue
 		case obj.EndOfRange != 0:
 			if o.verbose {
@@ -325,8 +338,8 @@ func (ow *objectWriter) write(obj moqt.Object) error {
 
 // fetchStart writes the track's objects from its start through largest,
 // with a FETCH: they are in order on its stream. It returns the last
-// object's Location.
-func fetchStart(ctx context.Context, n *narrator, sess *moqt.Session, name wire.FullTrackName, largest wire.Location, w *objectWriter, verbose bool) (last wire.Location, err error) {
+// object's Location, and how many ranges the server did not get in time.
+func fetchStart(ctx context.Context, n *narrator, sess *moqt.Session, name wire.FullTrackName, largest wire.Location, w *objectWriter, verbose bool) (last wire.Location, timedOut int, err error) {
 	// A relay may report a Largest Object whose objects are still on their
 	// way to it, and refuse the FETCH while its publisher cannot answer
 	// for them either (one that left at once): they come in a moment.
@@ -347,33 +360,36 @@ func fetchStart(ctx context.Context, n *narrator, sess *moqt.Session, name wire.
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return last, nil
+			return last, timedOut, nil
 		}
-		return last, fmt.Errorf("fetching the objects through %s: %w", loc(largest), explainRequestError(err))
+		return last, timedOut, fmt.Errorf("fetching the objects through %s: %w", loc(largest), explainRequestError(err))
 	}
 	defer f.Close()
 	for {
 		obj, err := f.ReadObject(ctx)
 		switch {
 		case errors.Is(err, io.EOF):
-			return last, nil
+			return last, timedOut, nil
 		case err != nil:
 			if ctx.Err() != nil {
-				return last, nil
+				return last, timedOut, nil
 			}
-			return last, fmt.Errorf("fetching the objects through %s: %w", loc(largest), err)
+			return last, timedOut, fmt.Errorf("fetching the objects through %s: %w", loc(largest), err)
 		case obj.EndOfRange == wire.EndOfNonExistentRange:
 			if verbose {
 				n.warn("no objects through %s (fetched): the server %s", loc(obj.Location), gapText(obj.EndOfRange))
 			}
 		case obj.EndOfRange != 0:
+			if obj.EndOfRange == wire.EndOfTimedOutRange {
+				timedOut++
+			}
 			n.warn("the objects through %s are missing: the server %s", loc(obj.Location), gapText(obj.EndOfRange))
 		case obj.Status == wire.ObjectNormal:
 			if verbose {
 				n.warn("object %s (fetched): %d bytes", loc(obj.Location), len(obj.Payload))
 			}
 			if err := w.write(obj); err != nil {
-				return last, err
+				return last, timedOut, err
 			}
 			last = obj.Location
 		}
