@@ -218,10 +218,7 @@ func testBacklogFastPathAllocs(t *testing.T) {
 	ss := &ServedSubscription{sess: &Session{cfg: (*Config)(nil).withDefaults(), rules: rulesOf(wire.Draft21)}}
 	w := &SubgroupWriter{}
 	w.sq.Init(mono.Now)
-	// marked: the header's mark is the stream's first write's, not the
-	// path each object takes.
 	out := &subgroupOut{str: nopStream{}, ss: ss}
-	out.marked.Store(true)
 	out.q.Init(out.str, out, &ss.wp.group, &w.sq)
 	b := make([]byte, 100)
 	for _, fanout := range []bool{true, false} {

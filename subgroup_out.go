@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/moqt-go/moqt/internal/mono"
@@ -22,10 +21,9 @@ type subgroupOut struct {
 	str        transport.SendStream
 	ss         *ServedSubscription
 	enc        wire.SubgroupEncoder
-	fresh      bool        // the SUBGROUP_HEADER is still to be sent
-	marked     atomic.Bool // the header reached the transport: markHeader is done
-	done       bool        // finished or reset; no more objects go to it
-	subscriber uint8       // the subscriber priority its ranking uses
+	fresh      bool  // the SUBGROUP_HEADER is still to be sent
+	done       bool  // finished or reset; no more objects go to it
+	subscriber uint8 // the subscriber priority its ranking uses
 	dl         streamDeadline
 	// deadline is the current object's delivery deadline (mono.Now), 0 for
 	// none, from when the object is handed over until it is armed.
@@ -46,33 +44,6 @@ type subgroupOut struct {
 	// hold sends the current object to the backlog, to wait for PUBLISH_OK.
 	hold bool
 	q    sendq.Queue // its backlog; and the stream offset written or queued
-}
-
-// markHeader, once the first write has reached the transport (not the
-// backlog), makes what it carried, the SUBGROUP_HEADER and the first
-// object, survive any later reset of the stream, where RESET_STREAM_AT is
-// supported (§11.3.2: "the reliable_size SHOULD include the stream
-// header"): a subscriber that had not read the header yet, such as one
-// behind a lossy path when a delivery timeout resets the stream, still
-// learns which subscription lost the subgroup, instead of nothing. The
-// caller holds the turn, with no backlog draining; a backlog's drain marks
-// the stream as it writes (Wrote).
-func (out *subgroupOut) markHeader() {
-	if out.q.Active() {
-		return // in the backlog: its drain marks it
-	}
-	out.mark()
-}
-
-// mark sets the stream's reliable boundary at what was written, once. The
-// stream is the caller's: the publisher's, or its backlog's drain's.
-func (out *subgroupOut) mark() {
-	if out.marked.Swap(true) {
-		return
-	}
-	if out.ss.sess.conn.ReliableReset() {
-		out.str.SetReliableBoundary()
-	}
 }
 
 // closed reports whether no more objects go to out: it was finished or
@@ -309,9 +280,6 @@ func (out *subgroupOut) Finish(reset bool, code wire.ResetCode) {
 	}
 	out.ss.finishDataStream(out.str)
 }
-
-// Wrote marks the stream once its drain has written to it (markHeader).
-func (out *subgroupOut) Wrote() { out.mark() }
 
 // Drained runs the test hook for a drain's end.
 func (out *subgroupOut) Drained() {

@@ -536,6 +536,15 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, v *servedView)
 	out := &subgroupOut{str: str, ss: ss, enc: wire.SubgroupEncoder{Header: h}, fresh: true,
 		subscriber: dp.priority, end: win.End, bounded: win.Bounded}
 	out.q.Init(str, out, &ss.wp.group, &w.sq)
+	if ss.sess.conn.ReliableReset() {
+		// What its first write carries, the SUBGROUP_HEADER and the
+		// first object, survives a later reset of the stream (§11.3.2:
+		// "the reliable_size SHOULD include the stream header"): a
+		// subscriber that had not read the header yet, such as one
+		// behind a lossy path when a delivery timeout resets the stream,
+		// still learns which subscription lost the subgroup.
+		out.q.MarkFirstWrite()
+	}
 	return out, nil
 }
 
@@ -547,9 +556,6 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, v *servedView)
 func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun int64) error {
 	err := w.sq.Send(&out.q, b, &w.pl, out.hold, fanout, w.waitUntil(out.ss, begun))
 	if err == nil {
-		if !out.marked.Load() {
-			out.markHeader()
-		}
 		return nil
 	}
 	if err == sendq.ErrStopped {

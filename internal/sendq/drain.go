@@ -18,7 +18,6 @@ import (
 func (q *Queue) drain() {
 	defer q.drained()
 	g := q.group
-	wrote := false // Owner.Wrote was told
 	err := q.owner.Ready()
 	q.mu.Lock()
 	for {
@@ -73,14 +72,10 @@ func (q *Queue) drain() {
 			before := g.taken.Load()
 			until := time.Now().Add(g.grace)
 			if err = q.str.SetWriteDeadline(until); err == nil {
-				n, err = q.str.Write(chunk)
+				n, err = q.write(chunk)
 			}
 			if n > 0 {
 				g.taken.Add(1)
-				if !wrote {
-					wrote = true
-					q.owner.Wrote()
-				}
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				err = nil

@@ -3,6 +3,7 @@ package sendq
 import (
 	"context"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ type fakeStream struct {
 	deadline time.Time
 	change   chan struct{} // closed on a change of credit or deadline
 	writes   int
+	marked   []int // bytes each WriteMarked took
 }
 
 func newFakeStream(credit int) *fakeStream {
@@ -74,6 +76,15 @@ func (s *fakeStream) Write(b []byte) (int, error) {
 	}
 }
 
+// WriteMarked is Write, recording what each call took.
+func (s *fakeStream) WriteMarked(b []byte) (int, error) {
+	n, err := s.Write(b)
+	s.mu.Lock()
+	s.marked = append(s.marked, n)
+	s.mu.Unlock()
+	return n, err
+}
+
 func (s *fakeStream) SetWriteDeadline(t time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -90,6 +101,12 @@ func (s *fakeStream) grant(n int) {
 	defer s.mu.Unlock()
 	s.credit += n
 	s.changed()
+}
+
+func (s *fakeStream) markedWrites() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.marked)
 }
 
 func (s *fakeStream) taken() string {
@@ -109,7 +126,6 @@ type fakeOwner struct {
 	failed   []error
 	finished []string
 	drained  int
-	wrote    int // Wrote calls
 }
 
 func (o *fakeOwner) Late() bool { return false }
@@ -155,12 +171,6 @@ func (o *fakeOwner) Finish(reset bool, code wire.ResetCode) {
 		return
 	}
 	o.finished = append(o.finished, "fin")
-}
-
-func (o *fakeOwner) Wrote() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.wrote++
 }
 
 func (o *fakeOwner) Drained() {

@@ -115,22 +115,40 @@ func (p *Pending) FinishWhenOpen() bool {
 
 // Write waits for the stream within the write deadline, then writes.
 func (p *Pending) Write(b []byte) (int, error) {
+	str, err := p.await()
+	if err != nil {
+		return 0, err
+	}
+	return str.Write(b)
+}
+
+// WriteMarked is Write with the stream's WriteMarked.
+func (p *Pending) WriteMarked(b []byte) (int, error) {
+	str, err := p.await()
+	if err != nil {
+		return 0, err
+	}
+	return str.WriteMarked(b)
+}
+
+// await waits for the stream within the write deadline.
+func (p *Pending) await() (transport.SendStream, error) {
 	for {
 		p.mu.Lock()
 		str, err, deadline, kick := p.str, p.err, p.deadline, p.kick
 		p.mu.Unlock()
 		switch {
 		case str != nil:
-			return str.Write(b)
+			return str, nil
 		case err != nil:
-			return 0, err
+			return nil, err
 		}
 		var expired <-chan time.Time
 		var t *time.Timer
 		if !deadline.IsZero() {
 			wait := time.Until(deadline)
 			if wait <= 0 {
-				return 0, os.ErrDeadlineExceeded
+				return nil, os.ErrDeadlineExceeded
 			}
 			t = time.NewTimer(wait)
 			expired = t.C
@@ -139,7 +157,7 @@ func (p *Pending) Write(b []byte) (int, error) {
 		case <-p.ready:
 		case <-kick:
 		case <-expired:
-			return 0, os.ErrDeadlineExceeded
+			return nil, os.ErrDeadlineExceeded
 		}
 		if t != nil {
 			t.Stop()

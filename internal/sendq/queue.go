@@ -96,10 +96,6 @@ type Owner interface {
 	Finish(reset bool, code wire.ResetCode)
 	// Drained is told that the drain's goroutine ends, after the above.
 	Drained()
-	// Wrote is told, on the drain's goroutine, that a Write of the drain
-	// took bytes: the stream's first ones may have reached the transport.
-	// Once per drain; the stream is the drain's meanwhile.
-	Wrote()
 }
 
 // Queue is one stream's send side: the bytes queued for it and the
@@ -120,8 +116,9 @@ type Queue struct {
 	off uint64    // stream offset past the last byte written or queued
 	wdl time.Time // the deadline last set on str; a past one when unknown
 
-	active atomic.Bool
-	broken atomic.Bool // a write failed: the stream is reset or gone
+	active    atomic.Bool
+	broken    atomic.Bool // a write failed: the stream is reset or gone
+	markFirst atomic.Bool // the next Write that takes bytes marks them (MarkFirstWrite)
 
 	mu sync.Mutex // guards the fields below
 	// segs are the bytes not yet passed to the transport, oldest first
@@ -149,6 +146,33 @@ type mark struct {
 // the Writer that writes to it.
 func (q *Queue) Init(str Stream, owner Owner, g *Group, w *Writer) {
 	q.str, q.owner, q.group, q.w = str, owner, g, w
+}
+
+// MarkFirstWrite makes the first write that takes bytes, by the publisher
+// or the drain, keep its first bytes through a later reset of the stream
+// (its WriteMarked, where the stream has one). The caller is the
+// publisher, before any write.
+func (q *Queue) MarkFirstWrite() { q.markFirst.Store(true) }
+
+// markedStream is a Stream that can mark its first bytes reliable
+// (transport.SendStream.WriteMarked).
+type markedStream interface {
+	WriteMarked(b []byte) (int, error)
+}
+
+// write passes b to the stream: with WriteMarked until bytes are taken,
+// after MarkFirstWrite.
+func (q *Queue) write(b []byte) (int, error) {
+	if q.markFirst.Load() {
+		if m, ok := q.str.(markedStream); ok {
+			n, err := m.WriteMarked(b)
+			if n > 0 {
+				q.markFirst.Store(false)
+			}
+			return n, err
+		}
+	}
+	return q.str.Write(b)
 }
 
 // Offset is the stream offset past the last byte written or queued. The

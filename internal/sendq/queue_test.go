@@ -176,28 +176,36 @@ func TestHoldWaitsForReady(t *testing.T) {
 	})
 }
 
-// TestDrainToldOfItsFirstWrite: a drain tells its owner after its first
-// Write that took bytes, so that the owner marks what reached the
-// transport (a stream header a later reset must keep); nothing is told
-// while nothing was taken.
-func TestDrainToldOfItsFirstWrite(t *testing.T) {
+// TestFirstWriteMarked: after MarkFirstWrite, the first write that takes
+// bytes goes through WriteMarked, the publisher's or, once the stream is
+// queued, its drain's; one that took nothing leaves the mark for the next.
+func TestFirstWriteMarked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(1<<20, time.Minute, 100)
+		defer r.w.Interrupt()
+		r.qs[0].MarkFirstWrite()
+		assert.Equal(t, []error{nil}, r.send("hello", time.Minute))
+		assert.Equal(t, []error{nil}, r.send(" world", time.Minute))
+		assert.Equal(t, []int{5}, r.strs[0].markedWrites(), "the publisher's first write")
+	})
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(1<<20, time.Minute, 0)
 		defer r.w.Interrupt()
-		assert.Equal(t, []error{nil}, r.send("hello", time.Minute))
-		assert.Equal(t, []error{nil}, r.send(" world", time.Minute))
+		r.qs[0].MarkFirstWrite()
+		assert.Equal(t, []error{nil}, r.send("hello", time.Second))
+		assert.Equal(t, []error{nil}, r.send(" world", time.Second))
 		require.True(t, r.qs[0].Active())
-		r.owners[0].mu.Lock()
-		assert.Zero(t, r.owners[0].wrote, "nothing taken yet")
-		r.owners[0].mu.Unlock()
 		r.strs[0].grant(3)
 		synctest.Wait()
 		r.strs[0].grant(100)
 		synctest.Wait()
 		assert.Equal(t, "hello world", r.strs[0].taken())
-		r.owners[0].mu.Lock()
-		assert.NotZero(t, r.owners[0].wrote, "told once bytes were taken")
-		r.owners[0].mu.Unlock()
+		marked := r.strs[0].markedWrites()
+		require.NotEmpty(t, marked)
+		assert.Equal(t, 11, marked[len(marked)-1], "the first write that took bytes: the drain's, of all it holds")
+		for _, n := range marked[:len(marked)-1] {
+			assert.Zero(t, n, "a marked write before took nothing")
+		}
 	})
 }
 

@@ -106,7 +106,7 @@ func (w *Writer) Send(q *Queue, b []byte, pl *Payload, hold, fanout bool, until 
 		}
 		return q.spill(b, pl) // the wait is over already
 	}
-	n, err := q.str.Write(b)
+	n, err := q.write(b)
 	if !w.cur.CompareAndSwap(q, nil) {
 		q.wdl = past // the watchdog or an interruption set this past deadline
 	}

@@ -296,6 +296,16 @@ func (w *pipeSendStream) SetWriteDeadline(t time.Time) error {
 	return nil
 }
 
+// WriteMarked writes b and keeps it through a later CancelWrite, where
+// ReliableReset holds: a pipe's flow control has no final size to pass.
+func (w *pipeSendStream) WriteMarked(b []byte) (int, error) {
+	n, err := w.Write(b)
+	if n > 0 {
+		w.SetReliableBoundary()
+	}
+	return n, err
+}
+
 // SetReliableBoundary keeps the data written so far through a later
 // CancelWrite, where ReliableReset holds.
 func (w *pipeSendStream) SetReliableBoundary() {

@@ -154,6 +154,12 @@ type SendStream interface {
 	// reliable size covers it (quic-go's SendStream.SetReliableBoundary).
 	// It has an effect only where Conn.ReliableReset reports true.
 	SetReliableBoundary()
+	// WriteMarked is Write that also marks the data written through b's
+	// first bytes (up to 16 KiB) as reliable, as SetReliableBoundary
+	// does, but only where flow control takes those bytes at once: a
+	// boundary over bytes quic-go buffered without credit makes a later
+	// reset's final size pass the peer's window (see reliable.go).
+	WriteMarked(b []byte) (int, error)
 }
 
 // ReceiveStream is the receiving half of a stream.

@@ -337,22 +337,29 @@ func TestWriteDeadline(t *testing.T) {
 		require.Positive(t, n)
 		require.Less(t, n, len(msg))
 
-		require.NoError(t, str.SetWriteDeadline(time.Time{}))
-		written := make(chan error, 1)
-		go func() {
-			if _, err := str.Write(msg[n:]); err != nil {
-				written <- err
-				return
-			}
-			written <- str.Close()
-		}()
-		peer, err := client.AcceptUniStream(ctx)
-		require.NoError(t, err)
-		got, err := io.ReadAll(peer)
-		require.NoError(t, err)
-		assert.Equal(t, msg, got)
-		require.NoError(t, <-written)
+		finishAndRead(t, ctx, str, msg, n, client)
 	})
+}
+
+// finishAndRead writes msg past its first n bytes to str, which then ends,
+// while peer reads the whole of msg from its next stream.
+func finishAndRead(t *testing.T, ctx context.Context, str transport.SendStream, msg []byte, n int, peer transport.Conn) {
+	t.Helper()
+	require.NoError(t, str.SetWriteDeadline(time.Time{}))
+	written := make(chan error, 1)
+	go func() {
+		if _, err := str.Write(msg[n:]); err != nil {
+			written <- err
+			return
+		}
+		written <- str.Close()
+	}()
+	in, err := peer.AcceptUniStream(ctx)
+	require.NoError(t, err)
+	got, err := io.ReadAll(in)
+	require.NoError(t, err)
+	assert.Equal(t, msg, got)
+	require.NoError(t, <-written)
 }
 
 // readUntilError reads r until it fails and returns the error.

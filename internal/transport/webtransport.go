@@ -167,7 +167,7 @@ func (c *wtConn) Protocol() string         { return c.protocol }
 func (c *wtConn) WebTransport() bool       { return true }
 func (c *wtConn) ReliableReset() bool {
 	st := c.sess.SessionState().ConnectionState.SupportsStreamResetPartialDelivery
-	return st.Local && st.Remote && wtStreamField.ok
+	return st.Local && st.Remote && wtFields.ok
 }
 func (c *wtConn) LocalAddr() net.Addr  { return c.sess.LocalAddr() }
 func (c *wtConn) RemoteAddr() net.Addr { return c.sess.RemoteAddr() }
@@ -208,9 +208,10 @@ func (s wtStream) CancelRead(code uint64) {
 	s.s.CancelRead(webtransport.StreamErrorCode(wtCode(code)))
 	_ = s.s.SetReadDeadline(time.Unix(1, 0))
 }
-func (s wtStream) SetPriority(int8, bool)   {}
-func (s wtStream) SetReliableBoundary()     {} // not exposed by webtransport-go
-func (s wtStream) Context() context.Context { return s.s.Context() }
+func (s wtStream) SetPriority(int8, bool)            {}
+func (s wtStream) SetReliableBoundary()              {} // not exposed by webtransport-go
+func (s wtStream) WriteMarked(b []byte) (int, error) { return s.Write(b) }
+func (s wtStream) Context() context.Context          { return s.s.Context() }
 func (s wtStream) SetWriteDeadline(t time.Time) error {
 	return s.c.translate(s.s.SetWriteDeadline(t))
 }

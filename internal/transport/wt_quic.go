@@ -1,9 +1,13 @@
 package transport
 
 import (
+	"errors"
 	"reflect"
+	"slices"
+	"sync"
 	"unsafe"
 
+	"github.com/quic-go/quic-go"
 	"github.com/quic-go/webtransport-go"
 )
 
@@ -16,32 +20,103 @@ type reliableMarker interface{ SetReliableBoundary() }
 // short must still deliver the objects it carried before its reset
 // (§11.3.2), and without RESET_STREAM_AT the reset can only wait and hope
 // they were read, which a loaded peer does not always do in time. The
-// field is reached by reflection; TestWebTransportReliableReset holds it
-// to the pinned version, and should a newer webtransport-go rename or
-// retype it, quicUnder returns nil and the session falls back to that
-// wait (ReliableReset reports false).
-func quicUnder(s *webtransport.SendStream) reliableMarker {
-	if s == nil || !wtStreamField.ok {
+// field is reached by reflection; TestReliableReset holds it to the pinned
+// version, and should a newer webtransport-go rename or retype it,
+// quicUnder returns nil and the session falls back to that wait
+// (ReliableReset reports false).
+func quicUnder(s *webtransport.SendStream) quicWriter {
+	if s == nil || !wtFields.ok {
 		return nil
 	}
-	f := reflect.ValueOf(s).Elem().Field(wtStreamField.index)
-	m, _ := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(reliableMarker)
+	f := reflect.ValueOf(s).Elem().Field(wtFields.str)
+	m, _ := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(quicWriter)
 	return m
 }
 
-// wtStreamField locates webtransport.SendStream's QUIC stream: an
-// interface-typed field named str whose method set has
-// SetReliableBoundary.
-var wtStreamField = func() (r struct {
-	index int
-	ok    bool
+// wtHeader is a WebTransport send stream's pending stream header, which
+// webtransport-go writes before the first bytes of the first Write, under
+// mu, setting a reliable boundary over it: over a connection whose window
+// is full that boundary is the FLOW_CONTROL_ERROR WriteMarked avoids, so
+// WriteMarked writes the header itself.
+type wtHeader struct {
+	mu       *sync.Mutex
+	hdr      *[]byte
+	writeErr *error // set when Close or CancelWrite took the header
+}
+
+func headerOf(s *webtransport.SendStream) wtHeader {
+	v := reflect.ValueOf(s).Elem()
+	at := func(i int) unsafe.Pointer { return unsafe.Pointer(v.Field(i).UnsafeAddr()) }
+	return wtHeader{
+		mu:       (*sync.Mutex)(at(wtFields.mu)),
+		hdr:      (*[]byte)(at(wtFields.hdr)),
+		writeErr: (*error)(at(wtFields.writeErr)),
+	}
+}
+
+// wtFields locates webtransport.SendStream's unexported fields: str, an
+// interface-typed QUIC stream with SetReliableBoundary (quicUnder checks
+// the rest of quicWriter on the stream itself), and the stream header's
+// streamHdrMu, streamHdr and writeErr.
+var wtFields = func() (r struct {
+	str, mu, hdr, writeErr int
+	ok                     bool
 }) {
 	t := reflect.TypeFor[webtransport.SendStream]()
+	field := func(name string, typ reflect.Type) (int, bool) {
+		f, ok := t.FieldByName(name)
+		if !ok || len(f.Index) != 1 || typ != nil && f.Type != typ {
+			return 0, false
+		}
+		return f.Index[0], true
+	}
 	f, ok := t.FieldByName("str")
 	if !ok || len(f.Index) != 1 || f.Type.Kind() != reflect.Interface ||
 		!f.Type.Implements(reflect.TypeFor[reliableMarker]()) {
 		return r
 	}
-	r.index, r.ok = f.Index[0], true
+	r.str = f.Index[0]
+	var ok1, ok2, ok3 bool
+	r.mu, ok1 = field("streamHdrMu", reflect.TypeFor[sync.Mutex]())
+	r.hdr, ok2 = field("streamHdr", reflect.TypeFor[[]byte]())
+	r.writeErr, ok3 = field("writeErr", reflect.TypeFor[error]())
+	r.ok = ok1 && ok2 && ok3
 	return r
 }()
+
+// WriteMarked is writeMarked on the QUIC stream under s, with the
+// WebTransport stream header, if not yet sent, in front: reserved with
+// the first bytes where flow control takes them at once, and otherwise
+// written unmarked, the rest through webtransport-go's Write.
+func (s wtSendStream) WriteMarked(b []byte) (int, error) {
+	u := quicUnder(s.s)
+	if u == nil {
+		return s.Write(b)
+	}
+	h := headerOf(s.s)
+	h.mu.Lock()
+	if *h.writeErr != nil {
+		h.mu.Unlock()
+		return s.Write(b) // which reports it
+	}
+	hdr := *h.hdr
+	k := min(len(b), maxMarked)
+	err := u.TryWriteAll(append(slices.Clip(hdr), b[:k]...))
+	switch {
+	case err == nil:
+		*h.hdr = nil
+		h.mu.Unlock()
+		u.SetReliableBoundary()
+		if k == len(b) {
+			return k, nil
+		}
+		n, err := s.Write(b[k:])
+		return k + n, err
+	case errors.Is(err, quic.ErrWouldBlock) && len(hdr) > 0:
+		if _, err := u.Write(hdr); err == nil {
+			*h.hdr = nil
+		}
+	}
+	h.mu.Unlock()
+	return s.Write(b)
+}
