@@ -65,9 +65,9 @@ func New(cfg Config) (*Node, error) {
 			nats.RetryOnFailedConnect(true),
 			nats.MaxReconnects(-1),
 			nats.ReconnectWait(250*time.Millisecond),
-			nats.ConnectHandler(func(*nats.Conn) { n.conn.fire() }),
-			nats.ReconnectHandler(func(*nats.Conn) { n.conn.fire() }),
-			nats.DisconnectErrHandler(func(*nats.Conn, error) { n.conn.fire() }),
+			nats.ConnectHandler(func(nc *nats.Conn) { n.connChanged(nc, nats.CONNECTED, nil) }),
+			nats.ReconnectHandler(func(nc *nats.Conn) { n.connChanged(nc, nats.CONNECTED, nil) }),
+			nats.DisconnectErrHandler(func(nc *nats.Conn, err error) { n.connChanged(nc, nats.DISCONNECTED, err) }),
 			nats.ClosedHandler(func(*nats.Conn) { n.conn.fire() }))
 		if err != nil {
 			n.cancel()
@@ -219,10 +219,22 @@ func (n *Node) pollConn() {
 		case <-t.C:
 			if st := n.nc.Status(); st != last {
 				last = st
-				n.conn.fire()
+				n.connChanged(n.nc, st, nil)
 			}
 		}
 	}
+}
+
+// connChanged tells the node's loops, and the log, that nc, the NATS
+// connection, went to st: an operator learns that the registry is out of
+// reach (the routes known stay, new ones wait for it) and when it is back.
+func (n *Node) connChanged(nc *nats.Conn, st nats.Status, err error) {
+	if st == nats.CONNECTED {
+		n.log.Info("cluster: NATS connected", "url", nc.ConnectedUrlRedacted())
+	} else {
+		n.log.Warn("cluster: NATS connection lost; known routes stay, new ones wait for it", "status", st.String(), "err", err)
+	}
+	n.conn.fire()
 }
 
 // IsPeer reports whether s presented the cluster token in its SETUP: a
