@@ -19,6 +19,18 @@ import (
 // waits, leaving its stream unread, so QUIC flow control pushes back on the
 // publisher: nothing is dropped. The goroutines end with the subscription's
 // data plane, or when it is cancelled, or with the session.
+//
+// Pushing back is safe only while the application has something to take:
+// taking it makes room. When every byte held belongs to an object still
+// arriving, the application can free nothing, and the object being read
+// may wait for bytes that the connection's flow-control window keeps out,
+// the window being full of the unread data of the streams left waiting.
+// A publisher that sends several streams at once (round-robin, as quic-go
+// does for streams of one urgency, and over WebTransport for all) fills it
+// so: ReadObject then waited for good, and the publisher cut the subscriber
+// off as too far behind. So while nothing complete is held, objects still
+// arriving are read together up to Config.MaxObjectSize, the bound one
+// object alone already had (fits).
 
 // Bounds of the queue behind Subscription.ReadObject.
 const (
@@ -70,6 +82,8 @@ type arrival struct {
 	aborted bool
 	live    int           // goroutines running: the pump and one per stream
 	bytes   int           // bytes reserved: queued, being read, or held by the caller
+	reading int           // of bytes, those of objects still being read from their streams
+	maxRead int           // Config.MaxObjectSize: the bound of reading while nothing else is held
 	waiters int           // stream goroutines waiting for bytes
 	room    chan struct{} // closed when bytes are released and waiters > 0
 	free    [][]byte      // buffers of returned objects, to reuse
@@ -177,6 +191,7 @@ func (a *arrival) start(sub *Subscription) {
 		a.cancel()
 	}
 	a.live = 1
+	a.maxRead = sub.sess.cfg.MaxObjectSize
 	if byRead {
 		a.live++
 	}
@@ -259,10 +274,11 @@ func (a *arrival) readStream(r *SubgroupReader) {
 		n := int(r.PayloadLen())
 		buf, err = r.readInto(buf[:0], n)
 		if err != nil {
-			a.release(size, nil)
+			a.release(size, size, nil)
 			a.push(subgroupFailed(r, err))
 			return
 		}
+		a.arrived(size)
 		// The properties alias the reader's buffer, which the next Next
 		// reuses: they are kept after the payload, in the same storage.
 		buf = append(buf, obj.Properties...)
@@ -271,7 +287,7 @@ func (a *arrival) readStream(r *SubgroupReader) {
 			obj.Properties = buf[n:]
 		}
 		if !a.push(arrivalItem{obj: obj, buf: buf, size: size}) {
-			a.release(size, buf)
+			a.release(size, 0, buf)
 			r.stop()
 			r.sub.forgetReader(r)
 			return
@@ -279,12 +295,12 @@ func (a *arrival) readStream(r *SubgroupReader) {
 	}
 }
 
-// reserve waits until size bytes fit in the queue's bound, or nothing else
-// is held, and returns a buffer to read into. It reports false once the
-// reader is aborted or the session ends.
+// reserve waits until an object of size bytes fits (fits), and returns a
+// buffer to read it into. It reports false once the reader is aborted or
+// the session ends.
 func (a *arrival) reserve(size int) ([]byte, bool) {
 	a.mu.Lock()
-	for a.bytes > 0 && a.bytes+size > arrivalBytes {
+	for !a.fits(size) {
 		if a.room == nil {
 			a.room = make(chan struct{})
 		}
@@ -303,6 +319,7 @@ func (a *arrival) reserve(size int) ([]byte, bool) {
 		}
 	}
 	a.bytes += size
+	a.reading += size
 	var buf []byte
 	if k := len(a.free); k > 0 {
 		buf = a.free[k-1]
@@ -314,12 +331,35 @@ func (a *arrival) reserve(size int) ([]byte, bool) {
 	return buf, true
 }
 
-// release gives back size reserved bytes and keeps buf for reuse, within
-// the queue's byte bound.
-func (a *arrival) release(size int, buf []byte) {
+// fits reports whether an object of size bytes may be read now: when
+// nothing is held, within the queue's bound, or, when every byte held
+// belongs to an object still arriving (the application can free none), if
+// the objects being read stay within maxRead. a.mu is held.
+func (a *arrival) fits(size int) bool {
+	switch {
+	case a.bytes == 0 || a.bytes+size <= arrivalBytes:
+		return true
+	case a.bytes == a.reading:
+		return a.reading+size <= a.maxRead
+	}
+	return false
+}
+
+// arrived records that the object of size bytes being read is whole.
+func (a *arrival) arrived(size int) {
+	a.mu.Lock()
+	a.reading -= size
+	a.mu.Unlock()
+}
+
+// release gives back size reserved bytes, of which reading were of an
+// object still being read, and keeps buf for reuse, within the queue's
+// byte bound.
+func (a *arrival) release(size, reading int, buf []byte) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.bytes -= size
+	a.reading -= reading
 	if buf != nil && a.freeCap+cap(buf) <= arrivalBytes && len(a.free) < arrivalObjects {
 		a.free = append(a.free, buf[:0])
 		a.freeCap += cap(buf)
@@ -341,7 +381,7 @@ func (a *arrival) recycle() {
 	case held.slot != nil:
 		a.fillBytes.release(held.size)
 	case held.buf != nil || held.size > 0:
-		a.release(held.size, held.buf)
+		a.release(held.size, 0, held.buf)
 	}
 }
 

@@ -69,9 +69,11 @@ import (
 // Use ReadObject or AcceptSubgroup and ReadDatagram, not both: the first
 // call of ReadObject takes every stream of the subscription, and returns
 // datagrams too. It buffers at most 64 objects and 1 MiB (or one larger
-// object), plus one object per open stream while it waits for room;
-// beyond that streams are left unread, so QUIC flow control holds back the
-// publisher, and nothing is dropped (datagrams queue as ReadDatagram says).
+// object, or, while no whole object is held, objects still arriving on
+// several streams, together up to Config.MaxObjectSize), plus one object
+// per open stream while it waits for room; beyond that streams are left
+// unread, so QUIC flow control holds back the publisher, and nothing is
+// dropped (datagrams queue as ReadDatagram says).
 // A subscription whose objects wait for ReadObject longer than
 // Config.ReadStallTimeout, while it is not called, is cancelled
 // (ErrFellBehind), as one whose streams wait for AcceptSubgroup.
@@ -166,7 +168,7 @@ func (sub *Subscription) seam(a *arrival, it arrivalItem) (arrivalItem, bool) {
 	covered := s != nil && s.ended && s.covers(it.obj.Location)
 	sub.mu.Unlock()
 	if covered {
-		a.release(it.size, it.buf)
+		a.release(it.size, 0, it.buf)
 		return arrivalItem{}, false
 	}
 	return it, true
