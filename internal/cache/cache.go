@@ -133,6 +133,7 @@ type group struct {
 	// reset (Subgroup.Reset); valid when hasUnk.
 	unk    uint64
 	hasUnk bool
+	gone   bool // it left the Cache: a Subgroup's pointer to it is stale
 }
 
 // find returns the index of the first entry with an Object ID of at
@@ -254,9 +255,13 @@ func (c *Cache) group(id uint64) (*group, int) {
 }
 
 // lookup returns the entry at l, its group, and the entry's index or
-// where it would go.
-func (c *Cache) lookup(l wire.Location) (*entry, *group, int) {
-	g, _ := c.group(l.Group)
+// where it would go. hint, if not nil, may be l's group (Subgroup.g): a
+// relay writes several groups at once, each a search away from the newest.
+func (c *Cache) lookup(l wire.Location, hint *group) (*entry, *group, int) {
+	g := hint
+	if g == nil || g.gone || g.id != l.Group {
+		g, _ = c.group(l.Group)
+	}
 	if g == nil {
 		return nil, nil, 0
 	}
@@ -267,10 +272,11 @@ func (c *Cache) lookup(l wire.Location) (*entry, *group, int) {
 	return nil, g, i
 }
 
-// insert adds e at l, which holds no entry and lies above the floor.
-func (c *Cache) insert(l wire.Location, e *entry) {
-	g, gi := c.group(l.Group)
+// insert adds e at l, which holds no entry and lies above the floor, in
+// g, l's group as lookup found it (nil: none yet), and returns the group.
+func (c *Cache) insert(l wire.Location, e *entry, g *group) *group {
 	if g == nil {
+		_, gi := c.group(l.Group)
 		g = &group{id: l.Group}
 		c.groups = slices.Insert(c.groups, gi, g)
 	}
@@ -283,6 +289,7 @@ func (c *Cache) insert(l wire.Location, e *entry) {
 	c.grow(e.size())
 	c.raiseTop(l)
 	c.notify()
+	return g
 }
 
 func (c *Cache) raiseTop(l wire.Location) {
@@ -308,13 +315,14 @@ func (c *Cache) begin(l wire.Location) bool {
 	if c.closed || c.below(l) {
 		return false
 	}
-	if e, _, _ := c.lookup(l); e != nil {
+	e, g, _ := c.lookup(l, nil)
+	if e != nil {
 		return false
 	}
 	now := c.now()
-	e := c.slab.entry()
+	e = c.slab.entry()
 	*e = entry{id: l.Object, kind: kindPending, received: now}
-	c.insert(l, e)
+	c.insert(l, e, g)
 	c.evictAt(now)
 	return true
 }
@@ -335,20 +343,21 @@ func (c *Cache) Add(o Object) {
 }
 
 // add is Add for a Location above the floor; the caller holds mu.
-func (c *Cache) add(o Object) { c.addAt(o, c.now()) }
+func (c *Cache) add(o Object) { c.addAt(o, c.now(), nil) }
 
-// addAt is add with the clock read at now.
-func (c *Cache) addAt(o Object, now int64) {
+// addAt is add with the clock read at now and lookup's hint; it returns
+// o's group.
+func (c *Cache) addAt(o Object, now int64, hint *group) *group {
 	l := o.Location
 	received := now
-	e, g, _ := c.lookup(l)
+	e, g, _ := c.lookup(l, hint)
 	if e != nil {
 		switch e.kind {
 		case kindPending:
 			received = e.received
 		case kindAbandoned: // known after all
 		default:
-			return // an object does not change (§2.1)
+			return g // an object does not change (§2.1)
 		}
 	}
 	n := entry{id: l.Object, priority: o.Priority, subgroup: o.SubgroupID, datagram: o.Datagram, received: received}
@@ -384,8 +393,7 @@ func (c *Cache) addAt(o Object, now int64) {
 	} else {
 		e = c.slab.entry()
 		*e = n
-		c.insert(l, e)
-		g, _ = c.group(l.Group)
+		g = c.insert(l, e, g)
 	}
 	switch {
 	case n.kind == kindEndOfGroup:
@@ -394,6 +402,7 @@ func (c *Cache) addAt(o Object, now int64) {
 		g.noteEOG(l.Object + 1)
 	}
 	c.evictAt(now)
+	return g
 }
 
 func (g *group) noteEOG(id uint64) {
@@ -407,7 +416,7 @@ func (g *group) noteEOG(id uint64) {
 func (c *Cache) Abandon(l wire.Location) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, _, _ := c.lookup(l); e != nil && e.kind == kindPending {
+	if e, _, _ := c.lookup(l, nil); e != nil && e.kind == kindPending {
 		e.kind = kindAbandoned
 		e.settle()
 	}
@@ -500,6 +509,7 @@ func (c *Cache) remove(g *group, i int) {
 		g.objs = slices.Delete(g.objs, i, i+1)
 	}
 	if len(g.objs) == 0 {
+		g.gone = true
 		if _, gi := c.group(g.id); gi == 0 {
 			c.groups[0] = nil
 			c.groups = c.groups[1:]

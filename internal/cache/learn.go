@@ -50,7 +50,7 @@ func (c *Cache) learn(from wire.Location, o Object) error {
 	default:
 		return nil
 	}
-	e, _, _ := c.lookup(to)
+	e, _, _ := c.lookup(to, nil)
 	if e != nil {
 		switch e.kind {
 		case kindObject:

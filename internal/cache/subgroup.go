@@ -24,6 +24,9 @@ type Subgroup struct {
 	next    uint64 // the smallest Object ID it may still carry
 	started bool   // an object was begun on it
 	open    bool   // in c.open
+	// g is the group of the last object Put, if the Cache held it then:
+	// the next one's, unless it left since (group.gone).
+	g *group
 }
 
 // OpenSubgroup starts following a subgroup of group whose first object
@@ -76,7 +79,7 @@ func (s *Subgroup) Put(o Object, now int64) {
 	s.begun(o.Location.Object)
 	held := !c.closed && !c.below(o.Location)
 	if held {
-		c.addAt(o, now)
+		s.g = c.addAt(o, now, s.g)
 	}
 	c.mu.Unlock()
 	if held {
@@ -121,6 +124,7 @@ func (s *Subgroup) Reset() {
 // endSubgroup takes s out of the open subgroups: finished (fin), with the
 // group's end after its last object (eog), or reset. The caller holds mu.
 func (c *Cache) endSubgroup(s *Subgroup, fin, eog bool) {
+	s.g = nil // nothing more is Put: the group may go
 	if !s.open {
 		return
 	}

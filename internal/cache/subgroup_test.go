@@ -234,3 +234,27 @@ func TestSubgroupPut(t *testing.T) {
 		s.Finish(false)
 	})
 }
+
+// TestSubgroupPutAfterItsGroupLeft: a subgroup whose group was evicted
+// whole (another subgroup's objects pushed it out) Puts its next object
+// into the group as the Cache holds it now, not into the one that left:
+// the Cache counts what it holds, and evicts its lowest Location, not
+// another group's object.
+func TestSubgroupPutAfterItsGroupLeft(t *testing.T) {
+	c := New(Limits{Objects: 2}, wire.Opt[wire.Location]{})
+	s0 := c.OpenSubgroup(0, 0)
+	s0.Put(Object{Location: wire.Location{Group: 0, Object: 0}, Payload: []byte("a")}, 0)
+	s1 := c.OpenSubgroup(1, 0)
+	s1.Put(Object{Location: wire.Location{Group: 1, Object: 0}, Payload: []byte("b")}, 0)
+	s1.Put(Object{Location: wire.Location{Group: 1, Object: 1}, Payload: []byte("c")}, 0) // evicts group 0
+	s0.Put(Object{Location: wire.Location{Group: 0, Object: 1}, Payload: []byte("d")}, 0) // the lowest: evicted at once
+
+	n, _ := c.Len()
+	assert.Equal(t, 2, n)
+	for _, l := range []wire.Location{{Group: 1, Object: 0}, {Group: 1, Object: 1}} {
+		e, _, _ := c.lookup(l, nil)
+		assert.NotNil(t, e, "%v is held", l)
+	}
+	e, _, _ := c.lookup(wire.Location{Group: 0, Object: 1}, nil)
+	assert.Nil(t, e, "the lowest Location went")
+}
