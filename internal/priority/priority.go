@@ -1,5 +1,5 @@
 // Package priority ranks a session's data streams onto quic-go urgencies,
-// following the rules of §5.1 on raw QUIC.
+// following the rules of §5.1.
 //
 // quic-go schedules a connection's streams by urgency, 0 to 7, lower first;
 // within one urgency, incremental streams share bandwidth round-robin and
@@ -35,11 +35,9 @@
 // only streams whose level changed are touched. Nothing is done per object
 // unless the subscriber priority changed.
 //
-// On WebTransport none of this applies: webtransport-go exposes no stream
-// priorities, so every stream of a session (control, requests and data)
-// shares quic-go's default level round-robin, and the library does not
-// reorder data itself. Publisher Priority still travels in subgroup headers
-// and datagrams for relays further on.
+// On WebTransport the same urgencies apply, placed among the HTTP/3
+// connection's own streams (transport's wtUrgency). Publisher Priority also
+// travels in subgroup headers and datagrams for relays further on.
 //
 // It knows nothing of sessions or subscriptions: a stream is anything
 // whose urgency can be set, and its owner a Request ID.

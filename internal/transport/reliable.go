@@ -20,11 +20,13 @@ const maxMarked = 16 << 10
 // This file is that rule; wt_quic.go reaches the QUIC stream under a
 // WebTransport one.
 
-// quicWriter is the part of a quic-go send stream WriteMarked uses.
+// quicWriter is the part of a quic-go send stream WriteMarked, and a
+// WebTransport stream's SetPriority, use.
 type quicWriter interface {
 	reliableMarker
 	Write(b []byte) (int, error)
 	TryWriteAll(b []byte) error
+	SetPriority(urgency int8, incremental bool)
 }
 
 // writeMarked is WriteMarked on a quic-go stream: b's first bytes

@@ -136,8 +136,8 @@ type SendStream interface {
 	CancelWrite(code uint64)
 	// SetPriority sets the stream's send urgency (lower is more urgent,
 	// clipped to 0–7) and whether it shares bandwidth round-robin with
-	// streams of equal urgency. It has no effect on WebTransport, which
-	// exposes no stream scheduling.
+	// streams of equal urgency. On WebTransport it applies to the QUIC
+	// stream under the session's (wtUrgency).
 	SetPriority(urgency int8, incremental bool)
 	// Context is done once the send side is finished: after Close or
 	// CancelWrite, when the peer sends STOP_SENDING, or when the connection

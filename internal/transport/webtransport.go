@@ -99,7 +99,7 @@ func (c *wtConn) AcceptStream(ctx context.Context) (Stream, error) {
 	if err != nil {
 		return nil, c.translate(err)
 	}
-	return wtStream{s, c}, nil
+	return c.bidi(s), nil
 }
 
 func (c *wtConn) AcceptUniStream(ctx context.Context) (ReceiveStream, error) {
@@ -115,7 +115,7 @@ func (c *wtConn) OpenStreamSync(ctx context.Context) (Stream, error) {
 	if err != nil {
 		return nil, c.translate(err)
 	}
-	return wtStream{s, c}, nil
+	return c.bidi(s), nil
 }
 
 func (c *wtConn) OpenUniStreamSync(ctx context.Context) (SendStream, error) {
@@ -123,7 +123,7 @@ func (c *wtConn) OpenUniStreamSync(ctx context.Context) (SendStream, error) {
 	if err != nil {
 		return nil, c.translate(err)
 	}
-	return wtSendStream{s, c}, nil
+	return c.uni(s), nil
 }
 
 func (c *wtConn) OpenUniStream() (SendStream, error) {
@@ -131,7 +131,21 @@ func (c *wtConn) OpenUniStream() (SendStream, error) {
 	if err != nil {
 		return nil, c.translate(err)
 	}
-	return wtSendStream{s, c}, nil
+	return c.uni(s), nil
+}
+
+// bidi and uni start a stream at the urgency a raw QUIC one starts with
+// (see quicConn), placed among the HTTP/3 streams (wtUrgency).
+func (c *wtConn) bidi(s *webtransport.Stream) wtStream {
+	str := wtStream{s, c}
+	str.SetPriority(UrgencyRequest, true)
+	return str
+}
+
+func (c *wtConn) uni(s *webtransport.SendStream) wtSendStream {
+	str := wtSendStream{s, c}
+	str.SetPriority(UrgencyControl, false)
+	return str
 }
 
 func (c *wtConn) SendDatagram(b []byte) error { return c.translate(c.sess.SendDatagram(b)) }
@@ -208,7 +222,11 @@ func (s wtStream) CancelRead(code uint64) {
 	s.s.CancelRead(webtransport.StreamErrorCode(wtCode(code)))
 	_ = s.s.SetReadDeadline(time.Unix(1, 0))
 }
-func (s wtStream) SetPriority(int8, bool)            {}
+func (s wtStream) SetPriority(u int8, i bool) {
+	if send := bidiSend(s.s); send != nil {
+		setWTPriority(send, u, i)
+	}
+}
 func (s wtStream) SetReliableBoundary()              {} // not exposed by webtransport-go
 func (s wtStream) WriteMarked(b []byte) (int, error) { return s.Write(b) }
 func (s wtStream) Context() context.Context          { return s.s.Context() }
@@ -231,7 +249,7 @@ func (s wtSendStream) CancelWrite(code uint64) {
 	_ = s.s.SetWriteDeadline(time.Unix(1, 0)) // see wtStream.CancelWrite
 	s.s.CancelWrite(webtransport.StreamErrorCode(wtCode(code)))
 }
-func (s wtSendStream) SetPriority(int8, bool) {}
+func (s wtSendStream) SetPriority(u int8, i bool) { setWTPriority(s.s, u, i) }
 
 // SetReliableBoundary marks what was written as reliable, on the QUIC
 // stream under the WebTransport one (quicUnder).

@@ -33,6 +33,36 @@ func quicUnder(s *webtransport.SendStream) quicWriter {
 	return m
 }
 
+// bidiSend returns a WebTransport bidirectional stream's sending half, or
+// nil: webtransport-go (v0.13) keeps it in an unexported field, sendStr.
+func bidiSend(s *webtransport.Stream) *webtransport.SendStream {
+	if s == nil || !wtFields.bidiOK {
+		return nil
+	}
+	f := reflect.ValueOf(s).Elem().Field(wtFields.send)
+	return *(**webtransport.SendStream)(unsafe.Pointer(f.UnsafeAddr()))
+}
+
+// wtUrgency places a stream's urgency on raw QUIC (transport.Urgency*)
+// among the QUIC streams of an HTTP/3 connection, which stay at quic-go's
+// default, 3: the HTTP/3 control stream and a session's CONNECT stream,
+// whose capsules (WT_CLOSE_SESSION among them) must not wait behind
+// objects. The control and request streams keep theirs, ahead of them;
+// data streams take 4 to 7, their six levels folded into four.
+func wtUrgency(u int8) int8 {
+	if u < UrgencyDataMin {
+		return u
+	}
+	return 4 + (min(u, UrgencyDataMax)-UrgencyDataMin)*3/(UrgencyDataMax-UrgencyDataMin)
+}
+
+// setWTPriority sets the urgency of the QUIC stream under s (wtUrgency).
+func setWTPriority(s *webtransport.SendStream, urgency int8, incremental bool) {
+	if q := quicUnder(s); q != nil {
+		q.SetPriority(wtUrgency(urgency), incremental)
+	}
+}
+
 // wtHeader is a WebTransport send stream's pending stream header, which
 // webtransport-go writes before the first bytes of the first Write, under
 // mu, setting a reliable boundary over it: over a connection whose window
@@ -57,11 +87,15 @@ func headerOf(s *webtransport.SendStream) wtHeader {
 // wtFields locates webtransport.SendStream's unexported fields: str, an
 // interface-typed QUIC stream with SetReliableBoundary (quicUnder checks
 // the rest of quicWriter on the stream itself), and the stream header's
-// streamHdrMu, streamHdr and writeErr.
+// streamHdrMu, streamHdr and writeErr; and webtransport.Stream's sendStr.
 var wtFields = func() (r struct {
-	str, mu, hdr, writeErr int
-	ok                     bool
+	str, mu, hdr, writeErr, send int
+	ok, bidiOK                   bool
 }) {
+	if f, ok := reflect.TypeFor[webtransport.Stream]().FieldByName("sendStr"); ok && len(f.Index) == 1 &&
+		f.Type == reflect.TypeFor[*webtransport.SendStream]() {
+		r.send, r.bidiOK = f.Index[0], true
+	}
 	t := reflect.TypeFor[webtransport.SendStream]()
 	field := func(name string, typ reflect.Type) (int, bool) {
 		f, ok := t.FieldByName(name)
