@@ -88,3 +88,31 @@ func TestCloseReportsUnconfirmedDelivery(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedFetchFinishedByRequester: a FETCH refused with REQUEST_ERROR
+// and FIN is complete (§6.4.2.2), so the requester finishes its direction
+// too; the publisher's Close, which waits for the peer to finish every
+// request stream it finished, then returns nil at once. The requester
+// used to leave its direction open, as no Fetch went to its caller to
+// close: a relay's FETCH refused GOING_AWAY by a closing publisher held
+// moqt pub's Close for its whole minute (2 runs in 180 of
+// TestSubFirstGroupOfBurst beside two CPU-bound loops).
+func TestRefusedFetchFinishedByRequester(t *testing.T) {
+	const closeTimeout = 5 * time.Second
+	for _, tr := range pipeTransports {
+		t.Run(tr.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				refuse := HandlerFunc(func(r Request) { _ = r.Reject(wire.ReqDoesNotExist, "no such track") })
+				p := newPipePair(t, transport.PipeConfig{WebTransport: tr.wt}, nil,
+					&Config{Handler: refuse, CloseTimeout: closeTimeout})
+				_, err := p.server.Fetch(testCtx(t, closeTimeout), testTrack, wire.Params{})
+				var re *RequestError
+				require.ErrorAs(t, err, &re)
+				assert.Equal(t, wire.ReqDoesNotExist, re.Code)
+				start := time.Now()
+				require.NoError(t, p.client.Close(), "the requester finished the refused FETCH's stream")
+				assert.Less(t, time.Since(start), closeTimeout)
+			})
+		})
+	}
+}

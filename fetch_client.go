@@ -547,9 +547,23 @@ func (q *fetchReq) peerFinished() {
 	for _, u := range ups {
 		u.settle(wire.Params{}, errors.New("moqt: FETCH stream closed with a REQUEST_UPDATE unanswered"))
 	}
-	if q.completed.Load() {
+	switch {
+	case q.isEnded():
+		// Refused (REQUEST_ERROR): the request is complete (§6.4.2.2),
+		// and no Fetch went to the caller to finish it later, so this end
+		// finishes its direction now. Left open, it held the publisher's
+		// Session.Close for its whole CloseTimeout.
+		_ = q.rs.fin()
+	case q.completed.Load():
 		q.end(io.EOF)
 	}
+}
+
+// isEnded reports whether the request has ended.
+func (q *fetchReq) isEnded() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.ended
 }
 
 func (q *fetchReq) reset(cause error) {
