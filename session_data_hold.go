@@ -119,6 +119,10 @@ func (s *heldStream) stamp(n int) {
 // or after the arrival of every byte read so far, and 0 before any.
 func (s *heldStream) received() int64 { return s.read.Load() }
 
+// waiting reports whether a Read waits for the stream's data: the
+// reader has taken all that arrived.
+func (s *heldStream) waiting() bool { return s.state.Load() == streamReading }
+
 // CancelRead stops the stream: it is held no more.
 func (s *heldStream) CancelRead(code uint64) {
 	if s.state.Swap(streamDone) == streamIdle {

@@ -38,7 +38,11 @@ type subData struct {
 	// Err returns from then on.
 	doneShort *DoneError
 	linger    *time.Timer // ends the data plane after PUBLISH_DONE
-	expiry    *time.Timer // cancels when the EXPIRES this end granted passes
+	// dataAt is when a stream of the subscription last arrived or ended
+	// (mono.Now): with its open streams' reads, what says data still
+	// comes (lastData).
+	dataAt int64
+	expiry *time.Timer // cancels when the EXPIRES this end granted passes
 	// stopCode, when set, is the STOP_SENDING code on the data streams
 	// instead of CANCELLED: MALFORMED_TRACK when a Malformed Track
 	// cancelled the subscription, EXCESSIVE_LOAD when it fell behind
@@ -126,6 +130,7 @@ func (sub *Subscription) deliverStream(r *SubgroupReader) bool {
 	}
 	sub.mu.Lock()
 	sub.streamsSeen++
+	sub.dataAt = mono.Now()
 	finished := sub.finished != nil
 	sub.mu.Unlock()
 	select {
@@ -204,6 +209,7 @@ func (sub *Subscription) takeFetchStream(r *fetchStream) bool {
 		// PUBLISH_DONE's Stream Count includes (§9.9); a Joining FETCH's
 		// answers a request of its own (18 §10.12).
 		sub.streamsSeen++
+		sub.dataAt = mono.Now()
 		defer sub.noteStream()
 	}
 	if !sub.fill.started && !sub.byPublish {
@@ -436,7 +442,7 @@ func (sub *Subscription) release() {
 	d := sub.finished
 	lingering := d != nil && d.StreamCount != 0 && (d.StreamCount == ^uint64(0) || sub.streamsSeen < d.StreamCount)
 	if lingering && sub.linger == nil {
-		sub.linger = time.AfterFunc(sub.lingerTime(), sub.lingerExpired)
+		sub.linger = sub.whenQuiet(sub.dataEnded, sub.lingerExpired)
 	}
 	sub.mu.Unlock()
 	if !lingering {
@@ -481,19 +487,6 @@ func (sub *Subscription) streamsMissing() error {
 		return nil
 	}
 	return fmt.Errorf("%w: %d of the %d data streams counted", ErrStreamsMissing, d.Missing, d.StreamCount)
-}
-
-// lingerTime is how long to wait for late streams after PUBLISH_DONE: at
-// least the larger delivery timeout of the subscription (§9.9), and at
-// least Config.DoneLinger. sub.mu is held.
-func (sub *Subscription) lingerTime() time.Duration {
-	d := sub.sess.cfg.DoneLinger
-	for _, t := range []wire.Opt[uint64]{sub.params.ObjectDeliveryTimeout, sub.params.SubgroupDeliveryTimeout} {
-		if t.Set {
-			d = max(d, msDuration(t.Value))
-		}
-	}
-	return d
 }
 
 // noteStream is called for each stream delivered; it ends the linger once

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/moqt-go/moqt/internal/mono"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -396,17 +397,20 @@ func (sub *Subscription) trackReader(r *SubgroupReader) {
 // forgetReader drops a stream that ended.
 func (sub *Subscription) forgetReader(r *SubgroupReader) {
 	sub.mu.Lock()
-	delete(sub.readers, r)
+	if _, ok := sub.readers[r]; ok {
+		delete(sub.readers, r)
+		sub.dataAt = mono.Now()
+	}
 	sub.mu.Unlock()
 	sub.finIfRead()
 }
 
 // finWhenRead finishes this end's side of the request stream once the
 // publisher has finished its own. After PUBLISH_DONE that waits until
-// every stream it counted has arrived and been read to its end, or the
-// linger has passed: the publisher may wait for this FIN before it closes
-// the session (Session.Close), so it must mean that nothing sent on the
-// subscription's streams is still in flight.
+// every stream it counted has arrived and been read to its end, or no
+// data has come for the linger (whenQuiet): the publisher may wait for
+// this FIN before it closes the session (Session.Close), so it must mean
+// that nothing sent on the subscription's streams is still in flight.
 func (sub *Subscription) finWhenRead() {
 	sub.mu.Lock()
 	if sub.finished == nil {
@@ -415,7 +419,7 @@ func (sub *Subscription) finWhenRead() {
 		return
 	}
 	sub.finAfterRead = true
-	sub.finTimer = time.AfterFunc(sub.lingerTime(), sub.finNow)
+	sub.finTimer = sub.whenQuiet(func() bool { return !sub.finAfterRead }, sub.finNow)
 	sub.mu.Unlock()
 	sub.finIfRead()
 }
