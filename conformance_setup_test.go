@@ -89,3 +89,56 @@ func TestSetupTimeout(t *testing.T) {
 		})
 	})
 }
+
+// A message of a type its stream may not carry closes the session with
+// PROTOCOL_VIOLATION as soon as the type arrives (§6.3: a request stream
+// begun by any other message; §9: an unknown type; only GOAWAY after SETUP
+// on the control stream), not with CONTROL_MESSAGE_TIMEOUT once its
+// declared body has failed to come. Random bytes on a request stream of
+// moqt relay, from a hostile client, held their reader for 10 s and then
+// closed with the wrong code.
+func TestWrongMessageTypeRefusedBeforeItsBody(t *testing.T) {
+	head := func(typ wire.MessageType) []byte { return frame(typ, make([]byte, 1000))[:20] }
+	for _, tc := range []struct {
+		name string
+		send func(fp *fakePeer) error
+	}{
+		{"request stream begun by SUBSCRIBE_OK", func(fp *fakePeer) error {
+			fp.openStream().sendRaw(head(wire.MsgSubscribeOK))
+			return nil
+		}},
+		{"request stream begun by an unknown type", func(fp *fakePeer) error {
+			fp.openStream().sendRaw(head(0x3F))
+			return nil
+		}},
+		{"unknown type after a request", func(fp *fakePeer) error {
+			fs := fp.open(subscribeMsg(0, trackA, wire.Params{}))
+			expect[*wire.RequestError](fs)
+			fs.sendRaw(head(0x3F))
+			return nil
+		}},
+		{"SUBSCRIBE on the control stream", func(fp *fakePeer) error {
+			fp.ctrlMu.Lock()
+			defer fp.ctrlMu.Unlock()
+			_, err := fp.ctrl.Write(head(wire.MsgSubscribe))
+			return err
+		}},
+		{"unknown type on the control stream", func(fp *fakePeer) error {
+			fp.ctrlMu.Lock()
+			defer fp.ctrlMu.Unlock()
+			_, err := fp.ctrl.Write(head(0x3F))
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				s, fp := pipeServerSession(t, transport.PipeConfig{}, &Config{ControlMessageTimeout: time.Second})
+				start := time.Now()
+				require.NoError(t, tc.send(fp))
+				fp.expectClose(wire.ProtocolViolation)
+				expectSessionError(t, s, wire.ProtocolViolation)
+				assert.Zero(t, time.Since(start), "closed when the type came, not when the message timed out")
+			})
+		})
+	}
+}

@@ -133,32 +133,42 @@ func (s *Session) readControl(mr *wire.MessageReader, ctl *controlReader) error 
 	if !s.ctrl.peerClaimed.CompareAndSwap(false, true) {
 		return protocolViolation("second control stream")
 	}
-	m, err := mr.ReadMessage(s.version)
+	m, err := s.readControlMessage(mr, wire.MsgSetup, "control stream starts with %s")
 	if err != nil {
 		return s.controlReadError(err)
 	}
-	setup, ok := m.(*wire.Setup)
-	if !ok {
-		return protocolViolation("control stream starts with %s", m.Type())
-	}
-	if err := s.acceptSetup(setup); err != nil {
+	if err := s.acceptSetup(m.(*wire.Setup)); err != nil {
 		return err
 	}
 	ctl.timed = true // SETUP had SetupTimeout; every later message is timed
 	for {
-		m, err := mr.ReadMessage(s.version)
+		m, err := s.readControlMessage(mr, wire.MsgGoaway, "%s on the control stream")
 		ctl.stop()
 		if err != nil {
 			return s.controlReadError(err)
 		}
-		g, ok := m.(*wire.Goaway)
-		if !ok {
-			return protocolViolation("%s on the control stream", m.Type())
-		}
-		if err := s.receiveGoaway(g); err != nil {
+		if err := s.receiveGoaway(m.(*wire.Goaway)); err != nil {
 			return err
 		}
 	}
+}
+
+// readControlMessage reads one message of type want from the peer's control
+// stream. Any other type is a PROTOCOL_VIOLATION, told by format with the
+// type, as soon as the type is read: a peer that declares a long message of
+// the wrong type and sends no more is closed at once, not when the message
+// times out.
+func (s *Session) readControlMessage(mr *wire.MessageReader, want wire.MessageType, format string) (wire.Message, error) {
+	t, body, err := mr.ReadFrameOf(func(t wire.MessageType) error {
+		if t != want {
+			return &wire.ProtocolError{Code: wire.ProtocolViolation, Reason: fmt.Sprintf(format, t)}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return wire.ParseMessage(s.version, t, body)
 }
 
 // controlReader reads the peer's control stream. Once timed, the first

@@ -44,20 +44,17 @@ func (s *Session) serveRequestStream(str transport.Stream) error {
 	// The peer opened the stream to send its request: it has
 	// ControlMessageTimeout to get it here whole.
 	rs.startTimer()
-	t, body, err := rs.mr.ReadFrame()
+	t, body, err := rs.mr.ReadFrameOf(checkRequestOpener)
 	rs.stopTimer()
 	if err != nil {
-		if errors.Is(err, wire.ErrTruncated) {
-			return err
+		if _, ok := errors.AsType[*wire.ProtocolError](err); ok {
+			return err // a truncated request, or one of a type no request has
 		}
 		str.CancelRead(uint64(wire.ResetCancelled))
 		str.CancelWrite(uint64(wire.ResetCancelled))
 		return nil // closed or reset before its first message
 	}
-	kind, ok := requestKinds[t]
-	if !ok {
-		return protocolViolation("request stream starts with %s", t)
-	}
+	kind := requestKinds[t]
 	rs.typ = t
 	parsed, perr := wire.ParseMessage(s.version, t, body)
 	var rej *wire.RejectError
@@ -93,6 +90,16 @@ func (s *Session) serveRequestStream(str transport.Stream) error {
 		return rs.drain()
 	}
 	return kind.serve(s, rs, m, toks)
+}
+
+// checkRequestOpener refuses a request stream that starts with a message
+// no request has, as soon as its type is read (§6.3: PROTOCOL_VIOLATION),
+// rather than once a body that may never come has arrived.
+func checkRequestOpener(t wire.MessageType) error {
+	if _, ok := requestKinds[t]; !ok {
+		return &wire.ProtocolError{Code: wire.ProtocolViolation, Reason: "request stream starts with " + t.String()}
+	}
+	return nil
 }
 
 // requestKind says how this end serves one kind of request a peer opens a

@@ -171,7 +171,7 @@ func ParseMessage(v Version, t MessageType, body []byte) (Message, error) {
 		return nil, err
 	}
 	if !prof.HasMessage(t) {
-		return nil, violation("unknown control message type 0x%x in %s", uint64(t), v)
+		return nil, unknownMessage(t, v)
 	}
 	m, err := NewMessage(t)
 	if err != nil {
@@ -181,6 +181,11 @@ func ParseMessage(v Version, t MessageType, body []byte) (Message, error) {
 		return m, err
 	}
 	return m, nil
+}
+
+// unknownMessage is the PROTOCOL_VIOLATION for a type v does not define.
+func unknownMessage(t MessageType, v Version) error {
+	return violation("unknown control message type 0x%x in %s", uint64(t), v)
 }
 
 // MessageReader reads framed control messages from a stream. It never reads
@@ -214,12 +219,20 @@ func NewMessageReader(r io.Reader) *MessageReader { return &MessageReader{r: r} 
 // ReadFrame reads one message's Type and Body. A clean end of stream before
 // the first byte is io.EOF; an end inside a message is a PROTOCOL_VIOLATION
 // that wraps ErrTruncated.
-func (mr *MessageReader) ReadFrame() (MessageType, []byte, error) {
+func (mr *MessageReader) ReadFrame() (MessageType, []byte, error) { return mr.ReadFrameOf(nil) }
+
+// ReadFrameOf reads one message as ReadFrame does, and hands its Type to
+// check, when check is not nil, as soon as the Type has arrived: an error
+// from check is returned then, before the Length and Body are waited for.
+// A stream's rule on the types it may carry (§6.3, §9: an unknown type
+// closes the session) so holds for a message whose body never comes.
+func (mr *MessageReader) ReadFrameOf(check func(MessageType) error) (MessageType, []byte, error) {
 	if cap(mr.buf) > keepBuffer {
 		mr.buf = nil // the previous body is no longer in use (see ReadMessage)
 	}
 	// Read the vi64 type: its first byte gives its length. The rest of it
-	// and the 16-bit length follow in one read.
+	// and the 16-bit length follow in one read, unless the type is checked
+	// first.
 	if _, err := io.ReadFull(mr.r, mr.hdr[:1]); err != nil {
 		if err == io.ErrUnexpectedEOF {
 			err = io.EOF
@@ -227,7 +240,18 @@ func (mr *MessageReader) ReadFrame() (MessageType, []byte, error) {
 		return 0, nil, err
 	}
 	n := varintSize(mr.hdr[0])
-	if err := mr.readFull(mr.hdr[1:n+2], 0, "message type and length"); err != nil {
+	typeEnd := 1
+	if check != nil {
+		if err := mr.readFull(mr.hdr[1:n], 0, "message type"); err != nil {
+			return 0, nil, err
+		}
+		t, _ := ParseVarint(mr.hdr[:n])
+		if err := check(MessageType(t)); err != nil {
+			return MessageType(t), nil, err
+		}
+		typeEnd = n
+	}
+	if err := mr.readFull(mr.hdr[typeEnd:n+2], 0, "message type and length"); err != nil {
 		return 0, nil, err
 	}
 	t, _ := ParseVarint(mr.hdr[:n])
@@ -251,8 +275,19 @@ func (mr *MessageReader) ReadFrame() (MessageType, []byte, error) {
 
 // ReadMessage reads and decodes one message. Byte slices in the message alias
 // the reader's buffer until the next call.
+// A type v does not define is reported as soon as it is read, as
+// ParseMessage reports it.
 func (mr *MessageReader) ReadMessage(v Version) (Message, error) {
-	t, body, err := mr.ReadFrame()
+	prof, err := profileFor(v)
+	if err != nil {
+		return nil, err
+	}
+	t, body, err := mr.ReadFrameOf(func(t MessageType) error {
+		if !prof.HasMessage(t) {
+			return unknownMessage(t, v)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
