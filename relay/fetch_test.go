@@ -188,26 +188,42 @@ func TestC047_C066_FetchForwardedAfterUpstreamOK(t *testing.T) {
 // TestC055_FetchSentToAPublisher: with two publishers of the track, the
 // FETCH goes to at least one (§7.5); one refusing it does not fail the
 // FETCH while the other can answer, whichever the relay asks first.
+// The other publisher of the namespace refuses, or never answers: the FETCH
+// is served by the one that can, held up by fetchStagger at most. Asked in
+// turn, a silent publisher took the whole UpstreamTimeout and the FETCH
+// failed with TIMEOUT.
 func TestC055_FetchSentToAPublisher(t *testing.T) {
-	forSchemes(t, func(t *testing.T, scheme string) {
-		n := startNode(t, scheme, Config{}, nil)
-		refusing := newFetchPub(n, "/pub1", func(r *moqt.FetchRequest) { _ = r.Reject(wire.ReqInternalError, "not now") })
-		serving := newFetchPub(n, "/pub2", nil)
-		writeGroup(t, serving.track, 0, 3)
-		c, _ := n.dial("/sub", nil)
-		ctx := fetchCtx(t)
-		// Several times, as which publisher comes first is not fixed.
-		const rounds = 8
-		for range rounds {
-			f, err := c.Fetch(ctx, testTrack, wire.Params{})
-			require.NoError(t, err)
-			got, err := readFetch(ctx, f)
-			require.NoError(t, err)
-			assert.Equal(t, groupsWant(0, 1, 3, false), locs(got))
-		}
-		assert.Equal(t, int64(rounds), serving.fetches.Load())
-		assert.LessOrEqual(t, refusing.fetches.Load(), int64(rounds))
-	})
+	for _, tc := range []struct {
+		name  string
+		other func(r *moqt.FetchRequest)
+	}{
+		{"other refuses", func(r *moqt.FetchRequest) { _ = r.Reject(wire.ReqInternalError, "not now") }},
+		{"other never answers", func(r *moqt.FetchRequest) { <-r.Context().Done() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forSchemes(t, func(t *testing.T, scheme string) {
+				n := startNode(t, scheme, Config{}, nil)
+				other := newFetchPub(n, "/pub1", tc.other)
+				serving := newFetchPub(n, "/pub2", nil)
+				writeGroup(t, serving.track, 0, 3)
+				c, _ := n.dial("/sub", nil)
+				ctx := fetchCtx(t)
+				// Several times, as which publisher comes first is not fixed.
+				const rounds = 8
+				for range rounds {
+					start := time.Now()
+					f, err := c.Fetch(ctx, testTrack, wire.Params{})
+					require.NoError(t, err)
+					assert.LessOrEqual(t, time.Since(start), fetchStagger, "FETCH_OK within the stagger")
+					got, err := readFetch(ctx, f)
+					require.NoError(t, err)
+					assert.Equal(t, groupsWant(0, 1, 3, false), locs(got))
+				}
+				assert.Equal(t, int64(rounds), serving.fetches.Load())
+				assert.LessOrEqual(t, other.fetches.Load(), int64(rounds))
+			})
+		})
+	}
 }
 
 // cachedRelay sets up a relay whose track entry has an Established

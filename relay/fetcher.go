@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/moqt-go/moqt"
 	"github.com/moqt-go/moqt/internal/filter"
@@ -103,24 +104,82 @@ func withoutSession(pubs []*moqt.Session, s *moqt.Session) []*moqt.Session {
 // upstreamFetch sends FETCH for name with params to the first of pubs
 // that accepts it (§7.5: at least one of them is asked), and returns its
 // Fetch, or the last refusal, and the Range filters the relay must apply
-// itself (fetchFrom).
+// itself (fetchFrom). A publisher that refuses makes way for the next at
+// once; one that has not answered within fetchStagger is kept waiting
+// beside the next: asked strictly in turn, a publisher that never answers
+// held every FETCH of its namespace for the whole of ctx. The first to
+// accept wins; the others' FETCHes are cancelled, or closed if accepted
+// too late.
 func upstreamFetch(ctx context.Context, pubs []*moqt.Session, name wire.FullTrackName, params wire.Params) (*moqt.Fetch, *filter.RangeMatcher, error) {
-	var last error = errNoPublisher
-	for _, s := range pubs {
-		f, local, err := fetchFrom(ctx, s, name, params)
-		if err == nil {
-			return f, local, nil
-		}
-		last = err
-		var re *moqt.RequestError
-		if ctx.Err() != nil || (errors.As(err, &re) && re.Code == wire.ReqUnsupportedExtension) {
-			// Over, or a track this relay must not forward (§3.6):
-			// another publisher of the same track would not change it.
-			break
+	if len(pubs) == 0 {
+		return nil, nil, errNoPublisher
+	}
+	type answer struct {
+		f     *moqt.Fetch
+		local *filter.RangeMatcher
+		err   error
+	}
+	askCtx, cancel := context.WithCancel(ctx)
+	answers := make(chan answer, len(pubs))
+	stagger := time.NewTimer(fetchStagger)
+	defer stagger.Stop()
+	asked, waiting := 0, 0
+	askNext := func() {
+		s := pubs[asked]
+		asked++
+		waiting++
+		stagger.Reset(fetchStagger)
+		go func() {
+			f, local, err := fetchFrom(askCtx, s, name, params)
+			answers <- answer{f, local, err}
+		}()
+	}
+	// finish cancels the FETCHes still waiting and closes any accepted
+	// after the outcome was settled.
+	finish := func() {
+		cancel()
+		for range waiting {
+			go func() {
+				if a := <-answers; a.err == nil {
+					_ = a.f.Close()
+				}
+			}()
 		}
 	}
+	askNext()
+	var last error
+	for waiting > 0 {
+		select {
+		case a := <-answers:
+			waiting--
+			if a.err == nil {
+				finish()
+				return a.f, a.local, nil
+			}
+			last = a.err
+			var re *moqt.RequestError
+			if ctx.Err() != nil || (errors.As(a.err, &re) && re.Code == wire.ReqUnsupportedExtension) {
+				// Over, or a track this relay must not forward (§3.6):
+				// another publisher of the same track would not change it.
+				finish()
+				return nil, nil, last
+			}
+			if asked < len(pubs) {
+				askNext()
+			}
+		case <-stagger.C:
+			if asked < len(pubs) {
+				askNext()
+			}
+		}
+	}
+	cancel()
 	return nil, nil, last
 }
+
+// fetchStagger is how long upstreamFetch waits for one publisher's answer
+// before asking the next one too.
+const fetchStagger = 500 * time.Millisecond
 
 // fetchFrom sends s a FETCH for name with params, fitted to what the
 // publisher's session can carry:

@@ -460,7 +460,8 @@ func (reg *registry) publishDownstream(ctx context.Context, s *moqt.Session, nam
 
 // serveTrackStatus answers TRACK_STATUS (§9.13) from the track when it has an
 // Established upstream, or ended and was kept (its final Largest Object,
-// Config.KeepEnded), else from the first of its publishers that answers.
+// Config.KeepEnded), else from the first of its publishers that answers
+// (firstStatus).
 func (reg *registry) serveTrackStatus(r *moqt.TrackStatusRequest) {
 	var track *moqt.LocalTrack
 	if e := reg.lookup(r.Track); e != nil {
@@ -488,19 +489,45 @@ func (reg *registry) serveTrackStatus(r *moqt.TrackStatusRequest) {
 		reg.refuse(r, wire.ReqDoesNotExist, "no publisher", OutcomeNotFound)
 		return
 	}
-	var last error
-	for _, s := range pubs {
-		ts, err := s.TrackStatus(ctx, r.Track, wire.Params{})
-		if err == nil {
-			if r.Accept(ts.Largest, ts.Properties) != nil {
-				reg.reqDone(KindTrackStatus, OutcomeRefused)
-				return
-			}
-			reg.reqDone(KindTrackStatus, OutcomeOK)
-			return
-		}
-		last = err
+	ts, err := firstStatus(ctx, pubs, r.Track)
+	if err != nil {
+		re := requestErrorOf(err)
+		reg.refuse(r, re.Code, re.Reason, OutcomeRefused)
+		return
 	}
-	re := requestErrorOf(last)
-	reg.refuse(r, re.Code, re.Reason, OutcomeRefused)
+	if r.Accept(ts.Largest, ts.Properties) != nil {
+		reg.reqDone(KindTrackStatus, OutcomeRefused)
+		return
+	}
+	reg.reqDone(KindTrackStatus, OutcomeOK)
+}
+
+// firstStatus asks each of pubs for name's status at once and returns the
+// first answer, or the last refusal when every one refused. Asked in turn,
+// a publisher that never answers held the others back for the whole of
+// ctx: a session announcing the namespace and ignoring requests made every
+// TRACK_STATUS for its tracks fail with TIMEOUT.
+func firstStatus(ctx context.Context, pubs []*moqt.Session, name wire.FullTrackName) (*moqt.TrackStatus, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the others' requests end with it
+	type answer struct {
+		ts  *moqt.TrackStatus
+		err error
+	}
+	answers := make(chan answer, len(pubs))
+	for _, s := range pubs {
+		go func() {
+			ts, err := s.TrackStatus(ctx, name, wire.Params{})
+			answers <- answer{ts, err}
+		}()
+	}
+	var last error
+	for range pubs {
+		a := <-answers
+		if a.err == nil {
+			return a.ts, nil
+		}
+		last = a.err
+	}
+	return nil, last
 }

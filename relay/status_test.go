@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -51,4 +52,50 @@ func TestTrackStatusAskedUpstreamWithoutSubscription(t *testing.T) {
 		_, err = c.TrackStatus(ctx, wire.FullTrackName{Namespace: wire.NewNamespace("vod"), Name: []byte("x")}, wire.Params{})
 		assert.Equal(t, wire.ReqDoesNotExist, requestCode(t, err), "no publisher")
 	})
+}
+
+// silentStatusPublisher never answers TRACK_STATUS: it holds each until the
+// relay gives up on it.
+func silentStatusPublisher(r moqt.Request) {
+	if tr, ok := r.(*moqt.TrackStatusRequest); ok {
+		<-tr.Context().Done()
+		return
+	}
+	moqt.DefaultHandler.ServeMOQT(r)
+}
+
+// A publisher of the namespace that never answers does not hold up another's
+// answer, whichever announced first: asked in turn, the silent one took the
+// whole UpstreamTimeout and the TRACK_STATUS failed with TIMEOUT (moqt sub
+// gave up on a track that was published, with 30 such sessions announcing
+// its namespace to moqt relay).
+func TestTrackStatusNotHeldBySilentPublisher(t *testing.T) {
+	for _, silentFirst := range []bool{true, false} {
+		t.Run(fmt.Sprint("silent first ", silentFirst), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := startNode(t, "moqt", Config{}, nil)
+				tr, err := moqt.NewLocalTrack(testTrack, nil)
+				require.NoError(t, err)
+				tr.SetLargest(wire.Location{Group: 2, Object: 3})
+				honest := &statusPublisher{track: tr, asked: make(chan struct{}, 4)}
+				announce := func(path string, h moqt.Handler) {
+					_, ps := n.dial(path, h)
+					n.relay.reg.addAnnouncer(ps, wire.NewNamespace("live"))
+				}
+				if silentFirst {
+					announce("/silent", moqt.HandlerFunc(silentStatusPublisher))
+				}
+				announce("/pub", honest)
+				if !silentFirst {
+					announce("/silent", moqt.HandlerFunc(silentStatusPublisher))
+				}
+				c, _ := n.dial("/sub", nil)
+				start := time.Now()
+				ts, err := c.TrackStatus(context.Background(), testTrack, wire.Params{})
+				require.NoError(t, err)
+				assert.Equal(t, wire.Some(wire.Location{Group: 2, Object: 3}), ts.Largest)
+				assert.Zero(t, time.Since(start), "answered without waiting for the silent publisher")
+			})
+		})
+	}
 }
