@@ -167,7 +167,11 @@ func TestFetchDataBeforeFetchOK(t *testing.T) {
 }
 
 // TestFetchRequestErrorAfterObjects: objects sent before a REQUEST_ERROR
-// are discarded and the data stream stopped (§3.2.1).
+// are discarded and the data stream stopped (§3.2.1); the publisher's FIN
+// after it has this end finish its direction (§6.4.2.2). Without that FIN a
+// publisher whose refusals a relay forwarded waited in Close for the relay
+// to finish the streams: moqt pub exited 1 after a minute, "33 request(s)
+// not confirmed", when a hostile client sent FETCHes through moqt relay.
 func TestFetchRequestErrorAfterObjects(t *testing.T) {
 	forClientSessions(t, "reqerr", func(t *testing.T, connect fakeConnector) {
 		s, fp := connect(t, nil)
@@ -180,6 +184,7 @@ func TestFetchRequestErrorAfterObjects(t *testing.T) {
 		require.ErrorAs(t, res.err, &re)
 		assert.Equal(t, wire.ReqInvalidRange, re.Code)
 		assert.Equal(t, uint64(wire.ResetCancelled), expectStopped(t, str))
+		req.expectFIN()
 	})
 }
 
