@@ -13,8 +13,8 @@ import (
 )
 
 // TestWriteMarkedWithinConnectionWindow: a stream opened while the peer's
-// connection window is full, its first bytes written with WriteMarked and
-// then reset, leaves the connection up. With a reliable boundary over
+// connection window is full, its first bytes written with WriteMarked, or
+// with Write, and then reset, leaves the connection up. With a reliable boundary over
 // bytes quic-go buffered without flow-control credit, the reset declared
 // them in its final size and the peer closed the connection with
 // FLOW_CONTROL_ERROR (a subscriber cut off with its window full lost its
@@ -43,6 +43,13 @@ func TestWriteMarkedWithinConnectionWindow(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 6, m)
 		cut.CancelWrite(7)
+		// A plain Write marks nothing; over WebTransport, webtransport-go
+		// marked the stream header it wrote first (a FETCH's stream).
+		plain, err := server.OpenUniStreamSync(ctx)
+		require.NoError(t, err)
+		_, err = plain.Write([]byte{0x05, 1, 2})
+		require.NoError(t, err)
+		plain.CancelWrite(7)
 
 		// Only now does the client read: the whole of the first stream
 		// arrives, on a connection the reset did not end.

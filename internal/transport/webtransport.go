@@ -135,16 +135,21 @@ func (c *wtConn) OpenUniStream() (SendStream, error) {
 }
 
 // bidi and uni start a stream at the urgency a raw QUIC one starts with
-// (see quicConn), placed among the HTTP/3 streams (wtUrgency).
+// (see quicConn), placed among the HTTP/3 streams (wtUrgency). A stream
+// this end opens has its WebTransport header sent at once (sendHeader).
 func (c *wtConn) bidi(s *webtransport.Stream) wtStream {
 	str := wtStream{s, c}
 	str.SetPriority(UrgencyRequest, true)
+	if send := bidiSend(s); send != nil {
+		sendHeader(send)
+	}
 	return str
 }
 
 func (c *wtConn) uni(s *webtransport.SendStream) wtSendStream {
 	str := wtSendStream{s, c}
 	str.SetPriority(UrgencyControl, false)
+	sendHeader(s)
 	return str
 }
 

@@ -1,13 +1,10 @@
 package transport
 
 import (
-	"errors"
 	"reflect"
-	"slices"
 	"sync"
 	"unsafe"
 
-	"github.com/quic-go/quic-go"
 	"github.com/quic-go/webtransport-go"
 )
 
@@ -64,10 +61,12 @@ func setWTPriority(s *webtransport.SendStream, urgency int8, incremental bool) {
 }
 
 // wtHeader is a WebTransport send stream's pending stream header, which
-// webtransport-go writes before the first bytes of the first Write, under
-// mu, setting a reliable boundary over it: over a connection whose window
-// is full that boundary is the FLOW_CONTROL_ERROR WriteMarked avoids, so
-// WriteMarked writes the header itself.
+// webtransport-go writes before the first bytes of the first Write (or
+// in CancelWrite and Close), under mu, setting a reliable boundary over
+// it: over a connection whose window is full that boundary is the
+// FLOW_CONTROL_ERROR WriteMarked avoids (reliable.go), for any stream this
+// end opens, a FETCH's or a request's too. So sendHeader writes it as the
+// stream opens, without the boundary.
 type wtHeader struct {
 	mu       *sync.Mutex
 	hdr      *[]byte
@@ -82,6 +81,37 @@ func headerOf(s *webtransport.SendStream) wtHeader {
 		hdr:      (*[]byte)(at(wtFields.hdr)),
 		writeErr: (*error)(at(wtFields.writeErr)),
 	}
+}
+
+// sendHeader writes s's stream header to the QUIC stream under it, where
+// webtransport-go has not yet: reserved against flow control where it can
+// be at once, else buffered, never marked reliable.
+func sendHeader(s *webtransport.SendStream) {
+	u := quicUnder(s)
+	if u == nil {
+		return
+	}
+	h := headerOf(s)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if *h.writeErr != nil || len(*h.hdr) == 0 {
+		return
+	}
+	if u.TryWriteAll(*h.hdr) == nil {
+		*h.hdr = nil
+		return
+	}
+	if _, err := u.Write(*h.hdr); err == nil { // a new stream's first bytes: taken at once
+		*h.hdr = nil
+	}
+}
+
+// headerSent reports whether s's stream header is written (sendHeader).
+func headerSent(s *webtransport.SendStream) bool {
+	h := headerOf(s)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(*h.hdr) == 0
 }
 
 // wtFields locates webtransport.SendStream's unexported fields: str, an
@@ -118,39 +148,22 @@ var wtFields = func() (r struct {
 	return r
 }()
 
-// WriteMarked is writeMarked on the QUIC stream under s, with the
-// WebTransport stream header, if not yet sent, in front: reserved with
-// the first bytes where flow control takes them at once, and otherwise
-// written unmarked, the rest through webtransport-go's Write.
+// WriteMarked is writeMarked on the QUIC stream under s, its header
+// already sent (sendHeader); the rest of b, and any error, through
+// webtransport-go's Write.
 func (s wtSendStream) WriteMarked(b []byte) (int, error) {
 	u := quicUnder(s.s)
-	if u == nil {
+	if u == nil || !headerSent(s.s) {
 		return s.Write(b)
 	}
-	h := headerOf(s.s)
-	h.mu.Lock()
-	if *h.writeErr != nil {
-		h.mu.Unlock()
-		return s.Write(b) // which reports it
-	}
-	hdr := *h.hdr
 	k := min(len(b), maxMarked)
-	err := u.TryWriteAll(append(slices.Clip(hdr), b[:k]...))
-	switch {
-	case err == nil:
-		*h.hdr = nil
-		h.mu.Unlock()
-		u.SetReliableBoundary()
-		if k == len(b) {
-			return k, nil
-		}
-		n, err := s.Write(b[k:])
-		return k + n, err
-	case errors.Is(err, quic.ErrWouldBlock) && len(hdr) > 0:
-		if _, err := u.Write(hdr); err == nil {
-			*h.hdr = nil
-		}
+	if u.TryWriteAll(b[:k]) != nil {
+		return s.Write(b) // flow control cannot take it at once, or the stream's error, which Write reports
 	}
-	h.mu.Unlock()
-	return s.Write(b)
+	u.SetReliableBoundary()
+	if k == len(b) {
+		return k, nil
+	}
+	n, err := s.Write(b[k:])
+	return k + n, err
 }
