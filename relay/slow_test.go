@@ -75,3 +75,32 @@ func TestStalledSubscriberHoldsUpNobody(t *testing.T) {
 		})
 	})
 }
+
+// TestUpstreamTooFarBehindNotPassedOn: a publisher that cuts the relay off
+// as too far behind ends the relay's own subscription, not its
+// subscribers': they are told INTERNAL_ERROR, with the publisher's code and
+// reason in the reason, not TOO_FAR_BEHIND, which says that the relay's
+// queue to them passed its limit (§12.4). `moqt pub` of a file faster than
+// a 10 % lossy link cut the relay so, and both `moqt sub`s behind it said
+// "this subscriber fell too far behind", having received nothing. The same
+// for UPDATE_FAILED, the relay's REQUEST_UPDATE.
+func TestUpstreamTooFarBehindNotPassedOn(t *testing.T) {
+	for _, code := range []wire.PublishDoneCode{wire.DoneTooFarBehind, wire.DoneUpdateFailed} {
+		t.Run(code.String(), func(t *testing.T) {
+			forSchemes(t, func(t *testing.T, scheme string) {
+				n := startNode(t, scheme, Config{}, nil)
+				pub := n.newPublisher("/pub", testTrack, nil)
+				n.announce(pub, wire.NewNamespace("live"))
+				c, _ := n.dial("/sub", nil)
+				sub, err := subscribe(t, c, testTrack, wire.Params{})
+				require.NoError(t, err)
+				pub.track.End(code, "queue full")
+				assert.Equal(t, wire.DoneInternalError, doneCode(t, sub))
+				var de *moqt.DoneError
+				require.ErrorAs(t, sub.Err(), &de)
+				assert.Contains(t, de.Reason, code.String())
+				assert.Contains(t, de.Reason, "queue full")
+			})
+		})
+	}
+}

@@ -212,7 +212,8 @@ func (e *trackEntry) makeTrackLocked(sub *moqt.Subscription) bool {
 // upstreamEnded handles the end of an Established upstream subscription. A
 // Malformed Track ends the track downstream with MALFORMED_TRACK (§12.1);
 // the last publisher's PUBLISH_DONE ends it with the same status, or with
-// INTERNAL_ERROR when data streams it counted never came; the end
+// INTERNAL_ERROR when data streams it counted never came or the status is
+// about the relay's own subscription (relaysOwn); the end
 // of a publisher's session with INTERNAL_ERROR. The track also ends when
 // the publishers left are all behind it (restartedLocked).
 func (e *trackEntry) upstreamEnded(u *upstream, err error) {
@@ -231,6 +232,12 @@ func (e *trackEntry) upstreamEnded(u *upstream, err error) {
 		// lacks them.
 		code, reason = wire.DoneInternalError, fmt.Sprintf("%d of the publisher's %d data streams never reached the relay (it said %s: %s)",
 			done.Missing, done.StreamCount, done.Code, done.Reason)
+	case done != nil && relaysOwn(done.Code):
+		// The code is about the relay's own subscription, not the track
+		// (§12.4: TOO_FAR_BEHIND is the publisher's queue "to the given
+		// subscriber"): passed on, it would tell each subscriber that it
+		// fell behind, or that its update failed.
+		code, reason = wire.DoneInternalError, fmt.Sprintf("the publisher ended the relay's own subscription (%s: %s)", done.Code, done.Reason)
 	case done != nil:
 		code, reason = done.Code, done.Reason
 	}
@@ -266,6 +273,13 @@ func (e *trackEntry) upstreamEnded(u *upstream, err error) {
 	e.mu.Unlock()
 	closeAll(others)
 	end()
+}
+
+// relaysOwn reports whether a PUBLISH_DONE code describes the relay's
+// upstream subscription itself rather than the track: the relay's queue
+// at the publisher, or the relay's REQUEST_UPDATE.
+func relaysOwn(c wire.PublishDoneCode) bool {
+	return c == wire.DoneTooFarBehind || c == wire.DoneUpdateFailed
 }
 
 // restartedLocked reports whether no publisher left has reached the
