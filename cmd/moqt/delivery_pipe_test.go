@@ -55,11 +55,8 @@ func TestPubFailsWhenDeliveryUnconfirmed(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-				track, err := moqt.NewLocalTrack(pipeTrack, nil)
-				require.NoError(t, err)
-				var stderr lockedBuffer
-				n := &narrator{w: &stderr, prefix: "moqt pub: "}
-				p := &publisher{n: n, track: track, watched: make(chan struct{})}
+				p, stderr := pipePublisher(t)
+				n := p.n
 				// The subscriber leaves its data unread for a minute, stall
 				// watchdog off, so that it finishes its request stream
 				// only when it reads.
@@ -92,6 +89,16 @@ func TestPubFailsWhenDeliveryUnconfirmed(t *testing.T) {
 			})
 		})
 	}
+}
+
+// pipePublisher is moqt pub's publisher of pipeTrack, before its session
+// is set, and its stderr.
+func pipePublisher(t *testing.T) (*publisher, *lockedBuffer) {
+	t.Helper()
+	track, err := moqt.NewLocalTrack(pipeTrack, nil)
+	require.NoError(t, err)
+	stderr := &lockedBuffer{}
+	return &publisher{n: &narrator{w: stderr, prefix: "moqt pub: "}, track: track, watched: make(chan struct{})}, stderr
 }
 
 // pipeTrackServed is pipeTrack, served over a Pipe to client, whose
@@ -364,4 +371,31 @@ func TestTimedOutRangeFails(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestPubFailsWhenItCutASubscriber: a subscriber (a relay, say) that falls
+// too far behind a file being published is cut off, and lacks objects:
+// moqt pub says so and fails, where it said "a subscriber left" and exited
+// 0, as if what it wrote had been delivered (a 6 MiB file through moqt
+// relay over a 10 % lossy link: the relay cut off, both subscribers behind
+// it with nothing).
+func TestPubFailsWhenItCutASubscriber(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		p, stderr := pipePublisher(t)
+		n := p.n
+		client, server := moqttest.Pair(t, transport.PipeConfig{StreamWindow: 16 << 10},
+			&moqt.Config{Handler: moqt.HandlerFunc(p.serve), MaxSubscriberBacklog: 64 << 10},
+			&moqt.Config{ReadStallTimeout: -1})
+		p.sess = server
+		_, err := client.Subscribe(ctx, pipeTrack, wire.Params{})
+		require.NoError(t, err)
+		// It never reads.
+		err = runPub(ctx, n, p, bytes.NewReader(make([]byte, 1<<20)), &pubOptions{size: 16 << 10})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "1 subscriber(s) fell too far behind and were cut off")
+		assert.Contains(t, stderr.String(), "a subscriber fell too far behind and was cut off, lacking objects (TOO_FAR_BEHIND")
+		assert.NotContains(t, stderr.String(), "moqt pub: ended")
+	})
 }

@@ -170,8 +170,12 @@ func runPub(ctx context.Context, n *narrator, p *publisher, in io.Reader, o *pub
 					n.say("the last line had no newline: moqt sub -lines will write one")
 				}
 				n.say("end of %s: %s; ending the track", source, g.summary())
-				if err := p.end(wire.DoneTrackEnded, "end of input"); err != nil {
-					return err
+				endErr := p.end(wire.DoneTrackEnded, "end of input")
+				if err := p.cutOff(); err != nil {
+					return errors.Join(err, endErr)
+				}
+				if endErr != nil {
+					return endErr
 				}
 				n.say("ended")
 				return nil

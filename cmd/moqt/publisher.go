@@ -40,6 +40,12 @@ type publisher struct {
 	watched     chan struct{}
 	watchedOnce sync.Once
 	subs        atomic.Int64 // subscriptions served now
+	// cut counts the subscriptions this end cut off for falling too far
+	// behind (TOO_FAR_BEHIND, EXCESSIVE_LOAD): they lack objects. live
+	// holds those not yet narrated as gone, which cutOff checks too.
+	mu   sync.Mutex
+	cut  int
+	live map[*moqt.ServedSubscription]struct{}
 }
 
 // startPublisher dials url, makes the track, and announces or offers it.
@@ -131,9 +137,55 @@ func (p *publisher) joined(ss *moqt.ServedSubscription, what string) {
 	} else {
 		p.n.say("%s, paused: no one receives it yet (%d now)", what, n)
 	}
+	p.mu.Lock()
+	if p.live == nil {
+		p.live = map[*moqt.ServedSubscription]struct{}{}
+	}
+	p.live[ss] = struct{}{}
+	p.mu.Unlock()
 	context.AfterFunc(ss.Context(), func() {
-		p.n.say("a subscriber left (%d now)", p.subs.Add(-1))
+		left := p.subs.Add(-1)
+		p.mu.Lock()
+		delete(p.live, ss)
+		done, cut := cutOffBy(ss)
+		if cut {
+			p.cut++
+		}
+		p.mu.Unlock()
+		if cut {
+			p.n.warn("a subscriber fell too far behind and was cut off, lacking objects (%s: %s) (%d now)", done.Code, done.Reason, left)
+			return
+		}
+		p.n.say("a subscriber left (%d now)", left)
 	})
+}
+
+// cutOffBy reports whether this end cut ss off for falling too far behind,
+// and how it told it.
+func cutOffBy(ss *moqt.ServedSubscription) (*moqt.DoneError, bool) {
+	var done *moqt.DoneError
+	if errors.As(ss.Err(), &done) && (done.Code == wire.DoneTooFarBehind || done.Code == wire.DoneExcessiveLoad) {
+		return done, true
+	}
+	return nil, false
+}
+
+// cutOff fails when subscriptions were cut off for falling too far behind:
+// what was written did not reach them all. Those whose end is not
+// narrated yet are looked at too.
+func (p *publisher) cutOff() error {
+	p.mu.Lock()
+	k := p.cut
+	for ss := range p.live {
+		if _, cut := cutOffBy(ss); cut {
+			k++
+		}
+	}
+	p.mu.Unlock()
+	if k > 0 {
+		return fmt.Errorf("%d subscriber(s) fell too far behind and were cut off: they lack objects (through a relay, so do its subscribers)", k)
+	}
+	return nil
 }
 
 // onUpdate narrates the Forward state a relay sets as its own subscribers
