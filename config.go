@@ -97,11 +97,14 @@ type Config struct {
 	// PUBLISH_OK arrives (§3.1); later ones wait for the answer. Default
 	// 64.
 	MaxEarlyObjects int
-	// DoneLinger is how long a subscription keeps receiving late streams
-	// after PUBLISH_DONE when they have not all arrived (§9.9). Default 2s.
+	// DoneLinger is how long, after PUBLISH_DONE, a subscription keeps
+	// waiting for its streams once none of its data has come for that
+	// long: for late streams (§9.9), and for the ones open to be read
+	// before this end finishes its request stream. Default 2s.
 	DoneLinger time.Duration
-	// Slow subscribers (see SubgroupWriter). No subscriber holds up the
-	// publisher, or another subscriber, for longer than SubscriberGrace:
+	// Slow subscribers (see SubgroupWriter). No subscriber holds up
+	// another, or a publisher it cannot keep pace with while another
+	// subscriber does, for longer than SubscriberGrace:
 	// what its streams cannot take by then is queued for it, and a
 	// subscription that falls too far behind ends with PUBLISH_DONE
 	// TOO_FAR_BEHIND, its data streams reset with TOO_FAR_BEHIND first.
@@ -155,15 +158,17 @@ type Config struct {
 	// is bounded by it); Dial uses none, the session being bounded by
 	// MaxSessionBacklog alone.
 	SharedBacklog *BacklogBudget
-	// SubscriberGrace bounds how long a write to a track waits for its
-	// subscribers. An object going to one subscription is written with
-	// back-pressure: the write blocks while that subscriber is slow, up to
-	// the grace, so a bulk publisher goes at its subscriber's pace. An
-	// object going to several waits at most 5 ms for each, then, if every
-	// one of them had to queue, up to the grace for the first to catch up.
-	// A subscription whose queued bytes are taken by none of its streams
-	// for a whole grace (a subscriber that stopped reading, or died) is
-	// too far behind. Default 2s.
+	// SubscriberGrace bounds how long a write to a track waits for
+	// subscribers that take nothing. An object going to one subscription
+	// is written with back-pressure: the write blocks while that
+	// subscriber is slow, up to the grace, so a bulk publisher goes at its
+	// subscriber's pace. An object going to several waits at most 5 ms for
+	// each. If every one of them had to queue, the write then waits for
+	// the first to catch up, a grace at a time while their queues move
+	// (SubgroupWriter.SetWriteDeadline bounds the whole). A subscription
+	// whose queued bytes are taken by none of its streams for a whole
+	// grace (a subscriber that stopped reading, or died) is too far
+	// behind. Default 2s.
 	SubscriberGrace time.Duration
 
 	// Subscription lifecycle (publisher side).

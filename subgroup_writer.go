@@ -566,11 +566,18 @@ func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun int
 }
 
 // settle returns once a target of the write just made has taken it, or
-// has caught up with its backlog, or none is left, or the write's wait is
-// over (waitUntil), or Close or Reset interrupt it: within that bound the
-// publisher goes at the pace of its fastest subscriber. Targets holding
-// objects for PUBLISH_OK are not waited for. The caller holds the turn.
+// has caught up with its backlog, or none is left, or Close or Reset
+// interrupt it, or no target's backlog has taken a byte for a whole wait
+// (waitUntil, from the write's start, then from the last progress): the
+// publisher goes at the pace of its fastest subscriber while that one
+// makes progress, as on flow control. A wait bounded from the write's
+// start alone let a bulk publisher run ahead of its only subscriber on a
+// slow path (1 MiB objects over a 10 % lossy link), fill its backlog and
+// cut it off with TOO_FAR_BEHIND. SetWriteDeadline still bounds the whole.
+// Targets holding objects for PUBLISH_OK are not waited for. The caller
+// holds the turn.
 func (w *SubgroupWriter) settle(begun int64) {
+	last := w.backlogTaken()
 	for {
 		var until int64 // mono.Now; 0 for none
 		for _, out := range w.targets {
@@ -588,13 +595,33 @@ func (w *SubgroupWriter) settle(begun int64) {
 		if until == 0 {
 			return // no target to wait for: no clock read
 		}
-		wait := time.Duration(until - mono.Now())
-		if wait <= 0 || w.sq.Stopped() {
+		now := mono.Now()
+		if until <= now {
+			// Over, unless the backlogs took bytes meanwhile: then
+			// the wait starts again from now, within SetWriteDeadline.
+			taken := w.backlogTaken()
+			if u := w.userDeadline.Load(); taken == last || u != 0 && u <= now {
+				return
+			}
+			last, begun = taken, now
+			continue
+		}
+		if w.sq.Stopped() {
 			return
 		}
 		w.targets[0].ss.sess.hook(func(h *sessionHooks) func() { return h.publisherWaits })
-		if !w.sq.Await(wait) {
+		if !w.sq.Await(time.Duration(until-now)) && w.sq.Stopped() {
 			return
 		}
 	}
+}
+
+// backlogTaken counts the writes of the targets' backlogs that took bytes
+// (sendq.Group.Taken): it moves while one of them makes progress.
+func (w *SubgroupWriter) backlogTaken() uint64 {
+	var n uint64
+	for _, out := range w.targets {
+		n += out.ss.wp.group.Taken()
+	}
+	return n
 }
