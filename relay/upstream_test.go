@@ -27,6 +27,9 @@ func doneCode(t *testing.T, sub *moqt.Subscription) wire.PublishDoneCode {
 	}
 	var de *moqt.DoneError
 	require.True(t, errors.As(sub.Err(), &de), "want PUBLISH_DONE, got %v", sub.Err())
+	if de.Code != wire.DoneTrackEnded {
+		t.Logf("PUBLISH_DONE %v", de)
+	}
 	return de.Code
 }
 
