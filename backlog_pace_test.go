@@ -48,22 +48,11 @@ func TestBacklogLoneSlowReaderPacesPublisher(t *testing.T) {
 		// 4 KiB every 100 ms: 40 KB/s.
 		r, err := sub.AcceptSubgroup(ctx)
 		require.NoError(t, err)
-		buf := make([]byte, 4<<10)
 		for id := range uint64(n) {
 			o, err := r.Next()
 			require.NoError(t, err, "object %d", id)
 			require.Equal(t, id, o.Location.Object)
-			var got []byte
-			for {
-				k, err := r.Read(buf)
-				got = append(got, buf[:k]...)
-				if err == io.EOF {
-					break
-				}
-				require.NoError(t, err)
-				time.Sleep(100 * time.Millisecond)
-			}
-			require.Equal(t, payloadOf(id, size), got, "object %d", id)
+			require.Equal(t, payloadOf(id, size), readPayloadSlowly(t, r, 4<<10, 100*time.Millisecond), "object %d", id)
 		}
 		_, err = r.Next()
 		assert.ErrorIs(t, err, io.EOF)
@@ -71,4 +60,21 @@ func TestBacklogLoneSlowReaderPacesPublisher(t *testing.T) {
 		assert.NoError(t, sub.Err())
 		assert.NoError(t, context.Cause(ss.Context()))
 	})
+}
+
+// readPayloadSlowly reads the current object's payload from r, chunk
+// bytes at a time, one read every d.
+func readPayloadSlowly(t *testing.T, r *SubgroupReader, chunk int, d time.Duration) []byte {
+	t.Helper()
+	buf := make([]byte, chunk)
+	var got []byte
+	for {
+		k, err := r.Read(buf)
+		got = append(got, buf[:k]...)
+		if err == io.EOF {
+			return got
+		}
+		require.NoError(t, err, "after %d bytes", len(got))
+		time.Sleep(d)
+	}
 }

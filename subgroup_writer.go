@@ -17,28 +17,6 @@ import (
 	"github.com/moqt-go/moqt/wire"
 )
 
-// SubgroupOptions shape a subgroup's streams (§2.2, §11.3.1).
-type SubgroupOptions struct {
-	// Priority is the Publisher Priority of the subgroup. Unset, the
-	// header omits it and the subgroup inherits the track's
-	// DEFAULT_PUBLISHER_PRIORITY (the DEFAULT_PRIORITY flag).
-	Priority wire.Opt[uint8]
-	// EndOfGroup marks the subgroup that holds the group's largest object,
-	// so a FIN tells the subscriber the group is complete.
-	EndOfGroup bool
-	// SubgroupIDIsFirstObject encodes the Subgroup ID as the ID of the
-	// subgroup's first object (SUBGROUP_ID_MODE 1); the first object
-	// written must then have the Subgroup ID as its Object ID.
-	SubgroupIDIsFirstObject bool
-	// Properties allows Object Properties on this subgroup's objects (the
-	// PROPERTIES flag: every object then carries a properties block).
-	Properties bool
-	// Joined says the first object written is not the first ever
-	// published in the subgroup, as for a relay that joined it late: no
-	// stream then carries FIRST_OBJECT (§2.2).
-	Joined bool
-}
-
 // SubgroupWriter publishes the objects of one subgroup (§2.2) to every
 // subscription of its track. Each subscription whose filters an object
 // passes gets its own stream (§11.3), opened when the first such object is
@@ -47,16 +25,14 @@ type SubgroupOptions struct {
 // for concurrent use, though objects are written one at a time, in
 // increasing Object ID order.
 //
-// A write never waits on its subscribers for longer than
-// Config.SubscriberGrace (or the writer's SetWriteDeadline, if earlier):
-// what a subscription's stream has not taken by then is queued for it,
-// and a subscription that falls too far behind (its queue would pass
-// Config.MaxSubscriberBacklog, or it takes nothing for a whole grace) is
-// ended with PUBLISH_DONE TOO_FAR_BEHIND, its streams reset with
-// TOO_FAR_BEHIND. Within that bound the publisher goes at
-// the pace of its fastest subscriber: a bulk publisher faster than its
-// only subscriber is held back, not cut off, while that subscriber makes
-// progress. Close and Reset interrupt a write in progress.
+// A write waits on subscribers that take nothing no longer than
+// Config.SubscriberGrace (or SetWriteDeadline, if earlier): what a stream
+// has not taken by then is queued for it, and a subscription that falls
+// too far behind (its queue would pass Config.MaxSubscriberBacklog, or it
+// takes nothing for a whole grace) ends with PUBLISH_DONE TOO_FAR_BEHIND,
+// its streams reset with TOO_FAR_BEHIND. While every subscriber is behind,
+// the publisher goes at the pace of the fastest that makes progress
+// (settle). Close and Reset interrupt a write in progress.
 //
 // On raw QUIC each stream is scheduled by the subscription's subscriber
 // priority, the subgroup's publisher priority and the group order (§5.1).
@@ -566,16 +542,12 @@ func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun int
 }
 
 // settle returns once a target of the write just made has taken it, or
-// has caught up with its backlog, or none is left, or Close or Reset
-// interrupt it, or no target's backlog has taken a byte for a whole wait
-// (waitUntil, from the write's start, then from the last progress): the
-// publisher goes at the pace of its fastest subscriber while that one
-// makes progress, as on flow control. A wait bounded from the write's
-// start alone let a bulk publisher run ahead of its only subscriber on a
-// slow path (1 MiB objects over a 10 % lossy link), fill its backlog and
-// cut it off with TOO_FAR_BEHIND. SetWriteDeadline still bounds the whole.
-// Targets holding objects for PUBLISH_OK are not waited for. The caller
-// holds the turn.
+// caught up with its backlog, or none is left, or Close or Reset interrupt
+// it, or no target's backlog has taken a byte for a whole wait (waitUntil,
+// from the write's start, then from the last progress, within
+// SetWriteDeadline): as on flow control, a publisher goes at the pace of
+// its fastest subscriber while that one makes progress. Targets holding
+// objects for PUBLISH_OK are not waited for. The caller holds the turn.
 func (w *SubgroupWriter) settle(begun int64) {
 	last := w.backlogTaken()
 	for {
@@ -616,8 +588,7 @@ func (w *SubgroupWriter) settle(begun int64) {
 	}
 }
 
-// backlogTaken counts the writes of the targets' backlogs that took bytes
-// (sendq.Group.Taken): it moves while one of them makes progress.
+// backlogTaken moves while a target's backlog takes bytes (Group.Taken).
 func (w *SubgroupWriter) backlogTaken() uint64 {
 	var n uint64
 	for _, out := range w.targets {

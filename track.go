@@ -505,6 +505,28 @@ func (t *LocalTrack) WriteDatagram(o Object) error {
 	return firstErr
 }
 
+// SubgroupOptions shape a subgroup's streams (§2.2, §11.3.1).
+type SubgroupOptions struct {
+	// Priority is the Publisher Priority of the subgroup. Unset, the
+	// header omits it and the subgroup inherits the track's
+	// DEFAULT_PUBLISHER_PRIORITY (the DEFAULT_PRIORITY flag).
+	Priority wire.Opt[uint8]
+	// EndOfGroup marks the subgroup that holds the group's largest object,
+	// so a FIN tells the subscriber the group is complete.
+	EndOfGroup bool
+	// SubgroupIDIsFirstObject encodes the Subgroup ID as the ID of the
+	// subgroup's first object (SUBGROUP_ID_MODE 1); the first object
+	// written must then have the Subgroup ID as its Object ID.
+	SubgroupIDIsFirstObject bool
+	// Properties allows Object Properties on this subgroup's objects (the
+	// PROPERTIES flag: every object then carries a properties block).
+	Properties bool
+	// Joined says the first object written is not the first ever
+	// published in the subgroup, as for a relay that joined it late: no
+	// stream then carries FIRST_OBJECT (§2.2).
+	Joined bool
+}
+
 // OpenSubgroup starts publishing subgroup subgroup of group. Streams open
 // lazily, per subscription, when an object passes its filters.
 func (t *LocalTrack) OpenSubgroup(group, subgroup uint64, opts SubgroupOptions) *SubgroupWriter {

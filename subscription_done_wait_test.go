@@ -47,18 +47,7 @@ func TestCloseWaitsForSlowReader(t *testing.T) {
 		require.NoError(t, err)
 		_, err = r.Next()
 		require.NoError(t, err)
-		var got []byte
-		buf := make([]byte, 2<<10)
-		for {
-			n, err := r.Read(buf)
-			got = append(got, buf[:n]...)
-			if err == io.EOF {
-				break
-			}
-			require.NoError(t, err, "after %d bytes", len(got))
-			time.Sleep(500 * time.Millisecond)
-		}
-		assert.Equal(t, payload, got)
+		assert.Equal(t, payload, readPayloadSlowly(t, r, 2<<10, 500*time.Millisecond))
 		_, err = r.Next()
 		assert.ErrorIs(t, err, io.EOF, "the subgroup's FIN")
 		read := time.Now()
