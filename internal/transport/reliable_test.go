@@ -2,7 +2,6 @@ package transport_test
 
 import (
 	"io"
-	"os"
 	"testing"
 	"time"
 
@@ -29,13 +28,8 @@ func TestWriteMarkedWithinConnectionWindow(t *testing.T) {
 		client, server, _ := connect(t, listen(t, nil), k, "/", cfg)
 		require.True(t, server.ReliableReset(), "RESET_STREAM_AT negotiated")
 		ctx := guardCtx(t)
-		full, err := server.OpenUniStreamSync(ctx)
-		require.NoError(t, err)
 		// The client reads nothing yet: the Write stops at its window.
-		require.NoError(t, full.SetWriteDeadline(time.Now().Add(200*time.Millisecond)))
-		n, err := full.Write(msg)
-		require.Equal(t, os.ErrDeadlineExceeded, err)
-		require.Less(t, n, len(msg))
+		full, n := writeUntilBlocked(t, ctx, server, msg, 200*time.Millisecond)
 
 		cut, err := server.OpenUniStreamSync(ctx)
 		require.NoError(t, err)

@@ -328,17 +328,24 @@ func TestWriteDeadline(t *testing.T) {
 		cfg := &transport.DialConfig{Windows: transport.Windows{Stream: 16 << 10, Connection: 64 << 10}}
 		client, server, _ := connect(t, listen(t, nil), k, "/", cfg)
 		ctx := guardCtx(t)
-		str, err := server.OpenUniStreamSync(ctx)
-		require.NoError(t, err)
-
-		require.NoError(t, str.SetWriteDeadline(time.Now().Add(50*time.Millisecond)))
-		n, err := str.Write(msg)
-		require.Equal(t, os.ErrDeadlineExceeded, err)
-		require.Positive(t, n)
-		require.Less(t, n, len(msg))
-
+		str, n := writeUntilBlocked(t, ctx, server, msg, 50*time.Millisecond)
 		finishAndRead(t, ctx, str, msg, n, client)
 	})
+}
+
+// writeUntilBlocked opens a stream on c and writes msg to it until a
+// deadline d away stops the Write, msg being past what the peer, reading
+// nothing, lets through; it returns the stream and the bytes taken.
+func writeUntilBlocked(t *testing.T, ctx context.Context, c transport.Conn, msg []byte, d time.Duration) (transport.SendStream, int) {
+	t.Helper()
+	str, err := c.OpenUniStreamSync(ctx)
+	require.NoError(t, err)
+	require.NoError(t, str.SetWriteDeadline(time.Now().Add(d)))
+	n, err := str.Write(msg)
+	require.Equal(t, os.ErrDeadlineExceeded, err)
+	require.Positive(t, n)
+	require.Less(t, n, len(msg))
+	return str, n
 }
 
 // finishAndRead writes msg past its first n bytes to str, which then ends,
