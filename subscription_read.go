@@ -544,7 +544,9 @@ func (sub *Subscription) lingerTime() time.Duration {
 		}
 	}
 	return d
-} // lastData is when data of the subscription last came: a stream arrived
+}
+
+// lastData is when data of the subscription last came: a stream arrived
 // or ended, or one of its open streams was read from the transport. A
 // stream the application took and has not read all that arrived of (no
 // Read waits on it) counts as data coming now: its pace is its own, and
