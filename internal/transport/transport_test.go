@@ -596,13 +596,21 @@ func TestReliableReset(t *testing.T) {
 		}
 		str.SetReliableBoundary()
 		str.CancelWrite(7)
-		peer, err := server.AcceptUniStream(ctx)
-		require.NoError(t, err)
-		got, err := io.ReadAll(peer)
-		var se *transport.StreamError
-		require.ErrorAs(t, err, &se)
-		assert.Equal(t, uint64(7), se.Code)
+		got := readUntilReset(t, ctx, server, 7)
 		assert.Equal(t, len(data), len(got), "every byte written before the reset")
 		assert.Equal(t, data, got)
 	})
+}
+
+// readUntilReset reads c's next unidirectional stream to its end, which
+// must be a reset with code, and returns what it delivered before.
+func readUntilReset(t *testing.T, ctx context.Context, c transport.Conn, code uint64) []byte {
+	t.Helper()
+	peer, err := c.AcceptUniStream(ctx)
+	require.NoError(t, err)
+	got, err := io.ReadAll(peer)
+	var se *transport.StreamError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, code, se.Code)
+	return got
 }
