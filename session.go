@@ -227,6 +227,7 @@ func newSession(conn transport.Conn, version wire.Version, isClient bool, cfg *C
 	}
 	// It draws on the shared backlog budget, if any, until it ends.
 	context.AfterFunc(ctx, s.backlog.Init(cfg.MaxSessionBacklog, cfg.SharedBacklog.shared()))
+	s.backlog.SetPath(conn.Path)
 	over := "quic"
 	if conn.WebTransport() {
 		over = "webtransport"

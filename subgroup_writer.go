@@ -31,8 +31,10 @@ import (
 // too far behind (its queue would pass Config.MaxSubscriberBacklog, or it
 // takes nothing for a whole grace) ends with PUBLISH_DONE TOO_FAR_BEHIND,
 // its streams reset with TOO_FAR_BEHIND. While every subscriber is behind,
-// the publisher goes at the pace of the fastest that makes progress
-// (settle). Close and Reset interrupt a write in progress.
+// the publisher goes at the pace of the fastest that makes progress; a
+// relay, writing objects it received, waits half a grace at most, so that
+// its own publisher does not find it stalled (subgroup_pace.go). Close and
+// Reset interrupt a write in progress.
 //
 // On raw QUIC each stream is scheduled by the subscription's subscriber
 // priority, the subgroup's publisher priority and the group order (§5.1).
@@ -75,6 +77,7 @@ type SubgroupWriter struct {
 	kept    Object
 	gen     uint64         // counts objects begun, so a stale ObjectWriter fails
 	remain  uint64         // payload bytes of the current object still to write
+	relayed bool           // the current object was received, as a relay's are (subgroup_pace.go)
 	targets []*subgroupOut // streams receiving the current object
 	// omitted lists subscriptions that had objects of this subgroup
 	// withheld by their Forward State before they had a stream: a stream
@@ -100,32 +103,6 @@ type SubgroupWriter struct {
 	// cached follows the subgroup in the track's cache, nil for none
 	// (track_cache.go); it belongs to the holder of turn.
 	cached *cache.Subgroup
-}
-
-// SetWriteDeadline bounds how long later writes of w wait for slow
-// subscribers, as Config.SubscriberGrace does for each write, whichever
-// comes first; the zero time removes it. A write that reaches it does not
-// fail: what a subscription has not taken yet is queued for it (see
-// Config.MaxSubscriberBacklog), so nothing is dropped. It may be called
-// from any goroutine; it does not shorten a wait already in progress.
-func (w *SubgroupWriter) SetWriteDeadline(t time.Time) {
-	if t.IsZero() {
-		w.userDeadline.Store(0)
-		return
-	}
-	w.userDeadline.Store(max(mono.At(t), 1))
-}
-
-// waitUntil is the latest a write begun at start waits for ss: its
-// session's Config.SubscriberGrace later, or the writer's deadline. Both
-// and the result are mono.Now times: the write path reads only the
-// monotonic clock, which costs half as much as time.Now.
-func (w *SubgroupWriter) waitUntil(ss *ServedSubscription, start int64) int64 {
-	d := start + int64(ss.sess.cfg.SubscriberGrace)
-	if u := w.userDeadline.Load(); u != 0 && u < d {
-		d = u
-	}
-	return d
 }
 
 // acquire takes the turn, or fails once the subgroup is closing.
@@ -245,6 +222,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, whole *Obje
 		}
 	}
 	w.track.noteSubgroupObject(w, loc, whole, cmp.Or(received, begun))
+	w.relayed = received != 0
 	w.pend = true
 	meta := filter.Object{Location: loc, SubgroupID: w.subgroup, PublisherPriority: w.priority(), Properties: o.Properties}
 	first := !w.started
@@ -539,60 +517,4 @@ func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun int
 	}
 	out.ss.cutFor(err)
 	return err
-}
-
-// settle returns once a target of the write just made has taken it, or
-// caught up with its backlog, or none is left, or Close or Reset interrupt
-// it, or no target's backlog has taken a byte for a whole wait (waitUntil,
-// from the write's start, then from the last progress, within
-// SetWriteDeadline): as on flow control, a publisher goes at the pace of
-// its fastest subscriber while that one makes progress. Targets holding
-// objects for PUBLISH_OK are not waited for. The caller holds the turn.
-func (w *SubgroupWriter) settle(begun int64) {
-	last := w.backlogTaken()
-	for {
-		var until int64 // mono.Now; 0 for none
-		for _, out := range w.targets {
-			if out.closed() {
-				continue
-			}
-			if !out.q.Active() {
-				return
-			}
-			if out.hold {
-				continue
-			}
-			until = max(until, w.waitUntil(out.ss, begun))
-		}
-		if until == 0 {
-			return // no target to wait for: no clock read
-		}
-		now := mono.Now()
-		if until <= now {
-			// Over, unless the backlogs took bytes meanwhile: then
-			// the wait starts again from now, within SetWriteDeadline.
-			taken := w.backlogTaken()
-			if u := w.userDeadline.Load(); taken == last || u != 0 && u <= now {
-				return
-			}
-			last, begun = taken, now
-			continue
-		}
-		if w.sq.Stopped() {
-			return
-		}
-		w.targets[0].ss.sess.hook(func(h *sessionHooks) func() { return h.publisherWaits })
-		if !w.sq.Await(time.Duration(until-now)) && w.sq.Stopped() {
-			return
-		}
-	}
-}
-
-// backlogTaken moves while a target's backlog takes bytes (Group.Taken).
-func (w *SubgroupWriter) backlogTaken() uint64 {
-	var n uint64
-	for _, out := range w.targets {
-		n += out.ss.wp.group.Taken()
-	}
-	return n
 }

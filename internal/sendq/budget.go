@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/moqt-go/moqt/internal/transport"
 )
 
 // Budgets for what is queued for slow peers.
@@ -124,7 +126,21 @@ type Session struct {
 	used   atomic.Int64
 	whole  atomic.Int64 // the largest whole object queued (widen)
 	limit  int64
-	shared *Shared // nil for none
+	shared *Shared                     // nil for none
+	path   func() transport.PathCounts // nil for none (SetPath)
+}
+
+// SetPath gives the session its connection's packet counts, which tell a
+// stall of a path recovering from loss from a subscriber that stopped
+// reading (drain). Call it before any queue of the session drains.
+func (sb *Session) SetPath(path func() transport.PathCounts) { sb.path = path }
+
+// pathCounts reads the session's connection's counts, zero for none.
+func (sb *Session) pathCounts() transport.PathCounts {
+	if sb == nil || sb.path == nil {
+		return transport.PathCounts{}
+	}
+	return sb.path()
 }
 
 // Init sets the session's limit and draws on shared, if not nil, until

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/moqt-go/moqt/internal/transport"
 )
 
 // drain writes the queue to its stream, oldest bytes first, until it is
@@ -18,6 +20,7 @@ import (
 func (q *Queue) drain() {
 	defer q.drained()
 	g := q.group
+	var stalled time.Time // when the Writes began to take nothing; zero while they take bytes
 	err := q.owner.Ready()
 	q.mu.Lock()
 	for {
@@ -69,22 +72,30 @@ func (q *Queue) drain() {
 		// the transport's wtStream.CancelWrite).
 		n := 0
 		if err = context.Cause(q.str.Context()); err == nil {
-			before := g.taken.Load()
-			until := time.Now().Add(g.grace)
+			before, path := g.taken.Load(), g.sess.pathCounts()
+			begun := time.Now()
+			until := begun.Add(g.grace)
 			if err = q.str.SetWriteDeadline(until); err == nil {
 				n, err = q.write(chunk)
 			}
 			if n > 0 {
 				g.taken.Add(1)
 			}
+			progress := n > 0 || g.taken.Load() != before
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				err = nil
 				// Taking nothing is a stall, unless the deadline was
 				// not ours (an interrupted publisher's) or the group's
 				// other streams are taking bytes.
-				if n == 0 && !time.Now().Before(until) && g.taken.Load() == before {
-					err = &CutError{Err: ErrTooFarBehind, Reason: fmt.Sprintf("no data taken for %v", g.grace)}
+				if !progress && !time.Now().Before(until) {
+					if stalled.IsZero() {
+						stalled = begun
+					}
+					err = g.stall(path, stalled)
 				}
+			}
+			if progress {
+				stalled = time.Time{}
 			}
 		}
 
@@ -95,6 +106,25 @@ func (q *Queue) drain() {
 		q.advance(n)
 		q.sent += uint64(n)
 	}
+}
+
+// lossStall bounds, in graces, how long a drain's Writes may take nothing
+// while the path recovers from loss (Group.stall).
+const lossStall = 5
+
+// stall returns the *CutError for a drain whose Writes have taken nothing,
+// and nor have the group's other streams, since stalled, the last Write
+// for a whole grace from when the connection's counts were path: a
+// subscriber that stopped reading is too far behind. Over a path
+// recovering from loss (transport.Recovering: the peer heard from and
+// this end retransmitting during that Write), quic-go's backoff holds
+// streams the same way, and the drain waits on, up to lossStall graces in
+// all; a peer gone silent, such as a killed one, is cut at once.
+func (g *Group) stall(path transport.PathCounts, stalled time.Time) error {
+	if transport.Recovering(path, g.sess.pathCounts()) && time.Since(stalled) < lossStall*g.grace {
+		return nil
+	}
+	return &CutError{Err: ErrTooFarBehind, Reason: fmt.Sprintf("no data taken for %v", time.Since(stalled).Round(100*time.Millisecond))}
 }
 
 // drained wakes the Writer, which may be waiting for a stream to catch up

@@ -49,6 +49,9 @@ type PipeConfig struct {
 	WebTransport bool
 	// ReliableReset makes the ends report RESET_STREAM_AT (raw QUIC only).
 	ReliableReset bool
+	// Path, if set, is what each end's Path reports (side 0 is the
+	// client's): a test's model of the packets of a QUIC path.
+	Path func(side int) PathCounts
 }
 
 func (c PipeConfig) withDefaults() PipeConfig {
@@ -357,6 +360,14 @@ func (c *PipeConn) WebTransport() bool { return c.p.cfg.WebTransport }
 
 // ReliableReset is PipeConfig.ReliableReset, off on WebTransport.
 func (c *PipeConn) ReliableReset() bool { return c.p.cfg.ReliableReset }
+
+// Path is PipeConfig.Path's counts for this end, zero without it.
+func (c *PipeConn) Path() PathCounts {
+	if c.p.cfg.Path == nil {
+		return PathCounts{}
+	}
+	return c.p.cfg.Path(c.side)
+}
 
 // LocalAddr is this end's name: "pipe:client" or "pipe:server".
 func (c *PipeConn) LocalAddr() net.Addr { return pipeAddr(c.side) }

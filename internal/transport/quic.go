@@ -87,6 +87,8 @@ func (c *quicConn) CloseWithError(code uint64, reason string) error {
 func (c *quicConn) Context() context.Context { return c.ctx }
 func (c *quicConn) Protocol() string         { return c.protocol }
 func (c *quicConn) WebTransport() bool       { return false }
+func (c *quicConn) Path() PathCounts         { return pathOf(c.conn) }
+
 func (c *quicConn) ReliableReset() bool {
 	st := c.conn.ConnectionState().SupportsStreamResetPartialDelivery
 	return st.Local && st.Remote

@@ -106,6 +106,43 @@ type Conn interface {
 	// LocalAddr and RemoteAddr are the UDP addresses of the QUIC connection.
 	LocalAddr() net.Addr
 	RemoteAddr() net.Addr
+	// Path returns the QUIC connection's packet counts so far, which tell
+	// a peer that stopped reading from a path recovering from loss; zero
+	// where they are unknown.
+	Path() PathCounts
+}
+
+// PathCounts are a QUIC connection's running counts (quic-go's
+// ConnectionStats).
+type PathCounts struct {
+	// Received counts the packets received from the peer.
+	Received uint64
+	// Sent counts the bytes sent to the peer, retransmissions included.
+	Sent uint64
+}
+
+// probeBytes is about one full QUIC packet: less, over a few seconds, is
+// acknowledgements, PINGs and BLOCKED frames, what an idle connection
+// sends.
+const probeBytes = 1000
+
+// Recovering reports whether, between the counts a and b, the peer was
+// heard from and this end sent at least a packet's worth of bytes: the
+// path is alive and carrying data, as it is while QUIC retransmits what
+// it lost. Streams that take nothing meanwhile wait on the path, not on a
+// peer that stopped reading, whose full windows leave this end nothing
+// to send.
+func Recovering(a, b PathCounts) bool {
+	return b.Received > a.Received && b.Sent-a.Sent >= probeBytes
+}
+
+// pathOf reads a QUIC connection's counts; nil has none.
+func pathOf(c *quic.Conn) PathCounts {
+	if c == nil {
+		return PathCounts{}
+	}
+	st := c.ConnectionStats()
+	return PathCounts{Received: st.PacketsReceived, Sent: st.BytesSent}
 }
 
 // Send urgencies, lower first, that streams start with on raw QUIC (§5.1.2:

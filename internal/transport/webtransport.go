@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -188,6 +189,7 @@ func (c *wtConn) ReliableReset() bool {
 	st := c.sess.SessionState().ConnectionState.SupportsStreamResetPartialDelivery
 	return st.Local && st.Remote && wtFields.ok
 }
+func (c *wtConn) Path() PathCounts     { return pathOf(cmp.Or(c.qconn, sessionQUIC(c.sess))) }
 func (c *wtConn) LocalAddr() net.Addr  { return c.sess.LocalAddr() }
 func (c *wtConn) RemoteAddr() net.Addr { return c.sess.RemoteAddr() }
 

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/quic-go/quic-go"
 	"github.com/quic-go/webtransport-go"
 )
 
@@ -28,6 +29,17 @@ func quicUnder(s *webtransport.SendStream) quicWriter {
 	f := reflect.ValueOf(s).Elem().Field(wtFields.str)
 	m, _ := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(quicWriter)
 	return m
+}
+
+// sessionQUIC returns the QUIC connection under a WebTransport session the
+// application brought (WrapWebTransport), or nil: webtransport-go (v0.13)
+// keeps it in an unexported field, conn, and Conn.Path needs its counts.
+func sessionQUIC(s *webtransport.Session) *quic.Conn {
+	if s == nil || !wtFields.connOK {
+		return nil
+	}
+	f := reflect.ValueOf(s).Elem().Field(wtFields.conn)
+	return *(**quic.Conn)(unsafe.Pointer(f.UnsafeAddr()))
 }
 
 // bidiSend returns a WebTransport bidirectional stream's sending half, or
@@ -119,9 +131,13 @@ func headerSent(s *webtransport.SendStream) bool {
 // the rest of quicWriter on the stream itself), and the stream header's
 // streamHdrMu, streamHdr and writeErr; and webtransport.Stream's sendStr.
 var wtFields = func() (r struct {
-	str, mu, hdr, writeErr, send int
-	ok, bidiOK                   bool
+	str, mu, hdr, writeErr, send, conn int
+	ok, bidiOK, connOK                 bool
 }) {
+	if f, ok := reflect.TypeFor[webtransport.Session]().FieldByName("conn"); ok && len(f.Index) == 1 &&
+		f.Type == reflect.TypeFor[*quic.Conn]() {
+		r.conn, r.connOK = f.Index[0], true
+	}
 	if f, ok := reflect.TypeFor[webtransport.Stream]().FieldByName("sendStr"); ok && len(f.Index) == 1 &&
 		f.Type == reflect.TypeFor[*webtransport.SendStream]() {
 		r.send, r.bidiOK = f.Index[0], true
