@@ -10,6 +10,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	RunForwarderChild() // the forwarder processes of CompareForwarders
 	QuietQUIC()
 	goleak.VerifyTestMain(m)
 }

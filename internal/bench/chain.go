@@ -72,6 +72,9 @@ type Chain struct {
 	subscribers int
 	next        uint64 // the next group to publish
 	pay         payload
+	// forwarder reads the forwarder's process's CPU time, when the
+	// forwarder runs in a process of its own; nil when it runs in this one.
+	forwarder processClock
 }
 
 // ChainKind is one kind of chain.

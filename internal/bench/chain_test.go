@@ -37,6 +37,40 @@ func TestChainDelivers(t *testing.T) {
 	}
 }
 
+// TestForwarderProcessDelivers moves a batch of several groups through
+// each chain of ForwarderKinds, whose forwarder runs in a process of its
+// own, to two subscribers, checking every object, and reads the forwarder
+// process's CPU time before and after; then measures them with
+// CompareForwarders in two short rounds. It makes no claim about speed.
+func TestForwarderProcessDelivers(t *testing.T) {
+	needsSockets(t)
+	const subscribers = 2
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, k := range ForwarderKinds {
+		t.Run(k.Name, func(t *testing.T) {
+			c, err := k.New(ctx, subscribers)
+			require.NoError(t, err)
+			defer func() { assert.NoError(t, c.Close()) }()
+			require.NotNil(t, c.forwarder, "the forwarder runs in this process")
+			before, err := c.forwarder()
+			require.NoError(t, err)
+			require.NoError(t, c.move(ctx, 2*ChainGroupObjects+7, 1200, true))
+			after, err := c.forwarder()
+			require.NoError(t, err)
+			assert.Greater(t, after, before, "the forwarder process spent no CPU time forwarding")
+		})
+	}
+	rows, err := CompareForwarders(ctx, subscribers, []int{100}, 2, 10*time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	for i := range ForwarderKinds {
+		assert.Positive(t, rows[0].Forwarder[i])
+		assert.Positive(t, rows[0].PerObject[i])
+		assert.Len(t, rows[0].ForwarderRounds[i], 2)
+	}
+}
+
 // TestChainCatchesLoss checks the harness itself: a subscriber that is
 // told to expect an object more than the publisher writes reports it
 // rather than waiting.

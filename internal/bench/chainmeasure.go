@@ -2,8 +2,10 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +42,15 @@ type ChainRow struct {
 	// its delivered rate to the first kind's (the bare forwarder's), and
 	// CPURatio of its CPU time per delivered object to the first kind's.
 	RateRatio, CPURatio []float64
+	// When the forwarders run in processes of their own
+	// (CompareForwarders), PerObject and CPURatio are this process's, the
+	// publisher's and subscribers', and these the forwarder process's:
+	// its CPU time per delivered object in its median round, the median
+	// of the per-round ratios of it to the first kind's, and those ratios
+	// round by round. Otherwise they are nil.
+	Forwarder       []time.Duration
+	ForwarderRatio  []float64
+	ForwarderRounds [][]float64
 }
 
 // CompareChains sets up a chain of each kind with subscribers
@@ -53,6 +64,7 @@ func CompareChains(ctx context.Context, kinds []ChainKind, subscribers int, size
 	}
 	fans := make([]Fanout, len(kinds))
 	names := make([]string, len(kinds))
+	var clocks []processClock // each chain's forwarder process's, if any
 	defer func() {
 		for _, f := range fans {
 			if f != nil {
@@ -63,18 +75,24 @@ func CompareChains(ctx context.Context, kinds []ChainKind, subscribers int, size
 	for i, k := range kinds {
 		// Labelled, so that a CPU profile tells the chains' goroutines
 		// apart: those they start inherit the label.
-		var c Fanout
+		var c *Chain
 		var err error
 		pprof.Do(ctx, pprof.Labels("path", k.Name), func(ctx context.Context) { c, err = k.New(ctx, subscribers) })
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k.Name, err)
 		}
 		fans[i], names[i] = c, k.Name
+		if c.forwarder != nil {
+			clocks = append(clocks, c.forwarder)
+		}
+	}
+	if clocks != nil && len(clocks) != len(kinds) {
+		return nil, errors.New("bench: some forwarders run in this process, some in their own")
 	}
 	batch := ChainBatch(subscribers)
 	var rows []ChainRow
 	for _, size := range sizes {
-		costs, err := measureRounds(ctx, names, fans, subscribers, size, batch, rounds, d)
+		costs, err := measureRounds(ctx, names, fans, clocks, subscribers, size, batch, rounds, d)
 		if err != nil {
 			return rows, fmt.Errorf("size %s: %w", SizeName(size), err)
 		}
@@ -90,10 +108,46 @@ func CompareChains(ctx context.Context, kinds []ChainKind, subscribers int, size
 			row.PerObject = append(row.PerObject, medianCost(costs[i]).PerObject())
 			row.RateRatio = append(row.RateRatio, median(rates))
 			row.CPURatio = append(row.CPURatio, median(cpus))
+			if clocks != nil {
+				addForwarder(&row, costs[i], costs[0])
+			}
 		}
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// addForwarder adds to row the forwarder process's figures of the kind
+// whose rounds are costs, against base, the first kind's.
+func addForwarder(row *ChainRow, costs, base []CPUCost) {
+	var ratios []float64
+	per := make([]time.Duration, len(costs))
+	for r, c := range costs {
+		ratios = append(ratios, float64(c.ForwarderPerObject())/float64(base[r].ForwarderPerObject()))
+		per[r] = c.ForwarderPerObject()
+	}
+	slices.Sort(per)
+	row.Forwarder = append(row.Forwarder, per[len(per)/2])
+	row.ForwarderRatio = append(row.ForwarderRatio, median(ratios))
+	row.ForwarderRounds = append(row.ForwarderRounds, ratios)
+}
+
+// ForwarderKinds are the chains CompareForwarders measures, each with its
+// forwarder in a process of its own: a bare quic-go forwarder first, as
+// the baseline, then the relay package's Relay, each set up as in
+// ChainKinds (bare-quic, relay).
+var ForwarderKinds = []ChainKind{
+	{Name: "bare-quic", New: newBareForwarderProcess},
+	{Name: "relay", New: newRelayProcess},
+}
+
+// CompareForwarders is CompareChains over ForwarderKinds: the publisher
+// and subscribers stay in this process, each forwarder runs in a process
+// of its own (this program, started again: see RunForwarderChild), and
+// the rows also give each forwarder process's CPU time per delivered
+// object, read at the start and end of every round.
+func CompareForwarders(ctx context.Context, subscribers int, sizes []int, rounds int, d time.Duration) ([]ChainRow, error) {
+	return CompareChains(ctx, ForwarderKinds, subscribers, sizes, rounds, d)
 }
 
 // LatencyRow is what Latency found for one kind of chain and subscriber

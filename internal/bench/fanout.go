@@ -270,16 +270,27 @@ type sessions struct {
 // close.
 func (ss *sessions) dial(ctx context.Context, srv *moqt.Server, ctls *tls.Config, n int) error {
 	for range n {
-		c, err := moqt.Dial(ctx, "moqt://"+srv.Addr().String()+"/bench", &moqt.Config{Logger: quiet, TLSConfig: ctls})
-		if err != nil {
+		if err := ss.dialTo(ctx, srv.Addr().String(), ctls, 1); err != nil {
 			return err
 		}
-		ss.clients = append(ss.clients, c)
 		s, err := srv.Accept(ctx)
 		if err != nil {
 			return err
 		}
 		ss.servers = append(ss.servers, s)
+	}
+	return nil
+}
+
+// dialTo connects n more client sessions to the server at addr, whose
+// certificate ctls trusts; their server ends are that server's to accept.
+func (ss *sessions) dialTo(ctx context.Context, addr string, ctls *tls.Config, n int) error {
+	for range n {
+		c, err := moqt.Dial(ctx, "moqt://"+addr+"/bench", &moqt.Config{Logger: quiet, TLSConfig: ctls})
+		if err != nil {
+			return err
+		}
+		ss.clients = append(ss.clients, c)
 	}
 	return nil
 }
@@ -320,6 +331,10 @@ type CPUCost struct {
 	Delivered int           // objects delivered, over every subscriber
 	CPU       time.Duration // process CPU time spent
 	Elapsed   time.Duration
+	// Forwarder is the CPU time its forwarder's process spent, when the
+	// forwarder runs in a process of its own (CompareForwarders); CPU is
+	// then the publisher's and subscribers' alone.
+	Forwarder time.Duration
 }
 
 // PerSec is the rate of delivered objects.
@@ -333,15 +348,35 @@ func (c CPUCost) PerObject() time.Duration {
 	return c.CPU / time.Duration(c.Delivered)
 }
 
+// ForwarderPerObject is the forwarder process's CPU time per delivered
+// object, when it runs in a process of its own.
+func (c CPUCost) ForwarderPerObject() time.Duration {
+	if c.Delivered == 0 {
+		return 0
+	}
+	return c.Forwarder / time.Duration(c.Delivered)
+}
+
 // MeasureFanout runs Moves of FanoutBatch(size) objects on f, which has
 // subscribers subscribers, until d has passed.
 func MeasureFanout(ctx context.Context, f Fanout, subscribers, size int, d time.Duration) (CPUCost, error) {
-	return measureBatches(ctx, f, subscribers, size, FanoutBatch(size), d)
+	return measureBatches(ctx, f, subscribers, size, FanoutBatch(size), d, nil)
 }
 
-// measureBatches runs Moves of batch objects on f until d has passed.
-func measureBatches(ctx context.Context, f Fanout, subscribers, size, batch int, d time.Duration) (CPUCost, error) {
+// processClock reads a forwarder process's CPU time so far.
+type processClock func() (time.Duration, error)
+
+// measureBatches runs Moves of batch objects on f until d has passed;
+// fwd, if not nil, is its forwarder process's clock.
+func measureBatches(ctx context.Context, f Fanout, subscribers, size, batch int, d time.Duration, fwd processClock) (CPUCost, error) {
 	var c CPUCost
+	var fwdStart time.Duration
+	if fwd != nil {
+		var err error
+		if fwdStart, err = fwd(); err != nil {
+			return c, err
+		}
+	}
 	start, cpu := time.Now(), CPUTime()
 	for c.Elapsed < d {
 		if err := f.Move(ctx, batch, size); err != nil {
@@ -351,6 +386,13 @@ func measureBatches(ctx context.Context, f Fanout, subscribers, size, batch int,
 		c.Elapsed = time.Since(start)
 	}
 	c.CPU = CPUTime() - cpu
+	if fwd != nil {
+		end, err := fwd()
+		if err != nil {
+			return c, err
+		}
+		c.Forwarder = end - fwdStart
+	}
 	return c, nil
 }
 
@@ -382,7 +424,7 @@ func CompareFanout(ctx context.Context, subscribers, size, rounds int, d time.Du
 		}
 		fans[i], names[i] = f, k.Name+" fan-out"
 	}
-	costs, err := measureRounds(ctx, names, fans, subscribers, size, FanoutBatch(size), rounds, d)
+	costs, err := measureRounds(ctx, names, fans, nil, subscribers, size, FanoutBatch(size), rounds, d)
 	if err != nil {
 		return FanoutRow{}, err
 	}
@@ -397,8 +439,9 @@ func CompareFanout(ctx context.Context, subscribers, size, rounds int, d time.Du
 // measureRounds warms each of fans (named by names) up with one Move of
 // batch objects, then measures each for rounds rounds of d, reversing
 // their order every other round so that drift in the machine's load hits
-// all alike. It returns the costs by fan-out, then by round.
-func measureRounds(ctx context.Context, names []string, fans []Fanout, subscribers, size, batch, rounds int, d time.Duration) ([][]CPUCost, error) {
+// all alike. It returns the costs by fan-out, then by round. clocks, if
+// not nil, has each fan-out's forwarder process's clock, or nil.
+func measureRounds(ctx context.Context, names []string, fans []Fanout, clocks []processClock, subscribers, size, batch, rounds int, d time.Duration) ([][]CPUCost, error) {
 	for i, f := range fans {
 		if err := f.Move(ctx, batch, size); err != nil {
 			return nil, fmt.Errorf("%s: %w", names[i], err)
@@ -413,8 +456,12 @@ func measureRounds(ctx context.Context, names []string, fans []Fanout, subscribe
 			}
 			var c CPUCost
 			var err error
+			var clock processClock
+			if clocks != nil {
+				clock = clocks[i]
+			}
 			pprof.Do(ctx, pprof.Labels("path", names[i]), func(ctx context.Context) {
-				c, err = measureBatches(ctx, fans[i], subscribers, size, batch, d)
+				c, err = measureBatches(ctx, fans[i], subscribers, size, batch, d, clock)
 			})
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", names[i], err)

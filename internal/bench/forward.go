@@ -23,8 +23,7 @@ import (
 type bareForwarder struct {
 	up      *RawQUIC   // server: the publisher; client: the forwarder's upstream
 	down    *RawFanout // servers: the forwarder's ends; clients: the subscribers
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup // the forwarding goroutines
+	fwd     *bareRelay
 	closing closers
 	frame   []byte // the publisher's framing buffer
 }
@@ -42,22 +41,45 @@ func NewBareForwarder(ctx context.Context, subscribers int) (_ *Chain, err error
 		_ = up.Close()
 		return nil, err
 	}
-	fctx, cancel := context.WithCancel(context.Background())
-	p := &bareForwarder{up: up, down: down, cancel: cancel}
-	p.wg.Go(func() { p.run(fctx) })
+	p := &bareForwarder{up: up, down: down, fwd: startBareRelay(up.client, down.servers)}
 	return newChain(p, subscribers), nil
+}
+
+// bareRelay is the bare forwarder's forwarding, wherever it runs: it
+// copies every stream the peer of up opens to a stream of its own on each
+// of down.
+type bareRelay struct {
+	up     *quic.Conn
+	down   []*quic.Conn
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the forwarding goroutines
+}
+
+// startBareRelay starts forwarding from up to down; stop ends it.
+func startBareRelay(up *quic.Conn, down []*quic.Conn) *bareRelay {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &bareRelay{up: up, down: down, cancel: cancel}
+	f.wg.Go(func() { f.run(ctx) })
+	return f
+}
+
+// stop ends the forwarding and waits for its goroutines; the connections
+// are the caller's to close, first if a stream may be blocked.
+func (f *bareRelay) stop() {
+	f.cancel()
+	f.wg.Wait()
 }
 
 // run forwards every stream the publisher opens, each on a goroutine of
 // its own, until ctx ends or the upstream connection does.
-func (p *bareForwarder) run(ctx context.Context) {
+func (f *bareRelay) run(ctx context.Context) {
 	for {
-		str, err := p.up.client.AcceptUniStream(ctx)
+		str, err := f.up.AcceptUniStream(ctx)
 		if err != nil {
 			return
 		}
-		p.wg.Go(func() {
-			if err := p.forward(ctx, str); err != nil {
+		f.wg.Go(func() {
+			if err := f.forward(ctx, str); err != nil {
 				str.CancelRead(1)
 			}
 		})
@@ -66,13 +88,13 @@ func (p *bareForwarder) run(ctx context.Context) {
 
 // forward copies one group stream to every subscriber. On failure it
 // resets the downstream streams it opened.
-func (p *bareForwarder) forward(ctx context.Context, in *quic.ReceiveStream) (err error) {
+func (f *bareRelay) forward(ctx context.Context, in *quic.ReceiveStream) (err error) {
 	br := bufio.NewReader(in)
 	hdr := make([]byte, 8)
 	if _, err := io.ReadFull(br, hdr); err != nil {
 		return err
 	}
-	outs := make([]*quic.SendStream, 0, len(p.down.servers))
+	outs := make([]*quic.SendStream, 0, len(f.down))
 	defer func() {
 		if err != nil {
 			for _, o := range outs {
@@ -80,7 +102,7 @@ func (p *bareForwarder) forward(ctx context.Context, in *quic.ReceiveStream) (er
 			}
 		}
 	}()
-	for _, c := range p.down.servers {
+	for _, c := range f.down {
 		o, err := c.OpenUniStreamSync(ctx)
 		if err != nil {
 			return err
@@ -125,7 +147,13 @@ func (p *bareForwarder) forward(ctx context.Context, in *quic.ReceiveStream) (er
 }
 
 func (p *bareForwarder) publish(ctx context.Context, g uint64) (groupWriter, error) {
-	str, err := p.up.server.OpenUniStreamSync(ctx)
+	return publishBare(ctx, p.up.server, g, &p.frame)
+}
+
+// publishBare opens group g on the bare publisher's connection to the
+// forwarder; frame is the publisher's framing buffer.
+func publishBare(ctx context.Context, conn *quic.Conn, g uint64, frame *[]byte) (groupWriter, error) {
+	str, err := conn.OpenUniStreamSync(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -135,23 +163,23 @@ func (p *bareForwarder) publish(ctx context.Context, g uint64) (groupWriter, err
 		str.CancelWrite(1)
 		return nil, err
 	}
-	return &bareWriter{p: p, str: str}, nil
+	return &bareWriter{frame: frame, str: str}, nil
 }
 
 // bareWriter writes one group at the bare publisher.
 type bareWriter struct {
-	p   *bareForwarder
-	str *quic.SendStream
+	frame *[]byte
+	str   *quic.SendStream
 }
 
 func (w *bareWriter) writeObject(_ uint64, payload []byte) error {
 	if len(payload) > 1<<24 {
 		return errors.New("bench: object too large")
 	}
-	if cap(w.p.frame) < 4+len(payload) {
-		w.p.frame = make([]byte, 4+len(payload))
+	if cap(*w.frame) < 4+len(payload) {
+		*w.frame = make([]byte, 4+len(payload))
 	}
-	f := w.p.frame[:4+len(payload)]
+	f := (*w.frame)[:4+len(payload)]
 	binary.BigEndian.PutUint32(f, uint32(len(payload)))
 	copy(f[4:], payload)
 	_, err := w.str.Write(f)
@@ -162,7 +190,12 @@ func (w *bareWriter) close() error { return w.str.Close() }
 func (w *bareWriter) abandon()     { w.str.CancelWrite(1) }
 
 func (p *bareForwarder) accept(ctx context.Context, i int) (groupReader, error) {
-	str, err := p.down.clients[i].AcceptUniStream(ctx)
+	return acceptBare(ctx, p.down.clients[i])
+}
+
+// acceptBare returns the next group a bare subscriber's connection gets.
+func acceptBare(ctx context.Context, conn *quic.Conn) (groupReader, error) {
+	str, err := conn.AcceptUniStream(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -207,9 +240,9 @@ func (r *bareReader) readObject(buf []byte) (uint64, []byte, error) {
 
 func (p *bareForwarder) close() error {
 	return p.closing.close(
-		func() error { p.cancel(); return nil },
+		func() error { p.fwd.cancel(); return nil },
 		p.up.Close,
 		p.down.Close,
-		func() error { p.wg.Wait(); return nil },
+		func() error { p.fwd.stop(); return nil },
 	)
 }

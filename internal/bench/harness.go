@@ -142,16 +142,28 @@ func tlsConfigs(alpn ...string) (server, client *tls.Config, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	leaf, err := x509.ParseCertificate(cert.Certificate[0])
-	if err != nil {
+	server = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: alpn}
+	if client, err = trusting(cert.Certificate[0], alpn...); err != nil {
 		return nil, nil, err
+	}
+	return server, client, nil
+}
+
+// trusting returns a client TLS configuration that trusts the certificate
+// der (ASN.1 DER) for 127.0.0.1, with the ALPN protocols alpn.
+func trusting(der []byte, alpn ...string) (*tls.Config, error) {
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(leaf)
-	server = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: alpn}
-	client = &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: alpn}
-	return server, client, nil
+	return &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: alpn}, nil
 }
+
+// leafDER is the certificate a server TLS configuration made by
+// tlsConfigs presents.
+func leafDER(server *tls.Config) []byte { return server.Certificates[0].Certificate[0] }
 
 // result is what a reader reports.
 type result struct {
@@ -185,12 +197,17 @@ func rawListen() (*quic.Listener, *tls.Config, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ln, err := quic.ListenAddr("127.0.0.1:0", stls,
-		&quic.Config{EnableDatagrams: true, EnableStreamResetPartialDelivery: true})
+	ln, err := listenRaw(stls)
 	if err != nil {
 		return nil, nil, err
 	}
 	return ln, ctls, nil
+}
+
+// listenRaw starts a quic-go listener on 127.0.0.1 with stls and the
+// transport settings moqt's own transport uses.
+func listenRaw(stls *tls.Config) (*quic.Listener, error) {
+	return quic.ListenAddr("127.0.0.1:0", stls, &quic.Config{EnableDatagrams: true, EnableStreamResetPartialDelivery: true})
 }
 
 // NewRawQUIC starts a quic-go listener on 127.0.0.1 and connects to it.

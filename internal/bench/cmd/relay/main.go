@@ -1,6 +1,6 @@
 // Command relay measures one publisher → forwarder → N subscribers over
 // loopback QUIC, in one run, for a bare quic-go forwarder, a hand-written
-// moqt hop and the relay package, and prints three tables. Throughput: per
+// moqt hop and the relay package, and prints five tables. Throughput: per
 // subscriber count and object size, delivered objects a second and process
 // CPU time per delivered object of each, and the ratios to the bare
 // forwarder (rate: at least 0.85 at 100 subscribers is the relay's
@@ -13,6 +13,13 @@
 // direct's, how long publishing and delivering everything took.
 //
 //	go run ./internal/bench/cmd/relay -d 1s -rounds 3
+//
+// The forwarders alone, after the throughput table: the bare quic-go
+// forwarder and the relay each run in a process of their own (this
+// program, started again), the publisher and subscribers staying in this
+// one, and the forwarder process's CPU time per delivered object is
+// compared, round by round (-forwarder-subscribers; -forwarder-cpuprofile
+// profiles the forwarder processes). The relay's target: at most 1.05x.
 //
 // Each count and size measures the chains in alternating rounds of -d and
 // reports the median round of each and the median per-round ratio.
@@ -27,6 +34,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -34,6 +42,7 @@ import (
 )
 
 func main() {
+	bench.RunForwarderChild()
 	d := flag.Duration("d", time.Second, "how long each chain runs per round")
 	rounds := flag.Int("rounds", 3, "rounds per count and size, alternating the chains' order")
 	subs := flag.String("subscribers", "1,10,100,1000", "subscriber counts of the throughput table; empty for none")
@@ -49,6 +58,8 @@ func main() {
 	holdProfile := flag.String("hold-profile", "", "directory for a CPU profile of the hold table and a heap profile at the end of each run's publishing")
 	holdRounds := flag.Int("hold-rounds", 2, "hold runs of each kind, alternating their order")
 	cpuProfile := flag.String("cpuprofile", "", "file for a CPU profile of the throughput table, each chain's samples labelled path=<chain>")
+	fwdSubs := flag.String("forwarder-subscribers", "1,10,100", "subscriber counts of the table of forwarders in processes of their own; empty for none")
+	flag.StringVar(&bench.ForwarderProfile, "forwarder-cpuprofile", "", "file name prefix for CPU profiles of the forwarder processes: <prefix>-<kind>-<subscribers>.pprof")
 	flag.Parse()
 	bench.QuietQUIC()
 	if *rounds < 1 {
@@ -102,6 +113,12 @@ func main() {
 		stop()
 		tw.Flush()
 		fmt.Println()
+	}
+
+	if list := parseList(*fwdSubs); len(list) > 0 {
+		if !forwarderTable(list, parseList(*sizes), *rounds, *d) {
+			failed = true
+		}
 	}
 
 	if list := parseList(*latSubs); len(list) > 0 {
@@ -172,6 +189,52 @@ func main() {
 	if failed {
 		os.Exit(1)
 	}
+}
+
+// forwarderTable measures and prints the forwarders in processes of their
+// own at each of counts subscribers, and reports whether every count was
+// measured.
+func forwarderTable(counts, sizes []int, rounds int, d time.Duration) bool {
+	kinds := bench.ForwarderKinds
+	ok := true
+	fmt.Println("forwarders alone, each in a process of its own; fwd: that process's CPU, ends: this one's (publisher, subscribers)")
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "subs\tsize\t")
+	for _, k := range kinds {
+		fmt.Fprintf(tw, "%s obj/s\t%s fwd CPU/obj\t%s ends CPU/obj\t", k.Name, k.Name, k.Name)
+	}
+	for _, k := range kinds[1:] {
+		fmt.Fprintf(tw, "%s rate/bare\t%s fwd CPU/bare\tper round\t%s ends CPU/bare\t", k.Name, k.Name, k.Name)
+	}
+	fmt.Fprintln(tw)
+	for _, n := range counts {
+		fmt.Fprintf(os.Stderr, "relay: forwarders alone, %d subscribers\n", n)
+		budget := time.Duration(len(kinds)*(rounds+1)*len(sizes))*d*4 + 3*time.Minute
+		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		rows, err := bench.CompareForwarders(ctx, n, sizes, rounds, d)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "relay: forwarders alone, %d subscribers: %v\n", n, err)
+			ok = false
+		}
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%d\t%s\t", r.Subscribers, bench.SizeName(r.Size))
+			for i := range kinds {
+				fmt.Fprintf(tw, "%.0f\t%v\t%v\t", r.PerSec[i], r.Forwarder[i].Round(10*time.Nanosecond), r.PerObject[i].Round(10*time.Nanosecond))
+			}
+			for i := range kinds[1:] {
+				var each []string
+				for _, x := range r.ForwarderRounds[i+1] {
+					each = append(each, fmt.Sprintf("%.2f", x))
+				}
+				fmt.Fprintf(tw, "%.2f\t%.2f\t%s\t%.2f\t", r.RateRatio[i+1], r.ForwarderRatio[i+1], strings.Join(each, " "), r.CPURatio[i+1])
+			}
+			fmt.Fprintln(tw)
+		}
+	}
+	tw.Flush()
+	fmt.Println()
+	return ok
 }
 
 // parseList reads a comma-separated list of positive integers.
