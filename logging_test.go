@@ -146,7 +146,7 @@ func TestServeLogsDrain(t *testing.T) {
 		p := newPipePair(t, transport.PipeConfig{}, nil, nil)
 		q <- p.server
 		ctx, cancel := context.WithCancel(t.Context())
-		served := goErr(func() error { return serveSessions(ctx, q.accept, nil, 3*time.Second, l) })
+		served := goErr(func() error { return serveSessions(ctx, q.accept, nil, 3*time.Second, "", l) })
 		synctest.Wait()
 		cancel()
 		require.NoError(t, <-served)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -33,6 +34,7 @@ type Server struct {
 	cfg    *Config
 	queue  acceptQueue
 	drain  time.Duration // ServerOptions.DrainTimeout, defaulted
+	uri    string        // ServerOptions.NewSessionURI
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -90,6 +92,10 @@ type ServerOptions struct {
 	// the GOAWAY announces (§9.2). Default 5s; negative sends GOAWAY and
 	// closes at once.
 	DrainTimeout time.Duration
+	// NewSessionURI is the New Session URI of the GOAWAY Serve sends when
+	// it drains (§9.2): where clients are to go on, such as another
+	// server. Default "": clients reuse the URI they dialed (§6.6.1).
+	NewSessionURI string
 }
 
 // defaultDrainTimeout is ServerOptions.DrainTimeout's default: time for a
@@ -104,6 +110,9 @@ func Listen(addr string, cfg *Config, opts *ServerOptions) (*Server, error) {
 		opts = &ServerOptions{}
 	}
 	cfg = cfg.withDefaults()
+	if len(opts.NewSessionURI) > wire.MaxURILen {
+		return nil, fmt.Errorf("moqt: ServerOptions.NewSessionURI is %d bytes, more than %d (§9.2)", len(opts.NewSessionURI), wire.MaxURILen)
+	}
 	if err := checkServerTLS(cfg.TLSConfig); err != nil {
 		return nil, err
 	}
@@ -134,6 +143,7 @@ func newServer(ln listener, cfg *Config, opts *ServerOptions) *Server {
 		cfg.SharedBacklog = NewBacklogBudget(0)
 	}
 	srv := &Server{ln: ln, cfg: cfg, queue: newAcceptQueue(), drain: cmp.Or(opts.DrainTimeout, defaultDrainTimeout),
+		uri:     opts.NewSessionURI,
 		sources: sourceCounts{limit: opts.MaxSessionsPerSource}}
 	srv.ctx, srv.cancel = context.WithCancel(context.Background())
 	srv.wg.Add(1)
@@ -173,8 +183,9 @@ func (srv *Server) Accept(ctx context.Context) (*Session, error) {
 // Serve accepts every session and holds it until it ends, for a server
 // whose Config.Handler does all the work: it is the Accept loop such a
 // server must otherwise write. When ctx is done, it stops accepting and
-// drains the sessions it accepted: each gets GOAWAY without a New Session
-// URI (Session.Shutdown) and ServerOptions.DrainTimeout to end, after which
+// drains the sessions it accepted: each gets GOAWAY with
+// ServerOptions.NewSessionURI (Session.Shutdown) and
+// ServerOptions.DrainTimeout to end, after which
 // it is closed, with GOAWAY_TIMEOUT if requests are still open. So is a
 // session whose SETUP exchange was over when the drain began but which
 // had not reached Accept yet. Serve returns once all of them have ended
@@ -183,7 +194,7 @@ func (srv *Server) Accept(ctx context.Context) (*Session, error) {
 // drained all the same). It does not close the Server; sessions that
 // complete SETUP after the drain starts wait for Accept or Close.
 func (srv *Server) Serve(ctx context.Context) error {
-	return serveSessions(ctx, srv.Accept, srv.settle, srv.drain, srv.cfg.Logger)
+	return serveSessions(ctx, srv.Accept, srv.settle, srv.drain, srv.uri, srv.cfg.Logger)
 }
 
 // settle waits, within ctx, until every session whose SETUP exchange is
@@ -230,9 +241,9 @@ func (srv *Server) trackSetup(s *Session) (untrack func()) {
 // serveSessions is Serve over accept: it holds each session accept
 // returns until the session ends or ctx is done, then drains those left
 // within drain, with those settle (if set) lets reach the queue once ctx is
-// done. accept with a done ctx must still return the sessions queued.
+// done, each with a GOAWAY carrying uri. accept with a done ctx must still return the sessions queued.
 func serveSessions(ctx context.Context, accept func(context.Context) (*Session, error), settle func(context.Context),
-	drain time.Duration, log *slog.Logger) error {
+	drain time.Duration, uri string, log *slog.Logger) error {
 	var (
 		wg       sync.WaitGroup
 		live     atomic.Int64
@@ -250,7 +261,7 @@ func serveSessions(ctx context.Context, accept func(context.Context) (*Session, 
 			case <-draining:
 			}
 			// The session logs how it ended; nothing is left to report.
-			_ = s.Shutdown(drainCtx, "")
+			_ = s.Shutdown(drainCtx, uri)
 		})
 	}
 	for {

@@ -43,7 +43,8 @@ func closeOf(t *testing.T, s *Session) (wire.SessionErrorCode, bool) {
 // once with NO_ERROR; a client whose subscription stays open is closed
 // with GOAWAY_TIMEOUT after exactly the drain timeout; a session that
 // ended before is left alone; and Serve returns nil once all are gone.
-// Without open requests, it returns at once.
+// Without open requests, it returns at once. The GOAWAY carries
+// ServerOptions.NewSessionURI.
 func TestServeDrains(t *testing.T) {
 	const drain = 5 * time.Second
 	for _, tr := range pipeTransports {
@@ -56,7 +57,7 @@ func TestServeDrains(t *testing.T) {
 				q <- a.server
 				q <- b.server
 				ctx, cancel := context.WithCancel(t.Context())
-				served := goErr(func() error { return serveSessions(ctx, q.accept, nil, drain, quietLogger) })
+				served := goErr(func() error { return serveSessions(ctx, q.accept, nil, drain, "", quietLogger) })
 				synctest.Wait() // both accepted
 				start := time.Now()
 				cancel()
@@ -85,7 +86,7 @@ func TestServeDrains(t *testing.T) {
 					q <- p.server
 				}
 				ctx, cancel := context.WithCancel(t.Context())
-				served := goErr(func() error { return serveSessions(ctx, q.accept, nil, drain, quietLogger) })
+				served := goErr(func() error { return serveSessions(ctx, q.accept, nil, drain, "", quietLogger) })
 				_, err := busy.client.Subscribe(t.Context(), testTrack, wire.Params{})
 				require.NoError(t, err)
 				<-h.served
@@ -107,6 +108,22 @@ func TestServeDrains(t *testing.T) {
 				assert.True(t, remote)
 			})
 		})
+		t.Run(tr.name+"/new session uri", func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				q := make(sessionQueue, 1)
+				p := newPipePair(t, pc, nil, nil)
+				q <- p.server
+				ctx, cancel := context.WithCancel(t.Context())
+				const next = "moqt://127.0.0.1:4444/next"
+				served := goErr(func() error { return serveSessions(ctx, q.accept, nil, drain, next, quietLogger) })
+				synctest.Wait() // accepted
+				cancel()
+				require.NoError(t, <-served)
+				assert.Equal(t, next, p.client.GoawayURI(), "ServerOptions.NewSessionURI")
+				code, _ := closeOf(t, p.client)
+				assert.Equal(t, wire.NoError, code)
+			})
+		})
 		t.Run(tr.name+"/accept fails", func(t *testing.T) {
 			inBubble(t, func(t *testing.T) {
 				q := make(sessionQueue, 2)
@@ -114,7 +131,7 @@ func TestServeDrains(t *testing.T) {
 				broken := errors.New("listener broken")
 				q <- p.server
 				q <- broken
-				err := serveSessions(t.Context(), q.accept, nil, drain, quietLogger)
+				err := serveSessions(t.Context(), q.accept, nil, drain, "", quietLogger)
 				assert.ErrorIs(t, err, broken)
 				code, _ := closeOf(t, p.client)
 				assert.Equal(t, wire.NoError, code, "drained all the same")

@@ -56,7 +56,9 @@ requests by kind and outcome, objects and bytes in and out, drops by reason,
 subscribers cut) and /healthz (200 while serving, 503 while draining).
 
 Ctrl-C or SIGTERM stops it cleanly: every session gets GOAWAY and a few
-seconds to leave, then it exits with status 0.`,
+seconds to leave, then it exits with status 0. With -goaway-uri the GOAWAY
+sends clients to another relay (moqt sub follows it); without, they
+reconnect to the URL they used.`,
 	maxArgs: 0,
 	setup:   relaySetup,
 }
@@ -76,6 +78,7 @@ func relaySetup(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 	metricsAddr := fs.String("metrics", "", "TCP `address` to serve /metrics (Prometheus) and /healthz on over HTTP, such as 127.0.0.1:9090")
 	webAddr := fs.String("web", "", "TCP `address` to serve the web page on over HTTP, such as 127.0.0.1:8080")
 	fs.DurationVar(&o.DrainTimeout, "drain", relayserve.DefaultDrainTimeout, "how long sessions get to leave after GOAWAY when stopping")
+	fs.StringVar(&o.NewSessionURI, "goaway-uri", "", "when stopping, send clients to this `URL` (the GOAWAY's New Session URI), such as another relay; empty: they reconnect to the URL they used")
 	fs.IntVar(&o.MaxSessionsPerSource, "max-sessions-per-source", defaultMaxSessionsPerSource,
 		"the most sessions one source (IPv4 address, IPv6 /64) may hold at once; 0 for no bound")
 	var drafts draftFlag
@@ -96,6 +99,11 @@ func relaySetup(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		if o.Upstream != "" {
 			if err := checkURL(o.Upstream); err != nil {
 				return usagef("-upstream: %v", err)
+			}
+		}
+		if o.NewSessionURI != "" {
+			if err := checkURL(o.NewSessionURI); err != nil {
+				return usagef("-goaway-uri: %v", err)
 			}
 		}
 		if (o.CertFile == "") != (o.KeyFile == "") {

@@ -45,6 +45,9 @@ type Options struct {
 	// DrainTimeout bounds the drain after ctx ends. Default
 	// DefaultDrainTimeout.
 	DrainTimeout time.Duration
+	// NewSessionURI, if set, is the New Session URI of the drain's GOAWAY:
+	// where the clients are to go on (moqt.ServerOptions.NewSessionURI).
+	NewSessionURI string
 	// MaxSessionsPerSource bounds the sessions one source holds at once
 	// (moqt.ServerOptions.MaxSessionsPerSource). Default 0: no bound.
 	MaxSessionsPerSource int
@@ -131,7 +134,7 @@ func Run(ctx context.Context, o Options, ready func(Info)) error {
 		Handler:   r,
 		Versions:  o.Versions,
 	}, &moqt.ServerOptions{CheckOrigin: func(*http.Request) bool { return true }, DrainTimeout: o.DrainTimeout,
-		MaxSessionsPerSource: o.MaxSessionsPerSource,
+		NewSessionURI: o.NewSessionURI, MaxSessionsPerSource: o.MaxSessionsPerSource,
 		// Counted from setup, not from a first request: idle sessions too.
 		CheckSetup: func(s *moqt.Session, _ *wire.Setup) error { r.Watch(s); return nil }})
 	if err != nil {
