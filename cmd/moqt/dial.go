@@ -25,7 +25,7 @@ type clientFlags struct {
 }
 
 func (f *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.pin, "sha256", "", "trust the server by its certificate's SHA-256, `HASH`, as moqt relay prints it (hex or base64);\nneeded for a self-signed certificate, such as the one moqt relay makes")
+	fs.StringVar(&f.pin, "sha256", "", "trust the server by its certificate's SHA-256, `HASH`, as moqt relay prints it (hex or base64);\nneeded for a self-signed certificate, such as the one moqt relay makes;\nseveral, comma-separated, trust any of them (relays a GOAWAY may send to)")
 	fs.BoolVar(&f.quiet, "q", false, "say nothing on stderr but errors")
 	fs.BoolVar(&f.debug, "debug", false, "log the library's debug messages on stderr")
 	f.drafts.register(fs)
@@ -65,11 +65,14 @@ func (f *clientFlags) dial(ctx context.Context, e *env, rawURL string, h moqt.Ha
 		Versions:              f.drafts.versions,
 		CloseTimeout:          f.closeTimeout}
 	if f.pin != "" {
-		sum, err := parseCertificateHash(f.pin)
-		if err != nil {
-			return nil, usagef("-sha256: %v", err)
+		// Several, comma-separated: the servers a GOAWAY may send to.
+		for pin := range strings.SplitSeq(f.pin, ",") {
+			sum, err := parseCertificateHash(pin)
+			if err != nil {
+				return nil, usagef("-sha256: %v", err)
+			}
+			cfg.ServerCertificateHashes = append(cfg.ServerCertificateHashes, sum)
 		}
-		cfg.ServerCertificateHashes = [][32]byte{sum}
 	}
 	s, err := moqt.Dial(ctx, rawURL, cfg)
 	if err != nil {

@@ -55,6 +55,8 @@ type sequencer struct {
 	// objects of it delivered by a fill may come first.
 	endsBefore    uint64
 	endsBeforeSet bool
+	// doneBelow: every object of the groups below it has come (through).
+	doneBelow uint64
 
 	ahead      map[uint64][]moqt.Object // later groups' objects, waiting
 	aheadBytes int
@@ -95,6 +97,18 @@ func (s *sequencer) beginAtLowest(now time.Time) {
 // End of Group was the Largest Object.
 func (s *sequencer) endedWith(g uint64) {
 	s.endsBefore, s.endsBeforeSet = g, true
+}
+
+// through tells that every object of the groups below g has come: a
+// fill delivers in order (§3.4), so its first entry in group g ends the
+// groups before it, though their End of Group, which a fetch does not
+// carry, never comes.
+func (s *sequencer) through(g uint64, now time.Time) error {
+	if g <= s.doneBelow {
+		return nil
+	}
+	s.doneBelow = g
+	return s.settle(now)
 }
 
 // add takes the next object ReadObject returned, at time now; its payload
@@ -184,7 +198,16 @@ func (s *sequencer) settle(now time.Time) error {
 	}
 	for len(s.ahead) > 0 {
 		next := s.cur + 1
-		if _, ok := s.ahead[next]; !ok || !s.ended {
+		_, ok := s.ahead[next]
+		if s.cur < s.doneBelow {
+			// The groups up to doneBelow came whole: those between that
+			// did not come do not exist.
+			s.ended = true
+			if low := s.lowestAhead(); !ok && low <= s.doneBelow {
+				next, ok = low, true
+			}
+		}
+		if !ok || !s.ended {
 			patient := !s.ended && s.endsGroups // its End of Group will come
 			if !s.overBounds() && (patient || now.Sub(s.lastCur) < sequenceStall) {
 				return nil
@@ -269,10 +292,13 @@ func (s *sequencer) lowestAhead() uint64 {
 type shortGroups struct {
 	first   uint64 // the subscription's first group, once started
 	started bool
-	ended   map[uint64]bool // groups whose End of Group came, the last maxEndedGroups
-	newest  uint64          // the highest group in ended
-	short   []uint64        // the groups that ended short, the first maxShortNamed
-	n       int             // how many ended short
+	// rejoined are the first groups of the subscriptions after moves
+	// (GOAWAY), which join mid-subgroup as the first does; the last few.
+	rejoined []uint64
+	ended    map[uint64]bool // groups whose End of Group came, the last maxEndedGroups
+	newest   uint64          // the highest group in ended
+	short    []uint64        // the groups that ended short, the first maxShortNamed
+	n        int             // how many ended short
 }
 
 const (
@@ -307,12 +333,21 @@ func (s *shortGroups) object(obj moqt.Object) {
 	}
 }
 
+// rejoin notes g as the first group of a subscription after a move.
+func (s *shortGroups) rejoin(g uint64) {
+	if len(s.rejoined) == maxShortNamed {
+		s.rejoined = s.rejoined[1:]
+	}
+	s.rejoined = append(s.rejoined, g)
+}
+
 // incomplete takes news that a subgroup stream of group g ended short,
 // reset with err.
 func (s *shortGroups) incomplete(g uint64, err error) {
 	s.start(g)
 	var se *moqt.StreamError
-	if s.ended[g] || g == s.first && errors.As(err, &se) && se.Code == wire.ResetCancelled {
+	joined := g == s.first || slices.Contains(s.rejoined, g)
+	if s.ended[g] || joined && errors.As(err, &se) && se.Code == wire.ResetCancelled {
 		return
 	}
 	if s.n++; len(s.short) < maxShortNamed {

@@ -32,6 +32,15 @@ from its start), from the relay's or the publisher's cache, then the live
 objects, each once (FILL_PARAMETERS, §3.5). If nobody publishes the track
 yet, a relay holds the subscription up to -wait for a publisher to come.
 
+When the server sends GOAWAY (a relay stopping), moqt sub moves to the URL
+the GOAWAY names, or to URL again if it names none, trying for up to
+-reconnect, and goes on from the first object it has not written: the new
+server fills in what it missed, and nothing is written twice. If the new
+server does not have those objects, moqt sub says so and fails at the end;
+if it cannot be reached, moqt sub fails then. -sha256 takes the pins of
+every server it may be sent to, comma-separated. -follow-goaway=false reads
+on until the server closes the session.
+
 It exits 0 when the publisher ends the track (TRACK_ENDED), at Ctrl-C, or
 after -count objects; otherwise non-zero, saying why, and also at
 TRACK_ENDED when objects are missing: a data stream that never came, a
@@ -62,6 +71,7 @@ type subOptions struct {
 	verbose   bool
 	count     int
 	unordered bool
+	follow    followOptions
 }
 
 func subSetup(fs *flag.FlagSet) func(context.Context, *env, []string) error {
@@ -73,6 +83,8 @@ func subSetup(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 	fs.BoolVar(&o.verbose, "v", false, "tell of each object on stderr")
 	fs.IntVar(&o.count, "count", 0, "exit after `N` objects; 0 for no limit")
 	fs.BoolVar(&o.unordered, "unordered", false, "write objects as they arrive, without putting groups that arrive interleaved back in order")
+	fs.BoolVar(&o.follow.on, "follow-goaway", true, "when the server sends GOAWAY, go on at the URL it gives (or the same URL), from the first object not written yet")
+	fs.DurationVar(&o.follow.timeout, "reconnect", 10*time.Second, "how long moving after GOAWAY may take before moqt sub gives up")
 	return func(ctx context.Context, e *env, args []string) error {
 		name, err := parseTrack(args[1], args[2])
 		if err != nil {
@@ -85,6 +97,12 @@ func subSetup(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		}
 		defer sess.Close()
 		n.say("connected to %s (%s, %s)", args[0], transportName(sess), sess.Version())
+		if o.follow.on {
+			o.follow.url = args[0]
+			o.follow.dial = func(ctx context.Context, url string) (*moqt.Session, error) {
+				return o.client.dial(ctx, e, url, nil)
+			}
+		}
 		return runSub(ctx, n, e.stdout, sess, name, &o)
 	}
 }
@@ -134,7 +152,6 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 		}
 		return fmt.Errorf("subscribing to %s: %w", formatTrack(name), explainSubscribeError(err, o.wait))
 	}
-	defer sub.Close()
 	largest, hasLargest := sub.Largest()
 	switch {
 	case !hasLargest:
@@ -155,19 +172,28 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 	// to arrive), else the Largest Object's group, or
 	// the next one if the Largest was its End of Group. A fill's entries
 	// come first, in order: the first of them starts.
+	// from is the first object wanted, where a move after GOAWAY resumes
+	// if nothing came yet.
 	findFirst := !hasLargest
+	var from wire.Location
 	switch {
 	case !hasLargest:
 	case early:
 	case fill > 0:
+		from.Group = largest.Group + 1 - min(fill, largest.Group+1)
 		if probeEnded(ctx, sess, name, largest) {
 			seq.endedWith(largest.Group)
 		}
 	case probeEnded(ctx, sess, name, largest):
 		seq.begin(largest.Group+1, time.Now())
+		from.Group = largest.Group + 1
 	default:
 		seq.begin(largest.Group, time.Now())
+		from = wire.Location{Group: largest.Group, Object: largest.Object + 1}
 	}
+	tk := newTaken(from)
+	fw := newFollower(ctx, o, n, sess, sub, tk)
+	defer func() { _ = fw.sub.Close() }()
 	short := newShortGroups()
 	lateObjects := 0
 	// notCome counts the ranges of a fetch or fill that the server did not
@@ -205,26 +231,50 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 		// that the subscription is read on.
 		live := readAhead(ctx, sub)
 		next = live.next
-		last, timedOut, err := fetchStart(ctx, n, sess, name, largest, w, o.verbose)
+		last, timedOut, err := fetchStart(ctx, n, sess, name, largest, w, tk.take, o.verbose)
 		notCome += timedOut
-		if err != nil && !errors.Is(err, errFull) {
+		switch {
+		case err != nil && !errors.Is(err, errFull) && fw.mv != nil && fw.mv.goingAway():
+			// The move's fill brings the rest.
+			n.warn("fetching the objects through %s was cut after GOAWAY (%v): the next session brings the rest", loc(largest), err)
+			seq.begin(tk.resume().Group, time.Now())
+		case err != nil && !errors.Is(err, errFull):
 			return err
-		}
-		if last == largest {
+		case last == largest:
 			seq.begin(largest.Group, time.Now())
-		} else { // the Largest Object was its group's End of Group
+		default: // the Largest Object was its group's End of Group
 			seq.begin(largest.Group+1, time.Now())
 		}
 	}
 	for !w.full() {
-		obj, err := readObject(ctx, next, seq)
+		obj, err := readObject(fw.readCtx(ctx), next, seq)
 		if errors.Is(err, errWake) {
 			if err := seq.tick(time.Now()); err != nil {
 				return err
 			}
 			continue
 		}
+		if woke, due := fw.due(ctx, err); due {
+			moved, merr := fw.moveOn(ctx, woke, err, seq, !o.unordered, name, o.wait)
+			if merr != nil {
+				if ferr := finish(); ferr != nil {
+					return ferr
+				}
+				return fmt.Errorf("after %d objects, %d bytes: %w", w.objects, w.bytes, merr)
+			}
+			if moved {
+				sess, next = fw.ses, fw.sub.ReadObject
+				l, _ := fw.sub.Largest()
+				short.rejoin(l.Group)
+			}
+			continue
+		}
 		if err != nil {
+			for _, h := range fw.held {
+				if !errors.Is(h.Incomplete, moqt.ErrStreamsMissing) { // PUBLISH_DONE's count tells
+					short.incomplete(h.Location.Group, h.Incomplete)
+				}
+			}
 			if ferr := finish(); ferr != nil {
 				return ferr
 			}
@@ -241,6 +291,8 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 			case errors.As(err, &done) && done.Missing > 0:
 				// TRACK_ENDED included: the copy lacks what they carried.
 				return fmt.Errorf("the publisher ended the subscription after %s: %s, but %d of the %d data streams it counted never arrived: objects are missing", summary, explainDone(done), done.Missing, done.StreamCount)
+			case errors.As(err, &done) && done.Code == wire.DoneTrackEnded && fw.lost > 0:
+				return fmt.Errorf("the track ended (TRACK_ENDED) after %s, but %d ranges of the track were not to be had after moving off a server that went away (GOAWAY): objects are missing", summary, fw.lost)
 			case errors.As(err, &done) && done.Code == wire.DoneTrackEnded && notCome > 0:
 				return fmt.Errorf("the track ended (TRACK_ENDED) after %s, but the server did not get %d ranges of the fill or of the start in time: objects are missing", summary, notCome)
 			case errors.As(err, &done) && done.Code == wire.DoneTrackEnded && short.missing() != "":
@@ -254,6 +306,18 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 				return fmt.Errorf("after %s: %w", summary, sessionEnded(sess))
 			}
 			return fmt.Errorf("the subscription ended after %s: %w", summary, err)
+		}
+		if done, err := fw.arrived(obj, seq, !o.unordered); done || err != nil {
+			if err != nil && !errors.Is(err, errFull) {
+				return err
+			}
+			continue
+		}
+		if fw.hold(obj) {
+			if o.verbose {
+				n.warn("group %d (subgroup %d) ended short after GOAWAY: the next session brings the rest (%v)", obj.Location.Group, obj.SubgroupID, obj.Incomplete)
+			}
+			continue
 		}
 		switch {
 		case errors.Is(obj.Incomplete, moqt.ErrFillFailed):
@@ -288,7 +352,7 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 		}
 		if findFirst {
 			findFirst = false
-			if first, known := firstGroup(ctx, sess, name, obj.Location.Group); known {
+			if first, known := firstGroup(ctx, fw.ses, name, obj.Location.Group); known {
 				seq.begin(first, time.Now())
 			} else {
 				if o.verbose {
@@ -297,12 +361,16 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 				seq.beginAtLowest(time.Now())
 			}
 		}
+		tk.take(obj)
 		if err := add(obj, time.Now()); err != nil && !errors.Is(err, errFull) {
 			return err
 		}
 	}
 	if err := finish(); err != nil {
 		return err
+	}
+	if fw.lost > 0 {
+		return fmt.Errorf("%d objects, %d bytes, but %d ranges of the track were not to be had after moving off a server that went away (GOAWAY): objects are missing", w.objects, w.bytes, fw.lost)
 	}
 	n.say("%d objects, %d bytes: done", w.objects, w.bytes)
 	return nil
@@ -334,138 +402,6 @@ func (ow *objectWriter) write(obj moqt.Object) error {
 	ow.objects++
 	ow.bytes += int64(len(obj.Payload))
 	return ow.w.Flush()
-}
-
-// fetchStart writes the track's objects from its start through largest,
-// with a FETCH: they are in order on its stream. It returns the last
-// object's Location, and how many ranges the server did not get in time.
-func fetchStart(ctx context.Context, n *narrator, sess *moqt.Session, name wire.FullTrackName, largest wire.Location, w *objectWriter, verbose bool) (last wire.Location, timedOut int, err error) {
-	// A relay may report a Largest Object whose objects are still on their
-	// way to it, and refuse the FETCH while its publisher cannot answer
-	// for them either (one that left at once): they come in a moment.
-	var f *moqt.Fetch
-	for attempt, pause := 1, 250*time.Millisecond; ; attempt, pause = attempt+1, 2*pause {
-		f, err = sess.Fetch(ctx, name, wire.Params{LocationFilter: wire.Some(wire.RangeFilterToObject(wire.Location{}, largest))})
-		var re *moqt.RequestError
-		if err == nil || ctx.Err() != nil || !errors.As(err, &re) || attempt == 4 {
-			break
-		}
-		if verbose {
-			n.warn("the FETCH of the objects through %s was refused (%v): asking again in %s", loc(largest), err, pause)
-		}
-		select {
-		case <-time.After(pause):
-		case <-ctx.Done():
-		}
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return last, timedOut, nil
-		}
-		return last, timedOut, fmt.Errorf("fetching the objects through %s: %w", loc(largest), explainRequestError(err))
-	}
-	defer f.Close()
-	for {
-		obj, err := f.ReadObject(ctx)
-		switch {
-		case errors.Is(err, io.EOF):
-			return last, timedOut, nil
-		case err != nil:
-			if ctx.Err() != nil {
-				return last, timedOut, nil
-			}
-			return last, timedOut, fmt.Errorf("fetching the objects through %s: %w", loc(largest), err)
-		case obj.EndOfRange == wire.EndOfNonExistentRange:
-			if verbose {
-				n.warn("no objects through %s (fetched): the server %s", loc(obj.Location), gapText(obj.EndOfRange))
-			}
-		case obj.EndOfRange != 0:
-			if obj.EndOfRange == wire.EndOfTimedOutRange {
-				timedOut++
-			}
-			n.warn("the objects through %s are missing: the server %s", loc(obj.Location), gapText(obj.EndOfRange))
-		case obj.Status == wire.ObjectNormal:
-			if verbose {
-				n.warn("object %s (fetched): %d bytes", loc(obj.Location), len(obj.Payload))
-			}
-			if err := w.write(obj); err != nil {
-				return last, timedOut, err
-			}
-			last = obj.Location
-		}
-	}
-}
-
-// firstGroup returns the first group of a track that had nothing published
-// when the subscription began, whose first object to arrive is in group g:
-// groups in flight at once arrive in any order, so a FETCH of the groups
-// before g tells whether any exist. known is false when the FETCH cannot
-// tell: refused, cut, or answered with ranges the server does not know
-// (or did not get in time) before any object. A relay need not cache
-// (§7.1), and one whose publisher ended the track at once may have let the
-// track go while its objects are still on their way: those come on the
-// subscription all the same, only their place is not known yet.
-func firstGroup(ctx context.Context, sess *moqt.Session, name wire.FullTrackName, g uint64) (first uint64, known bool) {
-	if g == 0 {
-		return 0, true
-	}
-	f, err := sess.Fetch(ctx, name, wire.Params{LocationFilter: wire.Some(wire.RangeFilterTo(wire.Location{}, g-1))})
-	if err != nil {
-		return g, false
-	}
-	defer f.Close()
-	for {
-		obj, err := f.ReadObject(ctx)
-		switch {
-		case errors.Is(err, io.EOF):
-			return g, true // the FIN: nothing before g exists (§9.11)
-		case err != nil:
-			return g, false
-		case obj.EndOfRange == 0:
-			return obj.Location.Group, true
-		case obj.EndOfRange != wire.EndOfNonExistentRange:
-			return g, false // earlier groups may exist, unseen
-		}
-	}
-}
-
-// probeEnded reports whether the Largest Object l ended its group: a
-// FETCH of l alone returns no object when l was the group's End of Group,
-// a status that fetches do not carry. When it cannot tell, the group is
-// taken as going on, the safe guess: its next objects are waited for.
-func probeEnded(ctx context.Context, sess *moqt.Session, name wire.FullTrackName, l wire.Location) bool {
-	f, err := sess.Fetch(ctx, name, wire.Params{LocationFilter: wire.Some(wire.RangeFilterToObject(l, l))})
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	for {
-		obj, err := f.ReadObject(ctx)
-		switch {
-		case errors.Is(err, io.EOF):
-			return true
-		case err != nil:
-			return false
-		case obj.EndOfRange == wire.EndOfNonExistentRange:
-		case obj.EndOfRange != 0:
-			return false
-		case obj.Location == l:
-			return obj.Status != wire.ObjectNormal
-		}
-	}
-}
-
-// gapText says why a fetch does not carry a range.
-func gapText(e wire.EndOfRange) string {
-	switch e {
-	case wire.EndOfNonExistentRange:
-		return "says they do not exist"
-	case wire.EndOfUnknownRange:
-		return "does not know them (not kept, or never seen)"
-	case wire.EndOfTimedOutRange:
-		return "did not get them in time"
-	}
-	return "did not send them (" + e.String() + ")"
 }
 
 // liveQueue holds a subscription's objects, read on in the background.

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt"
+	"github.com/moqt-go/moqt/internal/moqttest"
+	"github.com/moqt-go/moqt/internal/transport"
+	"github.com/moqt-go/moqt/wire"
+)
+
+// TestSubFollowsGoaway: moqt sub reads through relay B, chained to relay A
+// where moqt pub publishes. B is stopped (SIGTERM: GOAWAY whose New Session
+// URI, -goaway-uri, is relay C, chained to A too). moqt sub moves to C
+// (§6.6.1, §7.4.1): it subscribes there with a fill from the first object
+// it has not written, drops what both relays deliver, and leaves B. Its
+// copy has every line once, in order, and it exits 0 at TRACK_ENDED, over
+// raw QUIC and WebTransport. Before, it read on until B closed it and
+// exited non-zero with a short copy.
+func TestSubFollowsGoaway(t *testing.T) {
+	for _, scheme := range []string{"moqt", "https"} {
+		t.Run(scheme, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			a := startRelay(t, ctx)
+			c := startRelay(t, ctx, "-upstream", a.url("moqt"), "-upstream-sha256", a.pin)
+			b := startRelay(t, ctx, "-upstream", a.url("moqt"), "-upstream-sha256", a.pin, "-goaway-uri", c.url(scheme))
+			sub := startProc(t, "sub", nil, "sub", "-lines", "-sha256", b.pin+","+c.pin, b.url(scheme), "live", "log")
+			sub.waitErr(t, ctx, "waiting up to")
+			pub := a.client(t, "pub", feedStdin, "pub", "-lines", "-group-objects", "4", a.url("moqt"), "live", "log")
+			in := &linesFeeder{w: pub.stdin}
+			pub.waitErr(t, ctx, "reading stdin")
+			in.write(t, 10) // groups 0 and 1 whole, half of group 2
+			sub.waitOut(t, ctx, "line 9")
+			b.signal(t, syscall.SIGTERM)
+			sub.waitErr(t, ctx, "moved to "+c.url(scheme))
+			require.NoError(t, b.wait(t, ctx), "relay B's exit after SIGTERM")
+			in.write(t, 30)
+			require.NoError(t, in.w.Close())
+			require.NoError(t, pub.wait(t, ctx))
+			require.NoError(t, sub.wait(t, ctx), "moqt sub's stderr:\n%s", sub.stderr())
+			assert.Equal(t, wantLines(0, 39), string(sub.output()), "every line once, in order")
+			assert.Contains(t, sub.stderr(), "is going away (GOAWAY): moving to "+c.url(scheme))
+			assert.Contains(t, sub.stderr(), "the track ended (TRACK_ENDED): 40 objects")
+			c.stop(t, ctx)
+			a.stop(t, ctx)
+		})
+	}
+}
+
+// TestSubGoawayNowhereToGo: a relay stopped with GOAWAY and no New Session
+// URI leaves moqt sub the URL it used, where nothing answers once the relay
+// has gone. moqt sub tries for -reconnect, then exits non-zero, saying
+// where it tried to go and why it failed, having written what came.
+func TestSubGoawayNowhereToGo(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	a := startRelay(t, ctx)
+	b := startRelay(t, ctx, "-upstream", a.url("moqt"), "-upstream-sha256", a.pin)
+	sub := b.client(t, "sub", nil, "sub", "-lines", "-reconnect", "2s", b.url("moqt"), "live", "log")
+	sub.waitErr(t, ctx, "waiting up to")
+	pub := a.client(t, "pub", feedStdin, "pub", "-lines", "-group-objects", "4", a.url("moqt"), "live", "log")
+	in := &linesFeeder{w: pub.stdin}
+	pub.waitErr(t, ctx, "reading stdin")
+	in.write(t, 6)
+	sub.waitOut(t, ctx, "line 5")
+	b.signal(t, syscall.SIGTERM)
+	require.Error(t, sub.wait(t, ctx), "moqt sub had nowhere to go")
+	stderr := sub.stderr()
+	assert.Contains(t, stderr, "is going away (GOAWAY): moving to "+b.url("moqt"), "the same URL, the GOAWAY having none")
+	assert.Contains(t, stderr, "could not reach "+b.url("moqt")+" within 2s")
+	assert.Equal(t, wantLines(0, 5), string(sub.output()), "what came before")
+	require.NoError(t, b.wait(t, ctx))
+	_ = in.w.Close()
+	require.NoError(t, pub.wait(t, ctx))
+	a.stop(t, ctx)
+}
+
+// servedTrack is pipeTrack's LocalTrack, holding cache objects (0: none
+// kept), served over a Pipe to the returned client, whose server end is
+// returned too.
+func servedTrack(t *testing.T, cache int) (*groupWriter, *moqt.Session, *moqt.Session) {
+	t.Helper()
+	track, err := moqt.NewLocalTrack(pipeTrack, nil)
+	require.NoError(t, err)
+	if cache > 0 {
+		track.SetCache(moqt.CacheLimits{Objects: cache})
+	}
+	client, server := moqttest.Pair(t, transport.PipeConfig{}, &moqt.Config{Handler: moqt.HandlerFunc(func(r moqt.Request) {
+		if sr, ok := r.(*moqt.SubscribeRequest); ok {
+			_, _ = track.Accept(sr, moqt.AcceptOptions{})
+		}
+	})}, nil)
+	return &groupWriter{track: track}, client, server
+}
+
+// writeGroups writes groups of four lines each, "G:O", ended by End of
+// Group, to each writer.
+func writeGroups(t *testing.T, groups int, ws ...*groupWriter) {
+	t.Helper()
+	for range groups {
+		for _, w := range ws {
+			for o := range 4 {
+				require.NoError(t, w.write(fmt.Appendf(nil, "%d:%d", w.group, o)))
+			}
+			require.NoError(t, w.endGroup())
+		}
+	}
+}
+
+// groupLines are the lines of groups from through to, as writeGroups
+// writes them.
+func groupLines(from, to int) string {
+	var sb strings.Builder
+	for g := from; g <= to; g++ {
+		for o := range 4 {
+			fmt.Fprintf(&sb, "%d:%d\n", g, o)
+		}
+	}
+	return sb.String()
+}
+
+// TestSubGoawayGap: moqt sub reads a track on one session; the server
+// sends GOAWAY with a New Session URI, and the track goes on there: its
+// group 2 was published there only, after the objects moqt sub read. moqt
+// sub dials that URI and subscribes with a fill from 2:0. When the new
+// server has group 2 in its cache, the copy is the track's, each object
+// once; when its cache kept only the last few objects, the fill reports the
+// rest as unknown, and moqt sub says the objects are missing and fails at
+// TRACK_ENDED instead of writing a copy with a hole.
+func TestSubGoawayGap(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cache int // objects the new server keeps
+	}{{"kept", 64}, {"evicted", 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				one, client1, server1 := servedTrack(t, 64)
+				two, client2, _ := servedTrack(t, tc.cache)
+				const next = "moqt://two.test/"
+				var out, stderr lockedBuffer
+				o := &subOptions{lines: true, follow: followOptions{timeout: 5 * time.Second, url: "moqt://one.test/",
+					dial: func(_ context.Context, url string) (*moqt.Session, error) {
+						assert.Equal(t, next, url, "the New Session URI")
+						return client2, nil
+					}}}
+				done := make(chan error, 1)
+				go func() { done <- runSub(ctx, &narrator{w: &stderr, prefix: "moqt sub: "}, &out, client1, pipeTrack, o) }()
+				synctest.Wait() // subscribed
+				writeGroups(t, 2, one, two)
+				synctest.Wait()
+				require.Equal(t, groupLines(0, 1), out.String())
+				writeGroups(t, 1, two) // group 2, at the new server only
+				go func() { _ = server1.Shutdown(ctx, next) }()
+				synctest.Wait() // moved
+				writeGroups(t, 1, two)
+				two.track.End(wire.DoneTrackEnded, "")
+				err := <-done
+				assert.Contains(t, stderr.String(), "moved to "+next+" (raw QUIC, moqt-21): subscribed to ns t again, from 2:0 on")
+				require.Error(t, client1.Context().Err(), "the old session is closed")
+				if tc.cache > 2 {
+					require.NoError(t, err, "moqt sub's stderr:\n%s", stderr.String())
+					assert.Equal(t, groupLines(0, 3), out.String(), "each object once")
+					return
+				}
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "not to be had after moving off a server that went away (GOAWAY): objects are missing")
+				assert.Contains(t, stderr.String(), "are missing: after the move, the server does not know them")
+				assert.NotContains(t, out.String(), "2:0\n", "not written")
+			})
+		})
+	}
+}
