@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -14,16 +15,26 @@ import (
 // dials again, so that a dead upstream is not hammered by every request.
 const redialBackoff = time.Second
 
+// retireTimeout bounds how long a Dialer keeps a session the upstream sent
+// GOAWAY on once it dialed the next one: its subscriptions end by
+// themselves meanwhile, as the upstream drains it, or are closed then.
+const retireTimeout = 10 * time.Second
+
 // Dialer is the Upstream of a relay chained to another: one session to it,
-// dialed when first needed and again after it ends, for every namespace.
+// dialed when first needed, again after it ends, and when the upstream
+// sends GOAWAY (§6.6.1: to its New Session URI, or the same one), for every
+// namespace.
 type Dialer struct {
 	url string
 	cfg *moqt.Config
 
 	mu      sync.Mutex
 	sess    *moqt.Session
-	dialing chan struct{} // closed when the dial in progress ends
-	failed  time.Time     // when the last dial failed
+	at      string                     // the URL sess was dialed at
+	next    string                     // where the next dial goes after GOAWAY; "" for url
+	retired map[*moqt.Session]struct{} // sessions left after GOAWAY, not ended yet
+	dialing chan struct{}              // closed when the dial in progress ends
+	failed  time.Time                  // when the last dial failed
 	lastErr error
 	closed  bool
 }
@@ -40,8 +51,11 @@ func DialUpstream(url string, cfg *moqt.Config) *Dialer {
 // ErrDialerClosed is returned by a closed Dialer.
 var ErrDialerClosed = errors.New("relay: upstream dialer closed")
 
-// Session returns the session to the upstream, dialing it if there is none
-// or the last one ended. A dial that failed less than a second ago is not
+// Session returns the session to the upstream, dialing it if there is none,
+// the last one ended, or the upstream sent GOAWAY on it: then at the GOAWAY's
+// New Session URI, or the URL it was dialed at when the URI is empty (after
+// a failed dial, at the Dialer's URL again), and the old session is retired
+// (retireTimeout). A dial that failed less than a second ago is not
 // retried: its error is returned.
 func (d *Dialer) Session(ctx context.Context, _ wire.Namespace) (*moqt.Session, error) {
 	for {
@@ -50,7 +64,7 @@ func (d *Dialer) Session(ctx context.Context, _ wire.Namespace) (*moqt.Session, 
 		case d.closed:
 			d.mu.Unlock()
 			return nil, ErrDialerClosed
-		case d.sess != nil && d.sess.Context().Err() == nil:
+		case d.sess != nil && d.sess.Context().Err() == nil && !goingAway(d.sess):
 			s := d.sess
 			d.mu.Unlock()
 			return s, nil
@@ -68,32 +82,70 @@ func (d *Dialer) Session(ctx context.Context, _ wire.Namespace) (*moqt.Session, 
 			d.mu.Unlock()
 			return nil, err
 		}
+		// After GOAWAY, at its URI, even when the old session is over
+		// already (an idle one closes at once, closeWhenIdle).
+		if old := d.sess; old != nil && goingAway(old) {
+			d.next = cmp.Or(old.GoawayURI(), d.at)
+			if old.Context().Err() == nil {
+				d.retireLocked(old)
+			}
+		}
+		d.sess = nil
+		url := cmp.Or(d.next, d.url)
 		ch := make(chan struct{})
 		d.dialing = ch
 		d.mu.Unlock()
 
-		s, err := moqt.Dial(ctx, d.url, d.cfg)
+		s, err := moqt.Dial(ctx, url, d.cfg)
 
 		d.mu.Lock()
 		d.dialing = nil
 		close(ch)
 		if err != nil {
 			if ctx.Err() == nil { // a dial the caller gave up is no failure of the upstream
-				d.failed, d.lastErr = time.Now(), err
+				d.failed, d.lastErr, d.next = time.Now(), err, ""
 			}
 			d.mu.Unlock()
 			return nil, err
 		}
-		d.failed, d.lastErr = time.Time{}, nil
+		d.failed, d.lastErr, d.next = time.Time{}, nil, ""
 		if d.closed {
 			d.mu.Unlock()
 			_ = s.Close()
 			return nil, ErrDialerClosed
 		}
-		d.sess = s
+		d.sess, d.at = s, url
 		d.mu.Unlock()
 		return s, nil
 	}
+}
+
+// goingAway reports whether the peer sent GOAWAY on s.
+func goingAway(s *moqt.Session) bool {
+	select {
+	case <-s.GoingAway():
+		return true
+	default:
+		return false
+	}
+}
+
+// retireLocked drains old, which the upstream sent GOAWAY on, within
+// retireTimeout: it closes once its requests have ended, or then. Close
+// closes it sooner.
+func (d *Dialer) retireLocked(old *moqt.Session) {
+	if d.retired == nil {
+		d.retired = map[*moqt.Session]struct{}{}
+	}
+	d.retired[old] = struct{}{}
+	ctx, cancel := context.WithTimeout(context.Background(), retireTimeout)
+	go func() {
+		defer cancel()
+		_ = old.Shutdown(ctx, "") // a client's GOAWAY has no URI (§9.2)
+		d.mu.Lock()
+		delete(d.retired, old)
+		d.mu.Unlock()
+	}()
 }
 
 // Close closes the session to the upstream, if any, and makes later calls
@@ -105,7 +157,14 @@ func (d *Dialer) Close() error {
 	d.closed = true
 	s := d.sess
 	d.sess = nil
+	retired := make([]*moqt.Session, 0, len(d.retired))
+	for r := range d.retired {
+		retired = append(retired, r)
+	}
 	d.mu.Unlock()
+	for _, r := range retired {
+		_ = r.Close()
+	}
 	if s != nil {
 		return s.Close()
 	}

@@ -193,3 +193,37 @@ func TestNetThreeRelayChain(t *testing.T) {
 		})
 	}
 }
+
+// TestDialerFollowsGoaway: after the upstream's GOAWAY, the Dialer's next
+// session is dialed at the New Session URI (§9.2: the client MUST use it),
+// and the old one is retired: closed once its requests are done.
+func TestDialerFollowsGoaway(t *testing.T) {
+	for _, scheme := range schemes {
+		t.Run(scheme, func(t *testing.T) {
+			b := startNetNode(t, scheme, Config{}, nil)
+			c := startNetNode(t, scheme, Config{}, nil)
+			cfg := b.clientConfig(nil)
+			cfg.ServerCertificateHashes = append(cfg.ServerCertificateHashes, c.hash)
+			d := DialUpstream(b.url("/edge"), cfg)
+			defer d.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s1, err := d.Session(ctx, nil)
+			require.NoError(t, err)
+			go func() { _ = b.awaitSession(ctx, "/edge").Shutdown(ctx, c.url("/edge")) }()
+			<-s1.GoingAway()
+			s2, err := d.Session(ctx, nil)
+			require.NoError(t, err)
+			assert.NotSame(t, s1, s2)
+			c.awaitSession(ctx, "/edge") // dialed at the New Session URI
+			select {
+			case <-s1.Context().Done(): // nothing open: retired at once
+			case <-ctx.Done():
+				t.Fatal("the old session was not retired")
+			}
+			same, err := d.Session(ctx, nil)
+			require.NoError(t, err)
+			assert.Same(t, s2, same)
+		})
+	}
+}

@@ -161,13 +161,20 @@ func (reg *registry) watch(s *moqt.Session, upstream bool) *sessionState {
 	if st := reg.sessions[s]; st != nil {
 		// A dialed session's first request may come before Upstream
 		// returned it: it is an upstream all the same.
+		follow := upstream && !st.dialed
 		st.dialed = st.dialed || upstream
 		reg.mu.Unlock()
+		if follow {
+			reg.goRun(func() { reg.followGoaway(s) })
+		}
 		return st
 	}
 	st := &sessionState{upstream: upstream, dialed: upstream, anns: map[*announcer]struct{}{}}
 	reg.sessions[s] = st
 	reg.mu.Unlock()
+	if upstream {
+		reg.goRun(func() { reg.followGoaway(s) }) // migrate.go
+	}
 	reg.met.SessionStarted(upstream)
 	reg.log.Debug("relay: session", "event", "start", "upstream", upstream, "path", s.Path(), "authority", s.Authority())
 	context.AfterFunc(s.Context(), func() { reg.sessionEnded(s, st) })
