@@ -165,10 +165,13 @@ type Config struct {
 	// subscriber's pace. An object going to several waits at most 5 ms for
 	// each. If every one of them had to queue, the write then waits for
 	// the first to catch up, a grace at a time while their queues move
-	// (SubgroupWriter.SetWriteDeadline bounds the whole). A subscription
-	// whose queued bytes are taken by none of its streams for a whole
-	// grace (a subscriber that stopped reading, or died) is too far
-	// behind. Default 2s.
+	// (SubgroupWriter.SetWriteDeadline bounds the whole); a relay's write
+	// of an object it received waits half a grace in all, so that its own
+	// upstream does not find it stalled. A subscription whose queued bytes
+	// are taken by none of its streams for a whole grace (a subscriber
+	// that stopped reading, or died) is too far behind, unless its
+	// connection is recovering from loss meanwhile (the peer heard from,
+	// this end retransmitting): then up to five graces. Default 2s.
 	SubscriberGrace time.Duration
 
 	// Subscription lifecycle (publisher side).
