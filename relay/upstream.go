@@ -73,23 +73,54 @@ func (u *upstream) run() {
 		defer wg.Done()
 		u.e.out.datagrams(u)
 	}()
+	next := make(chan *moqt.SubgroupReader)
+	var idle atomic.Int32
 	for {
 		r, err := u.sub.AcceptSubgroup(context.Background())
 		if err != nil {
 			break
 		}
 		u.noteGroup(r.Header().GroupID)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			u.e.out.subgroup(r)
-		}()
+		select {
+		case next <- r: // an idle forwarder takes it
+		default:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				u.forwardStreams(r, next, &idle)
+			}()
+		}
 	}
+	close(next)
 	wg.Wait()
 	if n := u.sub.DroppedDatagrams(); n > 0 {
 		u.e.reg.met.Dropped(DropDatagramQueue, int(n))
 	}
 	u.e.upstreamEnded(u, u.sub.Err())
+}
+
+// maxIdleForwarders is how many goroutines forwarding u's subgroup streams
+// wait for the next stream once theirs ended.
+const maxIdleForwarders = 2
+
+// forwardStreams forwards r, then the streams run hands it while it is
+// one of the maxIdleForwarders waiting, until run closes next. A goroutine
+// that forwarded a stream has the stack that forwarding takes: the next
+// stream forwarded on it does not grow a new one by copies.
+func (u *upstream) forwardStreams(r *moqt.SubgroupReader, next <-chan *moqt.SubgroupReader, idle *atomic.Int32) {
+	for {
+		u.e.out.subgroup(r)
+		if idle.Add(1) > maxIdleForwarders {
+			idle.Add(-1)
+			return
+		}
+		var ok bool
+		r, ok = <-next
+		idle.Add(-1)
+		if !ok {
+			return
+		}
+	}
 }
 
 // pushForward sends REQUEST_UPDATEs until the publisher's Forward state is
