@@ -191,8 +191,11 @@ func (srv *Server) Accept(ctx context.Context) (*Session, error) {
 // had not reached Accept yet. Serve returns once all of them have ended
 // and their closes are on the wire: nil after a drain, or the error that
 // stopped Accept (net.ErrClosed once Close is called; the sessions are
-// drained all the same). It does not close the Server; sessions that
-// complete SETUP after the drain starts wait for Accept or Close.
+// drained all the same). While it drains it goes on accepting: a client
+// that completes SETUP meanwhile gets GOAWAY at once, with the same New
+// Session URI, so that it goes elsewhere rather than wait, and is drained
+// within the same time. It does not close the Server: sessions that
+// complete SETUP once Serve has returned wait for Accept or Close.
 func (srv *Server) Serve(ctx context.Context) error {
 	return serveSessions(ctx, srv.Accept, srv.settle, srv.drain, srv.uri, srv.cfg.Logger)
 }
@@ -241,27 +244,42 @@ func (srv *Server) trackSetup(s *Session) (untrack func()) {
 // serveSessions is Serve over accept: it holds each session accept
 // returns until the session ends or ctx is done, then drains those left
 // within drain, with those settle (if set) lets reach the queue once ctx is
-// done, each with a GOAWAY carrying uri. accept with a done ctx must still return the sessions queued.
+// done, each with a GOAWAY carrying uri. It goes on accepting while it
+// drains, so that a client arriving meanwhile gets GOAWAY at once and is
+// drained with the rest, until nothing is left to drain or the drain's
+// time is over. accept with a done ctx must still return the sessions
+// queued.
 func serveSessions(ctx context.Context, accept func(context.Context) (*Session, error), settle func(context.Context),
 	drain time.Duration, uri string, log *slog.Logger) error {
+	// wg counts the held sessions. Add runs only on this goroutine and
+	// never after Wait: the loops that call hold end before it.
 	var (
 		wg       sync.WaitGroup
 		live     atomic.Int64
 		draining = make(chan struct{})
-		drainCtx context.Context // set before draining is closed
-		err      error
+		// Set before draining is closed and begun set: dctx bounds the
+		// drain; quiet ends accepting during it, once its time is over or
+		// no session is left (live reaches 0 once begun).
+		dctx, quiet   context.Context
+		stopAccepting context.CancelFunc
+		begun         atomic.Bool
+		err           error
 	)
 	hold := func(s *Session) {
 		live.Add(1)
 		wg.Go(func() {
-			defer live.Add(-1)
+			defer func() {
+				if live.Add(-1) == 0 && begun.Load() {
+					stopAccepting()
+				}
+			}()
 			select {
 			case <-s.Context().Done():
 				return
 			case <-draining:
 			}
 			// The session logs how it ended; nothing is left to report.
-			_ = s.Shutdown(drainCtx, uri)
+			_ = s.Shutdown(dctx, uri)
 		})
 	}
 	for {
@@ -276,19 +294,26 @@ func serveSessions(ctx context.Context, accept func(context.Context) (*Session, 
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(drain, 0))
 	defer cancel()
-	drainCtx = dctx
+	quiet, stopAccepting = context.WithCancel(dctx)
+	defer stopAccepting()
 	if settle != nil && err == nil {
 		settle(dctx)
-		for {
-			s, aerr := accept(ctx) // ctx is done: only what is queued
-			if aerr != nil {
-				break
-			}
-			hold(s)
-		}
 	}
 	log.Info("moqt: server", "event", "drain", "sessions", live.Load(), "timeout", max(drain, 0))
+	begun.Store(true)
 	close(draining)
+	if live.Load() == 0 {
+		stopAccepting() // nothing accepted yet: only what is queued is drained
+	}
+	for err == nil {
+		// Once quiet is done, only what is queued: a session that reached
+		// the queue as the last one left is drained all the same.
+		s, aerr := accept(quiet)
+		if aerr != nil {
+			break
+		}
+		hold(s)
+	}
 	wg.Wait()
 	return err
 }

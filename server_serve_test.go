@@ -156,13 +156,7 @@ func TestServeDrainsSessionsNotYetAccepted(t *testing.T) {
 					<-release
 				}}}
 				ls := startPipeServer(t, cfg, &ServerOptions{DrainTimeout: 5 * time.Second})
-				fp := ls.dial(scheme)
-				st := &wire.Setup{} // WebTransport's path and authority are the CONNECT's
-				if scheme == "moqt" {
-					st = ls.clientSetup()
-				}
-				fp.sendSetup(st)
-				fp.readPeerSetup()
+				fp := ls.connect(scheme)
 				<-over // SETUP is over; the session is not queued yet
 
 				ctx, cancel := context.WithCancel(t.Context())
@@ -178,4 +172,82 @@ func TestServeDrainsSessionsNotYetAccepted(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestServeDrainsLateArrivals: a client that connects while Serve drains
+// (a moqt sub moving after a GOAWAY with no New Session URI, or any new
+// client) gets GOAWAY at once, with ServerOptions.NewSessionURI, and is
+// drained with the others: one that closes then is gone at once, one that
+// ignores the GOAWAY is closed at the drain's bound with the others, and
+// Serve returns then. When every session, the late one too, leaves at
+// once, Serve returns at once rather than after DrainTimeout. Before, the
+// late client completed SETUP and waited for Accept, with no GOAWAY, until
+// Close closed it "server closed".
+func TestServeDrainsLateArrivals(t *testing.T) {
+	const (
+		drain = 5 * time.Second
+		next  = "moqt://next.test/"
+	)
+	opts := &ServerOptions{DrainTimeout: drain, NewSessionURI: next}
+	for _, scheme := range []string{"moqt", "https"} {
+		t.Run(scheme+"/ignored", func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				ls := startPipeServer(t, nil, opts)
+				old := ls.connect(scheme) // ignores the GOAWAY: the drain runs its time
+				ctx, cancel := context.WithCancel(t.Context())
+				served := goErr(func() error { return ls.srv.Serve(ctx) })
+				synctest.Wait()             // old accepted
+				time.Sleep(2 * time.Second) // the drain's time counts from its start, not Serve's
+				start := time.Now()
+				cancel()
+				assert.Equal(t, next, expectControl[*wire.Goaway](t, old).NewSessionURI)
+
+				late := ls.connect(scheme)
+				g := expectControl[*wire.Goaway](t, late)
+				assert.Equal(t, next, g.NewSessionURI, "sent where the others go")
+				assert.Equal(t, uint64(drain.Milliseconds()), g.Timeout, "what is left of the drain")
+				assert.Zero(t, time.Since(start), "at once")
+				later := ls.connect(scheme) // ignores it too
+				expectControl[*wire.Goaway](t, later)
+				late.closeSession()
+
+				require.NoError(t, <-served)
+				assert.Equal(t, drain, time.Since(start), "the ignored GOAWAYs hold the drain to its bound, no more")
+				for _, fp := range []*fakePeer{old, later} {
+					fp.expectClose(wire.NoError) // nothing was open
+				}
+			})
+		})
+		t.Run(scheme+"/nothing left", func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				ls := startPipeServer(t, nil, opts)
+				old := ls.connect(scheme)
+				ctx, cancel := context.WithCancel(t.Context())
+				served := goErr(func() error { return ls.srv.Serve(ctx) })
+				synctest.Wait() // old accepted
+				start := time.Now()
+				cancel()
+				expectControl[*wire.Goaway](t, old)
+				late := ls.connect(scheme)
+				assert.Equal(t, next, expectControl[*wire.Goaway](t, late).NewSessionURI)
+				old.closeSession()
+				late.closeSession()
+				require.NoError(t, <-served)
+				assert.Zero(t, time.Since(start), "both gone: no wait for the drain's bound")
+			})
+		})
+	}
+}
+
+// connect is a fake client of ls that completes SETUP.
+func (ls *libServer) connect(scheme string) *fakePeer {
+	ls.t.Helper()
+	fp := ls.dial(scheme)
+	st := &wire.Setup{} // WebTransport's path and authority are the CONNECT's
+	if scheme == "moqt" {
+		st = ls.clientSetup()
+	}
+	fp.sendSetup(st)
+	fp.readPeerSetup()
+	return fp
 }
