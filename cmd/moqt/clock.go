@@ -24,6 +24,9 @@ one stopped: a relay's subscribers keep receiving from the new one. Recent
 objects are cached, so late joiners can start from the current group
 (moqt sub -fill 1).
 
+When the server sends GOAWAY, it moves to the URL the GOAWAY names (or URL
+again) and ticks on there, as moqt pub does (-follow-goaway, -reconnect).
+
 It runs until Ctrl-C (or for -duration), then ends the track: subscribers
 are told TRACK_ENDED.
 
@@ -122,11 +125,20 @@ func runClock(ctx context.Context, p *publisher, ticks int, h clockHooks) error 
 		select {
 		case <-ctx.Done():
 			return stop(wire.DoneTrackEnded, "clock stopped")
-		case <-p.sess.GoingAway():
+		case <-p.goaway():
 			_ = stop(wire.DoneGoingAway, "server going away")
 			return errors.New("the server is shutting down (GOAWAY)")
-		case <-p.sess.Context().Done():
-			return sessionEnded(p.sess)
+		case <-p.moved():
+			if err := p.moveOn(ctx); err != nil {
+				_ = stop(wire.DoneGoingAway, "server going away")
+				return err
+			}
+			continue
+		case <-p.sessionDone():
+			if !p.moving() {
+				return sessionEnded(p.sess)
+			}
+			continue
 		case <-timer.C:
 		}
 		now := next

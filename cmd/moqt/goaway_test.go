@@ -39,10 +39,7 @@ func TestSubFollowsGoaway(t *testing.T) {
 			sub := startProc(t, "sub", nil, "sub", "-lines", "-sha256", b.pin+","+c.pin, b.url(scheme), "live", "log")
 			sub.waitErr(t, ctx, "waiting up to")
 			pub := a.client(t, "pub", feedStdin, "pub", "-lines", "-group-objects", "4", a.url("moqt"), "live", "log")
-			in := &linesFeeder{w: pub.stdin}
-			pub.waitErr(t, ctx, "reading stdin")
-			in.write(t, 10) // groups 0 and 1 whole, half of group 2
-			sub.waitOut(t, ctx, "line 9")
+			in := feedLines(t, ctx, pub, sub, 10) // groups 0 and 1 whole, half of group 2
 			b.signal(t, syscall.SIGTERM)
 			sub.waitErr(t, ctx, "moved to "+c.url(scheme))
 			require.NoError(t, b.wait(t, ctx), "relay B's exit after SIGTERM")
@@ -55,6 +52,50 @@ func TestSubFollowsGoaway(t *testing.T) {
 			assert.Contains(t, sub.stderr(), "the track ended (TRACK_ENDED): 40 objects")
 			c.stop(t, ctx)
 			a.stop(t, ctx)
+		})
+	}
+}
+
+// TestPubFollowsGoaway: moqt pub publishes to relay B, where moqt sub reads
+// the track. B is stopped (SIGTERM: GOAWAY whose New Session URI is relay
+// C). moqt pub moves to C (§6.6.1, §7.5.1): it announces the namespace
+// there and writes on, its next objects and groups, keeping the old session
+// for B's subscription until it ends. moqt sub moves to C too, where its
+// subscription waits for the publisher and its fill comes from moqt pub's
+// cache. Its copy has every line once, in order, and both exit 0, over raw
+// QUIC and WebTransport, with the namespace announced or the track offered
+// with PUBLISH. Before, moqt pub ended the track with GOING_AWAY at the
+// GOAWAY and exited non-zero.
+func TestPubFollowsGoaway(t *testing.T) {
+	for _, tc := range []struct {
+		scheme string
+		offer  []string
+	}{{"moqt", nil}, {"https", nil}, {"moqt", []string{"-publish"}}} {
+		t.Run(tc.scheme+strings.Join(tc.offer, ""), func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			c := startRelay(t, ctx)
+			b := startRelay(t, ctx, "-goaway-uri", c.url(tc.scheme))
+			pins := b.pin + "," + c.pin
+			sub := startProc(t, "sub", nil, "sub", "-lines", "-sha256", pins, b.url(tc.scheme), "live", "log")
+			sub.waitErr(t, ctx, "waiting up to")
+			args := append([]string{"pub", "-lines", "-group-objects", "4", "-sha256", pins}, tc.offer...)
+			pub := startProc(t, "pub", feedStdin, append(args, b.url(tc.scheme), "live", "log")...)
+			in := feedLines(t, ctx, pub, sub, 10) // groups 0 and 1 whole, half of group 2
+			b.signal(t, syscall.SIGTERM)
+			pub.waitErr(t, ctx, "moved to "+c.url(tc.scheme))
+			in.write(t, 30)
+			sub.waitErr(t, ctx, "moved to "+c.url(tc.scheme))
+			require.NoError(t, b.wait(t, ctx), "relay B's exit after SIGTERM")
+			require.NoError(t, in.w.Close())
+			require.NoError(t, pub.wait(t, ctx), "moqt pub's stderr:\n%s", pub.stderr())
+			require.NoError(t, sub.wait(t, ctx), "moqt sub's stderr:\n%s", sub.stderr())
+			assert.Equal(t, wantLines(0, 39), string(sub.output()), "every line once, in order")
+			assert.Contains(t, pub.stderr(), "is going away (GOAWAY): moving to "+c.url(tc.scheme))
+			assert.Contains(t, pub.stderr(), "40 objects")
+			assert.Contains(t, sub.stderr(), "the track ended (TRACK_ENDED): 40 objects")
+			c.stop(t, ctx)
 		})
 	}
 }
@@ -76,10 +117,7 @@ func TestSubGoawayNowhereToGo(t *testing.T) {
 	sub := b.client(t, "sub", nil, "sub", "-lines", "-reconnect", "2s", b.url("moqt"), "live", "log")
 	sub.waitErr(t, ctx, "waiting up to")
 	pub := a.client(t, "pub", feedStdin, "pub", "-lines", "-group-objects", "4", a.url("moqt"), "live", "log")
-	in := &linesFeeder{w: pub.stdin}
-	pub.waitErr(t, ctx, "reading stdin")
-	in.write(t, 6)
-	sub.waitOut(t, ctx, "line 5")
+	in := feedLines(t, ctx, pub, sub, 6)
 	b.signal(t, syscall.SIGTERM)
 	require.Error(t, sub.wait(t, ctx), "moqt sub had nowhere to go")
 	stderr := sub.stderr()
@@ -90,6 +128,43 @@ func TestSubGoawayNowhereToGo(t *testing.T) {
 	_ = in.w.Close()
 	require.NoError(t, pub.wait(t, ctx))
 	a.stop(t, ctx)
+}
+
+// TestPubGoawayNowhereToGo: a relay stopped with GOAWAY and no New Session
+// URI leaves moqt pub the URL it used: the relay, still draining (moqt
+// pub's old session keeps its announcement open), gives each new session
+// GOAWAY at once and refuses the namespace with GOING_AWAY (or takes it,
+// when it came before the GOAWAY was written, and the session is moved off
+// again). moqt pub tries for -reconnect, then exits non-zero, saying where
+// it tried to go and why it failed.
+func TestPubGoawayNowhereToGo(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	b := startRelay(t, ctx)
+	sub := b.client(t, "sub", nil, "sub", "-lines", "-follow-goaway=false", b.url("moqt"), "live", "log")
+	sub.waitErr(t, ctx, "waiting up to")
+	pub := b.client(t, "pub", feedStdin, "pub", "-lines", "-reconnect", "2s", b.url("moqt"), "live", "log")
+	in := feedLines(t, ctx, pub, sub, 6)
+	b.signal(t, syscall.SIGTERM)
+	require.Error(t, pub.wait(t, ctx), "moqt pub had nowhere to go")
+	stderr := pub.stderr()
+	assert.Contains(t, stderr, "is going away (GOAWAY): moving to "+b.url("moqt"), "the same URL, the GOAWAY having none")
+	assert.Contains(t, stderr, "the server at "+b.url("moqt")+" went away (GOAWAY), and ")
+	require.NoError(t, b.wait(t, ctx))
+	require.Error(t, sub.wait(t, ctx), "the track did not end")
+	_ = in.w.Close()
+}
+
+// feedLines waits for pub to read its input, writes n lines to it, and
+// waits for sub to write the last.
+func feedLines(t *testing.T, ctx context.Context, pub, sub *proc, n int) *linesFeeder {
+	t.Helper()
+	in := &linesFeeder{w: pub.stdin}
+	pub.waitErr(t, ctx, "reading stdin")
+	in.write(t, n)
+	sub.waitOut(t, ctx, fmt.Sprintf("line %d", n-1))
+	return in
 }
 
 // servedTrack is pipeTrack's LocalTrack, holding cache objects (0: none

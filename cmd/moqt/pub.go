@@ -40,6 +40,17 @@ first, as you like (-wait=false reads at once; what no one receives then
 stays only in the cache). The most recent -cache MiB of objects are kept, so
 that late joiners (moqt sub -fill) and moqt fetch can get them.
 
+When the server sends GOAWAY (a relay stopping), moqt pub connects to the
+URL the GOAWAY names, or to URL again if it names none, trying for up to
+-reconnect, announces or offers the track there as it did at first, and
+writes on: the next objects, groups numbered on, and what it wrote
+meanwhile is in its cache for the new server to fetch. The old session keeps
+receiving objects until its subscriptions end, or for -reconnect, and is then
+closed once it has delivered them. If it cannot move, moqt pub ends the track
+with GOING_AWAY and fails, saying why. -sha256 takes the pins of every server
+it may be sent to, comma-separated. -follow-goaway=false ends the track at the
+GOAWAY instead.
+
 At the end of its input, or at Ctrl-C, it ends the track (subscribers are
 told TRACK_ENDED), delivers what it wrote, and exits. It narrates on stderr:
 connected, announced, subscribers coming and going, ended.
@@ -199,13 +210,21 @@ func runPub(ctx context.Context, n *narrator, p *publisher, in io.Reader, o *pub
 					return err
 				}
 			}
-		case <-p.sess.GoingAway():
+		case <-p.goaway():
 			n.say("the server is shutting down (GOAWAY): ending the track")
 			_ = g.endGroup()
 			_ = p.end(wire.DoneGoingAway, "server going away")
 			return errors.New("the server went away before the end of the input")
-		case <-p.sess.Context().Done():
-			return sessionEnded(p.sess)
+		case <-p.moved():
+			if err := p.moveOn(ctx); err != nil {
+				_ = g.endGroup()
+				_ = p.end(wire.DoneGoingAway, "server going away")
+				return err
+			}
+		case <-p.sessionDone():
+			if !p.moving() {
+				return sessionEnded(p.sess)
+			}
 		case <-ctx.Done():
 			n.say("interrupted: %s; ending the track", g.summary())
 			_ = g.endGroup()

@@ -18,12 +18,15 @@ type publishFlags struct {
 	client  clientFlags
 	publish bool
 	cacheMB int
+	follow  followOptions // -follow-goaway, -reconnect; its dial and url are set by startPublisher
 }
 
 func (f *publishFlags) register(fs *flag.FlagSet, cacheMB int) {
 	f.client.register(fs)
 	fs.BoolVar(&f.publish, "publish", false, "offer the track with PUBLISH instead of announcing its namespace (PUBLISH_NAMESPACE)")
 	fs.IntVar(&f.cacheMB, "cache", cacheMB, "MiB of recent objects to keep for late joiners (sub -fill) and FETCH; 0 keeps none")
+	fs.BoolVar(&f.follow.on, "follow-goaway", true, "when the server sends GOAWAY, publish the track at the URL it gives (or the same URL) and go on there")
+	fs.DurationVar(&f.follow.timeout, "reconnect", 10*time.Second, "how long moving after GOAWAY may take before giving up; the old session is kept as long for its subscribers")
 }
 
 // publisher is one track published to a relay (or any server): it
@@ -45,7 +48,12 @@ type publisher struct {
 	// holds those not yet narrated as gone, which cutOff checks too.
 	mu   sync.Mutex
 	cut  int
-	live map[*moqt.ServedSubscription]struct{}
+	live map[*moqt.ServedSubscription]*moqt.Session // with the session each is served on
+	// left, once servedOn made it, is closed when a subscription ends;
+	// guarded by mu.
+	left chan struct{}
+
+	mover // following GOAWAY (pub_follow.go)
 }
 
 // startPublisher dials url, makes the track, and announces or offers it.
@@ -59,7 +67,8 @@ func startPublisher(ctx context.Context, e *env, n *narrator, f *publishFlags, u
 	if f.cacheMB > 0 {
 		track.SetCache(moqt.CacheLimits{Bytes: int64(f.cacheMB) << 20})
 	}
-	p := &publisher{n: n, track: track, watched: make(chan struct{})}
+	p := &publisher{n: n, track: track, watched: make(chan struct{}),
+		mover: mover{publish: f.publish, waitForReceiver: waitForReceiver, ending: make(chan struct{})}}
 	// Before it exits, the publisher waits for what it wrote to be
 	// delivered (Session.Close): a file over a lossy path takes far longer
 	// than the library's default 2 s, and a QUIC close would drop the rest.
@@ -71,26 +80,38 @@ func startPublisher(ctx context.Context, e *env, n *narrator, f *publishFlags, u
 	}
 	p.sess = sess
 	n.say("connected to %s (%s, %s)", url, transportName(sess), sess.Version())
-	if f.publish {
+	if err := p.offer(ctx, sess); err != nil {
+		_ = sess.Close()
+		return nil, err
+	}
+	if f.follow.on {
+		p.followGoaway(ctx, e, f, url)
+	}
+	return p, nil
+}
+
+// offer announces the track's namespace on sess, or offers the track
+// with PUBLISH.
+func (p *publisher) offer(ctx context.Context, sess *moqt.Session) error {
+	name := p.track.Name()
+	if p.publish {
 		var params wire.Params
-		if waitForReceiver {
+		if p.waitForReceiver && !p.isWatched() {
 			params.Forward = wire.Some(false)
 		}
-		ss, err := track.Publish(ctx, sess, params, moqt.AcceptOptions{OnUpdate: p.onUpdate})
+		ss, err := p.track.Publish(ctx, sess, params, moqt.AcceptOptions{OnUpdate: p.onUpdate})
 		if err != nil {
-			_ = sess.Close()
-			return nil, fmt.Errorf("offering %s with PUBLISH: %w", formatTrack(name), explainRequestError(err))
+			return fmt.Errorf("offering %s with PUBLISH: %w", formatTrack(name), explainRequestError(err))
 		}
-		n.say("offered track %s with PUBLISH: accepted", formatTrack(name))
-		p.joined(ss, "the server took the track")
-		return p, nil
+		p.n.say("offered track %s with PUBLISH: accepted", formatTrack(name))
+		p.joined(ss, sess, "the server took the track")
+		return nil
 	}
 	if _, err := sess.PublishNamespace(ctx, name.Namespace, wire.Params{}); err != nil {
-		_ = sess.Close()
-		return nil, fmt.Errorf("announcing namespace %s: %w", formatNamespace(name.Namespace), explainRequestError(err))
+		return fmt.Errorf("announcing namespace %s: %w", formatNamespace(name.Namespace), explainRequestError(err))
 	}
-	n.say("announced namespace %s (PUBLISH_NAMESPACE); serving track %s", formatNamespace(name.Namespace), formatTrack(name))
-	return p, nil
+	p.n.say("announced namespace %s (PUBLISH_NAMESPACE); serving track %s", formatNamespace(name.Namespace), formatTrack(name))
+	return nil
 }
 
 // serve answers the server's requests for the track.
@@ -106,7 +127,7 @@ func (p *publisher) serve(r moqt.Request) {
 			p.n.warn("refused a subscription: %v", err)
 			return
 		}
-		p.joined(ss, "a subscriber joined")
+		p.joined(ss, r.Session(), "a subscriber joined")
 	case *moqt.FetchRequest:
 		if !r.Track.Equal(p.track.Name()) {
 			_ = r.Reject(wire.ReqDoesNotExist, "no such track")
@@ -128,8 +149,8 @@ func (p *publisher) serve(r moqt.Request) {
 	}
 }
 
-// joined narrates a subscription from its start to its end.
-func (p *publisher) joined(ss *moqt.ServedSubscription, what string) {
+// joined narrates a subscription, served on sess, from its start to its end.
+func (p *publisher) joined(ss *moqt.ServedSubscription, sess *moqt.Session, what string) {
 	n := p.subs.Add(1)
 	if ss.Forward() {
 		p.n.say("%s (%d now)", what, n)
@@ -139,9 +160,9 @@ func (p *publisher) joined(ss *moqt.ServedSubscription, what string) {
 	}
 	p.mu.Lock()
 	if p.live == nil {
-		p.live = map[*moqt.ServedSubscription]struct{}{}
+		p.live = map[*moqt.ServedSubscription]*moqt.Session{}
 	}
-	p.live[ss] = struct{}{}
+	p.live[ss] = sess
 	p.mu.Unlock()
 	context.AfterFunc(ss.Context(), func() {
 		left := p.subs.Add(-1)
@@ -150,6 +171,10 @@ func (p *publisher) joined(ss *moqt.ServedSubscription, what string) {
 		done, cut := cutOffBy(ss)
 		if cut {
 			p.cut++
+		}
+		if p.left != nil {
+			close(p.left)
+			p.left = nil // made again by servedOn
 		}
 		p.mu.Unlock()
 		if cut {
@@ -204,29 +229,48 @@ func (p *publisher) onUpdate(_ *moqt.ServedSubscription, u *wire.Params) error {
 
 func (p *publisher) markWatched() { p.watchedOnce.Do(func() { close(p.watched) }) }
 
-// waitWatched waits for a subscriber that receives.
-func (p *publisher) waitWatched(ctx context.Context) error {
+// isWatched reports whether a subscription has asked for objects.
+func (p *publisher) isWatched() bool {
 	select {
 	case <-p.watched:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-p.sess.Context().Done():
-		return sessionEnded(p.sess)
+		return true
+	default:
+		return false
 	}
+}
+
+// waitWatched waits for a subscriber that receives.
+func (p *publisher) waitWatched(ctx context.Context) error {
+	return p.await(ctx, p.watched, nil)
 }
 
 // settle waits d, unless ctx or the session ends first.
 func (p *publisher) settle(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-p.sess.Context().Done():
-		return sessionEnded(p.sess)
+	return p.await(ctx, nil, t.C)
+}
+
+// await waits for ready or timer, following GOAWAY meanwhile, unless ctx
+// or the session ends first.
+func (p *publisher) await(ctx context.Context, ready <-chan struct{}, timer <-chan time.Time) error {
+	for {
+		select {
+		case <-ready:
+			return nil
+		case <-timer:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.moved():
+			if err := p.moveOn(ctx); err != nil {
+				return err
+			}
+		case <-p.sessionDone():
+			if !p.moving() {
+				return sessionEnded(p.sess)
+			}
+		}
 	}
 }
 
@@ -242,6 +286,8 @@ const publisherCloseTimeout = time.Minute
 // still in flight is lost, and end fails so that the command does.
 func (p *publisher) end(code wire.PublishDoneCode, reason string) error {
 	p.track.End(code, reason)
+	p.letGo() // sessions left after a GOAWAY deliver what they were sent, and close
+	defer p.retiring.Wait()
 	if err := p.sess.Close(); err != nil {
 		return fmt.Errorf("the server did not confirm that it received everything written, so subscribers may lack the end of the track: %w", err)
 	}
