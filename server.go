@@ -46,6 +46,10 @@ type Server struct {
 	setups   map[*Session]chan struct{}
 
 	sources sourceCounts // ServerOptions.MaxSessionsPerSource
+
+	// draining is set when Serve's drain begins: sessions that set up
+	// from then on send GOAWAY right after their SETUP (goawayFirst).
+	draining atomic.Pointer[goawayFirst]
 }
 
 // ServerOptions are the parts of serving that only a server has.
@@ -192,12 +196,20 @@ func (srv *Server) Accept(ctx context.Context) (*Session, error) {
 // and their closes are on the wire: nil after a drain, or the error that
 // stopped Accept (net.ErrClosed once Close is called; the sessions are
 // drained all the same). While it drains it goes on accepting: a client
-// that completes SETUP meanwhile gets GOAWAY at once, with the same New
-// Session URI, so that it goes elsewhere rather than wait, and is drained
-// within the same time. It does not close the Server: sessions that
-// complete SETUP once Serve has returned wait for Accept or Close.
+// that sets up meanwhile gets GOAWAY right after the server's SETUP, with
+// the same New Session URI, before any of its requests is answered (they
+// are refused with GOING_AWAY), so that it goes elsewhere rather than
+// wait, and is drained within the same time. It does not close the
+// Server: sessions that complete SETUP once Serve has returned get that
+// GOAWAY too, and wait for Accept or Close.
 func (srv *Server) Serve(ctx context.Context) error {
-	return serveSessions(ctx, srv.Accept, srv.settle, srv.drain, srv.uri, srv.cfg.Logger)
+	srv.draining.Store(nil)
+	begin := func(dctx context.Context) {
+		end, _ := dctx.Deadline()
+		srv.draining.Store(&goawayFirst{uri: srv.uri, deadline: end})
+		srv.settle(dctx)
+	}
+	return serveSessions(ctx, srv.Accept, begin, srv.drain, srv.uri, srv.cfg.Logger)
 }
 
 // settle waits, within ctx, until every session whose SETUP exchange is
@@ -387,6 +399,9 @@ func (srv *Server) setup(conn transport.Conn, info transport.Info, check func(*S
 		defer close(evicted)
 		s.fail(errServerBusy())
 	})
+	// A client arriving while Serve drains is told where to go before
+	// any of its requests is answered.
+	s.goawayFirst = srv.draining.Load()
 	err := s.handshake(srv.ctx, s.ownSetup())
 	if !stop() {
 		<-evicted // the close is on the wire

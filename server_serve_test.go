@@ -3,6 +3,7 @@ package moqt
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -234,6 +235,49 @@ func TestServeDrainsLateArrivals(t *testing.T) {
 				late.closeSession()
 				require.NoError(t, <-served)
 				assert.Zero(t, time.Since(start), "both gone: no wait for the drain's bound")
+			})
+		})
+	}
+}
+
+// TestServeLateArrivalToldFirst: a client that sets up while Serve drains
+// gets GOAWAY right after the server's SETUP, and a request it sends at
+// once is refused with GOING_AWAY (§9.2: a publisher MAY reject new
+// requests after sending a GOAWAY), though Serve has not reached its
+// session yet. Before, the request was served (here: DOES_NOT_EXIST from
+// the default handler) and GOAWAY came only once Serve accepted the
+// session.
+func TestServeLateArrivalToldFirst(t *testing.T) {
+	const next = "moqt://next.test/"
+	for _, scheme := range []string{"moqt", "https"} {
+		t.Run(scheme, func(t *testing.T) {
+			inBubble(t, func(t *testing.T) {
+				var hold atomic.Bool
+				release := make(chan struct{})
+				cfg := &Config{hooks: &sessionHooks{setupOver: func() {
+					if hold.Load() {
+						<-release // the late session is not queued yet
+					}
+				}}}
+				ls := startPipeServer(t, cfg, &ServerOptions{DrainTimeout: 5 * time.Second, NewSessionURI: next})
+				old := ls.connect(scheme) // holds the drain open
+				ctx, cancel := context.WithCancel(t.Context())
+				served := goErr(func() error { return ls.srv.Serve(ctx) })
+				synctest.Wait()
+				cancel()
+				expectControl[*wire.Goaway](t, old)
+
+				hold.Store(true)
+				late := ls.connect(scheme)
+				req := late.open(subscribeMsg(0, trackA, wire.Params{}))
+				g := expectControl[*wire.Goaway](t, late)
+				assert.Equal(t, next, g.NewSessionURI)
+				assert.Equal(t, uint64(5000), g.Timeout, "what is left of the drain")
+				assert.Equal(t, wire.ReqGoingAway, expect[*wire.RequestError](req).ErrorCode)
+				close(release)
+				old.closeSession()
+				late.closeSession()
+				require.NoError(t, <-served)
 			})
 		})
 	}

@@ -164,6 +164,9 @@ type Session struct {
 
 	ctrl controlStream // this endpoint's control stream, and the claim on the peer's
 	away goawayState   // GOAWAY, both ways (§9.2)
+	// goawayFirst, set by a draining Server before the handshake, is the
+	// GOAWAY sent right after this end's SETUP; nil for none.
+	goawayFirst *goawayFirst
 	// closing is set once Close lingers: the peer's new requests are
 	// refused with GOING_AWAY.
 	closing atomic.Bool

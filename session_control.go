@@ -33,6 +33,12 @@ func (s *Session) handshake(ctx context.Context, setup *wire.Setup) error {
 		s.fail(err)
 		return s.closeErr(err)
 	}
+	if g := s.goawayFirst; g != nil {
+		if err := g.send(s); err != nil {
+			s.fail(err)
+			return s.closeErr(err)
+		}
+	}
 	timer := time.NewTimer(s.cfg.SetupTimeout)
 	defer timer.Stop()
 	select {

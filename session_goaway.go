@@ -120,19 +120,8 @@ func (s *Session) Shutdown(ctx context.Context, uri string) error {
 		// refuse the peer's requests with no GOAWAY sent.
 		return fmt.Errorf("moqt: a GOAWAY's New Session URI is %d bytes, more than %d (§9.2)", len(uri), wire.MaxURILen)
 	}
-	if !s.away.sent.Swap(true) {
-		g := &wire.Goaway{NewSessionURI: uri, Timeout: timeout}
-		if s.rules.goawayRequestID {
-			// Read after sent is set: a request whose refusal check came
-			// before has had its ID recorded and is below this one;
-			// every request refusal finds later, whatever its ID, is
-			// refused with GOING_AWAY, as 18 §10.4 requires of both.
-			g.RequestID = wire.Some(s.ids.nextPeer())
-		}
-		if err := s.writeControl(g); err != nil {
-			return err
-		}
-		s.log.Info("moqt: session", "event", "goaway_sent", "uri", uri, "timeout_ms", timeout, "request_id", g.RequestID.Value)
+	if err := s.sendGoaway(uri, timeout); err != nil {
+		return err
 	}
 	if err := s.requests.waitIdle(ctx); err != nil {
 		if s.ctx.Err() != nil {
@@ -146,6 +135,42 @@ func (s *Session) Shutdown(ctx context.Context, uri string) error {
 	case <-ctx.Done():
 		return s.Close()
 	}
+}
+
+// sendGoaway sends GOAWAY on the control stream, unless it was sent
+// already; from then on the peer's new requests are refused with
+// GOING_AWAY.
+func (s *Session) sendGoaway(uri string, timeout uint64) error {
+	if s.away.sent.Swap(true) {
+		return nil
+	}
+	g := &wire.Goaway{NewSessionURI: uri, Timeout: timeout}
+	if s.rules.goawayRequestID {
+		// Read after sent is set: a request whose refusal check came
+		// before has had its ID recorded and is below this one; every
+		// request refusal finds later, whatever its ID, is refused with
+		// GOING_AWAY, as 18 §10.4 requires of both.
+		g.RequestID = wire.Some(s.ids.nextPeer())
+	}
+	if err := s.writeControl(g); err != nil {
+		return err
+	}
+	s.log.Info("moqt: session", "event", "goaway_sent", "uri", uri, "timeout_ms", timeout, "request_id", g.RequestID.Value)
+	return nil
+}
+
+// goawayFirst is the GOAWAY a server's session sends right after its
+// SETUP when it sets up while Server.Serve drains: the client learns where
+// to go before any of its requests is answered, rather than once Serve
+// reaches its session (Server.setup).
+type goawayFirst struct {
+	uri      string
+	deadline time.Time // the drain's end
+}
+
+// send sends g on s, with what is left of the drain as its Timeout.
+func (g *goawayFirst) send(s *Session) error {
+	return s.sendGoaway(g.uri, uint64(max(time.Until(g.deadline).Milliseconds(), 1)))
 }
 
 // closedByPeer is Shutdown's result once the session has ended: nil for a
