@@ -19,8 +19,20 @@ var video = wire.FullTrackName{Namespace: wire.NewNamespace("live", "cam"), Name
 
 // threeNodes starts NATS and nodes A, B and C.
 func threeNodes(t *testing.T) (*natsServer, *testNode, *testNode, *testNode) {
+	return threeNodesTTL(t, testTTL)
+}
+
+// threeNodesSteady is threeNodes with the default TTL, for tests in which
+// nothing is to expire: under a heavy load the short one's idle bound on
+// the nodes' sessions (2/3 of it) can end a session between keep-alives.
+func threeNodesSteady(t *testing.T) (*natsServer, *testNode, *testNode, *testNode) {
+	return threeNodesTTL(t, defaultTTL)
+}
+
+func threeNodesTTL(t *testing.T, ttl time.Duration) (*natsServer, *testNode, *testNode, *testNode) {
 	ns := startNATS(t)
-	return ns, startTestNode(t, "A", ns.url()), startTestNode(t, "B", ns.url()), startTestNode(t, "C", ns.url())
+	node := func(name string) *testNode { return startTestNodeWith(t, name, ns.url(), ttl, nil) }
+	return ns, node("A"), node("B"), node("C")
 }
 
 // payloads lists "g/i" for groups from..to-1 of n objects.
@@ -35,7 +47,7 @@ func payloads(from, to uint64, n int) []string {
 }
 
 func TestPublisherAtOneNodeSubscribersAtOthersGetEveryObjectOnce(t *testing.T) {
-	_, a, b, c := threeNodes(t)
+	_, a, b, c := threeNodesSteady(t)
 	pub := newPublisher(t, video)
 	pub.announce(t, a)
 	b.waitRoute(video, a, 10*time.Second)
@@ -65,7 +77,7 @@ func TestPublisherAtOneNodeSubscribersAtOthersGetEveryObjectOnce(t *testing.T) {
 }
 
 func TestDiscoveryAcrossNodes(t *testing.T) {
-	_, a, b, c := threeNodes(t)
+	_, a, b, c := threeNodesSteady(t)
 	watcher := c.client(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -137,7 +149,7 @@ func TestNodeKilledSubscribersToldAndPublisherFoundAtAnother(t *testing.T) {
 // the track). Before, C asked only A, the first to register the
 // namespace, and A and B only their own publisher: DOES_NOT_EXIST.
 func TestNamespaceAtTwoNodesEveryTrackFound(t *testing.T) {
-	_, a, b, c := threeNodes(t)
+	_, a, b, c := threeNodesSteady(t)
 	audio := wire.FullTrackName{Namespace: video.Namespace, Name: []byte("audio")}
 	pubV, pubA := newPublisher(t, video), newPublisher(t, audio)
 	pubV.announce(t, a)
@@ -190,7 +202,7 @@ func TestNamespaceAtTwoNodesEveryTrackFound(t *testing.T) {
 // track outlives the first publisher. Before, a track carried from one
 // node never subscribed to another, and ended with the first publisher.
 func TestPublisherMovingToAnotherNodeCarriesTheTrackOn(t *testing.T) {
-	_, a, b, c := threeNodes(t)
+	_, a, b, c := threeNodesSteady(t)
 	pub1 := newPublisher(t, video)
 	s1, _ := pub1.announce(t, a)
 	c.waitRoute(video, a, 10*time.Second)
@@ -237,7 +249,7 @@ func waitTargets(t *testing.T, tn *testNode, name wire.FullTrackName, n int) {
 }
 
 func TestNoLoopARequestFromANodeIsNotRoutedOn(t *testing.T) {
-	_, a, _, c := threeNodes(t)
+	_, a, _, c := threeNodesSteady(t)
 	pub := newPublisher(t, video)
 	pub.announce(t, c)
 	a.waitRoute(video, c, 10*time.Second)
