@@ -125,6 +125,7 @@ func servePublish(s *Session, rs *requestStream, m *wire.Publish, toks []AuthTok
 		return rs.drain()
 	}
 	sub := &Subscription{
+		away:       goawayState{in: make(chan struct{})},
 		subState:   newSubState(statePendingPublisher),
 		sess:       s,
 		rs:         rs,

@@ -30,6 +30,7 @@ type ServedSubscription struct {
 	// the session ends (see watchSession).
 	ctx       context.Context
 	cancelCtx context.CancelCauseFunc
+	goaway    atomic.Bool // Goaway was called (served_update.go)
 	// stopWatch unregisters the watch on the session's end.
 	stopWatch func() bool
 	// local is the LocalTrack serving the subscription, if any: the

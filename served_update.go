@@ -2,7 +2,9 @@ package moqt
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/moqt-go/moqt/internal/filter"
 	"github.com/moqt-go/moqt/internal/transport"
@@ -10,7 +12,8 @@ import (
 )
 
 // A ServedSubscription's REQUEST_UPDATEs (§9.5), answered in order by one
-// worker, and the fill fetch streams its SUBSCRIBE or an update asks for.
+// worker, the fill fetch streams its SUBSCRIBE or an update asks for, and
+// the GOAWAY that moves it elsewhere.
 
 // pendingUpdate is a REQUEST_UPDATE waiting for the worker.
 type pendingUpdate struct {
@@ -310,4 +313,29 @@ func (ss *ServedSubscription) applyPublishOK(ok *wire.Params) {
 	ss.refreshView()
 	ss.mu.Unlock()
 	ss.refreshPriority()
+}
+
+// Goaway asks the subscriber to move this subscription alone (§9.2: a
+// GOAWAY on its request stream): to subscribe again on a session at uri,
+// or on this one when uri is empty, and to cancel this one. Only a server
+// names a uri. Objects go on meanwhile; once timeout has passed (none when
+// 0) the subscription ends with PUBLISH_DONE GOING_AWAY if the subscriber
+// has not cancelled it. It may be called once.
+func (ss *ServedSubscription) Goaway(uri string, timeout time.Duration) error {
+	switch {
+	case uri != "" && ss.sess.isClient:
+		return errors.New("moqt: a client's GOAWAY names no New Session URI (§9.2)")
+	case len(uri) > wire.MaxURILen:
+		return fmt.Errorf("moqt: a GOAWAY's New Session URI is %d bytes, more than %d (§9.2)", len(uri), wire.MaxURILen)
+	case ss.goaway.Swap(true):
+		return errors.New("moqt: GOAWAY sent on this subscription already")
+	}
+	if err := ss.rs.write(&wire.Goaway{NewSessionURI: uri, Timeout: uint64(timeout.Milliseconds())}); err != nil {
+		return err
+	}
+	if timeout > 0 {
+		t := time.AfterFunc(timeout, func() { _ = ss.End(wire.DoneGoingAway, "moved by GOAWAY") })
+		context.AfterFunc(ss.ctx, func() { t.Stop() })
+	}
+	return nil
 }

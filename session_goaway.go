@@ -13,7 +13,9 @@ import (
 
 // goawayState is GOAWAY on the control stream, both ways (§9.2): the
 // peer's, after which this end opens no request, and this endpoint's,
-// after which it refuses the peer's new requests with GOING_AWAY.
+// after which it refuses the peer's new requests with GOING_AWAY. A
+// Subscription keeps the publisher's on its request stream in one too
+// (in and uri only).
 type goawayState struct {
 	in   chan struct{} // closed when the peer sent GOAWAY
 	uri  string        // the peer's New Session URI; written once, before in is closed

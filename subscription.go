@@ -29,13 +29,15 @@ type Subscription struct {
 	// message from it is a protocol violation. Owned by run.
 	peerEnded bool
 
+	// away is the publisher's GOAWAY on the request stream (GoingAway).
+	away goawayState
+
 	mu         sync.Mutex // guards the fields below
 	alias      uint64
 	params     wire.Params // the subscription's parameters as last agreed
 	largest    wire.Opt[wire.Location]
 	expires    time.Time
 	properties wire.KVList
-	goaway     bool
 	updates    updateQueue // this end's REQUEST_UPDATEs, under mu
 	// ownLocation is set once this end sets LOCATION_FILTER with
 	// REQUEST_UPDATE. Until then the Location filter of a
@@ -89,6 +91,7 @@ func (s *Session) Subscribe(ctx context.Context, track wire.FullTrackName, param
 		rs:       rs,
 		track:    track,
 		params:   params,
+		away:     goawayState{in: make(chan struct{})},
 	}
 	if s.rules.onePerTrack {
 		if _, ok := s.tracks.claimSub(track, sub, false); !ok {
@@ -407,9 +410,7 @@ func (sub *Subscription) handle(m wire.Message, rej *wire.RejectError) error {
 		sub.release()
 		return nil // the publisher's FIN follows
 	case *wire.Goaway:
-		sub.mu.Lock()
-		sub.goaway = true
-		sub.mu.Unlock()
+		sub.away.receive(m.NewSessionURI) // the stream took one only (§9.2)
 		return nil
 	case *wire.RequestUpdate:
 		if !sub.byPublish {
@@ -521,6 +522,22 @@ func expiry(ms uint64) time.Time {
 		return time.Time{}
 	}
 	return time.Now().Add(msDuration(ms))
+}
+
+// GoingAway is closed when the publisher sends GOAWAY on the
+// subscription's request stream (§9.2): it asks that the subscription be
+// made again at GoawayURI, or on this session when that is empty, and this
+// one then cancelled (Close). Objects keep coming meanwhile; the publisher
+// may reset the stream with GOING_AWAY once the GOAWAY's Timeout is over.
+func (sub *Subscription) GoingAway() <-chan struct{} { return sub.away.in }
+
+// GoawayURI is the New Session URI of the publisher's GOAWAY on the
+// subscription's request stream; "" for none, or for this session.
+func (sub *Subscription) GoawayURI() string {
+	if sub.away.received() {
+		return sub.away.uri
+	}
+	return ""
 }
 
 // Done is closed when the subscription has ended: PUBLISH_DONE, a

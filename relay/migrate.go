@@ -80,3 +80,29 @@ func (reg *registry) resubscribe(e *trackEntry, old *moqt.Session) {
 		}
 	}
 }
+
+// followRequestGoaway waits for the publisher's GOAWAY on sub, u's
+// subscription (§9.2: migrate that request alone), then issues the
+// SUBSCRIBE again: on the same session when the GOAWAY names no URI. With
+// a URI, the relay's Upstream decides where it subscribes: it is asked
+// again, as for a session's GOAWAY. The old subscription goes on until the
+// publisher ends it, its objects forwarded once with the new one's
+// (dedup.go): cancelled at once, it would drop those still on their way.
+func (e *trackEntry) followRequestGoaway(u *upstream, sub *moqt.Subscription) {
+	select {
+	case <-sub.GoingAway():
+	case <-sub.Done():
+		return
+	}
+	uri := sub.GoawayURI()
+	e.reg.log.Info("relay: upstream", "event", "request_goaway", "track", e.name.String(), "uri", uri)
+	if uri != "" {
+		e.reg.resubscribe(e, u.s)
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.dead && !u.closing {
+		e.startUpstream(u.s)
+	}
+}

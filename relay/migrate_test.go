@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -99,6 +100,54 @@ func TestUpstreamGoawayMigrates(t *testing.T) {
 		}
 		assert.NoError(t, sub.Err(), "the subscription goes on")
 		tr.End(wire.DoneTrackEnded, "over")
+		assert.Equal(t, wire.DoneTrackEnded, doneCode(t, sub))
+	})
+}
+
+// TestUpstreamRequestGoawayMigrates: when the publisher sends GOAWAY on the
+// relay's SUBSCRIBE alone, naming no URI (§9.2: re-issue that request on
+// the current session), the relay subscribes again on the same session;
+// the old subscription goes on until the publisher ends it. The track's
+// subscriber sees no end and gets every object once.
+func TestUpstreamRequestGoawayMigrates(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		n := startNode(t, scheme, Config{}, nil)
+		a := n.newPublisher("/a", testTrack, nil)
+		n.announce(a, testTrack.Namespace)
+		c, _ := n.dial("/viewer", nil)
+		sub, err := subscribe(t, c, testTrack, wire.Params{})
+		require.NoError(t, err)
+		served := func() []*moqt.ServedSubscription {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return slices.Clone(a.served)
+		}
+
+		var got []moqt.Object
+		write := func(g uint64) {
+			writeGroup(t, a.track, g, 3)
+			got = append(got, readAll(t, sub, 3)...)
+		}
+		write(0)
+		require.Len(t, served(), 1)
+		old := served()[0]
+		require.NoError(t, old.Goaway("", 2*time.Second))
+		settled(t, "subscribed again on the same session", func() bool { return len(served()) == 2 })
+		write(1) // both carry it
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		var done *moqt.DoneError
+		require.ErrorAs(t, old.Err(), &done, "the publisher ended the old one at the GOAWAY's Timeout")
+		assert.Equal(t, wire.DoneGoingAway, done.Code)
+		write(2) // the new one alone
+
+		slices.SortFunc(got, func(x, y moqt.Object) int { return x.Location.Compare(y.Location) })
+		require.Len(t, got, 9)
+		for i, o := range got {
+			assert.Equal(t, wire.Location{Group: uint64(i / 3), Object: uint64(i % 3)}, o.Location, "object %d, once", i)
+		}
+		assert.NoError(t, sub.Err(), "the subscription goes on")
+		a.track.End(wire.DoneTrackEnded, "over")
 		assert.Equal(t, wire.DoneTrackEnded, doneCode(t, sub))
 	})
 }

@@ -185,6 +185,9 @@ func (e *trackEntry) upstreamEstablished(u *upstream, sub *moqt.Subscription) {
 	e.mu.Unlock()
 	e.reg.log.Debug("relay: upstream", "event", "established", "track", e.name.String(), "by_publish", u.byPublish)
 	e.reg.goRun(u.run)
+	if !u.byPublish {
+		e.reg.goRun(func() { e.followRequestGoaway(u, sub) }) // migrate.go
+	}
 }
 
 // makeTrackLocked creates the LocalTrack with the Track Properties of sub,
