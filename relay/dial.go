@@ -20,6 +20,11 @@ const redialBackoff = time.Second
 // themselves meanwhile, as the upstream drains it, or are closed then.
 const retireTimeout = 10 * time.Second
 
+// maxRetired bounds the sessions a Dialer keeps after GOAWAY: an upstream
+// that sends GOAWAY on every session at once would otherwise have it dial
+// without end. Past it, the session going away serves on.
+const maxRetired = 4
+
 // Dialer is the Upstream of a relay chained to another: one session to it,
 // dialed when first needed, again after it ends, and when the upstream
 // sends GOAWAY (§6.6.1: to its New Session URI, or the same one), for every
@@ -64,7 +69,7 @@ func (d *Dialer) Session(ctx context.Context, _ wire.Namespace) (*moqt.Session, 
 		case d.closed:
 			d.mu.Unlock()
 			return nil, ErrDialerClosed
-		case d.sess != nil && d.sess.Context().Err() == nil && !goingAway(d.sess):
+		case d.sess != nil && d.sess.Context().Err() == nil && (!goingAway(d.sess) || len(d.retired) >= maxRetired):
 			s := d.sess
 			d.mu.Unlock()
 			return s, nil

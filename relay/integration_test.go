@@ -227,3 +227,57 @@ func TestDialerFollowsGoaway(t *testing.T) {
 		})
 	}
 }
+
+// TestDialerRetiresBounded: an upstream that sends GOAWAY on every session
+// at once, while the relay keeps requests open on each, has the Dialer keep
+// at most maxRetired of them; past that the session going away serves on,
+// rather than the Dialer dialing without end.
+func TestDialerRetiresBounded(t *testing.T) {
+	b := startNetNode(t, "moqt", Config{}, nil)
+	d := DialUpstream(b.url("/edge"), b.clientConfig(nil))
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	seen := map[*moqt.Session]bool{}
+	var last, prev *moqt.Session
+	for range maxRetired + 3 {
+		s, err := d.Session(ctx, nil)
+		require.NoError(t, err)
+		last = s
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		_, err = s.SubscribeNamespace(ctx, wire.NewNamespace("held"), wire.Params{}) // open while it drains
+		require.NoError(t, err)
+		sb := b.nextSession(ctx, "/edge", prev)
+		prev = sb
+		go func() { _ = sb.Shutdown(ctx, "") }()
+		select {
+		case <-s.GoingAway():
+		case <-ctx.Done():
+			t.Fatal("no GOAWAY")
+		}
+	}
+	assert.Len(t, seen, maxRetired+1, "the current session and maxRetired retired ones")
+	assert.Nil(t, last.Context().Err(), "the last one, going away, serves on")
+}
+
+// nextSession waits for the relay to accept a session from path other
+// than prev.
+func (n *node) nextSession(ctx context.Context, path string, prev *moqt.Session) *moqt.Session {
+	n.t.Helper()
+	for {
+		n.mu.Lock()
+		s, arrived := n.sessions[path], n.arrived
+		n.mu.Unlock()
+		if s != nil && s != prev {
+			return s
+		}
+		select {
+		case <-arrived:
+		case <-ctx.Done():
+			n.t.Fatalf("the relay did not accept another %s", path)
+		}
+	}
+}

@@ -102,7 +102,30 @@ func (e *trackEntry) followRequestGoaway(u *upstream, sub *moqt.Subscription) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.dead && !u.closing {
-		e.startUpstream(u.s)
+	if e.dead || u.closing {
+		return
 	}
+	if e.upstreamsOnLocked(u.s) >= maxUpstreamsPerSession {
+		// A publisher that sends GOAWAY on every SUBSCRIBE at once would
+		// otherwise have the relay subscribe without end.
+		e.reg.log.Warn("relay: upstream", "event", "goaway_unfollowed", "track", e.name.String(),
+			"err", "subscribed to that publisher twice already")
+		return
+	}
+	e.startUpstream(u.s)
+}
+
+// maxUpstreamsPerSession bounds a track's subscriptions to one session: the
+// one a request's GOAWAY moves and the one issued again.
+const maxUpstreamsPerSession = 2
+
+// upstreamsOnLocked counts the track's subscriptions to s.
+func (e *trackEntry) upstreamsOnLocked(s *moqt.Session) int {
+	n := 0
+	for u := range e.ups {
+		if u.s == s && !u.closing {
+			n++
+		}
+	}
+	return n
 }

@@ -104,6 +104,24 @@ func TestUpstreamGoawayMigrates(t *testing.T) {
 	})
 }
 
+// publisherAndViewer starts a relay with a publisher of testTrack and a
+// subscriber to it, and returns the publisher, the subscription and what
+// lists the subscriptions the publisher served.
+func publisherAndViewer(t *testing.T, scheme string) (*publisher, *moqt.Subscription, func() []*moqt.ServedSubscription) {
+	t.Helper()
+	n := startNode(t, scheme, Config{}, nil)
+	a := n.newPublisher("/a", testTrack, nil)
+	n.announce(a, testTrack.Namespace)
+	c, _ := n.dial("/viewer", nil)
+	sub, err := subscribe(t, c, testTrack, wire.Params{})
+	require.NoError(t, err)
+	return a, sub, func() []*moqt.ServedSubscription {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return slices.Clone(a.served)
+	}
+}
+
 // TestUpstreamRequestGoawayMigrates: when the publisher sends GOAWAY on the
 // relay's SUBSCRIBE alone, naming no URI (§9.2: re-issue that request on
 // the current session), the relay subscribes again on the same session;
@@ -111,17 +129,7 @@ func TestUpstreamGoawayMigrates(t *testing.T) {
 // subscriber sees no end and gets every object once.
 func TestUpstreamRequestGoawayMigrates(t *testing.T) {
 	forSchemes(t, func(t *testing.T, scheme string) {
-		n := startNode(t, scheme, Config{}, nil)
-		a := n.newPublisher("/a", testTrack, nil)
-		n.announce(a, testTrack.Namespace)
-		c, _ := n.dial("/viewer", nil)
-		sub, err := subscribe(t, c, testTrack, wire.Params{})
-		require.NoError(t, err)
-		served := func() []*moqt.ServedSubscription {
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			return slices.Clone(a.served)
-		}
+		a, sub, served := publisherAndViewer(t, scheme)
 
 		var got []moqt.Object
 		write := func(g uint64) {
@@ -149,5 +157,22 @@ func TestUpstreamRequestGoawayMigrates(t *testing.T) {
 		assert.NoError(t, sub.Err(), "the subscription goes on")
 		a.track.End(wire.DoneTrackEnded, "over")
 		assert.Equal(t, wire.DoneTrackEnded, doneCode(t, sub))
+	})
+}
+
+// TestUpstreamRequestGoawayBounded: a publisher that sends GOAWAY on the
+// relay's SUBSCRIBE and again on the one issued in its place, ending
+// neither, gets no third: the relay keeps at most two subscriptions of a
+// track to one session (maxUpstreamsPerSession).
+func TestUpstreamRequestGoawayBounded(t *testing.T) {
+	forSchemes(t, func(t *testing.T, scheme string) {
+		_, sub, served := publisherAndViewer(t, scheme)
+		require.Len(t, served(), 1)
+		require.NoError(t, served()[0].Goaway("", 0))
+		settled(t, "subscribed again", func() bool { return len(served()) == 2 })
+		require.NoError(t, served()[1].Goaway("", 0))
+		synctest.Wait()
+		assert.Len(t, served(), 2, "no third subscription")
+		assert.NoError(t, sub.Err())
 	})
 }
