@@ -48,7 +48,7 @@ type sequencer struct {
 	// endsGroups: an End of Group came, so the publisher ends its groups
 	// and the one being written will end too.
 	endsGroups bool
-	lastCur    time.Time // when cur last had news: began, an object, its end
+	lastCur    time.Time // when cur last had news: began, an object, its end (see add for a later group's first wait)
 	// endsBefore, when set, is a group known to have ended with the
 	// Largest Object the subscription started after (its End of Group):
 	// once an object of the group after it comes, it has ended, though
@@ -67,6 +67,7 @@ type sequencer struct {
 // Bounds of what waits for an earlier group.
 const (
 	sequenceStall     = 2 * time.Second
+	reorderWait       = 200 * time.Millisecond // the least a later group waits for the one before it
 	maxAheadBytes     = 64 << 20
 	maxAheadObjects   = 1 << 20
 	objectBookkeeping = 64 // bytes counted per waiting object besides its payload
@@ -135,6 +136,12 @@ func (s *sequencer) add(obj moqt.Object, now time.Time) error {
 			s.ended, s.endsGroups = true, true
 		}
 	case g > s.cur:
+		if len(s.ahead) == 0 {
+			// After an idle spell longer than the stall, cur+1 is waited
+			// for reorderWait at least: the next two groups' streams,
+			// written back to back, arrive in either order.
+			s.lastCur = later(s.lastCur, now.Add(reorderWait-sequenceStall))
+		}
 		s.hold(obj)
 	default:
 		if s.late != nil {

@@ -121,19 +121,40 @@ func TestSequencerStall(t *testing.T) {
 
 func TestSequencerGapInGroupIDs(t *testing.T) {
 	// A restarted clock skips group IDs: after a quiet while the next
-	// group goes out at once; soon after, it waits its turn.
+	// group goes out after reorderWait (the group before it, written
+	// back to back, may arrive just after); soon after, it waits its turn.
 	h := newSeqHarness()
 	h.s.begin(10, h.now)
 	h.obj(t, 10, 0)
 	h.eog(t, 10, 1)
 	h.now = h.now.Add(3 * sequenceStall)
 	h.obj(t, 20, 0)
+	assert.Equal(t, locs("10:0"), h.out)
+	assert.Equal(t, reorderWait, h.s.wake(h.now))
+	h.now = h.now.Add(reorderWait)
+	require.NoError(t, h.s.tick(h.now))
 	assert.Equal(t, locs("10:0", "20:0"), h.out)
 	h.eog(t, 20, 1)
 	h.obj(t, 25, 0) // group 21 might still come
 	assert.Equal(t, locs("10:0", "20:0"), h.out)
 	require.NoError(t, h.s.flush())
 	assert.Equal(t, locs("10:0", "20:0", "25:0"), h.out)
+}
+
+// TestSequencerReorderAfterIdle: after an idle spell longer than the
+// stall, the next two groups, written back to back, arrive in reverse
+// order and are still written in order. Before, the later one went out at
+// once (seen after moqt sub moved, its track idle meanwhile).
+func TestSequencerReorderAfterIdle(t *testing.T) {
+	h := newSeqHarness()
+	h.s.begin(1, h.now)
+	h.obj(t, 1, 0)
+	h.eog(t, 1, 1)
+	h.now = h.now.Add(3 * sequenceStall)
+	h.obj(t, 3, 0)
+	h.obj(t, 2, 0)
+	h.eog(t, 2, 1)
+	assert.Equal(t, locs("1:0", "2:0", "3:0"), h.out)
 }
 
 func TestSequencerBound(t *testing.T) {
