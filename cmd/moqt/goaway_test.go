@@ -264,3 +264,53 @@ func TestSubGoawayGap(t *testing.T) {
 		})
 	}
 }
+
+// TestSubFollowsRequestGoaway: a GOAWAY on the subscription's own request
+// stream, naming no URI (§9.2: issue that request again where it is),
+// moves moqt sub too: it subscribes again at the same URL, with a fill from
+// the first object it lacks, and cancels the old subscription; every
+// object is written once. Before, that GOAWAY went unnoticed and the
+// publisher's end of the old subscription at its Timeout ended the copy.
+func TestSubFollowsRequestGoaway(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		track, err := moqt.NewLocalTrack(pipeTrack, nil)
+		require.NoError(t, err)
+		track.SetCache(moqt.CacheLimits{Objects: 64})
+		served := make(chan *moqt.ServedSubscription, 2)
+		h := moqt.HandlerFunc(func(r moqt.Request) {
+			if sr, ok := r.(*moqt.SubscribeRequest); ok {
+				if ss, err := track.Accept(sr, moqt.AcceptOptions{}); err == nil {
+					served <- ss
+				}
+			}
+		})
+		client1, _ := moqttest.Pair(t, transport.PipeConfig{}, &moqt.Config{Handler: h}, nil)
+		client2, _ := moqttest.Pair(t, transport.PipeConfig{}, &moqt.Config{Handler: h}, nil)
+		const here = "moqt://one.test/"
+		var out, stderr lockedBuffer
+		o := &subOptions{lines: true, follow: followOptions{timeout: 5 * time.Second, url: here,
+			dial: func(_ context.Context, url string) (*moqt.Session, error) {
+				assert.Equal(t, here, url, "where it is")
+				return client2, nil
+			}}}
+		done := make(chan error, 1)
+		go func() { done <- runSub(ctx, &narrator{w: &stderr, prefix: "moqt sub: "}, &out, client1, pipeTrack, o) }()
+		synctest.Wait() // subscribed
+		w := &groupWriter{track: track}
+		writeGroups(t, 2, w)
+		synctest.Wait()
+		require.Equal(t, groupLines(0, 1), out.String())
+		old := <-served
+		require.NoError(t, old.Goaway("", 3*time.Second))
+		synctest.Wait()             // moved
+		time.Sleep(3 * time.Second) // past the GOAWAY's Timeout, when the publisher ends the old one
+		writeGroups(t, 2, w)
+		track.End(wire.DoneTrackEnded, "")
+		require.NoError(t, <-done, "moqt sub's stderr:\n%s", stderr.String())
+		assert.Equal(t, groupLines(0, 3), out.String(), "each object once")
+		assert.Contains(t, stderr.String(), "moves the subscription (GOAWAY on its request stream)")
+		assert.Error(t, old.Err(), "the old subscription cancelled")
+	})
+}

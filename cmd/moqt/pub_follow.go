@@ -42,7 +42,7 @@ func (p *publisher) followGoaway(ctx context.Context, e *env, f *publishFlags, u
 	}
 	p.follow = &fo
 	p.ctx, p.stop = context.WithCancel(ctx)
-	p.mv = watchGoaway(p.ctx, p.follow, p.n, p.sess, url, time.Time{})
+	p.mv = watchGoaway(p.ctx, p.follow, p.n, p.sess, nil, url, time.Time{})
 }
 
 // goaway is the session's GOAWAY when it is not followed, else nil.
@@ -108,7 +108,7 @@ func (p *publisher) moveOn(ctx context.Context) error {
 	p.retire(m.from)
 	p.sess = m.to
 	p.n.say("moved to %s (%s, %s): publishing %s there, going on from where it was", m.target, transportName(m.to), m.to.Version(), formatTrack(p.track.Name()))
-	p.mv = watchGoaway(p.ctx, p.follow, p.n, m.to, m.target, time.Time{})
+	p.mv = watchGoaway(p.ctx, p.follow, p.n, m.to, nil, m.target, time.Time{})
 	return nil
 }
 

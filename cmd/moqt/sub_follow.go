@@ -29,6 +29,7 @@ type followOptions struct {
 type move struct {
 	from    *moqt.Session
 	fromURL string
+	req     <-chan struct{} // closed by a GOAWAY on the subscription's own request stream
 	wake    context.Context // ends once the dial is done (or ctx)
 	// again is closed by retry: the session, itself reached by a move,
 	// failed before retryUntil, and is to be dialed afresh.
@@ -44,12 +45,18 @@ type move struct {
 	noticed bool // the reader saw the dial fail and reads the old session on (reader only)
 }
 
-// watchGoaway starts a move of sess, dialed at url, that waits for its
-// GOAWAY. deadline, if set, is that of the move that reached sess: until
-// then, a failure of sess is retried (retry).
-func watchGoaway(ctx context.Context, f *followOptions, n *narrator, sess *moqt.Session, url string, deadline time.Time) *move {
+// watchGoaway starts a move of sub, on sess dialed at url, that waits for
+// a GOAWAY: the session's, or one on sub's request stream (§9.2: that
+// request alone, to be issued again at the URI, or where it is; moqt sub,
+// which has no other, moves its session). deadline, if set, is that of the
+// move that reached sess: until then, a failure of sess is retried
+// (retry). sub may be nil.
+func watchGoaway(ctx context.Context, f *followOptions, n *narrator, sess *moqt.Session, sub *moqt.Subscription, url string, deadline time.Time) *move {
 	wake, cancel := context.WithCancel(ctx)
 	m := &move{from: sess, fromURL: url, wake: wake, again: make(chan struct{}), retryUntil: deadline, done: make(chan struct{})}
+	if sub != nil { // nil for moqt pub's, whose offer's GOAWAY is not followed
+		m.req = sub.GoingAway()
+	}
 	go func() {
 		defer cancel()
 		target := url
@@ -60,6 +67,12 @@ func watchGoaway(ctx context.Context, f *followOptions, n *narrator, sess *moqt.
 			}
 			deadline = time.Now().Add(f.timeout)
 			n.say("%s is going away (GOAWAY): moving to %s", url, target)
+		case <-m.req:
+			if uri := sub.GoawayURI(); uri != "" {
+				target = uri
+			}
+			deadline = time.Now().Add(f.timeout)
+			n.say("%s moves the subscription (GOAWAY on its request stream): moving to %s", url, target)
 		case <-m.again:
 		case <-ctx.Done():
 			return
@@ -75,7 +88,7 @@ func watchGoaway(ctx context.Context, f *followOptions, n *narrator, sess *moqt.
 // refused or lost the subscription before m's deadline.
 func moveAgain(ctx context.Context, f *followOptions, m *move) *move {
 	wake, cancel := context.WithCancel(ctx)
-	again := &move{from: m.from, fromURL: m.fromURL, wake: wake, done: make(chan struct{})}
+	again := &move{from: m.from, fromURL: m.fromURL, req: m.req, wake: wake, done: make(chan struct{})}
 	go func() {
 		defer cancel()
 		again.target, again.deadline = m.target, m.deadline
@@ -93,10 +106,13 @@ func moveAgain(ctx context.Context, f *followOptions, m *move) *move {
 // retryPause is the pause before a move is tried again.
 const retryPause = 250 * time.Millisecond
 
-// goingAway reports whether the session sent GOAWAY.
+// goingAway reports whether the session sent GOAWAY, on its control
+// stream or on the subscription's request stream.
 func (m *move) goingAway() bool {
 	select {
 	case <-m.from.GoingAway():
+		return true
+	case <-m.req:
 		return true
 	default:
 		return false
@@ -236,7 +252,7 @@ type follower struct {
 func newFollower(ctx context.Context, o *subOptions, n *narrator, sess *moqt.Session, sub *moqt.Subscription, tk *taken) *follower {
 	fw := &follower{f: &o.follow, n: n, tk: tk, ses: sess, sub: sub}
 	if o.follow.dial != nil {
-		fw.mv = watchGoaway(ctx, &o.follow, n, sess, o.follow.url, time.Time{})
+		fw.mv = watchGoaway(ctx, &o.follow, n, sess, sub, o.follow.url, time.Time{})
 	}
 	return fw
 }
@@ -325,7 +341,7 @@ func (fw *follower) moveOn(ctx context.Context, woke bool, why error, seq *seque
 		fw.lost++
 		fw.n.warn("%s has no objects of %s (no Largest Object): those from %s on that were published meanwhile may be missing", m.target, formatTrack(name), loc(resume))
 	}
-	fw.mv = watchGoaway(ctx, fw.f, fw.n, m.to, m.target, m.deadline)
+	fw.mv = watchGoaway(ctx, fw.f, fw.n, m.to, sub, m.target, m.deadline)
 	return true, nil
 }
 
