@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -266,11 +267,12 @@ func TestSubGoawayGap(t *testing.T) {
 }
 
 // TestSubFollowsRequestGoaway: a GOAWAY on the subscription's own request
-// stream, naming no URI (§9.2: issue that request again where it is),
-// moves moqt sub too: it subscribes again at the same URL, with a fill from
-// the first object it lacks, and cancels the old subscription; every
-// object is written once. Before, that GOAWAY went unnoticed and the
-// publisher's end of the old subscription at its Timeout ended the copy.
+// stream, naming no URI (§9.2: issue that request again on the current
+// session), moves moqt sub's subscription: it subscribes again on the same
+// session, with a fill from the first object it lacks, and cancels the old
+// subscription; every object is written once. Before, that GOAWAY went
+// unnoticed and the publisher's end of the old subscription at its
+// Timeout ended the copy.
 func TestSubFollowsRequestGoaway(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -287,13 +289,12 @@ func TestSubFollowsRequestGoaway(t *testing.T) {
 			}
 		})
 		client1, _ := moqttest.Pair(t, transport.PipeConfig{}, &moqt.Config{Handler: h}, nil)
-		client2, _ := moqttest.Pair(t, transport.PipeConfig{}, &moqt.Config{Handler: h}, nil)
 		const here = "moqt://one.test/"
 		var out, stderr lockedBuffer
 		o := &subOptions{lines: true, follow: followOptions{timeout: 5 * time.Second, url: here,
 			dial: func(_ context.Context, url string) (*moqt.Session, error) {
-				assert.Equal(t, here, url, "where it is")
-				return client2, nil
+				t.Error("dialed: the request moves on the same session")
+				return nil, errors.New("no dial")
 			}}}
 		done := make(chan error, 1)
 		go func() { done <- runSub(ctx, &narrator{w: &stderr, prefix: "moqt sub: "}, &out, client1, pipeTrack, o) }()
@@ -312,5 +313,7 @@ func TestSubFollowsRequestGoaway(t *testing.T) {
 		assert.Equal(t, groupLines(0, 3), out.String(), "each object once")
 		assert.Contains(t, stderr.String(), "moves the subscription (GOAWAY on its request stream)")
 		assert.Error(t, old.Err(), "the old subscription cancelled")
+		assert.Contains(t, stderr.String(), "subscribing again on the same session")
+		assert.NoError(t, client1.Context().Err(), "the session stays")
 	})
 }

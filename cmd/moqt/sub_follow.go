@@ -47,8 +47,8 @@ type move struct {
 
 // watchGoaway starts a move of sub, on sess dialed at url, that waits for
 // a GOAWAY: the session's, or one on sub's request stream (§9.2: that
-// request alone, to be issued again at the URI, or where it is; moqt sub,
-// which has no other, moves its session). deadline, if set, is that of the
+// request alone, to be issued again at the URI, or where it is: on the
+// same session). deadline, if set, is that of the
 // move that reached sess: until then, a failure of sess is retried
 // (retry). sub may be nil.
 func watchGoaway(ctx context.Context, f *followOptions, n *narrator, sess *moqt.Session, sub *moqt.Subscription, url string, deadline time.Time) *move {
@@ -68,10 +68,14 @@ func watchGoaway(ctx context.Context, f *followOptions, n *narrator, sess *moqt.
 			deadline = time.Now().Add(f.timeout)
 			n.say("%s is going away (GOAWAY): moving to %s", url, target)
 		case <-m.req:
-			if uri := sub.GoawayURI(); uri != "" {
-				target = uri
-			}
 			deadline = time.Now().Add(f.timeout)
+			if target = sub.GoawayURI(); target == "" {
+				// That request again, where it is (§9.2).
+				n.say("%s moves the subscription (GOAWAY on its request stream): subscribing again on the same session", url)
+				m.target, m.deadline, m.to = url, deadline, sess
+				close(m.done)
+				return
+			}
 			n.say("%s moves the subscription (GOAWAY on its request stream): moving to %s", url, target)
 		case <-m.again:
 		case <-ctx.Done():
@@ -189,7 +193,9 @@ func resubscribe(ctx context.Context, m *move, name wire.FullTrackName, resume w
 	defer cancel()
 	sub, err := m.to.Subscribe(sctx, name, p)
 	if err != nil {
-		_ = m.to.Close()
+		if m.to != m.from {
+			_ = m.to.Close()
+		}
 		return nil, fmt.Errorf("subscribing to %s at %s: %w", formatTrack(name), m.target, explainSubscribeError(err, wait))
 	}
 	return sub, nil
@@ -329,7 +335,11 @@ func (fw *follower) moveOn(ctx context.Context, woke bool, why error, seq *seque
 		}
 		return false, fmt.Errorf("the subscription at %s ended (%v), and moving off it failed: %w", m.fromURL, explainEnd(why), err)
 	}
-	leave(fw.sub, m.from, fw.f.timeout)
+	if m.to == m.from {
+		_ = fw.sub.Close() // the session stays: the new subscription is on it
+	} else {
+		leave(fw.sub, m.from, fw.f.timeout)
+	}
 	fw.ses, fw.sub, fw.moved, fw.held = m.to, sub, true, nil
 	l, has := sub.Largest()
 	fw.afterFill, fw.afterFillSet = l.Group, has
