@@ -318,15 +318,17 @@ func (ss *ServedSubscription) applyPublishOK(ok *wire.Params) {
 // Goaway asks the subscriber to move this subscription alone (§9.2: a
 // GOAWAY on its request stream): to subscribe again on a session at uri,
 // or on this one when uri is empty, and to cancel this one. Only a server
-// names a uri. Objects go on meanwhile; once timeout has passed (none when
-// 0) the subscription ends with PUBLISH_DONE GOING_AWAY if the subscriber
-// has not cancelled it. It may be called once.
+// names a uri. Objects go on meanwhile; once timeout (not negative) has
+// passed, none when 0, the subscription ends with PUBLISH_DONE GOING_AWAY
+// if the subscriber has not cancelled it. It may be called once.
 func (ss *ServedSubscription) Goaway(uri string, timeout time.Duration) error {
 	switch {
 	case uri != "" && ss.sess.isClient:
 		return errors.New("moqt: a client's GOAWAY names no New Session URI (§9.2)")
 	case len(uri) > wire.MaxURILen:
 		return fmt.Errorf("moqt: a GOAWAY's New Session URI is %d bytes, more than %d (§9.2)", len(uri), wire.MaxURILen)
+	case timeout < 0:
+		return errors.New("moqt: a GOAWAY's Timeout is not negative")
 	case ss.goaway.Swap(true):
 		return errors.New("moqt: GOAWAY sent on this subscription already")
 	}

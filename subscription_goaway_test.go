@@ -60,6 +60,7 @@ func TestServedSubscriptionGoaway(t *testing.T) {
 		ss := recvOrFail(t, served)
 
 		assert.Error(t, ss.Goaway(strings.Repeat("x", wire.MaxURILen+1), time.Second))
+		assert.Error(t, ss.Goaway("", -time.Second))
 		require.NoError(t, ss.Goaway("moqt://elsewhere/", time.Second))
 		g := expect[*wire.Goaway](fs)
 		assert.Equal(t, "moqt://elsewhere/", g.NewSessionURI)

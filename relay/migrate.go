@@ -93,6 +93,8 @@ func (e *trackEntry) followRequestGoaway(u *upstream, sub *moqt.Subscription) {
 	case <-sub.GoingAway():
 	case <-sub.Done():
 		return
+	case <-e.reg.ctx.Done():
+		return
 	}
 	uri := sub.GoawayURI()
 	e.reg.log.Info("relay: upstream", "event", "request_goaway", "track", e.name.String(), "uri", uri)
