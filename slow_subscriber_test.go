@@ -2,6 +2,7 @@ package moqt
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -324,6 +325,41 @@ func TestC020_ForwardResumedMidSubgroup(t *testing.T) {
 			requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
 		})
 	})
+}
+
+// TestC019_ForwardResumedPastWithheld: the objects Forward 0 withheld
+// leave no hole when the REQUEST_UPDATE turning Forward back to 1 also
+// moves the Start Location past them (to the Next Object, as a relay
+// does): they are before the subscription's start, which §11.3.2 excepts,
+// so the new stream ends with a FIN. The same with a stream cut by
+// Forward 0. Before, either was reset.
+func TestC019_ForwardResumedPastWithheld(t *testing.T) {
+	for _, cut := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cut=%v", cut), func(t *testing.T) {
+			forTransports(t, func(t *testing.T, connect connector) {
+				lt := subscribeTrackOver(t, connect, wire.Params{Forward: wire.Some(cut)}, nil, nil)
+				ctx := lt.ctx
+				w := lt.track.OpenSubgroup(0, 0, SubgroupOptions{})
+				if cut {
+					got := readSubgroupAsync(ctx, lt.sub)
+					writeObjects(t, ctx, w, 0, 2, fixedSize(10))
+					expectObjects(t, ctx, got, 0, 2, fixedSize(10))
+					require.NoError(t, lt.sub.Update(ctx, wire.Params{Forward: wire.Some(false)}))
+					writeObjects(t, ctx, w, 2, 4, fixedSize(10))
+					requireReset(t, lastErr(t, ctx, got), wire.ResetCancelled)
+				} else {
+					writeObjects(t, ctx, w, 0, 4, fixedSize(10))
+				}
+				require.NoError(t, lt.sub.Update(ctx, wire.Params{Forward: wire.Some(true),
+					LocationFilter: wire.Some(wire.NextObjectFilter())}))
+				got := readSubgroupAsync(ctx, lt.sub)
+				writeObjects(t, ctx, w, 4, 6, fixedSize(10))
+				expectObjects(t, ctx, got, 4, 6, fixedSize(10))
+				require.NoError(t, w.Close())
+				assert.NoError(t, lastErr(t, ctx, got), "a FIN")
+			})
+		})
+	}
 }
 
 // TestResetCodeFor: data streams of a subscription that ends are reset

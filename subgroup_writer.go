@@ -270,7 +270,7 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, whole *Obje
 			if out, err = w.open(ss, first, v); err != nil {
 				continue // the subscription is ending; it leaves the track
 			}
-			out.incomplete = resumed || w.omitted[ss] || w.missedBy(v, first, prev, o.ObjectID)
+			out.incomplete = (resumed || w.omitted[ss]) && w.covers(v, prev) || w.missedBy(v, first, prev, o.ObjectID)
 			w.outs[ss], w.byPos[i] = out, out
 		} else if dp.priority != out.subscriber {
 			// A REQUEST_UPDATE changed the subscriber priority (§5.1.1).
@@ -331,6 +331,16 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, whole *Obje
 	w.targets = sent
 	w.settle(begun)
 	return nil
+}
+
+// covers reports whether v's subscription covers this subgroup's object
+// prev, the last written before a stream of it opens after others were
+// withheld or cut: objects before the subscription's Start Location are
+// excepted from the FIN rule (§11.3.2), so a REQUEST_UPDATE that moved the
+// start past them (a relay's, with Forward 1) lets the stream end with a
+// FIN. The caller holds the turn.
+func (w *SubgroupWriter) covers(v *servedView, prev uint64) bool {
+	return !(wire.Location{Group: w.group, Object: prev}).Less(v.window().Start)
 }
 
 // missedBy reports whether a stream of v's subscription opening at object

@@ -412,22 +412,28 @@ func btoi(b bool) int {
 	return 0
 }
 
-// TestC019_C020_ColdMidSubgroupJoinEndsAtEndOfGroup: a subscriber that
-// joins through a cold relay mid-subgroup gets every object from its Start
-// Location. The relay's upstream subscription, unfiltered, covers the
-// object before the join, so the publisher resets that stream at the end;
-// once the group's End of Group object came, only objects before the
-// stream's start can be missing, so the relay ends the stream with a FIN
-// for a subscriber that starts after them (C019), and resets it for one
-// whose Location filter covers them (C020).
-func TestC019_C020_ColdMidSubgroupJoinEndsAtEndOfGroup(t *testing.T) {
+// TestC019_C020_ColdMidSubgroupJoin: a subscriber that joins through a
+// cold relay mid-subgroup gets every object from its Start Location, and
+// the subgroup's end as the publisher gave it. The relay's upstream
+// subscription starts at the Next Object, so the publisher ends that
+// stream with a FIN, End of Group object or not (§11.3.2: the objects
+// before the subscription's start are excepted), and the relay ends the
+// downstream stream with a FIN for a subscriber that starts after them
+// (C019), and resets it for one whose Location filter covers them (C020).
+// Before, the upstream subscription was unfiltered and covered them, so
+// the publisher reset the stream, and without an End of Group the relay
+// passed the reset on though nothing the subscriber wanted was missing.
+func TestC019_C020_ColdMidSubgroupJoin(t *testing.T) {
 	cases := []struct {
 		name   string
 		filter wire.LocationFilter
 		fin    bool
+		eog    bool
 	}{
-		{"next object", wire.NextObjectFilter(), true},
-		{"absolute start before the join", wire.StartFilter(wire.Location{Group: 5}), false},
+		{"next object", wire.NextObjectFilter(), true, true},
+		{"absolute start before the join", wire.StartFilter(wire.Location{Group: 5}), false, true},
+		{"next object, no End of Group", wire.NextObjectFilter(), true, false},
+		{"absolute start before the join, no End of Group", wire.StartFilter(wire.Location{Group: 5}), false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -450,16 +456,37 @@ func TestC019_C020_ColdMidSubgroupJoinEndsAtEndOfGroup(t *testing.T) {
 				for id := uint64(1); id < 4; id++ {
 					write(id, wire.ObjectNormal)
 				}
-				write(4, wire.ObjectEndOfGroup)
+				want := 3
+				if c.eog {
+					write(4, wire.ObjectEndOfGroup)
+					want++
+				}
 				require.NoError(t, w.Close())
 
 				objs, err := readSubgroup(t, sub)
-				require.Len(t, objs, 4, "objects 1-3 and the End of Group")
+				require.Len(t, objs, want, "objects 1-3, and the End of Group when written")
 				for i, o := range objs {
 					assert.Equal(t, uint64(i+1), o.Location.Object)
 				}
 				if c.fin {
 					assert.NoError(t, err, "every object from the Start Location came: a FIN")
+					// The FIN says nothing of the objects before the
+					// relay's start: a FETCH of them goes upstream (this
+					// publisher serves none), and they are not called
+					// non-existent.
+					c2, _ := n.dial("/fetch", nil)
+					ctx := fetchCtx(t)
+					f, err := c2.Fetch(ctx, testTrack, wire.Params{LocationFilter: wire.Some(wire.RangeFilterToObject(wire.Location{Group: 5}, wire.Location{Group: 5, Object: 3}))})
+					require.NoError(t, err)
+					got, err := readFetch(ctx, f)
+					require.NoError(t, err)
+					require.Len(t, got, 4)
+					assert.Equal(t, wire.Location{Group: 5}, got[0].Location)
+					assert.Equal(t, wire.EndOfUnknownRange, got[0].EndOfRange, "object 0 is unknown to the relay")
+					for i, o := range got[1:] {
+						assert.Equal(t, wire.Location{Group: 5, Object: uint64(i + 1)}, o.Location)
+						assert.Equal(t, payload(5, uint64(i+1)), o.Payload)
+					}
 					return
 				}
 				var se *moqt.StreamError

@@ -90,7 +90,14 @@ func (e *trackEntry) publishedLocked() bool {
 // startUpstream sends SUBSCRIBE to s for the track; e.mu is held.
 func (e *trackEntry) startUpstream(s *moqt.Session) {
 	reg := e.reg
-	params := wire.Params{Forward: wire.Some(e.wantForwardLocked())}
+	// From the Next Object, not unfiltered: a subgroup under way is then
+	// complete from this subscription's start, and the publisher ends its
+	// stream with a FIN rather than a reset for the objects before
+	// (§11.3.2), which the relay could not tell from objects lost after.
+	params := wire.Params{
+		Forward:        wire.Some(e.wantForwardLocked()),
+		LocationFilter: wire.Some(wire.NextObjectFilter()),
+	}
 	wait := reg.cfg.UpstreamTimeout
 	if hold := reg.rendezvous(e.firstParams); hold > 0 {
 		// A relay upstream holds it for its own publisher (§9.20.7).

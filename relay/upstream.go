@@ -138,7 +138,15 @@ func (u *upstream) pushForward() {
 			return
 		}
 		e.mu.Unlock()
-		err := u.update(wire.Params{Forward: wire.Some(want)})
+		p := wire.Params{Forward: wire.Some(want)}
+		if want {
+			// From the Next Object, as when subscribing (startUpstream):
+			// the objects Forward 0 withheld fall before the new start,
+			// so a subgroup under way ends with a FIN, not a reset
+			// (§11.3.2, §9.5.1).
+			p.LocationFilter = wire.Some(wire.NextObjectFilter())
+		}
+		err := u.update(p)
 		e.mu.Lock()
 		if err != nil {
 			u.updating = false

@@ -589,3 +589,55 @@ func TestPublishDoneOfPublisherAheadKeepsItsReason(t *testing.T) {
 		assert.Equal(t, "over", de.Reason)
 	})
 }
+
+// TestC019_C020_PublishedMidSubgroupJoin: a subscriber that joins a
+// PUBLISHed track mid-subgroup, the relay's Forward 0 until then, gets the
+// rest of the subgroup, and its FIN when its filter starts after the
+// objects it missed, though the publisher writes no End of Group object
+// (C019): the relay's REQUEST_UPDATE to Forward 1 also moves its own start
+// to the Next Object, so the objects Forward 0 withheld are outside its
+// subscription and the publisher ends the stream with a FIN (§11.3.2,
+// §9.5.1). Before, they were withheld by its Forward State, so the
+// publisher reset the stream, and the relay, unable to tell that reset
+// from one for objects after the last it got, passed it on. An unfiltered
+// subscriber, which covers the objects before, still gets a reset (C020).
+func TestC019_C020_PublishedMidSubgroupJoin(t *testing.T) {
+	for _, next := range []bool{true, false} {
+		t.Run(fmt.Sprintf("next=%v", next), func(t *testing.T) {
+			forSchemes(t, func(t *testing.T, scheme string) {
+				n := startNode(t, scheme, Config{}, nil)
+				tr := newTrack(t, testTrack)
+				pc, _ := n.dial("/pub", nil)
+				ss, err := publishTo(t, pc, tr, wire.Params{})
+				require.NoError(t, err)
+				settled(t, "Forward 0 with no subscriber", func() bool { return !ss.Forward() })
+				w := tr.OpenSubgroup(3, 0, moqt.SubgroupOptions{})
+				write := func(id uint64) {
+					require.NoError(t, w.WriteObject(moqt.Object{Location: wire.Location{Group: 3, Object: id}, Payload: payload(3, id)}))
+				}
+				write(0)
+				write(1)
+				c, _ := n.dial("/sub", nil)
+				var p wire.Params
+				if next {
+					p.LocationFilter = wire.Some(wire.NextObjectFilter())
+				}
+				sub, err := subscribe(t, c, testTrack, p)
+				require.NoError(t, err)
+				settled(t, "Forward 1", ss.Forward)
+				write(2)
+				write(3)
+				require.NoError(t, w.Close())
+				objs, err := readSubgroup(t, sub)
+				assert.Equal(t, []wire.Location{{Group: 3, Object: 2}, {Group: 3, Object: 3}}, locs(objs))
+				if next {
+					require.NoError(t, err, "every object from the subscriber's start came: a FIN")
+					return
+				}
+				var se *moqt.StreamError
+				require.ErrorAs(t, err, &se, "objects 0 and 1, which the subscription covers, never came: a reset")
+				assert.Equal(t, wire.ResetCancelled, se.Code)
+			})
+		})
+	}
+}
