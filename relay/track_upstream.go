@@ -262,7 +262,11 @@ func (e *trackEntry) upstreamEnded(u *upstream, err error) {
 		return
 	}
 	restarted := false
-	if !malformed && len(e.ups) > 0 {
+	if !malformed && len(e.ups) > 0 && !(code == wire.DoneTrackEnded && !e.establishedLocked()) {
+		// Another publisher may carry the track on, unless this one
+		// ended it and the others' SUBSCRIBEs are still in flight: an
+		// ended track has nothing more to carry, and a publisher that
+		// never answers would hold its end for UpstreamTimeout.
 		if !e.restartedLocked() {
 			e.doneCode, e.doneReason = code, reason
 			e.mu.Unlock()

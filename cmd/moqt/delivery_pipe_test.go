@@ -277,6 +277,20 @@ func TestSubFailsWhenGroupEndedShort(t *testing.T) {
 	}
 }
 
+// serveTrack answers SUBSCRIBE and FETCH from track, and refuses the rest.
+func serveTrack(track *moqt.LocalTrack) moqt.HandlerFunc {
+	return func(r moqt.Request) {
+		switch r := r.(type) {
+		case *moqt.SubscribeRequest:
+			_, _ = track.Accept(r, moqt.AcceptOptions{})
+		case *moqt.FetchRequest:
+			_ = track.Fetch(r)
+		default:
+			moqt.DefaultHandler.ServeMOQT(r)
+		}
+	}
+}
+
 // halfWrittenTrack serves pipeTrack over a Pipe to client: group 0 whole
 // ("a" and its End of Group), then group 1's first object begun and half
 // written, its Largest Object. A fill or FETCH that reaches 1:0 waits for
@@ -296,16 +310,7 @@ func halfWrittenTrack(t *testing.T) (track *moqt.LocalTrack, client *moqt.Sessio
 	require.NoError(t, err)
 	_, err = ow.Write([]byte("hello"))
 	require.NoError(t, err)
-	client, _ = moqttest.Pair(t, transport.PipeConfig{}, &moqt.Config{FillTimeout: 2 * time.Second, Handler: moqt.HandlerFunc(func(r moqt.Request) {
-		switch r := r.(type) {
-		case *moqt.SubscribeRequest:
-			_, _ = track.Accept(r, moqt.AcceptOptions{})
-		case *moqt.FetchRequest:
-			_ = track.Fetch(r)
-		default:
-			moqt.DefaultHandler.ServeMOQT(r)
-		}
-	})}, nil)
+	client, _ = moqttest.Pair(t, transport.PipeConfig{}, &moqt.Config{FillTimeout: 2 * time.Second, Handler: serveTrack(track)}, nil)
 	return track, client, func() {
 		_, err := ow.Write([]byte("12345"))
 		assert.NoError(t, err)
@@ -397,5 +402,45 @@ func TestPubFailsWhenItCutASubscriber(t *testing.T) {
 		assert.Contains(t, err.Error(), "1 subscriber(s) fell too far behind and were cut off")
 		assert.Contains(t, stderr.String(), "a subscriber fell too far behind and was cut off, lacking objects (TOO_FAR_BEHIND")
 		assert.NotContains(t, stderr.String(), "moqt pub: ended")
+	})
+}
+
+// TestSubTrackStatusTimeoutWaits: a relay whose only announcer of the
+// track never answers gives TRACK_STATUS TIMEOUT; moqt sub then holds its
+// SUBSCRIBE for a publisher (-wait), as after DOES_NOT_EXIST, and gets the
+// track from its start when one comes. It used to fail at once ("no
+// publisher came in time").
+func TestSubTrackStatusTimeoutWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		track, err := moqt.NewLocalTrack(pipeTrack, nil)
+		require.NoError(t, err)
+		track.SetCache(moqt.CacheLimits{Objects: 100})
+		serve := serveTrack(track)
+		client, _ := moqttest.Pair(t, transport.PipeConfig{}, &moqt.Config{Handler: moqt.HandlerFunc(func(r moqt.Request) {
+			if st, ok := r.(*moqt.TrackStatusRequest); ok {
+				_ = st.Reject(wire.ReqTimeout, "upstream did not answer")
+				return
+			}
+			serve(r)
+		})}, nil)
+		published := make(chan struct{})
+		defer func() { <-published }()
+		go func() {
+			defer close(published)
+			time.Sleep(time.Second)
+			g := &groupWriter{track: track}
+			assert.NoError(t, g.write([]byte("a")))
+			assert.NoError(t, g.write([]byte("b")))
+			assert.NoError(t, g.endGroup())
+			track.End(wire.DoneTrackEnded, "done")
+		}()
+		var stderr lockedBuffer
+		var out bytes.Buffer
+		err = runSub(ctx, &narrator{w: &stderr, prefix: "moqt sub: "}, &out, client, pipeTrack, &subOptions{lines: true, wait: 30 * time.Second})
+		require.NoError(t, err, "stderr: %s", stderr.String())
+		assert.Equal(t, "a\nb\n", out.String())
+		assert.Contains(t, stderr.String(), "waiting up to 30s for a publisher")
 	})
 }

@@ -132,7 +132,10 @@ func runSub(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Session,
 		switch {
 		case err == nil:
 			early = !st.Largest.Set
-		case errors.As(err, &re) && re.Code == wire.ReqDoesNotExist:
+		case errors.As(err, &re) && (re.Code == wire.ReqDoesNotExist || re.Code == wire.ReqTimeout):
+			// TIMEOUT: a relay's announcers did not answer in time (one
+			// that never answers, or none Established yet): no publisher
+			// yet, as far as this end can tell.
 			early = true
 			n.say("no one publishes %s yet: waiting up to %s for a publisher, to get the track from its start", formatTrack(name), o.wait)
 		case ctx.Err() != nil:
