@@ -461,15 +461,30 @@ func (reg *registry) publishDownstream(ctx context.Context, s *moqt.Session, nam
 // serveTrackStatus answers TRACK_STATUS (§9.13) from the track when it has an
 // Established upstream, or ended and was kept (its final Largest Object,
 // Config.KeepEnded), else from the first of its publishers that answers
-// (firstStatus).
+// (firstStatus). A track whose upstreams are all at Forward 0 (a PUBLISH
+// nobody subscribed to) sent the relay no objects: its Largest Object is
+// asked of those publishers first, and the relay's own answer stands when
+// none gives one.
 func (reg *registry) serveTrackStatus(r *moqt.TrackStatusRequest) {
 	var track *moqt.LocalTrack
+	var paused []*moqt.Session
 	if e := reg.lookup(r.Track); e != nil {
 		e.mu.Lock()
 		if !e.dead {
 			track = e.track
 		}
+		if track != nil && !e.forwardingLocked() {
+			paused = e.establishedSessionsLocked()
+		}
 		e.mu.Unlock()
+	}
+	if len(paused) > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), reg.cfg.UpstreamTimeout)
+		ts, err := firstStatus(ctx, paused, r.Track)
+		cancel()
+		if err == nil && ts.Largest.Set {
+			track.SetLargest(ts.Largest.Value)
+		}
 	}
 	if track == nil {
 		track = reg.endedTrack(r.Track)

@@ -99,3 +99,44 @@ func TestTrackStatusNotHeldBySilentPublisher(t *testing.T) {
 		})
 	}
 }
+
+// TestTrackStatusOfPausedPublish: a PUBLISHed track nobody subscribes to
+// is at Forward 0, so the relay has seen none of its objects: TRACK_STATUS
+// asks its publisher, and reports the publisher's Largest Object, as a
+// relay without an Established subscription does (§9.13). It used to report
+// none, and moqt sub, taking the track for one nothing was published on,
+// FETCHed it from its first object. A publisher that does not answer
+// TRACK_STATUS leaves the relay's own answer.
+func TestTrackStatusOfPausedPublish(t *testing.T) {
+	for _, answers := range []bool{true, false} {
+		t.Run(fmt.Sprintf("answers=%v", answers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := startNode(t, "moqt", Config{}, nil)
+				tr, err := moqt.NewLocalTrack(testTrack, nil)
+				require.NoError(t, err)
+				p := &statusPublisher{track: tr, asked: make(chan struct{}, 4)}
+				var h moqt.Handler = p
+				if !answers {
+					h = moqt.DefaultHandler
+				}
+				pc, _ := n.dial("/pub", h)
+				ss, err := publishTo(t, pc, tr, wire.Params{})
+				require.NoError(t, err)
+				settled(t, "Forward 0 with no subscriber", func() bool { return !ss.Forward() })
+				writeGroup(t, tr, 0, 3)
+				writeGroup(t, tr, 1, 2)
+				c, _ := n.dial("/sub", nil)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				ts, err := c.TrackStatus(ctx, testTrack, wire.Params{})
+				require.NoError(t, err)
+				if answers {
+					assert.Len(t, p.asked, 1, "asked upstream")
+					assert.Equal(t, wire.Some(wire.Location{Group: 1, Object: 1}), ts.Largest)
+				} else {
+					assert.False(t, ts.Largest.Set, "the relay's own answer")
+				}
+			})
+		})
+	}
+}

@@ -201,6 +201,18 @@ func (e *trackEntry) establishedLocked() bool {
 	return false
 }
 
+// establishedSessionsLocked returns the sessions of the Established
+// upstreams that are not being closed.
+func (e *trackEntry) establishedSessionsLocked() []*moqt.Session {
+	var out []*moqt.Session
+	for u := range e.ups {
+		if u.sub != nil && !u.closing {
+			out = append(out, u.s)
+		}
+	}
+	return out
+}
+
 // forwardingLocked reports whether an Established upstream is at Forward
 // 1, or none is Established (a SUBSCRIBE in flight carries Forward 1).
 func (e *trackEntry) forwardingLocked() bool {
