@@ -138,15 +138,11 @@ func (u *upstream) pushForward() {
 			return
 		}
 		e.mu.Unlock()
-		p := wire.Params{Forward: wire.Some(want)}
-		if want {
-			// From the Next Object, as when subscribing (startUpstream):
-			// the objects Forward 0 withheld fall before the new start,
-			// so a subgroup under way ends with a FIN, not a reset
-			// (§11.3.2, §9.5.1).
-			p.LocationFilter = wire.Some(wire.NextObjectFilter())
-		}
-		err := u.update(p)
+		// Forward alone: moving the start too (to the Next Object) would
+		// let a subgroup under way end with a FIN rather than a reset
+		// (§11.3.2), but a publisher that refused it would end the
+		// subscription (UPDATE_FAILED, §9.5.1), and with it the track.
+		err := u.update(wire.Params{Forward: wire.Some(want)})
 		e.mu.Lock()
 		if err != nil {
 			u.updating = false
