@@ -337,8 +337,8 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, whole *Obje
 // prev, the last written before a stream of it opens after others were
 // withheld or cut: objects before the subscription's Start Location are
 // excepted from the FIN rule (§11.3.2), so a REQUEST_UPDATE that moved the
-// start past them (a relay's, with Forward 1) lets the stream end with a
-// FIN. The caller holds the turn.
+// start past them (with Forward 1, say) lets the stream end with a FIN.
+// The caller holds the turn.
 func (w *SubgroupWriter) covers(v *servedView, prev uint64) bool {
 	return !(wire.Location{Group: w.group, Object: prev}).Less(v.window().Start)
 }
