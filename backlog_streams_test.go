@@ -261,7 +261,9 @@ func TestPendingStreamFinishedBeforeItOpens(t *testing.T) {
 				ss := <-served
 				for g := range uint64(2) {
 					w := track.OpenSubgroup(g, 0, SubgroupOptions{})
-					writeObjects(t, ctx, w, 0, 1, fixedSize(100))
+					// Larger than a read buffer: the stream's FIN, and
+					// so its credit, waits for the subscriber's read.
+					writeObjects(t, ctx, w, 0, 1, fixedSize(8<<10))
 					require.NoError(t, w.Close())
 				}
 				synctest.Wait()

@@ -91,6 +91,12 @@ func (s *heldStream) Read(b []byte) (int, error) {
 	if !s.state.CompareAndSwap(streamIdle, streamReading) {
 		n, err := s.ReceiveStream.Read(b) // not counted: in its header, or done
 		s.stamp(n)
+		if err != nil {
+			// Its end came with its header (quic-go returns io.EOF with
+			// the last bytes): nothing is left to hold, and startData
+			// must not count it.
+			s.state.CompareAndSwap(streamHeader, streamDone)
+		}
 		return n, err
 	}
 	s.h.word.Add(holdRelease)

@@ -322,7 +322,8 @@ type pipeReceiveStream struct {
 }
 
 // Read returns buffered bytes, then io.EOF after a FIN or the sender's
-// reset; it waits while there is neither.
+// reset; it waits while there is neither. A Read that takes the last
+// bytes before a FIN returns io.EOF with them, as quic-go's does.
 func (r *pipeReceiveStream) Read(b []byte) (int, error) {
 	p := r.s.p
 	p.mu.Lock()
@@ -347,6 +348,13 @@ func (r *pipeReceiveStream) Read(b []byte) (int, error) {
 			p.ends[1-r.side].unread -= n
 			p.admitWaiting(1 - r.side)
 			p.changed()
+			if f.fin && len(f.buf) == 0 && len(f.pending) == 0 {
+				// The last bytes come with io.EOF, and the stream stops
+				// counting against the peer's credit, as quic-go does.
+				f.recvDone = true
+				r.s.release()
+				return n, io.EOF
+			}
 			return n, nil
 		}
 		if f.reset {

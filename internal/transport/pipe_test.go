@@ -319,6 +319,28 @@ func TestPipeStreamCredit(t *testing.T) {
 	})
 }
 
+// TestPipeEOFWithLastBytes: a Read that takes a finished stream's last
+// bytes returns io.EOF with them and gives the stream's credit back, as
+// quic-go's does: a reader's buffer that takes a small stream whole has
+// ended it for the peer, whatever the application has yet to read.
+func TestPipeEOFWithLastBytes(t *testing.T) {
+	pipeTest(t, transport.PipeConfig{MaxIncomingUniStreams: 1}, func(t *testing.T, a, b *transport.PipeConn) {
+		s, err := a.OpenUniStream()
+		require.NoError(t, err)
+		_, err = s.Write([]byte("abc"))
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		r, err := b.AcceptUniStream(t.Context())
+		require.NoError(t, err)
+		got := make([]byte, 8)
+		n, err := r.Read(got)
+		assert.Equal(t, "abc", string(got[:n]))
+		assert.Equal(t, io.EOF, err)
+		_, err = a.OpenUniStream()
+		assert.NoError(t, err, "the credit is back")
+	})
+}
+
 func TestPipeAcceptCancelled(t *testing.T) {
 	pipeTest(t, transport.PipeConfig{}, func(t *testing.T, a, b *transport.PipeConn) {
 		ctx, cancel := context.WithCancel(t.Context())
