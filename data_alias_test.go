@@ -2,6 +2,7 @@ package moqt
 
 import (
 	"context"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -360,5 +361,59 @@ func TestDataLingerExpiryStopsStreams(t *testing.T) {
 		var de *DoneError
 		require.ErrorAs(t, err, &de, "after the linger only the subscription's end remains")
 		assert.Equal(t, uint64(3), de.StreamCount)
+	})
+}
+
+// TestPeerStreamsBoundedUntilRead: a subgroup stream that quic-go has
+// whole, FIN included, once its header is read is still the application's
+// to read: it holds a goroutine, a read buffer and, on a relay, a
+// forwarder. The peer's credit came back as soon as this end had read its
+// bytes, so a publisher of tiny streams could make a session hold any
+// number of them (a relay held 11,000 forwarders and 380 MB). Now a stream
+// counts against MaxIncomingUniStreams until it is read to its end or
+// stopped: past that the peer's streams wait in the transport, unread,
+// holding its credit, and reading makes room.
+func TestPeerStreamsBoundedUntilRead(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		const limit = 8
+		s, fp := pipeClientSession(t, transport.PipeConfig{}, &Config{MaxIncomingUniStreams: limit})
+		sub, _ := subscribeFakeWith(t, s, fp, wire.Params{}, 1)
+		const streams = 8 * limit
+		opened := 0
+		for g := uint64(0); g < streams; g++ {
+			str, err := fp.conn.OpenUniStream()
+			if err != nil {
+				break // no credit
+			}
+			_, err = str.Write(subgroupBytes(t, 1, g, []byte{byte(g)}))
+			require.NoError(t, err)
+			require.NoError(t, str.Close())
+			opened++
+			synctest.Wait()
+		}
+		// The fake's control stream holds a slot and credit; the session
+		// holds limit-1 streams, and as many wait in the transport.
+		assert.Equal(t, 2*(limit-1), opened)
+
+		// Reading the streams to their ends gives the credit back.
+		ctx := fakeCtx(t)
+		got := map[byte]bool{}
+		for g := range streams {
+			if g >= opened {
+				str, err := fp.conn.OpenUniStreamSync(ctx)
+				require.NoError(t, err)
+				_, err = str.Write(subgroupBytes(t, 1, uint64(g), []byte{byte(g)}))
+				require.NoError(t, err)
+				require.NoError(t, str.Close())
+			}
+			r, err := sub.AcceptSubgroup(ctx)
+			require.NoError(t, err)
+			obj, err := r.ReadObject(nil)
+			require.NoError(t, err)
+			got[obj.Payload[0]] = true
+			_, err = r.ReadObject(nil)
+			require.ErrorIs(t, err, io.EOF)
+		}
+		assert.Len(t, got, streams)
 	})
 }

@@ -185,6 +185,9 @@ type Session struct {
 	// hold tells whether this end holds the peer's data streams back, for
 	// the header timeout (session_data_hold.go).
 	hold holdWatch
+	// uni bounds the peer's unidirectional streams this end holds
+	// (session_data_hold.go).
+	uni uniSlots
 	// serving counts the FETCHes and fill fetch streams served now, up to
 	// Config.MaxServedFetches (fetch_serve.go).
 	serving fetchServing
@@ -218,6 +221,7 @@ func newSession(conn transport.Conn, version wire.Version, isClient bool, cfg *C
 		away:       goawayState{in: make(chan struct{})},
 		requests:   newOpenRequests(ctx),
 		routes:     newAliasRoutes(cfg),
+		uni:        newUniSlots(cfg.MaxIncomingUniStreams),
 		peerTokens: newTokenCache(cfg.MaxAuthTokenCacheSize),
 		sentTokens: newSentTokens(),
 	}
@@ -309,14 +313,26 @@ func (s *Session) priorities() *priority.Table {
 
 // acceptUniStreams dispatches the peer's unidirectional streams by their
 // stream type (§6.4.1).
+//
+// Each stream takes one of the session's uniSlots first, and holds it
+// until it is read to its end or stopped (see uniSlots).
 func (s *Session) acceptUniStreams() {
 	for {
+		slot, ok := s.uni.acquire(s.ctx)
+		if !ok {
+			return
+		}
 		str, err := s.conn.AcceptUniStream(s.ctx)
 		if err != nil {
+			slot.release()
 			return
 		}
 		s.goroutines.Go(func() {
-			if err := s.serveUniStream(str); err != nil {
+			err := s.serveUniStream(str, slot)
+			if !slot.handedOver() {
+				slot.release()
+			}
+			if err != nil {
 				s.fail(err)
 			}
 		})
@@ -338,7 +354,7 @@ func (s *Session) acceptUniStreams() {
 // otherwise the session is closed with DATA_STREAM_TIMEOUT (§12.2), which
 // ends the read: a stream stalled there would hold its goroutine and
 // buffer for the rest of the session.
-func (s *Session) serveUniStream(raw transport.ReceiveStream) error {
+func (s *Session) serveUniStream(raw transport.ReceiveStream, slot *uniSlot) error {
 	str := s.hold.watch(raw)
 	timer := s.timeHeader()
 	br := getReader(str)
@@ -368,7 +384,7 @@ func (s *Session) serveUniStream(raw transport.ReceiveStream) error {
 		return s.readControl(wire.NewMessageReader(ctl), ctl)
 	case wire.StreamSubgroup:
 		str.startData()
-		return s.receiveSubgroup(str, br, h.Subgroup)
+		return s.receiveSubgroup(str, br, h.Subgroup, slot)
 	case wire.StreamFetch:
 		str.startData()
 		return receiveFetch(s, str, br, h.Fetch)

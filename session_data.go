@@ -21,7 +21,7 @@ import (
 // discarded at once.
 
 // receiveSubgroup routes a subgroup stream whose header has been read.
-func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader, h wire.SubgroupHeader) error {
+func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader, h wire.SubgroupHeader, slot *uniSlot) error {
 	subs, ended := s.routes.lookupAlias(h.TrackAlias)
 	var pipe *readahead.Pipe
 	switch {
@@ -92,6 +92,12 @@ func (s *Session) receiveSubgroup(str transport.ReceiveStream, br *bufio.Reader,
 		}
 		r.sub = sub
 		s.hook(func(h *sessionHooks) func() { return h.streamRouted })
+		if r.err == nil {
+			// The reader releases the slot once the stream is read to
+			// its end or stopped; one that ended already needs none.
+			r.slot = slot
+			slot.handOver()
+		}
 		if sub.deliverStream(r) {
 			return nil
 		}

@@ -1,6 +1,7 @@
 package moqt
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 
@@ -199,3 +200,54 @@ func (t *headerTimer) arrived() bool {
 	t.timer.Load().Stop()
 	return true
 }
+
+// uniSlots bounds the peer's unidirectional streams that this end holds
+// to Config.MaxIncomingUniStreams, the credit it grants them. QUIC gives a
+// stream's credit back once its bytes and FIN have been read from the
+// transport, and a read buffer takes a small stream whole with its header:
+// a stream the application has yet to take, or to read, would otherwise
+// stop counting, and a peer could make this end hold any number of them,
+// each a goroutine, a read buffer and, on a relay, a forwarder. So the
+// session accepts a stream only with a slot free, and a subgroup stream
+// keeps its slot until it is read to its end or stopped: while none is
+// free, the peer's new streams wait in QUIC, unread, holding its credit.
+type uniSlots struct {
+	free chan struct{} // a token per slot in use
+}
+
+func newUniSlots(n int64) uniSlots {
+	if n <= 0 {
+		n = 100 // Config's default, for sessions made without withDefaults
+	}
+	return uniSlots{free: make(chan struct{}, n)}
+}
+
+// acquire waits for a free slot; it reports false once ctx is done.
+func (u uniSlots) acquire(ctx context.Context) (*uniSlot, bool) {
+	select {
+	case u.free <- struct{}{}:
+		return &uniSlot{free: u.free}, true
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
+// uniSlot is one stream's slot. The goroutine serving the stream releases
+// it when it returns, unless it handed it over to the stream's
+// SubgroupReader, which releases it at the stream's end.
+type uniSlot struct {
+	free     chan struct{}
+	released atomic.Bool
+	handed   atomic.Bool
+}
+
+// release frees the slot; later calls do nothing. A nil slot (a reader
+// made without one) is ignored.
+func (s *uniSlot) release() {
+	if s != nil && s.released.CompareAndSwap(false, true) {
+		<-s.free
+	}
+}
+
+func (s *uniSlot) handOver()        { s.handed.Store(true) }
+func (s *uniSlot) handedOver() bool { return s.handed.Load() }

@@ -27,6 +27,7 @@ type SubgroupReader struct {
 	held   *heldStream // str as the session reads it, nil in some tests
 	br     *bufio.Reader
 	pipe   *readahead.Pipe // set when the stream arrived before its alias
+	slot   *uniSlot        // the session's bound on the peer's streams, released at the end
 	dec    wire.SubgroupDecoder
 	first  *wire.SubgroupObject // read ahead to route the stream
 	length uint64               // payload bytes of the current object
@@ -316,6 +317,7 @@ func (r *SubgroupReader) stopWith(code wire.ResetCode) {
 	} else {
 		r.str.CancelRead(uint64(code))
 	}
+	r.slot.release()
 }
 
 // fail records a stream error. A FIN inside an object is a
@@ -326,6 +328,7 @@ func (r *SubgroupReader) stopWith(code wire.ResetCode) {
 func (r *SubgroupReader) fail(err error) error {
 	defer r.sub.forgetReader(r)
 	defer r.releaseBuffer()
+	defer r.slot.release()
 	switch {
 	case errors.Is(err, io.EOF) && r.remain == 0 && !errors.Is(err, wire.ErrTruncated):
 		r.err = io.EOF
