@@ -55,6 +55,7 @@ type nsServed struct {
 	held     updateHold // the bytes of pending and of the update being applied
 	queue    []wire.Message
 	queued   int           // the bytes queue holds, charged to the session's backlog budget
+	offered  int           // the bytes NamespaceWriter.offered holds, charged likewise
 	spent    bool          // the budget refused a message: behind resets with EXCESSIVE_LOAD
 	finning  bool          // FIN once the queue is written: nothing more may be queued
 	refusal  *RequestError // the refused update that closes the stream
@@ -205,13 +206,6 @@ func (srv *nsServed) behind(err error) {
 // for a namespace no longer offered), and a fixed overhead.
 func queuedSize(m wire.Message) int {
 	const overhead = 64
-	fields := func(ns wire.Namespace) int {
-		n := 0
-		for _, f := range ns {
-			n += 24 + len(f) // a slice header and its bytes
-		}
-		return n
-	}
 	switch m := m.(type) {
 	case *wire.NamespaceMsg:
 		return overhead + fields(m.TrackNamespaceSuffix)
@@ -223,6 +217,23 @@ func queuedSize(m wire.Message) int {
 		return overhead + len(m.ErrorReason)
 	}
 	return overhead
+}
+
+// fields estimates the memory ns's fields hold.
+func fields(ns wire.Namespace) int {
+	n := 0
+	for _, f := range ns {
+		n += 24 + len(f) // a slice header and its bytes
+	}
+	return n
+}
+
+// offeredSize estimates the memory an entry of NamespaceWriter.offered
+// holds: the namespace's copy, its key (about as large) and a fixed
+// overhead.
+func offeredSize(ns wire.Namespace) int {
+	const overhead = 128
+	return overhead + 2*fields(ns)
 }
 
 // terminate ends the request with cause, resetting the stream with code
@@ -261,8 +272,8 @@ func (srv *nsServed) endWith(cause error) bool {
 	srv.ended, srv.err = true, cause
 	srv.queue, srv.pending = nil, nil
 	srv.held.close(&srv.sess.backlog)
-	srv.sess.backlog.Release(srv.queued)
-	srv.queued = 0
+	srv.sess.backlog.Release(srv.queued + srv.offered)
+	srv.queued, srv.offered = 0, 0
 	if srv.expiry != nil {
 		srv.expiry.Stop()
 	}

@@ -127,6 +127,10 @@ func ownParams(p wire.Params) wire.Params {
 	return p
 }
 
+// errOfferRefused is Publish's when the session's backlog budget refuses
+// the namespace: the request ends as for a queue it refused.
+var errOfferRefused = errors.New("moqt: namespace not held: backlog budget spent")
+
 var (
 	errNotTracks    = errors.New("moqt: PUBLISH_SKIPPED is only for a SUBSCRIBE_TRACKS")
 	errNotNamespace = errors.New("moqt: NAMESPACE and NAMESPACE_DONE are only for a SUBSCRIBE_NAMESPACE")
@@ -145,6 +149,14 @@ func (w *NamespaceWriter) Publish(ns wire.Namespace) error {
 			return nil, nil
 		}
 		own := cloneNamespace(ns)
+		// What is offered is held for the requester until the request
+		// ends, as its queue is: within the session's backlog budget.
+		size := offeredSize(own)
+		if w.srv.sess.backlog.Charge(size) != nil {
+			w.srv.spent = true
+			return nil, errOfferRefused
+		}
+		w.srv.offered += size
 		w.offered[k] = own
 		if !own.HasPrefix(w.prefix) {
 			return nil, nil
@@ -158,7 +170,12 @@ func (w *NamespaceWriter) Publish(ns wire.Namespace) error {
 // is sent only if the NAMESPACE was, and ns is no longer offered.
 func (w *NamespaceWriter) Done(ns wire.Namespace) error {
 	return w.changeNamespace(ns, func(k wire.NamespaceKey) (wire.Message, error) {
-		delete(w.offered, k)
+		if ns, ok := w.offered[k]; ok {
+			size := offeredSize(ns)
+			w.srv.offered -= size
+			w.srv.sess.backlog.Release(size)
+			delete(w.offered, k)
+		}
 		sent, was := w.sent[k]
 		if !was {
 			return nil, nil
@@ -209,7 +226,7 @@ func (w *NamespaceWriter) change(f func() (wire.Message, error)) error {
 		return err
 	}
 	m, err := f()
-	ok := err != nil || m == nil || w.srv.pushLocked(m)
+	ok := err != errOfferRefused && (err != nil || m == nil || w.srv.pushLocked(m))
 	w.srv.mu.Unlock()
 	if !ok {
 		w.srv.behind(errNamespaceQueueFull)

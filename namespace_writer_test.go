@@ -439,3 +439,36 @@ func TestNamespaceReleasedAtSessionEnd(t *testing.T) {
 		closedOrFail(t, w.srv.done, "the writer")
 	})
 }
+
+// TestNamespaceWriterOfferedBounded: what a SUBSCRIBE_NAMESPACE's writer
+// remembers as offered is held for the requester until the request ends,
+// and counts against the session's backlog budget as its queue does.
+// Before, only the queue counted: a requester that read every NAMESPACE
+// still made the writer keep a copy and a key of every namespace published,
+// without bound; through moqt relay, 300 such requesters of the empty prefix
+// and 500 announced namespaces of 3.9 KB held 1.7 GB.
+func TestNamespaceWriterOfferedBounded(t *testing.T) {
+	forServerSessions(t, "offered", func(t *testing.T, connect fakeConnector) {
+		h := newNSServer()
+		s, fp := connect(t, &Config{Handler: h, MaxSessionBacklog: 64 << 10})
+		fs := fp.open(&wire.SubscribeNamespace{RequestID: 0, TrackNamespacePrefix: nil})
+		expect[*wire.RequestOK](fs)
+		req, w := recvOrFail(t, h.reqs), recvOrFail(t, h.writers)
+		field := string(bytes.Repeat([]byte("x"), 3000))
+		published := 0
+		var perr error
+		for i := range 100 {
+			if perr = w.Publish(wire.NewNamespace(fmt.Sprint(i), field)); perr != nil {
+				break
+			}
+			published++
+			expect[*wire.NamespaceMsg](fs) // read at once: the queue is empty again
+		}
+		require.Error(t, perr, "every namespace was kept")
+		assert.Less(t, published, 12, "64 KiB hold about ten of them")
+		closedOrFail(t, req.Context().Done(), "the request")
+		assert.ErrorIs(t, context.Cause(req.Context()), errExcessiveLoad)
+		fs.expectReset(wire.ResetExcessiveLoad)
+		assert.NoError(t, s.Context().Err(), "the session goes on")
+	})
+}
