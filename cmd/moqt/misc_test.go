@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"net"
 	"regexp"
 	"strings"
 	"syscall"
@@ -10,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/moqt-go/moqt/internal/relayserve"
 )
 
 // TestDemo: moqt demo runs and exits 0 within its bound, and tells of the
@@ -112,4 +117,23 @@ func TestHelp(t *testing.T) {
 	}
 	none := startProc(t, "none", nil, "nope")
 	assert.Equal(t, 2, none.exitCode(t, ctx))
+}
+
+// TestRelayBannerPin: the banner says the pin changes at the next start only
+// for a certificate made at this one; a -cert one keeps its pin, which
+// clients and chained relays (-upstream-sha256) may keep.
+func TestRelayBannerPin(t *testing.T) {
+	t.Parallel()
+	sum := sha256.Sum256([]byte("a certificate"))
+	addr := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4443}
+	for _, selfSigned := range []bool{true, false} {
+		var out bytes.Buffer
+		printRelayBanner(&env{stdout: &out}, relayserve.Info{Addr: addr, CertHash: sum, SelfSigned: selfSigned}, "")
+		assert.Contains(t, out.String(), "-sha256 81ac")
+		if selfSigned {
+			assert.Contains(t, out.String(), "It changes when the relay restarts.")
+		} else {
+			assert.NotContains(t, out.String(), "changes when the relay restarts")
+		}
+	}
 }

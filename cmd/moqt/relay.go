@@ -213,14 +213,18 @@ func printRelayBanner(e *env, info relayserve.Info, pageURL string) {
 		fmt.Fprintf(w, "  web page:     %s  (open it in a browser: it watches a track and publishes what you type)\n", pageURL)
 	}
 	fmt.Fprintln(w)
+	// Only a certificate made at start changes at the next: one from
+	// -cert keeps its pin, which clients and -upstream-sha256 may keep.
+	changes := ""
 	if info.SelfSigned {
 		fmt.Fprintf(w, "Its certificate is self-signed, made just now. Clients trust it by its SHA-256, the pin:\n")
+		changes = " It changes when the relay restarts."
 	} else {
 		fmt.Fprintf(w, "Clients that do not trust its certificate through an authority can pin its SHA-256:\n")
 	}
 	fmt.Fprintf(w, "  -sha256 %s\n", pin)
-	fmt.Fprintf(w, "(browsers: serverCertificateHashes, base64 %s). It changes when the relay restarts.\n\n",
-		base64.StdEncoding.EncodeToString(info.CertHash[:]))
+	fmt.Fprintf(w, "(browsers: serverCertificateHashes, base64 %s).%s\n\n",
+		base64.StdEncoding.EncodeToString(info.CertHash[:]), changes)
 	fmt.Fprintf(w, "Try, each in a terminal of its own:\n")
 	fmt.Fprintf(w, "  moqt clock -sha256 %s moqt://%s/\n", pin, host)
 	fmt.Fprintf(w, "  moqt sub -lines -sha256 %s moqt://%s/ clock time\n", pin, host)
