@@ -152,7 +152,7 @@ func runFetch(ctx context.Context, n *narrator, out io.Writer, sess *moqt.Sessio
 				fromText = "after " + loc(prev)
 			}
 			if obj.EndOfRange != wire.EndOfNonExistentRange || verbose {
-				n.warn("gap: the objects %s through %s %s", fromText, loc(obj.Location), what)
+				n.warn("gap: the objects %s through %s %s", fromText, rangeEnd(obj.Location), what)
 			}
 			prev, first = obj.Location, false
 			continue

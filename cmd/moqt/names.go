@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -122,3 +123,13 @@ func parseLocation(s string) (wire.Location, error) {
 
 // loc writes a Location as parseLocation reads it.
 func loc(l wire.Location) string { return fmt.Sprintf("%d:%d", l.Group, l.Object) }
+
+// rangeEnd writes the Location a FETCH range ends at: the largest Object
+// ID, which ends a range through the end of a group (moqt fetch -to G), as
+// the end of that group rather than as an Object ID no one publishes.
+func rangeEnd(l wire.Location) string {
+	if l.Object == math.MaxUint64 {
+		return fmt.Sprintf("the end of group %d", l.Group)
+	}
+	return loc(l)
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/base64"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -215,6 +216,9 @@ func TestNames(t *testing.T) {
 	assert.Equal(t, wire.Location{Group: 3, Object: 4}, l)
 	_, err = parseLocation("x")
 	assert.Error(t, err)
+	// A gap through the end of a group (moqt fetch's stderr).
+	assert.Equal(t, "the end of group 8", rangeEnd(wire.Location{Group: 8, Object: math.MaxUint64}))
+	assert.Equal(t, "8:3", rangeEnd(wire.Location{Group: 8, Object: 3}))
 }
 
 func TestParseArgsInterspersed(t *testing.T) {
