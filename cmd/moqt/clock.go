@@ -27,8 +27,8 @@ objects are cached, so late joiners can start from the current group
 When the server sends GOAWAY, it moves to the URL the GOAWAY names (or URL
 again) and ticks on there, as moqt pub does (-follow-goaway, -reconnect).
 
-It runs until Ctrl-C (or for -duration), then ends the track: subscribers
-are told TRACK_ENDED.
+It runs until Ctrl-C (or for -duration), then ends the track at the end of
+the second's group: subscribers are told TRACK_ENDED.
 
 Example:
   moqt clock -sha256 PIN moqt://127.0.0.1:4443/
@@ -121,10 +121,18 @@ func runClock(ctx context.Context, p *publisher, ticks int, h clockHooks) error 
 		_ = g.endGroup()
 		return p.end(code, reason)
 	}
+	// An interrupt ends the track at the end of the second's group, not
+	// where it stands (see runPub's interrupt): within a second.
+	interrupt := ctx.Done()
+	stopping := false
 	for {
 		select {
-		case <-ctx.Done():
-			return stop(wire.DoneTrackEnded, "clock stopped")
+		case <-interrupt:
+			if !g.inGroup() {
+				return stop(wire.DoneTrackEnded, "clock stopped")
+			}
+			interrupt, stopping = nil, true
+			continue
 		case <-p.goaway():
 			_ = stop(wire.DoneGoingAway, "server going away")
 			return errors.New("the server is shutting down (GOAWAY)")
@@ -144,6 +152,9 @@ func runClock(ctx context.Context, p *publisher, ticks int, h clockHooks) error 
 		now := next
 		group, object := uint64(now.Unix()), uint64(now.Nanosecond())/uint64(tick)
 		if !g.inGroup() || g.group != group {
+			if stopping {
+				return stop(wire.DoneTrackEnded, "clock stopped")
+			}
 			if err := g.endGroup(); err != nil {
 				return err
 			}

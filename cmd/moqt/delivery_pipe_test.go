@@ -444,3 +444,112 @@ func TestSubTrackStatusTimeoutWaits(t *testing.T) {
 		assert.Contains(t, stderr.String(), "waiting up to 30s for a publisher")
 	})
 }
+
+// TestPubInterruptEndsAtGroupBoundary: an interrupted moqt pub reads on to
+// the open group's end (-group-objects here) before it ends the track, and
+// puts End of Group there; input that stops first leaves the group ended
+// where it stands, finishWait later. It used to end the group at once: a
+// second publisher of the track fed the same input went on, and the relay
+// dropped its objects past that End of Group (§2.1), lines missing at
+// every subscriber.
+func TestPubInterruptEndsAtGroupBoundary(t *testing.T) {
+	for _, more := range []bool{true, false} {
+		t.Run(fmt.Sprintf("more input=%v", more), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				p, _ := pipePublisher(t)
+				client, server := moqttest.Pair(t, transport.PipeConfig{}, &moqt.Config{Handler: moqt.HandlerFunc(p.serve)}, nil)
+				p.sess = server
+				sub, err := client.Subscribe(ctx, pipeTrack, wire.Params{})
+				require.NoError(t, err)
+				var got []string
+				read := make(chan error, 1)
+				go func() {
+					for {
+						o, err := sub.ReadObject(context.Background())
+						if err != nil {
+							read <- err
+							return
+						}
+						got = append(got, fmt.Sprintf("%v %s %s", o.Location, o.Status, o.Payload))
+					}
+				}()
+				in, feed := io.Pipe()
+				defer feed.Close()
+				pubCtx, interrupt := context.WithCancel(ctx)
+				done := make(chan error, 1)
+				go func() {
+					done <- runPub(pubCtx, p.n, p, in, &pubOptions{lines: true, groupObjects: 4})
+				}()
+				fmt.Fprintln(feed, "a")
+				fmt.Fprintln(feed, "b")
+				synctest.Wait()
+				start := time.Now()
+				interrupt()
+				synctest.Wait()
+				want := []string{"{0, 0} NORMAL a", "{0, 1} NORMAL b"}
+				if more {
+					fmt.Fprintln(feed, "c")
+					fmt.Fprintln(feed, "d")
+					fmt.Fprintln(feed, "e") // the next group's: not published
+					want = append(want, "{0, 2} NORMAL c", "{0, 3} NORMAL d", "{0, 4} END_OF_GROUP ")
+				} else {
+					want = append(want, "{0, 2} END_OF_GROUP ")
+				}
+				require.NoError(t, <-done)
+				if !more {
+					assert.Equal(t, finishWait, time.Since(start), "ended where it stood after finishWait")
+				}
+				var de *moqt.DoneError
+				require.ErrorAs(t, <-read, &de)
+				assert.Equal(t, wire.DoneTrackEnded, de.Code)
+				assert.Equal(t, want, got)
+			})
+		})
+	}
+}
+
+// TestClockInterruptEndsAtGroupBoundary: an interrupted moqt clock ticks
+// on to the end of the second, its group, and puts End of Group there, as
+// another clock of the track does (see TestPubInterruptEndsAtGroupBoundary).
+func TestClockInterruptEndsAtGroupBoundary(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		p, _ := pipePublisher(t)
+		client, server := moqttest.Pair(t, transport.PipeConfig{}, &moqt.Config{Handler: moqt.HandlerFunc(p.serve)}, nil)
+		p.sess = server
+		sub, err := client.Subscribe(ctx, pipeTrack, wire.Params{})
+		require.NoError(t, err)
+		var got []wire.Location
+		var eog wire.Location
+		read := make(chan error, 1)
+		go func() {
+			for {
+				o, err := sub.ReadObject(context.Background())
+				if err != nil {
+					read <- err
+					return
+				}
+				if o.Status == wire.ObjectEndOfGroup {
+					eog = o.Location
+					continue
+				}
+				got = append(got, o.Location)
+			}
+		}()
+		clockCtx, interrupt := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- runClock(clockCtx, p, 10, clockHooks{}) }()
+		time.Sleep(1350 * time.Millisecond) // 0.35 s into the clock's first group
+		interrupt()
+		require.NoError(t, <-done)
+		var de *moqt.DoneError
+		require.ErrorAs(t, <-read, &de)
+		require.NotEmpty(t, got)
+		g := got[0].Group
+		assert.Len(t, got, 10, "the group's ten ticks: %v", got)
+		assert.Equal(t, wire.Location{Group: g, Object: 10}, eog, "End of Group after the last tick")
+	})
+}

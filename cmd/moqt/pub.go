@@ -52,7 +52,10 @@ it may be sent to, comma-separated. -follow-goaway=false ends the track at the
 GOAWAY instead.
 
 At the end of its input, or at Ctrl-C, it ends the track (subscribers are
-told TRACK_ENDED), delivers what it wrote, and exits. It narrates on stderr:
+told TRACK_ENDED), delivers what it wrote, and exits. Ctrl-C in the middle
+of a group reads on to the group's end (within a second), so that another
+publisher of the track, fed the same input, agrees with it on where the
+group ends. It narrates on stderr:
 connected, announced, subscribers coming and going, ended.
 
 Example:
@@ -153,7 +156,8 @@ func runPub(ctx context.Context, n *narrator, p *publisher, in io.Reader, o *pub
 	}
 	n.say("reading %s", source)
 	chunks := make(chan chunk)
-	readCtx, stopReading := context.WithCancel(ctx)
+	// The input is read on after an interrupt, to the open group's end.
+	readCtx, stopReading := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopReading()
 	go readChunks(readCtx, in, o.size, o.lines, chunks)
 
@@ -165,7 +169,23 @@ func runPub(ctx context.Context, n *narrator, p *publisher, in io.Reader, o *pub
 		tick = t.C
 	}
 	var lastLineBare bool
+	// An interrupt ends the track at the open group's end, within
+	// finishWait (stopping): see interrupted.
+	interrupt := ctx.Done()
+	var stopping <-chan time.Time
+	interrupted := func() error {
+		n.say("interrupted: %s; ending the track", g.summary())
+		_ = g.endGroup()
+		if err := p.end(wire.DoneTrackEnded, "publisher stopped"); err != nil {
+			return err
+		}
+		n.say("ended")
+		return nil
+	}
 	for {
+		if stopping != nil && !g.inGroup() {
+			return interrupted()
+		}
 		select {
 		case c := <-chunks:
 			if c.err != nil {
@@ -225,17 +245,24 @@ func runPub(ctx context.Context, n *narrator, p *publisher, in io.Reader, o *pub
 			if !p.moving() {
 				return sessionEnded(p.sess)
 			}
-		case <-ctx.Done():
-			n.say("interrupted: %s; ending the track", g.summary())
-			_ = g.endGroup()
-			if err := p.end(wire.DoneTrackEnded, "publisher stopped"); err != nil {
-				return err
-			}
-			n.say("ended")
-			return nil
+		case <-interrupt:
+			// Ending the open group where it stands would say it ends
+			// there (End of Group): another publisher of the track, fed
+			// the same input, goes on, and a relay then drops its
+			// objects past that end (§2.1). So it ends at its own end
+			// (§11.3.2: streams SHOULD end on group boundaries), or
+			// where it stands after finishWait.
+			interrupt = nil
+			stopping = time.After(finishWait)
+		case <-stopping:
+			return interrupted()
 		}
 	}
 }
+
+// finishWait bounds how long an interrupted moqt pub or moqt clock goes on
+// to the end of the open group.
+const finishWait = time.Second
 
 // summary says what was written.
 func (g *groupWriter) summary() string {
