@@ -458,23 +458,7 @@ func TestPubInterruptEndsAtGroupBoundary(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-				p, _ := pipePublisher(t)
-				client, server := moqttest.Pair(t, transport.PipeConfig{}, &moqt.Config{Handler: moqt.HandlerFunc(p.serve)}, nil)
-				p.sess = server
-				sub, err := client.Subscribe(ctx, pipeTrack, wire.Params{})
-				require.NoError(t, err)
-				var got []string
-				read := make(chan error, 1)
-				go func() {
-					for {
-						o, err := sub.ReadObject(context.Background())
-						if err != nil {
-							read <- err
-							return
-						}
-						got = append(got, fmt.Sprintf("%v %s %s", o.Location, o.Status, o.Payload))
-					}
-				}()
+				p, read := readPublished(t, ctx)
 				in, feed := io.Pipe()
 				defer feed.Close()
 				pubCtx, interrupt := context.WithCancel(ctx)
@@ -501,9 +485,14 @@ func TestPubInterruptEndsAtGroupBoundary(t *testing.T) {
 				if !more {
 					assert.Equal(t, finishWait, time.Since(start), "ended where it stood after finishWait")
 				}
+				r := <-read
 				var de *moqt.DoneError
-				require.ErrorAs(t, <-read, &de)
+				require.ErrorAs(t, r.err, &de)
 				assert.Equal(t, wire.DoneTrackEnded, de.Code)
+				var got []string
+				for _, o := range r.objs {
+					got = append(got, fmt.Sprintf("%v %s %s", o.Location, o.Status, o.Payload))
+				}
 				assert.Equal(t, want, got)
 			})
 		})
@@ -517,39 +506,56 @@ func TestClockInterruptEndsAtGroupBoundary(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		p, _ := pipePublisher(t)
-		client, server := moqttest.Pair(t, transport.PipeConfig{}, &moqt.Config{Handler: moqt.HandlerFunc(p.serve)}, nil)
-		p.sess = server
-		sub, err := client.Subscribe(ctx, pipeTrack, wire.Params{})
-		require.NoError(t, err)
-		var got []wire.Location
-		var eog wire.Location
-		read := make(chan error, 1)
-		go func() {
-			for {
-				o, err := sub.ReadObject(context.Background())
-				if err != nil {
-					read <- err
-					return
-				}
-				if o.Status == wire.ObjectEndOfGroup {
-					eog = o.Location
-					continue
-				}
-				got = append(got, o.Location)
-			}
-		}()
+		p, read := readPublished(t, ctx)
 		clockCtx, interrupt := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- runClock(clockCtx, p, 10, clockHooks{}) }()
 		time.Sleep(1350 * time.Millisecond) // 0.35 s into the clock's first group
 		interrupt()
 		require.NoError(t, <-done)
+		r := <-read
 		var de *moqt.DoneError
-		require.ErrorAs(t, <-read, &de)
-		require.NotEmpty(t, got)
-		g := got[0].Group
-		assert.Len(t, got, 10, "the group's ten ticks: %v", got)
-		assert.Equal(t, wire.Location{Group: g, Object: 10}, eog, "End of Group after the last tick")
+		require.ErrorAs(t, r.err, &de)
+		require.Len(t, r.objs, 11, "the group's ten ticks and its End of Group")
+		g := r.objs[0].Location.Group
+		for i, o := range r.objs[:10] {
+			assert.Equal(t, wire.Location{Group: g, Object: uint64(i)}, o.Location)
+		}
+		assert.Equal(t, wire.Location{Group: g, Object: 10}, r.objs[10].Location)
+		assert.Equal(t, wire.ObjectEndOfGroup, r.objs[10].Status)
 	})
+}
+
+// published is what a subscriber read of a track: every object, and the
+// error that ended the subscription.
+type published struct {
+	objs []moqt.Object
+	err  error
+}
+
+// readPublished is moqt pub's publisher of pipeTrack over a Pipe, with a
+// subscriber reading the track to its end.
+func readPublished(t *testing.T, ctx context.Context) (*publisher, <-chan published) {
+	t.Helper()
+	p, _ := pipePublisher(t)
+	client, server := moqttest.Pair(t, transport.PipeConfig{}, &moqt.Config{Handler: moqt.HandlerFunc(p.serve)}, nil)
+	p.sess = server
+	sub, err := client.Subscribe(ctx, pipeTrack, wire.Params{})
+	require.NoError(t, err)
+	read := make(chan published, 1)
+	go func() {
+		var r published
+		for {
+			o, err := sub.ReadObject(context.Background())
+			if err != nil {
+				r.err = err
+				read <- r
+				return
+			}
+			o.Payload = bytes.Clone(o.Payload)
+			o.Properties = nil
+			r.objs = append(r.objs, o)
+		}
+	}()
+	return p, read
 }
