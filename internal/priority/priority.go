@@ -29,10 +29,10 @@
 // order thus sends its newest group first, and its older groups after it
 // oldest first.
 //
-// Levels are recomputed when a data stream opens or closes and when a
-// subscriber priority changes (read on each object, so a REQUEST_UPDATE
-// applies from the next object on every stream of the subscription, §5.1.1);
-// only streams whose level changed are touched. Nothing is done per object
+// Levels follow a data stream's opening and closing and a subscriber
+// priority's change (read on each object, so a REQUEST_UPDATE applies from
+// the next object on every stream of the subscription, §5.1.1); only
+// streams whose level changed are touched. Nothing is done per object
 // unless the subscriber priority changed.
 //
 // On WebTransport the same urgencies apply, placed among the HTTP/3
@@ -62,10 +62,21 @@ type Stream interface {
 // The zero value is ready; a nil *Table, a session on WebTransport, does
 // nothing. Its lock is a leaf: nothing else is locked, and no user code
 // runs, while it is held.
+//
+// The ranking is kept as streams come and go rather than recomputed: a
+// stream's change touches its subscription's leader and, when a key comes
+// or goes, the streams of the keys up to the sixth, whose levels shift. A
+// session with many streams open (a subscriber of many tracks) used to sort
+// them all twice for each stream opened or closed.
 type Table struct {
 	mu      sync.Mutex
 	streams map[Stream]*entry // data streams open, by stream
-	scratch []*entry          // reused by rank
+	// groups holds each subscription's streams of one publisher priority,
+	// by group order then Subgroup ID: the first leads, the others are
+	// behind (rules 3 and 4).
+	groups map[groupKey][]*entry
+	keys   []rankKey                       // the live keys, in rank order
+	byKey  map[rankKey]map[*entry]struct{} // the streams of each live key
 }
 
 // entry is one data stream's place in the ranking. Its fields are
@@ -82,6 +93,35 @@ type entry struct {
 	behind      bool
 	urgency     int8 // as last set; -1 before
 	incremental bool
+}
+
+// groupKey names the streams among which one leads.
+type groupKey struct {
+	owner uint64
+	pub   uint8
+}
+
+// rankKey is what picks a stream's level (rules 1 and 2, then leaders
+// before the streams behind them).
+type rankKey struct {
+	sub, pub uint8
+	behind   bool
+}
+
+func (e *entry) key() rankKey       { return rankKey{e.sub, e.pub, e.behind} }
+func (e *entry) groupKey() groupKey { return groupKey{e.owner, e.pub} }
+func compareOrder(a, b *entry) int {
+	return cmp.Or(cmp.Compare(a.order, b.order), cmp.Compare(a.subgroup, b.subgroup))
+}
+func compareKeys(a, b rankKey) int {
+	return cmp.Or(cmp.Compare(a.sub, b.sub), cmp.Compare(a.pub, b.pub), compareBool(a.behind, b.behind))
+}
+func levelAt(i int) int8 {
+	return int8(min(int(transport.UrgencyDataMin)+i, int(transport.UrgencyDataMax)))
+}
+func (t *Table) keyIndex(k rankKey) int {
+	i, _ := slices.BinarySearchFunc(t.keys, k, compareKeys)
+	return i
 }
 
 // Params describes a data stream for the ranking.
@@ -109,9 +149,24 @@ func (t *Table) Add(str Stream, p Params) {
 	defer t.mu.Unlock()
 	if t.streams == nil {
 		t.streams = map[Stream]*entry{}
+		t.groups = map[groupKey][]*entry{}
+		t.byKey = map[rankKey]map[*entry]struct{}{}
+	}
+	if old, ok := t.streams[str]; ok {
+		t.remove(old)
 	}
 	t.streams[str] = e
-	t.rank()
+	gk := e.groupKey()
+	g := t.groups[gk]
+	i, _ := slices.BinarySearchFunc(g, e, compareOrder)
+	g = slices.Insert(g, i, e)
+	t.groups[gk] = g
+	e.behind = i > 0
+	t.addKey(e)
+	t.apply(e)
+	if i == 0 && len(g) > 1 {
+		t.setBehind(g[1], true)
+	}
 }
 
 // Remove forgets a data stream that ended; the others may move up. It may
@@ -122,11 +177,27 @@ func (t *Table) Remove(str Stream) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.streams[str]; !ok {
-		return
+	if e, ok := t.streams[str]; ok {
+		t.remove(e)
 	}
-	delete(t.streams, str)
-	t.rank()
+}
+
+// remove takes e out of the ranking; t.mu is held.
+func (t *Table) remove(e *entry) {
+	delete(t.streams, e.str)
+	gk := e.groupKey()
+	g := t.groups[gk]
+	i := slices.Index(g, e)
+	g = slices.Delete(g, i, i+1)
+	if len(g) == 0 {
+		delete(t.groups, gk)
+	} else {
+		t.groups[gk] = g
+	}
+	t.dropKey(e)
+	if i == 0 && len(g) > 0 {
+		t.setBehind(g[0], false)
+	}
 }
 
 // SetSubscriber applies a new subscriber priority to every stream of
@@ -137,52 +208,78 @@ func (t *Table) SetSubscriber(owner uint64, prio uint8) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	changed := false
 	for _, e := range t.streams {
 		if e.owner == owner && e.sub != prio {
+			t.dropKey(e)
 			e.sub = prio
-			changed = true
+			t.addKey(e)
+			t.apply(e)
 		}
-	}
-	if changed {
-		t.rank()
 	}
 }
 
-// rank recomputes every stream's level and applies the ones that changed.
-// t.mu is held.
-func (t *Table) rank() {
-	s := t.scratch[:0]
-	for _, e := range t.streams {
-		s = append(s, e)
+// setBehind moves e, which leads its group or no longer does; t.mu is
+// held.
+func (t *Table) setBehind(e *entry, behind bool) {
+	if e.behind == behind {
+		return
 	}
-	// Rules 3 and 4 within each subscription and publisher priority.
-	slices.SortFunc(s, func(a, b *entry) int {
-		return cmp.Or(cmp.Compare(a.owner, b.owner), cmp.Compare(a.pub, b.pub),
-			cmp.Compare(a.order, b.order), cmp.Compare(a.subgroup, b.subgroup))
-	})
-	for i, e := range s {
-		e.behind = i > 0 && s[i-1].owner == e.owner && s[i-1].pub == e.pub
-	}
-	// Rules 1 and 2, then leaders before the streams behind them.
-	slices.SortStableFunc(s, compareRank)
-	level := transport.UrgencyDataMin
-	for i, e := range s {
-		if i > 0 && compareRank(s[i-1], e) != 0 && level < transport.UrgencyDataMax {
-			level++
-		}
-		if incremental := !e.behind; e.urgency != level || e.incremental != incremental {
-			e.urgency, e.incremental = level, incremental
-			e.str.SetPriority(level, incremental)
-		}
-	}
-	clear(s)
-	t.scratch = s[:0]
+	t.dropKey(e)
+	e.behind = behind
+	t.addKey(e)
+	t.apply(e)
 }
 
-// compareRank orders streams by the key that picks their level.
-func compareRank(a, b *entry) int {
-	return cmp.Or(cmp.Compare(a.sub, b.sub), cmp.Compare(a.pub, b.pub), compareBool(a.behind, b.behind))
+// addKey files e under its key; a key new to the table shifts the levels
+// of the keys after it. t.mu is held.
+func (t *Table) addKey(e *entry) {
+	k := e.key()
+	set := t.byKey[k]
+	if set == nil {
+		set = map[*entry]struct{}{}
+		t.byKey[k] = set
+		i := t.keyIndex(k)
+		t.keys = slices.Insert(t.keys, i, k)
+		t.shifted(i + 1)
+	}
+	set[e] = struct{}{}
+}
+
+// dropKey takes e from its key; a key left with no stream goes, which
+// shifts the levels of the keys after it. t.mu is held.
+func (t *Table) dropKey(e *entry) {
+	k := e.key()
+	set := t.byKey[k]
+	delete(set, e)
+	if len(set) > 0 {
+		return
+	}
+	delete(t.byKey, k)
+	i := t.keyIndex(k)
+	t.keys = slices.Delete(t.keys, i, i+1)
+	t.shifted(i)
+}
+
+// shifted applies the levels of the keys from index from on, which moved
+// by one: past the sixth they all share the last level, so only those
+// before it can have changed. t.mu is held.
+func (t *Table) shifted(from int) {
+	last := int(transport.UrgencyDataMax - transport.UrgencyDataMin)
+	for i := from; i < len(t.keys) && i <= last; i++ {
+		for e := range t.byKey[t.keys[i]] {
+			t.apply(e)
+		}
+	}
+}
+
+// apply sets e's urgency and incremental flag if they changed. t.mu is
+// held.
+func (t *Table) apply(e *entry) {
+	level, incremental := levelAt(t.keyIndex(e.key())), !e.behind
+	if e.urgency != level || e.incremental != incremental {
+		e.urgency, e.incremental = level, incremental
+		e.str.SetPriority(level, incremental)
+	}
 }
 
 func compareBool(a, b bool) int {

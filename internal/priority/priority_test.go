@@ -1,11 +1,16 @@
 package priority
 
 import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
 
@@ -170,4 +175,118 @@ func TestPriorityRankingFollowsChanges(t *testing.T) {
 	none.Add(a, Params{})
 	none.Remove(a)
 	none.SetSubscriber(1, 1)
+}
+
+// TestPriorityRankingIncremental: the ranking kept as streams come and go
+// equals the ranking of the streams open, recomputed from scratch (the
+// sort this package did on each change until it was made incremental),
+// after every change of a long random run: opens, closes and subscriber
+// priority changes, over few owners and priorities so that keys collide
+// and come and go.
+func TestPriorityRankingIncremental(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var tab Table
+	open := map[*fakePrioStream]Params{}
+	var list []*fakePrioStream
+	group := uint64(0)
+	for step := range 5000 {
+		switch op := rng.IntN(10); {
+		case len(list) < 40 && (op < 5 || len(list) == 0):
+			group++ // unique, so that each subscription's order is total
+			p := Params{Owner: uint64(rng.IntN(6)), Subscriber: uint8(rng.IntN(4)), Publisher: uint8(rng.IntN(5)),
+				Order: wire.GroupOrder(1 + rng.IntN(2)), Group: group, Subgroup: uint64(rng.IntN(3))}
+			for q := range open {
+				if open[q].Owner == p.Owner {
+					p.Subscriber = open[q].Subscriber // one priority per subscription
+					p.Order = open[q].Order
+					break
+				}
+			}
+			s := &fakePrioStream{name: fmt.Sprint(step)}
+			tab.Add(s, p)
+			open[s] = p
+			list = append(list, s)
+		case op < 9 || len(list) >= 40:
+			i := rng.IntN(len(list))
+			s := list[i]
+			list = slices.Delete(list, i, i+1)
+			delete(open, s)
+			tab.Remove(s)
+		default:
+			owner, prio := uint64(rng.IntN(6)), uint8(rng.IntN(4))
+			for s, p := range open {
+				if p.Owner == owner {
+					p.Subscriber = prio
+					open[s] = p
+				}
+			}
+			tab.SetSubscriber(owner, prio)
+		}
+		want := referenceRank(open)
+		for s := range open {
+			require.Equal(t, want[s], [2]int8{s.urgency, boolInt(s.incremental)}, "step %d, stream %s", step, s.name)
+		}
+	}
+}
+
+func boolInt(b bool) int8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// referenceRank ranks the open streams from scratch: rules 3 and 4 within
+// each subscription and publisher priority, then levels by distinct
+// (subscriber, publisher, behind) keys from UrgencyDataMin, the sixth and
+// later sharing UrgencyDataMax.
+func referenceRank(open map[*fakePrioStream]Params) map[*fakePrioStream][2]int8 {
+	type ref struct {
+		s               *fakePrioStream
+		owner           uint64
+		sub, pub        uint8
+		order, subgroup uint64
+		behind          bool
+	}
+	var rs []*ref
+	for s, p := range open {
+		r := &ref{s: s, owner: p.Owner, sub: p.Subscriber, pub: p.Publisher, order: p.Group, subgroup: p.Subgroup}
+		if p.Order == wire.GroupOrderDescending {
+			r.order = ^p.Group
+		}
+		rs = append(rs, r)
+	}
+	slices.SortFunc(rs, func(a, b *ref) int {
+		return cmp.Or(cmp.Compare(a.owner, b.owner), cmp.Compare(a.pub, b.pub), cmp.Compare(a.order, b.order), cmp.Compare(a.subgroup, b.subgroup))
+	})
+	for i, r := range rs {
+		r.behind = i > 0 && rs[i-1].owner == r.owner && rs[i-1].pub == r.pub
+	}
+	rank := func(a, b *ref) int {
+		return cmp.Or(cmp.Compare(a.sub, b.sub), cmp.Compare(a.pub, b.pub), compareBool(a.behind, b.behind))
+	}
+	slices.SortStableFunc(rs, rank)
+	out := map[*fakePrioStream][2]int8{}
+	level := transport.UrgencyDataMin
+	for i, r := range rs {
+		if i > 0 && rank(rs[i-1], r) != 0 && level < transport.UrgencyDataMax {
+			level++
+		}
+		out[r.s] = [2]int8{level, boolInt(!r.behind)}
+	}
+	return out
+}
+
+// BenchmarkAddRemove: one stream opened and closed beside 1,000 open
+// streams of 100 subscriptions (a subscriber of many tracks).
+func BenchmarkAddRemove(b *testing.B) {
+	var tab Table
+	for i := range 1000 {
+		tab.Add(&fakePrioStream{}, Params{Owner: uint64(i % 100), Subscriber: 128, Publisher: uint8(i % 3), Group: uint64(i)})
+	}
+	s := &fakePrioStream{}
+	for i := 0; b.Loop(); i++ {
+		tab.Add(s, Params{Owner: uint64(i % 100), Subscriber: 128, Publisher: 1, Group: uint64(5000 + i)})
+		tab.Remove(s)
+	}
 }
