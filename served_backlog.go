@@ -9,13 +9,16 @@ import (
 
 // Backlogs: no subscriber holds up the publisher, or any other subscriber,
 // beyond a bounded grace (DESIGN.md, "Concurrency model"). The algorithm
-// is internal/sendq's: a SubgroupWriter's sendq.Writer passes each object
-// to its subscriptions' streams, each a sendq.Queue, and queues what a
-// stream does not take in time; this file is what only the session knows.
+// is internal/sendq's: a SubgroupWriter's sendq.Writer appends each object
+// to its subscriptions' streams, each a sendq.Queue whose drain goroutine
+// writes what accumulated in one Write (group commit), and what a stream
+// does not take in time is a backlog; this file is what only the session
+// knows.
 //
-// A Write to one of several streams waits sendq.WriteGrace (5 ms); to one,
+// A write whose stream then holds more than sendq.Window (16 KiB) waits for
+// room: for one of several streams sendq.WriteGrace (5 ms); for one,
 // Config.SubscriberGrace after the call began (or the writer's
-// SetWriteDeadline). After a write whose every subscription had to queue,
+// SetWriteDeadline). After a write whose every subscription is behind,
 // the writer waits until one of them has caught up, up to the same grace
 // (settle), so that a publisher faster than all its subscribers goes at
 // the pace of the fastest, rather than queuing until they are all cut off.

@@ -153,7 +153,7 @@ func TestSubgroupInterruptStuckWrite(t *testing.T) {
 				r, err := lt.sub.AcceptSubgroup(ctx)
 				require.NoError(t, err)
 				write := goErr(func() error { return writeObject(w, 1, nil, payloadOf(1, 256<<10)) })
-				settle(t, func() bool { return w.sq.Writing() }, "the write blocks on the stream")
+				settle(t, func() bool { return w.sq.Waiting() }, "the write waits for the stream")
 				code := wire.ResetCancelled
 				if how == "close" {
 					require.NoError(t, w.Close())

@@ -45,14 +45,14 @@ func (w *SubgroupWriter) waitUntil(ss *ServedSubscription, start int64) int64 {
 	return d
 }
 
-// settle returns once a target of the write just made has taken it, or
-// caught up with its backlog, or none is left, or Close or Reset interrupt
-// it, or no target's backlog has taken a byte for a whole wait (waitUntil,
-// from the write's start, then, unless the object is relayed, from the
-// last progress, within SetWriteDeadline): as on flow control, a
-// publisher goes at the pace of its fastest subscriber while that one
-// makes progress. Targets holding objects for PUBLISH_OK are not waited
-// for. The caller holds the turn.
+// settle returns once a target of the write just made is not behind (its
+// stream's queue holds no more than sendq.Window, in flight), or none is
+// left, or Close or Reset interrupt it, or no target's backlog has taken a
+// byte for a whole wait (waitUntil, from the write's start, then, unless
+// the object is relayed, from the last progress, within
+// SetWriteDeadline): as on flow control, a publisher goes at the pace of
+// its fastest subscriber while that one makes progress. Targets holding
+// objects for PUBLISH_OK are not waited for. The caller holds the turn.
 func (w *SubgroupWriter) settle(begun int64) {
 	last := w.backlogTaken()
 	for {
@@ -61,7 +61,7 @@ func (w *SubgroupWriter) settle(begun int64) {
 			if out.closed() {
 				continue
 			}
-			if !out.q.Active() {
+			if !out.q.Behind() {
 				return
 			}
 			if out.hold {

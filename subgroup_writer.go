@@ -512,11 +512,11 @@ func (w *SubgroupWriter) open(ss *ServedSubscription, first bool, v *servedView)
 	return out, nil
 }
 
-// send passes b, the next bytes of out's stream, ending with w.pl's
-// payload, to the transport, or queues them behind its backlog
-// (sendq.Writer.Send), within the call's wait (waitUntil). It returns
-// ErrSubgroupClosed when Close or Reset interrupted it; a subscription
-// refused more backlog is cut off. The caller holds the turn.
+// send queues b, the next bytes of out's stream, ending with w.pl's
+// payload, for the stream's drain (sendq.Writer.Send), waiting for room
+// within the call's wait (waitUntil). It returns ErrSubgroupClosed
+// when Close or Reset interrupted it; a subscription refused more backlog
+// is cut off. The caller holds the turn.
 func (w *SubgroupWriter) send(out *subgroupOut, b []byte, fanout bool, begun int64) error {
 	err := w.sq.Send(&out.q, b, &w.pl, out.hold, fanout, w.waitUntil(out.ss, begun))
 	if err == nil {

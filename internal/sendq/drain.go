@@ -21,16 +21,25 @@ func (q *Queue) drain() {
 	defer q.drained()
 	g := q.group
 	var stalled time.Time // when the Writes began to take nothing; zero while they take bytes
-	err := q.owner.Ready()
+	var err error
 	q.mu.Lock()
 	for {
+		if err == nil && q.holding && q.sent >= q.holdAt && !q.dropped {
+			// Held bytes: they wait for the owner (PUBLISH_OK).
+			q.mu.Unlock()
+			err = q.owner.Ready()
+			q.mu.Lock()
+			q.holding = false
+		}
 		if err != nil || q.dropped {
 			q.dropAll()
 			q.resetStorage()
 			q.marks = nil
 			q.owner.DisarmObject()
+			q.holding = false
 			q.broken.Store(true)
 			q.active.Store(false)
+			q.roomMade()
 			q.mu.Unlock()
 			// The stream was reset, stopped by the peer or lost with the
 			// session, or the subscriber is too far behind.
@@ -51,6 +60,8 @@ func (q *Queue) drain() {
 			// Caught up. A mark left is the current object's, not all
 			// written yet: its timer goes on, now the publisher's.
 			fin, reset, code := q.fin, q.reset, q.code
+			q.fin = false
+			q.roomMade()
 			q.resetStorage()
 			q.marks = q.marks[:0]
 			q.active.Store(false)
@@ -63,6 +74,15 @@ func (q *Queue) drain() {
 		limit := q.queued
 		if len(q.marks) > 0 {
 			limit = int(min(uint64(limit), q.marks[0].end-q.sent))
+		}
+		if q.holding {
+			limit = int(min(uint64(limit), q.holdAt-q.sent))
+		}
+		if q.markFirst.Load() {
+			// The marked write carries the stream's header, not a
+			// whole gathered chunk that a full window may leave
+			// untaken when a reset comes (MarkFirstWrite).
+			limit = min(limit, len(q.segs[0].b))
 		}
 		chunk, gathered := q.next(limit)
 		q.mu.Unlock()
@@ -130,9 +150,6 @@ func (g *Group) stall(path transport.PathCounts, stalled time.Time) error {
 // drained wakes the Writer, which may be waiting for a stream to catch up
 // (Await).
 func (q *Queue) drained() {
-	select {
-	case q.w.caughtUp <- struct{}{}:
-	default:
-	}
+	q.w.wake()
 	q.owner.Drained()
 }

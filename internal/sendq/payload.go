@@ -101,15 +101,16 @@ const minShared = 256
 const arenaSize = 512
 
 // put appends b to the queue, the last payload bytes of it (if pl has any)
-// as a reference to pl's shared copy, and charges them. b ends with the
-// last len(b) bytes of pl's payload, or with all of it. q.mu is held.
+// as a reference to pl's shared copy, and charges them once the queue is
+// behind (charge). b ends with the last len(b) bytes of pl's payload, or
+// with all of it. q.mu is held.
 func (q *Queue) put(b []byte, pl *Payload) error {
 	shared := 0
 	if pl != nil && len(pl.src) >= minShared {
 		shared = min(len(b), len(pl.src))
 	}
 	own := b[:len(b)-shared]
-	if err := q.group.charge(len(b), len(own), q.w.whole); err != nil {
+	if err := q.charge(len(b), len(own)); err != nil {
 		return err
 	}
 	if shared > 0 {
@@ -120,7 +121,7 @@ func (q *Queue) put(b []byte, pl *Payload) error {
 			held = sess.used.Load()
 		}
 		if err := c.ref(held); err != nil {
-			q.group.release(len(b), len(own))
+			q.uncharge(len(b), len(own))
 			return err
 		}
 		q.appendOwn(own)
@@ -130,7 +131,37 @@ func (q *Queue) put(b []byte, pl *Payload) error {
 		q.appendOwn(own)
 	}
 	q.queued += len(b)
+	q.own += len(own)
 	return nil
+}
+
+// charge counts n more bytes, of which own are the queue's own, against
+// the group and its session once the queue is behind; before, they are in
+// flight, uncounted (Window). q.mu is held.
+func (q *Queue) charge(n, own int) error {
+	if !q.behind.Load() {
+		return nil
+	}
+	return q.group.charge(n, own, q.w.whole)
+}
+
+// uncharge undoes charge, for bytes refused after all. q.mu is held.
+func (q *Queue) uncharge(n, own int) {
+	if q.behind.Load() {
+		q.group.release(n, own)
+	}
+}
+
+// caughtUp ends the queue's backlog once it holds no more than Window
+// again: what is left is in flight, uncounted, and a publisher waiting
+// for it may go on. q.mu is held.
+func (q *Queue) caughtUp() {
+	if !q.behind.Load() || q.queued > Window {
+		return
+	}
+	q.group.release(q.queued, q.own)
+	q.behind.Store(false)
+	q.w.wake()
 }
 
 // appendOwn appends b, the queue's own bytes, to its arena, extending the
@@ -191,29 +222,33 @@ func (q *Queue) advance(n int) {
 			q.popSeg()
 		}
 	}
-	q.group.release(total, own)
+	q.own -= own
+	if q.behind.Load() {
+		q.group.release(total, own)
+		q.caughtUp()
+	}
+	q.roomMade()
 }
 
 // dropAll drops everything queued, unwritten, and uncounts it. q.mu is
 // held.
 func (q *Queue) dropAll() {
-	total, own := q.queued, 0
-	for _, s := range q.segs {
-		if s.p == nil {
-			own += len(s.b)
-		}
-	}
+	total, own := q.queued, q.own
 	for len(q.segs) > 0 {
 		q.popSeg()
 	}
-	q.queued = 0
-	q.group.release(total, own)
+	q.queued, q.own = 0, 0
+	if q.behind.Load() {
+		q.group.release(total, own)
+		q.behind.Store(false)
+	}
 }
 
 // resetStorage forgets the queue's storage once nothing is left in it,
 // but for a small arena, kept for the next backlog. q.mu is held.
 func (q *Queue) resetStorage() {
-	q.segs = nil
+	q.segArr = [4]seg{}
+	q.segs = q.segArr[:0]
 	if cap(q.arena) > arenaSize {
 		q.arena = nil
 	}

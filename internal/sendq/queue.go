@@ -3,45 +3,40 @@
 // beyond a bounded grace.
 //
 // A Writer passes each object to the streams of its subscribers in turn,
-// from the publisher's goroutine, straight to the transport. A QUIC
-// stream's Write blocks while the stream or the connection is out of
-// flow-control credit (quic-go takes at most about one packet beyond what
-// it can send), so every Write has a bound (Writer.Send): WriteGrace when
-// the object goes to more than one stream, so that one subscriber that
-// does not read costs the others almost nothing; the caller's when it
-// goes to one (no one else waits, so the publisher is held back, as by
-// any flow control, but no longer than that).
+// from the publisher's goroutine, by appending it to each stream's Queue;
+// one goroutine per Queue with bytes in it (its drain) passes them to the
+// transport and ends once the queue is empty. This is group commit: quic-go
+// costs about as much per Write whatever its size (its stream lock, a
+// wake-up of its send loop, and packets sent as soon as it wakes), so a
+// drain that writes everything accumulated while its previous Write was in
+// progress sends several small objects for the price of one, in fuller
+// packets.
 //
-// Neither is the stream's deadline (quic-go would take a lock and wake its
-// sender for each one set, and allocate a timer for each Write that
-// blocks): the Writer's Watchdog, a timer that runs while writes go on,
-// sets a past deadline on a Write still blocked when its wait is over.
+// What a queue holds up to Window is in flight, as the bytes quic-go
+// buffers for a direct Write are: it counts against no budget. A Send that
+// leaves more waits for the drain to make room, as a Write waits for flow
+// control, and every wait has a bound (Writer.Send): WriteGrace when the
+// object goes to more than one stream, so that one subscriber that does
+// not read costs the others almost nothing; the caller's when it goes to
+// one (no one else waits, so the publisher is held back, as by any flow
+// control, but no longer than that). Past it the queue is behind: what it
+// holds is a backlog, and everything later written to the stream is
+// appended without a wait until it holds no more than Window again.
 //
-// A stream that has not taken all of its bytes by then keeps what it took,
-// and the rest goes to the stream's Queue, followed by everything later
-// written to that stream: one goroutine per queued stream (its drain)
-// writes the queue in order and ends once it is empty, after which the
-// publisher writes to the stream itself again. While a Group (one
-// subscriber's streams) has anything queued, its other streams queue too,
-// new ones included, when the object is shared: it is behind, and the
-// publisher does not spend a WriteGrace per stream to find that out again.
-// Only one of them writes to a stream at a time, so its bytes keep their
-// order. The fast path costs a read of the clock per shared stream write
-// and a few atomics. Queues hold an object's payload once, however many
-// of them hold the object (payload.go).
+// A Group (one subscriber's streams) is too far behind (a *CutError
+// wrapping ErrTooFarBehind) when its backlogs would pass its limit, or
+// when one of its drains has had no byte taken for a whole grace while
+// none of its other streams took any either: a subscriber that stopped
+// reading, or was killed, is cut off after about one grace, not QUIC's
+// idle timeout. Backlogs also count against their Session's budgets
+// (budget.go), refused with ErrExcessiveLoad. The owner of the streams
+// (an Owner) tells the peer. Queues hold an object's payload once, however
+// many of them hold the object (payload.go).
 //
-// A Write that passes its deadline returns how many bytes it took, and the
-// stream stays usable: quic-go drops its reference to the rest of the
-// buffer before returning, and webtransport-go does not treat a timeout
-// as the stream's end (see transport.SendStream.SetWriteDeadline).
-//
-// A Group is too far behind (a *CutError wrapping ErrTooFarBehind) when
-// queuing more would pass its limit, or when one of its drains has had no
-// byte taken for a whole grace while none of its other streams took any
-// either: a subscriber that stopped reading, or was killed, is cut off
-// after about one grace, not QUIC's idle timeout. Queues also count
-// against their Session's budgets (budget.go), refused with
-// ErrExcessiveLoad. The owner of the streams (an Owner) tells the peer.
+// A drain's Write that passes its deadline returns how many bytes it took,
+// and the stream stays usable: quic-go drops its reference to the rest of
+// the buffer before returning, and webtransport-go does not treat a
+// timeout as the stream's end (see transport.SendStream.SetWriteDeadline).
 //
 // Delivery timeouts cover bytes in a queue: an object's timeout runs until
 // its last byte has been passed to the transport. While a stream is queued
@@ -52,6 +47,7 @@ package sendq
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,11 +77,11 @@ type Owner interface {
 	// queue's lock.
 	ArmObject(deadline int64)
 	DisarmObject()
-	// GraceExpired is told that a Write's wait was over with bytes left,
-	// which go to the queue.
+	// GraceExpired is told that the queue fell behind: a Send's wait
+	// for room was over, and what the queue holds is a backlog.
 	GraceExpired()
-	// Ready returns once the drain may write (objects may wait for the
-	// subscription to be accepted), or why it never will.
+	// Ready returns once the drain may write held bytes (objects may
+	// wait for the subscription to be accepted), or why it never will.
 	Ready() error
 	// Failed is told that the drain ended without writing everything:
 	// err, a *CutError when the subscriber is too far behind, or nil
@@ -103,9 +99,9 @@ type Owner interface {
 //
 // While active, the stream belongs to the drain goroutine: it alone writes
 // to the stream and arms the owner's object timer, the publisher only
-// appends under mu. Otherwise both belong to the publisher (the caller of
-// its Writer's methods). Only the publisher sets active; only the drain
-// clears it, under mu.
+// appends under mu. Otherwise the publisher (the caller of its Writer's
+// methods) arms the timer and ends the stream. Only the publisher sets
+// active; only the drain clears it, under mu.
 type Queue struct {
 	str   Stream
 	owner Owner
@@ -113,10 +109,10 @@ type Queue struct {
 	w     *Writer
 
 	// The publisher's.
-	off uint64    // stream offset past the last byte written or queued
-	wdl time.Time // the deadline last set on str; a past one when unknown
+	off uint64 // stream offset past the last byte queued
 
 	active    atomic.Bool
+	behind    atomic.Bool // past Window: what it holds is charged as a backlog
 	broken    atomic.Bool // a write failed: the stream is reset or gone
 	markFirst atomic.Bool // the next Write that takes bytes marks them (MarkFirstWrite)
 
@@ -124,7 +120,9 @@ type Queue struct {
 	// segs are the bytes not yet passed to the transport, oldest first
 	// (payload.go): the queue's own, in arena, or a shared payload's.
 	segs    []seg
-	queued  int // bytes in segs
+	segArr  [4]seg // segs' storage while it fits: a queue that drains each object allocates none
+	queued  int    // bytes in segs
+	own     int    // of which the queue's own (not a shared payload's)
 	arena   []byte
 	ownLast bool   // the last segment ends at the end of arena
 	sent    uint64 // the stream offset of the first byte of segs
@@ -133,6 +131,10 @@ type Queue struct {
 	reset   bool // end with a reset with code rather than a FIN
 	code    wire.ResetCode
 	dropped bool // the stream was reset: write nothing more
+	holding bool // the drain waits for the owner's Ready at holdAt
+	holdAt  uint64
+	waiter  bool          // a publisher waits for room (send)
+	room    chan struct{} // signalled by roomMade
 }
 
 // mark is an object with a delivery timeout whose last byte has not been
@@ -146,6 +148,8 @@ type mark struct {
 // the Writer that writes to it.
 func (q *Queue) Init(str Stream, owner Owner, g *Group, w *Writer) {
 	q.str, q.owner, q.group, q.w = str, owner, g, w
+	q.room = make(chan struct{}, 1)
+	q.segs = q.segArr[:0]
 }
 
 // MarkFirstWrite makes the first write that takes bytes, by the publisher
@@ -175,53 +179,128 @@ func (q *Queue) write(b []byte) (int, error) {
 	return q.str.Write(b)
 }
 
-// Offset is the stream offset past the last byte written or queued. The
-// caller is the publisher.
+// Offset is the stream offset past the last byte queued. The caller is
+// the publisher.
 func (q *Queue) Offset() uint64 { return q.off }
 
 // Active reports whether bytes are queued, or being written by the drain.
 func (q *Queue) Active() bool { return q.active.Load() }
 
+// Behind reports whether the queue holds more than Window: a backlog,
+// which the subscriber has not taken as fast as the publisher wrote.
+func (q *Queue) Behind() bool { return q.behind.Load() }
+
 // Broken reports whether the drain failed: the stream is reset or gone.
 func (q *Queue) Broken() bool { return q.broken.Load() }
 
-// enqueue appends b, ending with pl's payload (nil for none), to the
-// queue. It reports false if the queue has just been written and its
-// drain is gone.
-func (q *Queue) enqueue(b []byte, pl *Payload) (bool, error) {
+// send appends b, ending with pl's payload (nil for none), to the queue,
+// starting its drain if it has none. With hold the drain writes nothing
+// from b on until the owner is Ready, and the queue is behind at once if
+// it holds more than Window. It reports over when the queue, not behind,
+// now holds more than Window: the publisher is to wait for room
+// (Writer.Send), then put it behind (fallBehind). The caller is the
+// publisher.
+func (q *Queue) send(b []byte, pl *Payload, hold bool) (over bool, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !q.active.Load() {
-		return false, nil
+	if q.dropped || q.broken.Load() {
+		// Reset, or failed: the stream takes nothing more.
+		return false, errDiscarded
+	}
+	start := !q.active.Load()
+	if start {
+		q.sent = q.off
+		q.marks = q.marks[:0]
+		if end, d := q.owner.CurrentObject(); d != 0 {
+			// The current object's timer, armed by the publisher,
+			// now follows the drain.
+			q.marks = append(q.marks, mark{end: end, deadline: d})
+		}
 	}
 	if err := q.put(b, pl); err != nil {
-		return true, err
+		if start {
+			q.marks = q.marks[:0]
+		}
+		return false, err
+	}
+	if hold && !q.holding {
+		q.holding, q.holdAt = true, q.off
 	}
 	q.off += uint64(len(b))
+	if start {
+		q.active.Store(true)
+		go q.drain()
+	}
+	if q.behind.Load() || q.queued <= Window {
+		return false, nil
+	}
+	if hold {
+		fell, err := q.fallBehindLocked()
+		if fell {
+			defer q.owner.GraceExpired() // after the unlock
+		}
+		return false, err
+	}
+	q.waiter = true
 	return true, nil
 }
 
-// spill starts the queue with rest, what a Write did not take in time
-// (ending with pl's payload, nil for none), and the drain that writes it.
-// The current object's timeout, if armed, now covers it there.
-func (q *Queue) spill(rest []byte, pl *Payload) error {
+// stillOver reports whether the queue, not behind, still holds more than
+// Window, registering the publisher to be woken (roomMade) if so.
+func (q *Queue) stillOver() bool {
 	q.mu.Lock()
-	if err := q.put(rest, pl); err != nil {
-		q.mu.Unlock()
-		return err
+	defer q.mu.Unlock()
+	if q.behind.Load() || q.queued <= Window || !q.active.Load() || q.dropped {
+		q.waiter = false
+		return false
 	}
-	q.sent = q.off
-	q.off += uint64(len(rest))
-	q.marks = q.marks[:0]
-	if end, d := q.owner.CurrentObject(); d != 0 {
-		q.marks = append(q.marks, mark{end: end, deadline: d})
-	}
-	q.active.Store(true)
-	q.mu.Unlock()
-	q.wdl = time.Unix(1, 0) // unknown: the drain sets its own
-	go q.drain()
-	return nil
+	q.waiter = true
+	return true
 }
+
+// fallBehind makes the queue a backlog: it has held more than Window for
+// longer than the publisher waits. What it holds is charged, or refused
+// with a *CutError. The caller is the publisher.
+func (q *Queue) fallBehind() error {
+	q.mu.Lock()
+	fell, err := q.fallBehindLocked()
+	q.mu.Unlock()
+	if fell {
+		q.owner.GraceExpired()
+	}
+	return err
+}
+
+// fallBehindLocked is fallBehind with q.mu held; it reports whether the
+// queue fell behind now.
+func (q *Queue) fallBehindLocked() (bool, error) {
+	q.waiter = false
+	if q.behind.Load() || q.queued <= Window || q.dropped {
+		return false, nil
+	}
+	if err := q.group.charge(q.queued, q.own, q.w.whole); err != nil {
+		return false, err
+	}
+	q.behind.Store(true)
+	return true, nil
+}
+
+// roomMade wakes a publisher waiting for room in the queue (send) once
+// it holds no more than Window, or its drain has ended. q.mu is held.
+func (q *Queue) roomMade() {
+	if !q.waiter || q.queued > Window && q.active.Load() && !q.dropped {
+		return
+	}
+	q.waiter = false
+	select {
+	case q.room <- struct{}{}:
+	default:
+	}
+}
+
+// errDiscarded reports bytes for a stream that was reset, or whose drain
+// failed.
+var errDiscarded = errors.New("sendq: stream reset")
 
 // Mark starts the delivery timeout of an object whose last byte will be
 // at stream offset end, on a queued stream: it waits its turn behind the
@@ -266,4 +345,5 @@ func (q *Queue) Discard() {
 	defer q.mu.Unlock()
 	q.dropped = true
 	q.owner.DisarmObject()
+	q.roomMade()
 }

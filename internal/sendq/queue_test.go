@@ -1,6 +1,7 @@
 package sendq
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -18,32 +19,49 @@ type nopStream struct{ Stream }
 
 func (nopStream) Write(b []byte) (int, error)      { return len(b), nil }
 func (nopStream) SetWriteDeadline(time.Time) error { return nil }
+func (nopStream) Context() context.Context         { return context.Background() }
 
-// TestSendFastPathAllocs: writing to a stream that keeps up allocates
-// nothing, shared or not.
+// big is more than a queue holds in flight: a Send of it waits for room.
+var big = strings.Repeat("b", Window+1)
+
+// TestSendFastPathAllocs: queuing for a stream that keeps up allocates
+// nothing while its drain runs, and only the drain's goroutine when one
+// has to start.
 func TestSendFastPathAllocs(t *testing.T) {
-	var w Writer
-	w.Init(now)
-	defer w.Interrupt()
-	var g Group
-	var q Queue
-	q.Init(nopStream{}, &fakeOwner{}, &g, &w)
-	b := make([]byte, 100)
-	for _, fanout := range []bool{true, false} {
-		allocs := testing.AllocsPerRun(1000, func() {
-			if err := w.Send(&q, b, nil, false, fanout, now()+int64(time.Second)); err != nil {
-				panic(err)
+	synctest.Test(t, func(t *testing.T) {
+		var w Writer
+		w.Init(now)
+		defer w.Interrupt()
+		var g Group
+		var q Queue
+		q.Init(nopStream{}, &fakeOwner{}, &g, &w)
+		b := make([]byte, 100)
+		for _, wait := range []bool{false, true} {
+			allocs := testing.AllocsPerRun(1000, func() {
+				if err := w.Send(&q, b, nil, false, true, now()+int64(time.Second)); err != nil {
+					panic(err)
+				}
+				if wait {
+					synctest.Wait() // the drain ends
+				}
+			})
+			most := 0.0
+			if wait {
+				most = 1
 			}
-		})
-		assert.Zero(t, allocs, "fanout %v", fanout)
-		assert.False(t, q.Active())
-	}
+			assert.LessOrEqual(t, allocs, most, "drain ended between sends: %v", wait)
+			synctest.Wait()
+			assert.False(t, q.Active())
+		}
+	})
 }
 
-// TestSlowStreamQueues: of two streams, the one that does not take an
-// object within WriteGrace has the rest queued; the other goes on. Once it
-// takes bytes again its drain writes the queue in order, then the FIN
-// asked for meanwhile, and its bytes are released.
+// TestSlowStreamQueues: of two streams, the slow one queues what it does
+// not take, the publisher going on at once while that is within Window.
+// Past it, the Send waits WriteGrace for room, then the queue is behind:
+// everything it holds counts, once. The fast stream takes everything. Once
+// the slow one takes bytes again its drain writes the queue in order, then
+// the FIN asked for meanwhile, and its bytes are released.
 func TestSlowStreamQueues(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(1<<20, time.Minute, 1<<20, 3)
@@ -51,30 +69,63 @@ func TestSlowStreamQueues(t *testing.T) {
 		fast, slow := r.strs[0], r.strs[1]
 		start := time.Now()
 		assert.Equal(t, []error{nil, nil}, r.send("hello", time.Minute))
-		assert.Equal(t, WriteGrace, time.Since(start), "the slow stream held the call one grace")
+		synctest.Wait()
+		assert.Zero(t, time.Since(start), "within Window: no wait")
 		assert.True(t, r.qs[1].Active())
-		assert.Equal(t, int64(2), r.gs[len(r.gs)-1].Queued(), "what it did not take")
+		assert.False(t, r.qs[1].Behind())
+		assert.Zero(t, r.gs[1].Queued(), "in flight: not counted")
+
+		assert.Equal(t, []error{nil, nil}, r.send(big, time.Minute))
+		assert.Equal(t, WriteGrace, time.Since(start), "the slow stream held the call one grace")
+		assert.True(t, r.qs[1].Behind())
+		assert.Equal(t, int64(5+len(big)), r.gs[1].Queued(), "all it holds, but what a Write took and has not returned")
 		assert.Equal(t, 1, r.owners[1].grace)
 
 		start = time.Now()
 		assert.Equal(t, []error{nil, nil}, r.send(" world", time.Minute))
-		assert.Zero(t, time.Since(start), "a stream with a backlog queues at once")
-		assert.Equal(t, int64(8), r.gs[len(r.gs)-1].Queued())
-		assert.Equal(t, uint64(11), r.qs[1].Offset())
+		assert.Zero(t, time.Since(start), "a stream behind queues at once")
+		assert.Equal(t, int64(11+len(big)), r.gs[1].Queued())
+		assert.Equal(t, 1, r.owners[1].grace)
 		assert.True(t, r.qs[1].FinishAfter(false, 0))
-		assert.Equal(t, "hello world", fast.taken())
-
-		slow.grant(100)
 		synctest.Wait()
-		assert.Equal(t, "hello world", slow.taken())
+		assert.Equal(t, "hello"+big+" world", fast.taken())
+
+		slow.grant(1 << 20)
+		synctest.Wait()
+		assert.Equal(t, "hello"+big+" world", slow.taken())
 		assert.False(t, r.qs[1].Active())
-		assert.Zero(t, r.gs[len(r.gs)-1].Queued())
+		assert.False(t, r.qs[1].Behind())
+		assert.Zero(t, r.gs[1].Queued())
 		assert.Zero(t, r.sess.Used())
-		_, failed, finished, drained := r.owners[1].snapshot()
+		_, failed, finished, _ := r.owners[1].snapshot()
 		assert.Empty(t, failed)
 		assert.Equal(t, []string{"fin"}, finished)
-		assert.Equal(t, 1, drained)
 		assert.False(t, r.qs[0].FinishAfter(false, 0), "nothing queued: the publisher finishes it")
+	})
+}
+
+// TestLoneStreamWaitsItsBound: a Send to a lone stream that holds more
+// than Window waits for room up to the call's own bound, and goes on as
+// soon as the drain makes room.
+func TestLoneStreamWaitsItsBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(1<<20, time.Minute, 0)
+		defer r.w.Interrupt()
+		start := time.Now()
+		go func() {
+			time.Sleep(time.Second)
+			r.strs[0].grant(len(big))
+		}()
+		require.NoError(t, r.send(big, time.Hour)[0])
+		assert.Equal(t, time.Second, time.Since(start), "until the drain made room")
+		assert.False(t, r.qs[0].Behind())
+
+		require.NoError(t, r.send(big, 2*time.Second)[0])
+		assert.Equal(t, 3*time.Second, time.Since(start), "the call's bound")
+		assert.True(t, r.qs[0].Behind())
+		assert.Equal(t, 1, r.owners[0].grace)
+		r.strs[0].grant(1 << 20)
+		synctest.Wait()
 	})
 }
 
@@ -87,7 +138,7 @@ func TestStalledStreamCut(t *testing.T) {
 		defer r.w.Interrupt()
 		start := time.Now()
 		require.NoError(t, r.send("abc", time.Second)[0])
-		assert.Equal(t, time.Second, time.Since(start), "one stream: the call's own bound")
+		assert.Zero(t, time.Since(start), "within Window: no wait")
 		time.Sleep(2*time.Second - 1)
 		synctest.Wait()
 		_, failed, _, _ := r.owners[0].snapshot()
@@ -101,21 +152,23 @@ func TestStalledStreamCut(t *testing.T) {
 		require.ErrorAs(t, failed[0], &ce)
 		assert.Equal(t, "no data taken for 2s", ce.Reason)
 		assert.True(t, r.qs[0].Broken())
-		assert.Zero(t, r.gs[len(r.gs)-1].Queued())
+		assert.Zero(t, r.gs[0].Queued())
 		assert.Equal(t, 1, drained)
+		assert.ErrorIs(t, r.send("d", time.Second)[0], errDiscarded, "a failed stream takes nothing more")
 	})
 }
 
-// TestQueueLimit: bytes that would pass the group's limit are refused as
-// too far behind, and not counted.
+// TestQueueLimit: a queue that falls behind past the group's limit is
+// refused as too far behind, and nothing is counted.
 func TestQueueLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(10, time.Minute, 1<<20, 0)
+		r := newRig(Window, time.Minute, 1<<20, 0)
 		require.Equal(t, []error{nil, nil}, r.send("12345", time.Minute))
-		errs := r.send(strings.Repeat("x", 6), time.Minute)
+		errs := r.send(big, time.Minute)
 		assert.NoError(t, errs[0])
 		assert.ErrorIs(t, errs[1], ErrTooFarBehind)
-		assert.Equal(t, int64(5), r.gs[len(r.gs)-1].Queued())
+		assert.Zero(t, r.gs[1].Queued())
+		assert.False(t, r.qs[1].Behind())
 		// The owner resets the stream, which wakes its drain's Write,
 		// and discards the queue.
 		r.strs[1].cancel(errors.New("reset"))
@@ -123,7 +176,7 @@ func TestQueueLimit(t *testing.T) {
 		synctest.Wait()
 		_, failed, _, _ := r.owners[1].snapshot()
 		assert.Len(t, failed, 1, "discarded")
-		assert.Zero(t, r.gs[len(r.gs)-1].Queued())
+		assert.Zero(t, r.gs[1].Queued())
 		r.w.Interrupt()
 	})
 }
@@ -176,58 +229,56 @@ func TestHoldWaitsForReady(t *testing.T) {
 	})
 }
 
-// TestFirstWriteMarked: after MarkFirstWrite, the first write that takes
-// bytes goes through WriteMarked, the publisher's or, once the stream is
-// queued, its drain's; one that took nothing leaves the mark for the next.
+// TestFirstWriteMarked: after MarkFirstWrite, the drain's first write
+// that takes bytes goes through WriteMarked, and carries no more than the
+// first segment, the header; one that took nothing leaves the mark for
+// the next.
 func TestFirstWriteMarked(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := newRig(1<<20, time.Minute, 100)
-		defer r.w.Interrupt()
-		r.qs[0].MarkFirstWrite()
-		assert.Equal(t, []error{nil}, r.send("hello", time.Minute))
-		assert.Equal(t, []error{nil}, r.send(" world", time.Minute))
-		assert.Equal(t, []int{5}, r.strs[0].markedWrites(), "the publisher's first write")
-	})
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(1<<20, time.Minute, 0)
 		defer r.w.Interrupt()
 		r.qs[0].MarkFirstWrite()
-		assert.Equal(t, []error{nil}, r.send("hello", time.Second))
-		assert.Equal(t, []error{nil}, r.send(" world", time.Second))
-		require.True(t, r.qs[0].Active())
-		r.strs[0].grant(3)
+		payload := strings.Repeat("p", minShared)
+		var pl Payload
+		pl.Reset([]byte(payload))
+		require.NoError(t, r.w.Send(r.qs[0], []byte("hdr"+payload), &pl, false, false, now()+int64(time.Minute)))
+		pl.Reset(nil)
 		synctest.Wait()
-		r.strs[0].grant(100)
+		r.strs[0].grant(2)
 		synctest.Wait()
-		assert.Equal(t, "hello world", r.strs[0].taken())
+		r.strs[0].grant(1 << 20)
+		synctest.Wait()
+		assert.Equal(t, "hdr"+payload, r.strs[0].taken())
 		marked := r.strs[0].markedWrites()
 		require.NotEmpty(t, marked)
-		assert.Equal(t, 11, marked[len(marked)-1], "the first write that took bytes: the drain's, of all it holds")
+		assert.Equal(t, 3, marked[len(marked)-1], "the first write that took bytes, of the header")
 		for _, n := range marked[:len(marked)-1] {
 			assert.Zero(t, n, "a marked write before took nothing")
 		}
 	})
 }
 
-// TestInterruptBlockedSend: Interrupt wakes a Send blocked in a Write,
-// which returns ErrStopped, and a wait in Await.
+// TestInterruptBlockedSend: Interrupt wakes a Send waiting for room, which
+// returns ErrStopped, and a wait in Await.
 func TestInterruptBlockedSend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(1<<20, time.Minute, 0)
 		done := make(chan error)
-		go func() { done <- r.send("x", time.Hour)[0] }()
+		go func() { done <- r.send(big, time.Hour)[0] }()
 		synctest.Wait()
-		assert.True(t, r.w.Writing())
+		assert.True(t, r.w.Waiting())
 		r.w.Interrupt()
 		assert.ErrorIs(t, <-done, ErrStopped)
 		assert.True(t, r.w.Stopped())
 		assert.False(t, r.w.Await(time.Hour))
 		assert.ErrorIs(t, r.send("y", time.Hour)[0], ErrStopped)
+		r.strs[0].cancel(errors.New("reset"))
+		r.qs[0].Discard()
 	})
 }
 
-// TestAwaitCaughtUp: Await returns once a drain ends, or when its wait is
-// over.
+// TestAwaitCaughtUp: Await returns once a queue catches up (its drain
+// ends, or it is no longer behind), or when its wait is over.
 func TestAwaitCaughtUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(1<<20, time.Minute, 0)
@@ -242,10 +293,20 @@ func TestAwaitCaughtUp(t *testing.T) {
 		}()
 		assert.True(t, r.w.Await(time.Hour))
 		assert.Equal(t, 2*time.Second, time.Since(start))
+
+		require.NoError(t, r.send(big, 0)[0])
+		require.True(t, r.qs[0].Behind())
+		go func() {
+			time.Sleep(time.Second)
+			r.strs[0].grant(len(big))
+		}()
+		assert.True(t, r.w.Await(time.Hour), "caught up")
+		assert.Equal(t, 3*time.Second, time.Since(start))
+		assert.False(t, r.qs[0].Behind())
 	})
 }
 
-// TestSharedPayload: the queues of two slow streams hold one copy of an
+// TestSharedPayload: the queues of two slow streams, behind, hold one copy of an
 // object's payload, after headers of their own; each group and the
 // session count every byte it is behind, the shared budget the payload
 // once, until the last queue holding it has written it.
@@ -256,7 +317,7 @@ func TestSharedPayload(t *testing.T) {
 		defer r.w.Interrupt()
 		done := r.sess.Init(1<<20, budget)
 		defer done()
-		payload := []byte(strings.Repeat("p", minShared))
+		payload := []byte(strings.Repeat("p", Window))
 		var pl Payload
 		pl.Reset(payload)
 		until := now() + int64(time.Minute)
@@ -268,18 +329,18 @@ func TestSharedPayload(t *testing.T) {
 		pl.Reset(nil)
 		require.Len(t, r.qs[1].segs, 2)
 		assert.Same(t, r.qs[0].segs[1].p, r.qs[1].segs[1].p, "one copy")
-		assert.Equal(t, int64(2+minShared), r.gs[0].Queued())
-		assert.Equal(t, int64(4+minShared), r.gs[1].Queued())
-		assert.Equal(t, int64(6+2*minShared), r.sess.Used())
-		assert.Equal(t, int64(2+4+minShared), budget.Queued(), "headers, and the payload once")
+		assert.Equal(t, int64(2+Window), r.gs[0].Queued())
+		assert.Equal(t, int64(4+Window), r.gs[1].Queued())
+		assert.Equal(t, int64(6+2*Window), r.sess.Used())
+		assert.Equal(t, int64(2+4+Window), budget.Queued(), "headers, and the payload once")
 
-		r.strs[0].grant(1000)
+		r.strs[0].grant(1 << 20)
 		synctest.Wait()
-		assert.Equal(t, "h1"+want, r.strs[0].taken())
-		assert.Equal(t, int64(4+minShared), budget.Queued(), "the other queue still holds the payload")
-		r.strs[1].grant(1000)
+		assert.True(t, "h1"+want == r.strs[0].taken(), "h1 and the payload")
+		assert.Equal(t, int64(4+Window), budget.Queued(), "the other queue still holds the payload")
+		r.strs[1].grant(1 << 20)
 		synctest.Wait()
-		assert.Equal(t, "hdr2"+want, r.strs[1].taken())
+		assert.True(t, "hdr2"+want == r.strs[1].taken(), "hdr2 and the payload")
 		assert.Zero(t, budget.Queued())
 		assert.Zero(t, r.sess.Used())
 	})
@@ -294,11 +355,12 @@ func TestSharedPayloadDropped(t *testing.T) {
 		r := newRig(1<<20, time.Minute, 0)
 		done := r.sess.Init(1<<20, budget)
 		defer done()
-		payload := []byte(strings.Repeat("p", minShared))
+		payload := []byte(strings.Repeat("p", Window))
 		var pl Payload
 		pl.Reset(payload)
 		require.NoError(t, r.w.Send(r.qs[0], append([]byte("h"), payload...), &pl, false, true, now()))
-		assert.Equal(t, int64(1+minShared), budget.Queued())
+		assert.True(t, r.qs[0].Behind())
+		assert.Equal(t, int64(1+Window), budget.Queued())
 		assert.NotNil(t, r.qs[0].segs[1].p, "shared")
 		r.strs[0].cancel(errors.New("reset"))
 		r.qs[0].Discard()
@@ -309,6 +371,7 @@ func TestSharedPayloadDropped(t *testing.T) {
 
 		var q Queue
 		q.Init(nil, nil, r.gs[0], &r.w)
+		q.behind.Store(true) // what it holds counts
 		pl.Reset([]byte("small"))
 		require.NoError(t, q.put([]byte("hsmall"), &pl))
 		require.Len(t, q.segs, 1)

@@ -155,6 +155,7 @@ type PipeConn struct {
 
 	// The fields below are guarded by p.mu.
 	incoming  [2][]*pipeStream // opened by the peer, seen, not yet accepted: bidi, uni
+	unseen    [2][]*pipeStream // opened by this end, not seen yet, oldest first
 	opened    [2]int           // streams of each kind this end opened that hold the peer's credit
 	unread    int              // bytes this end wrote into the peer's windows, not yet read
 	waiting   []*pipeStream    // streams this end sends on with bytes in their send buffer

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -60,18 +61,35 @@ func (c *PipeConn) newStream(kind int) *pipeStream {
 		f.ctx, f.cancel = context.WithCancelCause(c.p.ends[i].ctx)
 		s.flows[i] = f
 	}
+	c.unseen[kind] = append(c.unseen[kind], s)
 	return s
 }
 
 // see makes the stream visible to the receiver's Accept: QUIC opens a
-// stream at the peer with its first frame.
+// stream at the peer with its first frame, and every stream of its kind
+// with a lower ID with it, which Accept returns first, in ID order.
 func (s *pipeStream) see() {
 	if s.seen {
 		return
 	}
+	opener := s.p.ends[s.opener]
+	list := opener.unseen[s.kind]
+	i := slices.Index(list, s)
+	if i < 0 {
+		s.appear()
+		return
+	}
+	for _, t := range list[:i+1] {
+		t.appear()
+	}
+	clear(list[:i+1])
+	opener.unseen[s.kind] = list[i+1:]
+}
+
+// appear queues the stream for the peer's Accept.
+func (s *pipeStream) appear() {
 	s.seen = true
-	peer := s.p.ends[1-s.opener]
-	if peer.ended() == nil {
+	if peer := s.p.ends[1-s.opener]; peer.ended() == nil {
 		peer.incoming[s.kind] = append(peer.incoming[s.kind], s)
 	}
 }
