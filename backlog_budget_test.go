@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moqt-go/moqt/internal/sendq"
 	"github.com/moqt-go/moqt/internal/transport"
 	"github.com/moqt-go/moqt/wire"
 )
@@ -253,9 +254,15 @@ func testSharedBacklogBudget(t *testing.T, connect connector) {
 	}
 	wA, writeA := writer(trackA)
 	wB, writeB := writer(trackB)
-	// The stalled session's backlog nearly spends the pool.
-	for shared.Queued() < limit/2-size {
-		writeA()
+	// The stalled session's backlog nearly spends the pool. Twice: a
+	// drain's Write that began before its stream was behind returns at
+	// sendq.WriteGrace, releasing what it took.
+	for range 2 {
+		for shared.Queued() < limit/2-size {
+			writeA()
+		}
+		time.Sleep(sendq.WriteGrace)
+		synctest.Wait()
 	}
 	stalledHeld := stalled.server.backlog.Used()
 	// The pausing session's burst is queued and passes the pool: it is

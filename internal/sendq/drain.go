@@ -85,6 +85,12 @@ func (q *Queue) drain() {
 			limit = min(limit, len(q.segs[0].b))
 		}
 		chunk, gathered := q.next(limit)
+		// A fan-out stream whose Write has not returned in WriteGrace
+		// is behind; one that is has the whole grace to take a byte.
+		wait := g.grace
+		if q.fanout && !q.behind.Load() {
+			wait = min(wait, WriteGrace)
+		}
 		q.mu.Unlock()
 
 		// Not on a stream already reset: setting the deadline may undo
@@ -94,7 +100,7 @@ func (q *Queue) drain() {
 		if err = context.Cause(q.str.Context()); err == nil {
 			before, path := g.taken.Load(), g.sess.pathCounts()
 			begun := time.Now()
-			until := begun.Add(g.grace)
+			until := begun.Add(wait)
 			if err = q.str.SetWriteDeadline(until); err == nil {
 				n, err = q.write(chunk)
 			}
@@ -111,7 +117,9 @@ func (q *Queue) drain() {
 					if stalled.IsZero() {
 						stalled = begun
 					}
-					err = g.stall(path, stalled)
+					if wait == g.grace {
+						err = g.stall(path, stalled)
+					}
 				}
 			}
 			if progress {
@@ -125,6 +133,18 @@ func (q *Queue) drain() {
 		q.mu.Lock()
 		q.advance(n)
 		q.sent += uint64(n)
+		switch {
+		case n == len(chunk):
+			q.caughtUp()
+		case err == nil && wait < g.grace:
+			// Still blocked at WriteGrace: a backlog.
+			var fell bool
+			if fell, err = q.fallBehindLocked(true); fell {
+				q.mu.Unlock()
+				q.owner.GraceExpired()
+				q.mu.Lock()
+			}
+		}
 	}
 }
 

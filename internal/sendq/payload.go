@@ -153,8 +153,9 @@ func (q *Queue) uncharge(n, own int) {
 }
 
 // caughtUp ends the queue's backlog once it holds no more than Window
-// again: what is left is in flight, uncounted, and a publisher waiting
-// for it may go on. q.mu is held.
+// again and the drain's last Write took all it was given: what is left is
+// in flight, uncounted, and a publisher waiting for it may go on. q.mu is
+// held.
 func (q *Queue) caughtUp() {
 	if !q.behind.Load() || q.queued > Window {
 		return
@@ -225,7 +226,6 @@ func (q *Queue) advance(n int) {
 	q.own -= own
 	if q.behind.Load() {
 		q.group.release(total, own)
-		q.caughtUp()
 	}
 	q.roomMade()
 }

@@ -133,6 +133,7 @@ type Queue struct {
 	dropped bool // the stream was reset: write nothing more
 	holding bool // the drain waits for the owner's Ready at holdAt
 	holdAt  uint64
+	fanout  bool          // the last Send's bytes went to other streams too
 	waiter  bool          // a publisher waits for room (send)
 	room    chan struct{} // signalled by roomMade
 }
@@ -200,12 +201,21 @@ func (q *Queue) Broken() bool { return q.broken.Load() }
 // now holds more than Window: the publisher is to wait for room
 // (Writer.Send), then put it behind (fallBehind). The caller is the
 // publisher.
-func (q *Queue) send(b []byte, pl *Payload, hold bool) (over bool, err error) {
+func (q *Queue) send(b []byte, pl *Payload, hold, fanout bool) (over bool, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.dropped || q.broken.Load() {
 		// Reset, or failed: the stream takes nothing more.
 		return false, errDiscarded
+	}
+	q.fanout = fanout
+	if fanout && !q.behind.Load() && q.group.queued.Load() > 0 {
+		// The subscriber is behind on another stream: this one's bytes
+		// are a backlog too, rather than cost the publisher a wait each
+		// to find that out again.
+		if _, err := q.fallBehindLocked(true); err != nil {
+			return false, err
+		}
 	}
 	start := !q.active.Load()
 	if start {
@@ -235,7 +245,7 @@ func (q *Queue) send(b []byte, pl *Payload, hold bool) (over bool, err error) {
 		return false, nil
 	}
 	if hold {
-		fell, err := q.fallBehindLocked()
+		fell, err := q.fallBehindLocked(false)
 		if fell {
 			defer q.owner.GraceExpired() // after the unlock
 		}
@@ -263,7 +273,7 @@ func (q *Queue) stillOver() bool {
 // with a *CutError. The caller is the publisher.
 func (q *Queue) fallBehind() error {
 	q.mu.Lock()
-	fell, err := q.fallBehindLocked()
+	fell, err := q.fallBehindLocked(false)
 	q.mu.Unlock()
 	if fell {
 		q.owner.GraceExpired()
@@ -271,11 +281,12 @@ func (q *Queue) fallBehind() error {
 	return err
 }
 
-// fallBehindLocked is fallBehind with q.mu held; it reports whether the
-// queue fell behind now.
-func (q *Queue) fallBehindLocked() (bool, error) {
+// fallBehindLocked is fallBehind with q.mu held, or, with always, makes
+// the queue a backlog whatever it holds; it reports whether the queue fell
+// behind now.
+func (q *Queue) fallBehindLocked(always bool) (bool, error) {
 	q.waiter = false
-	if q.behind.Load() || q.queued <= Window || q.dropped {
+	if q.behind.Load() || q.queued <= Window && !always || q.dropped {
 		return false, nil
 	}
 	if err := q.group.charge(q.queued, q.own, q.w.whole); err != nil {

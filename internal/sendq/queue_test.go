@@ -77,14 +77,15 @@ func TestSlowStreamQueues(t *testing.T) {
 
 		assert.Equal(t, []error{nil, nil}, r.send(big, time.Minute))
 		assert.Equal(t, WriteGrace, time.Since(start), "the slow stream held the call one grace")
+		synctest.Wait()
 		assert.True(t, r.qs[1].Behind())
-		assert.Equal(t, int64(5+len(big)), r.gs[1].Queued(), "all it holds, but what a Write took and has not returned")
+		assert.Equal(t, int64(2+len(big)), r.gs[1].Queued(), "all it holds")
 		assert.Equal(t, 1, r.owners[1].grace)
 
 		start = time.Now()
 		assert.Equal(t, []error{nil, nil}, r.send(" world", time.Minute))
 		assert.Zero(t, time.Since(start), "a stream behind queues at once")
-		assert.Equal(t, int64(11+len(big)), r.gs[1].Queued())
+		assert.Equal(t, int64(8+len(big)), r.gs[1].Queued())
 		assert.Equal(t, 1, r.owners[1].grace)
 		assert.True(t, r.qs[1].FinishAfter(false, 0))
 		synctest.Wait()
@@ -101,6 +102,46 @@ func TestSlowStreamQueues(t *testing.T) {
 		assert.Empty(t, failed)
 		assert.Equal(t, []string{"fin"}, finished)
 		assert.False(t, r.qs[0].FinishAfter(false, 0), "nothing queued: the publisher finishes it")
+	})
+}
+
+// TestFanoutStreamBehindAtWriteGrace: a fan-out stream whose drain's
+// Write has not returned in WriteGrace is behind, however little it holds:
+// what it holds is charged, and the subscriber's other streams queue as a
+// backlog at once (a killed subscriber of one object per stream reaches
+// its bound). Once its Write takes everything, it is caught up.
+func TestFanoutStreamBehindAtWriteGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(1<<20, time.Minute, 1<<20, 0)
+		defer r.w.Interrupt()
+		slow := r.qs[1]
+		assert.Equal(t, []error{nil, nil}, r.send("hello", time.Minute))
+		time.Sleep(WriteGrace - 1)
+		synctest.Wait()
+		assert.False(t, slow.Behind(), "within WriteGrace")
+		time.Sleep(1)
+		synctest.Wait()
+		assert.True(t, slow.Behind())
+		assert.Equal(t, int64(5), r.gs[1].Queued())
+		assert.Equal(t, 1, r.owners[1].grace)
+
+		// Another stream of the same subscriber.
+		s2, o2, q2 := newFakeStream(1<<20), &fakeOwner{}, &Queue{}
+		q2.Init(s2, o2, r.gs[1], &r.w)
+		until := now() + int64(time.Minute)
+		require.NoError(t, r.w.Send(q2, []byte("abc"), nil, false, true, until))
+		assert.True(t, q2.Behind(), "its subscriber is behind")
+		assert.Zero(t, o2.grace, "no wait")
+		synctest.Wait()
+		assert.Equal(t, "abc", s2.taken())
+		assert.False(t, q2.Behind(), "written: caught up")
+
+		r.strs[1].grant(1 << 20)
+		synctest.Wait()
+		assert.Equal(t, "hello", r.strs[1].taken())
+		assert.False(t, slow.Behind())
+		assert.Zero(t, r.gs[1].Queued())
+		assert.Zero(t, r.sess.Used())
 	})
 }
 
@@ -159,25 +200,37 @@ func TestStalledStreamCut(t *testing.T) {
 }
 
 // TestQueueLimit: a queue that falls behind past the group's limit is
-// refused as too far behind, and nothing is counted.
+// refused as too far behind, and nothing is counted: by the publisher
+// whose wait for room is over, or by the drain of a fan-out stream whose
+// Write did not return in WriteGrace.
 func TestQueueLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(Window, time.Minute, 1<<20, 0)
-		require.Equal(t, []error{nil, nil}, r.send("12345", time.Minute))
-		errs := r.send(big, time.Minute)
-		assert.NoError(t, errs[0])
-		assert.ErrorIs(t, errs[1], ErrTooFarBehind)
-		assert.Zero(t, r.gs[1].Queued())
-		assert.False(t, r.qs[1].Behind())
+		r := newRig(Window, time.Minute, 0)
+		require.Equal(t, []error{nil}, r.send("12345", time.Minute))
+		assert.ErrorIs(t, r.send(big, time.Second)[0], ErrTooFarBehind)
+		assert.Zero(t, r.gs[0].Queued())
+		assert.False(t, r.qs[0].Behind())
 		// The owner resets the stream, which wakes its drain's Write,
 		// and discards the queue.
-		r.strs[1].cancel(errors.New("reset"))
-		r.qs[1].Discard()
+		r.strs[0].cancel(errors.New("reset"))
+		r.qs[0].Discard()
+		synctest.Wait()
+		_, failed, _, _ := r.owners[0].snapshot()
+		assert.Len(t, failed, 1, "discarded")
+		assert.Zero(t, r.gs[0].Queued())
+		r.w.Interrupt()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(10, time.Minute, 1<<20, 0)
+		defer r.w.Interrupt()
+		require.Equal(t, []error{nil, nil}, r.send("12345678901", time.Minute))
+		time.Sleep(WriteGrace)
 		synctest.Wait()
 		_, failed, _, _ := r.owners[1].snapshot()
-		assert.Len(t, failed, 1, "discarded")
+		require.Len(t, failed, 1)
+		assert.ErrorIs(t, failed[0], ErrTooFarBehind)
 		assert.Zero(t, r.gs[1].Queued())
-		r.w.Interrupt()
+		assert.True(t, r.qs[1].Broken())
 	})
 }
 

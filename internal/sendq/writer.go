@@ -72,7 +72,7 @@ func (w *Writer) Send(q *Queue, b []byte, pl *Payload, hold, fanout bool, until 
 	if w.stop.Load() && !hold {
 		return ErrStopped
 	}
-	over, err := q.send(b, pl, hold)
+	over, err := q.send(b, pl, hold, fanout)
 	if !over || err != nil {
 		return err
 	}
