@@ -112,7 +112,10 @@ type Config struct {
 	// MaxSubscriberBacklog bounds the bytes queued for one subscription
 	// this end serves, across its data streams (objects of a PUBLISH
 	// waiting for its answer included); a subscription whose queue would
-	// pass it is too far behind. Default 4 MiB. Once an object written
+	// pass it is too far behind. Default 4 MiB. What a stream that keeps
+	// up holds on its way to the transport (up to 16 KiB, gathered into
+	// one Write) is in flight, not queued; a stream is behind once a
+	// write's wait for it is over. Once an object written
 	// whole (SubgroupWriter.WriteObject) larger than half of it was queued,
 	// the bound is twice the largest such object instead, here and in
 	// MaxSessionBacklog: a subscriber may be one such object behind the
