@@ -179,7 +179,8 @@ func TestBacklogNewStreamOfSlowSubscriber(t *testing.T) {
 			}
 			require.NoError(t, w.Close())
 		}
-		write(0) // 30 KB: the slow subscriber falls behind
+		write(0)        // 30 KB: the slow subscriber falls behind
+		synctest.Wait() // a drain that found it behind has told the hook
 		require.Positive(t, f.ssSlow.wp.group.Queued())
 		before := graces.Load()
 		for g := uint64(1); g <= subgroups; g++ {

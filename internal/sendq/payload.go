@@ -142,7 +142,7 @@ func (q *Queue) charge(n, own int) error {
 	if !q.behind.Load() {
 		return nil
 	}
-	return q.group.charge(n, own, q.w.whole)
+	return q.group.charge(n, own, q.whole)
 }
 
 // uncharge undoes charge, for bytes refused after all. q.mu is held.

@@ -134,6 +134,7 @@ type Queue struct {
 	holding bool // the drain waits for the owner's Ready at holdAt
 	holdAt  uint64
 	fanout  bool          // the last Send's bytes went to other streams too
+	whole   int           // the last Send's Writer.Object, for the drain's charges
 	waiter  bool          // a publisher waits for room (send)
 	room    chan struct{} // signalled by roomMade
 }
@@ -208,7 +209,7 @@ func (q *Queue) send(b []byte, pl *Payload, hold, fanout bool) (over bool, err e
 		// Reset, or failed: the stream takes nothing more.
 		return false, errDiscarded
 	}
-	q.fanout = fanout
+	q.fanout, q.whole = fanout, q.w.whole
 	if fanout && !q.behind.Load() && q.group.queued.Load() > 0 {
 		// The subscriber is behind on another stream: this one's bytes
 		// are a backlog too, rather than cost the publisher a wait each
@@ -289,7 +290,7 @@ func (q *Queue) fallBehindLocked(always bool) (bool, error) {
 	if q.behind.Load() || q.queued <= Window && !always || q.dropped {
 		return false, nil
 	}
-	if err := q.group.charge(q.queued, q.own, q.w.whole); err != nil {
+	if err := q.group.charge(q.queued, q.own, q.whole); err != nil {
 		return false, err
 	}
 	q.behind.Store(true)
