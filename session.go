@@ -58,9 +58,10 @@ import (
 // (what the track published, for checkSent in malformed.go), then
 // LocalTrack.mu (the Largest Object); what it reads of each subscription (state, filter, parameters,
 // the subscription list) is atomic, so the per-subscription cost is no
-// lock while the subscribers keep up. turn is the one lock held across
-// stream writes, which the writer's deadlines bound and Close and Reset
-// interrupt; a backlog's drain writes with no lock held.
+// lock while the subscribers keep up. turn is held while the writer
+// queues an object for each stream and waits for room, which its bounds
+// end and Close and Reset interrupt; the streams' drains write with no
+// lock held.
 //
 //	SubgroupWriter.turn
 //	  LocalTrack.sent's lock     (leaf: malformed.Sent, taken alone by WriteDatagram)
@@ -84,9 +85,10 @@ import (
 // stream opens (ServedSubscription.openMu, then .mu) and the priority
 // table is updated. FetchWriter.mu and FetchRequest.mu are leaves.
 //
-// sendq.Watchdog.mu is taken alone, by the watchdog and by writers
-// arming it, and never while taking another; a drain calls its stream's
-// owner (delivery timers, whose timer has no lock) under sendq.Queue.mu.
+// sendq.Watchdog.mu (the FETCH writer's) is taken alone, by the watchdog
+// and by writers arming it, and never while taking another; a queue
+// calls its stream's owner (delivery timers, whose timer has no lock)
+// and charges its Group's atomic budgets under sendq.Queue.mu.
 // sendq.Pending.mu is held
 // while a stream that just opened is given what was asked of it before
 // (priority, deadline, FIN, reset): calls that queue and do not block.
