@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -89,6 +90,48 @@ func TestDataLargeObjectStreams(t *testing.T) {
 			require.NoError(t, <-writeErr)
 			_, err = r.Next()
 			assert.Equal(t, io.EOF, err)
+		})
+	}
+}
+
+// TestDataCutStreamAtFullWindow: a stream that joined mid-subgroup is cut
+// at the subgroup's end while the subscriber, reading nothing yet, has
+// let through less than was written: the last bytes may sit in quic-go
+// unsent. A reliable size over them would give the reset a final size
+// past the subscriber's window, which closes its connection with
+// FLOW_CONTROL_ERROR (RFC 9000 §4.5); the reset keeps what was written
+// another way (cutLinger), and the subscriber reads every object, then
+// the reset, its session intact. The streams' sizes sweep the window's
+// edge (16 KiB, and the 4 KiB the session's header read lets through), so
+// that the last bytes of some of them wait for credit.
+func TestDataCutStreamAtFullWindow(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			track, cfg, served := newServedTrack(t, testTrack, nil)
+			p := newPair(t, tr.scheme, cfg, &Config{StreamReceiveWindow: 16 << 10})
+			ctx := testCtx(t, time.Minute)
+			for g, size := uint64(0), 16<<10; size < 28<<10; g, size = g+1, size+300 {
+				w := track.OpenSubgroup(g, 0, SubgroupOptions{})
+				writeObjects(t, ctx, w, 0, 2, fixedSize(10))
+				sub, err := p.client.Subscribe(ctx, testTrack, wire.Params{
+					LocationFilter: wire.Some(wire.StartFilter(wire.Location{Group: g, Object: 1}))})
+				require.NoError(t, err)
+				<-served
+				// In two objects: the write of one larger than the send
+				// queue's window would wait for the subscriber.
+				writeObjects(t, ctx, w, 2, 4, fixedSize(size/2))
+				r, err := sub.AcceptSubgroup(ctx)
+				require.NoError(t, err)
+				require.NoError(t, w.Close()) // the subscription lacks object 1: a cut
+				ids, payloads, err := readAllN(r, 2)
+				require.NoError(t, err, "the objects written before the cut are read (%d bytes)", size)
+				require.Equal(t, []uint64{2, 3}, ids)
+				require.Len(t, payloads[1], size/2)
+				_, err = r.Next()
+				requireReset(t, err, wire.ResetCancelled)
+				require.NoError(t, p.client.Context().Err(), "the subscriber's session outlives the reset (%d bytes)", size)
+				require.NoError(t, sub.Close())
+			}
 		})
 	}
 }

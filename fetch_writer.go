@@ -416,7 +416,9 @@ func (w *FetchWriter) write(str transport.SendStream, b []byte) error {
 	until := mono.Now() + int64(grace)
 	for {
 		w.dog.Begin(until)
-		n, err := str.Write(b)
+		// Reserved: a cut that keeps what was written may follow any
+		// write (cutDataStream).
+		n, err := str.WriteReserved(b)
 		w.dog.End()
 		if err == nil {
 			return nil

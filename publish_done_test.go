@@ -72,10 +72,11 @@ type recordedData struct {
 	log *doneLog
 }
 
-func (s *recordedData) CancelWrite(uint64)                { s.log.note("data stream reset") }
-func (s *recordedData) SetReliableBoundary()              {}
-func (s *recordedData) WriteMarked(b []byte) (int, error) { return s.Write(b) }
-func (s *recordedData) Close() error                      { s.log.note("data stream FIN"); return nil }
+func (s *recordedData) CancelWrite(uint64)                  { s.log.note("data stream reset") }
+func (s *recordedData) SetReliableBoundary() bool           { return true }
+func (s *recordedData) WriteMarked(b []byte) (int, error)   { return s.Write(b) }
+func (s *recordedData) WriteReserved(b []byte) (int, error) { return s.Write(b) }
+func (s *recordedData) Close() error                        { s.log.note("data stream FIN"); return nil }
 
 // webTransportConn stands in for a connection: a WebTransport one, which
 // has no priority table to keep.

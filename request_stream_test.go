@@ -239,15 +239,16 @@ type bytesStream struct {
 	ctx context.Context
 }
 
-func (bytesStream) Write(p []byte) (int, error)       { return len(p), nil }
-func (bytesStream) Close() error                      { return nil }
-func (bytesStream) CancelWrite(uint64)                {}
-func (bytesStream) SetReliableBoundary()              {}
-func (bytesStream) WriteMarked(p []byte) (int, error) { return len(p), nil }
-func (bytesStream) CancelRead(uint64)                 {}
-func (bytesStream) SetPriority(int8, bool)            {}
-func (bytesStream) SetWriteDeadline(time.Time) error  { return nil }
-func (s bytesStream) Context() context.Context        { return s.ctx }
+func (bytesStream) Write(p []byte) (int, error)         { return len(p), nil }
+func (bytesStream) Close() error                        { return nil }
+func (bytesStream) CancelWrite(uint64)                  {}
+func (bytesStream) SetReliableBoundary() bool           { return false }
+func (bytesStream) WriteMarked(p []byte) (int, error)   { return len(p), nil }
+func (bytesStream) WriteReserved(p []byte) (int, error) { return len(p), nil }
+func (bytesStream) CancelRead(uint64)                   {}
+func (bytesStream) SetPriority(int8, bool)              {}
+func (bytesStream) SetWriteDeadline(time.Time) error    { return nil }
+func (s bytesStream) Context() context.Context          { return s.ctx }
 
 // pipedRequestStream is a stream this end (the server) opened for request
 // on which the peer has sent m.

@@ -322,8 +322,9 @@ const cutLinger = time.Second
 // (§11.3.2) but whose written objects are all whole and belong to the
 // subscription: joined mid-subgroup, or cut short by Forward 0 or a
 // REQUEST_UPDATE. The reset keeps what was written: RESET_STREAM_AT with
-// a reliable size covering it, where both ends support it, or else a
-// reset after cutLinger. A PUBLISH_DONE or session end meanwhile resets
+// a reliable size covering it, where both ends support it and the
+// subscriber's flow control has taken all of it (a larger final size is
+// a FLOW_CONTROL_ERROR), or else a reset after cutLinger. A PUBLISH_DONE or session end meanwhile resets
 // it at once, as it does every open stream.
 func (ss *ServedSubscription) cutDataStream(str transport.SendStream, code wire.ResetCode) {
 	ss.cutDataStreamThen(str, code, nil)
@@ -333,8 +334,7 @@ func (ss *ServedSubscription) cutDataStream(str transport.SendStream, code wire.
 // stream is reset. A lingering stream has nothing more to write: it leaves
 // the priority ranking at once, so that many of them cost nothing there.
 func (ss *ServedSubscription) cutDataStreamThen(str transport.SendStream, code wire.ResetCode, done func()) {
-	if ss.sess.conn.ReliableReset() {
-		str.SetReliableBoundary()
+	if ss.sess.conn.ReliableReset() && str.SetReliableBoundary() {
 		ss.closeDataStream(str, code)
 		if done != nil {
 			done()

@@ -271,6 +271,9 @@ func (w *SubgroupWriter) start(o wire.SubgroupObject, inline []byte, whole *Obje
 				continue // the subscription is ending; it leaves the track
 			}
 			out.incomplete = (resumed || w.omitted[ss]) && w.covers(v, prev) || w.missedBy(v, first, prev, o.ObjectID)
+			if out.incomplete {
+				out.q.ReserveLast() // its end is a reset that keeps what it carried
+			}
 			w.outs[ss], w.byPos[i] = out, out
 		} else if dp.priority != out.subscriber {
 			// A REQUEST_UPDATE changed the subscriber priority (§5.1.1).

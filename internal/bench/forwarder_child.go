@@ -55,6 +55,12 @@ func serveForwarder(kind string) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+		defer func() { // and where its bytes were allocated, at the end
+			if hf, err := os.Create(file + ".allocs"); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(hf, 0)
+				hf.Close()
+			}
+		}()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

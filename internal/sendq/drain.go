@@ -85,6 +85,9 @@ func (q *Queue) drain() {
 			limit = min(limit, len(q.segs[0].b))
 		}
 		chunk, gathered := q.next(limit)
+		// The write that empties the queue before a reset that keeps
+		// what was written ends reserved (ReserveLast).
+		reserve := len(chunk) == q.queued && (q.reserveLast.Load() || q.fin && q.reset)
 		// A fan-out stream whose Write has not returned in WriteGrace
 		// is behind; one that is has the whole grace to take a byte.
 		wait := g.grace
@@ -102,7 +105,7 @@ func (q *Queue) drain() {
 			begun := time.Now()
 			until := begun.Add(wait)
 			if err = q.str.SetWriteDeadline(until); err == nil {
-				n, err = q.write(chunk)
+				n, err = q.write(chunk, reserve)
 			}
 			if n > 0 {
 				g.taken.Add(1)

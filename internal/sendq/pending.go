@@ -131,6 +131,15 @@ func (p *Pending) WriteMarked(b []byte) (int, error) {
 	return str.WriteMarked(b)
 }
 
+// WriteReserved is Write with the stream's WriteReserved.
+func (p *Pending) WriteReserved(b []byte) (int, error) {
+	str, err := p.await()
+	if err != nil {
+		return 0, err
+	}
+	return str.WriteReserved(b)
+}
+
 // await waits for the stream within the write deadline.
 func (p *Pending) await() (transport.SendStream, error) {
 	for {
@@ -214,15 +223,14 @@ func (p *Pending) CancelWrite(code uint64) {
 	close(p.settled)
 }
 
-// SetReliableBoundary marks what was written as reliable. Nothing is
-// written before the stream opens, so there is nothing to mark before.
-func (p *Pending) SetReliableBoundary() {
+// SetReliableBoundary marks what was written as reliable, as the stream
+// does. Nothing is written before the stream opens, so there is nothing
+// to mark before.
+func (p *Pending) SetReliableBoundary() bool {
 	p.mu.Lock()
 	str := p.str
 	p.mu.Unlock()
-	if str != nil {
-		str.SetReliableBoundary()
-	}
+	return str == nil || str.SetReliableBoundary()
 }
 
 // SetPriority applies now or once the stream is open.

@@ -115,6 +115,9 @@ type Queue struct {
 	behind    atomic.Bool // past Window: what it holds is charged as a backlog
 	broken    atomic.Bool // a write failed: the stream is reset or gone
 	markFirst atomic.Bool // the next Write that takes bytes marks them (MarkFirstWrite)
+	// reserveLast: the stream will likely end in a reset that keeps what
+	// was written (ReserveLast).
+	reserveLast atomic.Bool
 
 	mu sync.Mutex // guards the fields below
 	// segs are the bytes not yet passed to the transport, oldest first
@@ -160,6 +163,16 @@ func (q *Queue) Init(str Stream, owner Owner, g *Group, w *Writer) {
 // publisher, before any write.
 func (q *Queue) MarkFirstWrite() { q.markFirst.Store(true) }
 
+// ReserveLast makes each write that empties the queue end reserved
+// against flow control (transport.SendStream.WriteReserved), at the cost
+// of a second call into the transport: for a stream that will end in a
+// reset that keeps what was written (one that joined its subgroup
+// mid-way). A stream that ends so unforeseen (FinishAfter with a reset)
+// has its last write reserved once that is known; one whose queue was
+// already empty may not be, and its owner's reset lingers instead. The
+// caller is the publisher, before any write.
+func (q *Queue) ReserveLast() { q.reserveLast.Store(true) }
+
 // markedStream is a Stream that can mark its first bytes reliable
 // (transport.SendStream.WriteMarked).
 type markedStream interface {
@@ -167,8 +180,9 @@ type markedStream interface {
 }
 
 // write passes b to the stream: with WriteMarked until bytes are taken,
-// after MarkFirstWrite.
-func (q *Queue) write(b []byte) (int, error) {
+// after MarkFirstWrite; with WriteReserved when reserve is set
+// (ReserveLast).
+func (q *Queue) write(b []byte, reserve bool) (int, error) {
 	if q.markFirst.Load() {
 		if m, ok := q.str.(markedStream); ok {
 			n, err := m.WriteMarked(b)
@@ -178,7 +192,18 @@ func (q *Queue) write(b []byte) (int, error) {
 			return n, err
 		}
 	}
+	if reserve {
+		if r, ok := q.str.(reservedStream); ok {
+			return r.WriteReserved(b)
+		}
+	}
 	return q.str.Write(b)
+}
+
+// reservedStream is a Stream whose writes can end reserved against flow
+// control (transport.SendStream.WriteReserved).
+type reservedStream interface {
+	WriteReserved(b []byte) (int, error)
 }
 
 // Offset is the stream offset past the last byte queued. The caller is

@@ -324,13 +324,18 @@ func (w *pipeSendStream) WriteMarked(b []byte) (int, error) {
 	return n, err
 }
 
+// WriteReserved is Write: a pipe reserves nothing.
+func (w *pipeSendStream) WriteReserved(b []byte) (int, error) { return w.Write(b) }
+
 // SetReliableBoundary keeps the data written so far through a later
-// CancelWrite, where ReliableReset holds.
-func (w *pipeSendStream) SetReliableBoundary() {
+// CancelWrite, where ReliableReset holds. A pipe has no final size to
+// pass the peer's window: it always marks.
+func (w *pipeSendStream) SetReliableBoundary() bool {
 	w.s.p.mu.Lock()
 	defer w.s.p.mu.Unlock()
 	f := w.s.flows[w.side]
 	f.boundary = f.written
+	return true
 }
 
 // pipeReceiveStream is side's receiving half of s.

@@ -58,7 +58,7 @@ func (c *quicConn) OpenUniStreamSync(ctx context.Context) (SendStream, error) {
 		return nil, fromQUIC(err)
 	}
 	s.SetPriority(UrgencyControl, false)
-	return quicSendStream{s}, nil
+	return &quicSendStream{s: s}, nil
 }
 
 func (c *quicConn) OpenUniStream() (SendStream, error) {
@@ -67,7 +67,7 @@ func (c *quicConn) OpenUniStream() (SendStream, error) {
 		return nil, fromQUIC(err)
 	}
 	s.SetPriority(UrgencyControl, false)
-	return quicSendStream{s}, nil
+	return &quicSendStream{s: s}, nil
 }
 
 func (c *quicConn) SendDatagram(b []byte) error { return fromQUIC(c.conn.SendDatagram(b)) }
@@ -97,7 +97,7 @@ func (c *quicConn) LocalAddr() net.Addr  { return c.conn.LocalAddr() }
 func (c *quicConn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
 
 // quicStream, quicSendStream and quicReceiveStream translate the codes and
-// errors of quic-go streams; they add no state.
+// errors of quic-go streams.
 type quicStream struct{ s *quic.Stream }
 
 func (s quicStream) Read(b []byte) (int, error) {
@@ -115,26 +115,24 @@ func (s quicStream) CancelWrite(code uint64)    { s.s.CancelWrite(quic.StreamErr
 func (s quicStream) CancelRead(code uint64)     { s.s.CancelRead(quic.StreamErrorCode(quicCode(code))) }
 func (s quicStream) SetPriority(u int8, i bool) { s.s.SetPriority(u, i) }
 func (s quicStream) Context() context.Context   { return s.s.Context() }
-func (s quicStream) SetReliableBoundary()       { s.s.SetReliableBoundary() }
 func (s quicStream) SetWriteDeadline(t time.Time) error {
 	return s.s.SetWriteDeadline(t)
 }
 
-type quicSendStream struct{ s *quic.SendStream }
-
-func (s quicSendStream) Write(b []byte) (int, error) {
-	n, err := s.s.Write(b)
-	return n, fromQUIC(err)
+// quicSendStream also tracks what its writes left unreserved
+// (reliable.go).
+type quicSendStream struct {
+	s *quic.SendStream
+	r reservation
 }
 
-func (s quicSendStream) Close() error { return fromQUIC(s.s.Close()) }
-func (s quicSendStream) CancelWrite(code uint64) {
+func (s *quicSendStream) Close() error { return fromQUIC(s.s.Close()) }
+func (s *quicSendStream) CancelWrite(code uint64) {
 	s.s.CancelWrite(quic.StreamErrorCode(quicCode(code)))
 }
-func (s quicSendStream) SetPriority(u int8, i bool) { s.s.SetPriority(u, i) }
-func (s quicSendStream) Context() context.Context   { return s.s.Context() }
-func (s quicSendStream) SetReliableBoundary()       { s.s.SetReliableBoundary() }
-func (s quicSendStream) SetWriteDeadline(t time.Time) error {
+func (s *quicSendStream) SetPriority(u int8, i bool) { s.s.SetPriority(u, i) }
+func (s *quicSendStream) Context() context.Context   { return s.s.Context() }
+func (s *quicSendStream) SetWriteDeadline(t time.Time) error {
 	return s.s.SetWriteDeadline(t)
 }
 

@@ -189,8 +189,18 @@ type SendStream interface {
 	// SetReliableBoundary marks the data written so far as data a later
 	// CancelWrite does not discard: the reset is a RESET_STREAM_AT whose
 	// reliable size covers it (quic-go's SendStream.SetReliableBoundary).
-	// It has an effect only where Conn.ReliableReset reports true.
-	SetReliableBoundary()
+	// It has an effect only where Conn.ReliableReset reports true. It
+	// marks nothing and reports false unless the last write was a
+	// WriteMarked or WriteReserved whose bytes flow control took (see
+	// reliable.go): a reset's final size would pass the peer's window.
+	// Request streams always report false.
+	SetReliableBoundary() bool
+	// WriteReserved is Write that ends with its last bytes reserved
+	// against flow control where the peer's window allows, so that a
+	// SetReliableBoundary after it can mark. It costs a second call into
+	// quic-go: the writer uses it for its last write before a possible
+	// reset.
+	WriteReserved(b []byte) (int, error)
 	// WriteMarked is Write that also marks the data written through b's
 	// first bytes (up to 16 KiB) as reliable, as SetReliableBoundary
 	// does, but only where flow control takes those bytes at once: a

@@ -590,11 +590,14 @@ func TestReliableReset(t *testing.T) {
 		for i := range data {
 			data[i] = byte(i)
 		}
-		for b := data; len(b) > 0; b = b[1000:] { // small writes, some queued unsent
+		for b := data; len(b) > 1000; b = b[1000:] { // small writes, some queued unsent
 			_, err := str.Write(b[:1000])
 			require.NoError(t, err)
 		}
-		str.SetReliableBoundary()
+		assert.False(t, str.SetReliableBoundary(), "a plain Write may leave bytes unreserved")
+		_, err = str.WriteReserved(data[len(data)-1000:])
+		require.NoError(t, err)
+		require.True(t, str.SetReliableBoundary(), "every byte written taken by flow control")
 		str.CancelWrite(7)
 		got := readUntilReset(t, ctx, server, 7)
 		assert.Equal(t, len(data), len(got), "every byte written before the reset")
@@ -613,4 +616,40 @@ func readUntilReset(t *testing.T, ctx context.Context, c transport.Conn, code ui
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, code, se.Code)
 	return got
+}
+
+// TestReliableResetUnderFlowControl: a reset after SetReliableBoundary on
+// a stream whose peer's window is full keeps the connection: the boundary
+// covers no byte flow control did not allow (RFC 9000 §4.5 makes a final
+// size past the window a FLOW_CONTROL_ERROR).
+func TestReliableResetUnderFlowControl(t *testing.T) {
+	forEachKind(t, func(t *testing.T, k kind) {
+		cfg := &transport.DialConfig{Windows: transport.Windows{Stream: 16 << 10, Connection: 64 << 10}}
+		client, server, _ := connect(t, listen(t, nil), k, "/", cfg)
+		require.True(t, server.ReliableReset(), "RESET_STREAM_AT negotiated")
+		ctx := guardCtx(t)
+		piece := make([]byte, 1000)
+		for range 3 { // within the connection's window; each stream's last write may not sit unsent
+			str, err := server.OpenUniStreamSync(ctx)
+			require.NoError(t, err)
+			written := 0
+			for { // small writes until one waits: the one before may sit in quic-go unsent
+				require.NoError(t, str.SetWriteDeadline(time.Now().Add(50*time.Millisecond)))
+				n, err := str.WriteReserved(piece)
+				written += n
+				if err != nil {
+					require.Equal(t, os.ErrDeadlineExceeded, err)
+					break
+				}
+			}
+			marked := str.SetReliableBoundary()
+			str.CancelWrite(7)
+			got := readUntilReset(t, ctx, client, 7)
+			if marked {
+				assert.Equal(t, written, len(got), "every byte written, once marked")
+			}
+			assert.LessOrEqual(t, len(got), written)
+			roundTrip(t, client, server, "still connected")
+		}
+	})
 }

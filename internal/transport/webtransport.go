@@ -147,10 +147,13 @@ func (c *wtConn) bidi(s *webtransport.Stream) wtStream {
 	return str
 }
 
-func (c *wtConn) uni(s *webtransport.SendStream) wtSendStream {
-	str := wtSendStream{s, c}
+func (c *wtConn) uni(s *webtransport.SendStream) *wtSendStream {
+	str := &wtSendStream{s: s, c: c}
 	str.SetPriority(UrgencyControl, false)
-	sendHeader(s)
+	if sent, reserved := sendHeader(s); sent {
+		str.u = quicUnder(s)
+		str.r.unreserved.Store(!reserved)
+	}
 	return str
 }
 
@@ -234,39 +237,64 @@ func (s wtStream) SetPriority(u int8, i bool) {
 		setWTPriority(send, u, i)
 	}
 }
-func (s wtStream) SetReliableBoundary()              {} // not exposed by webtransport-go
-func (s wtStream) WriteMarked(b []byte) (int, error) { return s.Write(b) }
-func (s wtStream) Context() context.Context          { return s.s.Context() }
+
+// A request stream is never cut with a reliable size (see quicStream).
+func (s wtStream) SetReliableBoundary() bool           { return false }
+func (s wtStream) WriteMarked(b []byte) (int, error)   { return s.Write(b) }
+func (s wtStream) WriteReserved(b []byte) (int, error) { return s.Write(b) }
+func (s wtStream) Context() context.Context            { return s.s.Context() }
 func (s wtStream) SetWriteDeadline(t time.Time) error {
 	return s.c.translate(s.s.SetWriteDeadline(t))
 }
 
+// wtSendStream also keeps the QUIC stream under it (quicUnder), once its
+// header is sent, and tracks what its writes left unreserved
+// (reliable.go).
 type wtSendStream struct {
 	s *webtransport.SendStream
 	c *wtConn
+	u quicWriter // nil: writes and marks go through webtransport-go only
+	r reservation
 }
 
-func (s wtSendStream) Write(b []byte) (int, error) {
-	n, err := s.s.Write(b)
+func (s *wtSendStream) Write(b []byte) (int, error) {
+	n, err := s.r.plain(s.s.Write, b)
 	return n, s.c.translate(err)
 }
 
-func (s wtSendStream) Close() error { return s.c.translate(s.s.Close()) }
-func (s wtSendStream) CancelWrite(code uint64) {
+// WriteReserved is Write ending with its last bytes reserved on the QUIC
+// stream under s (reservation).
+func (s *wtSendStream) WriteReserved(b []byte) (int, error) {
+	if s.u == nil {
+		return s.Write(b)
+	}
+	n, err := s.r.write(s.u, s.s.Write, b)
+	return n, s.c.translate(err)
+}
+
+// WriteMarked is writeMarked on the QUIC stream under s; the rest of b,
+// and any error, through webtransport-go's Write.
+func (s *wtSendStream) WriteMarked(b []byte) (int, error) {
+	if s.u == nil {
+		return s.Write(b)
+	}
+	n, err := s.r.writeMarked(s.u, s.s.Write, b)
+	return n, s.c.translate(err)
+}
+
+// SetReliableBoundary marks what was written as reliable, on the QUIC
+// stream under the WebTransport one, where all of it is sent or reserved
+// (reservation).
+func (s *wtSendStream) SetReliableBoundary() bool { return s.u != nil && s.r.mark(s.u) }
+
+func (s *wtSendStream) Close() error { return s.c.translate(s.s.Close()) }
+func (s *wtSendStream) CancelWrite(code uint64) {
 	_ = s.s.SetWriteDeadline(time.Unix(1, 0)) // see wtStream.CancelWrite
 	s.s.CancelWrite(webtransport.StreamErrorCode(wtCode(code)))
 }
-func (s wtSendStream) SetPriority(u int8, i bool) { setWTPriority(s.s, u, i) }
-
-// SetReliableBoundary marks what was written as reliable, on the QUIC
-// stream under the WebTransport one (quicUnder).
-func (s wtSendStream) SetReliableBoundary() {
-	if m := quicUnder(s.s); m != nil {
-		m.SetReliableBoundary()
-	}
-}
-func (s wtSendStream) Context() context.Context { return s.s.Context() }
-func (s wtSendStream) SetWriteDeadline(t time.Time) error {
+func (s *wtSendStream) SetPriority(u int8, i bool) { setWTPriority(s.s, u, i) }
+func (s *wtSendStream) Context() context.Context   { return s.s.Context() }
+func (s *wtSendStream) SetWriteDeadline(t time.Time) error {
 	return s.c.translate(s.s.SetWriteDeadline(t))
 }
 

@@ -97,33 +97,28 @@ func headerOf(s *webtransport.SendStream) wtHeader {
 
 // sendHeader writes s's stream header to the QUIC stream under it, where
 // webtransport-go has not yet: reserved against flow control where it can
-// be at once, else buffered, never marked reliable.
-func sendHeader(s *webtransport.SendStream) {
+// be at once, else buffered, never marked reliable. It reports whether the
+// header is sent, and whether reserved.
+func sendHeader(s *webtransport.SendStream) (sent, reserved bool) {
 	u := quicUnder(s)
 	if u == nil {
-		return
+		return false, false
 	}
 	h := headerOf(s)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if *h.writeErr != nil || len(*h.hdr) == 0 {
-		return
+		return len(*h.hdr) == 0 && *h.writeErr == nil, false
 	}
 	if u.TryWriteAll(*h.hdr) == nil {
 		*h.hdr = nil
-		return
+		return true, true
 	}
 	if _, err := u.Write(*h.hdr); err == nil { // a new stream's first bytes: taken at once
 		*h.hdr = nil
+		return true, false
 	}
-}
-
-// headerSent reports whether s's stream header is written (sendHeader).
-func headerSent(s *webtransport.SendStream) bool {
-	h := headerOf(s)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(*h.hdr) == 0
+	return false, false
 }
 
 // wtFields locates webtransport.SendStream's unexported fields: str, an
@@ -163,23 +158,3 @@ var wtFields = func() (r struct {
 	r.ok = ok1 && ok2 && ok3
 	return r
 }()
-
-// WriteMarked is writeMarked on the QUIC stream under s, its header
-// already sent (sendHeader); the rest of b, and any error, through
-// webtransport-go's Write.
-func (s wtSendStream) WriteMarked(b []byte) (int, error) {
-	u := quicUnder(s.s)
-	if u == nil || !headerSent(s.s) {
-		return s.Write(b)
-	}
-	k := min(len(b), maxMarked)
-	if u.TryWriteAll(b[:k]) != nil {
-		return s.Write(b) // flow control cannot take it at once, or the stream's error, which Write reports
-	}
-	u.SetReliableBoundary()
-	if k == len(b) {
-		return k, nil
-	}
-	n, err := s.Write(b[k:])
-	return k + n, err
-}

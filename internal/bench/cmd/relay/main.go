@@ -59,7 +59,7 @@ func main() {
 	holdRounds := flag.Int("hold-rounds", 2, "hold runs of each kind, alternating their order")
 	cpuProfile := flag.String("cpuprofile", "", "file for a CPU profile of the throughput table, each chain's samples labelled path=<chain>")
 	fwdSubs := flag.String("forwarder-subscribers", "1,10,100", "subscriber counts of the table of forwarders in processes of their own; empty for none")
-	flag.StringVar(&bench.ForwarderProfile, "forwarder-cpuprofile", "", "file name prefix for CPU profiles of the forwarder processes: <prefix>-<kind>-<subscribers>.pprof")
+	flag.StringVar(&bench.ForwarderProfile, "forwarder-cpuprofile", "", "file name prefix for CPU profiles of the forwarder processes: <prefix>-<kind>-<subscribers>.pprof, with their allocation profiles in <...>.pprof.allocs")
 	flag.Parse()
 	bench.QuietQUIC()
 	if *rounds < 1 {
