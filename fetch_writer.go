@@ -165,13 +165,17 @@ func (w *FetchWriter) WriteObject(o Object) error {
 const fetchCoalesce = 16 << 10
 
 // flush writes the entries held. The caller holds the turn.
-func (w *FetchWriter) flush(str transport.SendStream) error {
+func (w *FetchWriter) flush(str transport.SendStream) error { return w.flushWith(str, false) }
+
+// flushWith is flush, its write reserved against flow control where
+// reserve is set (writeWith).
+func (w *FetchWriter) flushWith(str transport.SendStream, reserve bool) error {
 	if len(w.buf) == 0 {
 		return nil
 	}
 	b := w.buf
 	w.buf = b[:0]
-	return w.write(str, b)
+	return w.writeWith(str, b, reserve)
 }
 
 // setCoalesce makes WriteObject hold small entries, up to fetchCoalesce
@@ -320,7 +324,7 @@ func (w *FetchWriter) failAfterHeader(code wire.ResetCode, err error, cut func(t
 			w.buf = wire.FetchHeader{RequestID: w.id}.Append(w.buf[:0])
 		}
 		// What was held goes first: a cut keeps what was written.
-		if w.flush(str) != nil {
+		if w.flushWith(str, true) != nil {
 			return // the stream failed, and was reset
 		}
 	}
@@ -412,13 +416,25 @@ func (w *FetchWriter) stream() (transport.SendStream, error) {
 // subscriber's STOP_SENDING, the session's end) ends the fetch too. The
 // caller holds the turn.
 func (w *FetchWriter) write(str transport.SendStream, b []byte) error {
+	return w.writeWith(str, b, false)
+}
+
+// writeWith is write, with WriteReserved where reserve is set: for the
+// last write before a reset that keeps what was written
+// (cutDataStream), which may mark only bytes flow control took. Plain
+// writes cost one call into quic-go, not two.
+func (w *FetchWriter) writeWith(str transport.SendStream, b []byte, reserve bool) error {
 	grace := w.sess.cfg.SubscriberGrace
 	until := mono.Now() + int64(grace)
 	for {
 		w.dog.Begin(until)
-		// Reserved: a cut that keeps what was written may follow any
-		// write (cutDataStream).
-		n, err := str.WriteReserved(b)
+		var n int
+		var err error
+		if reserve {
+			n, err = str.WriteReserved(b)
+		} else {
+			n, err = str.Write(b)
+		}
 		w.dog.End()
 		if err == nil {
 			return nil
