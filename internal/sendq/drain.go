@@ -32,6 +32,17 @@ func (q *Queue) drain() {
 			q.holding = false
 		}
 		if err != nil || q.dropped {
+			told := false
+			if err != nil && !q.dropped {
+				// The owner first, so that the stream is reset with
+				// the failure's code (and its subscription cut off)
+				// before a publisher can find the queue broken and
+				// reset it with its own.
+				q.mu.Unlock()
+				q.owner.Failed(err)
+				q.mu.Lock()
+				told = true
+			}
 			q.dropAll()
 			q.resetStorage()
 			q.marks = nil
@@ -43,7 +54,9 @@ func (q *Queue) drain() {
 			q.mu.Unlock()
 			// The stream was reset, stopped by the peer or lost with the
 			// session, or the subscriber is too far behind.
-			q.owner.Failed(err)
+			if !told {
+				q.owner.Failed(err)
+			}
 			return
 		}
 		if len(q.marks) > 0 && q.marks[0].end <= q.sent {

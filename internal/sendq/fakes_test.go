@@ -124,8 +124,12 @@ type fakeOwner struct {
 	grace    int // GraceExpired calls
 	ready    chan struct{}
 	failed   []error
-	finished []string
-	drained  int
+	// q, when set, is the owner's queue: Failed records whether it was
+	// broken already (brokenAtFailed).
+	q              *Queue
+	brokenAtFailed []bool
+	finished       []string
+	drained        int
 }
 
 func (o *fakeOwner) Late() bool { return false }
@@ -161,6 +165,9 @@ func (o *fakeOwner) Failed(err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.failed = append(o.failed, err)
+	if o.q != nil {
+		o.brokenAtFailed = append(o.brokenAtFailed, o.q.Broken())
+	}
 }
 
 func (o *fakeOwner) Finish(reset bool, code wire.ResetCode) {

@@ -172,11 +172,15 @@ func TestLoneStreamWaitsItsBound(t *testing.T) {
 
 // TestStalledStreamCut: a queued stream that takes nothing for a whole
 // grace, while the group's other streams take nothing either, is too far
-// behind: its drain fails with the reason and drops the queue.
+// behind: its drain fails with the reason and drops the queue. The owner
+// learns why before the queue reports itself broken: a publisher that
+// found it broken first reset the stream CANCELLED, before the owner's
+// TOO_FAR_BEHIND (a CI run of TestSlowLoneSubscriberTooFarBehind).
 func TestStalledStreamCut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(1<<20, 2*time.Second, 0)
 		defer r.w.Interrupt()
+		r.owners[0].q = r.qs[0]
 		start := time.Now()
 		require.NoError(t, r.send("abc", time.Second)[0])
 		assert.Zero(t, time.Since(start), "within Window: no wait")
@@ -192,6 +196,7 @@ func TestStalledStreamCut(t *testing.T) {
 		var ce *CutError
 		require.ErrorAs(t, failed[0], &ce)
 		assert.Equal(t, "no data taken for 2s", ce.Reason)
+		assert.Equal(t, []bool{false}, r.owners[0].brokenAtFailed, "told before the queue is broken")
 		assert.True(t, r.qs[0].Broken())
 		assert.Zero(t, r.gs[0].Queued())
 		assert.Equal(t, 1, drained)
