@@ -148,11 +148,9 @@ func (w *SubgroupWriter) Close() error {
 // whose filters an object of the subgroup could pass (see announceUnsent)
 // gets a stream carrying only the SUBGROUP_HEADER, reset with code and
 // RESET_STREAM_AT keeping the header (§11.3.2: "This explicitly tells the
-// receiver there is an unsent Subgroup"). It counts in the subscription's
-// PUBLISH_DONE Stream Count as any stream does. A subscriber's session
-// without RESET_STREAM_AT gets nothing: a plain reset may discard the
-// header, and the stream would tell nothing. Reset sends nothing on such
-// a writer.
+// receiver there is an unsent Subgroup"); without RESET_STREAM_AT, a plain
+// reset after cutLinger. It counts in the subscription's PUBLISH_DONE
+// Stream Count as any stream does. Reset sends nothing on such a writer.
 func (w *SubgroupWriter) CloseIncomplete(code wire.ResetCode) {
 	w.interrupt(code)
 	w.turn.Lock()
@@ -224,7 +222,12 @@ func (w *SubgroupWriter) endCached(fin bool) {
 // announceUnsent tells the track's subscriptions of a subgroup none of
 // whose objects was written (§11.3.2): each one that could have got an
 // object of it opens a stream, sends the SUBGROUP_HEADER alone and resets
-// it with code, RESET_STREAM_AT keeping the header. Without objects, a
+// it with code, RESET_STREAM_AT keeping the header. A session without
+// RESET_STREAM_AT (WebTransport, or a peer that did not offer it) gets the
+// same stream, reset after cutLinger as any cut stream there: a reader at
+// pace has taken the header by then, and should the reset still discard
+// it, the stream counts in PUBLISH_DONE's Stream Count, so the subscriber
+// learns a stream is missing (§9.9) instead of nothing. Without objects, a
 // subscription covers the subgroup when an object of it could pass its
 // filters (filter.Filter.MayPass): Forward is 1, its Location filter
 // reaches into the group (from the Subgroup ID on with SUBGROUP_ID_MODE 1,
@@ -248,9 +251,6 @@ func (w *SubgroupWriter) announceUnsent(code wire.ResetCode) {
 	}
 	subs := w.outsInOrder()
 	for _, ss := range subs {
-		if !ss.sess.conn.ReliableReset() {
-			continue
-		}
 		st := ss.current()
 		if st != stateEstablished && st != statePendingPublisher {
 			continue
