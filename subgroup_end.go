@@ -223,11 +223,12 @@ func (w *SubgroupWriter) endCached(fin bool) {
 // whose objects was written (§11.3.2): each one that could have got an
 // object of it opens a stream, sends the SUBGROUP_HEADER alone and resets
 // it with code, RESET_STREAM_AT keeping the header. A session without
-// RESET_STREAM_AT (WebTransport, or a peer that did not offer it) gets the
-// same stream, reset after cutLinger as any cut stream there: a reader at
-// pace has taken the header by then, and should the reset still discard
-// it, the stream counts in PUBLISH_DONE's Stream Count, so the subscriber
-// learns a stream is missing (§9.9) instead of nothing. Without objects, a
+// RESET_STREAM_AT (a browser's WebTransport session, or any peer that did
+// not offer it) gets the same stream, reset after cutLinger as any cut
+// stream there: a reader at pace has taken the header by then, and should
+// the reset still discard it, the stream counts in PUBLISH_DONE's Stream
+// Count, so the subscriber learns a stream is missing (§9.9) instead of
+// nothing. Without objects, a
 // subscription covers the subgroup when an object of it could pass its
 // filters (filter.Filter.MayPass): Forward is 1, its Location filter
 // reaches into the group (from the Subgroup ID on with SUBGROUP_ID_MODE 1,
