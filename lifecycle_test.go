@@ -52,12 +52,31 @@ type receivedSet struct {
 	mu   sync.Mutex
 	locs map[wire.Location]int
 	err  error
+	// top is the largest group received, and progress, if set, is
+	// signalled on each object.
+	top      uint64
+	progress chan struct{}
 }
 
 func (r *receivedSet) add(l wire.Location) {
 	r.mu.Lock()
 	r.locs[l]++
+	r.top = max(r.top, l.Group)
 	r.mu.Unlock()
+	if r.progress != nil {
+		select {
+		case r.progress <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// behind reports whether r's reader is more than lead groups behind group
+// g, having joined after group from.
+func (r *receivedSet) behind(g, from, lead uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err == nil && max(r.top, from)+lead < g
 }
 
 func (r *receivedSet) fail(err error) {
@@ -71,7 +90,13 @@ func (r *receivedSet) fail(err error) {
 // collectLocations reads every subgroup of sub into a new receivedSet until ctx
 // ends.
 func collectLocations(ctx context.Context, wg *sync.WaitGroup, sub *Subscription) *receivedSet {
-	rs := &receivedSet{locs: map[wire.Location]int{}}
+	return collectLocationsTo(ctx, wg, sub, nil)
+}
+
+// collectLocationsTo is collectLocations signalling progress on each
+// object received.
+func collectLocationsTo(ctx context.Context, wg *sync.WaitGroup, sub *Subscription, progress chan struct{}) *receivedSet {
+	rs := &receivedSet{locs: map[wire.Location]int{}, progress: progress}
 	wg.Go(func() {
 		for {
 			r, err := sub.AcceptSubgroup(ctx)
@@ -120,13 +145,51 @@ func TestJoinWhilePublishing(t *testing.T) {
 			SubscriberGrace: time.Minute}, nil)
 		ctx := testCtx(t, 30*time.Second)
 
+		type joined struct {
+			sub     *Subscription
+			largest wire.Location
+			got     *receivedSet
+		}
+		var (
+			mu       sync.Mutex
+			subs     []joined
+			progress = make(chan struct{}, 1)
+		)
+		// farBehind reports whether a reader is more than maxLead
+		// groups behind group g.
+		const maxLead = 32
+		farBehind := func(g uint64) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, j := range subs {
+				if j.got.behind(g, j.largest.Group, maxLead) {
+					return true
+				}
+			}
+			return false
+		}
+
 		// The publisher: groups of objectsPerGroup objects, one
-		// subgroup each, until stopped.
+		// subgroup each, until stopped. It keeps within maxLead groups
+		// of the slowest reader: one that never waited ran hundreds of
+		// groups ahead of readers starved of CPU on a busy machine,
+		// and their streams waiting for stream credit cut a
+		// subscription off as too far behind (maxPendingOpens), 1 run
+		// in 5 beside two other suites. On an idle machine the joins
+		// are over within about 50 groups, and it never waits.
 		stop := make(chan struct{})
 		var last atomic.Pointer[wire.Location]
 		pubDone := make(chan error, 1)
 		go func() {
 			for g := uint64(0); ; g++ {
+				for farBehind(g) {
+					select {
+					case <-progress:
+					case <-ctx.Done():
+						pubDone <- ctx.Err()
+						return
+					}
+				}
 				w := track.OpenSubgroup(g, 0, SubgroupOptions{})
 				for id := range uint64(objectsPerGroup) {
 					if err := writeObject(w, id, nil, []byte{byte(g), byte(id)}); err != nil {
@@ -150,18 +213,9 @@ func TestJoinWhilePublishing(t *testing.T) {
 
 		var readers sync.WaitGroup
 		readCtx, stopReading := context.WithCancel(ctx)
-		type joined struct {
-			sub     *Subscription
-			largest wire.Location
-			got     *receivedSet
-		}
 		// Joins run concurrently, from two sessions.
 		clients := []*Session{p.client, p.connect(t, "", nil).client}
-		var (
-			mu     sync.Mutex
-			subs   []joined
-			joiner sync.WaitGroup
-		)
+		var joiner sync.WaitGroup
 		for g := range joiners {
 			joiner.Go(func() {
 				for range joins / joiners {
@@ -175,7 +229,7 @@ func TestJoinWhilePublishing(t *testing.T) {
 						l = wire.Location{Group: 0, Object: ^uint64(0)}
 					}
 					mu.Lock()
-					subs = append(subs, joined{sub: sub, largest: l, got: collectLocations(readCtx, &readers, sub)})
+					subs = append(subs, joined{sub: sub, largest: l, got: collectLocationsTo(readCtx, &readers, sub, progress)})
 					mu.Unlock()
 				}
 			})

@@ -318,14 +318,25 @@ func (ss *ServedSubscription) closeDataStream(str transport.SendStream, code wir
 // objects first: a plain reset discards what the peer has not read.
 const cutLinger = time.Second
 
+// maxLingering bounds a subscription's cut streams waiting out cutLinger
+// at once. Each holds one of the subscriber's stream credits, which a
+// stream ended by a FIN gives back as soon as it is read: a publisher
+// closing subgroup after subgroup incomplete (header-only streams) would
+// otherwise hold them all and have the subscription cut off as too far
+// behind. Past the bound a cut stream is reset at once; the subscriber
+// may lose its unread end, and learns of the stream from PUBLISH_DONE's
+// Stream Count.
+const maxLingering = 32
+
 // cutDataStream resets a data stream that lacks objects of its subgroup
 // (§11.3.2) but whose written objects are all whole and belong to the
 // subscription: joined mid-subgroup, or cut short by Forward 0 or a
 // REQUEST_UPDATE. The reset keeps what was written: RESET_STREAM_AT with
 // a reliable size covering it, where both ends support it and the
 // subscriber's flow control has taken all of it (a larger final size is
-// a FLOW_CONTROL_ERROR), or else a reset after cutLinger. A PUBLISH_DONE or session end meanwhile resets
-// it at once, as it does every open stream.
+// a FLOW_CONTROL_ERROR), or else a reset after cutLinger (at once while
+// maxLingering others wait it out). A PUBLISH_DONE or session end meanwhile
+// resets it at once, as it does every open stream.
 func (ss *ServedSubscription) cutDataStream(str transport.SendStream, code wire.ResetCode) {
 	ss.cutDataStreamThen(str, code, nil)
 }
@@ -341,14 +352,36 @@ func (ss *ServedSubscription) cutDataStreamThen(str transport.SendStream, code w
 		}
 		return
 	}
+	if !ss.startLinger() {
+		ss.closeDataStream(str, code)
+		if done != nil {
+			done()
+		}
+		return
+	}
 	ss.sess.priorities().Remove(str)
 	ss.endingDataStream(str)
 	time.AfterFunc(cutLinger, func() {
+		ss.mu.Lock()
+		ss.lingering--
+		ss.mu.Unlock()
 		ss.closeDataStream(str, code)
 		if done != nil {
 			done()
 		}
 	})
+}
+
+// startLinger counts a cut stream that waits out cutLinger, unless
+// maxLingering already do.
+func (ss *ServedSubscription) startLinger() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.lingering >= maxLingering {
+		return false
+	}
+	ss.lingering++
+	return true
 }
 
 // uncountDataStream forgets a stream that was abandoned before it opened:

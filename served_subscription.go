@@ -91,6 +91,9 @@ type ServedSubscription struct {
 	// writer is done with it and only its backlog, or the linger of a
 	// cut stream, remains: End lets those finish (closeDataStreams).
 	dataStreams map[transport.SendStream]bool
+	// lingering counts the cut streams waiting out cutLinger, within
+	// maxLingering.
+	lingering int
 	// endingDone, when set, is closed once no ending stream is left.
 	endingDone chan struct{}
 	// pendingDone is the PUBLISH_DONE of a subscription that terminated

@@ -176,3 +176,56 @@ func TestUnsentSubgroupOnlyCovered(t *testing.T) {
 		})
 	}
 }
+
+// TestUnsentSubgroupsLingerBounded: without RESET_STREAM_AT each
+// header-only stream waits out cutLinger, holding one of the subscriber's
+// stream credits, which a stream read to its FIN would give back at once.
+// A publisher closing a subgroup incomplete every millisecond, to a
+// subscriber that reads everything, had them all linger, and the streams
+// waiting for credit past maxPendingOpens cut the subscription off
+// TOO_FAR_BEHIND. Past maxLingering they are reset at once: the
+// subscription goes on to the track's end, its Stream Count counting
+// every stream.
+func TestUnsentSubgroupsLingerBounded(t *testing.T) {
+	const unsent = 400 // in 400 ms, past the credit (100) and maxPendingOpens (256) together
+	inBubble(t, func(t *testing.T) {
+		lt := unsentTrack(t, false, wire.Params{})
+		type result struct {
+			got []Object
+			de  *DoneError
+		}
+		read := make(chan result, 1)
+		go func() {
+			got, de := readUntilDone(t, lt)
+			read <- result{got, de}
+		}()
+		for g := range uint64(unsent) {
+			lt.track.OpenSubgroup(g, 0, SubgroupOptions{}).CloseIncomplete(wire.ResetCancelled)
+			advance(time.Millisecond) // the subscriber takes what came
+		}
+		w := lt.track.OpenSubgroup(unsent, 0, SubgroupOptions{})
+		require.NoError(t, writeObject(w, 0, nil, []byte("last")))
+		require.NoError(t, w.Close())
+		lt.track.End(wire.DoneTrackEnded, "")
+
+		r := <-read
+		got, de := r.got, r.de
+		assert.Equal(t, wire.DoneTrackEnded, de.Code, "%s", de.Reason)
+		assert.Equal(t, uint64(unsent+1), de.StreamCount)
+		var objects []string
+		incomplete := 0
+		for _, o := range got {
+			if o.Incomplete != nil {
+				incomplete++
+				continue
+			}
+			objects = append(objects, string(o.Payload))
+		}
+		assert.Equal(t, []string{"last"}, objects)
+		// The lingering ones are told of by their headers; those reset
+		// at once lost them, and are told of as missing.
+		assert.GreaterOrEqual(t, incomplete, maxLingering)
+		assert.GreaterOrEqual(t, uint64(incomplete)+de.Missing, uint64(unsent), "every unsent subgroup told of, one way or the other")
+		t.Logf("%d of %d unsent subgroups told of by their headers, %d streams missing", incomplete, unsent, de.Missing)
+	})
+}
