@@ -190,6 +190,7 @@ func TestBrowserMoqNet(t *testing.T) {
 			t.Run("subscribe-objects", func(t *testing.T) { testSubscribeObjects(t, &h) })
 			t.Run("largest-object", func(t *testing.T) { testLargestObject(t, &h) })
 			t.Run("object-status", func(t *testing.T) { testObjectStatus(t, &h) })
+			t.Run("subscribe-unsent", func(t *testing.T) { testSubscribeUnsent(t, &h) })
 			t.Run("browser-killed", func(t *testing.T) { testBrowserKilled(t, &h) })
 			t.Run("relay-browser-publishes", func(t *testing.T) { testBrowserPublishes(t, &h) })
 			t.Run("relay-browser-publishes-early", func(t *testing.T) { testBrowserPublishesEarly(t, &h) })
