@@ -40,17 +40,38 @@ func objectPayload(g, o uint64) []byte {
 func publishObjects(track *moqt.LocalTrack) []error {
 	var errs []error
 	for g := range uint64(objectGroups) {
-		w := track.OpenSubgroup(g, 0, moqt.SubgroupOptions{EndOfGroup: true})
-		for o := range uint64(objectsPerGroup) {
-			if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: g, Object: o}, Payload: objectPayload(g, o)}); err != nil {
-				errs = append(errs, fmt.Errorf("group %d object %d: %w", g, o, err))
-			}
-		}
-		if err := w.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("closing group %d: %w", g, err))
-		}
+		errs = append(errs, publishGroup(track, g)...)
 	}
 	return errs
+}
+
+// publishGroup writes group g of the subscribe-objects track: one subgroup
+// stream of objectsPerGroup objectPayload objects ending with a FIN. It
+// returns the writes' errors.
+func publishGroup(track *moqt.LocalTrack, g uint64) []error {
+	var errs []error
+	w := track.OpenSubgroup(g, 0, moqt.SubgroupOptions{EndOfGroup: true})
+	for o := range uint64(objectsPerGroup) {
+		if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: g, Object: o}, Payload: objectPayload(g, o)}); err != nil {
+			errs = append(errs, fmt.Errorf("group %d object %d: %w", g, o, err))
+		}
+	}
+	if err := w.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing group %d: %w", g, err))
+	}
+	return errs
+}
+
+// awaitOn waits for a value from ch while s lasts, within scenarioTimeout.
+func awaitOn[T any](s *moqt.Session, ch <-chan T) (T, bool) {
+	var zero T
+	select {
+	case v := <-ch:
+		return v, true
+	case <-s.Context().Done():
+	case <-time.After(scenarioTimeout):
+	}
+	return zero, false
 }
 
 // checkJSGroups asserts that the page read groups 0 to objectGroups-1,
@@ -58,6 +79,17 @@ func publishObjects(track *moqt.LocalTrack) []error {
 // byte for byte. Groups are streams of their own, so they may arrive in
 // any order (@moq/net hands them out as their streams arrive).
 func checkJSGroups(t *testing.T, read []jsGroup) {
+	t.Helper()
+	groups := jsGroupsBySequence(t, read)
+	require.Len(t, read, objectGroups, "groups the page read")
+	for seq := range uint64(objectGroups) {
+		checkJSGroup(t, groups, seq)
+	}
+}
+
+// jsGroupsBySequence indexes the groups the page read by their Group ID,
+// asserting that none came twice, and logs their order of arrival.
+func jsGroupsBySequence(t *testing.T, read []jsGroup) map[uint64]jsGroup {
 	t.Helper()
 	var order []uint64
 	groups := map[uint64]jsGroup{}
@@ -68,22 +100,26 @@ func checkJSGroups(t *testing.T, read []jsGroup) {
 		groups[g.Sequence] = g
 	}
 	t.Logf("js: groups in the order they arrived: %v", order)
-	require.Len(t, read, objectGroups, "groups the page read")
-	for seq := range uint64(objectGroups) {
-		g, ok := groups[seq]
-		if !assert.True(t, ok, "group %d is missing", seq) {
-			continue
-		}
-		assert.Nil(t, g.Error, "group %d did not end with a FIN", seq)
-		if !assert.Len(t, g.Frames, objectsPerGroup, "objects in group %d", seq) {
-			continue
-		}
-		for o, f := range g.Frames {
-			assert.Equal(t, uint64(o), f.Index, "group %d: object %d out of order", seq, o)
-			want := hex.EncodeToString(objectPayload(seq, uint64(o)))
-			assert.True(t, want == f.Payload, "group %d object %d: payload differs (%d hex digits, want %d)",
-				seq, o, len(f.Payload), len(want))
-		}
+	return groups
+}
+
+// checkJSGroup asserts that groups holds group seq, ended by a FIN and
+// holding objectPayload's objects in order, byte for byte.
+func checkJSGroup(t *testing.T, groups map[uint64]jsGroup, seq uint64) {
+	t.Helper()
+	g, ok := groups[seq]
+	if !assert.True(t, ok, "group %d is missing", seq) {
+		return
+	}
+	assert.Nil(t, g.Error, "group %d did not end with a FIN", seq)
+	if !assert.Len(t, g.Frames, objectsPerGroup, "objects in group %d", seq) {
+		return
+	}
+	for o, f := range g.Frames {
+		assert.Equal(t, uint64(o), f.Index, "group %d: object %d out of order", seq, o)
+		want := hex.EncodeToString(objectPayload(seq, uint64(o)))
+		assert.True(t, want == f.Payload, "group %d object %d: payload differs (%d hex digits, want %d)",
+			seq, o, len(f.Payload), len(want))
 	}
 }
 
@@ -139,11 +175,7 @@ func testSubscribeObjects(t *testing.T, h *harness) {
 		publishErrs = publishObjects(track)
 		// Only once the page has every object does the track end: a
 		// PUBLISH_DONE must not race the objects it follows.
-		select {
-		case <-received:
-		case <-s.Context().Done():
-			return
-		case <-time.After(scenarioTimeout):
+		if _, ok := awaitOn(s, received); !ok {
 			return
 		}
 		track.End(wire.DoneTrackEnded, "interop: track ended")

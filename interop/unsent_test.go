@@ -1,10 +1,7 @@
 package interop
 
 import (
-	"encoding/hex"
-	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -37,36 +34,15 @@ func testSubscribeUnsent(t *testing.T, h *harness) {
 	var writeErrs []error
 	var ss *moqt.ServedSubscription
 	onAccept := func(s *moqt.Session) {
-		select {
-		case ss = <-accepted:
-		case <-s.Context().Done():
-			return
-		case <-time.After(scenarioTimeout):
+		if ss, _ = awaitOn(s, accepted); ss == nil {
 			return
 		}
-		for g := range uint64(3) {
-			w := track.OpenSubgroup(g, 0, moqt.SubgroupOptions{EndOfGroup: true})
-			if g == unsentGroup {
-				w.CloseIncomplete(wire.ResetCancelled)
-				continue
-			}
-			for o := range uint64(objectsPerGroup) {
-				if err := w.WriteObject(moqt.Object{Location: wire.Location{Group: g, Object: o}, Payload: objectPayload(g, o)}); err != nil {
-					writeErrs = append(writeErrs, fmt.Errorf("group %d object %d: %w", g, o, err))
-				}
-			}
-			if err := w.Close(); err != nil {
-				writeErrs = append(writeErrs, fmt.Errorf("closing group %d: %w", g, err))
-			}
+		writeErrs = append(writeErrs, publishGroup(track, unsentGroup-1)...)
+		track.OpenSubgroup(unsentGroup, 0, moqt.SubgroupOptions{EndOfGroup: true}).CloseIncomplete(wire.ResetCancelled)
+		writeErrs = append(writeErrs, publishGroup(track, unsentGroup+1)...)
+		if _, ok := awaitOn(s, received); ok {
+			track.End(wire.DoneTrackEnded, "interop: track ended")
 		}
-		select {
-		case <-received:
-		case <-s.Context().Done():
-			return
-		case <-time.After(scenarioTimeout):
-			return
-		}
-		track.End(wire.DoneTrackEnded, "interop: track ended")
 	}
 
 	r := h.runScenario(t, scenario{
@@ -82,25 +58,10 @@ func testSubscribeUnsent(t *testing.T, h *harness) {
 	assert.Nil(t, r.js.Error, "js error")
 	assert.True(t, r.js.Established, "@moq/net did not establish the session")
 
-	groups := map[uint64]jsGroup{}
-	for _, g := range r.js.Groups {
-		_, dup := groups[g.Sequence]
-		assert.False(t, dup, "group %d arrived twice", g.Sequence)
-		groups[g.Sequence] = g
-	}
+	groups := jsGroupsBySequence(t, r.js.Groups)
 	require.Len(t, groups, 2, "groups the page read")
-	for _, seq := range []uint64{unsentGroup - 1, unsentGroup + 1} {
-		g, ok := groups[seq]
-		if !assert.True(t, ok, "group %d is missing", seq) {
-			continue
-		}
-		assert.Nil(t, g.Error, "group %d did not end with a FIN", seq)
-		if assert.Len(t, g.Frames, objectsPerGroup, "objects in group %d", seq) {
-			for o, f := range g.Frames {
-				assert.True(t, hex.EncodeToString(objectPayload(seq, uint64(o))) == f.Payload, "group %d object %d: payload differs", seq, o)
-			}
-		}
-	}
+	checkJSGroup(t, groups, unsentGroup-1)
+	checkJSGroup(t, groups, unsentGroup+1)
 	var de *moqt.DoneError
 	if assert.ErrorAs(t, ss.Err(), &de, "the served subscription's end") {
 		assert.Equal(t, uint64(3), de.StreamCount, "the header-only stream is counted")
