@@ -149,8 +149,9 @@ func (w *SubgroupWriter) Close() error {
 // gets a stream carrying only the SUBGROUP_HEADER, reset with code and
 // RESET_STREAM_AT keeping the header (§11.3.2: "This explicitly tells the
 // receiver there is an unsent Subgroup"); without RESET_STREAM_AT, a plain
-// reset after cutLinger. It counts in the subscription's PUBLISH_DONE
-// Stream Count as any stream does. Reset sends nothing on such a writer.
+// reset a second later (at once while 32 of the subscription's cut streams
+// wait so). It counts in the subscription's PUBLISH_DONE Stream Count as
+// any stream does. Reset sends nothing on such a writer.
 func (w *SubgroupWriter) CloseIncomplete(code wire.ResetCode) {
 	w.interrupt(code)
 	w.turn.Lock()
@@ -219,25 +220,24 @@ func (w *SubgroupWriter) endCached(fin bool) {
 	w.cached = nil
 }
 
-// announceUnsent tells the track's subscriptions of a subgroup none of
-// whose objects was written (§11.3.2): each one that could have got an
-// object of it opens a stream, sends the SUBGROUP_HEADER alone and resets
-// it with code, RESET_STREAM_AT keeping the header. A session without
+// announceUnsent tells the track's subscriptions of a subgroup none of whose
+// objects was written (§11.3.2): each one that could have got an object of
+// it opens a stream, sends the SUBGROUP_HEADER alone and resets it with
+// code, RESET_STREAM_AT keeping the header. A session without
 // RESET_STREAM_AT (a browser's WebTransport session, or any peer that did
 // not offer it) gets the same stream, reset after cutLinger as any cut
 // stream there: a reader at pace has taken the header by then, and should
 // the reset still discard it, the stream counts in PUBLISH_DONE's Stream
 // Count, so the subscriber learns a stream is missing (§9.9) instead of
-// nothing. Without objects, a
-// subscription covers the subgroup when an object of it could pass its
-// filters (filter.Filter.MayPass): Forward is 1, its Location filter
-// reaches into the group (from the Subgroup ID on with SUBGROUP_ID_MODE 1,
-// which names the first object), and its Range filters do not leave out
-// the Subgroup ID or Publisher Priority, nor every Object ID there may be;
-// Object Property filters cannot be judged and count as passed. A
-// subscription at Forward 0 is told nothing: it would have got no stream.
-// Only Established subscriptions are told, and a PUBLISH awaiting its
-// answer, whose stream waits for PUBLISH_OK as early objects do.
+// nothing. Without objects, a subscription covers the subgroup when an
+// object of it could pass its filters (filter.Filter.MayPass): Forward is 1,
+// its Location filter reaches into the group (from the Subgroup ID on with
+// SUBGROUP_ID_MODE 1, which names the first object), and its Range filters
+// do not leave out the Subgroup ID or Publisher Priority, nor every Object
+// ID there may be; Object Property filters cannot be judged and count as
+// passed. A subscription at Forward 0 is told nothing: it would have got no
+// stream. Only Established subscriptions are told, and a PUBLISH awaiting
+// its answer, whose stream waits for PUBLISH_OK as early objects do.
 //
 // The header goes to the stream's queue (sendq.Queue), whose drain writes
 // it, then the reset: the writer was interrupted, and its caller, such as
