@@ -186,6 +186,14 @@ func (h *harness) runPages(t *testing.T, sc scenario) []run {
 		cfg.Versions = h.draft.versions()
 	}
 	cfg.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+	// set up gets each page's first session once its SETUP is done: one
+	// the browser closes at once can end before Accept hands it over (the
+	// server drops a session that ends while it waits for Accept), as a
+	// page's 8 ms session did on a loaded machine.
+	setUp := make([]chan *moqt.Session, len(pages))
+	for i := range setUp {
+		setUp[i] = make(chan *moqt.Session, 1)
+	}
 	srv, err := moqt.Listen("127.0.0.1:0", &cfg,
 		&moqt.ServerOptions{CheckOrigin: func(r *http.Request) bool {
 			origin := r.Header.Get("Origin")
@@ -193,6 +201,14 @@ func (h *harness) runPages(t *testing.T, sc scenario) []run {
 			logger.Debug("WebTransport CONNECT", "origin", origin, "accepted", ok, "path", r.URL.Path,
 				"wt-available-protocols", r.Header.Values("WT-Available-Protocols"))
 			return ok
+		}, CheckSetup: func(s *moqt.Session, _ *wire.Setup) error {
+			if i, ok := byPath[s.Path()]; ok && s.WebTransport() {
+				select {
+				case setUp[i] <- s:
+				default:
+				}
+			}
+			return nil
 		}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
@@ -269,6 +285,13 @@ func (h *harness) runPages(t *testing.T, sc scenario) []run {
 		r := &runs[i]
 		select {
 		case r.session = <-accepted[i]:
+		case s := <-setUp[i]:
+			select {
+			case r.session = <-accepted[i]:
+			case <-s.Context().Done():
+				r.session = s // ended before Accept took it
+			case <-time.After(closeTimeout):
+			}
 		case <-time.After(closeTimeout):
 		}
 		if r.session == nil {
