@@ -196,8 +196,9 @@ func TestUnsentSubgroupsLingerBounded(t *testing.T) {
 		}
 		read := make(chan result, 1)
 		go func() {
-			got, de := readUntilDone(t, lt)
-			read <- result{got, de}
+			var r result
+			defer func() { read <- r }() // also when readUntilDone fails
+			r.got, r.de = readUntilDone(t, lt)
 		}()
 		for g := range uint64(unsent) {
 			lt.track.OpenSubgroup(g, 0, SubgroupOptions{}).CloseIncomplete(wire.ResetCancelled)
@@ -209,6 +210,7 @@ func TestUnsentSubgroupsLingerBounded(t *testing.T) {
 		lt.track.End(wire.DoneTrackEnded, "")
 
 		r := <-read
+		require.NotNil(t, r.de, "the subscription's end")
 		got, de := r.got, r.de
 		assert.Equal(t, wire.DoneTrackEnded, de.Code, "%s", de.Reason)
 		assert.Equal(t, uint64(unsent+1), de.StreamCount)
