@@ -25,12 +25,25 @@ for m in "${modules[@]}"; do (cd "$m" && go vet ./...); done
 echo "== interop tools: Chromium, node, interop/node_modules"
 # The browser interop test (interop/) runs @moq/net in headless Chromium. It
 # uses the system's Chromium and never downloads a browser.
-if ! command -v chromium >/dev/null 2>&1; then
+# Two runs at once on a fresh machine (two clones) take turns: the second
+# waits for the first's install instead of failing on apt's lock.
+install_chromium() {
+	command -v chromium >/dev/null 2>&1 && return
 	echo "installing chromium (apt-get)"
 	sudo=""
 	if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-	$sudo apt-get update -qq
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+	$sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq chromium >/dev/null
+}
+if ! command -v chromium >/dev/null 2>&1; then
+	if command -v flock >/dev/null 2>&1; then
+		exec 9>"${TMPDIR:-/tmp}/moqt-install.lock"
+		flock 9
+		install_chromium
+		exec 9>&-
+	else
+		install_chromium
+	fi
 fi
 # Node.js 20 or later (playwright-core's minimum) comes with the machine.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

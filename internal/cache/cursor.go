@@ -451,5 +451,5 @@ func (cu *Cursor) mark(k wire.EndOfRange, l wire.Location) {
 func (cu *Cursor) object(g uint64, e *entry) {
 	cu.flushUnknown()
 	cu.out = append(cu.out, Object{Location: wire.Location{Group: g, Object: e.id}, SubgroupID: e.subgroup,
-		Priority: e.priority, Datagram: e.datagram, Properties: e.props, Payload: e.payload})
+		Priority: e.priority, Datagram: e.datagram, Properties: e.props(), Payload: e.payload()})
 }

@@ -55,7 +55,7 @@ func (c *Cache) learn(from wire.Location, o Object) error {
 		switch e.kind {
 		case kindObject:
 			if e.datagram != o.Datagram || (!o.Datagram && e.subgroup != o.SubgroupID) ||
-				e.priority != o.Priority || !bytes.Equal(e.payload, o.Payload) {
+				e.priority != o.Priority || !bytes.Equal(e.payload(), o.Payload) {
 				return ErrConflict
 			}
 			c.known(from, to)
