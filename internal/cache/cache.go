@@ -202,6 +202,11 @@ type Cache struct {
 	// m is the Cache's place in Limits.Budget, nil for none or once
 	// closed.
 	m *member
+	// While netting, grow owes m what it counts (owed), paid at the end
+	// of the step (payGrowth): an object added and the one evicted for it
+	// mostly cancel out, sparing the Budget's atomics.
+	netting bool
+	owed    int64
 	// slab hands out entries and payload storage in blocks (slab.go).
 	slab slab
 }
@@ -224,9 +229,23 @@ func New(l Limits, neverSeen wire.Opt[wire.Location]) *Cache {
 // Budget; the caller holds mu.
 func (c *Cache) grow(n int64) {
 	c.bytes += n
-	if c.m != nil {
+	switch {
+	case c.m == nil:
+	case c.netting:
+		c.owed += n
+	default:
 		c.m.grow(n)
 	}
+}
+
+// payGrowth ends a step begun by setting netting: the Budget learns the
+// net change. The caller holds mu throughout the step.
+func (c *Cache) payGrowth() {
+	c.netting = false
+	if c.owed != 0 && c.m != nil {
+		c.m.grow(c.owed)
+	}
+	c.owed = 0
 }
 
 // reclaim lets the Budget take back what passes it; the caller holds no
@@ -336,8 +355,10 @@ func (c *Cache) begin(l wire.Location) bool {
 	now := c.now()
 	e = c.slab.entry()
 	*e = entry{id: l.Object, kind: kindPending, received: now}
+	c.netting = true
 	c.insert(l, e, g)
 	c.evictAt(now)
+	c.payGrowth()
 	return true
 }
 
@@ -374,6 +395,7 @@ func (c *Cache) addAt(o Object, now int64, hint *group) *group {
 			return g // an object does not change (§2.1)
 		}
 	}
+	c.netting = true
 	n := entry{id: l.Object, priority: o.Priority, subgroup: o.SubgroupID, datagram: o.Datagram, received: received}
 	switch o.Status {
 	case wire.ObjectEndOfGroup:
@@ -413,6 +435,7 @@ func (c *Cache) addAt(o Object, now int64, hint *group) *group {
 		g.noteEOG(l.Object + 1)
 	}
 	c.evictAt(now)
+	c.payGrowth()
 	return g
 }
 
