@@ -82,84 +82,6 @@ type Object struct {
 	EndOfRange wire.EndOfRange
 }
 
-// kind is what an entry stands for.
-type kind uint8
-
-const (
-	kindObject     kind = iota // a complete object, served
-	kindPending                // publication began, not complete yet
-	kindAbandoned              // begun but never completed: unknown (§2.1)
-	kindEndOfGroup             // an END_OF_GROUP status object
-	kindEndOfTrack             // an END_OF_TRACK status object
-)
-
-// entry is one Location the cache holds. Its fields do not change once
-// kind is kindObject, so a Cursor returns its slices without a copy.
-type entry struct {
-	id       uint64
-	subgroup uint64
-	received int64 // when its publication began (mono.Now), for Limits.Duration
-	// data is the properties block (its first nprops bytes) and the
-	// payload, in one slice: a smaller entry, with one pointer fewer for
-	// the collector to follow.
-	data     []byte
-	nprops   uint32
-	kind     kind
-	datagram bool
-	priority uint8
-	// done, made when a Cursor first waits on a pending entry, is closed
-	// when it completes, is abandoned or is evicted.
-	done chan struct{}
-}
-
-// settle wakes the Cursors waiting on e.
-func (e *entry) settle() {
-	if e.done != nil {
-		close(e.done)
-		e.done = nil
-	}
-}
-
-func (e *entry) size() int64 { return int64(len(e.data)) + EntryOverhead }
-
-// props is the entry's properties block, nil for none.
-func (e *entry) props() []byte {
-	if e.nprops == 0 {
-		return nil
-	}
-	return e.data[:e.nprops:e.nprops]
-}
-
-// payload is the entry's payload.
-func (e *entry) payload() []byte { return e.data[e.nprops:] }
-
-// group is one group's entries, by Object ID.
-type group struct {
-	id   uint64
-	objs []*entry
-	// eog is the smallest Object ID known not to exist with all the
-	// larger ones (END_OF_GROUP status, or one past a datagram's
-	// END_OF_GROUP flag); valid when hasEOG.
-	eog    uint64
-	hasEOG bool
-	// unk is the smallest Object ID from which the Locations of the group
-	// holding no entry are unknown: a subgroup that may carry them was
-	// reset (Subgroup.Reset); valid when hasUnk.
-	unk    uint64
-	hasUnk bool
-	gone   bool // it left the Cache: a Subgroup's pointer to it is stale
-}
-
-// find returns the index of the first entry with an Object ID of at
-// least id.
-func (g *group) find(id uint64) int {
-	if n := len(g.objs); n == 0 || g.objs[n-1].id < id {
-		return n // the common case: the next object of the group
-	}
-	i, _ := slices.BinarySearchFunc(g.objs, id, func(e *entry, id uint64) int { return cmpU(e.id, id) })
-	return i
-}
-
 // span is a Location range, both ends included.
 type span struct{ from, to wire.Location }
 
@@ -437,12 +359,6 @@ func (c *Cache) addAt(o Object, now int64, hint *group) *group {
 	c.evictAt(now)
 	c.payGrowth()
 	return g
-}
-
-func (g *group) noteEOG(id uint64) {
-	if !g.hasEOG || id < g.eog {
-		g.eog, g.hasEOG = id, true
-	}
 }
 
 // Abandon gives up the object begun at l: it was closed short or reset,

@@ -161,14 +161,6 @@ func (c *Cache) subgroupEnded(s *Subgroup, fin, eog bool) {
 	}
 }
 
-// noteUnknown records that the group's Locations from id on with no entry
-// are unknown.
-func (g *group) noteUnknown(id uint64) {
-	if !g.hasUnk || id < g.unk {
-		g.unk, g.hasUnk = id, true
-	}
-}
-
 // openFrom returns the smallest Object ID an open subgroup of group g may
 // still carry, if g has one: the group's Locations from there on are
 // pending. The caller holds mu.
