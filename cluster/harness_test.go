@@ -262,7 +262,9 @@ type publisher struct {
 	track *moqt.LocalTrack
 	mu    sync.Mutex
 	subs  int
-	// asked is closed at the first SUBSCRIBE.
+	// asked is closed once the first SUBSCRIBE is accepted: an object
+	// written before then reaches no one, as it should (the relay's
+	// subscription starts at the Next Object).
 	asked chan struct{}
 }
 
@@ -291,12 +293,12 @@ func (p *publisher) ServeMOQT(r moqt.Request) {
 		moqt.DefaultHandler.ServeMOQT(r)
 		return
 	}
+	_, _ = p.track.Accept(sr, moqt.AcceptOptions{})
 	p.mu.Lock()
 	if p.subs++; p.subs == 1 {
 		close(p.asked)
 	}
 	p.mu.Unlock()
-	_, _ = p.track.Accept(sr, moqt.AcceptOptions{})
 }
 
 func (p *publisher) subscribes() int {
