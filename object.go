@@ -63,9 +63,10 @@ type Object struct {
 
 	// arrived is when a reader received the object (mono.Now): when it
 	// last read its stream from the transport before decoding the
-	// object's header; 0 for an object the application made. A relay writing the object
-	// on passes it along, so that OBJECT_DELIVERY_TIMEOUT and
-	// MAX_CACHE_DURATION run from the object's receipt, not from its
-	// write (§5.2, §10.3).
+	// object's header; 0 for an object the application made. A relay
+	// writing the object on passes it along, so that
+	// OBJECT_DELIVERY_TIMEOUT, MAX_CACHE_DURATION and the wait for slow
+	// subscribers run from the object's receipt, not from its write
+	// (§5.2, §10.3).
 	arrived int64
 }

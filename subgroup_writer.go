@@ -134,7 +134,14 @@ func (w *SubgroupWriter) WriteObject(o Object) error {
 		return err
 	}
 	defer w.turn.Unlock()
-	start := mono.Now()
+	// A relayed object's waits run from its receipt, which its reader
+	// stamped once per read from the transport: the upstream is held
+	// within the grace of when the object came, and a relay reads no
+	// clock per object.
+	start := o.arrived
+	if start == 0 {
+		start = mono.Now()
+	}
 	so := wire.SubgroupObject{ObjectID: o.Location.Object, Properties: o.Properties, Status: o.Status,
 		PayloadLength: uint64(len(o.Payload))}
 	// Whole in memory: a slower subscriber may be this much behind

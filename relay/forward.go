@@ -206,12 +206,19 @@ const (
 // one (§11.3.2). For a streamed object (too large to read whole) the payload
 // is moved from r. A duplicate is compared with the object forwarded, by
 // fp: conflict says how it contradicts it (dedup.go).
-func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj moqt.Object, r *moqt.SubgroupReader, streamed bool, fp fingerprint) (_ step, conflict string) {
-	reg, track := o.e.reg, o.e.track
-	id := obj.Location.Object
+func (o *outputs) write(out *output, src *source, hdr wire.SubgroupHeader, obj moqt.Object, r *moqt.SubgroupReader, streamed bool, fp fingerprint) (step, string) {
+	// One return here, so that the compiler open-codes the defers:
+	// writeLocked's many would make them records, at every object.
 	out.mu.Lock()
 	defer out.mu.Unlock()
 	defer out.moved.Broadcast()
+	return o.writeLocked(out, src, hdr, obj, r, streamed, fp)
+}
+
+// writeLocked is write with out.mu held.
+func (o *outputs) writeLocked(out *output, src *source, hdr wire.SubgroupHeader, obj moqt.Object, r *moqt.SubgroupReader, streamed bool, fp fingerprint) (_ step, conflict string) {
+	reg, track := o.e.reg, o.e.track
+	id := obj.Location.Object
 	o.awaitSlower(out, src, id)
 	firstOfStream := !src.hasPrev
 	follows := out.has && (id == out.last+1 || (src.hasPrev && src.prev <= out.last))

@@ -233,8 +233,13 @@ func (c *Cache) insert(l wire.Location, e *entry, g *group) *group {
 	if g == nil {
 		_, gi := c.group(l.Group)
 		g = &group{id: l.Group}
+		if n := len(c.groups); n > 0 && gi == n {
+			// Groups are mostly of one size: room for the last one's.
+			g.objs = make([]*entry, 0, min(c.groups[n-1].added, maxGroupHint))
+		}
 		c.groups = slices.Insert(c.groups, gi, g)
 	}
+	g.added++
 	if i := g.find(l.Object); i == len(g.objs) {
 		g.objs = append(g.objs, e)
 	} else {

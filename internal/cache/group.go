@@ -57,6 +57,9 @@ func (e *entry) payload() []byte { return e.data[e.nprops:] }
 type group struct {
 	id   uint64
 	objs []*entry
+	// added counts the entries ever inserted: the next group starts with
+	// room for as many (groupHint), not with append's doublings.
+	added int
 	// eog is the smallest Object ID known not to exist with all the
 	// larger ones (END_OF_GROUP status, or one past a datagram's
 	// END_OF_GROUP flag); valid when hasEOG.
@@ -69,6 +72,10 @@ type group struct {
 	hasUnk bool
 	gone   bool // it left the Cache: a Subgroup's pointer to it is stale
 }
+
+// maxGroupHint bounds the room a new group starts with: 8 KiB of
+// pointers, whatever the size of the group before.
+const maxGroupHint = 1024
 
 // find returns the index of the first entry with an Object ID of at
 // least id.

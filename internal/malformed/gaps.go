@@ -348,7 +348,7 @@ func (s *Sent) Object(loc wire.Location, subgroup uint64, datagram bool, props [
 	t := &s.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	g := t.groups[loc.Group]
+	g := t.lookupLocked(loc.Group)
 	if g == nil {
 		if e := t.inGroupGapLocked(loc); e != nil {
 			return e

@@ -100,6 +100,18 @@ const minShared = 256
 // appended to, at least.
 const arenaSize = 512
 
+// arenaPool holds arenas of arenaSize whose bytes were all written: a
+// queue whose drain is always busy (never empty, so never resetStorage)
+// takes one every few small objects, and would otherwise allocate it.
+var arenaPool = sync.Pool{New: func() any { return new([arenaSize]byte) }}
+
+// usedArena is an arena filled before the queue's current one, with
+// bytes not all written yet.
+type usedArena struct {
+	a    *[arenaSize]byte // nil for a larger one, not pooled
+	left int              // its bytes still queued
+}
+
 // put appends b to the queue, the last payload bytes of it (if pl has any)
 // as a reference to pl's shared copy, and charges them once the queue is
 // behind (charge). b ends with the last len(b) bytes of pl's payload, or
@@ -172,11 +184,18 @@ func (q *Queue) appendOwn(b []byte) {
 		return
 	}
 	if cap(q.arena)-len(q.arena) < len(b) {
-		q.arena = make([]byte, 0, max(arenaSize, len(b)))
+		q.retireArena()
+		if len(b) <= arenaSize {
+			a := arenaPool.Get().(*[arenaSize]byte)
+			q.arena, q.pooled = a[:0], a
+		} else {
+			q.arena, q.pooled = make([]byte, 0, len(b)), nil
+		}
 		q.ownLast = false
 	}
 	start := len(q.arena)
 	q.arena = append(q.arena, b...)
+	q.arenaLeft += len(b)
 	if last := len(q.segs) - 1; q.ownLast && last >= 0 {
 		// The last segment ends where b begins, in the same storage.
 		q.segs[last].b = q.segs[last].b[:len(q.segs[last].b)+len(b)]
@@ -184,6 +203,50 @@ func (q *Queue) appendOwn(b []byte) {
 	}
 	q.segs = append(q.segs, seg{b: q.arena[start:]})
 	q.ownLast = true
+}
+
+// retireArena leaves the current arena for a new one: back to the pool
+// if written, or else among the used ones until it is. q.mu is held.
+func (q *Queue) retireArena() {
+	switch {
+	case q.arenaLeft > 0:
+		if q.used == nil {
+			// Room for a Window's worth of arenas: one allocation, not
+			// append's doublings, for a stream that falls behind.
+			q.used = make([]usedArena, 0, Window/arenaSize)
+		}
+		q.used = append(q.used, usedArena{a: q.pooled, left: q.arenaLeft})
+	case q.pooled != nil:
+		arenaPool.Put(q.pooled)
+	}
+	q.arena, q.pooled, q.arenaLeft = nil, nil, 0
+}
+
+// ownWritten counts n more of the queue's own bytes written or dropped,
+// the oldest first: the used arenas they empty go back to the pool. q.mu
+// is held.
+func (q *Queue) ownWritten(n int) {
+	for n > 0 && q.usedHead < len(q.used) {
+		u := &q.used[q.usedHead]
+		k := min(n, u.left)
+		u.left -= k
+		n -= k
+		if u.left > 0 {
+			return
+		}
+		if u.a != nil {
+			arenaPool.Put(u.a)
+		}
+		*u = usedArena{}
+		q.usedHead++
+		if q.usedHead > len(q.used)/2 {
+			// Reclaim the head: the list stays as long as what is used.
+			k := copy(q.used, q.used[q.usedHead:])
+			clear(q.used[k:])
+			q.used, q.usedHead = q.used[:k], 0
+		}
+	}
+	q.arenaLeft -= n
 }
 
 // next returns the bytes the drain writes next, at most limit: the first
@@ -224,6 +287,7 @@ func (q *Queue) advance(n int) {
 		}
 	}
 	q.own -= own
+	q.ownWritten(own)
 	if q.behind.Load() {
 		q.group.release(total, own)
 	}
@@ -237,6 +301,7 @@ func (q *Queue) dropAll() {
 	for len(q.segs) > 0 {
 		q.popSeg()
 	}
+	q.ownWritten(own)
 	q.queued, q.own = 0, 0
 	if q.behind.Load() {
 		q.group.release(total, own)
@@ -249,10 +314,12 @@ func (q *Queue) dropAll() {
 func (q *Queue) resetStorage() {
 	q.segArr = [4]seg{}
 	q.segs = q.segArr[:0]
-	if cap(q.arena) > arenaSize {
-		q.arena = nil
+	if q.pooled == nil {
+		q.arena = nil // none, or a larger one: not kept
 	}
-	q.arena = q.arena[:0]
+	q.arena, q.arenaLeft = q.arena[:0], 0
+	clear(q.used) // none, as nothing is queued
+	q.used, q.usedHead = q.used[:0], 0
 	q.ownLast = false
 }
 

@@ -122,24 +122,31 @@ type Queue struct {
 	mu sync.Mutex // guards the fields below
 	// segs are the bytes not yet passed to the transport, oldest first
 	// (payload.go): the queue's own, in arena, or a shared payload's.
-	segs    []seg
-	segArr  [4]seg // segs' storage while it fits: a queue that drains each object allocates none
-	queued  int    // bytes in segs
-	own     int    // of which the queue's own (not a shared payload's)
-	arena   []byte
-	ownLast bool   // the last segment ends at the end of arena
-	sent    uint64 // the stream offset of the first byte of segs
-	marks   []mark
-	fin     bool // the stream is over: FIN (or a reset) once segs are written
-	reset   bool // end with a reset with code rather than a FIN
-	code    wire.ResetCode
-	dropped bool // the stream was reset: write nothing more
-	holding bool // the drain waits for the owner's Ready at holdAt
-	holdAt  uint64
-	fanout  bool          // the last Send's bytes went to other streams too
-	whole   int           // the last Send's Writer.Object, for the drain's charges
-	waiter  bool          // a publisher waits for room (send)
-	room    chan struct{} // signalled by roomMade
+	segs   []seg
+	segArr [4]seg // segs' storage while it fits: a queue that drains each object allocates none
+	queued int    // bytes in segs
+	own    int    // of which the queue's own (not a shared payload's)
+	arena  []byte
+	// pooled is arena's storage when from arenaPool; arenaLeft counts its
+	// bytes still queued. used are the arenas filled before it, oldest
+	// first from usedHead, with bytes still queued (payload.go).
+	pooled    *[arenaSize]byte
+	arenaLeft int
+	used      []usedArena
+	usedHead  int
+	ownLast   bool   // the last segment ends at the end of arena
+	sent      uint64 // the stream offset of the first byte of segs
+	marks     []mark
+	fin       bool // the stream is over: FIN (or a reset) once segs are written
+	reset     bool // end with a reset with code rather than a FIN
+	code      wire.ResetCode
+	dropped   bool // the stream was reset: write nothing more
+	holding   bool // the drain waits for the owner's Ready at holdAt
+	holdAt    uint64
+	fanout    bool          // the last Send's bytes went to other streams too
+	whole     int           // the last Send's Writer.Object, for the drain's charges
+	waiter    bool          // a publisher waits for room (send)
+	room      chan struct{} // signalled by roomMade
 }
 
 // mark is an object with a delivery timeout whose last byte has not been

@@ -440,3 +440,40 @@ func TestSharedPayloadDropped(t *testing.T) {
 		assert.Zero(t, budget.Queued())
 	})
 }
+
+// TestArenasRecycledWhileDrainBusy: a drain that never empties its queue
+// writes the publisher's small objects byte for byte, though the arenas
+// they were copied to go back to the pool as soon as written and come
+// back for later objects; once it caught up, no arena is left in use.
+func TestArenasRecycledWhileDrainBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(1<<20, time.Minute, 1<<20, 0)
+		defer r.w.Interrupt()
+		slow, q := r.strs[1], r.qs[1]
+		var want strings.Builder
+		for i := range 3000 {
+			// Sizes 1 to 300, so that arenas fill at odd offsets, each
+			// object's bytes its own.
+			obj := strings.Repeat(string(rune('a'+i%26)), 1+i*7%300)
+			want.WriteString(obj)
+			require.Equal(t, []error{nil, nil}, r.send(obj, time.Minute))
+			if i%5 == 4 {
+				// The drain takes about half, and is never empty.
+				slow.grant(len(obj) * 2)
+				synctest.Wait()
+				q.mu.Lock()
+				require.NotZero(t, q.queued, "object %d: the drain stays busy", i)
+				q.mu.Unlock()
+			}
+		}
+		slow.grant(1 << 30)
+		synctest.Wait()
+		// Compared whole, not shown: a megabyte would hide the message.
+		assert.True(t, want.String() == r.strs[0].taken(), "the fast stream: every byte as sent")
+		assert.True(t, want.String() == slow.taken(), "the slow stream: every byte as sent, in order")
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		assert.Zero(t, len(q.used)-q.usedHead, "no arena left in use")
+		assert.Zero(t, q.arenaLeft)
+	})
+}
