@@ -169,8 +169,9 @@ type Config struct {
 	// each. If every one of them had to queue, the write then waits for
 	// the first to catch up, a grace at a time while their queues move
 	// (SubgroupWriter.SetWriteDeadline bounds the whole); a relay's write
-	// of an object it received waits half a grace in all, so that its own
-	// upstream does not find it stalled. A subscription whose queued bytes
+	// of an object it received waits half a grace in all, counted from
+	// the object's receipt, so that its own upstream does not find it
+	// stalled. A subscription whose queued bytes
 	// are taken by none of its streams for a whole grace (a subscriber
 	// that stopped reading, or died) is too far behind, unless its
 	// connection is recovering from loss meanwhile (the peer heard from,
