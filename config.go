@@ -171,11 +171,11 @@ type Config struct {
 	// (SubgroupWriter.SetWriteDeadline bounds the whole); a relay's write
 	// of an object it received waits half a grace in all, counted from
 	// the object's receipt, so that its own upstream does not find it
-	// stalled. A subscription whose queued bytes
-	// are taken by none of its streams for a whole grace (a subscriber
-	// that stopped reading, or died) is too far behind, unless its
-	// connection is recovering from loss meanwhile (the peer heard from,
-	// this end retransmitting): then up to five graces. Default 2s.
+	// stalled. A subscription whose queued bytes are taken by none of its
+	// streams for a whole grace (a subscriber that stopped reading, or
+	// died) is too far behind, unless its connection is recovering from
+	// loss meanwhile (the peer heard from, this end retransmitting): then
+	// up to five graces. Default 2s.
 	SubscriberGrace time.Duration
 
 	// Subscription lifecycle (publisher side).

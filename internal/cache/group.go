@@ -58,7 +58,7 @@ type group struct {
 	id   uint64
 	objs []*entry
 	// added counts the entries ever inserted: the next group starts with
-	// room for as many (groupHint), not with append's doublings.
+	// room for as many (insert), not with append's doublings.
 	added int
 	// eog is the smallest Object ID known not to exist with all the
 	// larger ones (END_OF_GROUP status, or one past a datagram's

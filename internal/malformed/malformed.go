@@ -107,8 +107,8 @@ type Track struct {
 	mu     sync.Mutex // guards groups, order, next, groupGaps and what groupCheck says it guards
 	groups map[uint64]*groupCheck
 	// last is the group of groups looked up last, with its ID: objects
-	// come a group at a time, and a map lookup at each is a tenth of the
-	// check.
+	// come a group at a time, and a map lookup at each was a third of
+	// Sent.Object's time in a relay's profile.
 	last   *groupCheck
 	lastID uint64
 	order  [checkedGroups]uint64 // the Group IDs in groups, a ring from next
