@@ -129,8 +129,14 @@ type Cache struct {
 	// mostly cancel out, sparing the Budget's atomics.
 	netting bool
 	owed    int64
-	// slab hands out entries and payload storage in blocks (slab.go).
+	// slab holds the entries' payloads and properties (slab.go).
 	slab slab
+	// goneAdded is the added count of the group that left last: room
+	// for a new group (insert).
+	goneAdded int
+	// waits are the channels of the pending entries a Cursor waits on
+	// (entry.waited), by Location.
+	waits map[wire.Location]chan struct{}
 }
 
 // New returns an empty Cache. If neverSeen is set, the objects up to it
@@ -222,20 +228,29 @@ func (c *Cache) lookup(l wire.Location, hint *group) (*entry, *group, int) {
 	}
 	i := g.find(l.Object)
 	if i < len(g.objs) && g.objs[i].id == l.Object {
-		return g.objs[i], g, i
+		return &g.objs[i], g, i
 	}
 	return nil, g, i
 }
 
 // insert adds e at l, which holds no entry and lies above the floor, in
 // g, l's group as lookup found it (nil: none yet), and returns the group.
-func (c *Cache) insert(l wire.Location, e *entry, g *group) *group {
+// It moves the group's entries: a pointer lookup returned is stale.
+func (c *Cache) insert(l wire.Location, e entry, g *group) *group {
 	if g == nil {
 		_, gi := c.group(l.Group)
 		g = &group{id: l.Group}
-		if n := len(c.groups); n > 0 && gi == n {
-			// Groups are mostly of one size: room for the last one's.
-			g.objs = make([]*entry, 0, min(c.groups[n-1].added, maxGroupHint))
+		if n := len(c.groups); gi == n {
+			// Groups are mostly of one size: room for the newest one's
+			// or the last one gone's, whichever is more (subgroups of
+			// several groups at once: the newest may have just begun).
+			hint := c.goneAdded
+			if n > 0 {
+				hint = max(hint, c.groups[n-1].added)
+			}
+			if hint > 0 {
+				g.objs = make([]entry, 0, min(hint, maxGroupHint))
+			}
 		}
 		c.groups = slices.Insert(c.groups, gi, g)
 	}
@@ -280,10 +295,8 @@ func (c *Cache) begin(l wire.Location) bool {
 		return false
 	}
 	now := c.now()
-	e = c.slab.entry()
-	*e = entry{id: l.Object, kind: kindPending, received: now}
 	c.netting = true
-	c.insert(l, e, g)
+	c.insert(l, entry{id: l.Object, kind: kindPending, received: now}, g)
 	c.evictAt(now)
 	c.payGrowth()
 	return true
@@ -333,27 +346,29 @@ func (c *Cache) addAt(o Object, now int64, hint *group) *group {
 			c.eot, c.hasEOT = l, true
 		}
 	default:
-		if uint64(len(o.Properties)) > math.MaxUint32 || !c.fits(int64(len(o.Properties)+len(o.Payload))+EntryOverhead) {
+		size := uint64(len(o.Properties)) + uint64(len(o.Payload))
+		if size > math.MaxUint32 || !c.fits(int64(size)+EntryOverhead) {
 			n.kind = kindAbandoned
 			break
 		}
-		n.data = c.slab.bytes(len(o.Properties)+len(o.Payload), c.bytes)
-		copy(n.data, o.Properties)
-		copy(n.data[len(o.Properties):], o.Payload)
+		var data []byte
+		data, n.data = c.slab.alloc(int(size), c.bytes)
+		copy(data, o.Properties)
+		copy(data[len(o.Properties):], o.Payload)
 		n.nprops = uint32(len(o.Properties))
 	}
 	if e != nil {
-		// In place of the pending entry: a Cursor waiting on it looks
-		// again. No Cursor holds an entry across its calls.
-		old, done := e.size(), e.done
+		// In place of the pending entry, which names no bytes: a Cursor
+		// waiting on it looks again. No Cursor holds an entry across its
+		// calls.
+		old, waited := e.size(), e.waited
+		c.slab.release(e.data)
 		*e = n
 		c.grow(e.size() - old)
-		e.done = done
-		e.settle()
+		e.waited = waited
+		c.settle(l, e)
 	} else {
-		e = c.slab.entry()
-		*e = n
-		g = c.insert(l, e, g)
+		g = c.insert(l, n, g)
 	}
 	switch {
 	case n.kind == kindEndOfGroup:
@@ -373,7 +388,7 @@ func (c *Cache) Abandon(l wire.Location) {
 	defer c.mu.Unlock()
 	if e, _, _ := c.lookup(l, nil); e != nil && e.kind == kindPending {
 		e.kind = kindAbandoned
-		e.settle()
+		c.settle(l, e)
 	}
 }
 
@@ -425,10 +440,10 @@ func (c *Cache) Close() {
 	c.closed = true
 	c.notify()
 	for _, g := range c.groups {
-		for _, e := range g.objs {
-			if e.kind == kindPending {
+		for i := range g.objs {
+			if e := &g.objs[i]; e.kind == kindPending {
 				e.kind = kindAbandoned
-				e.settle()
+				c.settle(wire.Location{Group: g.id, Object: e.id}, e)
 			}
 		}
 	}
@@ -450,21 +465,21 @@ func (c *Cache) Len() (int, int64) {
 
 // remove drops entry i of g, and g once empty.
 func (c *Cache) remove(g *group, i int) {
-	e := g.objs[i]
+	e := &g.objs[i]
 	c.count--
 	c.grow(-e.size())
-	// Its block of entries may outlive it: it keeps nothing alive.
-	*e = entry{}
+	c.slab.release(e.data)
 	if i == 0 {
 		// Eviction takes the front: a reslice, not a shift. The backing
-		// array's dropped head goes when append reallocates.
-		g.objs[0] = nil
+		// array's dropped head, which holds no pointer, goes when append
+		// reallocates.
 		g.objs = g.objs[1:]
 	} else {
 		g.objs = slices.Delete(g.objs, i, i+1)
 	}
 	if len(g.objs) == 0 {
 		g.gone = true
+		c.goneAdded = g.added
 		if _, gi := c.group(g.id); gi == 0 {
 			c.groups[0] = nil
 			c.groups = c.groups[1:]
@@ -472,6 +487,37 @@ func (c *Cache) remove(g *group, i int) {
 			c.groups = slices.Delete(c.groups, gi, gi+1)
 		}
 	}
+}
+
+// settle wakes the Cursors waiting on e, at l.
+func (c *Cache) settle(l wire.Location, e *entry) {
+	if e.waited {
+		close(c.waits[l])
+		delete(c.waits, l)
+		e.waited = false
+	}
+}
+
+// wait returns the channel settle closes for e, at l, pending.
+func (c *Cache) wait(l wire.Location, e *entry) <-chan struct{} {
+	if !e.waited {
+		if c.waits == nil {
+			c.waits = make(map[wire.Location]chan struct{})
+		}
+		c.waits[l] = make(chan struct{})
+		e.waited = true
+	}
+	return c.waits[l]
+}
+
+// lend returns e's properties block, nil for none, and its payload, for a
+// Cursor to return (slab.lend).
+func (c *Cache) lend(e *entry) (props, payload []byte) {
+	b := c.slab.lend(e.data)
+	if e.nprops > 0 {
+		props = b[:e.nprops:e.nprops]
+	}
+	return props, b[e.nprops:]
 }
 
 // now reads the clock (mono.Now) for an age limit; without one nothing
@@ -496,7 +542,7 @@ func (c *Cache) evict() { c.evictAt(c.now()) }
 func (c *Cache) evictAt(now int64) {
 	for len(c.groups) > 0 {
 		g := c.groups[0]
-		e := g.objs[0]
+		e := &g.objs[0]
 		over := (c.limits.Objects > 0 && c.count > c.limits.Objects) || (c.limits.Bytes > 0 && c.bytes > c.limits.Bytes)
 		if !over && !c.expired(e, now) {
 			return
@@ -515,15 +561,20 @@ func (c *Cache) raiseFloor(l wire.Location) {
 	c.floor, c.hasFloor = l, true
 	for len(c.groups) > 0 && c.groups[0].id <= l.Group {
 		g := c.groups[0]
-		e := g.objs[0]
+		e := &g.objs[0]
 		if g.id == l.Group && e.id > l.Object {
 			break
 		}
-		e.settle()
+		c.settle(wire.Location{Group: g.id, Object: e.id}, e)
 		c.remove(g, 0)
 	}
-	c.unknown = slices.DeleteFunc(c.unknown, func(s span) bool { return !l.Less(s.to) })
-	c.absent = slices.DeleteFunc(c.absent, func(s span) bool { return !l.Less(s.to) })
+	// Mostly there are none: eviction comes here at every object.
+	if len(c.unknown) > 0 {
+		c.unknown = slices.DeleteFunc(c.unknown, func(s span) bool { return !l.Less(s.to) })
+	}
+	if len(c.absent) > 0 {
+		c.absent = slices.DeleteFunc(c.absent, func(s span) bool { return !l.Less(s.to) })
+	}
 	// A subgroup of a lower group can carry nothing above the floor.
 	for len(c.open) > 0 && c.open[0].group < l.Group {
 		c.open[0].open = false

@@ -259,6 +259,7 @@ func TestPendingCompletes(t *testing.T) {
 		}
 		c.Add(obj(0, 1))
 		assert.Equal(t, []want{o(0, 0), o(0, 1)}, <-got)
+		assert.Empty(t, c.waits, "the wait's channel goes once closed")
 	})
 }
 
@@ -271,6 +272,7 @@ func TestPendingAbandoned(t *testing.T) {
 		synctest.Wait()
 		c.Abandon(loc(0, 0))
 		assert.Equal(t, []want{unknown(0, 0)}, <-got)
+		assert.Empty(t, c.waits, "the wait's channel goes once closed")
 	})
 }
 
@@ -312,6 +314,7 @@ func TestPendingEvicted(t *testing.T) {
 		synctest.Wait()
 		add(c, obj(0, 1), obj(0, 2))
 		assert.Equal(t, []want{unknown(0, 0), o(0, 1), o(0, 2)}, <-got)
+		assert.Empty(t, c.waits, "the wait's channel goes once closed")
 	})
 }
 
@@ -324,6 +327,7 @@ func TestCloseAbandonsPending(t *testing.T) {
 		synctest.Wait()
 		c.Close()
 		assert.Equal(t, []want{unknown(0, 0)}, <-got)
+		assert.Empty(t, c.waits, "the wait's channel goes once closed")
 		add(c, obj(0, 1))
 		n, _ := c.Len()
 		assert.Equal(t, 1, n, "a closed cache takes nothing")

@@ -178,7 +178,7 @@ func (cu *Cursor) fill() (<-chan struct{}, time.Time) {
 		var e *entry
 		if gs != nil {
 			if i := gs.find(o); i < len(gs.objs) && gs.objs[i].id <= hi {
-				e = gs.objs[i]
+				e = &gs.objs[i]
 			}
 		}
 		if e != nil && e.id == o {
@@ -192,15 +192,12 @@ func (cu *Cursor) fill() (<-chan struct{}, time.Time) {
 					return nil, time.Time{}
 				}
 				if !cu.timedOut {
-					if e.done == nil {
-						e.done = make(chan struct{})
-					}
 					var expires time.Time
 					if c.limits.Duration > 0 {
 						left := e.received + int64(c.limits.Duration) - now
 						expires = time.Now().Add(time.Duration(left))
 					}
-					return e.done, expires
+					return c.wait(l, e), expires
 				}
 				cu.run(runTimedOut, l)
 			case e.kind == kindEndOfGroup || e.kind == kindEndOfTrack:
@@ -450,6 +447,7 @@ func (cu *Cursor) mark(k wire.EndOfRange, l wire.Location) {
 // object yields e, after the unknown run before it.
 func (cu *Cursor) object(g uint64, e *entry) {
 	cu.flushUnknown()
+	props, payload := cu.c.lend(e)
 	cu.out = append(cu.out, Object{Location: wire.Location{Group: g, Object: e.id}, SubgroupID: e.subgroup,
-		Priority: e.priority, Datagram: e.datagram, Properties: e.props(), Payload: e.payload()})
+		Priority: e.priority, Datagram: e.datagram, Properties: props, Payload: payload})
 }

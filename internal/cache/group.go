@@ -14,49 +14,32 @@ const (
 )
 
 // entry is one Location the cache holds. Its fields do not change once
-// kind is kindObject, so a Cursor returns its slices without a copy.
+// kind is kindObject, nor do the bytes it names, so a Cursor returns its
+// slices without a copy. It holds no pointer: a Cache's entries are
+// arrays the collector does not scan.
 type entry struct {
 	id       uint64
 	subgroup uint64
 	received int64 // when its publication began (mono.Now), for Limits.Duration
-	// data is the properties block (its first nprops bytes) and the
-	// payload, in one slice: a smaller entry, with one pointer fewer for
-	// the collector to follow.
-	data     []byte
+	// data names the properties block (its first nprops bytes) and the
+	// payload, in one run of the Cache's slab.
+	data     dataRef
 	nprops   uint32
 	kind     kind
 	datagram bool
 	priority uint8
-	// done, made when a Cursor first waits on a pending entry, is closed
-	// when it completes, is abandoned or is evicted.
-	done chan struct{}
+	// waited is set when a Cursor first waits on a pending entry: the
+	// Cache's waits holds the channel closed when it completes, is
+	// abandoned or is evicted (Cache.settle).
+	waited bool
 }
 
-// settle wakes the Cursors waiting on e.
-func (e *entry) settle() {
-	if e.done != nil {
-		close(e.done)
-		e.done = nil
-	}
-}
-
-func (e *entry) size() int64 { return int64(len(e.data)) + EntryOverhead }
-
-// props is the entry's properties block, nil for none.
-func (e *entry) props() []byte {
-	if e.nprops == 0 {
-		return nil
-	}
-	return e.data[:e.nprops:e.nprops]
-}
-
-// payload is the entry's payload.
-func (e *entry) payload() []byte { return e.data[e.nprops:] }
+func (e *entry) size() int64 { return int64(e.data.n) + EntryOverhead }
 
 // group is one group's entries, by Object ID.
 type group struct {
 	id   uint64
-	objs []*entry
+	objs []entry
 	// added counts the entries ever inserted: the next group starts with
 	// room for as many (insert), not with append's doublings.
 	added int
@@ -73,8 +56,8 @@ type group struct {
 	gone   bool // it left the Cache: a Subgroup's pointer to it is stale
 }
 
-// maxGroupHint bounds the room a new group starts with: 8 KiB of
-// pointers, whatever the size of the group before.
+// maxGroupHint bounds the room a new group starts with: 48 KiB of
+// entries, whatever the size of the group before.
 const maxGroupHint = 1024
 
 // find returns the index of the first entry with an Object ID of at
@@ -83,7 +66,7 @@ func (g *group) find(id uint64) int {
 	if n := len(g.objs); n == 0 || g.objs[n-1].id < id {
 		return n // the common case: the next object of the group
 	}
-	i, _ := slices.BinarySearchFunc(g.objs, id, func(e *entry, id uint64) int { return cmpU(e.id, id) })
+	i, _ := slices.BinarySearchFunc(g.objs, id, func(e entry, id uint64) int { return cmpU(e.id, id) })
 	return i
 }
 

@@ -54,8 +54,9 @@ func (c *Cache) learn(from wire.Location, o Object) error {
 	if e != nil {
 		switch e.kind {
 		case kindObject:
+			payload := c.slab.bytes(e.data)[e.nprops:]
 			if e.datagram != o.Datagram || (!o.Datagram && e.subgroup != o.SubgroupID) ||
-				e.priority != o.Priority || !bytes.Equal(e.payload(), o.Payload) {
+				e.priority != o.Priority || !bytes.Equal(payload, o.Payload) {
 				return ErrConflict
 			}
 			c.known(from, to)
