@@ -489,37 +489,6 @@ func (c *Cache) remove(g *group, i int) {
 	}
 }
 
-// settle wakes the Cursors waiting on e, at l.
-func (c *Cache) settle(l wire.Location, e *entry) {
-	if e.waited {
-		close(c.waits[l])
-		delete(c.waits, l)
-		e.waited = false
-	}
-}
-
-// wait returns the channel settle closes for e, at l, pending.
-func (c *Cache) wait(l wire.Location, e *entry) <-chan struct{} {
-	if !e.waited {
-		if c.waits == nil {
-			c.waits = make(map[wire.Location]chan struct{})
-		}
-		c.waits[l] = make(chan struct{})
-		e.waited = true
-	}
-	return c.waits[l]
-}
-
-// lend returns e's properties block, nil for none, and its payload, for a
-// Cursor to return (slab.lend).
-func (c *Cache) lend(e *entry) (props, payload []byte) {
-	b := c.slab.lend(e.data)
-	if e.nprops > 0 {
-		props = b[:e.nprops:e.nprops]
-	}
-	return props, b[e.nprops:]
-}
-
 // now reads the clock (mono.Now) for an age limit; without one nothing
 // reads the times it returns, and the clock is left alone.
 func (c *Cache) now() int64 {

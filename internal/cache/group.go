@@ -1,6 +1,10 @@
 package cache
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/moqt-go/moqt/wire"
+)
 
 // kind is what an entry stands for.
 type kind uint8
@@ -35,6 +39,37 @@ type entry struct {
 }
 
 func (e *entry) size() int64 { return int64(e.data.n) + EntryOverhead }
+
+// settle wakes the Cursors waiting on e, at l.
+func (c *Cache) settle(l wire.Location, e *entry) {
+	if e.waited {
+		close(c.waits[l])
+		delete(c.waits, l)
+		e.waited = false
+	}
+}
+
+// wait returns the channel settle closes for e, at l, pending.
+func (c *Cache) wait(l wire.Location, e *entry) <-chan struct{} {
+	if !e.waited {
+		if c.waits == nil {
+			c.waits = make(map[wire.Location]chan struct{})
+		}
+		c.waits[l] = make(chan struct{})
+		e.waited = true
+	}
+	return c.waits[l]
+}
+
+// lend returns e's properties block, nil for none, and its payload, for a
+// Cursor to return (slab.lend).
+func (c *Cache) lend(e *entry) (props, payload []byte) {
+	b := c.slab.lend(e.data)
+	if e.nprops > 0 {
+		props = b[:e.nprops:e.nprops]
+	}
+	return props, b[e.nprops:]
+}
 
 // group is one group's entries, by Object ID.
 type group struct {
