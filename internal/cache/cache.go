@@ -48,6 +48,15 @@ const MaxUnknownRanges = 16
 // again, which is safe.
 const MaxKnownRanges = 64
 
+// MaxInsertShift bounds the entries, or groups, that recording one object
+// moves in a relayed Cache. An object whose place lies further back than
+// that from the end of its group (or a new group that far back among the
+// groups) is not recorded: unknown, as anything a relayed cache was not
+// given, so a fetch asks upstream for it. A peer sending objects in
+// descending order would otherwise make each insert move everything
+// recorded before it: quadratic work for linear input.
+const MaxInsertShift = 1024
+
 // Limits bound a Cache. Objects and Bytes of 0 mean no limit of that
 // kind; a Cache needs at least one of them, so its memory is bounded.
 // Duration 0 keeps objects until the other limits evict them. Budget, if
@@ -267,6 +276,20 @@ func (c *Cache) insert(l wire.Location, e entry, g *group) *group {
 	return g
 }
 
+// farBack reports whether a relayed Cache leaves l unrecorded (see
+// MaxInsertShift): l holds no entry, and its place, i in g as lookup found
+// it (nil: a new group), lies too far back. The caller holds mu.
+func (c *Cache) farBack(l wire.Location, g *group, i int) bool {
+	if !c.limits.Relayed {
+		return false
+	}
+	if g != nil {
+		return len(g.objs)-i > MaxInsertShift
+	}
+	_, gi := c.group(l.Group)
+	return len(c.groups)-gi > MaxInsertShift
+}
+
 func (c *Cache) raiseTop(l wire.Location) {
 	if !c.hasTop || c.top.Less(l) {
 		c.top, c.hasTop = l, true
@@ -290,8 +313,8 @@ func (c *Cache) begin(l wire.Location) bool {
 	if c.closed || c.below(l) {
 		return false
 	}
-	e, g, _ := c.lookup(l, nil)
-	if e != nil {
+	e, g, i := c.lookup(l, nil)
+	if e != nil || c.farBack(l, g, i) {
 		return false
 	}
 	now := c.now()
@@ -325,7 +348,10 @@ func (c *Cache) add(o Object) { c.addAt(o, c.now(), nil) }
 func (c *Cache) addAt(o Object, now int64, hint *group) *group {
 	l := o.Location
 	received := now
-	e, g, _ := c.lookup(l, hint)
+	e, g, i := c.lookup(l, hint)
+	if e == nil && c.farBack(l, g, i) {
+		return g
+	}
 	if e != nil {
 		switch e.kind {
 		case kindPending:

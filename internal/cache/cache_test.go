@@ -467,3 +467,32 @@ func TestConcurrentAddEvict(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// A relayed cache records an object only within MaxInsertShift of the end
+// of its group, and a group only within MaxInsertShift of the newest, so
+// that objects sent in descending order cost no more than in order; what
+// it skips is unknown. The original publisher's cache records them all.
+func TestRelayedInsertsBounded(t *testing.T) {
+	const n = 3 * MaxInsertShift
+	for _, relayed := range []bool{true, false} {
+		objects := New(Limits{Objects: 10 * n, Relayed: relayed}, wire.Opt[wire.Location]{})
+		groups := New(Limits{Objects: 10 * n, Relayed: relayed}, wire.Opt[wire.Location]{})
+		for i := n; i >= 0; i-- {
+			add(objects, obj(0, uint64(i)))
+			add(groups, obj(uint64(i), 0))
+		}
+		want := n + 1
+		if relayed {
+			want = MaxInsertShift + 1
+		}
+		count, _ := objects.Len()
+		assert.Equal(t, want, count, "objects of one group, relayed %v", relayed)
+		count, _ = groups.Len()
+		assert.Equal(t, want, count, "groups, relayed %v", relayed)
+	}
+	c := New(Limits{Objects: 10 * n, Relayed: true}, wire.Opt[wire.Location]{})
+	for i := MaxInsertShift + 1; i >= 0; i-- {
+		add(c, obj(0, uint64(i)))
+	}
+	assert.Equal(t, []want{unknown(0, 0), o(0, 1), o(0, 2)}, walk(t, context.Background(), c.Cursor(loc(0, 0), loc(0, 2), false)))
+}
