@@ -18,6 +18,9 @@ import (
 func (reg *registry) serveSubscribe(r *moqt.SubscribeRequest) {
 	ctx := r.Context()
 	fwd := forwardOf(r.Params)
+	// rerouted is set once r, having joined another request's search for
+	// the track's publishers, was routed again on its own (await).
+	rerouted := false
 	for {
 		e := reg.entry(r.Track)
 		if e == nil {
@@ -45,9 +48,10 @@ func (reg *registry) serveSubscribe(r *moqt.SubscribeRequest) {
 		case len(e.ups) > 0: // SUBSCRIBEs in flight upstream
 			e.addWaiterLocked(r, fwd)
 			e.mu.Unlock()
-			if reg.await(e, r, fwd, 0) {
+			if reg.await(e, r, fwd, 0, !rerouted) {
 				return
 			}
+			rerouted = true
 			continue
 		case e.resolving != nil:
 			ch := e.resolving
@@ -101,12 +105,12 @@ func (reg *registry) serveSubscribe(r *moqt.SubscribeRequest) {
 		}
 		e.mu.Unlock()
 		if found {
-			if reg.await(e, r, fwd, 0) {
+			if reg.await(e, r, fwd, 0, false) {
 				return
 			}
 			continue
 		}
-		done := reg.await(e, r, fwd, hold)
+		done := reg.await(e, r, fwd, hold, false)
 		reg.unhold(r.Session())
 		if done {
 			return
@@ -177,8 +181,12 @@ func (reg *registry) unhold(s *moqt.Session) {
 // await waits, as one of the track's waiters, for its first upstream to be
 // Established, for at most hold when hold is set (a rendezvous), then
 // answers r. It reports false when the track went away meanwhile and r is to
-// be routed again.
-func (reg *registry) await(e *trackEntry, r *moqt.SubscribeRequest, fwd bool, hold time.Duration) bool {
+// be routed again. So it does too, when joined (r joined a search another
+// request began), for a search that found no publisher: that request's
+// search may have been narrower than r's own would be (an UpstreamSet
+// gives a cluster peer's request no upstream, so that requests do not
+// loop), and every matching publisher is to be asked (§7.5).
+func (reg *registry) await(e *trackEntry, r *moqt.SubscribeRequest, fwd bool, hold time.Duration, joined bool) bool {
 	var timeout <-chan time.Time
 	if hold > 0 {
 		t := time.NewTimer(hold)
@@ -211,7 +219,7 @@ func (reg *registry) await(e *trackEntry, r *moqt.SubscribeRequest, fwd bool, ho
 	if rerr := e.err; rerr != nil {
 		e.removeWaiterLocked(r.Session(), fwd)
 		e.mu.Unlock()
-		if rerr == errDropped {
+		if rerr == errDropped || (joined && rerr.Code == wire.ReqDoesNotExist) {
 			return false
 		}
 		reg.refuse(r, rerr.Code, rerr.Reason, OutcomeRefused)
